@@ -1,0 +1,231 @@
+"""Subnet-management attributes (IBA 14.2.5), each one layout, components in snake_case.
+
+Every layout is padded to the 64-byte SMP data area; `decode_attribute` and
+`encode_attribute` pick the layout from the AttributeID (and, for PortInfo, from
+AttributeModifier bit 31).
+"""
+from __future__ import annotations
+
+import enum
+
+from construct import Array, Bytes, BitsInteger, Bytewise, Padding
+
+from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
+from mad.forwarding import PORTINFO_EXT_SPEEDS
+from mad.layout import Layout, NulText, bit_size
+
+SMP_DATA_SIZE = 64
+
+
+class AttrID(enum.IntEnum):
+    NOTICE = 0x0002
+    NODE_DESCRIPTION = 0x0010
+    NODE_INFO = 0x0011
+    SWITCH_INFO = 0x0012
+    PORT_INFO = 0x0015
+    P_KEY_TABLE = 0x0016
+    SL_TO_VL_MAPPING_TABLE = 0x0017
+    LINEAR_FORWARDING_TABLE = 0x0019
+    RANDOM_FORWARDING_TABLE = 0x001A
+    MULTICAST_FORWARDING_TABLE = 0x001B
+    SM_INFO = 0x0020
+
+
+class _Attr:
+    """Mixin for attribute values: which attribute they are."""
+    __slots__ = ()
+    ATTR_ID: int = 0
+
+    def to_dict(self) -> dict:
+        return {n: getattr(self, n) for n in self.LAYOUT.names}
+
+
+def _attr(attr_id: AttrID, name: str, *subcons, doc: str = "") -> Layout:
+    used = bit_size(subcons)
+    pad = SMP_DATA_SIZE * 8 - used
+    lay = Layout(name, *subcons, *( [Padding(pad)] if pad else []), base=_Attr, doc=doc)
+    lay.cls.ATTR_ID = int(attr_id)
+    return lay
+
+
+B = BitsInteger
+
+Notice = _attr(
+    AttrID.NOTICE, "Notice",
+    "is_generic" / B(1), "type" / B(7), "producer_type_or_vendor_id" / B(24),
+    "trap_number_or_device_id" / B(16), "issuer_lid" / B(16),
+    "notice_toggle" / B(1), "notice_count" / B(15),
+    # IssuerGID (bytes 64-79 of the 80-byte Notice) does not fit an SMP's data area.
+    "data_details" / Bytewise(Bytes(54)),
+    doc="Notice (IBA 13.4.8.2), the 64 bytes an SMP carries.",
+)
+
+NodeDescription = _attr(
+    AttrID.NODE_DESCRIPTION, "NodeDescription",
+    "node_string" / Bytewise(NulText(64)),
+)
+
+NodeInfo = _attr(
+    AttrID.NODE_INFO, "NodeInfo",
+    "base_version" / B(8), "class_version" / B(8), "node_type" / B(8), "num_ports" / B(8),
+    "system_image_guid" / B(64), "node_guid" / B(64), "port_guid" / B(64),
+    "partition_cap" / B(16), "device_id" / B(16), "revision" / B(32),
+    "local_port_num" / B(8), "vendor_id" / B(24),
+)
+
+SwitchInfo = _attr(
+    AttrID.SWITCH_INFO, "SwitchInfo",
+    "linear_fdb_cap" / B(16), "random_fdb_cap" / B(16), "multicast_fdb_cap" / B(16),
+    "linear_fdb_top" / B(16),
+    "default_port" / B(8), "default_multicast_primary_port" / B(8),
+    "default_multicast_not_primary_port" / B(8),
+    "life_time_value" / B(5), "port_state_change" / B(1),
+    "optimized_sl_to_vl_mapping_programming" / B(2),
+    "lids_per_port" / B(16), "partition_enforcement_cap" / B(16),
+    "inbound_enforcement_cap" / B(1), "outbound_enforcement_cap" / B(1),
+    "filter_raw_inbound_cap" / B(1), "filter_raw_outbound_cap" / B(1),
+    "enhanced_port0" / B(1), Padding(3), Padding(8),
+    "multicast_fdb_top" / B(16),
+)
+
+# PortInfo: one list of components; the extended-speeds form (AttributeModifier bit 31)
+# gives meaning to byte 56, which the base form reserves.
+_PORTINFO_HEAD = [
+    "m_key" / B(64), "gid_prefix" / B(64), "lid" / B(16), "master_sm_lid" / B(16),
+    "capability_mask" / B(32), "diag_code" / B(16), "m_key_lease_period" / B(16),
+    "local_port_num" / B(8), "link_width_enabled" / B(8), "link_width_supported" / B(8),
+    "link_width_active" / B(8), "link_speed_supported" / B(4), "port_state" / B(4),
+    "port_physical_state" / B(4), "link_down_default_state" / B(4),
+    "m_key_protect_bits" / B(2), Padding(3), "lmc" / B(3),
+    "link_speed_active" / B(4), "link_speed_enabled" / B(4),
+    "neighbor_mtu" / B(4), "master_sm_sl" / B(4), "vl_cap" / B(4), "init_type" / B(4),
+    "vl_high_limit" / B(8), "vl_arbitration_high_cap" / B(8), "vl_arbitration_low_cap" / B(8),
+    "init_type_reply" / B(4), "mtu_cap" / B(4), "vl_stall_count" / B(3), "hoq_life" / B(5),
+    "operational_vls" / B(4), "partition_enforcement_inbound" / B(1),
+    "partition_enforcement_outbound" / B(1), "filter_raw_inbound" / B(1),
+    "filter_raw_outbound" / B(1),
+    "m_key_violations" / B(16), "p_key_violations" / B(16), "q_key_violations" / B(16),
+    "guid_cap" / B(8), "client_reregister" / B(1),
+    "multicast_pkey_trap_suppression_enabled" / B(2), "subnet_timeout" / B(5),
+    Padding(3), "resp_time_value" / B(5), "local_phy_errors" / B(4), "overrun_errors" / B(4),
+    "max_credit_hint" / B(16),
+]
+_PORTINFO_BYTE56_BASE = [Padding(8)]
+_PORTINFO_BYTE56_EXT = [
+    Padding(1), "link_speed_ext_active2" / B(2), "link_speed_ext_supported2" / B(2),
+    "link_speed_ext_enabled2" / B(3),
+]
+_PORTINFO_TAIL = [
+    "link_round_trip_latency" / B(24), "capability_mask2" / B(16),
+    "link_speed_ext_active" / B(4), "link_speed_ext_supported" / B(4), Padding(3),
+    "link_speed_ext_enabled" / B(5),
+]
+PortInfo = _attr(AttrID.PORT_INFO, "PortInfo", *_PORTINFO_HEAD, *_PORTINFO_BYTE56_BASE, *_PORTINFO_TAIL)
+PortInfoExtSpeeds = _attr(
+    AttrID.PORT_INFO, "PortInfoExtSpeeds", *_PORTINFO_HEAD, *_PORTINFO_BYTE56_EXT, *_PORTINFO_TAIL,
+    doc="PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds) set.",
+)
+
+P_KeyTable = _attr(
+    AttrID.P_KEY_TABLE, "P_KeyTable",
+    # each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
+    "p_keys" / Array(32, B(16)),
+)
+
+SLtoVLMappingTable = _attr(
+    AttrID.SL_TO_VL_MAPPING_TABLE, "SLtoVLMappingTable",
+    "sl_to_vl" / Array(16, B(4)),  # entry i: the VL for SL i
+)
+
+LinearForwardingTable = _attr(
+    AttrID.LINEAR_FORWARDING_TABLE, "LinearForwardingTable",
+    "ports" / Array(64, B(8)),  # port for LID 64*block + i; 0xFF = none
+)
+
+# One RFT entry is 32 bits: BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8. The block is
+# 16 of them; they are flattened into parallel arrays so the layout stays one construct.
+RFT_ENTRY = ["base_lid" / B(16), "valid" / B(1), "lmc" / B(3), Padding(4), "port" / B(8)]
+RandomForwardingEntry = Layout("RandomForwardingEntry", *RFT_ENTRY, doc="One RFT entry (4 bytes).")
+RandomForwardingTable = _attr(
+    AttrID.RANDOM_FORWARDING_TABLE, "RandomForwardingTable",
+    "entries" / Array(16, B(32)),  # each a packed RandomForwardingEntry; see rft_entries()
+)
+
+MulticastForwardingTable = _attr(
+    AttrID.MULTICAST_FORWARDING_TABLE, "MulticastForwardingTable",
+    "port_masks" / Array(32, B(16)),  # entry i: MLID 0xC000+32*block+i, bit j: port 16*position+j
+)
+
+SMInfo = _attr(
+    AttrID.SM_INFO, "SMInfo",
+    "guid" / B(64), "sm_key" / B(64), "act_count" / B(32), "priority" / B(4), "sm_state" / B(4),
+)
+
+
+class SMState(enum.IntEnum):
+    NOT_ACTIVE = 0
+    DISCOVERING = 1
+    STANDBY = 2
+    MASTER = 3
+
+
+class PortState(enum.IntEnum):
+    NO_CHANGE = 0
+    DOWN = 1
+    INIT = 2
+    ARMED = 3
+    ACTIVE = 4
+
+
+class NodeType(enum.IntEnum):
+    CA = 1
+    SWITCH = 2
+    ROUTER = 3
+
+
+CAP_IS_SM = 1 << 1  # PortInfo.CapabilityMask bit 1: IsSM
+
+_BY_ID: dict[int, Layout] = {
+    lay.cls.ATTR_ID: lay
+    for lay in (Notice, NodeDescription, NodeInfo, SwitchInfo, PortInfo, P_KeyTable,
+                SLtoVLMappingTable, LinearForwardingTable, RandomForwardingTable,
+                MulticastForwardingTable, SMInfo)
+}
+ATTRIBUTE_NAMES = {i: lay.name for i, lay in _BY_ID.items()}
+ATTRIBUTE_IDS = {lay.name.lower(): i for i, lay in _BY_ID.items()}
+
+
+def layout_for(attr_id: int, modifier: int = 0) -> Layout:
+    if attr_id == AttrID.PORT_INFO and modifier & PORTINFO_EXT_SPEEDS:
+        return PortInfoExtSpeeds
+    try:
+        return _BY_ID[attr_id]
+    except KeyError:
+        raise UnknownAttributeError(f"attribute_id={attr_id:#06x}: no layout for this attribute") from None
+
+
+def decode_attribute(attr_id: int, data, modifier: int = 0):
+    if len(data) != SMP_DATA_SIZE:
+        raise MadLengthError(f"SMP data: {len(data)} bytes, must be {SMP_DATA_SIZE}")
+    return layout_for(attr_id, modifier).decode(data)
+
+
+def encode_attribute(value, modifier: int = 0) -> bytes:
+    """Encode an attribute value into the 64-byte SMP data area."""
+    lay = getattr(value, "LAYOUT", None)
+    if lay is None or getattr(value, "ATTR_ID", None) is None:
+        raise MadFieldError("attribute", type(value).__name__, "an attribute value from mad.attributes")
+    return lay.encode(value)
+
+
+def rft_entries(block) -> list:
+    """Unpack a RandomForwardingTable block into 16 RandomForwardingEntry values."""
+    return [RandomForwardingEntry.decode(e.to_bytes(4, "big")) for e in block.entries]
+
+
+def rft_block(entries) -> "RandomForwardingTable.cls":
+    """Pack up to 16 RandomForwardingEntry values into a block (missing ones invalid)."""
+    if len(entries) > 16:
+        raise MadFieldError("entries", len(entries), "at most 16 per RFT block")
+    packed = [int.from_bytes(RandomForwardingEntry.encode(e), "big") for e in entries]
+    return RandomForwardingTable.cls(entries=packed + [0] * (16 - len(packed)))

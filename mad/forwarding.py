@@ -1,0 +1,179 @@
+"""AttributeModifier and table-position math for the three forwarding tables and PortInfo.
+
+All functions check their inputs and raise MadFieldError naming the limit; each mapping
+has its inverse. Constants are IBA 14.2.5.10-14.2.5.12 (see DESIGN.md, Known pitfalls).
+"""
+from __future__ import annotations
+
+from mad.errors import MadFieldError
+
+# -- LIDs ------------------------------------------------------------------------
+UNICAST_LID_MAX = 0xBFFF
+MULTICAST_LID_MIN = 0xC000
+MULTICAST_LID_MAX = 0xFFFE
+PERMISSIVE_LID = 0xFFFF
+
+# -- LinearForwardingTable: 768 blocks of 64 one-byte ports -----------------------
+LFT_BLOCK_SIZE = 64
+LFT_BLOCKS = 768
+LFT_NO_PORT = 0xFF
+
+# -- RandomForwardingTable: 3072 blocks of 16 four-byte entries -------------------
+RFT_BLOCK_SIZE = 16
+RFT_BLOCKS = 3072
+
+# -- MulticastForwardingTable: 512 blocks of 32 MLIDs x 16 positions of 16 ports ---
+MFT_BLOCK_SIZE = 32
+MFT_BLOCKS = 512
+MFT_POSITIONS = 16
+MFT_PORTS_PER_POSITION = 16
+_MFT_BLOCK_MASK = 0x1FF  # bits 8:0
+_MFT_POSITION_SHIFT = 28  # bits 31:28
+
+MAX_PORT = 254  # 255 is the LFT "no port" value; switches have at most 254 ports
+
+
+def _check(field: str, value: int, lo: int, hi: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise MadFieldError(field, value, f"{lo}..{hi} ({lo:#x}..{hi:#x})")
+    return value
+
+
+def check_unicast_lid(lid: int) -> int:
+    return _check("lid", lid, 1, UNICAST_LID_MAX)
+
+
+def check_mlid(mlid: int) -> int:
+    return _check("mlid", mlid, MULTICAST_LID_MIN, MULTICAST_LID_MAX)
+
+
+def check_port(port: int, num_ports: int = MAX_PORT) -> int:
+    return _check("port", port, 0, num_ports)
+
+
+# LFT
+def lft_block(lid: int) -> tuple[int, int]:
+    """LID -> (block = AttributeModifier, index in the block). LID 0 is reserved but
+    addressable as entry 0 of block 0, so 0 is accepted here."""
+    _check("lid", lid, 0, UNICAST_LID_MAX)
+    return divmod(lid, LFT_BLOCK_SIZE)
+
+
+def lft_lid(block: int, index: int) -> int:
+    _check("lft block", block, 0, LFT_BLOCKS - 1)
+    _check("lft index", index, 0, LFT_BLOCK_SIZE - 1)
+    return block * LFT_BLOCK_SIZE + index
+
+
+def lft_modifier(block: int) -> int:
+    return _check("lft block", block, 0, LFT_BLOCKS - 1)
+
+
+def lft_blocks_for(cap_or_top: int) -> int:
+    """How many blocks cover LIDs 0..cap_or_top inclusive."""
+    _check("lft top", cap_or_top, 0, UNICAST_LID_MAX)
+    return cap_or_top // LFT_BLOCK_SIZE + 1
+
+
+# RFT
+def rft_block(entry: int) -> tuple[int, int]:
+    """Entry number -> (block = AttributeModifier, index in the block)."""
+    _check("rft entry", entry, 0, RFT_BLOCKS * RFT_BLOCK_SIZE - 1)
+    return divmod(entry, RFT_BLOCK_SIZE)
+
+
+def rft_entry(block: int, index: int) -> int:
+    _check("rft block", block, 0, RFT_BLOCKS - 1)
+    _check("rft index", index, 0, RFT_BLOCK_SIZE - 1)
+    return block * RFT_BLOCK_SIZE + index
+
+
+def rft_modifier(block: int) -> int:
+    return _check("rft block", block, 0, RFT_BLOCKS - 1)
+
+
+def rft_lid_range(base_lid: int, lmc: int) -> range:
+    """LIDs an RFT entry matches: the base with its low LMC bits cleared, 2**LMC of them."""
+    _check("lmc", lmc, 0, 7)
+    first = base_lid & ~((1 << lmc) - 1)
+    return range(first, first + (1 << lmc))
+
+
+# MFT
+def mft_position(port: int) -> tuple[int, int]:
+    """Port -> (PortMask position, bit within the 16-bit mask)."""
+    _check("port", port, 0, MFT_POSITIONS * MFT_PORTS_PER_POSITION - 1)
+    return divmod(port, MFT_PORTS_PER_POSITION)
+
+
+def mft_block(mlid: int) -> tuple[int, int]:
+    """MLID -> (block, index of its PortMask entry in the block)."""
+    check_mlid(mlid)
+    return divmod(mlid - MULTICAST_LID_MIN, MFT_BLOCK_SIZE)
+
+
+def mft_mlid(block: int, index: int) -> int:
+    _check("mft block", block, 0, MFT_BLOCKS - 1)
+    _check("mft index", index, 0, MFT_BLOCK_SIZE - 1)
+    mlid = MULTICAST_LID_MIN + block * MFT_BLOCK_SIZE + index
+    if mlid > 0xFFFF:
+        raise MadFieldError("mlid", mlid, "0xc000..0xffff")
+    return mlid
+
+
+def mft_modifier(block: int, position: int) -> int:
+    """(block, position) -> AttributeModifier: block in bits 8:0, position in bits 31:28."""
+    _check("mft block", block, 0, MFT_BLOCKS - 1)
+    _check("mft position", position, 0, MFT_POSITIONS - 1)
+    return (position << _MFT_POSITION_SHIFT) | block
+
+
+def mft_from_modifier(modifier: int) -> tuple[int, int]:
+    """AttributeModifier -> (block, position); reserved bits 27:9 must be zero."""
+    _check("attribute_modifier", modifier, 0, 0xFFFFFFFF)
+    if modifier & 0x0FFFFE00:
+        raise MadFieldError("attribute_modifier", hex(modifier), "MFT reserved bits 27:9 must be zero")
+    return modifier & _MFT_BLOCK_MASK, modifier >> _MFT_POSITION_SHIFT
+
+
+def mft_positions_for(num_ports: int) -> int:
+    """PortMask positions a switch with ports 0..num_ports uses."""
+    _check("num_ports", num_ports, 0, MAX_PORT)
+    return num_ports // MFT_PORTS_PER_POSITION + 1
+
+
+def mft_blocks_for(cap: int) -> int:
+    """Blocks covering a MulticastFDBCap of ``cap`` entries."""
+    _check("multicast_fdb_cap", cap, 0, MFT_BLOCKS * MFT_BLOCK_SIZE)
+    return -(-cap // MFT_BLOCK_SIZE)
+
+
+# PortInfo: port number in bits 7:0; bit 31 = SMSupportExtendedSpeeds (IBA 1.4+)
+PORTINFO_EXT_SPEEDS = 1 << 31
+
+
+def portinfo_modifier(port: int, extended_speeds: bool = False) -> int:
+    _check("port", port, 0, 255)
+    return port | (PORTINFO_EXT_SPEEDS if extended_speeds else 0)
+
+
+def portinfo_from_modifier(modifier: int) -> tuple[int, bool]:
+    _check("attribute_modifier", modifier, 0, 0xFFFFFFFF)
+    return modifier & 0xFF, bool(modifier & PORTINFO_EXT_SPEEDS)
+
+
+# P_KeyTable: block of 32 P_Keys in bits 15:0; for a switch, port in bits 23:16
+PKEY_BLOCK_SIZE = 32
+
+
+def pkey_modifier(block: int, port: int = 0) -> int:
+    _check("pkey block", block, 0, 2047)
+    _check("port", port, 0, 255)
+    return (port << 16) | block
+
+
+# SLtoVLMappingTable: output port in bits 7:0, input port in bits 15:8
+def sl2vl_modifier(in_port: int, out_port: int) -> int:
+    _check("input port", in_port, 0, 255)
+    _check("output port", out_port, 0, 255)
+    return (in_port << 8) | out_port

@@ -1,0 +1,245 @@
+"""Declarative layouts: one construct definition each, plus a fast codec compiled from it.
+
+A layout is written once, as a list of construct subcons (``"lid" / BitsInteger(16)``,
+``Padding(3)``, ``"ports" / Array(64, BitsInteger(8))``, ``"data" / Bytewise(Bytes(64))``).
+From that single list we build
+
+* ``Layout.construct``: a construct ``BitStruct`` (the reference parser/builder), and
+* a generated pair of Python functions (decode/encode) that do the same job with
+  ``int.from_bytes`` shifts and ``struct``, several times faster than construct's own
+  compiled parsers. Offsets and widths come from walking the subcons, never from a
+  second hand-written table; a test checks the two paths agree on every layout.
+
+Values are plain dataclasses (slots) whose fields are the named subcons, in order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any
+
+import construct as cs
+
+from mad.errors import MadFieldError, MadLengthError
+
+_STRUCT_CODES = {8: "B", 16: "H", 32: "I", 64: "Q"}
+
+
+class NulText(cs.Adapter):
+    """A fixed-size, NUL-padded UTF-8 string (NodeDescription). Bad UTF-8 is kept as
+    surrogate escapes, not raised: a node may report anything there and we must still
+    show it, and re-encode it unchanged."""
+
+    def __init__(self, length: int):
+        super().__init__(cs.Bytes(length))
+        self.length = length
+
+    def _decode(self, obj, context, path):
+        return bytes(obj).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+    def _encode(self, obj, context, path):
+        raw = obj.encode("utf-8", "surrogateescape")
+        if len(raw) > self.length:
+            raise cs.ValidationError(f"text longer than {self.length} bytes")
+        return raw.ljust(self.length, b"\0")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Field:
+    name: str | None  # None: reserved bits
+    kind: str  # "int" | "array" | "bytes" | "text"
+    offset: int  # in bits from the start of the layout
+    width: int  # bits of one element
+    count: int = 1  # array length
+
+
+def _walk(subcons) -> tuple[list[_Field], int]:
+    fields: list[_Field] = []
+    pos = 0
+    for sc in subcons:
+        name = getattr(sc, "name", None)
+        inner = sc.subcon if isinstance(sc, cs.Renamed) else sc
+        if isinstance(inner, cs.BitsInteger):
+            fields.append(_Field(name, "int", pos, inner.length))
+            pos += inner.length
+        elif isinstance(inner, cs.Padded) and name is None:  # construct's Padding(n)
+            fields.append(_Field(None, "int", pos, inner.length))
+            pos += inner.length
+        elif isinstance(inner, cs.Array) and isinstance(inner.subcon, cs.BitsInteger):
+            w = inner.subcon.length
+            fields.append(_Field(name, "array", pos, w, inner.count))
+            pos += w * inner.count
+        elif isinstance(inner, (cs.Restreamed, cs.Transformed)) and isinstance(inner.subcon, (NulText, cs.Bytes)):
+            # Bytewise(...) inside the BitStruct: byte-aligned raw bytes or text
+            b = inner.subcon
+            n = b.length
+            fields.append(_Field(name, "text" if isinstance(b, NulText) else "bytes", pos, 8, n))
+            pos += 8 * n
+        else:
+            raise TypeError(f"layout: unsupported subcon {sc!r}")
+    return fields, pos
+
+
+class Layout:
+    """One layout: its construct definition, a dataclass for values, a fast codec."""
+
+    def __init__(self, name: str, *subcons, base: type | None = None, doc: str = ""):
+        self.name = name
+        self.fields, bits = _walk(subcons)
+        if bits % 8:
+            raise TypeError(f"layout {name}: {bits} bits is not whole bytes")
+        self.size = bits // 8
+        self.construct = cs.BitStruct(*subcons)
+        named = [f for f in self.fields if f.name]
+        self.names = tuple(f.name for f in named)
+        self.cls = dataclasses.make_dataclass(
+            name,
+            [(f.name, Any, _default(f)) for f in named],
+            bases=(base,) if base else (),
+            slots=True,
+            eq=True,
+        )
+        self.cls.__doc__ = doc or f"{name} ({self.size} bytes)."
+        self.cls.LAYOUT = self
+        self._compile()
+
+    # -- code generation -------------------------------------------------------
+    def _segments(self):
+        """Group fields into runs: packed bit fields become one big integer, byte-aligned
+        arrays of 8/16/32/64-bit elements and raw bytes are sliced directly."""
+        segs: list[tuple[str, list[_Field]]] = []
+        for f in self.fields:
+            direct = f.kind in ("bytes", "text") or (
+                f.kind == "array" and f.width in _STRUCT_CODES and f.offset % 8 == 0
+            )
+            kind = "direct" if direct else "bits"
+            if kind == "bits" and segs and segs[-1][0] == "bits":
+                segs[-1][1].append(f)
+            else:
+                segs.append((kind, [f]))
+        return segs
+
+    def _compile(self):
+        ns: dict[str, Any] = {"cls": self.cls, "from_bytes": int.from_bytes, "_bad": _bad,
+                              "MadFieldError": MadFieldError, "struct": struct}
+        dec = ["def decode(buf, off=0):"]
+        enc = ["def encode(obj):", "    parts = []"]
+        args: list[str] = []
+        for i, (kind, flds) in enumerate(self._segments()):
+            start = flds[0].offset
+            end = flds[-1].offset + flds[-1].width * flds[-1].count
+            b0, nbytes = start // 8, (end - start) // 8
+            if kind == "bits":
+                if start % 8 or (end - start) % 8:
+                    raise TypeError(f"layout {self.name}: bit run not byte aligned")
+                dec.append(f"    v{i} = from_bytes(buf[off+{b0}:off+{b0 + nbytes}], 'big')")
+                terms = []
+                for f in flds:
+                    if f.name is None:
+                        continue
+                    if f.kind == "int":
+                        sh = end - f.offset - f.width
+                        m = (1 << f.width) - 1
+                        expr = f"(v{i} >> {sh}) & {m:#x}" if sh else f"v{i} & {m:#x}"
+                        var = f"f_{f.name}"
+                        dec.append(f"    {var} = {expr}")
+                        args.append(var)
+                        enc.append(f"    x = obj.{f.name}")
+                        enc.append(f"    if not (x.__class__ is int and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
+                        terms.append(f"(x << {sh})" if sh else "x")
+                        enc.append(f"    t_{f.name} = {terms[-1]}")
+                        terms[-1] = f"t_{f.name}"
+                    else:  # array of unaligned or odd-width elements
+                        m = (1 << f.width) - 1
+                        sh0 = end - f.offset - f.width
+                        var = f"f_{f.name}"
+                        dec.append(f"    {var} = [(v{i} >> ({sh0} - {f.width} * k)) & {m:#x} for k in range({f.count})]")
+                        args.append(var)
+                        enc.append(f"    xs = obj.{f.name}")
+                        enc.append(f"    if len(xs) != {f.count}: _bad({f.name!r}, xs, 'exactly {f.count} entries')")
+                        enc.append(f"    t_{f.name} = 0")
+                        enc.append(f"    for k, x in enumerate(xs):")
+                        enc.append(f"        if not (x.__class__ is int and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
+                        enc.append(f"        t_{f.name} |= x << ({sh0} - {f.width} * k)")
+                        terms.append(f"t_{f.name}")
+                enc.append(f"    parts.append(({' | '.join(terms) or '0'}).to_bytes({nbytes}, 'big'))")
+            else:
+                (f,) = flds
+                var = f"f_{f.name}"
+                if f.kind == "bytes":
+                    dec.append(f"    {var} = bytes(buf[off+{b0}:off+{b0 + nbytes}])")
+                    enc.append(f"    x = obj.{f.name}")
+                    enc.append(f"    if not isinstance(x, (bytes, bytearray)) or len(x) > {nbytes}: _bad({f.name!r}, x, 'at most {nbytes} bytes')")
+                    enc.append(f"    parts.append(bytes(x).ljust({nbytes}, b'\\0'))")
+                elif f.kind == "text":
+                    dec.append(f"    {var} = bytes(buf[off+{b0}:off+{b0 + nbytes}]).split(b'\\0', 1)[0].decode('utf-8', 'surrogateescape')")
+                    enc.append(f"    x = obj.{f.name}")
+                    enc.append(f"    try: r = x.encode('utf-8', 'surrogateescape') if isinstance(x, str) else None")
+                    enc.append(f"    except UnicodeError: r = None")
+                    enc.append(f"    if r is None or len(r) > {nbytes}: _bad({f.name!r}, x, 'a string of at most {nbytes} UTF-8 bytes')")
+                    enc.append(f"    parts.append(r.ljust({nbytes}, b'\\0'))")
+                else:
+                    code = _STRUCT_CODES[f.width]
+                    ns[f"s_{f.name}"] = struct.Struct(f">{f.count}{code}")
+                    if f.width == 8:
+                        dec.append(f"    {var} = list(buf[off+{b0}:off+{b0 + nbytes}])")
+                    else:
+                        dec.append(f"    {var} = list(s_{f.name}.unpack_from(buf, off+{b0}))")
+                    enc.append(f"    xs = obj.{f.name}")
+                    enc.append(f"    try: parts.append(s_{f.name}.pack(*xs))")
+                    enc.append(f"    except (struct.error, TypeError): _bad({f.name!r}, xs, 'exactly {f.count} integers 0..{(1 << f.width) - 1}')")
+                args.append(var)
+        dec.append(f"    return cls({', '.join(args)})")
+        enc.append("    return b''.join(parts)")
+        exec("\n".join(dec), ns)  # noqa: S102 - generated from the construct definition above
+        exec("\n".join(enc), ns)  # noqa: S102
+        self._decode = ns["decode"]
+        self._encode = ns["encode"]
+
+    # -- public codec ----------------------------------------------------------
+    def decode(self, buf, off: int = 0):
+        """Decode ``self.size`` bytes of ``buf`` at ``off`` into a value."""
+        if len(buf) - off < self.size:
+            raise MadLengthError(f"{self.name}: needs {self.size} bytes, got {max(len(buf) - off, 0)}")
+        return self._decode(buf, off)
+
+    def encode(self, obj) -> bytes:
+        """Encode a value; any field out of range raises MadFieldError naming it."""
+        if not isinstance(obj, self.cls):
+            raise MadFieldError(self.name, type(obj).__name__, f"a {self.name} value")
+        return self._encode(obj)
+
+    def decode_construct(self, buf):
+        """The reference path: construct's own parser (tests compare it to `decode`)."""
+        try:
+            c = self.construct.parse(bytes(buf[: self.size]))
+        except cs.ConstructError as e:
+            raise MadLengthError(f"{self.name}: {e}") from None
+        return self.cls(**{n: (list(c[n]) if isinstance(c[n], list) else c[n]) for n in self.names})
+
+    def encode_construct(self, obj) -> bytes:
+        try:
+            return self.construct.build({n: getattr(obj, n) for n in self.names})
+        except cs.ConstructError as e:
+            raise MadFieldError(self.name, obj, str(e)) from None
+
+    def field_info(self):
+        """(name, bit offset, bit width, count) for every named field: docs and dumps."""
+        return [(f.name, f.offset, f.width, f.count) for f in self.fields if f.name]
+
+
+def bit_size(subcons) -> int:
+    """Total bits a list of subcons occupies."""
+    return _walk(subcons)[1]
+
+
+def _default(f: _Field):
+    if f.kind == "array":
+        return dataclasses.field(default_factory=lambda n=f.count: [0] * n)
+    return dataclasses.field(default={"int": 0, "bytes": b"", "text": ""}[f.kind])
+
+
+def _bad(name, value, limit):
+    if isinstance(limit, int):
+        limit = f"0..{limit} ({limit:#x})"
+    raise MadFieldError(name, value, limit)

@@ -1,0 +1,212 @@
+"""Subnet Management Packets: the LID-routed (class 0x01) and directed-route (class 0x81)
+formats (IBA 14.2.1), built on the common header's pieces, plus request builders."""
+from __future__ import annotations
+
+import itertools
+import random
+
+from construct import BitsInteger, Bytes, Bytewise, Padding
+
+from mad.attributes import ATTRIBUTE_NAMES, SMP_DATA_SIZE, decode_attribute, encode_attribute
+from mad.errors import MadError, MadFieldError, MadLengthError, UnknownVersionError
+from mad.forwarding import PERMISSIVE_LID
+from mad.header import (
+    BASE_VERSION, HEADER_LEAD, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, Method, MgmtClass, Status,
+    method_name,
+)
+from mad.layout import Layout
+
+MAX_HOPS = 63  # InitialPath/ReturnPath have 64 entries; entry 0 is unused
+D_BIT = 0x8000
+
+
+class _Smp:
+    """Behaviour shared by both SMP formats."""
+    __slots__ = ()
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.method & 0x80)
+
+    @property
+    def attribute_name(self) -> str:
+        return ATTRIBUTE_NAMES.get(self.attribute_id, f"attribute {self.attribute_id:#06x}")
+
+    @property
+    def method_name(self) -> str:
+        return method_name(self.method)
+
+    @property
+    def tid32(self) -> int:
+        """The low 32 bits of the TID: the kernel and umad2sim rewrite the high half."""
+        return self.transaction_id & 0xFFFFFFFF
+
+    def attribute(self):
+        """Decode the data area by AttributeID (and modifier, for PortInfo)."""
+        return decode_attribute(self.attribute_id, self.data, self.attribute_modifier)
+
+    def encode(self) -> bytes:
+        return encode(self)
+
+
+class _LidSmp(_Smp):
+    __slots__ = ()
+    directed = False
+
+    @property
+    def status_info(self) -> Status:
+        return Status.from_word(self.status)
+
+    @property
+    def status_word(self) -> int:
+        return self.status
+
+    def target(self) -> str:
+        return "LID-routed"
+
+
+class _DrSmp(_Smp):
+    __slots__ = ()
+    directed = True
+
+    @property
+    def status_info(self) -> Status:
+        return Status.from_word(self.status)
+
+    @property
+    def status_word(self) -> int:
+        """Status as the wire carries it: D bit on top of the 15 status bits."""
+        return (self.d << 15) | self.status
+
+    @property
+    def path(self) -> tuple[int, ...]:
+        """The InitialPath as infiniband-diags writes it: 0, then one port per hop."""
+        return (0, *self.initial_path[1:self.hop_count + 1])
+
+    def target(self) -> str:
+        return "DR " + ",".join(map(str, self.path))
+
+
+# The SMP-specific tail: M_Key, then either reserved space around the 64-byte data
+# (LID-routed) or DrSLID/DrDLID and the two 64-entry paths (directed route).
+LidSmp = Layout(
+    "LidSmp", *HEADER_LEAD, *HEADER_STATUS, *HEADER_TAIL,
+    "m_key" / BitsInteger(64), Padding(32 * 8),
+    "data" / Bytewise(Bytes(SMP_DATA_SIZE)), Padding(128 * 8),
+    base=_LidSmp, doc="LID-routed SMP (management class 0x01).",
+)
+DrSmp = Layout(
+    "DrSmp", *HEADER_LEAD,
+    "d" / BitsInteger(1), "status" / BitsInteger(15),  # Status: D bit + 15 bits
+    "hop_pointer" / BitsInteger(8), "hop_count" / BitsInteger(8),  # ClassSpecific
+    *HEADER_TAIL,
+    "m_key" / BitsInteger(64), "dr_slid" / BitsInteger(16), "dr_dlid" / BitsInteger(16),
+    Padding(28 * 8),
+    "data" / Bytewise(Bytes(SMP_DATA_SIZE)),
+    "initial_path" / Bytewise(Bytes(64)), "return_path" / Bytewise(Bytes(64)),
+    base=_DrSmp, doc="Directed-route SMP (management class 0x81).",
+)
+assert LidSmp.size == DrSmp.size == MAD_SIZE
+
+_BY_CLASS = {MgmtClass.SUBN_LID_ROUTED: LidSmp, MgmtClass.SUBN_DIRECTED_ROUTE: DrSmp}
+
+
+def decode(buf) -> "_LidSmp | _DrSmp":
+    """Decode one 256-byte SMP. Only codec errors (MadError) escape."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise MadLengthError(f"MAD: expected bytes, got {type(buf).__name__}")
+    if len(buf) != MAD_SIZE:
+        raise MadLengthError(f"MAD: {len(buf)} bytes, an SMP is exactly {MAD_SIZE}")
+    if buf[0] != BASE_VERSION:
+        raise UnknownVersionError(f"base_version={buf[0]}: only {BASE_VERSION} is defined")
+    lay = _BY_CLASS.get(buf[1])
+    if lay is None:
+        raise UnknownVersionError(f"mgmt_class={buf[1]:#04x}: not a subnet management class (0x01, 0x81)")
+    return lay._decode(buf, 0)
+
+
+def encode(smp) -> bytes:
+    lay = getattr(smp, "LAYOUT", None)
+    if lay not in (LidSmp, DrSmp):
+        raise MadFieldError("smp", type(smp).__name__, "an SMP from mad.smp")
+    data = smp.data
+    if len(data) != SMP_DATA_SIZE:
+        raise MadFieldError("data", f"{len(data)} bytes", f"exactly {SMP_DATA_SIZE} bytes")
+    return lay._encode(smp)
+
+
+# -- request builders --------------------------------------------------------------
+_tids = itertools.count(random.randrange(1, 1 << 30))
+
+
+def next_tid() -> int:
+    """A fresh TID whose low 32 bits are unique within the process."""
+    return next(_tids) & 0xFFFFFFFF or next(_tids) & 0xFFFFFFFF
+
+
+def _payload(value, modifier: int) -> bytes:
+    if value is None:
+        return bytes(SMP_DATA_SIZE)
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) != SMP_DATA_SIZE:
+            raise MadFieldError("data", f"{len(value)} bytes", f"exactly {SMP_DATA_SIZE} bytes")
+        return bytes(value)
+    return encode_attribute(value, modifier)
+
+
+def parse_path(path) -> tuple[int, ...]:
+    """A DR path in infiniband-diags form ("0,1,3" or a sequence): 0, then exit ports."""
+    if isinstance(path, str):
+        try:
+            hops = tuple(int(p, 0) for p in path.replace(" ", "").split(","))
+        except ValueError:
+            raise MadFieldError("path", path, "comma-separated port numbers starting with 0, e.g. 0,1,3") from None
+    else:
+        hops = tuple(path)
+    if not hops or hops[0] != 0:
+        raise MadFieldError("path", path, "a directed route starts at 0 (the local port)")
+    if len(hops) - 1 > MAX_HOPS:
+        raise MadFieldError("path", f"{len(hops) - 1} hops", f"at most {MAX_HOPS} hops")
+    for p in hops[1:]:
+        if not isinstance(p, int) or not 1 <= p <= 254:
+            raise MadFieldError("path", path, "every hop is an exit port 1..254")
+    return hops
+
+
+def dr(method: int, attribute_id: int, path, modifier: int = 0, value=None, *,
+       m_key: int = 0, tid: int | None = None):
+    """A directed-route SMP from the local port along ``path`` (permissive DrSLID/DrDLID)."""
+    hops = parse_path(path)
+    ipath = bytes(hops).ljust(64, b"\0")
+    return DrSmp.cls(
+        base_version=BASE_VERSION, mgmt_class=MgmtClass.SUBN_DIRECTED_ROUTE, class_version=1,
+        method=int(method), d=0, status=0, hop_pointer=0, hop_count=len(hops) - 1,
+        transaction_id=next_tid() if tid is None else tid, attribute_id=int(attribute_id),
+        attribute_modifier=modifier, m_key=m_key, dr_slid=PERMISSIVE_LID, dr_dlid=PERMISSIVE_LID,
+        data=_payload(value, modifier), initial_path=ipath, return_path=bytes(64),
+    )
+
+
+def lid_routed(method: int, attribute_id: int, modifier: int = 0, value=None, *,
+               m_key: int = 0, tid: int | None = None):
+    """A LID-routed SMP (the destination LID travels in the LRH, not in the MAD)."""
+    return LidSmp.cls(
+        base_version=BASE_VERSION, mgmt_class=MgmtClass.SUBN_LID_ROUTED, class_version=1,
+        method=int(method), status=0, class_specific=0,
+        transaction_id=next_tid() if tid is None else tid, attribute_id=int(attribute_id),
+        attribute_modifier=modifier, m_key=m_key, data=_payload(value, modifier),
+    )
+
+
+def response_to(req, *, status: int = 0, value=None):
+    """The GetResp a responder builds for ``req`` (same TID, attribute and modifier)."""
+    import dataclasses
+    data = _payload(value, req.attribute_modifier) if value is not None else req.data
+    fields = dict(method=Method.GET_RESP, status=status, data=data)
+    if req.directed:
+        fields["d"] = 1
+    return dataclasses.replace(req, **fields)
+
+
+__all__ = ["LidSmp", "DrSmp", "decode", "encode", "dr", "lid_routed", "response_to", "parse_path",
+           "next_tid", "MAX_HOPS", "MadError"]

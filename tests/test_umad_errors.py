@@ -1,0 +1,438 @@
+"""Error paths of smagent.transport.umad_lib with libibumad replaced by a fake.
+
+No ibsim or InfiniBand hardware needed: ``ctypes.CDLL`` is patched to return
+a fake library whose functions behave like libibumad's (negative errno
+returns, errno left in ctypes' private errno, structs filled in place).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import struct
+import time
+
+import pytest
+
+from smagent.transport import umad_lib
+from smagent.transport.umad_lib import (
+    LibraryMissing,
+    NoDevice,
+    PermissionDenied,
+    UmadError,
+    UmadIOError,
+    UmadPort,
+    UnknownPort,
+)
+
+
+class FakeUmad:
+    """Stands in for the CDLL object; each libibumad function is a MagicMock.
+
+    ``cas`` maps CA name -> {port number: port GUID}. Without argtypes
+    conversion (the fake is not a foreign function) the binding's struct
+    arguments arrive as the ctypes objects themselves, as C would see them
+    through the pointer.
+    """
+
+    def __init__(self, mocker, cas=None, node_type=1):
+        self.cas = {"mlx5_0": {1: 0x0002C90300A1B2C3}} if cas is None else cas
+        self.node_type = node_type
+        self._keep = []  # port structs that umad_get_ca points at
+        self.sent = []
+        self.recv_queue = []  # (status, mad bytes) or negative int
+        self.errno_on = {}  # function name -> errno to leave behind
+        for name in (
+            "umad_init", "umad_done", "umad_get_cas_names", "umad_get_ca", "umad_release_ca",
+            "umad_get_port", "umad_release_port", "umad_open_port", "umad_close_port", "umad_size",
+            "umad_send", "umad_recv", "umad_get_fd", "umad_register", "umad_unregister",
+        ):
+            setattr(self, name, mocker.MagicMock(name=name, side_effect=getattr(self, "_" + name)))
+        self.open_rc = 7
+        self.size = 64
+        self.register_rc = None
+        self.send_rc = 0
+
+    def _err(self, fn, rc):
+        if fn in self.errno_on:
+            ctypes.set_errno(self.errno_on[fn])
+        return rc
+
+    def _umad_init(self):
+        return 0
+
+    def _umad_done(self):
+        return 0
+
+    def _umad_get_cas_names(self, names, max_):
+        for i, name in enumerate(list(self.cas)[:max_]):
+            names[i].value = name.encode()
+        return min(len(self.cas), max_)
+
+    def _umad_get_ca(self, name, ca):
+        ports = self.cas.get(name.decode()) if name else next(iter(self.cas.values()), None)
+        if ports is None:
+            return -errno.ENOENT
+        ca.ca_name = name or list(self.cas)[0].encode()
+        ca.node_type = self.node_type
+        ca.numports = max(ports)
+        ca.node_guid = int.from_bytes(struct.pack(">Q", 0x0002C90300A1B2C0), "little")
+        for p in ports:
+            s = umad_lib._UmadPortT()
+            self._keep.append(s)
+            ca.ports[p] = ctypes.pointer(s)
+        return 0
+
+    def _umad_release_ca(self, ca):
+        return 0
+
+    def _umad_get_port(self, name, port, info):
+        if name is None:
+            name = list(self.cas)[0].encode()
+        ports = self.cas.get(name.decode())
+        if ports is None:
+            return -errno.ENODEV
+        if port == 0:
+            port = min(ports)
+        if port not in ports:
+            return -errno.EIO
+        info.ca_name = name
+        info.portnum = port
+        info.base_lid = 5
+        info.sm_lid = 1
+        info.state = 4
+        info.phys_state = 5
+        info.link_layer = b"InfiniBand"
+        # libibumad keeps GUIDs in network order inside a native uint64.
+        info.port_guid = int.from_bytes(struct.pack(">Q", ports[port]), "little")
+        info.gid_prefix = int.from_bytes(struct.pack(">Q", 0xFE80000000000000), "little")
+        info.capmask = int.from_bytes(struct.pack(">I", 0x2651E848), "little")
+        return 0
+
+    def _umad_release_port(self, info):
+        return 0
+
+    def _umad_open_port(self, name, port):
+        return self._err("umad_open_port", self.open_rc)
+
+    def _umad_close_port(self, fd):
+        return 0
+
+    def _umad_size(self):
+        return self.size
+
+    def _umad_get_fd(self, portid):
+        return portid
+
+    def _umad_register(self, fd, mgmt_class, version, rmpp, mask):
+        if self.register_rc is not None:
+            return self._err("umad_register", self.register_rc)
+        return {0x81: 0, 0x01: 1}.get(mgmt_class, 2)
+
+    def _umad_unregister(self, fd, agent):
+        return 0
+
+    def _umad_send(self, fd, agent, addr, length, timeout_ms, retries):
+        self.sent.append((agent, ctypes.string_at(addr, 64 + length), timeout_ms, retries))
+        return self._err("umad_send", self.send_rc)
+
+    def _umad_recv(self, fd, addr, length, timeout_ms):
+        if not self.recv_queue:
+            time.sleep(timeout_ms / 1000)
+            return -errno.ETIMEDOUT if timeout_ms else -errno.EAGAIN
+        item = self.recv_queue.pop(0)
+        if isinstance(item, int):
+            return self._err("umad_recv", item)
+        status, mad = item
+        ctypes.memmove(addr, struct.pack("=IIIII", 0, status, 0, 0, 64 + len(mad)), 20)
+        ctypes.memmove(addr + 64, mad, len(mad))
+        length.value = len(mad)
+        return 0
+
+
+@pytest.fixture
+def fake(mocker):
+    lib = FakeUmad(mocker)
+    mocker.patch.object(umad_lib.ctypes, "CDLL", return_value=lib)
+    return lib
+
+
+# -- library ---------------------------------------------------------------
+
+
+def test_library_missing(mocker):
+    mocker.patch.object(umad_lib.ctypes, "CDLL", side_effect=OSError("libibumad.so.3: cannot open shared object file"))
+    with pytest.raises(LibraryMissing) as exc:
+        UmadPort()
+    msg = str(exc.value)
+    assert msg.startswith("libibumad.so.3 not found: install rdma-core's libibumad3")
+    assert "apt install libibumad3" in msg
+    assert isinstance(exc.value, UmadError) and isinstance(exc.value, RuntimeError)
+    with pytest.raises(LibraryMissing):
+        umad_lib.list_ports()
+
+
+def test_library_without_umad_symbols(mocker):
+    class NotUmad:
+        pass
+
+    mocker.patch.object(umad_lib.ctypes, "CDLL", return_value=NotUmad())
+    with pytest.raises(LibraryMissing, match="has no umad_init"):
+        UmadPort(lib_path="/usr/lib/libsomethingelse.so")
+
+
+def test_lib_path_is_passed_to_cdll(fake):
+    UmadPort(lib_path="/opt/rdma/libibumad.so.3").close()
+    umad_lib.ctypes.CDLL.assert_called_once_with("/opt/rdma/libibumad.so.3", use_errno=True)
+
+
+# -- no device -------------------------------------------------------------
+
+
+def test_no_device_when_no_ca(fake):
+    fake.cas = {}
+    with pytest.raises(NoDevice) as exc:
+        UmadPort()
+    assert "no InfiniBand device/port found" in str(exc.value)
+    assert "--transport sim" in str(exc.value) and "ibstat" in str(exc.value)
+    fake.umad_open_port.assert_not_called()
+    fake.umad_done.assert_called_once()  # umad_init is balanced even on failure
+
+
+def test_no_device_when_only_libibumads_made_up_default(fake):
+    # Without /sys/class/infiniband, umad_get_cas_names() reports one CA
+    # called "mthca0" that does not exist; umad_get_ca() then fails.
+    fake.umad_get_cas_names.side_effect = lambda names, max_: (setattr(names[0], "value", b"mthca0"), 1)[1]
+    fake.cas = {}
+    with pytest.raises(NoDevice):
+        UmadPort()
+    fake.umad_open_port.assert_not_called()
+
+
+@pytest.mark.parametrize("rc", [-errno.ENODEV, -errno.ENOENT, -errno.EINVAL])
+def test_no_device_from_open_port(fake, rc):
+    fake.open_rc = rc
+    with pytest.raises(NoDevice, match="--transport sim"):
+        UmadPort()
+
+
+def test_no_umad_kernel_module(fake):
+    fake.open_rc = -errno.EOPNOTSUPP
+    with pytest.raises(NoDevice, match="modprobe ib_umad"):
+        UmadPort()
+
+
+# -- permissions -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rc, saved_errno",
+    [
+        (-errno.EIO, errno.EACCES),  # what libibumad really does: -EIO, errno from open()
+        (-errno.EIO, errno.EPERM),
+        (-errno.EACCES, 0),
+        (-errno.EPERM, 0),
+    ],
+)
+def test_permission_denied(fake, rc, saved_errno):
+    fake.open_rc = rc
+    if saved_errno:
+        fake.errno_on["umad_open_port"] = saved_errno
+    with pytest.raises(PermissionDenied) as exc:
+        UmadPort()
+    msg = str(exc.value)
+    assert "/dev/infiniband/umad" in msg and "root" in msg and "rdma group" in msg
+    fake.umad_done.assert_called_once()
+
+
+def test_plain_eio_is_an_io_error(fake):
+    fake.open_rc = -errno.EIO
+    fake.errno_on["umad_open_port"] = 0
+    with pytest.raises(UmadIOError) as exc:
+        UmadPort()
+    assert exc.value.errno == errno.EIO and "EIO" in str(exc.value)
+
+
+# -- unknown CA / port -----------------------------------------------------
+
+
+def test_unknown_ca_lists_the_cas(fake):
+    fake.cas = {"mlx5_0": {1: 0x10}, "mlx5_1": {1: 0x20, 2: 0x21}}
+    with pytest.raises(UnknownPort) as exc:
+        UmadPort(ca="mlx4_0")
+    msg = str(exc.value)
+    assert "unknown --ca mlx4_0" in msg
+    assert "mlx5_0 (port 1)" in msg and "mlx5_1 (ports 1,2)" in msg
+    fake.umad_open_port.assert_not_called()
+
+
+def test_unknown_port_on_known_ca(fake):
+    fake.cas = {"mlx5_0": {1: 0x10}, "mlx5_1": {1: 0x20, 2: 0x21}}
+    with pytest.raises(UnknownPort, match=r"unknown --port 3 on CA mlx5_1: available: mlx5_1 \(ports 1,2\)"):
+        UmadPort(ca="mlx5_1", port=3)
+    fake.umad_open_port.assert_not_called()
+
+
+def test_unknown_port_without_ca(fake):
+    with pytest.raises(UnknownPort, match=r"unknown --port 2: no CA has it; available: mlx5_0 \(port 1\)"):
+        UmadPort(port=2)
+
+
+def test_negative_port(fake):
+    with pytest.raises(UnknownPort):
+        UmadPort(port=-1)
+
+
+def test_resolves_and_opens_the_chosen_port(fake):
+    fake.cas = {"mlx5_0": {1: 0x10}, "mlx5_1": {1: 0x20, 2: 0x21}}
+    with UmadPort(ca="mlx5_1", port=2) as p:
+        assert (p.ca, p.port) == ("mlx5_1", 2)
+        assert p.fileno() == 7
+    fake.umad_open_port.assert_called_once_with(b"mlx5_1", 2)
+
+
+def test_default_port_is_libibumads_choice(fake):
+    with UmadPort() as p:
+        assert (p.ca, p.port) == ("mlx5_0", 1)
+    assert fake.umad_get_port.call_args_list[0].args[:2] == (None, 0)
+
+
+def test_old_umad_abi_is_refused_and_closed(fake):
+    fake.size = 56  # ABI without P_Key index: different header size
+    with pytest.raises(UmadError, match="56-byte umad header"):
+        UmadPort()
+    fake.umad_close_port.assert_called_once_with(7)
+    fake.umad_done.assert_called_once()
+
+
+# -- I/O -------------------------------------------------------------------
+
+
+def _smp(tid_low=0x01020304):
+    mad = bytearray(256)
+    mad[0:4] = bytes([1, 0x81, 1, 1])
+    mad[12:16] = tid_low.to_bytes(4, "big")
+    return bytes(mad)
+
+
+def test_send_builds_the_umad_buffer(fake):
+    with UmadPort() as p:
+        agent = p.register(0x81)
+        p.send(agent, _smp(), dlid=0xFFFF, timeout_ms=100, retries=2)
+        p.send(agent, bytearray(_smp(5)), dlid=0x0012)  # any bytes-like
+    (a1, buf1, t1, r1), (a2, buf2, t2, r2) = fake.sent
+    assert (a1, t1, r1) == (0, 100, 2)
+    assert t2 == umad_lib.DEFAULT_TIMEOUT_MS > 0  # responses to timeout 0 are dropped by the kernel
+    assert buf1[64:] == _smp() and buf2[64:] == _smp(5)
+    assert buf1[28:30] == b"\xff\xff" and buf2[28:30] == b"\x00\x12"  # be16 LID
+    assert buf1[20:28] == bytes(8)  # QP0, qkey 0
+    assert buf2[30] == 0  # SL 0
+
+
+def test_send_failure(fake):
+    fake.send_rc = -errno.EIO
+    fake.errno_on["umad_send"] = errno.ENOMEM
+    with UmadPort() as p:
+        agent = p.register(0x81)
+        with pytest.raises(UmadIOError) as exc:
+            p.send(agent, _smp(), dlid=0xFFFF)
+    assert exc.value.errno == errno.ENOMEM
+    assert "umad_send to LID 0xffff" in str(exc.value) and "ENOMEM" in str(exc.value)
+
+
+def test_send_rejects_bad_arguments(fake):
+    with UmadPort() as p:
+        with pytest.raises(ValueError, match="at most 256"):
+            p.send(0, bytes(257), dlid=1)
+        with pytest.raises(ValueError, match="dlid"):
+            p.send(0, _smp(), dlid=0x10000)
+    assert fake.sent == []
+
+
+def test_register_failure(fake):
+    fake.register_rc = -errno.EPERM  # libibumad's answer to every failure
+    fake.errno_on["umad_register"] = errno.EINVAL
+    with UmadPort() as p:
+        with pytest.raises(UmadIOError, match="management class 0x81") as exc:
+            p.register(0x81)
+    assert exc.value.errno == errno.EINVAL
+
+
+def test_register_method_mask(fake):
+    with UmadPort() as p:
+        p.register(0x81, methods=[0x05, 0x07, 0x45])
+    mask = fake.umad_register.call_args.args[4]
+    bits = ctypes.sizeof(ctypes.c_long) * 8
+    value = sum((mask[i] & ((1 << bits) - 1)) << (bits * i) for i in range(len(mask)))
+    assert value == (1 << 5) | (1 << 7) | (1 << 0x45)
+
+
+def test_recv_timeout_returns_none(fake):
+    with UmadPort() as p:
+        assert p.recv(0) is None  # -EAGAIN: nothing queued
+        assert p.recv(50) is None  # -ETIMEDOUT
+        t0 = time.monotonic()
+        assert p.recv(450) is None  # sliced into several waits, still honours the total
+        assert time.monotonic() - t0 >= 0.44
+    waits = [c.args[3] for c in fake.umad_recv.call_args_list]
+    assert waits[:2] == [0, 50] and len(waits) >= 4 and max(waits) <= 200
+
+
+def test_recv_returns_mad_and_status(fake):
+    fake.recv_queue = [(0, _smp(9)), (errno.ETIMEDOUT, _smp(10))]
+    with UmadPort() as p:
+        assert p.recv(100) == (_smp(9), 0)
+        mad, status = p.recv(100)
+    assert status == umad_lib.STATUS_TIMEOUT == 110 and mad[12:16] == (10).to_bytes(4, "big")
+
+
+def test_recv_failure(fake):
+    fake.recv_queue = [-errno.EIO]
+    fake.errno_on["umad_recv"] = errno.EIO
+    with UmadPort() as p:
+        with pytest.raises(UmadIOError, match="umad_recv on mlx5_0 port 1 failed: EIO"):
+            p.recv(100)
+
+
+# -- info and lifecycle ------------------------------------------------------
+
+
+def test_local_port_info(fake):
+    with UmadPort() as p:
+        info = p.local_port_info()
+    assert (info.ca, info.port, info.base_lid, info.sm_lid) == ("mlx5_0", 1, 5, 1)
+    assert info.state == 4 and info.state_name == "Active"
+    assert info.port_guid == 0x0002C90300A1B2C3
+    assert info.node_guid == 0x0002C90300A1B2C0
+    assert info.gid_prefix == 0xFE80000000000000
+    assert info.capability_mask == 0x2651E848
+    assert info.link_layer == "InfiniBand" and info.node_type == 1
+    assert fake.umad_release_port.call_count == fake.umad_get_port.call_count
+
+
+def test_close_is_complete_and_idempotent(fake):
+    p = UmadPort()
+    a = p.register(0x81)
+    b = p.register(0x01)
+    p.close()
+    p.close()
+    assert p.closed
+    assert [c.args for c in fake.umad_unregister.call_args_list] == [(7, a), (7, b)]
+    fake.umad_close_port.assert_called_once_with(7)
+    fake.umad_done.assert_called_once()
+    for call in (lambda: p.send(a, _smp(), 0xFFFF), lambda: p.recv(0), p.fileno, p.local_port_info, lambda: p.register(0x81)):
+        with pytest.raises(UmadError, match="closed"):
+            call()
+
+
+def test_context_manager_closes_on_error(fake):
+    with pytest.raises(KeyError):
+        with UmadPort() as p:
+            raise KeyError("boom")
+    assert p.closed
+    fake.umad_close_port.assert_called_once()
+
+
+def test_list_ports(fake):
+    fake.cas = {"mlx5_0": {1: 0x10}, "ibsim0": {0: 0x20}}
+    assert umad_lib.list_ports() == {"mlx5_0": [1], "ibsim0": [0]}
