@@ -145,7 +145,7 @@ class Layout:
                         dec.append(f"    {var} = {expr}")
                         args.append(var)
                         enc.append(f"    x = obj.{f.name}")
-                        enc.append(f"    if not (x.__class__ is int and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
+                        enc.append(f"    if not ((x.__class__ is int or isinstance(x, int)) and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
                         terms.append(f"(x << {sh})" if sh else "x")
                         enc.append(f"    t_{f.name} = {terms[-1]}")
                         terms[-1] = f"t_{f.name}"
@@ -159,7 +159,7 @@ class Layout:
                         enc.append(f"    if len(xs) != {f.count}: _bad({f.name!r}, xs, 'exactly {f.count} entries')")
                         enc.append(f"    t_{f.name} = 0")
                         enc.append(f"    for k, x in enumerate(xs):")
-                        enc.append(f"        if not (x.__class__ is int and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
+                        enc.append(f"        if not ((x.__class__ is int or isinstance(x, int)) and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
                         enc.append(f"        t_{f.name} |= x << ({sh0} - {f.width} * k)")
                         terms.append(f"t_{f.name}")
                 enc.append(f"    parts.append(({' | '.join(terms) or '0'}).to_bytes({nbytes}, 'big'))")

@@ -29,10 +29,62 @@ def _emit_json(obj) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 
 
+class Context:
+    """Global options; the transport opens on first use, so `decode` needs no fabric."""
+
+    def __init__(self, **opts):
+        self.opts = opts
+        self._transport = None
+
+    def transport(self):
+        if self._transport is None:
+            from smagent.transport import open_transport
+            o = self.opts
+            try:
+                self._transport = open_transport(
+                    o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"],
+                    fixture=o["fixture"], record=o["record"], window=o["window"],
+                    timeout_ms=o["timeout"], retries=o["retries"], m_key=o["mkey"])
+            except (ValueError, OSError) as e:
+                raise BadInput(str(e)) from None
+            except RuntimeError as e:  # libibumad missing, no device, permission, unknown port
+                raise FabricFailure(str(e)) from None
+        return self._transport
+
+    def close(self):
+        if self._transport is not None:
+            self._transport.close()
+
+
+def _int(ctx, param, value):
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(value, 0)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number") from None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="smagent")
-def main():
+@click.option("--transport", type=click.Choice(["sim", "umad", "replay"]), default="sim", show_default=True,
+              envvar="SMAGENT_TRANSPORT", help="How to reach the fabric.")
+@click.option("--ca", default=None, help="umad: CA name (default: libibumad's choice).")
+@click.option("--port", "port", type=int, default=None, help="umad: CA port number.")
+@click.option("--topology", type=click.Path(dir_okay=False), default=None,
+              help="sim: topology file (ibsim net file or ibnetdiscover output); default: bundled.")
+@click.option("--fixture", type=click.Path(dir_okay=False), default=None, help="replay: recorded capture.")
+@click.option("--record", type=click.Path(dir_okay=False), default=None,
+              help="Write every SMP sent and received to this capture (ERF, opens in Wireshark).")
+@click.option("--window", type=click.IntRange(1, 256), default=8, show_default=True, help="SMPs in flight.")
+@click.option("--timeout", type=click.IntRange(1, 60000), default=200, show_default=True, help="Per-SMP timeout, ms.")
+@click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True, help="Retries per SMP.")
+@click.option("--mkey", default="0", callback=_int, help="M_Key to put in every SMP.")
+@click.pass_context
+def main(ctx, **opts):
     """smagent: discover, route and program an InfiniBand subnet over SMPs."""
+    ctx.obj = Context(**opts)
+    ctx.call_on_close(ctx.obj.close)
 
 
 # -- decode ------------------------------------------------------------------------
@@ -81,6 +133,51 @@ def decode(hexmad, pcap_file, as_json):
         _emit_json(out[0] if len(out) == 1 and not pcap_file else out)
     else:
         click.echo("\n\n".join(out))
+
+
+# -- query ---------------------------------------------------------------------------
+from smagent import targets  # noqa: E402
+
+
+@main.command()
+@click.argument("attribute", type=click.Choice(sorted(targets.QUERY_ATTRIBUTES)))
+@click.argument("target")
+@click.option("--port", "portnum", type=click.IntRange(0, 255), default=None, help="Port (portinfo, pkeys).")
+@click.option("--block", type=click.IntRange(0, 3071), default=None, help="Table block (lft, rft, mft, pkeys).")
+@click.option("--position", type=click.IntRange(0, 15), default=None, help="MFT PortMask position.")
+@click.option("--ext-speeds", is_flag=True, help="portinfo: set AttributeModifier bit 31 (extended speeds form).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json):
+    """Read one attribute from TARGET (a LID like 5 or 0x5, or a DR path like 0,1,3).
+
+    In the spirit of smpquery/smpdump: ATTRIBUTE is one of nodeinfo, nodedesc, portinfo,
+    switchinfo, sminfo, lft, rft, mft, pkeys, sl2vl.
+    """
+    try:
+        tgt = targets.parse_target(target)
+        req = targets.build_query(attribute, tgt, port=portnum, block=block, position=position,
+                                  ext_speeds=ext_speeds)
+    except (MadError, ValueError) as e:
+        raise BadInput(str(e)) from None
+    resp = _run_one(obj, req)
+    value = resp.attribute()
+    if as_json:
+        _emit_json({"target": tgt.describe(), "attribute": resp.attribute_name,
+                    "modifier": resp.attribute_modifier, "value": render.jsonable(value)})
+    else:
+        click.echo(f"# {resp.attribute_name}: {tgt.describe()} modifier {resp.attribute_modifier:#x}")
+        click.echo(render.attribute_text(value))
+
+
+def _run_one(obj, req):
+    from smagent.transport import TransportError
+    try:
+        return obj.transport().query(req)
+    except TransportError as e:
+        raise FabricFailure(str(e)) from None
+    except MadError as e:
+        raise BadInput(str(e)) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

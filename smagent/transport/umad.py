@@ -1,0 +1,47 @@
+"""The live transport: SMPs on QP0 through rdma-core's libibumad (and so through ibsim's
+umad2sim preload in the tests: never os.open, see DESIGN.md)."""
+from __future__ import annotations
+
+from mad.header import MgmtClass
+from smagent.transport.base import Transport
+from smagent.transport.umad_lib import UmadPort
+
+
+class UmadTransport(Transport):
+    name = "umad"
+
+    def __init__(self, *, ca: str | None = None, port: int | None = None, lib_path: str | None = None, **kw):
+        super().__init__(**kw)
+        self.port = UmadPort(ca, port, lib_path)
+        try:
+            self._agents = {
+                MgmtClass.SUBN_DIRECTED_ROUTE: self.port.register(MgmtClass.SUBN_DIRECTED_ROUTE),
+                MgmtClass.SUBN_LID_ROUTED: self.port.register(MgmtClass.SUBN_LID_ROUTED),
+            }
+        except BaseException:
+            self.port.close()
+            raise
+
+    def local_port(self):
+        return self.port.local_port_info()
+
+    def describe(self) -> str:
+        return f"umad {self.port.ca} port {self.port.port}"
+
+    def _send(self, raw: bytes, dlid: int) -> None:
+        # The kernel times the request out (status 110) and we retry ourselves, so
+        # umad's own retries stay 0: the counts then mean what they say.
+        self.port.send(self._agents[raw[1]], raw, dlid, self.timeout_ms, 0)
+
+    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
+        got = self.port.recv(int(timeout_s * 1000 + 0.999))
+        if got is None:
+            return []
+        out = [got]
+        while (more := self.port.recv(0)) is not None:  # drain what is already queued
+            out.append(more)
+        return out
+
+    def close(self) -> None:
+        self.port.close()
+        super().close()
