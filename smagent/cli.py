@@ -180,5 +180,107 @@ def _run_one(obj, req):
         raise BadInput(str(e)) from None
 
 
+# -- discover / sweep ---------------------------------------------------------------
+def _fabric_call(fn, *a, **kw):
+    """Run agent logic, mapping its failures to the documented exit codes."""
+    from smagent.lids import LidError, LidFileError
+    from smagent.sweep import SweepError
+    from smagent.transport import TransportError
+    try:
+        return fn(*a, **kw)
+    except (LidError, LidFileError, MadError, ValueError) as e:
+        raise BadInput(str(e)) from None
+    except (TransportError, SweepError) as e:
+        raise FabricFailure(str(e)) from None
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: nodes, ports, links.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to FILE instead of stdout.")
+@click.pass_obj
+def discover(obj, as_json, output):
+    """Discover the fabric by directed route; print it as ibnetdiscover does."""
+    from smagent import discovery, netfile
+    topo = _fabric_call(discovery.discover, obj.transport())
+    if as_json:
+        text = json.dumps(_topology_json(topo), indent=2) + "\n"
+    else:
+        text = netfile.dumps(discovery.to_fabric(topo), style="ibnetdiscover")
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        click.echo(text, nl=False)
+    for u in topo.unreachable:
+        click.echo(f"warning: unreachable: {u}", err=True)
+    if topo.unreachable:
+        sys.exit(EXIT_FABRIC)
+
+
+def _topology_json(topo) -> dict:
+    nodes = []
+    for n in topo.nodes.values():
+        nodes.append({
+            "guid": f"{n.guid:#018x}", "type": "switch" if n.is_switch else "ca", "description": n.description,
+            "num_ports": n.num_ports, "path": ",".join(map(str, n.path)),
+            "ports": {str(p): {"lid": pi.lid, "lmc": pi.lmc, "port_state": pi.port_state,
+                               "port_physical_state": pi.port_physical_state,
+                               "guid": f"{n.port_guids[p]:#018x}" if p in n.port_guids else None,
+                               "peer": (lambda pe: None if pe is None else
+                                        {"guid": f"{pe[0]:#018x}", "port": pe[1]})(topo.links.get((n.guid, p)))}
+                      for p, pi in sorted(n.ports.items())},
+            "switch_info": render.jsonable(n.switch_info) if n.switch_info else None,
+        })
+    return {"local": {"guid": f"{topo.local[0]:#018x}", "port": topo.local[1]}, "nodes": nodes,
+            "links": topo.num_links(), "smps": topo.smps, "unreachable": topo.unreachable}
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Run every Get and print the plan of Sets; send no Set.")
+@click.option("--lmc", type=int, default=0, show_default=True, help="LMC for channel adapter ports (0-7).")
+@click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
+              help="guid2lid file (OpenSM's format) to keep LIDs across runs.")
+@click.option("--routing", "engine", default="minhop", show_default=True, help="Routing engine.")
+@click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
+@click.pass_obj
+def sweep(obj, dry_run, lmc, lid_file, engine, force, as_json):
+    """Bring the fabric up: discover, assign LIDs, route, program LFTs, activate, verify."""
+    from smagent import sweep as sweepmod
+    if not 0 <= lmc <= 7:
+        raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
+    opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run, force=force)
+    r = _fabric_call(sweepmod.sweep, obj.transport(), opts)
+    summary = r.summary()
+    if dry_run:
+        summary["plan"] = r.plan_lines()
+    if as_json:
+        _emit_json(summary)
+    else:
+        if dry_run:
+            click.echo("\n".join(summary["plan"]) or "# nothing to change")
+        _print_summary(summary)
+    if r.problems or r.topology.unreachable:
+        sys.exit(EXIT_FABRIC)
+
+
+def _print_summary(s: dict) -> None:
+    click.echo(f"# {'plan' if s['dry_run'] else 'sweep'}: {s['nodes']} nodes ({s['switches']} switches, "
+               f"{s['cas']} CAs), {s['links']} links, {s['lids']} LIDs (LMC {s['lmc']}, top {s['linear_fdb_top']})")
+    sets = s["sets"]
+    click.echo(f"# Sets {'planned' if s['dry_run'] else 'sent'}: PortInfo {sets['portinfo']}, "
+               f"SwitchInfo {sets['switchinfo']}, LFT blocks {sets['lft_blocks']}")
+    phases = ", ".join(f"{k} {v['smps']}" for k, v in s["phases"].items())
+    click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}; "
+               f"{s['seconds']:.3f} s")
+    for n in s["notes"]:
+        click.echo(f"# note: {n}")
+    for u in s["unreachable"]:
+        click.echo(f"warning: unreachable: {u}", err=True)
+    for p in s["problems"]:
+        click.echo(f"error: {p}", err=True)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,215 @@
+"""Directed-route discovery: breadth first from the local port, one batch per frontier.
+
+Level by level: a NodeInfo Get down every new path (one batch), then, for the nodes
+seen for the first time, NodeDescription, PortInfo of their ports and SwitchInfo (a
+second batch). A GUID seen again is a loop or a parallel link: we record the link,
+never a second node. Every node keeps the first (so a shortest) DR path that reached it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from mad.attributes import AttrID, NodeType, PortState
+from mad.forwarding import portinfo_modifier
+from mad.header import Method
+from mad import smp as smpcodec
+from smagent.transport.base import Request, Transport
+
+PHYS_LINK_UP = 5
+
+
+@dataclasses.dataclass
+class DNode:
+    """A discovered node."""
+    guid: int
+    node_type: int
+    num_ports: int
+    path: tuple[int, ...]  # shortest DR path reaching it (for a CA: via its first-seen port)
+    node_info: object
+    description: str = ""
+    switch_info: object | None = None
+    ports: dict[int, object] = dataclasses.field(default_factory=dict)  # port -> PortInfo
+    port_paths: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # CA port -> DR path
+    port_guids: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_switch(self) -> bool:
+        return self.node_type == NodeType.SWITCH
+
+    def path_to_port(self, port: int) -> tuple[int, ...]:
+        """DR path that addresses ``port``'s SMA (a switch: port 0's, via the node path)."""
+        return self.path if self.is_switch else self.port_paths[port]
+
+    def lid(self, port: int = 0) -> int:
+        pi = self.ports.get(0 if self.is_switch else port)
+        return pi.lid if pi is not None else 0
+
+    def lid_ports(self) -> list[int]:
+        """Ports that carry a LID: port 0 of a switch, every discovered port of a CA."""
+        return [0] if self.is_switch else sorted(self.port_paths)
+
+
+@dataclasses.dataclass
+class Topology:
+    """What discovery found."""
+    nodes: dict[int, DNode]  # by node GUID
+    links: dict[tuple[int, int], tuple[int, int]]  # (guid, port) -> (guid, port), both ways
+    local: tuple[int, int]  # (guid, port) of the port we discover from
+    unreachable: list[str] = dataclasses.field(default_factory=list)  # what failed, readable
+    smps: int = 0
+    seconds: float = 0.0
+
+    def switches(self) -> list[DNode]:
+        return [n for n in self.nodes.values() if n.is_switch]
+
+    def cas(self) -> list[DNode]:
+        return [n for n in self.nodes.values() if not n.is_switch]
+
+    def neighbor(self, guid: int, port: int):
+        return self.links.get((guid, port))
+
+    def num_links(self) -> int:
+        return len(self.links) // 2
+
+    def by_description(self, text: str) -> list[DNode]:
+        return [n for n in self.nodes.values() if n.description == text]
+
+
+def _get(attr_id, path, modifier=0) -> Request:
+    return Request(smpcodec.dr(Method.GET, attr_id, path, modifier))
+
+
+def _port_up(pi) -> bool:
+    return pi.port_state != PortState.DOWN or pi.port_physical_state == PHYS_LINK_UP
+
+
+def discover(transport: Transport, *, progress=None) -> Topology:
+    """Discover the subnet reachable from the transport's local port."""
+    t0 = time.monotonic()
+    sent0 = transport.stats.sent
+    nodes: dict[int, DNode] = {}
+    links: dict[tuple[int, int], tuple[int, int]] = {}
+    unreachable: list[str] = []
+
+    root = transport.execute([_get(AttrID.NODE_INFO, (0,))], check=True)[0].value()
+    local = (root.node_guid, root.local_port_num)
+    # frontier entries: (path, parent guid, parent exit port)
+    frontier: list[tuple[tuple[int, ...], int | None, int | None]] = [((0,), None, None)]
+    first_infos = {(0,): root}
+    while frontier:
+        # 1. NodeInfo down every path of the frontier (the root's we already have)
+        todo = [f for f in frontier if f[0] not in first_infos]
+        replies = transport.execute([_get(AttrID.NODE_INFO, f[0]) for f in todo])
+        infos = dict(first_infos)
+        first_infos = {}
+        for f, r in zip(todo, replies):
+            if r.ok:
+                infos[f[0]] = r.value()
+            else:
+                unreachable.append(f"DR {','.join(map(str, f[0]))}: {r.error}")
+        new_nodes: list[DNode] = []
+        new_ca_ports: list[tuple[DNode, int]] = []
+        for path, parent, pport in frontier:
+            ni = infos.get(path)
+            if ni is None:
+                continue
+            if parent is not None:
+                a, b = (parent, pport), (ni.node_guid, ni.local_port_num)
+                links[a], links[b] = b, a
+            node = nodes.get(ni.node_guid)
+            if node is None:
+                node = DNode(ni.node_guid, ni.node_type, ni.num_ports, path, ni)
+                nodes[ni.node_guid] = node
+                new_nodes.append(node)
+            if not node.is_switch and ni.local_port_num not in node.port_paths:
+                node.port_paths[ni.local_port_num] = path
+                node.port_guids[ni.local_port_num] = ni.port_guid
+                new_ca_ports.append((node, ni.local_port_num))
+            elif node.is_switch:
+                node.port_guids[0] = ni.port_guid
+        # 2. details of what is new
+        reqs, sinks = [], []
+        for n in new_nodes:
+            reqs.append(_get(AttrID.NODE_DESCRIPTION, n.path))
+            sinks.append((n, "desc", None))
+            if n.is_switch:
+                reqs.append(_get(AttrID.SWITCH_INFO, n.path))
+                sinks.append((n, "swinfo", None))
+                for p in range(n.num_ports + 1):
+                    reqs.append(_get(AttrID.PORT_INFO, n.path, portinfo_modifier(p)))
+                    sinks.append((n, "port", p))
+        for n, p in new_ca_ports:
+            reqs.append(_get(AttrID.PORT_INFO, n.port_paths[p], portinfo_modifier(p)))
+            sinks.append((n, "port", p))
+        for (n, what, p), r in zip(sinks, transport.execute(reqs)):
+            if not r.ok:
+                unreachable.append(f"{n.description or hex(n.guid)} ({what}{'' if p is None else f' port {p}'}): {r.error}")
+                continue
+            v = r.value()
+            if what == "desc":
+                n.description = v.node_string
+            elif what == "swinfo":
+                n.switch_info = v
+            else:
+                n.ports[p] = v
+        # 3. the next frontier: every up port of a new switch, but the one we came in by
+        nxt = []
+        for n in new_nodes:
+            if n.is_switch:
+                came_in = n.node_info.local_port_num if len(n.path) > 1 else None
+                for p in range(1, n.num_ports + 1):
+                    pi = n.ports.get(p)
+                    if pi is None or not _port_up(pi) or p == came_in:
+                        continue
+                    if len(n.path) > smpcodec.MAX_HOPS:
+                        unreachable.append(f"beyond {smpcodec.MAX_HOPS} hops from {n.description}")
+                        continue
+                    nxt.append((n.path + (p,), n.guid, p))
+            elif len(n.path) == 1:
+                # discovering from a CA: leave through the local port
+                pi = n.ports.get(local[1])
+                if pi is not None and _port_up(pi):
+                    nxt.append(((0, local[1]), n.guid, local[1]))
+        frontier = nxt
+        if progress is not None:
+            progress(len(nodes))
+    topo = Topology(nodes, links, local, unreachable)
+    topo.smps = transport.stats.sent - sent0
+    topo.seconds = time.monotonic() - t0
+    return topo
+
+
+def to_fabric(topo: Topology):
+    """The discovered graph as a `smagent.fabric.Fabric` (names are unique descriptions
+    where possible, else GUID-based like ibnetdiscover's S-/H- names)."""
+    from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, Node
+    fab = Fabric()
+    names: dict[int, str] = {}
+    ordered = sorted(topo.nodes.values(), key=lambda n: (n.path != (0,), len(n.path), n.path))
+    seen_desc: dict[str, int] = {}
+    for n in ordered:
+        seen_desc[n.description] = seen_desc.get(n.description, 0) + 1
+    for n in ordered:
+        kind = {NodeType.SWITCH: SWITCH, NodeType.ROUTER: ROUTER}.get(n.node_type, HCA)
+        prefix = "S" if n.is_switch else "H"
+        name = n.description if n.description and seen_desc[n.description] == 1 else f"{prefix}-{n.guid:016x}"
+        names[n.guid] = name
+        node = Node(name=name, node_type=kind, num_ports=n.num_ports, description=n.description,
+                    guid=n.guid, system_guid=n.node_info.system_image_guid)
+        for p, g in n.port_guids.items():
+            node.port_guids[p] = g
+        for p in n.lid_ports():
+            pi = n.ports.get(p)
+            if pi is not None and pi.lid:
+                node.lids[p] = pi.lid
+                if pi.lmc:
+                    node.lmcs[p] = pi.lmc
+        fab.add_node(node)
+    done = set()
+    for (g, p), (g2, p2) in topo.links.items():
+        if (g2, p2) in done:
+            continue
+        done.add((g, p))
+        fab.connect(names[g], p, names[g2], p2)
+    return fab
