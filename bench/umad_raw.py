@@ -12,6 +12,7 @@ LD_PRELOAD; ``--live`` measures the real local port instead (no ibsim).
 
     python bench/umad_raw.py                       # windows 1,4,8,16; 5 runs each
     python bench/umad_raw.py --count 50000 --runs 7 --windows 1,2,4,8,16,32
+    python bench/umad_raw.py --pin 0                # everything on one CPU: steadier figures
     python bench/umad_raw.py --live --ca mlx5_0 --port 1
 
 Prints the median of the runs per window (plus min/max), then exits.
@@ -170,6 +171,9 @@ def main() -> None:
     ap.add_argument("--live", action="store_true", help="measure the real local port; no ibsim, no LD_PRELOAD")
     ap.add_argument("--ca", default=None, help="CA name (default: libibumad's choice)")
     ap.add_argument("--port", type=int, default=None, help="port number (default: libibumad's choice)")
+    ap.add_argument("--pin", default=None,
+                    help="CPU list (e.g. 0 or 0,1) for ibsim and the client; unpinned results on a "
+                         "2-core VM are bimodal (same-core vs cross-core wake-ups)")
     ap.add_argument(CHILD_FLAG, dest="child", action="store_true", help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     args = ap.parse_args(argv)
@@ -177,8 +181,12 @@ def main() -> None:
         child(args)
         return
 
+    if args.pin:
+        os.sched_setaffinity(0, {int(c) for c in args.pin.split(",")})  # inherited by ibsim and the child
     results = parent(args, argv)
     where = "live port" if args.live else f"ibsim {args.net.name}, umad2sim"
+    if args.pin:
+        where += f", pinned to CPU {args.pin}"
     print(f"raw libibumad NodeInfo DR Get round trips, path {args.path}, {where}; "
           f"{args.count} per run, median of {args.runs}")
     print(f"{'window':>6} {'median/s':>10} {'min/s':>10} {'max/s':>10} {'errors':>7}")

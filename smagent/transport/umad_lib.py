@@ -317,12 +317,16 @@ class LocalPortInfo:
 
 
 class UmadPort:
-    """One opened umad port, through libibumad.
+    """One opened umad port, through libibumad::
 
-    >>> with UmadPort() as p:                       # libibumad's default CA/port
-    ...     agent = p.register(0x81)                # directed-route SMPs
-    ...     p.send(agent, smp_bytes, dlid=0xFFFF)
-    ...     p.recv(1000)                            # (mad bytes, umad status) or None
+        with UmadPort() as p:                       # libibumad's default CA/port
+            agent = p.register(0x81)                # directed-route SMPs
+            p.send(agent, smp_bytes, dlid=0xFFFF)   # 0xFFFF: permissive, for DR
+            got = p.recv(1000)                      # (mad bytes, umad status) or None
+
+    Responses are matched by the caller on the low 32 bits of the TID (MAD
+    bytes 12..15): the kernel and umad2sim overwrite the upper half with the
+    agent id.
     """
 
     def __init__(self, ca: str | None = None, port: int | None = None, lib_path: str | None = None):
@@ -506,7 +510,8 @@ class UmadPort:
             rc = self._recv_fn(portid, self._raddr, rlen, wait)
             if rc >= 0:
                 view = self._rview
-                return view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes(), _STATUS.unpack_from(view, _STATUS_OFF)[0]
+                mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
+                return mad, _STATUS.unpack_from(view, _STATUS_OFF)[0]
             err = ctypes.get_errno()
             if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
                 err = err or -rc
@@ -515,6 +520,7 @@ class UmadPort:
             if timeout_ms < 0:
                 continue
             if deadline is None:
+                # Short wait cut by a signal: wait once more, the full time at most.
                 if err == _errno.EINTR and timeout_ms:
                     deadline = time.monotonic() + timeout_ms / 1000
                 else:
@@ -525,8 +531,13 @@ class UmadPort:
             wait = min(_RECV_SLICE_MS, max(1, int(left * 1000 + 0.999)))
 
     def fileno(self) -> int:
-        """The umad descriptor, for ``select.poll()`` (not ``select.select``:
-        umad2sim's fake descriptors are >= 1024)."""
+        """The umad descriptor, for ``select.poll()``.
+
+        Not for ``select.select``/epoll: umad2sim's fake descriptors are >=
+        1024 and exist only for its interposed libc calls. Under umad2sim a
+        poll() set that holds the umad fd waits on that fd alone and never
+        reports the others, so poll it by itself.
+        """
         self._check_open()
         return self._fd
 
