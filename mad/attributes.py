@@ -196,6 +196,10 @@ ATTRIBUTE_IDS = {lay.name.lower(): i for i, lay in _BY_ID.items()}
 
 
 def layout_for(attr_id: int, modifier: int = 0) -> Layout:
+    if not isinstance(attr_id, int) or not 0 <= attr_id <= 0xFFFF:
+        raise MadFieldError("attribute_id", attr_id, "0..65535 (0xffff)")
+    if not isinstance(modifier, int) or not 0 <= modifier <= 0xFFFFFFFF:
+        raise MadFieldError("attribute_modifier", modifier, "0..4294967295 (0xffffffff)")
     if attr_id == AttrID.PORT_INFO and modifier & PORTINFO_EXT_SPEEDS:
         return PortInfoExtSpeeds
     try:
@@ -205,6 +209,8 @@ def layout_for(attr_id: int, modifier: int = 0) -> Layout:
 
 
 def decode_attribute(attr_id: int, data, modifier: int = 0):
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise MadLengthError(f"SMP data: expected bytes, got {type(data).__name__}")
     if len(data) != SMP_DATA_SIZE:
         raise MadLengthError(f"SMP data: {len(data)} bytes, must be {SMP_DATA_SIZE}")
     return layout_for(attr_id, modifier).decode(data)

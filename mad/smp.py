@@ -130,8 +130,9 @@ def encode(smp) -> bytes:
     if lay not in (LidSmp, DrSmp):
         raise MadFieldError("smp", type(smp).__name__, "an SMP from mad.smp")
     data = smp.data
-    if len(data) != SMP_DATA_SIZE:
-        raise MadFieldError("data", f"{len(data)} bytes", f"exactly {SMP_DATA_SIZE} bytes")
+    if not isinstance(data, (bytes, bytearray)) or len(data) != SMP_DATA_SIZE:
+        what = f"{len(data)} bytes" if isinstance(data, (bytes, bytearray)) else type(data).__name__
+        raise MadFieldError("data", what, f"exactly {SMP_DATA_SIZE} bytes")
     return lay._encode(smp)
 
 

@@ -70,6 +70,8 @@ class Node:
       (unassigned) is never stored.
     * `lmcs`: port -> LMC, only when non-zero.
     * `rates`: port -> active link rate as ibnetdiscover prints it ("4xQDR").
+      Give both ends of a link the same rate: ibsim aborts on a link whose
+      two ends enable no common width or speed.
     * `port_opts`: port -> ibsim per-port options (``w=``, ``s=``, ``e=``),
       carried verbatim so an ibsim net file round-trips.
     * `caps`: per-node capability overrides for simulators and checks, e.g.

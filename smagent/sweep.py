@@ -250,7 +250,7 @@ def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Reque
                   link_width_enabled=0, link_speed_enabled=0)  # 0 = no change for these
     if c.lid is not None:
         fields.update(lid=c.lid, lmc=lmc, master_sm_lid=master_lid)
-    return _dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), dataclasses.replace(pi, **fields))
+    return _dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), pi.LAYOUT.replace(pi, **fields))
 
 
 def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:

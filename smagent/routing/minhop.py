@@ -7,6 +7,7 @@ because each assignment raises that port's load.
 """
 from __future__ import annotations
 
+import heapq
 from collections import deque
 
 from smagent.routing import RoutingInput
@@ -45,8 +46,23 @@ def route(rin: RoutingInput) -> dict[int, dict[int, int]]:
             cands[x] = [p for p, y in rin.adjacency[x] if dist.get(y, -1) == dx - 1]
         for lid, port in lids:
             lft[dest][lid] = port
-            for x, ports in cands.items():
-                best = min(ports, key=lambda p: (load.get((x, p), 0), p))
-                load[(x, best)] = load.get((x, best), 0) + 1
-                lft[x][lid] = best
+        # Greedy "least-loaded shortest-path port" per switch. Only this switch's own
+        # choices change its ports' loads, so a heap per switch gives the same answer as
+        # re-scanning the candidates for every LID, much faster.
+        for x, ports in cands.items():
+            table = lft[x]
+            if len(ports) == 1:
+                (p,) = ports
+                for lid, _ in lids:
+                    table[lid] = p
+                load[(x, p)] = load.get((x, p), 0) + len(lids)
+                continue
+            heap = [(load.get((x, p), 0), p) for p in ports]
+            heapq.heapify(heap)
+            for lid, _ in lids:
+                n, p = heapq.heappop(heap)
+                table[lid] = p
+                heapq.heappush(heap, (n + 1, p))
+            for n, p in heap:
+                load[(x, p)] = n
     return lft

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""smagent sweep vs `opensm -o` on the same ibsim fabric: SMPs and wall time.
+
+SMPs are counted by the same independent method for both tools: ibsim -v logs one
+`sim_read_pkt: replying`/`forwarding` line per packet it handles (DESIGN.md). -v slows
+ibsim, so counting and timing are separate runs. Wall time is the median of --runs.
+
+    python bench/sweep_vs_opensm.py                    # 648-host 2-level fat tree (k=36)
+    python bench/sweep_vs_opensm.py --fabric ft3-1000  # 3-level fat tree, ~1000 hosts
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from ibsim_harness import IbSim  # noqa: E402
+
+from smagent import netfile, topogen  # noqa: E402
+
+FABRICS = {
+    "ft2-648": lambda: topogen.fat_tree_2(36),
+    "ft3-1000": lambda: topogen.fat_tree_3(36, hosts=1000),
+    "2sw": topogen.two_switch,
+}
+
+
+def count_packets(log: Path) -> int:
+    n = 0
+    with open(log, errors="replace") as f:
+        for line in f:
+            if "sim_read_pkt: replying" in line or "sim_read_pkt: forwarding" in line:
+                n += 1
+    return n
+
+
+def run_tool(sim: IbSim, tool: str, scratch: Path) -> float:
+    if tool == "smagent":
+        cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep"]
+        env = sim.env
+    else:
+        d = scratch / f"osm-{time.monotonic_ns()}"
+        d.mkdir()
+        env = dict(sim.env, OSM_CACHE_DIR=str(d), OSM_TMP_DIR=str(d))
+        cmd = ["opensm", "-o", "-f", str(d / "osm.log"), "-R", "minhop"]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, env=env, cwd=sim.cwd, capture_output=True, text=True, timeout=900)
+    dt = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"{tool} failed ({r.returncode}): {r.stderr[-2000:]}")
+    return dt
+
+
+def measure(fabric_name: str, runs: int) -> dict:
+    fabric = FABRICS[fabric_name]()
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        net = tmp / f"{fabric_name}.net"
+        net.write_text(netfile.dumps(fabric))
+        size = netfile.ibsim_size_args(fabric)
+        for tool in ("smagent", "opensm"):
+            with IbSim(net, tmp / f"count-{tool}", extra_args=[*size, "-v"]) as sim:
+                before = count_packets(sim.log)
+                run_tool(sim, tool, tmp)
+                time.sleep(0.5)
+                smps = count_packets(sim.log) - before
+            times = []
+            for i in range(runs):
+                with IbSim(net, tmp / f"time-{tool}-{i}", extra_args=size) as sim:
+                    times.append(run_tool(sim, tool, tmp))
+            out[tool] = {"smps": smps, "median_s": statistics.median(times), "runs": times}
+    out["fabric"] = fabric_name
+    out["hosts"] = len(fabric.cas())
+    out["switches"] = len(fabric.switches())
+    out["smp_ratio"] = out["smagent"]["smps"] / out["opensm"]["smps"]
+    out["time_ratio"] = out["smagent"]["median_s"] / out["opensm"]["median_s"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fabric", choices=sorted(FABRICS), default="ft2-648")
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    r = measure(a.fabric, a.runs)
+    print(f"fabric {r['fabric']}: {r['hosts']} hosts, {r['switches']} switches")
+    for tool in ("smagent", "opensm"):
+        print(f"  {tool:8s} SMPs {r[tool]['smps']:7d}   wall {r[tool]['median_s']:.3f} s "
+              f"(median of {len(r[tool]['runs'])})")
+    print(f"  ratio smagent/opensm: SMPs {r['smp_ratio']:.3f}, wall time {r['time_ratio']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
