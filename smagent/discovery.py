@@ -85,7 +85,11 @@ def _port_up(pi) -> bool:
 
 
 def discover(transport: Transport, *, progress=None) -> Topology:
-    """Discover the subnet reachable from the transport's local port."""
+    """Discover the subnet reachable from the transport's local port.
+
+    `progress`, if given, is called as ``progress(nodes_found, smps_sent)`` once per
+    BFS level (a handful of calls even on a large fabric, so printing from it is cheap).
+    """
     t0 = time.monotonic()
     sent0 = transport.stats.sent
     nodes: dict[int, DNode] = {}
@@ -160,7 +164,9 @@ def discover(transport: Transport, *, progress=None) -> Topology:
                 came_in = n.node_info.local_port_num if len(n.path) > 1 else None
                 for p in range(1, n.num_ports + 1):
                     pi = n.ports.get(p)
-                    if pi is None or not _port_up(pi) or p == came_in:
+                    # skip the way in, down ports, and links already learnt from the far
+                    # side (in a Clos many are: the spines saw the new leaves first)
+                    if pi is None or not _port_up(pi) or p == came_in or (n.guid, p) in links:
                         continue
                     if len(n.path) > smpcodec.MAX_HOPS:
                         unreachable.append(f"beyond {smpcodec.MAX_HOPS} hops from {n.description}")
@@ -173,29 +179,69 @@ def discover(transport: Transport, *, progress=None) -> Topology:
                     nxt.append(((0, local[1]), n.guid, local[1]))
         frontier = nxt
         if progress is not None:
-            progress(len(nodes))
+            progress(len(nodes), transport.stats.sent - sent0)
     topo = Topology(nodes, links, local, unreachable)
     topo.smps = transport.stats.sent - sent0
     topo.seconds = time.monotonic() - t0
     return topo
 
 
+NAME_MAX_BYTES = 64  # ibsim's NODEIDLEN - 1
+_BAD_NAME_CHARS = frozenset('"#@\n\r')
+
+
+def valid_name(text: str) -> bool:
+    """Can `text` be a node name in a net file (ibsim's and ibnetdiscover's)?
+
+    Not empty, at most 64 bytes (UTF-8), no '"', '#', '@' or newline, no
+    surrounding blanks: the rules `smagent.netfile` enforces on write.
+    """
+    return (bool(text) and len(text.encode("utf-8")) <= NAME_MAX_BYTES
+            and not (set(text) & _BAD_NAME_CHARS) and text == text.strip())
+
+
+def guid_name(node: DNode) -> str:
+    """ibnetdiscover's GUID-based name: ``S-<16 hex>`` for a switch, ``H-<16 hex>`` otherwise."""
+    return f"{'S' if node.is_switch else 'H'}-{node.guid:016x}"
+
+
+def node_names(topo: Topology) -> dict[int, str]:
+    """GUID -> net-file name: the description where it is a valid, unique name,
+    else the GUID-based name (so two nodes both called "MT4123 HCA" are told apart)."""
+    counts: dict[str, int] = {}
+    for n in topo.nodes.values():
+        counts[n.description] = counts.get(n.description, 0) + 1
+    names = {g: (n.description if valid_name(n.description) and counts[n.description] == 1 else guid_name(n))
+             for g, n in topo.nodes.items()}
+    # a description may itself look like another node's GUID name ("S-0000..."): GUID names win
+    taken = {nm for g, nm in names.items() if nm == guid_name(topo.nodes[g])}
+    for g, nm in names.items():
+        if nm != guid_name(topo.nodes[g]) and nm in taken:
+            names[g] = guid_name(topo.nodes[g])
+    return names
+
+
+def _clean_description(text: str) -> str:
+    """What a net file's ``# "desc"`` comment can carry: no '"', no line breaks."""
+    return text.replace('"', "'").replace("\r", " ").replace("\n", " ")
+
+
 def to_fabric(topo: Topology):
-    """The discovered graph as a `smagent.fabric.Fabric` (names are unique descriptions
-    where possible, else GUID-based like ibnetdiscover's S-/H- names)."""
+    """The discovered graph as a `smagent.fabric.Fabric`.
+
+    Names are the node descriptions where they are valid, unique net-file names,
+    else GUID-based like ibnetdiscover's (`S-<guid>` / `H-<guid>`). A description
+    that a net file cannot quote (a '"' or a newline) is kept with those
+    characters replaced ('"' -> "'", newline -> blank).
+    """
     from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, Node
     fab = Fabric()
-    names: dict[int, str] = {}
+    names = node_names(topo)
     ordered = sorted(topo.nodes.values(), key=lambda n: (n.path != (0,), len(n.path), n.path))
-    seen_desc: dict[str, int] = {}
-    for n in ordered:
-        seen_desc[n.description] = seen_desc.get(n.description, 0) + 1
     for n in ordered:
         kind = {NodeType.SWITCH: SWITCH, NodeType.ROUTER: ROUTER}.get(n.node_type, HCA)
-        prefix = "S" if n.is_switch else "H"
-        name = n.description if n.description and seen_desc[n.description] == 1 else f"{prefix}-{n.guid:016x}"
-        names[n.guid] = name
-        node = Node(name=name, node_type=kind, num_ports=n.num_ports, description=n.description,
+        node = Node(name=names[n.guid], node_type=kind, num_ports=n.num_ports,
+                    description=_clean_description(n.description),
                     guid=n.guid, system_guid=n.node_info.system_image_guid)
         for p, g in n.port_guids.items():
             node.port_guids[p] = g
