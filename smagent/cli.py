@@ -149,17 +149,29 @@ from smagent import targets  # noqa: E402
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json):
-    """Read one attribute from TARGET (a LID like 5 or 0x5, or a DR path like 0,1,3).
+    """Read one attribute from TARGET: a LID (5, 0x5), a DR path (0,1,3), a node or port
+    GUID (0x0002c90300001234) or a node description (Switch2); GUIDs and descriptions are
+    found by discovering the fabric first.
 
     In the spirit of smpquery/smpdump: ATTRIBUTE is one of nodeinfo, nodedesc, portinfo,
     switchinfo, sminfo, lft, rft, mft, pkeys, sl2vl.
     """
+    def build(tgt):
+        return targets.build_query(attribute, tgt, port=portnum, block=block, position=position,
+                                   ext_speeds=ext_speeds)
     try:
-        tgt = targets.parse_target(target)
-        req = targets.build_query(attribute, tgt, port=portnum, block=block, position=position,
-                                  ext_speeds=ext_speeds)
+        try:
+            tgt = targets.parse_target(target)
+        except targets.NeedsDiscovery:  # a GUID or a description: check the rest, then discover
+            build(targets.Target(path=(0,)))
+            tgt = None
+        if tgt is not None:
+            req = build(tgt)
     except (MadError, ValueError) as e:
         raise BadInput(str(e)) from None
+    if tgt is None:
+        tgt = _fabric_call(targets.resolve_target, target, obj.transport())
+        req = _fabric_call(build, tgt)
     resp = _run_one(obj, req)
     value = resp.attribute()
     if as_json:
@@ -280,6 +292,10 @@ def _print_summary(s: dict) -> None:
         click.echo(f"warning: unreachable: {u}", err=True)
     for p in s["problems"]:
         click.echo(f"error: {p}", err=True)
+
+
+from smagent.commands.tables_cmd import lft, mft  # noqa: E402
+main.add_command(lft); main.add_command(mft)
 
 
 if __name__ == "__main__":  # pragma: no cover

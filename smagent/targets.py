@@ -1,7 +1,16 @@
-"""Targets (a LID or a DR path) and the Get requests `query` builds for them."""
+"""Targets and the Get requests `query` builds for them.
+
+A target is a LID (``5``, ``0x5``), a DR path (``0``, ``0,1,3``: infiniband-diags'
+notation), a GUID (``0x0000000000200001``: more than 4 hex digits after ``0x``, or a
+number above 0xFFFF) or a node description (``Switch2``, ``"Switch2"``: anything else;
+quotes force a description, e.g. a node called ``"5"``). LIDs and paths need nothing
+but the text (`parse_target`); GUIDs and descriptions are looked up by discovering the
+fabric (`resolve_target`) and become the node's directed route.
+"""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from mad import forwarding as fw
 from mad import smp as smpcodec
@@ -11,13 +20,27 @@ from mad.header import Method
 from smagent.transport.base import Request
 
 
+class NeedsDiscovery(ValueError):
+    """The target is a GUID or a description: only discovery can turn it into a route."""
+
+    def __init__(self, text: str, kind: str, key):
+        self.text, self.kind, self.key = text, kind, key
+        super().__init__(f"target {text!r} is a {kind}; resolve it through discovery (resolve_target)")
+
+
+class TargetNotFound(ValueError):
+    """No node (or more than one) in the discovered fabric matches the target."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     lid: int | None = None
     path: tuple[int, ...] | None = None
+    label: str | None = None  # what the user named (GUID, description), when resolved
 
     def describe(self) -> str:
-        return f"LID {self.lid}" if self.lid is not None else "DR path " + ",".join(map(str, self.path))
+        where = f"LID {self.lid}" if self.lid is not None else "DR path " + ",".join(map(str, self.path))
+        return f"{self.label} ({where})" if self.label else where
 
     def request(self, method, attr_id, modifier=0, value=None) -> Request:
         if self.path is not None:
@@ -25,16 +48,90 @@ class Target:
         return Request(smpcodec.lid_routed(method, attr_id, modifier, value), dlid=self.lid)
 
 
-def parse_target(text: str) -> Target:
-    """'5' / '0x5' -> LID; '0' or '0,1,3' -> directed route (infiniband-diags' notation)."""
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|[0-9]+")
+GUID_MIN_HEX_DIGITS = 5  # "0x5"/"0xFFFF" are LIDs; "0x00005" and longer are GUIDs
+
+
+def _unquote(t: str) -> str | None:
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'":
+        return t[1:-1]
+    return None
+
+
+def classify(text: str) -> tuple[str, object]:
+    """('lid', int) | ('path', tuple) | ('guid', int) | ('description', str); raises
+    MadFieldError for an empty target or a malformed DR path."""
     t = text.strip()
-    if "," in t or t == "0":
-        return Target(path=smpcodec.parse_path(t))
+    quoted = _unquote(t)
+    if quoted is not None:
+        return "description", quoted
+    if not t:
+        raise MadFieldError("target", text, "a LID (5, 0x5), a DR path (0,1,3), a GUID or a node description")
+    parts = [part.strip() for part in t.split(",")]
+    if len(parts) > 1 and (parts[0] == "0" or all(part.isdigit() for part in parts)):
+        return "path", smpcodec.parse_path(t)  # errors name the bad hop
+    if t == "0":
+        return "path", (0,)
+    if not _NUMBER.fullmatch(t):
+        return "description", t
+    value = int(t, 16) if t[:2].lower() == "0x" else int(t, 10)
+    hex_digits = len(t) - 2 if t[:2].lower() == "0x" else 0
+    if hex_digits >= GUID_MIN_HEX_DIGITS or value > 0xFFFF:
+        if value >= 1 << 64:
+            raise MadFieldError("guid", text, "at most 64 bits")
+        return "guid", value
+    return "lid", value
+
+
+def parse_target(text: str) -> Target:
+    """'5' / '0x5' -> LID; '0' or '0,1,3' -> directed route (infiniband-diags' notation).
+
+    A GUID or a description raises `NeedsDiscovery` (a ValueError): use `resolve_target`.
+    """
+    kind, key = classify(text)
+    if kind == "path":
+        return Target(path=key)
+    if kind == "lid":
+        return Target(lid=fw.check_unicast_lid(key))
+    raise NeedsDiscovery(text, kind, key)
+
+
+def resolve_target(text: str, transport, *, topology=None) -> Target:
+    """Any target, GUIDs and descriptions included: those are found by discovering the
+    fabric (or in `topology`, if given) and become the DR path of the node (a CA's
+    path is through the port discovery reached first; a CA port GUID gives that
+    port's path). No match, or a description shared by several nodes, raises
+    `TargetNotFound` naming the candidates."""
     try:
-        lid = int(t, 0)
-    except ValueError:
-        raise MadFieldError("target", text, "a LID (5, 0x5) or a DR path (0,1,3)") from None
-    return Target(lid=fw.check_unicast_lid(lid))
+        return parse_target(text)
+    except NeedsDiscovery as e:
+        kind, key = e.kind, e.key
+    if topology is None:
+        from smagent import discovery
+        topology = discovery.discover(transport)
+    nodes = topology.nodes
+    partial = (f" (discovery could not reach {len(topology.unreachable)} part(s) of the fabric: "
+               f"{'; '.join(topology.unreachable[:3])})") if topology.unreachable else ""
+    if kind == "guid":
+        node = nodes.get(key)
+        if node is not None:
+            return Target(path=node.path, label=f"{node.description!r} GUID {key:#018x}")
+        for n in nodes.values():
+            for p, g in n.port_guids.items():
+                if g == key:
+                    path = n.path_to_port(p) if not n.is_switch else n.path
+                    return Target(path=path, label=f"{n.description!r} port {p} GUID {key:#018x}")
+        raise TargetNotFound(f"no node or port with GUID {key:#018x} among the {len(nodes)} nodes "
+                             f"discovered{partial}")
+    matches = sorted(topology.by_description(key), key=lambda n: n.guid)
+    if len(matches) == 1:
+        n = matches[0]
+        return Target(path=n.path, label=f"{key!r} GUID {n.guid:#018x}")
+    if not matches:
+        raise TargetNotFound(f"no node has the description {key!r} among the {len(nodes)} nodes "
+                             f"discovered{partial}")
+    raise TargetNotFound(f"description {key!r} is ambiguous: {len(matches)} nodes carry it (GUIDs "
+                         + ", ".join(f"{n.guid:#018x}" for n in matches) + "); give a GUID instead")
 
 
 QUERY_ATTRIBUTES = {

@@ -1,0 +1,132 @@
+"""Living with another SM (ibsim + OpenSM): a MASTER OpenSM on Hca2 makes
+`smagent sweep` refuse (exit 3, naming the SM: GUID, LID, priority, state) and send no
+Set; `--force` proceeds.
+
+How ibsim presents it: ibsim attaches OpenSM to the node named by SIM_HOST. When OpenSM
+binds ("osm_opensm_bind: Setting IS_SM on port ..." in its log), umad2sim sets IsSM
+(CapabilityMask bit 1) in that port's PortInfo, so every other client sees it by a
+plain PortInfo Get; before that the bit is clear. A SubnGet(SMInfo) directed to that
+port is forwarded by ibsim to OpenSM, which answers with its GUID, priority and state.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ibsim_harness import IbSim, ibsim_available, skip_reason
+from smagent import netfile, topogen
+
+OPENSM = shutil.which("opensm", path="/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
+
+pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason()),
+              pytest.mark.skipif(OPENSM is None, reason="opensm is not installed (Debian package opensm)")]
+
+HCA2_FROM_HCA1 = "0,1,3,1"  # Hca1 -> Switch1 (port 3) -> Switch2 (port 1) -> Hca2
+IS_SM = 0x2
+
+
+def smagent(sim, *args):
+    return sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
+
+
+class OpenSM:
+    """OpenSM running (no -o: it stays up) on the ibsim node `host`; killed by process group."""
+
+    def __init__(self, sim: IbSim, host: str, workdir):
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.dir / "opensm.log"
+        self.env = dict(sim.env, SIM_HOST=host, OSM_CACHE_DIR=str(self.dir), OSM_TMP_DIR=str(self.dir))
+        self.proc = None
+
+    def __enter__(self):
+        # -s 0: no periodic sweeps (a refusing smagent must find the fabric as OpenSM left it);
+        # -d 2: flush the log after every message, so "SUBNET UP" is visible at once
+        self.proc = subprocess.Popen([OPENSM, "-f", str(self.log), "-s", "0", "-d", "2"], env=self.env,
+                                     cwd=self.dir, stdin=subprocess.DEVNULL, stdout=open(self.dir / "stdout", "wb"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while "SUBNET UP" not in self._log():
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"opensm exited {self.proc.returncode}: {self._log()[-2000:]}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"opensm: no 'SUBNET UP' within 60 s; log {self.log}")
+                time.sleep(0.1)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _log(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def __exit__(self, *exc):
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=10)
+                return
+            except ProcessLookupError:
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def _capmask(sim, path, port):
+    out = sim.run(["smpquery", "-D", "portinfo", path, str(port)]).stdout
+    return int(re.search(r"^CapMask:\.+(0x[0-9a-f]+)", out, re.M).group(1), 16)
+
+
+def _state(sim):
+    """What a Set would change: every switch's LFT, every port's LID (ibnetdiscover)."""
+    disc = sim.run(["ibnetdiscover", "-g"]).stdout
+    routes = [sim.run(["ibroute", "-D", p]).stdout for p in ("0,1", "0,1,3")]
+    local = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
+    return disc.split("\n", 3)[-1], routes, re.sub(r"^(Mkey|MkeyViolations).*$", "", local, flags=re.M)
+
+
+def test_refuses_with_master_opensm_then_force(tmp_path):
+    net = tmp_path / "2sw.net"
+    net.write_text(netfile.dumps(topogen.two_switch()))  # Hca1 first: smagent runs there
+    with IbSim(net, tmp_path / "run") as sim:
+        assert not _capmask(sim, HCA2_FROM_HCA1, 1) & IS_SM, "IsSM set before any SM ran"
+        with OpenSM(sim, "Hca2", tmp_path / "osm"):
+            assert _capmask(sim, HCA2_FROM_HCA1, 1) & IS_SM, "OpenSM's port does not show IsSM"
+            assert not _capmask(sim, "0", 1) & IS_SM
+            sminfo = sim.run(["sminfo"]).stdout  # the witness: LID-routed to the SM LID
+            m = re.search(r"sm lid (\d+) sm guid (0x[0-9a-f]+).*priority (\d+) state 3 SMINFO_MASTER", sminfo)
+            assert m, sminfo
+            lid, guid, prio = int(m.group(1)), int(m.group(2), 16), int(m.group(3))
+            assert guid == 0x100004  # Hca2 port 1
+
+            before = _state(sim)
+            for args in (["sweep"], ["sweep", "--dry-run"]):
+                r = smagent(sim, *args)
+                assert r.returncode == 3, (args, r.returncode, r.stdout, r.stderr)
+                err = r.stderr
+                assert "another subnet manager is MASTER" in err, err
+                assert f"GUID {guid:#018x}" in err and f"LID {lid}" in err, err
+                assert f"priority {prio}" in err and "state MASTER" in err and "Hca2" in err, err
+                assert "--force" in err
+            assert _state(sim) == before, "a refused sweep changed the fabric"
+
+            r = smagent(sim, "sweep", "--force", "--json")
+            assert r.returncode == 0, (r.stdout, r.stderr)
+            s = json.loads(r.stdout)
+            assert s["problems"] == [] and s["unreachable"] == []
+            assert any("--force" in n and f"{guid:#018x}" in n for n in s["notes"]), s["notes"]
+            # the witness has teeth: the forced sweep did change what it compares
+            # (every port's MasterSMLID now names smagent's port, not OpenSM's)
+            assert _state(sim) != before
+            local = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
+            assert re.search(r"^SMLid:\.+(\d+)$", local, re.M).group(1) != str(lid), local
