@@ -1,0 +1,1 @@
+"""Command groups of the `smagent` CLI that live outside smagent.cli (registered there)."""
