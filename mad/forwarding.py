@@ -115,10 +115,9 @@ def mft_block(mlid: int) -> tuple[int, int]:
 def mft_mlid(block: int, index: int) -> int:
     _check("mft block", block, 0, MFT_BLOCKS - 1)
     _check("mft index", index, 0, MFT_BLOCK_SIZE - 1)
-    mlid = MULTICAST_LID_MIN + block * MFT_BLOCK_SIZE + index
-    if mlid > 0xFFFF:
-        raise MadFieldError("mlid", mlid, "0xc000..0xffff")
-    return mlid
+    # block 511 entry 31 is LID 0xFFFF: a slot of the table, but the permissive LID and
+    # not an MLID (mft_block refuses it); callers that program groups use check_mlid
+    return MULTICAST_LID_MIN + block * MFT_BLOCK_SIZE + index
 
 
 def mft_modifier(block: int, position: int) -> int:
