@@ -34,26 +34,30 @@ class Context:
 
     def __init__(self, **opts):
         self.opts = opts
-        self._transport = None
+        self._session = None
 
-    def transport(self):
-        if self._transport is None:
-            from smagent.transport import open_transport
+    def session(self):
+        """The API session (smagent.api): the CLI is a thin layer over it."""
+        if self._session is None:
+            from smagent import api
             o = self.opts
             try:
-                self._transport = open_transport(
+                self._session = api.connect(
                     o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"],
                     fixture=o["fixture"], record=o["record"], window=o["window"],
                     timeout_ms=o["timeout"], retries=o["retries"], m_key=o["mkey"])
-            except (ValueError, OSError) as e:
+            except api.BadInput as e:
                 raise BadInput(str(e)) from None
-            except RuntimeError as e:  # libibumad missing, no device, permission, unknown port
+            except api.FabricFailure as e:
                 raise FabricFailure(str(e)) from None
-        return self._transport
+        return self._session
+
+    def transport(self):
+        return self.session().transport
 
     def close(self):
-        if self._transport is not None:
-            self._transport.close()
+        if self._session is not None:
+            self._session.close()
 
 
 def _int(ctx, param, value):
@@ -192,17 +196,60 @@ def _run_one(obj, req):
         raise BadInput(str(e)) from None
 
 
+# -- topology ------------------------------------------------------------------------
+@main.group()
+def topology():
+    """Topology files (ibsim net-file format, which the simulator and ibsim both load)."""
+
+
+@topology.command("generate")
+@click.argument("shape", type=click.Choice(["fat-tree-2", "fat-tree-3", "torus-2d", "mesh-2d", "two-switch"]))
+@click.option("-k", "--radix", type=click.IntRange(4, 254), default=36, show_default=True,
+              help="Switch ports (fat trees).")
+@click.option("--hosts", type=click.IntRange(1, None), default=None, help="fat-tree-3: keep this many hosts.")
+@click.option("-x", type=click.IntRange(2, 64), default=4, show_default=True, help="torus/mesh: width.")
+@click.option("-y", type=click.IntRange(2, 64), default=4, show_default=True, help="torus/mesh: height.")
+@click.option("--hosts-per-switch", type=click.IntRange(0, 200), default=1, show_default=True)
+@click.option("--switch-ports", type=click.IntRange(4, 254), default=8, show_default=True, help="torus/mesh.")
+@click.option("--style", type=click.Choice(["ibsim", "ibnetdiscover"]), default="ibsim", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None)
+def topology_generate(shape, radix, hosts, x, y, hosts_per_switch, switch_ports, style, output):
+    """Write a common fabric shape as a net file (print ibsim's -N/-S/-P needs on stderr)."""
+    from smagent import netfile, topogen
+    from smagent.fabric import FabricError
+    try:
+        if shape == "fat-tree-2":
+            fab = topogen.fat_tree_2(radix)
+        elif shape == "fat-tree-3":
+            fab = topogen.fat_tree_3(radix, hosts=hosts)
+        elif shape == "torus-2d":
+            fab = topogen.torus_2d(x, y, hosts_per_switch=hosts_per_switch, switch_ports=switch_ports)
+        elif shape == "mesh-2d":
+            fab = topogen.mesh_2d(x, y, hosts_per_switch=hosts_per_switch, switch_ports=switch_ports)
+        else:
+            fab = topogen.two_switch()
+    except (FabricError, ValueError) as e:
+        raise BadInput(str(e)) from None
+    text = netfile.dumps(fab, style=style)
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        click.echo(text, nl=False)
+    size = netfile.ibsim_size_args(fab)
+    click.echo(f"# {len(fab.switches())} switches, {len(fab.cas())} hosts, {fab.num_links} links"
+               + (f"; ibsim needs: {' '.join(size)}" if size else ""), err=True)
+
+
 # -- discover / sweep ---------------------------------------------------------------
 def _fabric_call(fn, *a, **kw):
     """Run agent logic, mapping its failures to the documented exit codes."""
-    from smagent.lids import LidError, LidFileError
-    from smagent.sweep import SweepError
-    from smagent.transport import TransportError
+    from smagent import api
     try:
-        return fn(*a, **kw)
-    except (LidError, LidFileError, MadError, ValueError) as e:
+        return api._translate(fn, *a, **kw)
+    except api.BadInput as e:
         raise BadInput(str(e)) from None
-    except (TransportError, SweepError) as e:
+    except api.FabricFailure as e:
         raise FabricFailure(str(e)) from None
 
 
@@ -214,7 +261,7 @@ def _fabric_call(fn, *a, **kw):
 def discover(obj, as_json, output):
     """Discover the fabric by directed route; print it as ibnetdiscover does."""
     from smagent import discovery, netfile
-    topo = _fabric_call(discovery.discover, obj.transport())
+    topo = _fabric_call(obj.session().discover)
     if as_json:
         text = json.dumps(_topology_json(topo), indent=2) + "\n"
     else:

@@ -1,0 +1,194 @@
+"""The simulated fabric: SMPs in at a port, responses out, every hop on the way modelled.
+
+`SimFabric.handle(raw, ingress, dlid)` takes the 256 bytes an SM at `ingress` sends (with
+LRH DLID `dlid`) and returns the response as that SM receives it, or None when the
+fabric loses the SMP or its response (the reason goes to `drops`; a transport turns it
+into umad status 110). How SMPs travel is in `routes`, what each SMA answers in `sma`,
+how switches forward in `dataplane`.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import random
+import time
+
+from mad import smp as smpcodec
+from mad.errors import MadError
+from mad.forwarding import PERMISSIVE_LID
+from mad.header import MAD_SIZE
+from smagent.fabric import Fabric
+from smagent.sim import dataplane, model, routes
+from smagent.sim.model import Dropped, SimConfigError, SimNode
+
+DEFAULT_TOPOLOGY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "default.net")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Drop:
+    """One lost SMP: why, where, and what it was."""
+    reason: str
+    where: tuple | None
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.what}: {Dropped(self.reason, self.where)}"
+
+
+class SimFabric:
+    """A fabric of simulated nodes. Build with `from_fabric` or `load`."""
+
+    def __init__(self, nodes: dict[str, SimNode], *, seed: int = 0, drop_rate: float = 0.0):
+        self.nodes = nodes
+        self.drop_rate = drop_rate  # probability that any SMP is lost (fault injection)
+        self.rng = random.Random(seed)
+        self.clock = time.monotonic  # M_Key lease timers; tests may substitute a fake clock
+        self.drops: collections.deque[Drop] = collections.deque(maxlen=1000)
+        self.counters = collections.Counter()
+        # observer(event, node name, port, hop_pointer, d) sees a directed-route SMP leave a
+        # node ("out": port = exit port, hop_pointer as on that link), reach the start of its
+        # directed part by LID ("lid"), reach the SMA ("sma") and the requester ("deliver").
+        self.observer = None
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def from_fabric(cls, fabric: Fabric, *, node_caps: dict | None = None, seed: int = 0,
+                    drop_rate: float = 0.0, **caps) -> "SimFabric":
+        """Simulate `fabric`. Keyword capabilities (linear_fdb_cap=..., m_key=...) apply to
+        every node they fit; `node_caps={"S1": {...}}` to one node. Precedence: defaults
+        < keywords < Node.caps < node_caps."""
+        return cls(model.build_nodes(fabric, caps, node_caps), seed=seed, drop_rate=drop_rate)
+
+    @classmethod
+    def load(cls, src=None, **kw) -> "SimFabric":
+        """Simulate a topology file (ibsim net file or ibnetdiscover output), or text;
+        None = the bundled default topology."""
+        from smagent import netfile
+        return cls.from_fabric(netfile.load(DEFAULT_TOPOLOGY if src is None else src), **kw)
+
+    # -- inspection ----------------------------------------------------------------------
+    def node(self, name) -> SimNode:
+        if isinstance(name, SimNode):
+            return name
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise SimConfigError(f"no node named {name!r} in the simulated fabric") from None
+
+    def __iter__(self):
+        return iter(self.nodes.values())
+
+    def switches(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.is_switch]
+
+    def default_port(self) -> tuple[str, int]:
+        """Where ibsim attaches its SM: the first node's port 0 if it is a switch, else
+        its first cabled port (port 1 when none is)."""
+        first = next(iter(self.nodes.values()))
+        if first.is_switch:
+            return first.name, 0
+        cabled = [p for p in range(1, first.num_ports + 1) if first.peers[p] is not None]
+        return first.name, cabled[0] if cabled else 1
+
+    def resolve(self, where) -> tuple[SimNode, int]:
+        """(name, port) -> (SimNode, port), checking the port can host an SM."""
+        name, port = where
+        node = self.node(name)
+        if node.is_switch and port != 0:
+            raise SimConfigError(f"{node.name!r} is a switch: an SM attaches to its port 0, not port {port}")
+        if not node.port_exists(port):
+            raise SimConfigError(f"{node.name!r} has ports 1..{node.num_ports}; port {port} does not exist")
+        return node, port
+
+    def port_lid(self, where) -> int:
+        node, port = self.resolve(where) if not isinstance(where[0], SimNode) else where
+        return node.pi[node.lid_port(port)].lid
+
+    def lft(self, name) -> bytearray:
+        return self.node(name).lft
+
+    @property
+    def last_drop(self) -> Drop | None:
+        return self.drops[-1] if self.drops else None
+
+    # -- fault injection and shortcuts for tests -----------------------------------------------
+    def unlink(self, name, port: int):
+        """Pull the cable on (name, port); both ends go DOWN. Returns the old peer's (name, port)."""
+        node = self.node(name)
+        if not 1 <= port <= node.num_ports:
+            raise SimConfigError(f"{node.name!r} has no cable port {port}")
+        peer = model.disconnect(node, port)
+        return None if peer is None else (peer[0].name, peer[1])
+
+    def link(self, a, pa: int, b, pb: int) -> None:
+        """Cable (a, pa) to (b, pb); both ports must be free. The link comes up in INIT."""
+        na, nb = self.node(a), self.node(b)
+        for n, p in ((na, pa), (nb, pb)):
+            if not 1 <= p <= n.num_ports:
+                raise SimConfigError(f"{n.name!r} has no cable port {p}")
+            if n.peers[p] is not None:
+                raise SimConfigError(f"{n.name!r} port {p} is already cabled to {n.peers[p][0].name!r}")
+        model.connect(na, pa, nb, pb)
+
+    def set_port_state(self, name, port: int, state: int) -> None:
+        """Force a logical port state (no checks: for building test scenarios)."""
+        self.node(name).state[port] = state
+
+    def set_lid(self, name, port: int, lid: int, lmc: int = 0) -> None:
+        """Give a port (a switch: port 0) a LID without an SMP."""
+        node = self.node(name)
+        pi = node.pi[node.lid_port(port)]
+        pi.lid, pi.lmc = lid, lmc
+
+    def activate_all(self) -> None:
+        """Every cabled, enabled port ACTIVE (as after an SM's bring-up)."""
+        for n in self.nodes.values():
+            for p in range(1, n.num_ports + 1):
+                if n.state[p] != model.DOWN:
+                    n.state[p] = model.ACTIVE
+
+    def attach_sm(self, where, **kw) -> None:
+        """An SM at (name, port): IsSM set, SMInfo answered (guid, priority, state kwargs)."""
+        node, port = self.resolve(where)
+        node.attach_sm(port, **kw)
+
+    def trace(self, src, dlid: int, **kw) -> dataplane.Trace:
+        return dataplane.trace(self, src, dlid, **kw)
+
+    # -- the SMP path ----------------------------------------------------------------------
+    def handle(self, raw: bytes, ingress, dlid: int = PERMISSIVE_LID, slid: int | None = None) -> bytes | None:
+        """Deliver the SMP `raw` that the SM at `ingress` = (name, port) sends with LRH
+        DLID `dlid`; return the response it receives, or None if the SMP or its response
+        is lost. `slid` (LID-routed only) defaults to the ingress port's LID, or to the
+        permissive LID when `dlid` is permissive."""
+        src, sport = ingress if isinstance(ingress[0], SimNode) else self.resolve(ingress)
+        self.counters["smps"] += 1
+        try:
+            if self.drop_rate and self.rng.random() < self.drop_rate:
+                raise Dropped("lost (drop_rate fault injection)")
+            if len(raw) != MAD_SIZE:
+                raise Dropped(f"{len(raw)} bytes is not a MAD")
+            try:
+                req = smpcodec.decode(raw)
+            except MadError as e:
+                raise Dropped(f"not an SMP: {e}") from None
+            if req.directed:
+                resp = routes.directed(self, req, src, sport, dlid)
+            else:
+                resp = routes.lid_routed(self, req, src, sport, dlid, slid)
+        except Dropped as d:
+            self.counters["dropped"] += 1
+            self.drops.append(Drop(d.reason, d.where, _describe(raw)))
+            return None
+        self.counters["responses"] += 1
+        return smpcodec.encode(resp)
+
+
+def _describe(raw: bytes) -> str:
+    try:
+        s = smpcodec.decode(raw)
+    except MadError:
+        return "undecodable MAD"
+    where = s.target() if s.directed else "LID-routed"
+    return f"{s.method_name}({s.attribute_name}, modifier {s.attribute_modifier:#x}) {where}"

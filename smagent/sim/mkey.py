@@ -1,0 +1,42 @@
+"""M_Key protection (IBA 14.2.4): may this SMP touch this node?
+
+The key that guards a switch is port 0's; a CA's ports are guarded one by one.
+Protection levels (PortInfo.M_KeyProtectBits), when the SMP's M_Key does not match
+a non-zero port M_Key:
+
+    0  Get allowed, PortInfo.M_Key returned;  Set/TrapRepress refused
+    1  Get allowed, PortInfo.M_Key read as 0; Set/TrapRepress refused
+    2  everything refused
+    3  everything refused (IBA 1.2 adds rules for 3 that a later issue will model)
+
+A refused SMP gets no response: the SMA counts an M_Key violation and starts the
+lease timer; when the lease (M_KeyLeasePeriod seconds, 0 = forever) runs out before a
+matching M_Key is seen, the protect bits fall back to 0. Trap 256 (bad M_Key) is not
+generated: the simulator has no trap path yet.
+"""
+from __future__ import annotations
+
+from mad.header import Method
+
+ALLOW, ALLOW_HIDDEN, REFUSE = 0, 1, 2
+
+
+def check(node, in_port: int, method: int, m_key: int, now: float) -> int:
+    """ALLOW, ALLOW_HIDDEN (Get allowed, PortInfo.M_Key must read 0) or REFUSE."""
+    kp = node.lid_port(in_port)
+    pi = node.pi[kp]
+    key = pi.m_key
+    if key == 0 or m_key == key:
+        node.lease_start.pop(kp, None)  # a matching key stops the lease timer
+        return ALLOW
+    start = node.lease_start.get(kp)
+    if start is not None and pi.m_key_lease_period and now - start >= pi.m_key_lease_period:
+        pi.m_key_protect_bits = 0  # lease expired: the SM is presumed gone
+        del node.lease_start[kp]
+    level = pi.m_key_protect_bits
+    if method == Method.GET and level <= 1:
+        return ALLOW if level == 0 else ALLOW_HIDDEN
+    pi.m_key_violations = min(pi.m_key_violations + 1, 0xFFFF)
+    if pi.m_key_lease_period and kp not in node.lease_start:
+        node.lease_start[kp] = now
+    return REFUSE

@@ -1,0 +1,83 @@
+"""The in-process simulator as a transport: SMPs go to a `SimFabric`, answers come back
+at once, and a lost SMP is handed back with umad status 110 (ETIMEDOUT), exactly as
+ibsim's umad2sim does, so the base class retries or reports a timeout."""
+from __future__ import annotations
+
+import os
+import time
+
+from smagent.fabric import Fabric
+from smagent.sim import SimFabric
+from smagent.transport.base import (
+    DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, UMAD_STATUS_TIMEOUT, Transport,
+)
+
+
+def _parse_local(local, sim: SimFabric) -> tuple[str, int]:
+    """None -> where ibsim puts its SM; "name", "name:port", or (name, port)."""
+    if local is None:
+        return sim.default_port()
+    if isinstance(local, str):
+        name, sep, port = local.rpartition(":")
+        if sep and port.isdigit():
+            return name, int(port)
+        node = sim.node(local)
+        return (local, 0) if node.is_switch else (local, 1)
+    name, port = local
+    return name, int(port)
+
+
+class SimTransport(Transport):
+    """Transport into an in-process simulated fabric.
+
+    `topology`: a SimFabric, a Fabric, a topology file path or text, or None for the
+    bundled default. `local`: the (node, port) the SM sits on; it gets IsSM and answers
+    SMInfo unless `attach_sm` is False. `.sim` is the SimFabric, for tests.
+    """
+
+    name = "sim"
+
+    def __init__(self, topology=None, local=None, *, window: int = DEFAULT_WINDOW,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES, recorder=None,
+                 m_key: int = 0, attach_sm: bool = True, **sim_kw):
+        super().__init__(window=window, timeout_ms=timeout_ms, retries=retries, recorder=recorder, m_key=m_key)
+        if isinstance(topology, SimFabric):
+            if sim_kw:
+                raise TypeError("capability keywords apply when the transport builds the simulator")
+            self.sim = topology
+        elif isinstance(topology, Fabric):
+            self.sim = SimFabric.from_fabric(topology, **sim_kw)
+        elif topology is None or isinstance(topology, (str, os.PathLike)):
+            self.sim = SimFabric.load(topology, **sim_kw)
+        else:
+            raise TypeError(f"topology: a SimFabric, Fabric, path or text, not {type(topology).__name__}")
+        self.local = _parse_local(local, self.sim)
+        self._ingress = self.sim.resolve(self.local)
+        if attach_sm and not self._ingress[0].sm.get(self._ingress[0].lid_port(self._ingress[1])):
+            self.sim.attach_sm(self.local)
+        self._queue: list[tuple[bytes, int]] = []
+
+    @property
+    def local_lid(self) -> int:
+        node, port = self._ingress
+        return node.pi[node.lid_port(port)].lid
+
+    def _send(self, raw: bytes, dlid: int) -> None:
+        resp = self.sim.handle(raw, self._ingress, dlid)
+        if resp is None:
+            self._queue.append((raw, UMAD_STATUS_TIMEOUT))  # umad hands the send back
+        else:
+            self._queue.append((resp, 0))
+
+    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
+        if not self._queue:
+            # Every send answers at once, so an empty queue means nothing is coming:
+            # wait out the caller's deadline instead of spinning.
+            if timeout_s > 0:
+                time.sleep(timeout_s)
+            return []
+        q, self._queue = self._queue, []
+        return q
+
+
+__all__ = ["SimTransport"]
