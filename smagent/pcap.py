@@ -1,6 +1,9 @@
 """Capture files of the SMPs a transport sent and received, readable by Wireshark/tshark.
 
-Written format: ERF (Endace Extensible Record Format) records of type 21 (InfiniBand),
+Written formats: a path ending in ``.pcap`` gets classic pcap with link type 252
+(Wireshark "exported PDU", dissector tag ``infiniband``), written through scapy's
+RawPcapWriter; anything else gets ERF. Both open in tshark 4.0. The default,
+ERF (Endace Extensible Record Format), holds records of type 21 (InfiniBand),
 flags 0x04 (varying-length record): what ibdump writes and what tshark 4.0 reads. tshark
 4.0 refuses pcap/pcapng with link type 247 (DLT_INFINIBAND), so that is read but never
 written. Each record is
@@ -84,6 +87,10 @@ def erf_record(packet: bytes, ts: float) -> bytes:
             + packet + bytes(pad))
 
 
+# exported-PDU tags: dissector name (12) "infiniband" (unpadded, as Wireshark writes it), end
+_EXPORTED_PDU_TAGS = struct.pack(">HH", 12, 10) + b"infiniband" + struct.pack(">HH", 0, 0)
+
+
 class CaptureWriter:
     """Records MADs as an ERF capture (the recorder a Transport calls).
 
@@ -96,12 +103,18 @@ class CaptureWriter:
     """
 
     def __init__(self, path: str | os.PathLike | IO[bytes]):
+        self._pcap = None
         if hasattr(path, "write"):
             self._f, self._owned = path, False
             self.path = getattr(path, "name", "<stream>")
         else:
             self.path = os.fspath(path)
-            self._f, self._owned = open(self.path, "wb"), True
+            if self.path.endswith(".pcap"):
+                from scapy.utils import RawPcapWriter
+                self._pcap = RawPcapWriter(self.path, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
+                self._f, self._owned = self._pcap, True
+            else:
+                self._f, self._owned = open(self.path, "wb"), True
         self._psn = 0
         self.count = 0
 
@@ -116,8 +129,13 @@ class CaptureWriter:
             src, dst = slid, dlid
         packet = frame(mad, src, dst, psn=self._psn)
         self._psn = (self._psn + 1) & 0xFFFFFF
-        self._f.write(erf_record(packet, time.time() if ts is None else ts))
-        self._f.flush()
+        ts = time.time() if ts is None else ts
+        if self._pcap is not None:
+            sec = int(ts)
+            self._pcap.write_packet(_EXPORTED_PDU_TAGS + packet, sec=sec, usec=int((ts - sec) * 1e6))
+        else:
+            self._f.write(erf_record(packet, ts))
+            self._f.flush()
         self.count += 1
 
     def close(self) -> None:
