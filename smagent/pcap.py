@@ -112,6 +112,7 @@ class CaptureWriter:
             if self.path.endswith(".pcap"):
                 from scapy.utils import RawPcapWriter
                 self._pcap = RawPcapWriter(self.path, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
+                self._pcap.write_header(None)  # write_packet alone never writes the file header
                 self._f, self._owned = self._pcap, True
             else:
                 self._f, self._owned = open(self.path, "wb"), True
