@@ -1,0 +1,272 @@
+"""Desired state as a file: what the fabric should hold, in YAML or JSON.
+
+    routing: minhop              # minhop | updn | file:PATH
+    lmc: 0
+    lid_file: guid2lid           # optional: keep LIDs across runs (OpenSM's format)
+    lft:                         # static entries; they override routing
+      - {switch: Switch1, lid: 5, port: 3}
+    multicast:                   # groups; members are CA descriptions (every port) or port GUIDs
+      - {mlid: 0xC001, members: [Hca1, 0x0000000000100004]}
+    switches:                    # SwitchInfo components a master SM owns
+      Switch1: {linear_fdb_top: 200, default_port: 0}
+
+Switches are named by node description or node GUID. `load()` checks the shape of the
+file; `resolve()` checks it against a discovered fabric (unknown switch, LID out of
+range, a port the switch lacks, an MLID outside 0xC000-0xFFFE, ...). Both collect every
+problem and raise one DesiredStateError listing them all, before anything is sent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from mad import forwarding as fw
+
+KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "switches"}
+SWITCH_KEYS = {"linear_fdb_top", "default_port", "default_multicast_primary_port",
+               "default_multicast_not_primary_port", "life_time_value"}
+
+
+class DesiredStateError(ValueError):
+    def __init__(self, source: str, problems: list[str]):
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n  "
+                         + "\n  ".join(problems))
+
+
+@dataclasses.dataclass
+class DesiredState:
+    source: str
+    routing: str = "minhop"
+    root: list = dataclasses.field(default_factory=list)
+    lmc: int = 0
+    lid_file: str | None = None
+    lft: list = dataclasses.field(default_factory=list)  # [(switch ref, lid, port)]
+    multicast: list = dataclasses.field(default_factory=list)  # [(mlid, [member refs])]
+    switches: dict = dataclasses.field(default_factory=dict)  # switch ref -> {component: value}
+
+
+@dataclasses.dataclass
+class Resolved:
+    """The desired state with names turned into GUIDs of a discovered fabric."""
+    static_lft: dict  # switch guid -> {lid: port}
+    groups: dict  # mlid -> set of (ca guid, port)
+    switch_settings: dict  # switch guid -> {component: value}
+
+
+def _int(v):
+    if isinstance(v, bool):
+        raise ValueError
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        return int(v, 0)
+    raise ValueError
+
+
+def load(path) -> DesiredState:
+    """Read and shape-check a desired-state file (YAML, or JSON by extension)."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise DesiredStateError(path, [f"cannot read: {e.strerror}"]) from None
+    try:
+        if path.endswith(".json"):
+            doc = json.loads(text)
+        else:
+            import yaml
+            doc = yaml.safe_load(text)
+    except Exception as e:  # noqa: BLE001 - json and yaml raise their own families
+        raise DesiredStateError(path, [f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}"]) from None
+    return parse(doc, path)
+
+
+def parse(doc, source: str = "<desired state>") -> DesiredState:
+    problems: list[str] = []
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise DesiredStateError(source, ["the top level must be a mapping"])
+    ds = DesiredState(source)
+    for k in sorted(set(doc) - KEYS):
+        problems.append(f"unknown key {k!r} (known: {', '.join(sorted(KEYS))})")
+    if "routing" in doc:
+        r = doc["routing"]
+        if not isinstance(r, str) or not (r in ("minhop", "updn") or r.startswith("file:")):
+            problems.append(f"routing: {r!r} is not minhop, updn or file:PATH")
+        else:
+            ds.routing = r
+    if "root" in doc:
+        roots = doc["root"] if isinstance(doc["root"], list) else [doc["root"]]
+        ds.root = [str(x) if not isinstance(x, int) else f"{x:#018x}" for x in roots]
+    if "lmc" in doc:
+        try:
+            ds.lmc = _int(doc["lmc"])
+            if not 0 <= ds.lmc <= 7:
+                raise ValueError
+        except ValueError:
+            problems.append(f"lmc: {doc['lmc']!r} is not 0..7")
+    if doc.get("lid_file") is not None:
+        ds.lid_file = str(doc["lid_file"])
+    for i, e in enumerate(doc.get("lft") or [], 1):
+        where = f"lft[{i}]"
+        if not isinstance(e, dict) or set(e) - {"switch", "lid", "port"} or not {"switch", "lid", "port"} <= set(e):
+            problems.append(f"{where}: expected {{switch, lid, port}}, got {e!r}")
+            continue
+        try:
+            lid = _int(e["lid"])
+            if not 1 <= lid <= fw.UNICAST_LID_MAX:
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: lid {e['lid']!r} is not a unicast LID (1..0xBFFF)")
+            continue
+        try:
+            port = _int(e["port"])
+            if not 0 <= port <= 255:
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: port {e['port']!r} is not 0..254 (or 255 for none)")
+            continue
+        ds.lft.append((_ref(e["switch"]), lid, port))
+    seen_mlids = set()
+    for i, g in enumerate(doc.get("multicast") or [], 1):
+        where = f"multicast[{i}]"
+        if not isinstance(g, dict) or "mlid" not in g or not isinstance(g.get("members", []), list):
+            problems.append(f"{where}: expected {{mlid, members: [...]}}, got {g!r}")
+            continue
+        try:
+            mlid = _int(g["mlid"])
+            if not fw.MULTICAST_LID_MIN <= mlid <= fw.MULTICAST_LID_MAX:
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: mlid {g['mlid']!r} is outside the multicast range 0xC000-0xFFFE")
+            continue
+        if mlid in seen_mlids:
+            problems.append(f"{where}: mlid {mlid:#06x} appears twice")
+        seen_mlids.add(mlid)
+        ds.multicast.append((mlid, [_ref(m) for m in g.get("members", [])]))
+    sw = doc.get("switches") or {}
+    if not isinstance(sw, dict):
+        problems.append("switches: expected a mapping of switch -> settings")
+        sw = {}
+    for name, settings in sw.items():
+        where = f"switches[{name!r}]"
+        if not isinstance(settings, dict):
+            problems.append(f"{where}: expected a mapping")
+            continue
+        good = {}
+        for k, v in settings.items():
+            if k not in SWITCH_KEYS:
+                problems.append(f"{where}: unknown component {k!r} (settable: {', '.join(sorted(SWITCH_KEYS))})")
+                continue
+            try:
+                good[k] = _int(v)
+            except ValueError:
+                problems.append(f"{where}.{k}: {v!r} is not a number")
+        ds.switches[_ref(name)] = good
+    if problems:
+        raise DesiredStateError(source, problems)
+    return ds
+
+
+def _ref(x) -> str:
+    """A switch/node/port reference as text: GUIDs normalised to 0x%016x."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return f"{x:#018x}"
+    return str(x)
+
+
+def resolve(ds: DesiredState, topo) -> Resolved:
+    """Check the desired state against a discovered fabric; names -> GUIDs."""
+    problems: list[str] = []
+    by_desc: dict[str, list] = {}
+    for n in topo.nodes.values():
+        by_desc.setdefault(n.description, []).append(n)
+    port_owner = {g: (n, p) for n in topo.nodes.values() for p, g in n.port_guids.items()}
+
+    def node_of(ref: str, where: str):
+        if ref.lower().startswith("0x"):
+            try:
+                g = int(ref, 16)
+            except ValueError:
+                g = None
+            if g is not None:
+                if g in topo.nodes:
+                    return topo.nodes[g]
+                if g in port_owner:
+                    return port_owner[g][0]
+        hits = by_desc.get(ref, [])
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            problems.append(f"{where}: {ref!r} names {len(hits)} nodes "
+                            f"({', '.join(f'{n.guid:#018x}' for n in hits)}); use a GUID")
+        else:
+            problems.append(f"{where}: no node {ref!r} in the fabric")
+        return None
+
+    def switch_of(ref, where):
+        n = node_of(ref, where)
+        if n is not None and not n.is_switch:
+            problems.append(f"{where}: {ref!r} is a channel adapter, not a switch")
+            return None
+        return n
+
+    static: dict[int, dict[int, int]] = {}
+    for i, (ref, lid, port) in enumerate(ds.lft, 1):
+        n = switch_of(ref, f"lft[{i}]")
+        if n is None:
+            continue
+        cap = n.switch_info.linear_fdb_cap if n.switch_info else 0
+        if cap == 0:
+            problems.append(f"lft[{i}]: {n.description} has no linear forwarding table (LinearFDBCap 0)")
+            continue
+        if lid >= cap:
+            problems.append(f"lft[{i}]: LID {lid} is beyond {n.description}'s LinearFDBCap {cap}")
+        if port != fw.LFT_NO_PORT and port > n.num_ports:
+            problems.append(f"lft[{i}]: {n.description} has ports 0..{n.num_ports}; port {port} does not exist")
+        static.setdefault(n.guid, {})[lid] = port
+    groups: dict[int, set] = {}
+    for i, (mlid, members) in enumerate(ds.multicast, 1):
+        caps = [s.switch_info.multicast_fdb_cap for s in topo.switches() if s.switch_info]
+        if caps and mlid - fw.MULTICAST_LID_MIN >= min(caps):
+            problems.append(f"multicast[{i}]: MLID {mlid:#06x} is beyond the smallest MulticastFDBCap "
+                            f"({min(caps)} entries, up to {fw.MULTICAST_LID_MIN + min(caps) - 1:#06x})")
+        ports = set()
+        for m in members:
+            if m.lower().startswith("0x"):
+                try:
+                    g = int(m, 16)
+                except ValueError:
+                    g = None
+                if g in port_owner and not port_owner[g][0].is_switch:
+                    ports.add((port_owner[g][0].guid, port_owner[g][1]))
+                    continue
+            n = node_of(m, f"multicast[{i}] member")
+            if n is None:
+                continue
+            if n.is_switch:
+                problems.append(f"multicast[{i}]: member {m!r} is a switch; members are CA ports")
+                continue
+            ports.update((n.guid, p) for p in n.lid_ports())
+        groups[mlid] = ports
+    settings: dict[int, dict] = {}
+    for ref, comp in ds.switches.items():
+        n = switch_of(ref, f"switches[{ref!r}]")
+        if n is None:
+            continue
+        for k, v in comp.items():
+            if k.startswith("default") and not (0 <= v <= n.num_ports or v == fw.LFT_NO_PORT):
+                problems.append(f"switches[{ref!r}].{k}: {n.description} has ports 0..{n.num_ports}; {v} does not exist")
+            if k == "linear_fdb_top" and n.switch_info and not 0 <= v < n.switch_info.linear_fdb_cap:
+                problems.append(f"switches[{ref!r}].linear_fdb_top: {v} is not below LinearFDBCap "
+                                f"{n.switch_info.linear_fdb_cap}")
+            if k == "life_time_value" and not 0 <= v <= 31:
+                problems.append(f"switches[{ref!r}].life_time_value: {v} is not 0..31")
+        settings[n.guid] = comp
+    if problems:
+        raise DesiredStateError(ds.source, problems)
+    return Resolved(static, groups, settings)
