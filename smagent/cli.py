@@ -302,14 +302,23 @@ def _topology_json(topo) -> dict:
               help="guid2lid file (OpenSM's format) to keep LIDs across runs.")
 @click.option("--routing", "engine", default="minhop", show_default=True, help="Routing engine.")
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
+@click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None,
+              help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "
+                   "Default: group 0xC000 with every CA port (IPoIB broadcast).")
+@click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
-def sweep(obj, dry_run, lmc, lid_file, engine, force, as_json):
-    """Bring the fabric up: discover, assign LIDs, route, program LFTs, activate, verify."""
+def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, as_json):
+    """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
+    from smagent import multicast
     from smagent import sweep as sweepmod
     if not 0 <= lmc <= 7:
         raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
-    opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run, force=force)
+    if mcast_groups and no_multicast:
+        raise BadInput("--mcast-groups and --no-multicast exclude each other")
+    spec = _fabric_call(multicast.load_groups, mcast_groups) if mcast_groups else None  # before any SMP
+    opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run, force=force,
+                                 mcast_groups=spec, multicast=not no_multicast)
     r = _fabric_call(sweepmod.sweep, obj.transport(), opts)
     summary = r.summary()
     if dry_run:
@@ -320,6 +329,11 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, as_json):
         if dry_run:
             click.echo("\n".join(summary["plan"]) or "# nothing to change")
         _print_summary(summary)
+        sets = summary["sets"]
+        click.echo(f"# also {'planned' if dry_run else 'sent'}: RFT blocks {sets['rft_blocks']}, "
+                   f"MFT blocks {sets['mft_blocks']}; multicast groups: "
+                   + (", ".join(f"{g['mlid']} ({g['members']} members, {g['switches']} switches, root {g['root']})"
+                                for g in summary["multicast"]) or "none"))
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
 
@@ -343,6 +357,14 @@ def _print_summary(s: dict) -> None:
 
 from smagent.commands.tables_cmd import lft, mft  # noqa: E402
 main.add_command(lft); main.add_command(mft)
+
+from smagent.commands.backup_cmd import backup_commands  # noqa: E402
+for _c in backup_commands:
+    main.add_command(_c)
+
+
+from smagent.commands.verify_cmd import verify  # noqa: E402
+main.add_command(verify)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,8 +1,30 @@
-"""Bring a fabric up: discover -> assign LIDs -> route -> program LFTs -> activate -> verify.
+"""Bring a fabric up: discover -> assign LIDs -> route -> program LFTs/RFTs and MFTs ->
+activate -> verify.
 
 Every change is planned before anything is sent: a dry run stops after the plan. The
 GetResp of each Set carries the attribute as the node now holds it, and that is the
 read-back we check (no second Get per block).
+
+Unicast: a switch with a LinearForwardingTable gets LFT blocks; one with LinearFDBCap 0
+and RandomFDBCap > 0 gets RFT entries and maybe a DefaultPort (`smagent.rft`).
+Multicast: every group (`smagent.multicast`: a group file, or the IPoIB broadcast group
+0xC000 with every CA port) gets a spanning tree and MFT entries, diffed and written by
+(block, position).
+
+SwitchInfo fields a sweep writes, and why (everything else is echoed as read):
+
+* LinearFDBTop: the highest LID assigned (switches with an LFT only).
+* LifeTimeValue: 18, as OpenSM; PortStateChange: written as read (1 clears it).
+* DefaultPort: RFT switches only, when `smagent.rft` picks one (else as read).
+* MulticastFDBTop: only on a switch that says it implements it, i.e. port 0's
+  PortInfo.CapabilityMask has IsMulticastFDBTopSupported (bit 30, IBA 1.2.1+), as
+  OpenSM does (``use_mfttop``); then the highest MLID programmed on that switch, or
+  0xBFFF (no entry) when none. Other switches may treat the field as reserved: ibsim
+  (no IsMulticastFDBTopSupported) reports 0 and ignores a Set of it (the GetResp still
+  says 0, checked on ibsim 0.10); our simulator honours a non-zero top. Writing it
+  where it is not supported could only hide entries or fail the read-back.
+* DefaultMulticastPrimaryPort / NotPrimaryPort: as read, unless the group file has a
+  ``default-multicast`` line for the switch (see `smagent.multicast`).
 """
 from __future__ import annotations
 
@@ -14,10 +36,14 @@ from mad import smp as smpcodec
 from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState, SwitchInfo
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
-from smagent import discovery, lids, routing, tables
+from smagent import discovery, lids, multicast, rft, routing, tables
 from smagent.transport.base import Request, Transport
 
 LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
+CAP_IS_MCAST_FDB_TOP = 1 << 30  # PortInfo.CapabilityMask: IsMulticastFDBTopSupported
+MFT_TOP_NONE = fw.MULTICAST_LID_MIN - 1  # MulticastFDBTop with no valid entry (OpenSM's value)
+SWITCHINFO_FIELDS = ("linear_fdb_top", "default_port", "multicast_fdb_top", "default_multicast_primary_port",
+                     "default_multicast_not_primary_port", "life_time_value", "port_state_change")
 
 
 class SweepError(RuntimeError):
@@ -35,6 +61,10 @@ class SweepOptions:
     routing: str = "minhop"
     dry_run: bool = False
     force: bool = False
+    # multicast: a group file path, a parsed multicast.GroupSpec, or None for the default
+    # group (0xC000, every CA port); multicast=False leaves every MFT alone
+    mcast_groups: object = None
+    multicast: bool = True
 
 
 @dataclasses.dataclass
@@ -68,6 +98,10 @@ class SweepResult:
     port_changes: list = dataclasses.field(default_factory=list)
     switch_changes: list = dataclasses.field(default_factory=list)  # (name, path, old, new)
     lft_changes: list = dataclasses.field(default_factory=list)
+    mft_changes: list = dataclasses.field(default_factory=list)
+    rft_changes: list = dataclasses.field(default_factory=list)
+    multicast: object = None  # multicast.MulticastPlan
+    rft_plans: list = dataclasses.field(default_factory=list)
     activations: int = 0
     phases: dict = dataclasses.field(default_factory=dict)
     problems: list = dataclasses.field(default_factory=list)
@@ -79,20 +113,28 @@ class SweepResult:
     @property
     def sets_planned(self) -> int:
         return (len(self.port_changes) + len(self.switch_changes) + len(self.lft_changes)
-                + sum(1 for c in self.port_changes if c.arm))
+                + len(self.mft_changes) + len(self.rft_changes) + sum(1 for c in self.port_changes if c.arm))
 
     def plan_lines(self) -> list[str]:
         master = self.lid_plan.master_lid
         out = [f"SubnSet(PortInfo) {c.describe(master, self.lid_plan.lmc)}" for c in self.port_changes]
         for name, _path, old, new in self.switch_changes:
-            diffs = [f"{k} {getattr(old, k)} -> {getattr(new, k)}" for k in ("linear_fdb_top", "life_time_value", "port_state_change")
-                     if getattr(old, k) != getattr(new, k)]
+            def fmt(k, v):
+                return f"0x{v:04x}" if k == "multicast_fdb_top" else str(v)
+            diffs = [f"{k} {fmt(k, getattr(old, k))} -> {fmt(k, getattr(new, k))}" for k in SWITCHINFO_FIELDS
+                     if getattr(old, k) != getattr(new, k) and k != "port_state_change"]
+            if old.port_state_change:
+                diffs.append("port_state_change 1 -> 0 (write 1 to clear)")
             out.append(f"SubnSet(SwitchInfo) {name}: " + ", ".join(diffs))
         for c in tables.interleave(self.lft_changes):
             ch = c.changed_lids()
             shown = ", ".join(f"{lid}: {'?' if o is None else o} -> {n}" for lid, o, n in ch[:4])
             more = f" (+{len(ch) - 4} more)" if len(ch) > 4 else ""
             out.append(f"SubnSet(LinearForwardingTable) {c.name} block {c.block}: {shown}{more}")
+        for c in tables.interleave_units(self.rft_changes):
+            out.append(f"SubnSet(RandomForwardingTable) {c.describe()}")
+        for c in tables.interleave_units(self.mft_changes):
+            out.append(f"SubnSet(MulticastForwardingTable) {c.describe()}")
         return out
 
     def summary(self) -> dict:
@@ -103,12 +145,24 @@ class SweepResult:
             "links": topo.num_links(), "lids": len(self.lid_plan.lids), "lmc": self.lid_plan.lmc,
             "linear_fdb_top": self.lid_plan.top,
             "sets": {"portinfo": len(self.port_changes) + (0 if self.dry_run else self.activations),
-                     "switchinfo": len(self.switch_changes), "lft_blocks": len(self.lft_changes)},
+                     "switchinfo": len(self.switch_changes), "lft_blocks": len(self.lft_changes),
+                     "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes)},
+            "multicast": self._multicast_summary(),
+            "rft": [{"switch": p.name, "entries": len(p.entries),
+                     "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),
             "retries": self.stats.get("retries", 0), "timeouts": self.stats.get("timeouts", 0),
             "unreachable": topo.unreachable, "problems": self.problems, "notes": self.notes,
             "seconds": round(self.seconds, 3),
         }
+
+
+    def _multicast_summary(self) -> list[dict]:
+        if self.multicast is None:
+            return []
+        names = {n.guid: n.description for n in self.topology.nodes.values()}
+        return [{"mlid": f"0x{t.group.mlid:04x}", "members": len(t.members), "root": names.get(t.root),
+                 "switches": len(t.ports)} for t in self.multicast.trees]
 
 
 class _Phase:
@@ -160,6 +214,9 @@ def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
 def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = None) -> SweepResult:
     """Every Get a sweep needs, and the plan of Sets; sends no Set."""
     t0 = time.monotonic()
+    spec = opts.mcast_groups  # a group file is read (and its syntax checked) before any SMP
+    if opts.multicast and (isinstance(spec, str) or hasattr(spec, "__fspath__")):
+        spec = multicast.load_groups(spec)
     with _Phase(result or SweepResult(None, None), transport, "discover") as ph:
         topo = discovery.discover(transport)
     r = ph.r
@@ -209,16 +266,6 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             if lid_differs or arm:
                 r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm))
 
-    # SwitchInfo: LinearFDBTop, LifeTimeValue, and clear PortStateChange
-    for n in topo.switches():
-        si = n.switch_info
-        if si is None:
-            continue
-        new = dataclasses.replace(si, linear_fdb_top=plan_.top, life_time_value=LIFE_TIME_VALUE,
-                                  port_state_change=si.port_state_change)
-        if (si.linear_fdb_top, si.life_time_value, si.port_state_change) != (plan_.top, LIFE_TIME_VALUE, 0):
-            r.switch_changes.append((n.description, n.path, si, new))
-
     # LFTs: read what is live (blocks up to the current LinearFDBTop; above it the switch
     # forwards nothing, so those blocks are written without reading), diff by block
     with _Phase(r, transport, "lft_read"):
@@ -240,6 +287,95 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
                 old = current.get((g, b))
                 if old != new:
                     r.lft_changes.append(tables.BlockChange(g, n.description, n.path, b, old, new))
+
+    # RFTs: switches without an LFT that have a random table. Entries and DefaultPort are
+    # planned (and checked against LIDsPerPort / RandomFDBCap) before any read; the whole
+    # table is read, since a stale valid entry anywhere in it would still match.
+    default_port: dict[int, int] = {}
+    with _Phase(r, transport, "rft_read"):
+        rft_switches = [n for n in topo.switches() if n.switch_info and not n.switch_info.linear_fdb_cap
+                        and n.switch_info.random_fdb_cap]
+        plans = {}
+        for n in rft_switches:
+            sw_ports = {p for p in range(1, n.num_ports + 1)
+                        if (n.guid, p) in topo.links and topo.nodes[topo.links[(n.guid, p)][0]].is_switch}
+            try:
+                plans[n.guid] = rft.plan_switch(n.guid, n.description, routes.get(n.guid, {}), sw_ports,
+                                                n.switch_info)
+            except rft.RftError as e:
+                raise SweepError(f"{e}; nothing was sent") from None
+        wanted = [(n.guid, n.path, b) for n in rft_switches
+                  for b in range(rft.blocks_for(n.switch_info.random_fdb_cap))]
+        current, errors = tables.read_rft_blocks(transport, wanted)
+        for n in rft_switches:
+            nb = rft.blocks_for(n.switch_info.random_fdb_cap)
+            missing = [b for b in range(nb) if (n.guid, b) not in current]
+            if missing:
+                r.problems.append(f"{n.description}: RFT blocks {missing[:8]} could not be read; its RFT is not "
+                                  f"programmed")
+                continue
+            table = [e for b in range(nb) for e in current[(n.guid, b)]]
+            pl = plans[n.guid]
+            r.rft_plans.append(pl)
+            r.rft_changes += rft.changes(pl, n.path, table, n.switch_info)
+            if pl.default_port is not None:
+                default_port[n.guid] = pl.default_port
+        r.problems += [f"RFT read: {e}" for e in errors]
+
+    # MFTs: a tree per group, then every (block, position) that could hold one of the
+    # groups' entries or a stale one below them is read: blocks 0 .. the highest group
+    # block (MLIDs are handed out from 0xC000 up, so that is where stale entries live),
+    # and, on a switch with MulticastFDBTop, every block up to its current top (what it
+    # forwards). Entries in higher blocks of a switch without MulticastFDBTop are neither
+    # read nor touched.
+    mft_top: dict[int, int] = {}
+    mplan = None
+    if opts.multicast:
+        mplan = multicast.plan(topo, spec)
+        r.multicast = mplan
+        r.notes += mplan.notes
+    with _Phase(r, transport, "mft_read"):
+        units, wanted = {}, []
+        group_blocks = {fw.mft_block(m)[0] for m in (mplan.mlids() if mplan else [])}
+        for n in (topo.switches() if mplan and (mplan.trees or mplan.defaults) else []):
+            si = n.switch_info
+            if si is None or not si.multicast_fdb_cap:
+                continue
+            entries = mplan.desired.get(n.guid, {})
+            top_ok = bool(n.ports.get(0) and n.ports[0].capability_mask & CAP_IS_MCAST_FDB_TOP)
+            last = max(group_blocks, default=-1)
+            if top_ok and si.multicast_fdb_top >= fw.MULTICAST_LID_MIN:
+                last = max(last, fw.mft_block(min(si.multicast_fdb_top, fw.MULTICAST_LID_MAX))[0])
+            last = min(last, fw.mft_blocks_for(si.multicast_fdb_cap) - 1)
+            blocks = range(last + 1)
+            units[n.guid] = tables.mft_units(entries, blocks, fw.mft_positions_for(n.num_ports))
+            wanted += [(n.guid, n.path, b, p) for b, p in sorted(units[n.guid])]
+            if top_ok:
+                mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
+        current, errors = tables.read_mft_units(transport, wanted)
+        r.problems += [f"MFT read: {e}" for e in errors]
+        for g, desired_units in units.items():
+            n = topo.nodes[g]
+            r.mft_changes += tables.diff_mft(g, n.description, n.path, desired_units, current)
+
+    # SwitchInfo: LinearFDBTop, LifeTimeValue, DefaultPort (RFT), MulticastFDBTop (where
+    # supported), default multicast ports (group file only), and clear PortStateChange
+    for n in topo.switches():
+        si = n.switch_info
+        if si is None:
+            continue
+        want = {"life_time_value": LIFE_TIME_VALUE}
+        if si.linear_fdb_cap:
+            want["linear_fdb_top"] = plan_.top
+        if n.guid in default_port:
+            want["default_port"] = default_port[n.guid]
+        if n.guid in mft_top:
+            want["multicast_fdb_top"] = mft_top[n.guid]
+        if mplan and n.guid in mplan.defaults:
+            want["default_multicast_primary_port"], want["default_multicast_not_primary_port"] = mplan.defaults[n.guid]
+        new = dataclasses.replace(si, port_state_change=si.port_state_change, **want)
+        if any(getattr(si, k) != v for k, v in want.items()) or si.port_state_change:
+            r.switch_changes.append((n.description, n.path, si, new))
     r.seconds = time.monotonic() - t0
     return r
 
@@ -282,10 +418,21 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         for (name, _p, _o, new), rep in zip(r.switch_changes, transport.execute(reqs)):
             if not rep.ok:
                 r.problems.append(f"{name}: SwitchInfo Set failed: {rep.error}")
-            elif rep.value().linear_fdb_top != new.linear_fdb_top:
-                r.problems.append(f"{name}: LinearFDBTop reads back {rep.value().linear_fdb_top}, expected {new.linear_fdb_top}")
+            else:
+                back = rep.value()
+                bad = [f"{k} reads back {getattr(back, k)}, expected {getattr(new, k)}" for k in SWITCHINFO_FIELDS
+                       if k != "port_state_change" and getattr(_o, k) != getattr(new, k)
+                       and getattr(back, k) != getattr(new, k)]
+                if bad:
+                    r.problems.append(f"{name}: SwitchInfo " + ", ".join(bad))
     with _Phase(r, transport, "lft_write"):
         _written, problems = tables.write_lft_blocks(transport, r.lft_changes)
+        r.problems += problems
+    with _Phase(r, transport, "rft_write"):
+        _written, problems = tables.write_rft_blocks(transport, r.rft_changes)
+        r.problems += problems
+    with _Phase(r, transport, "mft_write"):
+        _written, problems = tables.write_mft_units(transport, r.mft_changes)
         r.problems += problems
     with _Phase(r, transport, "activate"):
         arming = [c for c in r.port_changes if c.arm]

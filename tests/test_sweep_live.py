@@ -69,7 +69,7 @@ def test_two_switch_sweep_then_witnesses(tmp_path):
         assert s["sets"]["lft_blocks"] == 2
         witness_checks(sim, fabric)
         again = json.loads(smagent(sim, "sweep", "--json").stdout)
-        assert again["sets"] == {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0}, again
+        assert set(again["sets"].values()) == {0}, again  # a converged fabric: no Set of any kind
 
 
 def test_dry_run_sends_no_set(tmp_path):
@@ -138,4 +138,4 @@ def test_fat_tree_648_hosts(tmp_path):
         assert s["nodes"] == 648 + 54
         witness_checks(sim, fabric, pairs_sample=2000)
         again = json.loads(smagent(sim, "sweep", "--json").stdout)
-        assert again["sets"] == {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0}
+        assert set(again["sets"].values()) == {0}, again

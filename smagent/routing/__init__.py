@@ -2,13 +2,36 @@
 
 An engine takes a `RoutingInput` (the switch graph, where every LID lives) and returns,
 per switch GUID, a mapping LID -> exit port. The sweep never special-cases an engine.
+
+Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
+
+``minhop``
+    shortest paths, balanced by routes per port (`smagent.routing.minhop`).
+``updn`` / ``updn:GUID[,GUID...]``
+    up*/down* from automatically chosen roots, or from the listed root switch GUIDs
+    (`smagent.routing.updn`): deadlock-free on any topology.
+``file:PATH``
+    the unicast tables of an ibroute / dump_lfts / ``smagent lft dump`` file, as
+    OpenSM's ``-R file -U PATH`` loads them (`smagent.routing.file`).
+
+An engine that cannot route raises `RoutingError` (a ValueError: the CLI reports it
+with exit code 2). There is no silent fallback to another engine (OpenSM falls back
+to minhop; we never do).
 """
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Mapping
 
 from smagent.discovery import Topology
 from smagent.lids import LidPlan
+
+NO_PORT = 0xFF
+
+
+class RoutingError(ValueError):
+    """An engine could not route this fabric, or its spec/input is bad."""
 
 
 @dataclasses.dataclass
@@ -19,6 +42,12 @@ class RoutingInput:
     # destination LID -> (switch it hangs off, port on that switch); port 0 = the switch itself
     lid_homes: dict[int, tuple[int, int]]
     num_ports: dict[int, int]
+    # switch GUID -> node description (error messages, reports); optional
+    names: dict[int, str] = dataclasses.field(default_factory=dict)
+
+    def name(self, guid: int) -> str:
+        n = self.names.get(guid)
+        return f"{n} (0x{guid:016x})" if n else f"0x{guid:016x}"
 
     @classmethod
     def build(cls, topo: Topology, plan: LidPlan) -> "RoutingInput":
@@ -27,7 +56,7 @@ class RoutingInput:
         adjacency: dict[int, list[tuple[int, int]]] = {g: [] for g in switches}
         lid_homes: dict[int, tuple[int, int]] = {}
         for (g, p), (g2, p2) in topo.links.items():
-            if g in sw and g2 in sw:
+            if g in sw and g2 in sw and g != g2:
                 adjacency[g].append((p, g2))
         for g in switches:
             adjacency[g].sort()
@@ -43,14 +72,142 @@ class RoutingInput:
                 base = plan.lids[pg]
                 for lid in range(base, base + (1 << plan.lmc)):
                     lid_homes[lid] = peer
-        return cls(switches, adjacency, lid_homes, {g: topo.nodes[g].num_ports for g in switches})
+        return cls(switches, adjacency, lid_homes, {g: topo.nodes[g].num_ports for g in switches},
+                   {g: topo.nodes[g].description for g in switches})
+
+    @classmethod
+    def from_fabric(cls, fabric, lmc: int = 0) -> "RoutingInput":
+        """A RoutingInput straight from a `smagent.fabric.Fabric` (a generated or loaded
+        topology), without discovery: for tests and benchmarks. Nodes without a GUID get
+        ibsim's GUIDs (`netfile.assign_ibsim_guids` numbering, on a copy of the numbers
+        only); LIDs the fabric does not give are assigned in node order, switches first
+        (one each), then CA ports (2^lmc, aligned)."""
+        guid: dict[str, int] = {}
+        nxt = {True: 0x200000, False: 0x100000}
+        for n in fabric:
+            if n.guid is not None:
+                guid[n.name] = n.guid
+            else:
+                guid[n.name] = nxt[n.is_switch]
+                nxt[n.is_switch] += 1 if n.is_switch else n.num_ports + 1
+        switches = sorted(guid[n.name] for n in fabric.switches())
+        adjacency: dict[int, list[tuple[int, int]]] = {g: [] for g in switches}
+        lid_homes: dict[int, tuple[int, int]] = {}
+        used = set()
+        for n in fabric:
+            for p, lid in n.lids.items():
+                size = 1 if n.is_switch else 1 << lmc
+                used.update(range(lid, lid + size))
+        lid = 1
+        for n in fabric.switches():
+            base = n.lid(0)
+            if not base:
+                while lid in used:
+                    lid += 1
+                base = lid
+                used.add(base)
+            lid_homes[base] = (guid[n.name], 0)
+        size = 1 << lmc
+        for n in fabric.cas():
+            for p, peer in fabric.connected_ports(n):
+                pn = fabric.node(peer.node)
+                if not pn.is_switch:
+                    continue
+                base = n.lid(p)
+                if not base:
+                    base = -(-lid // size) * size
+                    while any(x in used for x in range(base, base + size)):
+                        base += size
+                    used.update(range(base, base + size))
+                    lid = base
+                for x in range(base, base + size):
+                    lid_homes[x] = (guid[pn.name], peer.num)
+        for link in fabric.links():
+            a, b = link
+            na, nb = fabric.node(a.node), fabric.node(b.node)
+            if na.is_switch and nb.is_switch and a.node != b.node:
+                adjacency[guid[a.node]].append((a.num, guid[b.node]))
+                adjacency[guid[b.node]].append((b.num, guid[a.node]))
+        for g in switches:
+            adjacency[g].sort()
+        return cls(switches, adjacency, lid_homes, {guid[n.name]: n.num_ports for n in fabric.switches()},
+                   {guid[n.name]: n.description for n in fabric.switches()})
 
 
-ENGINES = ("minhop",)
+class RouteTable(Mapping):
+    """One switch's routes, LID -> port, stored as an LFT image (a bytearray indexed by
+    LID, 0xFF = no route): 1 byte per LID instead of ~70 for a dict entry, which is what
+    lets 1,620 switches x 13,284 LIDs fit in memory. Behaves as a read-only dict."""
+
+    __slots__ = ("ports", "_lids")
+
+    def __init__(self, ports: bytearray, lids=None):
+        self.ports = ports
+        self._lids = lids  # optional: the LIDs that should be routed (sorted), to iterate fast
+
+    def __getitem__(self, lid: int) -> int:
+        if 0 <= lid < len(self.ports):
+            p = self.ports[lid]
+            if p != NO_PORT:
+                return p
+        raise KeyError(lid)
+
+    def __contains__(self, lid) -> bool:
+        return isinstance(lid, int) and 0 <= lid < len(self.ports) and self.ports[lid] != NO_PORT
+
+    def _routed(self) -> list[int]:
+        ports = self.ports
+        if self._lids is not None:
+            got = operator.itemgetter(*self._lids)(ports) if len(self._lids) > 1 else \
+                tuple(ports[i] for i in self._lids)
+            if NO_PORT not in got and ports.count(NO_PORT) == len(ports) - len(self._lids):
+                return self._lids
+        return [i for i, p in enumerate(ports) if p != NO_PORT]
+
+    def __iter__(self):
+        return iter(self._routed())
+
+    def __len__(self) -> int:
+        return len(self.ports) - self.ports.count(NO_PORT)
+
+    def items(self):
+        lids = self._routed()
+        if not lids:
+            return iter(())
+        got = operator.itemgetter(*lids)(self.ports) if len(lids) > 1 else (self.ports[lids[0]],)
+        return zip(lids, got)
+
+    def __repr__(self) -> str:
+        return f"RouteTable({dict(self.items())!r})"
 
 
-def route(engine: str, rin: RoutingInput) -> dict[int, dict[int, int]]:
-    if engine == "minhop":
+ENGINES = ("minhop", "updn", "file")
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """``"updn:0x1,0x2"`` -> ("updn", "0x1,0x2"); ``"minhop"`` -> ("minhop", None)."""
+    name, sep, arg = (spec or "").partition(":")
+    name = name.strip().lower()
+    if name not in ENGINES:
+        raise RoutingError(f"unknown routing engine {spec!r}: choose one of minhop, updn, updn:GUID[,GUID...], "
+                           f"file:PATH")
+    if name == "minhop" and sep:
+        raise RoutingError(f"routing engine minhop takes no argument (got {spec!r})")
+    if name == "file" and not arg:
+        raise RoutingError("routing engine file needs the dump to load: --routing file:PATH")
+    if name == "updn" and sep and not arg.strip():
+        raise RoutingError("--routing updn:GUID[,GUID...]: no root GUID given")
+    return name, (arg if sep else None)
+
+
+def route(engine: str, rin: RoutingInput) -> dict[int, Mapping[int, int]]:
+    """Route with the engine named by the spec ``engine`` (see the module docstring)."""
+    name, arg = parse_spec(engine)
+    if name == "minhop":
         from smagent.routing.minhop import route as minhop
         return minhop(rin)
-    raise ValueError(f"unknown routing engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    if name == "updn":
+        from smagent.routing.updn import parse_roots, route as updn
+        return updn(rin, roots=parse_roots(arg, rin) if arg else None)
+    from smagent.routing.file import route as from_file
+    return from_file(rin, arg)

@@ -1,0 +1,100 @@
+"""`smagent lft backup` and `smagent lft restore`: save every switch's LFT, write it back.
+
+    smagent lft backup -o tables.dump     # dump_lfts format (also what `lft load` reads)
+    smagent lft restore tables.dump --dry-run
+    smagent lft restore lft-before-....json   # a block file saved by backup.save_before_apply
+
+The commands are attached to the existing `lft` group (smagent.commands.tables_cmd);
+`backup_commands` is what smagent.cli registers.
+"""
+from __future__ import annotations
+
+import click
+
+from smagent import backup
+from smagent.commands import tables_cmd as tc
+
+
+def _cli():
+    from smagent import cli
+    return cli
+
+
+def _run(fn, *a, **kw):
+    cli = _cli()
+    try:
+        return tc._run(fn, *a, **kw)
+    except backup.BackupError as e:
+        raise cli.BadInput(str(e)) from None
+    except backup.RestoreFailed as e:
+        raise cli.FabricFailure(str(e)) from None
+
+
+@click.command("backup")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to FILE instead of stdout.")
+@click.pass_obj
+def lft_backup(obj, output):
+    """Save every switch's LFT in the `lft dump` format (restore with `lft restore`)."""
+
+    def work():
+        return backup.backup_lfts(obj.transport())
+
+    text, topo = _run(work)
+    for u in topo.unreachable:
+        click.echo(f"warning: unreachable: {u}", err=True)
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        click.echo(f"# saved {len(topo.switches())} switches to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+    if topo.unreachable:
+        raise SystemExit(_cli().EXIT_FABRIC)
+
+
+@click.command("restore")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def lft_restore(obj, file, dry_run, as_json):
+    """Write back a backup: an `lft backup`/`lft dump`/dump_lfts file (each switch's whole
+    table) or a block file saved before an apply (only those blocks). Only blocks that
+    differ are written; every problem with the file is reported before anything is sent."""
+    try:
+        with open(file, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise _cli().BadInput(str(e)) from None
+    is_blocks = text.lstrip().startswith("{")
+    if is_blocks:
+        saved = _run(backup.load_block_backup, file)
+    else:
+        try:  # parse before the first SMP: a file that does not parse sends nothing
+            tc.parse_lft_dump(text, file)
+        except tc.DumpError as e:
+            tc._bad(e.problems)
+
+    def work():
+        t = obj.transport()
+        if is_blocks:
+            return backup.plan_restore_blocks(t, saved)
+        return backup.plan_restore_text(t, text, file)
+
+    plan = _run(work)
+    if plan.problems:
+        tc._bad(plan.problems)
+    problems = []
+    if not dry_run and (plan.changes or plan.tops):
+        t = obj.transport()
+        problems = _run(lambda: backup.apply_restore(t, plan))
+    tc._finish_write(as_json, dry_run, plan.lines(), tc.lft_changes_json(plan.changes, plan.tops),
+                     {"switchinfo": len(plan.tops), "lft_blocks": len(plan.changes)}, problems, [])
+
+
+tc.lft.add_command(lft_backup)
+tc.lft.add_command(lft_restore)
+
+# what smagent.cli adds to `main`: nothing new at the top level (both live under `lft`)
+backup_commands: list = []

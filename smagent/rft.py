@@ -1,0 +1,160 @@
+"""Random Forwarding Tables: routes as (BaseLID, LMC, port) entries, DefaultPort, placement.
+
+For a switch with LinearFDBCap 0 and RandomFDBCap > 0 (the seed's RFT; IBA 14.2.5.10).
+A routing engine's answer (LID -> exit port) becomes entries like this:
+
+* **cover**: the LIDs that leave by the same port are covered by aligned power-of-two
+  ranges, as large as possible (an entry matches BaseLID with its low LMC bits cleared,
+  2^LMC LIDs, LMC <= 7). LIDs are LMC-aligned when assigned, so one port's whole LID
+  range costs one entry, and runs of consecutive LIDs that share an exit merge further.
+  Only LIDs that are routed are covered: an entry never claims a LID nobody has.
+* **DefaultPort** (the seed's chassis example): if every routed LID whose exit port
+  leads to another switch leaves by one and the same port D, then D becomes the
+  switch's DefaultPort and those LIDs get no entry: the switch sends what matches no
+  entry out D, and discards what arrives on D and matches nothing (so a packet for an
+  unknown LID cannot bounce between two switches). Otherwise (no switch-facing port in
+  use, or several) DefaultPort stays as the switch holds it and every routed LID gets
+  an entry: a default out one of several uplinks would send unknown LIDs round a
+  cycle of switches, which the discard rule only stops on a 2-cycle.
+* **limits**: at most SwitchInfo.LIDsPerPort valid entries may name one exit port
+  (port 0 exempt; 0 read as "no limit", IBA's LIDsPerPort = RandomFDBCap), and at most
+  RandomFDBCap entries in all. A routing that needs more is an `RftError` naming the
+  switch and the port; nothing is sent.
+* **placement**: an entry already in the table stays in its slot; new entries take the
+  lowest free slots; everything else is invalidated. So a second sweep writes nothing,
+  and a small routing change rewrites few blocks.
+* **write order**: a switch that enforces LIDsPerPort checks it on every Set, so if
+  writing the changed blocks in order would pass through a table with too many
+  entries for a port, the blocks are first written with only their surviving entries
+  (phase 1, removals), then in full (phase 2, additions): every table in between is a
+  subset of the old or of the new one.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from mad import forwarding as fw
+from smagent import tables
+
+
+class RftError(ValueError):
+    """A routing that an RFT switch cannot hold; the message names switch and port."""
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Entry:
+    base_lid: int
+    lmc: int
+    port: int
+
+    def lids(self) -> range:
+        return fw.rft_lid_range(self.base_lid, self.lmc)
+
+    def packed(self) -> int:
+        return tables.rft_pack(self.base_lid, self.lmc, self.port)
+
+    def __str__(self) -> str:
+        return f"lid {self.base_lid}/lmc {self.lmc} -> port {self.port}"
+
+
+def cover(routes: dict[int, int]) -> list[Entry]:
+    """Aligned ranges covering exactly the LIDs of `routes`, each leaving by one port."""
+    out = []
+    for lid in sorted(routes):
+        port = routes[lid]
+        if out and lid in out[-1].lids():
+            continue
+        for lmc in range(7, -1, -1):
+            size = 1 << lmc
+            if lid % size == 0 and all(routes.get(x) == port for x in range(lid, lid + size)):
+                out.append(Entry(lid, lmc, port))
+                break
+    return out
+
+
+@dataclasses.dataclass
+class RftPlan:
+    switch: int
+    name: str
+    entries: list[Entry]
+    default_port: int | None  # None: leave DefaultPort as the switch holds it
+    omitted: int = 0  # LIDs left to DefaultPort
+
+
+def plan_switch(switch: int, name: str, routes: dict[int, int], switch_ports: set[int], si) -> RftPlan:
+    """Entries and DefaultPort for one RFT switch; RftError if they do not fit."""
+    uplinks = {p for p in routes.values() if p in switch_ports}
+    default = next(iter(uplinks)) if len(uplinks) == 1 else None
+    kept = {lid: p for lid, p in routes.items() if p != default}
+    entries = cover(kept)
+    limit = si.lids_per_port
+    per_port: dict[int, list[Entry]] = {}
+    for e in entries:
+        per_port.setdefault(e.port, []).append(e)
+    for port, es in sorted(per_port.items()):
+        if port and limit and len(es) > limit:
+            raise RftError(f"switch {name} (0x{switch:016x}): port {port} needs {len(es)} RFT entries "
+                           f"({', '.join(str(e) for e in es[:4])}{', ...' if len(es) > 4 else ''}) but its "
+                           f"LIDsPerPort is {limit}")
+    if len(entries) > si.random_fdb_cap:
+        raise RftError(f"switch {name} (0x{switch:016x}): the routes need {len(entries)} RFT entries, "
+                       f"RandomFDBCap is {si.random_fdb_cap}")
+    return RftPlan(switch, name, entries, default, len(routes) - len(kept))
+
+
+def blocks_for(cap: int) -> int:
+    return -(-cap // fw.RFT_BLOCK_SIZE)
+
+
+def place(entries: list[Entry], current: list[int], cap: int) -> list[int]:
+    """The new table (packed entries, same length as `current`): entries already present
+    keep their slot, the others fill the lowest free slots below `cap`."""
+    cur = [tables.rft_norm(x) for x in current]
+    want = {e.packed(): e for e in entries}
+    new = [0] * len(cur)
+    kept = set()
+    for i in range(min(cap, len(cur))):
+        if cur[i] in want and cur[i] not in kept:
+            new[i] = cur[i]
+            kept.add(cur[i])
+    free = iter(i for i in range(min(cap, len(cur))) if not new[i])
+    for e in sorted(want[k] for k in want if k not in kept):
+        new[next(free)] = e.packed()
+    return new
+
+
+def _counts(table: list[int]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for x in table:
+        e = tables.rft_unpack(x)
+        if e is not None and e[2]:
+            out[e[2]] = out.get(e[2], 0) + 1
+    return out
+
+
+def changes(plan: RftPlan, path, current: list[int], si) -> list[tables.RftChange]:
+    """Block writes turning `current` (the whole table as read) into the planned one."""
+    new = place(plan.entries, current, si.random_fdb_cap)
+    B = fw.RFT_BLOCK_SIZE
+    norm = [tables.rft_norm(x) for x in current]
+    diff = [b for b in range(len(new) // B) if norm[b * B:(b + 1) * B] != new[b * B:(b + 1) * B]]
+    limit = si.lids_per_port
+    table = list(norm)
+    two_phase = False
+    for b in diff:  # would one pass in block order ever exceed LIDsPerPort?
+        table[b * B:(b + 1) * B] = new[b * B:(b + 1) * B]
+        if limit and any(k > limit for k in _counts(table).values()):
+            two_phase = True
+            break
+    out = []
+    for b in diff:
+        old, fin = list(current[b * B:(b + 1) * B]), new[b * B:(b + 1) * B]
+        if two_phase:
+            mid = [o if o == n else 0 for o, n in zip(norm[b * B:(b + 1) * B], fin)]
+            if mid != norm[b * B:(b + 1) * B]:
+                out.append(tables.RftChange(plan.switch, plan.name, tuple(path), b, old, mid, phase=1))
+                old = mid
+            if mid == fin:
+                continue
+        out.append(tables.RftChange(plan.switch, plan.name, tuple(path), b, old, fin, phase=2))
+    return out

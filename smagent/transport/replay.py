@@ -1,0 +1,188 @@
+"""Replay a recorded session: a transport that answers SMPs from a capture.
+
+A fixture is any capture `smagent.pcap.read_capture` reads: the ERF files `--record`
+writes, and ibdump's ERF type 21 (or pcap/pcapng link type 247). The capture is indexed
+once, when the transport opens:
+
+* each request (SubnGet/SubnSet) is paired with its response by the low 32 bits of the
+  TID (the kernel and umad2sim rewrite the high half) and by direction (a response has
+  ``method & 0x80``); a request that no response follows was undelivered (umad status
+  110) and replays as undelivered, so timeouts and the retries they cause reproduce;
+* exchanges are keyed by (management class, method, AttributeID, AttributeModifier,
+  where): for directed route "where" is the DR path (and the DrSLID/DrDLID ends), for a
+  LID-routed SMP the LRH destination LID;
+* a key that occurs several times (a Get before and after a change, a retried timeout)
+  is answered in recorded order, then the last answer keeps being given.
+
+`_send` looks the request up and queues the recorded response with the TID rewritten to
+the request's. A request the recording never saw raises `ReplayMiss`; a SubnSet raises
+`ReplayRefusesSet` (a recording cannot take writes: use ``--dry-run``). Both are
+`TransportError`s (exit 3 at the CLI); an unreadable or malformed fixture raises
+`CaptureError` (a ValueError: exit 2) naming the file and the record.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from mad import smp as smpcodec
+from mad.attributes import ATTRIBUTE_NAMES
+from mad.errors import MadError
+from mad.forwarding import PERMISSIVE_LID
+from mad.header import Method, MgmtClass, method_name
+from smagent.pcap import CaptureError, read_capture
+from smagent.transport.base import UMAD_STATUS_TIMEOUT, Transport, TransportError
+
+_SM_CLASSES = (MgmtClass.SUBN_LID_ROUTED, MgmtClass.SUBN_DIRECTED_ROUTE)
+_REQUEST_METHODS = (Method.GET, Method.SET)
+
+
+class ReplayMiss(TransportError):
+    """The recording holds no exchange for a request the agent sent."""
+
+
+class ReplayRefusesSet(TransportError):
+    """A SubnSet reached a replay transport: a recording cannot take writes."""
+
+
+def exchange_key(raw: bytes, dlid: int) -> tuple:
+    """The key of a request: (mgmt_class, method, attribute_id, modifier, where).
+
+    ``where`` is ("DR", path, dr_slid, dr_dlid) for directed route (path as
+    infiniband-diags writes it: 0, then one exit port per hop) and ("LID", dlid) for a
+    LID-routed SMP (``dlid`` is the LRH destination)."""
+    mgmt_class, method = raw[1], raw[3]
+    attr = int.from_bytes(raw[16:18], "big")
+    mod = int.from_bytes(raw[20:24], "big")
+    if mgmt_class == MgmtClass.SUBN_DIRECTED_ROUTE:
+        hops = raw[7]
+        where = ("DR", (0, *raw[129:129 + hops]), int.from_bytes(raw[32:34], "big"),
+                 int.from_bytes(raw[34:36], "big"))
+    else:
+        where = ("LID", dlid)
+    return (mgmt_class, method, attr, mod, where)
+
+
+def describe_key(key: tuple) -> str:
+    """A request key the way an operator reads it."""
+    _cls, method, attr, mod, where = key
+    name = ATTRIBUTE_NAMES.get(attr, f"attribute {attr:#06x}")
+    if where[0] == "DR":
+        _, path, dr_slid, dr_dlid = where
+        to = "DR path " + ",".join(map(str, path))
+        if (dr_slid, dr_dlid) != (PERMISSIVE_LID, PERMISSIVE_LID):
+            to += f" (DrSLID {dr_slid}, DrDLID {dr_dlid})"
+    else:
+        to = f"LID {where[1]}"
+    return f"{method_name(method)}({name}, modifier {mod:#x}) to {to}"
+
+
+@dataclasses.dataclass(slots=True)
+class _Exchange:
+    record: int  # 1-based number of the request among the capture's MADs
+    response: bytes | None = None  # None: undelivered (no response followed)
+
+
+class ReplayIndex:
+    """The exchanges of one capture, by key, in recorded order."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self.exchanges: dict[tuple, list[_Exchange]] = {}
+        self.requests = self.responses = self.orphans = 0
+        pending: dict[int, _Exchange] = {}
+        for n, rec in enumerate(read_capture(self.path), 1):
+            raw = rec.mad
+            if len(raw) < 24 or raw[1] not in _SM_CLASSES:
+                continue  # a GMP (SA, PerfMgt, ...) in an ibdump capture: not ours to replay
+            try:
+                smp = smpcodec.decode(raw)
+            except MadError as e:
+                raise CaptureError(f"{self.path}: record {n}: malformed SMP: {e}") from None
+            if smp.directed and smp.hop_count > smpcodec.MAX_HOPS:
+                raise CaptureError(f"{self.path}: record {n}: malformed SMP: hop count {smp.hop_count} "
+                                   f"(at most {smpcodec.MAX_HOPS})")
+            tid32 = smp.transaction_id & 0xFFFFFFFF
+            if smp.method & 0x80:
+                ex = pending.pop(tid32, None)
+                if ex is None:
+                    self.orphans += 1  # an answer to a request the capture does not hold
+                    continue
+                ex.response = bytes(raw)
+                self.responses += 1
+            elif smp.method in _REQUEST_METHODS:
+                # A request whose TID is still pending supersedes it: the earlier one was
+                # never answered (only possible when sessions are concatenated).
+                ex = _Exchange(n)
+                pending[tid32] = ex
+                self.exchanges.setdefault(exchange_key(raw, rec.dlid), []).append(ex)
+                self.requests += 1
+            # Traps, TrapRepress and other methods: not requests an SM agent replays
+        if not self.requests:
+            raise CaptureError(f"{self.path}: no SMP requests recorded: nothing to replay")
+        self._cursor: dict[tuple, int] = {}
+
+    def next_answer(self, key: tuple) -> _Exchange | None:
+        """The next recorded exchange for ``key`` (the last one once all are used)."""
+        seq = self.exchanges.get(key)
+        if not seq:
+            return None
+        i = self._cursor.get(key, 0)
+        if i < len(seq) - 1:
+            self._cursor[key] = i + 1
+        return seq[i]
+
+    def __len__(self) -> int:
+        return self.requests
+
+
+class ReplayTransport(Transport):
+    """Answers SMPs from a recorded capture (see the module docstring)."""
+
+    name = "replay"
+
+    def __init__(self, fixture: str | os.PathLike, **kw):
+        super().__init__(**kw)
+        try:
+            self.index = ReplayIndex(fixture)
+        except BaseException:
+            if self.recorder is not None:
+                self.recorder.close()
+            raise
+        self.fixture = self.index.path
+        self._queue: list[tuple[bytes, int]] = []
+
+    def describe(self) -> str:
+        return f"replay of {self.fixture} ({self.index.requests} recorded requests)"
+
+    def _send(self, raw: bytes, dlid: int) -> None:
+        key = exchange_key(raw, dlid)
+        if raw[3] == Method.SET:
+            raise ReplayRefusesSet(
+                f"{describe_key(key)}: refused: a recording ({self.fixture}) cannot take writes; "
+                f"use --dry-run to see the plan without sending any Set")
+        ex = self.index.next_answer(key)
+        if ex is None:
+            raise ReplayMiss(
+                f"{describe_key(key)}: not in the recording {self.fixture} "
+                f"({self.index.requests} recorded requests): was it recorded on this fabric, "
+                f"with the same commands and options?")
+        if ex.response is None:
+            self._queue.append((raw, UMAD_STATUS_TIMEOUT))  # undelivered then: undelivered now
+            return
+        resp = bytearray(ex.response)
+        resp[8:16] = raw[8:16]  # the request's TID
+        self._queue.append((bytes(resp), 0))
+
+    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
+        if not self._queue:
+            # every send is answered at once: nothing queued means nothing is coming
+            if timeout_s > 0:
+                time.sleep(timeout_s)
+            return []
+        q, self._queue = self._queue, []
+        return q
+
+
+__all__ = ["ReplayTransport", "ReplayIndex", "ReplayMiss", "ReplayRefusesSet", "exchange_key", "describe_key"]

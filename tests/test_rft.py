@@ -1,0 +1,267 @@
+"""Random Forwarding Tables: entries from routes (BaseLID/LMC cover, LIDsPerPort, DefaultPort
+as in the seed's chassis example), placement and write order, and on the in-process
+simulator (RFT-only switches) the data-plane trace delivering every CA pair and
+discarding what the seed says must be discarded. ibsim has no RFT switch (RandomFDBCap 0,
+and it never answers RandomForwardingTable), so the simulator is the witness here."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from mad.attributes import SwitchInfo
+from smagent import cli, netfile, rft, sweep, tables
+from smagent.fabric import HCA, SWITCH, Fabric
+from smagent.rft import Entry, RftError
+from smagent.sim import trace
+from smagent.transport.sim import SimTransport
+
+RFT_CAPS = {"linear_fdb_cap": 0, "random_fdb_cap": 32, "lids_per_port": 1}
+
+
+def si(cap=32, lpp=1, default=0):
+    return SwitchInfo.cls(linear_fdb_cap=0, random_fdb_cap=cap, multicast_fdb_cap=0, linear_fdb_top=0,
+                          default_port=default, default_multicast_primary_port=0,
+                          default_multicast_not_primary_port=0, life_time_value=0, port_state_change=0,
+                          optimized_sl_to_vl_mapping_programming=0, lids_per_port=lpp, partition_enforcement_cap=0,
+                          inbound_enforcement_cap=0, outbound_enforcement_cap=0, filter_raw_inbound_cap=0,
+                          filter_raw_outbound_cap=0, enhanced_port0=0, multicast_fdb_top=0)
+
+
+def sets(t) -> int:
+    return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet("))
+
+
+def chassis_fabric(with_caps=True) -> Fabric:
+    """The seed's chassis (Figure 25-29): switch C with TCAs T1..T6 on ports 1-6 and one
+    port (8) to the fabric, here switch F with hosts H1 (the SM) and H2. Both RFT-only."""
+    f = Fabric()
+    f.add_node(name="H1", node_type=HCA, num_ports=1)
+    f.add_node(name="C", node_type=SWITCH, num_ports=8)
+    f.add_node(name="F", node_type=SWITCH, num_ports=8)
+    for i in range(1, 7):
+        f.add_node(name=f"T{i}", node_type=HCA, num_ports=1)
+        f.connect(f"T{i}", 1, "C", i)
+    f.add_node(name="H2", node_type=HCA, num_ports=1)
+    f.connect("C", 8, "F", 1)
+    f.connect("H1", 1, "F", 2)
+    f.connect("H2", 1, "F", 3)
+    if with_caps:
+        f.node("C").caps.update(RFT_CAPS)
+        f.node("F").caps.update(RFT_CAPS, random_fdb_cap=20)
+    return f
+
+
+def two_uplink_fabric(lpp: int) -> Fabric:
+    """RFT switch A (H on 1, X on 2) with two switches behind it: B on port 3 (CAs B1, B2),
+    C on port 4 (CAs C1, C2); B and C have LFTs. A uses two uplinks: no DefaultPort."""
+    f = Fabric()
+    f.add_node(name="H", node_type=HCA, num_ports=1)
+    for s in "ABC":
+        f.add_node(name=s, node_type=SWITCH, num_ports=8)
+    f.add_node(name="X", node_type=HCA, num_ports=1)
+    f.connect("H", 1, "A", 1)
+    f.connect("X", 1, "A", 2)
+    f.connect("A", 3, "B", 1)
+    f.connect("A", 4, "C", 1)
+    for s in "BC":
+        for i in (1, 2):
+            f.add_node(name=f"{s}{i}", node_type=HCA, num_ports=1)
+            f.connect(f"{s}{i}", 1, s, 1 + i)
+    f.node("A").caps.update(RFT_CAPS, lids_per_port=lpp)
+    return f
+
+
+def all_pairs_delivered(sim):
+    cas = [(n.name, 1) for n in sim if not n.is_switch]
+    for a in cas:
+        for b in cas:
+            if a == b:
+                continue
+            lo, hi = sim.node(b[0]).lid_range(1)
+            assert hi >= lo
+            for lid in range(lo, hi + 1):
+                t = trace(sim, a, lid)
+                assert t.delivered and t.dest == b, (a, b, lid, t)
+
+
+def entries_per_port(node) -> dict[int, int]:
+    out = {}
+    for x in node.rft:
+        e = tables.rft_unpack(x)
+        if e is not None:
+            out[e[2]] = out.get(e[2], 0) + 1
+    return out
+
+
+# -- planning, pure -------------------------------------------------------------------------
+def test_cover_aligned_ranges():
+    assert rft.cover({}) == []
+    assert rft.cover({4: 1, 5: 1, 6: 1, 7: 1}) == [Entry(4, 2, 1)]  # one port's LMC-2 range: one entry
+    assert rft.cover({1: 2, 2: 2, 3: 2}) == [Entry(1, 0, 2), Entry(2, 1, 2)]
+    assert rft.cover({4: 1, 5: 2, 6: 1, 7: 1}) == [Entry(4, 0, 1), Entry(5, 0, 2), Entry(6, 1, 1)]
+    big = {lid: 3 for lid in range(0, 300)}
+    del big[0]
+    got = rft.cover(big)
+    assert max(e.lmc for e in got) == 7  # never more than 128 LIDs per entry
+    assert sorted(lid for e in got for lid in e.lids()) == list(range(1, 300))
+
+
+def test_chassis_default_port_and_omitted_entries():
+    # switch LID 3 (port 0), TCAs 5..10 on ports 1..6, the rest via port 8
+    routes = {1: 8, 2: 8, 3: 0, 4: 8, **{4 + i: i for i in range(1, 7)}}
+    p = rft.plan_switch(1, "C", routes, {8}, si())
+    assert p.default_port == 8 and p.omitted == 3
+    assert p.entries == [Entry(3, 0, 0)] + [Entry(4 + i, 0, i) for i in range(1, 7)]
+
+
+def test_several_uplinks_no_default_every_lid_an_entry():
+    routes = {1: 1, 2: 0, 3: 3, 4: 4, 5: 3}
+    p = rft.plan_switch(1, "A", routes, {3, 4}, si(lpp=2))
+    assert p.default_port is None and p.omitted == 0
+    assert sorted(lid for e in p.entries for lid in e.lids()) == [1, 2, 3, 4, 5]
+
+
+def test_lids_per_port_exceeded_names_switch_and_port():
+    routes = {1: 1, 2: 0, 3: 3, 4: 4, 5: 3}
+    with pytest.raises(RftError, match=r"switch A \(0x0000000000000001\): port 3 needs 2 RFT entries .* "
+                                       r"LIDsPerPort is 1"):
+        rft.plan_switch(1, "A", routes, {3, 4}, si(lpp=1))
+    # port 0 is exempt; 0 = no limit
+    p = rft.plan_switch(1, "A", {1: 0, 3: 0, 5: 0}, set(), si(lpp=1))
+    assert len(p.entries) == 3
+    assert len(rft.plan_switch(1, "A", routes, {3, 4}, si(lpp=0)).entries) == 5
+
+
+def test_random_fdb_cap_exceeded():
+    with pytest.raises(RftError, match="need 3 RFT entries, RandomFDBCap is 2"):
+        rft.plan_switch(1, "A", {1: 1, 3: 2, 5: 0}, set(), si(cap=2, lpp=0))
+
+
+def test_place_keeps_slots_and_fills_lowest_free():
+    keep, gone = Entry(8, 0, 2), Entry(9, 0, 5)
+    current = [0] * 32
+    current[3], current[17] = keep.packed(), gone.packed()
+    current[4] = 0x12340005  # an invalid entry with junk: free
+    new = rft.place([keep, Entry(1, 0, 1), Entry(2, 1, 4)], current, 20)
+    assert new[3] == keep.packed() and new[0] == Entry(1, 0, 1).packed() and new[1] == Entry(2, 1, 4).packed()
+    assert sum(1 for x in new if x) == 3
+    # entries never go at or above the cap
+    with pytest.raises(StopIteration):
+        rft.place([Entry(i, 0, 1) for i in range(1, 4)], [0] * 16, 2)
+
+
+def test_changes_two_phase_when_lids_per_port_would_overflow():
+    current = [0] * 32
+    current[16] = Entry(5, 0, 3).packed()
+    plan = rft.RftPlan(1, "A", [Entry(8, 0, 3)], None)
+    ch = rft.changes(plan, (0, 1), current, si(lpp=1))
+    assert [(c.block, c.phase) for c in ch] == [(0, 2), (1, 1)]  # block 1 cleared (phase 1) first
+    assert ch[1].new == [0] * 16 and ch[0].new[0] == Entry(8, 0, 3).packed()
+    # without the limit: one pass
+    ch = rft.changes(plan, (0, 1), current, si(lpp=0))
+    assert [(c.block, c.phase) for c in ch] == [(0, 2), (1, 2)]
+    # nothing to do
+    assert rft.changes(rft.RftPlan(1, "A", [Entry(5, 0, 3)], None), (0, 1), current, si()) == []
+
+
+def test_rft_change_describe():
+    c = tables.RftChange(1, "C", (0, 1), 0, [0] * 16, [Entry(5, 0, 1).packed()] + [0] * 15)
+    assert c.describe() == "C block 0: entry 0: invalid -> lid 5/lmc 0 port 1"
+
+
+# -- on the simulator -----------------------------------------------------------------------
+@pytest.mark.parametrize("lmc", [0, 2])
+def test_chassis_on_sim(lmc):
+    t = SimTransport(topology=chassis_fabric())
+    sim = t.sim
+    dry = sweep.sweep(t, sweep.SweepOptions(lmc=lmc, dry_run=True))
+    assert sets(t) == 0
+    assert any(x.startswith("SubnSet(RandomForwardingTable) C block 0: ") for x in dry.plan_lines())
+    assert any(x.startswith("SubnSet(SwitchInfo) C: default_port 0 -> 8") for x in dry.plan_lines())
+    r = sweep.sweep(t, sweep.SweepOptions(lmc=lmc))
+    assert r.problems == []
+    assert r.summary()["sets"]["rft_blocks"] == 2 and r.summary()["sets"]["lft_blocks"] == 0
+    c, f = sim.node("C"), sim.node("F")
+    # DefaultPort as planned: the one port to the fabric
+    assert c.si.default_port == 8 and f.si.default_port == 1
+    # one entry per TCA (its whole LMC range), one for port 0, none for the default port
+    assert entries_per_port(c) == {0: 1, **{p: 1 for p in range(1, 7)}}
+    assert entries_per_port(f) == {0: 1, 2: 1, 3: 1}
+    for node in (c, f):
+        assert all(k <= node.si.lids_per_port for p, k in entries_per_port(node).items() if p)
+    all_pairs_delivered(sim)
+    # the seed's discard rules: a DLID that matches no entry...
+    unknown = 200
+    t1 = trace(sim, ("T1", 1), unknown)  # ...from a TCA goes out DefaultPort into the fabric,
+    assert t1.outcome == "dropped" and t1.path == ["T1", "C", "F"]
+    assert t1.hops[1] == ("C", 1, 8)
+    assert "came in on DefaultPort 1" in t1.reason and t1.where == ("F", 1)  # where F discards it
+    t2 = trace(sim, ("H1", 1), unknown)  # ...arriving on C's DefaultPort is discarded
+    assert t2.outcome == "dropped" and t2.where == ("C", 8) and "came in on DefaultPort 8" in t2.reason
+    # the multicast group works through RFT switches too
+    mt = trace(sim, ("T3", 1), 0xC000, multicast=True)
+    assert mt.delivered and len(mt.dest) == 7
+    before = sets(t)
+    again = sweep.sweep(t, sweep.SweepOptions(lmc=lmc))
+    assert sets(t) == before, "a second sweep sends no Set"
+    assert again.summary()["sets"]["rft_blocks"] == 0
+
+
+def test_reroute_clears_stale_entries_and_respects_lids_per_port():
+    t = SimTransport(topology=chassis_fabric())
+    sim = t.sim
+    sweep.sweep(t, sweep.SweepOptions(lmc=0))
+    c = sim.node("C")
+    # move T1 from C port 1 to C port 7: its LID stays, its entry must move
+    sim.unlink("T1", 1)
+    sim.link("T1", 1, "C", 7)
+    r = sweep.sweep(t, sweep.SweepOptions(lmc=0))
+    assert r.problems == []
+    per = entries_per_port(c)
+    assert 1 not in per and per[7] == 1
+    all_pairs_delivered(sim)
+
+
+@pytest.mark.parametrize("lpp", [2, 0])
+def test_two_uplinks_every_lid_an_entry(lpp):
+    t = SimTransport(topology=two_uplink_fabric(lpp))
+    r = sweep.sweep(t, sweep.SweepOptions())
+    assert r.problems == []
+    a = t.sim.node("A")
+    assert a.si.default_port == 0  # as read: several uplinks
+    assert r.summary()["rft"] == [{"switch": "A", "entries": len([x for x in a.rft if x]), "default_port": None,
+                                   "lids_to_default_port": 0}]
+    if lpp:
+        assert all(k <= lpp for p, k in entries_per_port(a).items() if p)
+    all_pairs_delivered(t.sim)
+    before = sets(t)
+    sweep.sweep(t, sweep.SweepOptions())
+    assert sets(t) == before
+
+
+def test_two_uplinks_lids_per_port_1_is_a_clear_error():
+    t = SimTransport(topology=two_uplink_fabric(1))
+    with pytest.raises(sweep.SweepError, match=r"switch A .*: port [34] needs 2 RFT entries .*LIDsPerPort is 1; "
+                                               r"nothing was sent"):
+        sweep.sweep(t, sweep.SweepOptions())
+    assert sets(t) == 0
+
+
+def test_cli_net_file_caps(tmp_path):
+    net = tmp_path / "chassis.net"
+    net.write_text(netfile.dumps(chassis_fabric()))
+    assert "# smagent: cap random_fdb_cap=32" in net.read_text()
+    run = lambda *a: CliRunner().invoke(cli.main, ["--transport", "sim", "--topology", str(net), *a],
+                                        catch_exceptions=False)
+    r = run("sweep", "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["sets"]["rft_blocks"] == 2 and doc["sets"]["lft_blocks"] == 0
+    assert {x["switch"]: x["default_port"] for x in doc["rft"]} == {"C": 8, "F": 1}
+    assert any(x.startswith("SubnSet(RandomForwardingTable) C block 0: entry 0: invalid -> lid ") for x in doc["plan"])
+    r = run("sweep")
+    assert r.exit_code == 0 and "RFT blocks 2" in r.output, r.output
+    bad = tmp_path / "bad.net"
+    bad.write_text(netfile.dumps(two_uplink_fabric(1)))
+    r = CliRunner().invoke(cli.main, ["--transport", "sim", "--topology", str(bad), "sweep"])
+    assert r.exit_code == 3 and "LIDsPerPort is 1" in r.output

@@ -1,0 +1,313 @@
+"""`smagent.verify` on hand-built tables: every defect class, exact pair counts, the
+channel dependency graph, multicast, and the `verify` command's exit codes."""
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from mad import forwarding as fw
+from mad import smp as smpcodec
+from mad.attributes import AttrID, LinearForwardingTable
+from mad.header import Method
+from smagent import netfile, topogen, verify
+from smagent.fabric import Fabric
+from smagent.routing import RoutingInput, route
+from smagent.transport.base import Request
+
+
+def prepared(fabric, lmc=0):
+    netfile.assign_ibsim_guids(fabric)
+    lid = 1
+    for n in fabric.switches():
+        n.lids[0] = lid
+        lid += 1
+    for n in fabric.cas():
+        for p, _peer in fabric.connected_ports(n):
+            n.lids[p] = lid
+            lid += 1 << lmc
+            if lmc:
+                n.lmcs[p] = lmc
+    return fabric
+
+
+def line3():
+    """H0 - A[1], A[2] - B[3], H1 - B[1], B[2] - C[3], H2 - C[1]; 8-port switches."""
+    f = Fabric()
+    for h in range(3):
+        f.add_node(name=f"H{h}", node_type="Hca", num_ports=1)
+    for s in "ABC":
+        f.add_node(name=s, node_type="Switch", num_ports=8)
+    for h, s in enumerate("ABC"):
+        f.connect(f"H{h}", 1, s, 1)
+    f.connect("A", 2, "B", 3)
+    f.connect("B", 2, "C", 3)
+    return prepared(f)
+
+
+def snap_of(fabric, engine="minhop", routes=None):
+    if routes is None:
+        routes = route(engine, RoutingInput.from_fabric(fabric))
+    return verify.snapshot_from_routes(fabric, routes)
+
+
+def poke(snap, fabric, switch, lid, port):
+    s = snap.switches[fabric.node(switch).guid]
+    lft = bytearray(s.lft)
+    lft[lid] = port
+    snap.switches[s.guid] = dataclasses.replace(s, lft=bytes(lft))
+
+
+def classes(rep):
+    return {k: v["count"] for k, v in rep.defects.items()}
+
+
+# ------------------------------------------------------------------------ unicast
+def test_clean_line_counts_every_pair():
+    f = line3()
+    rep = verify.check(snap_of(f))
+    assert rep.ok and rep.defects == {}
+    s = rep.summary
+    # 3 CA ports + 3 switches send to 6 LIDs, never to themselves
+    assert (s["sources"], s["lids"], s["pairs"], s["pairs_unreachable"]) == (6, 6, 30, 0)
+    assert s["channels"] == 4  # A->B, B->A, B->C, C->B
+
+
+def test_no_route_is_a_dead_end_with_every_pair_named():
+    f = line3()
+    snap = snap_of(f)
+    h2 = f.node("H2").lid(1)
+    poke(snap, f, "B", h2, 255)
+    rep = verify.check(snap)
+    # everything entering at A or B (H0, A, H1, B) loses H2's LID
+    assert classes(rep) == {"unreachable": 4, "dead_end": 1}
+    assert rep.defects["unreachable"]["by_cause"] == {"no_route": 4}
+    assert rep.defects["dead_end"]["examples"] == [f"B LID {h2} (H2[1]): dead end at B: LFT entry 255 (no route) "
+                                                   f"(port 255)"]
+    ex = rep.defects["unreachable"]["examples"]
+    assert f"H0[1] -> LID {h2} (H2[1]): dead end at B: LFT entry 255 (no route) (port 255)" in ex
+    assert any(e.startswith("A (port 0) -> ") for e in ex) and any(e.startswith("B (port 0) -> ") for e in ex)
+
+
+def test_loop():
+    f = line3()
+    snap = snap_of(f)
+    h2 = f.node("H2").lid(1)
+    poke(snap, f, "B", h2, 3)  # back to A, which sends it to B again
+    rep = verify.check(snap)
+    # a forwarding loop is also a cycle of channel dependencies (A->B waits on B->A)
+    assert classes(rep) == {"unreachable": 4, "loop": 1, "cdg_cycle": 1}
+    assert rep.defects["loop"]["examples"][0] == f"LID {h2} (H2[1]): loops through A -> B -> A"
+    assert rep.defects["unreachable"]["by_cause"] == {"loop": 4}
+
+
+def test_top_too_low():
+    f = line3()
+    snap = snap_of(f)
+    b = snap.switches[f.node("B").guid]
+    snap.switches[b.guid] = dataclasses.replace(b, top=4)  # LIDs 5, 6 (H1, H2) above the top
+    rep = verify.check(snap)
+    # LID 5 (H1, on B): from H0, A, B, H2, C (not H1 itself); LID 6 (H2): from H0, A, H1, B
+    assert rep.defects["unreachable"]["by_cause"] == {"above_top": 5 + 4}
+    assert all("DLID above LinearFDBTop (4)" in e for e in rep.defects["dead_end"]["examples"])
+
+
+def test_above_cap_and_no_lft():
+    f = line3()
+    snap = snap_of(f)
+    c = snap.switches[f.node("C").guid]
+    snap.switches[c.guid] = dataclasses.replace(c, cap=5)
+    a = snap.switches[f.node("A").guid]
+    snap.switches[a.guid] = dataclasses.replace(a, cap=0)
+    rep = verify.check(snap)
+    causes = rep.defects["unreachable"]["by_cause"]
+    assert set(causes) == {"above_cap", "no_lft"}
+
+
+def test_port_that_does_not_exist_unlinked_or_down():
+    f = line3()
+    h0, h1, h2 = (f.node(h).lid(1) for h in ("H0", "H1", "H2"))
+    snap = snap_of(f)
+    poke(snap, f, "A", h2, 9)  # A has 8 ports
+    poke(snap, f, "C", h0, 7)  # no cable on C[7]
+    rep = verify.check(snap)
+    assert rep.defects["unreachable"]["by_cause"] == {"no_such_port": 2, "unlinked_port": 2}
+    # a link that is up but not ACTIVE
+    snap = snap_of(f)
+    b = snap.switches[f.node("B").guid]
+    snap.switches[b.guid] = dataclasses.replace(b, active=b.active - {1})
+    rep = verify.check(snap)
+    assert rep.defects["inactive_port"]["examples"] == ["B[1] is linked (to H1[1]) but not ACTIVE"]
+    # nothing reaches H1 (4 switches' worth of sources but H1 itself)... and H1 sends nowhere
+    assert rep.defects["unreachable"]["by_cause"] == {"port_not_active": 5}
+    assert h1 in (int(e.split("LID ")[1].split()[0]) for e in rep.defects["dead_end"]["examples"])
+
+
+def test_misdelivered():
+    f = line3()
+    snap = snap_of(f)
+    h2 = f.node("H2").lid(1)
+    poke(snap, f, "B", h2, 1)  # to H1's port
+    rep = verify.check(snap)
+    assert classes(rep) == {"unreachable": 4, "misdelivered": 1}
+    assert rep.defects["misdelivered"]["examples"] == [f"LID {h2} (H2[1]): delivered to H1[1] by B"]
+    # port 0 of a switch that does not own the LID
+    snap = snap_of(f)
+    poke(snap, f, "C", h2, 0)
+    rep = verify.check(snap)
+    assert rep.defects["misdelivered"]["count"] == 1
+    assert rep.defects["unreachable"]["count"] == 5
+
+
+def test_ca_port_problems():
+    f = line3()
+    snap = snap_of(f)
+    h1 = snap.ca_ports[(f.node("H1").guid, 1)]
+    snap.ca_ports[(h1.guid, 1)] = dataclasses.replace(h1, active=False)
+    h2 = snap.ca_ports[(f.node("H2").guid, 1)]
+    snap.ca_ports[(h2.guid, 1)] = dataclasses.replace(h2, lid=f.node("H0").lid(1))
+    rep = verify.check(snap)
+    assert rep.defects["inactive_port"]["examples"] == ["H1[1] is linked but not ACTIVE"]
+    assert rep.defects["duplicate_lid"]["count"] == 1
+    a = snap.switches[f.node("A").guid]
+    snap.switches[a.guid] = dataclasses.replace(a, lid=0)
+    assert "no_lid" in verify.check(snap).defects
+
+
+# -------------------------------------------------------------------------- CDG
+def ring4(hosts=1):
+    f = prepared(topogen.torus_2d(4, 1, hosts_per_switch=hosts))
+    # clockwise only: every switch sends everything not its own out of its east port
+    east = hosts + 1
+    rin = RoutingInput.from_fabric(f)
+    routes = {}
+    for g in rin.switches:
+        routes[g] = {lid: (home[1] if home[0] == g else east) for lid, home in rin.lid_homes.items()}
+    return f, routes
+
+
+def test_cdg_cycle_reported_explicitly():
+    f, routes = ring4()
+    rep = verify.check(snap_of(f, routes=routes))
+    assert classes(rep) == {"cdg_cycle": 1}
+    cyc = rep.defects["cdg_cycle"]["cycle"]
+    assert [h["switch"] for h in cyc] == ["T0_0", "T1_0", "T2_0", "T3_0"] and {h["port"] for h in cyc} == {2}
+    assert rep.defects["cdg_cycle"]["examples"][0].startswith(
+        "channel dependency cycle of 4 channels: T0_0[2] -> T1_0[2] -> T2_0[2] -> T3_0[2] -> T0_0[2]")
+
+
+def test_cdg_counts_data_traffic_only():
+    """The same clockwise ring without hosts: only switch port 0 (management) traffic
+    uses the channels, so there is no deadlock risk to report."""
+    f, routes = ring4(hosts=0)
+    rep = verify.check(snap_of(f, routes=routes))
+    assert rep.ok and rep.summary["dependencies"] == 0
+
+
+def test_find_cycle():
+    assert verify.find_cycle({1: {2: 0}, 2: {3: 0}, 3: {}}) is None
+    cyc = verify.find_cycle({1: {2: 0}, 2: {3: 0}, 3: {1: 0, 4: 0}, 4: {}})
+    assert sorted(cyc) == [1, 2, 3]
+    assert verify.find_cycle({5: {5: 0}}) == [5]
+    # long chains do not recurse
+    chain = {i: {i + 1: 0} for i in range(20000)}
+    assert verify.find_cycle(chain) is None
+    chain[20000] = {0: 0}
+    assert len(verify.find_cycle(chain)) == 20001
+
+
+# -------------------------------------------------------------------- multicast
+def with_mft(snap, f, mlid, groups):
+    snap.mcast_read = True
+    for name, ports in groups.items():
+        s = snap.switches[f.node(name).guid]
+        snap.switches[s.guid] = dataclasses.replace(s, mft={mlid: frozenset(ports)})
+    return snap
+
+
+def test_mcast_tree_delivers_once():
+    f = line3()
+    snap = with_mft(snap_of(f), f, 0xC000, {"A": {1, 2}, "B": {1, 2, 3}, "C": {1, 3}})
+    rep = verify.check(snap)
+    assert rep.ok and rep.summary["mcast_groups"] == 1
+
+
+def test_mcast_defects():
+    f = line3()
+    # B does not forward to C: H2 never hears H0/H1, and C's side is cut off
+    rep = verify.check(with_mft(snap_of(f), f, 0xC000, {"A": {1, 2}, "B": {1, 3}, "C": {1, 3}}))
+    assert any("H2[1] receives 0 copies of what H0[1] sends" in e for e in rep.defects["mcast"]["examples"])
+    # a branch into a port with no cable
+    rep = verify.check(with_mft(snap_of(f), f, 0xC000, {"A": {1, 2, 7}, "B": {1, 2, 3}, "C": {1, 3}}))
+    assert any("A forwards to port 7, which is not linked" in e for e in rep.defects["mcast"]["examples"])
+    # a switch the tree reaches that has no entry
+    rep = verify.check(with_mft(snap_of(f), f, 0xC000, {"A": {1, 2}, "B": {1, 2, 3}}))
+    assert any("C receives the group but has no MFT entry" in e for e in rep.defects["mcast"]["examples"])
+
+
+def test_mcast_cycle_in_tree():
+    f, routes = ring4()
+    # every ring port of every switch: the group's packets go round both ways
+    snap = with_mft(snap_of(f, routes=route("updn", RoutingInput.from_fabric(f))), f, 0xC001,
+                    {f"T{i}_0": {1, 2, 3} for i in range(4)})
+    rep = verify.check(snap, examples=100)
+    ex = rep.defects["mcast"]["examples"]
+    assert any("the tree has a cycle" in e for e in ex)
+    assert any("receives 2 copies" in e for e in ex)
+
+
+# --------------------------------------------------------------------- command
+@pytest.fixture
+def swept_sim(monkeypatch):
+    """A simulator swept once, handed to every CLI invocation (the transport opens once
+    per command, so the simulator must outlive it)."""
+    from smagent import cli, sweep
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.fat_tree_2(4))
+    assert sweep.sweep(t, sweep.SweepOptions(routing="updn")).problems == []
+    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    return t
+
+
+def run_cli(*args):
+    from smagent.cli import main
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_command_clean_exit_0(swept_sim):
+    r = run_cli("verify")
+    assert r.exit_code == 0, r.output
+    assert "ok: every source reaches every LID" in r.output
+    r = run_cli("verify", "--json")
+    doc = json.loads(r.output)
+    assert r.exit_code == 0 and doc["ok"] and doc["defects"] == {} and doc["summary"]["mcast_groups"] is not None
+
+
+def test_command_defects_exit_1(swept_sim):
+    from smagent import discovery
+    t = swept_sim
+    topo = discovery.discover(t)
+    leaf = next(n for n in topo.switches() if n.description == "L0")
+    victim = next(n for n in topo.cas() if n.description == "H7").lid(1)
+    block, i = fw.lft_block(victim)
+    get = t.execute([Request(smpcodec.dr(Method.GET, AttrID.LINEAR_FORWARDING_TABLE, leaf.path,
+                                         fw.lft_modifier(block)))])[0].value()
+    ports = list(get.ports)
+    ports[i] = 255
+    t.execute([Request(smpcodec.dr(Method.SET, AttrID.LINEAR_FORWARDING_TABLE, leaf.path, fw.lft_modifier(block),
+                                   LinearForwardingTable.cls(ports=ports)))])
+    r = run_cli("verify", "--no-mcast")
+    assert r.exit_code == 1, r.output
+    assert "defect unreachable: 3 (source, LID) pairs not delivered" in r.output  # H0, H1, L0
+    assert f"H0[1] -> LID {victim} (H7[1]): dead end at L0: LFT entry 255" in r.output
+    doc = json.loads(run_cli("verify", "--json", "--no-mcast").output)
+    assert doc["ok"] is False and doc["summary"]["mcast_groups"] is None
+    assert doc["defects"]["dead_end"]["count"] == 1
+
+
+def test_command_fabric_failure_exit_3(monkeypatch, swept_sim):
+    def boom(*a, **kw):
+        raise verify.VerifyError("reading LFTs: L0 block 0: timeout")
+    monkeypatch.setattr(verify, "collect", boom)
+    r = run_cli("verify")
+    assert r.exit_code == 3 and "timeout" in r.output
