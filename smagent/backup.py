@@ -1,6 +1,6 @@
 """Back up and restore forwarding tables; a journal for applies that may be interrupted.
 
-Three pieces, all reusing `smagent.commands.tables_cmd` (formats, plans) and
+Three pieces, all reusing `smagent.tableops` (formats, plans) and
 `smagent.tables` (block reads and writes):
 
 * `backup_lfts(transport)` -> the text of every switch's LFT in the ``lft dump`` /
@@ -72,7 +72,7 @@ def backup_lfts(transport, topology=None) -> tuple[str, object]:
     """Every switch's LFT (LIDs 0..LinearFDBTop) as ``lft dump`` prints it.
     Returns (text, topology). Raises RestoreFailed if a block cannot be read."""
     from smagent import discovery
-    from smagent.commands import tables_cmd as tc
+    from smagent import tableops as tc
     topo = topology if topology is not None else discovery.discover(transport)
     sws = sorted((n for n in topo.switches() if n.switch_info is not None), key=lambda n: (len(n.path), n.path))
     wanted = [(n.guid, n.path, b) for n in sws
@@ -94,11 +94,11 @@ def backup_lfts(transport, topology=None) -> tuple[str, object]:
 @dataclasses.dataclass
 class RestorePlan:
     changes: list  # tables.BlockChange
-    tops: list  # tables_cmd.TopChange
+    tops: list  # tableops.TopChange
     problems: list  # bad input found validating the file against the fabric
 
     def lines(self) -> list[str]:
-        from smagent.commands import tables_cmd as tc
+        from smagent import tableops as tc
         return tc.lft_plan_lines(self.changes, self.tops)
 
 
@@ -106,7 +106,7 @@ def plan_restore_text(transport, text: str, source: str = "<backup>", topology=N
     """Plan writing a dump back (the ``lft load`` logic): raises BackupError (DumpError
     subclass problems) for a file that does not parse."""
     from smagent import discovery
-    from smagent.commands import tables_cmd as tc
+    from smagent import tableops as tc
     try:
         sections = tc.parse_lft_dump(text, source)
     except tc.DumpError as e:
@@ -126,7 +126,7 @@ def plan_restore_text(transport, text: str, source: str = "<backup>", topology=N
 
 def apply_restore(transport, plan: RestorePlan, journal: "Journal | None" = None) -> list[str]:
     """Write a restore plan (SwitchInfo tops first, then the blocks); returns problems."""
-    from smagent.commands import tables_cmd as tc
+    from smagent import tableops as tc
     problems = tc.apply_tops(transport, plan.tops)
     if journal is not None:
         journal.begin(plan.changes)

@@ -306,9 +306,12 @@ def _topology_json(topo) -> dict:
               help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "
                    "Default: group 0xC000 with every CA port (IPoIB broadcast).")
 @click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where LFT blocks are saved before they are overwritten, and the apply journal is kept "
+                   "(default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
-def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, as_json):
+def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, state_dir, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
     from smagent import multicast
     from smagent import sweep as sweepmod
@@ -317,9 +320,18 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     spec = _fabric_call(multicast.load_groups, mcast_groups) if mcast_groups else None  # before any SMP
+    if state_dir is None and obj.opts["transport"] == "umad":
+        state_dir = default_state_dir()
+    transport = obj.transport()
+    progress = _Progress(transport, "sweep") if sys.stderr.isatty() and not as_json else None
     opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run, force=force,
-                                 mcast_groups=spec, multicast=not no_multicast)
-    r = _fabric_call(sweepmod.sweep, obj.transport(), opts)
+                                 mcast_groups=spec, multicast=not no_multicast, state_dir=state_dir,
+                                 progress=progress)
+    try:
+        r = _fabric_call(sweepmod.sweep, transport, opts)
+    finally:
+        if progress is not None:
+            progress.finish()
     summary = r.summary()
     if dry_run:
         summary["plan"] = r.plan_lines()
@@ -329,13 +341,45 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
         if dry_run:
             click.echo("\n".join(summary["plan"]) or "# nothing to change")
         _print_summary(summary)
-        sets = summary["sets"]
-        click.echo(f"# also {'planned' if dry_run else 'sent'}: RFT blocks {sets['rft_blocks']}, "
-                   f"MFT blocks {sets['mft_blocks']}; multicast groups: "
+        click.echo("# multicast groups: "
                    + (", ".join(f"{g['mlid']} ({g['members']} members, {g['switches']} switches, root {g['root']})"
                                 for g in summary["multicast"]) or "none"))
+        if summary.get("backup"):
+            click.echo(f"# LFT blocks overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
+
+
+def default_state_dir() -> str:
+    import os
+    if os.environ.get("SMAGENT_STATE_DIR"):
+        return os.environ["SMAGENT_STATE_DIR"]
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "smagent")
+
+
+class _Progress:
+    """A status line on a terminal: the phase and the SMPs sent so far (stderr only)."""
+
+    def __init__(self, transport, what: str):
+        self.t, self.what, self.phase, self.shown = transport, what, "", 0
+        transport.on_send = self._sent
+
+    def __call__(self, phase: str) -> None:
+        self.phase = phase
+        self._show()
+
+    def _sent(self, _smp) -> None:
+        if self.t.stats.sent - self.shown >= 256:
+            self._show()
+
+    def _show(self) -> None:
+        self.shown = self.t.stats.sent
+        click.echo(f"\r{self.what}: {self.phase:<12} {self.shown:>9,} SMPs", nl=False, err=True)
+
+    def finish(self) -> None:
+        self.t.on_send = None
+        click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
 
 
 def _print_summary(s: dict) -> None:
@@ -343,7 +387,8 @@ def _print_summary(s: dict) -> None:
                f"{s['cas']} CAs), {s['links']} links, {s['lids']} LIDs (LMC {s['lmc']}, top {s['linear_fdb_top']})")
     sets = s["sets"]
     click.echo(f"# Sets {'planned' if s['dry_run'] else 'sent'}: PortInfo {sets['portinfo']}, "
-               f"SwitchInfo {sets['switchinfo']}, LFT blocks {sets['lft_blocks']}")
+               f"SwitchInfo {sets['switchinfo']}, LFT blocks {sets['lft_blocks']}, "
+               f"RFT blocks {sets.get('rft_blocks', 0)}, MFT blocks {sets.get('mft_blocks', 0)}")
     phases = ", ".join(f"{k} {v['smps']}" for k, v in s["phases"].items())
     click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}; "
                f"{s['seconds']:.3f} s")

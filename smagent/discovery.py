@@ -111,7 +111,8 @@ def discover(transport: Transport, *, progress=None) -> Topology:
             if r.ok:
                 infos[f[0]] = r.value()
             else:
-                unreachable.append(f"DR {','.join(map(str, f[0]))}: {r.error}")
+                where = f" (behind {nodes[f[1]].description} port {f[2]})" if f[1] in nodes else ""
+                unreachable.append(f"DR {','.join(map(str, f[0]))}{where}: {r.error}")
         new_nodes: list[DNode] = []
         new_ca_ports: list[tuple[DNode, int]] = []
         for path, parent, pport in frontier:

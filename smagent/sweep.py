@@ -33,7 +33,7 @@ import time
 
 from mad import forwarding as fw
 from mad import smp as smpcodec
-from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState, SwitchInfo
+from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from smagent import discovery, lids, multicast, rft, routing, tables
@@ -65,6 +65,10 @@ class SweepOptions:
     # group (0xC000, every CA port); multicast=False leaves every MFT alone
     mcast_groups: object = None
     multicast: bool = True
+    # where LFT blocks are saved before they are overwritten, and the apply journal
+    # lives (smagent.backup); None: no backups (the in-process simulator)
+    state_dir: str | None = None
+    progress: object = None  # callable(phase name) when a phase starts: the CLI's status line
 
 
 @dataclasses.dataclass
@@ -102,6 +106,9 @@ class SweepResult:
     rft_changes: list = dataclasses.field(default_factory=list)
     multicast: object = None  # multicast.MulticastPlan
     rft_plans: list = dataclasses.field(default_factory=list)
+    missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
+    backup_file: str | None = None
+    progress: object = None
     activations: int = 0
     phases: dict = dataclasses.field(default_factory=dict)
     problems: list = dataclasses.field(default_factory=list)
@@ -153,6 +160,8 @@ class SweepResult:
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),
             "retries": self.stats.get("retries", 0), "timeouts": self.stats.get("timeouts", 0),
             "unreachable": topo.unreachable, "problems": self.problems, "notes": self.notes,
+            "missing": {f"{g:#018x}": lo for g, (lo, _hi) in sorted(self.missing.items())},
+            "backup": self.backup_file,
             "seconds": round(self.seconds, 3),
         }
 
@@ -171,6 +180,8 @@ class _Phase:
 
     def __enter__(self):
         self.t0, self.s0 = time.monotonic(), self.t.stats.sent
+        if self.r.progress is not None:
+            self.r.progress(self.name)
         return self
 
     def __exit__(self, *exc):
@@ -217,7 +228,8 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     spec = opts.mcast_groups  # a group file is read (and its syntax checked) before any SMP
     if opts.multicast and (isinstance(spec, str) or hasattr(spec, "__fspath__")):
         spec = multicast.load_groups(spec)
-    with _Phase(result or SweepResult(None, None), transport, "discover") as ph:
+    persisted = lids.load_guid2lid(opts.lid_file) if opts.lid_file else {}  # likewise the LID file
+    with _Phase(result or SweepResult(None, None, progress=opts.progress), transport, "discover") as ph:
         topo = discovery.discover(transport)
     r = ph.r
     r.topology = topo
@@ -234,8 +246,12 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         for p in n.lid_ports():
             pg = n.port_guids.get(p, n.guid)
             ports.append((pg, n.is_switch, n.ports[p].lid if p in n.ports else 0))
-    persisted = lids.load_guid2lid(opts.lid_file) if opts.lid_file else {}
     plan_ = lids.assign(ports, lmc=opts.lmc, limit=limit, persisted=persisted)
+    # D: ports the LID file knows that this sweep did not find keep their LIDs reserved
+    found = {g for g, _sw, _cur in ports}
+    r.missing = {g: rng for g, rng in persisted.items() if g not in found}
+    for g, (lo, _hi) in sorted(r.missing.items(), key=lambda kv: kv[1]):
+        r.notes.append(f"port {g:#018x} (LID {lo} in {opts.lid_file}) was not found; its LID stays reserved")
     lg, lp = topo.local
     local_node = topo.nodes[lg]
     plan_.master_lid = plan_.lids[local_node.port_guids.get(0 if local_node.is_switch else lp, lg)]
@@ -268,6 +284,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
 
     # LFTs: read what is live (blocks up to the current LinearFDBTop; above it the switch
     # forwards nothing, so those blocks are written without reading), diff by block
+    kept_routes = 0
     with _Phase(r, transport, "lft_read"):
         wanted, desired = [], {}
         for n in topo.switches():
@@ -285,8 +302,18 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             for b in range(len(table) // fw.LFT_BLOCK_SIZE):
                 new = bytes(table[b * 64:(b + 1) * 64])
                 old = current.get((g, b))
+                if topo.unreachable and old is not None:
+                    # part of the fabric did not answer: keep the routes it had rather
+                    # than cut off hosts that may be alive behind a flaky link
+                    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and (b * 64 + i) not in rin.lid_homes
+                                 else nw for i, (o, nw) in enumerate(zip(old, new)))
+                    kept_routes += sum(1 for x, y in zip(kept, new) if x != y)
+                    new = kept
                 if old != new:
                     r.lft_changes.append(tables.BlockChange(g, n.description, n.path, b, old, new))
+
+    if kept_routes:
+        r.notes.append(f"discovery was incomplete: kept {kept_routes} existing routes to LIDs it did not reach")
 
     # RFTs: switches without an LFT that have a random table. Entries and DefaultPort are
     # planned (and checked against LIDsPerPort / RandomFDBCap) before any read; the whole
@@ -389,6 +416,28 @@ def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Reque
     return _dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), pi.LAYOUT.replace(pi, **fields))
 
 
+def _confirm_port_sets(transport, failed, want, master_lid, lmc_for):
+    """A PortInfo Set whose response was lost may have been applied, and its retry then
+    asks for a state transition the port has already made (ARMED -> ARMED), which the SMA
+    refuses. So a failed Set is re-read: if the port already holds what we wanted, it is
+    done. Returns the (change, error) pairs that really failed."""
+    if not failed:
+        return []
+    reqs = [_dr(Method.GET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port)) for c, _e in failed]
+    still = []
+    for (c, err), rep in zip(failed, transport.execute(reqs)):
+        if rep.ok:
+            pi = rep.value()
+            want_state = want(c) if callable(want) else want
+            lid_ok = c.lid is None or (pi.lid == c.lid and pi.lmc == lmc_for(c) and pi.master_sm_lid == master_lid)
+            state_ok = want_state is None or pi.port_state == want_state or (
+                want_state == PortState.ARMED and pi.port_state == PortState.ACTIVE)
+            if lid_ok and state_ok:
+                continue
+        still.append((c, err))
+    return still
+
+
 def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     t0 = time.monotonic()
     r = plan(transport, opts)
@@ -399,6 +448,14 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         return r
     lp = r.lid_plan
     is_switch = {n.guid: n.is_switch for n in r.topology.nodes.values()}
+    if opts.state_dir:
+        from pathlib import Path
+
+        from smagent import backup
+        pending = backup.Journal.pending(Path(opts.state_dir) / "apply.journal")
+        if pending is not None:
+            r.notes.append(f"the previous apply was interrupted with {len(pending.remaining)} of {len(pending.plan)} "
+                           f"LFT blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
 
     def lmc_for(c):
         return 0 if is_switch[c.guid] else lp.lmc
@@ -406,13 +463,17 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     with _Phase(r, transport, "lids_arm"):
         reqs = [_portinfo_set(c, PortState.ARMED if c.arm else PortState.NO_CHANGE, lp.master_lid, lmc_for(c))
                 for c in r.port_changes]
+        failed = []
         for c, rep in zip(r.port_changes, transport.execute(reqs)):
             if not rep.ok:
-                r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {rep.error}")
+                failed.append((c, rep.error))
                 continue
             back = rep.value()
             if c.lid is not None and back.lid != c.lid:
                 r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
+        for c, err in _confirm_port_sets(transport, failed, lambda c: PortState.ARMED if c.arm else None,
+                                         lp.master_lid, lmc_for):
+            r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {err}")
     with _Phase(r, transport, "switchinfo"):
         reqs = [_dr(Method.SET, AttrID.SWITCH_INFO, path, 0, new) for _n, path, _o, new in r.switch_changes]
         for (name, _p, _o, new), rep in zip(r.switch_changes, transport.execute(reqs)):
@@ -426,8 +487,25 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
                 if bad:
                     r.problems.append(f"{name}: SwitchInfo " + ", ".join(bad))
     with _Phase(r, transport, "lft_write"):
-        _written, problems = tables.write_lft_blocks(transport, r.lft_changes)
+        journal = None
+        if opts.state_dir and r.lft_changes:
+            # nothing lost: save what is about to be overwritten, and journal the apply
+            from pathlib import Path
+
+            from smagent import backup
+            state = Path(opts.state_dir)
+            saved = backup.save_before_apply(transport, r.topology, r.lft_changes, state / "backups")
+            r.backup_file = str(saved) if saved else None
+            journal = backup.Journal(state / "apply.journal")
+            journal.begin(r.lft_changes)
+        written, problems = tables.write_lft_blocks(transport, r.lft_changes)
         r.problems += problems
+        if journal is not None:
+            for c in written:
+                journal.written(c.switch, c.block)
+            if not problems:
+                journal.done()  # a failed apply stays pending: the next sweep says so
+            journal.close()
     with _Phase(r, transport, "rft_write"):
         _written, problems = tables.write_rft_blocks(transport, r.rft_changes)
         r.problems += problems
@@ -438,16 +516,21 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         arming = [c for c in r.port_changes if c.arm]
         # the same LID fields again: a Set writes the whole attribute
         reqs = [_portinfo_set(c, PortState.ACTIVE, lp.master_lid, lmc_for(c)) for c in arming]
+        failed = []
         for c, rep in zip(arming, transport.execute(reqs)):
             if not rep.ok:
-                r.problems.append(f"{c.name} port {c.port}: Set ACTIVE failed: {rep.error}")
+                failed.append((c, rep.error))
             elif rep.value().port_state != PortState.ACTIVE:
                 r.problems.append(f"{c.name} port {c.port}: port state reads back "
                                   f"{PortState(rep.value().port_state).name}, not ACTIVE")
+        for c, err in _confirm_port_sets(transport, failed, PortState.ACTIVE, lp.master_lid, lmc_for):
+            r.problems.append(f"{c.name} port {c.port}: Set ACTIVE failed: {err}")
         r.activations = len(arming)
     if opts.lid_file:
         sw_ports = {n.port_guids.get(0, n.guid) for n in r.topology.switches()}
         table = {g: (lid, lid + (0 if g in sw_ports else (1 << lp.lmc) - 1)) for g, lid in lp.lids.items()}
+        for g, rng in r.missing.items():  # not seen this time: keep them for when they return
+            table.setdefault(g, rng)
         lids.save_guid2lid(opts.lid_file, table)
     r.stats = transport.stats.snapshot()
     r.seconds = time.monotonic() - t0

@@ -77,10 +77,7 @@ CASES = [
 ]
 
 # known gaps: the row is right, the code is not yet (see the report / proposals)
-XFAIL = {
-    "lid-file": "sweep parses --lid-file after discovery: Gets are sent before the refusal "
-                "(fix: load the guid2lid file before discover in sweep.plan / cli.sweep)",
-}
+XFAIL: dict = {}  # input classes known to send something before refusing: none
 
 
 def _materialize(argv, d: Path):

@@ -13,7 +13,7 @@ from mad.attributes import (
 )
 from mad.header import Method
 from smagent import cli
-from smagent.commands import tables_cmd as tc
+from smagent import tableops as tc  # the formats and plans (the click commands run below via the CLI)
 from smagent.transport.base import UMAD_STATUS_TIMEOUT, Transport
 
 SW_GUID = 0x0000000000200000

@@ -3,7 +3,7 @@ output, as OpenSM's file engine (``opensm -R file -U FILE``) loads them.
 
 Spec: ``--routing file:PATH``. Each "Unicast lids ... guid 0x..." section is one
 switch's whole table (LIDs it does not list, or lists with port 255, get no route).
-The parser is `smagent.commands.tables_cmd.parse_lft_dump` (the one `lft load` uses).
+The parser is `smagent.tableops.parse_lft_dump` (the one `lft load` uses).
 
 Stricter than OpenSM, which skips what it cannot use and fills the gaps with minhop:
 
@@ -23,7 +23,7 @@ from smagent.routing import NO_PORT, RoutingError, RoutingInput
 
 
 def route(rin: RoutingInput, path: str) -> dict[int, dict[int, int]]:
-    from smagent.commands.tables_cmd import DumpError, parse_lft_dump  # the one parser of this format
+    from smagent.tableops import DumpError, parse_lft_dump  # the one parser of this format
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()

@@ -1,0 +1,41 @@
+"""What a sweep keeps between runs: LFT blocks saved before they are overwritten, the
+apply journal (an interrupted apply is reported and finished by the next sweep), and
+the LIDs of ports that have gone missing from the fabric (kept in the LID file)."""
+import smagent
+from smagent import backup, lids
+
+
+def test_backup_and_journal(tmp_path):
+    state = tmp_path / "state"
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep(state_dir=str(state))
+        assert r.problems == [] and r.lft_changes
+        saved = backup.load_block_backup(r.backup_file)
+        assert {(c.switch, c.block) for c in saved} == {(c.switch, c.block) for c in r.lft_changes}
+        # what was saved is what the switches held before: all 0xFF on a fresh fabric
+        assert all(c.new == bytes([0xFF]) * 64 for c in saved)
+        assert backup.Journal.pending(state / "apply.journal") is None  # finished cleanly
+        # an apply that died half-way: the journal says so, the next sweep finishes it
+        j = backup.Journal(state / "apply.journal")
+        j.begin(r.lft_changes)
+        j.written(r.lft_changes[0].switch, r.lft_changes[0].block)
+        j.close()
+        again = fabric.sweep(state_dir=str(state))
+        assert any("interrupted" in n for n in again.notes), again.notes
+        assert backup.Journal.pending(state / "apply.journal") is None or not again.lft_changes
+        assert fabric.sweep(dry_run=True).sets_planned == 0
+
+
+def test_missing_ports_keep_their_lids(tmp_path):
+    lid_file = tmp_path / "guid2lid"
+    ghost = 0x00DEAD0000000001
+    lid_file.write_text(f"0x{ghost:016x} 0x0040 0x0040\n")
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep(lid_file=str(lid_file))
+        assert r.problems == []
+        assert any(f"{ghost:#018x}" in n and "reserved" in n for n in r.notes), r.notes
+        assert r.summary()["missing"] == {f"{ghost:#018x}": 0x40}
+        assert 0x40 not in r.lid_plan.lids.values()  # nobody took the absent port's LID
+    table = lids.load_guid2lid(lid_file)
+    assert table[ghost] == (0x40, 0x40)  # still there for when it comes back
+    assert len(table) > 1
