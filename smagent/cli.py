@@ -350,6 +350,78 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
         sys.exit(EXIT_FABRIC)
 
 
+# -- desired state: plan / apply ----------------------------------------------------
+def _load_desired(file):
+    from smagent import desired
+    try:
+        return desired.load(file)
+    except desired.DesiredStateError as e:
+        raise BadInput(str(e)) from None
+
+
+def _desired_opts(ds, **kw):
+    from smagent import sweep as sweepmod
+    return sweepmod.SweepOptions(lmc=ds.lmc, lid_file=ds.lid_file, routing=ds.routing, desired=ds, **kw)
+
+
+@main.command("plan")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Plan even if another SM is MASTER.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def plan_cmd(obj, file, force, as_json):
+    """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
+
+    The file names the routing engine, LMC, LID file, static LFT entries, multicast
+    groups and SwitchInfo settings (see smagent.desired). Every problem in it (unknown
+    switch, LID out of range, a port a switch lacks, an MLID outside 0xC000-0xFFFE) is
+    listed, and the exit status is 2.
+    """
+    from smagent import sweep as sweepmod
+    ds = _load_desired(file)
+    r = _fabric_call(sweepmod.sweep, obj.transport(), _desired_opts(ds, dry_run=True, force=force))
+    summary = r.summary()
+    summary["plan"] = r.plan_lines()
+    if as_json:
+        _emit_json(summary)
+    else:
+        click.echo("\n".join(summary["plan"]) or "# the fabric holds the desired state: nothing to change")
+        _print_summary(summary)
+    if r.problems or r.topology.unreachable:
+        sys.exit(EXIT_FABRIC)
+
+
+@main.command("apply")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Apply even if another SM is MASTER.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where overwritten LFT blocks are saved and the apply journal is kept (see sweep).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def apply_cmd(obj, file, force, state_dir, as_json):
+    """Make the fabric hold a desired-state FILE, then prove it: the Set responses are
+    read back, and a fresh plan afterwards must be empty (exit 1 if it is not)."""
+    from smagent import sweep as sweepmod
+    ds = _load_desired(file)
+    if state_dir is None and obj.opts["transport"] == "umad":
+        state_dir = default_state_dir()
+    transport = obj.transport()
+    r = _fabric_call(sweepmod.sweep, transport, _desired_opts(ds, force=force, state_dir=state_dir))
+    left = _fabric_call(sweepmod.sweep, transport, _desired_opts(ds, dry_run=True, force=force))
+    summary = r.summary()
+    summary["left_after_apply"] = left.plan_lines()
+    if as_json:
+        _emit_json(summary)
+    else:
+        _print_summary(summary)
+        for line in summary["left_after_apply"]:
+            click.echo(f"error: still differs after apply: {line}", err=True)
+    if r.problems or r.topology.unreachable:
+        sys.exit(EXIT_FABRIC)
+    if summary["left_after_apply"]:
+        sys.exit(EXIT_DEFECTS)
+
+
 def default_state_dir() -> str:
     import os
     if os.environ.get("SMAGENT_STATE_DIR"):

@@ -69,6 +69,7 @@ class SweepOptions:
     # lives (smagent.backup); None: no backups (the in-process simulator)
     state_dir: str | None = None
     progress: object = None  # callable(phase name) when a phase starts: the CLI's status line
+    desired: object = None  # a desired.DesiredState: static LFT entries, groups, SwitchInfo settings
 
 
 @dataclasses.dataclass
@@ -237,6 +238,17 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         raise SweepError("no switch found from the local port: nothing to route")
     with _Phase(r, transport, "sm_check"):
         r.notes += check_other_sms(transport, topo, force=opts.force)
+    resolved = None
+    if opts.desired is not None:
+        from smagent import desired as desiredmod
+        # names -> GUIDs against what was found; every problem at once, before any Set
+        resolved = desiredmod.resolve(opts.desired, topo)
+        if opts.desired.multicast and opts.multicast:
+            spec = multicast.GroupSpec(
+                [multicast.Group(mlid, tuple(sorted(topo.nodes[g].port_guids[p] for g, p in members)),
+                                 f"{opts.desired.source} multicast[{i}]")
+                 for i, (mlid, members) in enumerate(sorted(resolved.groups.items()), 1)],
+                source=opts.desired.source)
 
     # LIDs, under the smallest LinearFDBCap (LIDs 0..cap-1 are in the table)
     caps = [n.switch_info.linear_fdb_cap for n in topo.switches() if n.switch_info and n.switch_info.linear_fdb_cap]
@@ -261,6 +273,10 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     with _Phase(r, transport, "route"):
         rin = routing.RoutingInput.build(topo, plan_)
         routes = routing.route(opts.routing, rin)
+        if resolved is not None:
+            for g, entries in resolved.static_lft.items():  # static entries override routing
+                routes[g] = {**dict(routes.get(g, {}).items()), **entries}
+                plan_.top = max(plan_.top, max(entries))
         unrouted = [(g, lid) for g in rin.switches for lid in rin.lid_homes if lid not in routes[g]]
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
@@ -400,6 +416,8 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             want["multicast_fdb_top"] = mft_top[n.guid]
         if mplan and n.guid in mplan.defaults:
             want["default_multicast_primary_port"], want["default_multicast_not_primary_port"] = mplan.defaults[n.guid]
+        if resolved is not None:
+            want.update(resolved.switch_settings.get(n.guid, {}))
         new = dataclasses.replace(si, port_state_change=si.port_state_change, **want)
         if any(getattr(si, k) != v for k, v in want.items()) or si.port_state_change:
             r.switch_changes.append((n.description, n.path, si, new))
