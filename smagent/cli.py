@@ -213,7 +213,8 @@ def topology():
 @click.option("--switch-ports", type=click.IntRange(4, 254), default=8, show_default=True, help="torus/mesh.")
 @click.option("--style", type=click.Choice(["ibsim", "ibnetdiscover"]), default="ibsim", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None)
-def topology_generate(shape, radix, hosts, x, y, hosts_per_switch, switch_ports, style, output):
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: counts, ibsim's size flags, the file.")
+def topology_generate(shape, radix, hosts, x, y, hosts_per_switch, switch_ports, style, output, as_json):
     """Write a common fabric shape as a net file (print ibsim's -N/-S/-P needs on stderr)."""
     from smagent import netfile, topogen
     from smagent.fabric import FabricError
@@ -231,12 +232,16 @@ def topology_generate(shape, radix, hosts, x, y, hosts_per_switch, switch_ports,
     except (FabricError, ValueError) as e:
         raise BadInput(str(e)) from None
     text = netfile.dumps(fab, style=style)
+    size = netfile.ibsim_size_args(fab)
     if output:
         with open(output, "w", encoding="utf-8") as f:
             f.write(text)
-    else:
+    if as_json:
+        _emit_json({"shape": shape, "switches": len(fab.switches()), "hosts": len(fab.cas()),
+                    "links": fab.num_links, "ibsim_args": size, "file": output, "net": None if output else text})
+        return
+    if not output:
         click.echo(text, nl=False)
-    size = netfile.ibsim_size_args(fab)
     click.echo(f"# {len(fab.switches())} switches, {len(fab.cas())} hosts, {fab.num_links} links"
                + (f"; ibsim needs: {' '.join(size)}" if size else ""), err=True)
 

@@ -33,8 +33,9 @@ def _run(fn, *a, **kw):
 @click.command("backup")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write to FILE instead of stdout.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: where it went, or the text itself.")
 @click.pass_obj
-def lft_backup(obj, output):
+def lft_backup(obj, output, as_json):
     """Save every switch's LFT in the `lft dump` format (restore with `lft restore`)."""
 
     def work():
@@ -47,7 +48,11 @@ def lft_backup(obj, output):
         with open(output, "w", encoding="utf-8") as fh:
             fh.write(text)
         click.echo(f"# saved {len(topo.switches())} switches to {output}", err=True)
-    else:
+    if as_json:
+        import json
+        click.echo(json.dumps({"switches": len(topo.switches()), "file": output,
+                               "text": None if output else text, "unreachable": topo.unreachable}, indent=2))
+    elif not output:
         click.echo(text, nl=False)
     if topo.unreachable:
         raise SystemExit(_cli().EXIT_FABRIC)

@@ -139,8 +139,9 @@ def _discover(transport):
 @click.option("-a", "--all", "dump_all", is_flag=True, help="Also LIDs without a valid port (dump_lfts -a).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write to FILE instead of stdout.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: every switch's routed LIDs.")
 @click.pass_obj
-def lft_dump(obj, dump_all, output):
+def lft_dump(obj, dump_all, output, as_json):
     """Dump every switch's LFT as dump_lfts does: OpenSM loads it with `-R file -U FILE`."""
 
     def work():
@@ -153,12 +154,18 @@ def lft_dump(obj, dump_all, output):
         if errors:
             raise _Problem("reading LFTs: " + "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
         index = lid_index(topo)
-        lines = []
+        lines, doc = [], []
         for n in sws:
             top = min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX)
             table = b"".join(got[(n.guid, b)] for b in range(top // fw.LFT_BLOCK_SIZE + 1))
             lines += format_lft(dump_portid_str(n.path), n.guid, n.description, top, table, n.num_ports,
                                 dump_all=dump_all, dest=DestResolver(index))
+            doc.append({"guid": f"{n.guid:#018x}", "description": n.description,
+                        "path": ",".join(map(str, n.path)), "linear_fdb_top": top,
+                        "lft": {str(lid): table[lid] for lid in range(top + 1) if table[lid] <= n.num_ports}})
+        if as_json:
+            import json
+            return json.dumps({"switches": doc, "unreachable": topo.unreachable}, indent=2) + "\n", topo
         return "\n".join(lines) + "\n", topo
 
     text, topo = _run(work)

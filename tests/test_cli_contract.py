@@ -1,0 +1,49 @@
+"""The scripting contract of the CLI: every command takes --json and then prints exactly
+one JSON document on stdout; exit codes are the documented ones; shell completion works."""
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from smagent.cli import EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_OK, main
+
+
+def _commands(cmd=main, path=()):
+    if isinstance(cmd, click.Group):
+        for name, sub in sorted(cmd.commands.items()):
+            yield from _commands(sub, path + (name,))
+    else:
+        yield path, cmd
+
+
+def test_every_command_takes_json():
+    missing = [" ".join(p) for p, c in _commands() if not any("--json" in o.opts for o in c.params)]
+    assert missing == []
+
+
+def test_exit_codes_are_the_documented_ones():
+    assert (EXIT_OK, EXIT_DEFECTS, EXIT_BAD_INPUT, EXIT_FABRIC) == (0, 1, 2, 3)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "smagent.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args", [
+    ("query", "nodeinfo", "0"), ("discover",), ("sweep", "--dry-run"), ("lft", "show", "0,1"),
+    ("lft", "dump"), ("lft", "backup"), ("mft", "show", "0,1"), ("topology", "generate", "two-switch"),
+    ("verify",),
+])
+def test_json_output_is_one_document(args):
+    r = run(*args, "--json")
+    assert r.returncode in (EXIT_OK, EXIT_DEFECTS), r.stderr
+    json.loads(r.stdout)  # exactly one document: json.loads refuses trailing data
+
+
+def test_shell_completion():
+    env = {"_SMAGENT_COMPLETE": "bash_complete", "COMP_WORDS": "smagent sw", "COMP_CWORD": "1", "PATH": ""}
+    r = subprocess.run([sys.executable, "-c", "from smagent.cli import main; main(prog_name='smagent')"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert "sweep" in r.stdout
