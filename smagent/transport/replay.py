@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 
 from mad import smp as smpcodec
 from mad.attributes import ATTRIBUTE_NAMES
@@ -32,7 +31,8 @@ from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method, MgmtClass, method_name
 from smagent.pcap import CaptureError, read_capture
-from smagent.transport.base import UMAD_STATUS_TIMEOUT, Transport, TransportError
+from smagent.transport.base import TransportError
+from smagent.transport.immediate import ImmediateTransport
 
 _SM_CLASSES = (MgmtClass.SUBN_LID_ROUTED, MgmtClass.SUBN_DIRECTED_ROUTE)
 _REQUEST_METHODS = (Method.GET, Method.SET)
@@ -137,7 +137,7 @@ class ReplayIndex:
         return self.requests
 
 
-class ReplayTransport(Transport):
+class ReplayTransport(ImmediateTransport):
     """Answers SMPs from a recorded capture (see the module docstring)."""
 
     name = "replay"
@@ -151,12 +151,11 @@ class ReplayTransport(Transport):
                 self.recorder.close()
             raise
         self.fixture = self.index.path
-        self._queue: list[tuple[bytes, int]] = []
 
     def describe(self) -> str:
         return f"replay of {self.fixture} ({self.index.requests} recorded requests)"
 
-    def _send(self, raw: bytes, dlid: int) -> None:
+    def _answer(self, raw: bytes, dlid: int) -> bytes | None:
         key = exchange_key(raw, dlid)
         if raw[3] == Method.SET:
             raise ReplayRefusesSet(
@@ -169,20 +168,10 @@ class ReplayTransport(Transport):
                 f"({self.index.requests} recorded requests): was it recorded on this fabric, "
                 f"with the same commands and options?")
         if ex.response is None:
-            self._queue.append((raw, UMAD_STATUS_TIMEOUT))  # undelivered then: undelivered now
-            return
+            return None  # undelivered then: undelivered now
         resp = bytearray(ex.response)
         resp[8:16] = raw[8:16]  # the request's TID
-        self._queue.append((bytes(resp), 0))
-
-    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
-        if not self._queue:
-            # every send is answered at once: nothing queued means nothing is coming
-            if timeout_s > 0:
-                time.sleep(timeout_s)
-            return []
-        q, self._queue = self._queue, []
-        return q
+        return bytes(resp)
 
 
 __all__ = ["ReplayTransport", "ReplayIndex", "ReplayMiss", "ReplayRefusesSet", "exchange_key", "describe_key"]

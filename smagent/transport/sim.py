@@ -4,13 +4,11 @@ ibsim's umad2sim does, so the base class retries or reports a timeout."""
 from __future__ import annotations
 
 import os
-import time
 
 from smagent.fabric import Fabric
 from smagent.sim import SimFabric
-from smagent.transport.base import (
-    DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, UMAD_STATUS_TIMEOUT, Transport,
-)
+from smagent.transport.base import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW
+from smagent.transport.immediate import ImmediateTransport
 
 
 def _parse_local(local, sim: SimFabric) -> tuple[str, int]:
@@ -27,7 +25,7 @@ def _parse_local(local, sim: SimFabric) -> tuple[str, int]:
     return name, int(port)
 
 
-class SimTransport(Transport):
+class SimTransport(ImmediateTransport):
     """Transport into an in-process simulated fabric.
 
     `topology`: a SimFabric, a Fabric, a topology file path or text, or None for the
@@ -55,29 +53,14 @@ class SimTransport(Transport):
         self._ingress = self.sim.resolve(self.local)
         if attach_sm and not self._ingress[0].sm.get(self._ingress[0].lid_port(self._ingress[1])):
             self.sim.attach_sm(self.local)
-        self._queue: list[tuple[bytes, int]] = []
 
     @property
     def local_lid(self) -> int:
         node, port = self._ingress
         return node.pi[node.lid_port(port)].lid
 
-    def _send(self, raw: bytes, dlid: int) -> None:
-        resp = self.sim.handle(raw, self._ingress, dlid)
-        if resp is None:
-            self._queue.append((raw, UMAD_STATUS_TIMEOUT))  # umad hands the send back
-        else:
-            self._queue.append((resp, 0))
-
-    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
-        if not self._queue:
-            # Every send answers at once, so an empty queue means nothing is coming:
-            # wait out the caller's deadline instead of spinning.
-            if timeout_s > 0:
-                time.sleep(timeout_s)
-            return []
-        q, self._queue = self._queue, []
-        return q
+    def _answer(self, raw: bytes, dlid: int) -> bytes | None:
+        return self.sim.handle(raw, self._ingress, dlid)  # None: lost, umad hands the send back
 
 
 __all__ = ["SimTransport"]

@@ -1,0 +1,33 @@
+"""Transports that answer inside `_send` (the simulator, a replayed recording): the
+answers wait in a queue until the base class asks for them."""
+from __future__ import annotations
+
+import time
+
+from smagent.transport.base import UMAD_STATUS_TIMEOUT, Transport
+
+
+class ImmediateTransport(Transport):
+    """Subclasses implement `_answer(raw, dlid) -> response bytes | None`; None hands the
+    request back undelivered (umad status 110), as umad2sim does."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._queue: list[tuple[bytes, int]] = []
+
+    def _answer(self, raw: bytes, dlid: int) -> bytes | None:
+        raise NotImplementedError
+
+    def _send(self, raw: bytes, dlid: int) -> None:
+        resp = self._answer(raw, dlid)
+        self._queue.append((raw, UMAD_STATUS_TIMEOUT) if resp is None else (resp, 0))
+
+    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
+        if not self._queue:
+            # every send is answered at once, so an empty queue means nothing is coming:
+            # wait out the caller's deadline instead of spinning
+            if timeout_s > 0:
+                time.sleep(timeout_s)
+            return []
+        q, self._queue = self._queue, []
+        return q
