@@ -538,7 +538,7 @@ def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
 
 
 def _read_mfts(transport: Transport, topo) -> dict[int, dict[int, frozenset]]:
-    from smagent.commands.tables_cmd import mft_blocks_to_read
+    from smagent.tableops import mft_blocks_to_read
     keys, reqs = [], []
     for n in topo.switches():
         si = n.switch_info

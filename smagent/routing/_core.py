@@ -40,6 +40,7 @@ where the fabric has them.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 
 from smagent.routing import NO_PORT, RouteTable, RoutingError, RoutingInput
@@ -322,34 +323,55 @@ def _assign_lmc(G: Graph, x: int, counted, uncounted, load: list[int], table: by
     """LMC > 0: pass i routes every CA port's i-th LID, in the global order; a port's
     later LIDs prefer neighbours its earlier LIDs did not go to (path diversity), then
     the least-loaded exit, then ports from the previous LID's port + 1 on. Switch LIDs
-    (one each) are routed after the first pass, as in OpenSM."""
-    ports_of: dict[int, list[int]] = {}
-    for ports, dests, _l in counted:
-        for d in dests:
-            ports_of[d] = ports
+    (one each) are routed after the first pass, as in OpenSM.
+
+    Components of overlapping candidate sets are independent (disjoint ports, and a CA
+    port's LIDs all share one candidate set), so each is done on its own: a single
+    forced port in bulk; pass 0 of a single group with `fill` (nothing is used yet,
+    so OpenSM's scan is plain least-loaded-lowest-port); the rest LID by LID."""
     nbr = G.port_nbr[x]
     nports = G.rin.num_ports[G.guids[x]] + 1
-    dests = sorted(ports_of)
-    passes = max((len(h) for d in dests for h in G.home_lids[d]), default=0)
-    used: dict[tuple[int, int], Counter] = {}
-    prev: dict[tuple[int, int], int] = {}
-    for i in range(passes):
-        for d in dests:
-            ports = ports_of[d]
-            for hi, lids in enumerate(G.home_lids[d]):
-                if i >= len(lids):
-                    continue
-                key = (d, hi)
-                u = used.setdefault(key, Counter())
-                start = prev[key] + 1 if i else 1
-                best = _lmc_choice(ports, load, u, nbr, start, nports)
-                table[lids[i]] = best
-                load[best] += 1
-                u[nbr.get(best, -1)] += 1
-                prev[key] = best
+    work = []  # per component: (ports_of dest, dests in order, passes)
+    for comp in _components_of(counted):
+        groups = [counted[i] for i in comp]
+        if len(groups) == 1 and len(groups[0][0]) == 1:
+            p = groups[0][0][0]
+            lids = groups[0][2]
+            for lid in lids:
+                table[lid] = p
+            load[p] += len(lids)
+            continue
+        ports_of = {d: ports for ports, dests, _l in groups for d in dests}
+        dests = sorted(ports_of)
+        passes = max((len(h) for d in dests for h in G.home_lids[d]), default=0)
+        work.append((groups, ports_of, dests, passes, {}, {}))
+    for i in range(max((w[3] for w in work), default=0)):
+        for groups, ports_of, dests, passes, used, prev in work:
+            if i >= passes:
+                continue
+            if i == 0 and len(groups) == 1:
+                ports = groups[0][0]
+                firsts = [(d, hi, lids[0]) for d in dests for hi, lids in enumerate(G.home_lids[d])]
+                for (d, hi, lid), p in zip(firsts, fill(ports, load, len(firsts))):
+                    table[lid] = p
+                    used[(d, hi)] = Counter({nbr.get(p, -1): 1})
+                    prev[(d, hi)] = p
+                continue
+            for d in dests:
+                ports = ports_of[d]
+                for hi, lids in enumerate(G.home_lids[d]):
+                    if i >= len(lids):
+                        continue
+                    key = (d, hi)
+                    u = used.setdefault(key, Counter())
+                    best = _lmc_choice(ports, load, u, nbr, prev[key] + 1 if i else 1, nports)
+                    table[lids[i]] = best
+                    load[best] += 1
+                    u[nbr.get(best, -1)] += 1
+                    prev[key] = best
         if i == 0:
             _assign_uncounted(uncounted, load, table)
-    if passes == 0:
+    if not work:
         _assign_uncounted(uncounted, load, table)
 
 
@@ -370,13 +392,11 @@ def _lmc_choice(ports: list[int], load: list[int], used: Counter, nbr: dict[int,
     found); otherwise the least-loaded port, replaced by a later equally loaded one
     only if its neighbour's use count is below the smallest use count seen so far in
     the scan (OpenSM's least_forwarded_to, which also remembers busier ports)."""
-    cand = set(ports)
+    start %= nports
+    k = bisect_left(ports, start)
     least_paths = least_other = least_fwd = 1 << 62
     best = best_other = None
-    for i in range(start, start + nports):
-        p = i % nports
-        if p == 0 or p not in cand:
-            continue
+    for p in ports[k:] + ports[:k]:  # the candidates in scan order: start, start+1, ... round
         c = load[p]
         f = used[nbr.get(p, -1)]
         if not f:

@@ -26,9 +26,17 @@ up first must not take it: a packet that arrived at it going down would then tur
 Among the ports that qualify, LIDs are balanced exactly as minhop balances them
 (`smagent.routing._core`).
 
-Failure. If some switch has no legal path to a switch it is connected to (possible
-with several badly placed roots given by hand), routing fails with a `RoutingError`
-naming the pair: we never fall back to another engine.
+Switch-to-switch pairs without a legal path. With several roots some exist: spine to
+spine in a fat tree (down to a leaf, then up). OpenSM leaves those LIDs unrouted; we
+route them along a shortest path through a neighbour that has a route (`extend_routes`).
+Only the switch's own port 0 (management) traffic takes such an entry: a legal route
+never enters it, so no CA traffic crosses the down-then-up turn and the channel
+dependency graph of data traffic stays acyclic (`smagent verify` builds it from CA
+traffic for that reason).
+
+Failure. If a switch with CAs has no legal path to some LID (possible with badly placed
+roots given by hand), routing fails with a `RoutingError` naming the pair: we never
+fall back to another engine (OpenSM silently falls back to minhop).
 """
 from __future__ import annotations
 
