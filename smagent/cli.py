@@ -305,7 +305,8 @@ def _topology_json(topo) -> dict:
 @click.option("--lmc", type=int, default=0, show_default=True, help="LMC for channel adapter ports (0-7).")
 @click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
               help="guid2lid file (OpenSM's format) to keep LIDs across runs.")
-@click.option("--routing", "engine", default="minhop", show_default=True, help="Routing engine.")
+@click.option("--routing", "engine", default="minhop", show_default=True,
+              help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | file:PATH (an lft dump).")
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
 @click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None,
               help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "

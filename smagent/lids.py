@@ -105,21 +105,20 @@ def assign(ports, *, lmc: int = 0, limit: int = UNICAST_LID_MAX, persisted=None)
             elif source == "file":
                 notes.append(f"port {guid:#018x}: LID {want:#x} from the LID file conflicts or is out of range "
                              f"(limit {limit:#x}, LMC {lmc}); reassigned")
-    # 3. the rest: lowest free aligned range
-    nxt = 1
+    # 3. the rest: lowest free aligned range. One pointer per range size: everything
+    # below it is taken for that size, so a fabric of N ports costs O(N), not O(N^2).
+    nxt: dict[int, int] = {}
     for guid, _sw, _cur in ports:
         if guid in lids:
             continue
         n = size[guid]
-        base = max(nxt, 1)
-        base = -(-base // n) * n
+        base = nxt.get(n, n if n > 1 else 1)
         while not fits(guid, base):
             base += n
             if base + n - 1 > limit:
                 raise LidError(f"out of LIDs: {len(ports)} ports with LMC {lmc} do not fit under LID {limit:#x} "
                                f"(the smallest LinearFDBCap of the fabric)")
         take(guid, base)
-        if n == 1:
-            nxt = base + 1
+        nxt[n] = base + n
     top = max(used) if used else 0
     return LidPlan(lids, lmc, top, notes)

@@ -280,8 +280,10 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         unrouted = [(g, lid) for g in rin.switches for lid in rin.lid_homes if lid not in routes[g]]
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
-            r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: the switch graph is split "
-                              f"(switches without a path to some LIDs: {', '.join(names[:5])})")
+            cause = ("the routing file has no entry for them" if opts.routing.startswith("file:")
+                     else "the switch graph is split")
+            r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
+                              f"(switches missing routes: {', '.join(names[:5])})")
 
     # ports: LID/LMC/MasterSMLID and INIT -> ARMED
     for n in topo.nodes.values():
