@@ -142,15 +142,23 @@ def apply_restore(transport, plan: RestorePlan, journal: "Journal | None" = None
 # ---------------------------------------------------------------------------------------
 # block-level save before an apply
 # ---------------------------------------------------------------------------------------
-def save_before_apply(transport, topology, changes, directory) -> Path | None:
+def save_before_apply(transport, topology, changes, directory, *, read_above_top: bool = False) -> Path | None:
     """Save the current content of every LFT block ``changes`` (BlockChange list) is
     about to overwrite into a new JSON file under ``directory``; returns its path (None
-    when there is nothing to save). Blocks with ``old`` None are read first; raises
-    RestoreFailed if one cannot be read (better not to apply what cannot be undone)."""
+    when there is nothing to save). Blocks with ``old`` None lie above the switch's
+    LinearFDBTop (not in use); they are skipped unless ``read_above_top``, which reads
+    them first. Raises RestoreFailed if a block cannot be read (better not to apply what
+    cannot be undone)."""
     if not changes:
         return None
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    if not read_above_top:
+        # blocks above a switch's LinearFDBTop forward nothing: what they held is not a
+        # table anyone used, and reading them all doubles the SMPs of a first sweep
+        changes = [c for c in changes if c.old is not None]
+        if not changes:
+            return None
     unread = [(c.switch, c.path, c.block) for c in changes if c.old is None]
     got, errors = tables.read_lft_blocks(transport, unread) if unread else ({}, [])
     if errors:
@@ -251,6 +259,12 @@ class Journal:
         self._need()
         self._record({"event": "written", "switch": f"0x{switch:016x}", "block": block})
 
+    def written_many(self, blocks) -> None:
+        """Record many confirmed (switch, block) writes with one fsync: a batch of Sets
+        comes back together, and an fsync per block costs more than the Sets."""
+        self._need()
+        self._record(*({"event": "written", "switch": f"0x{sw:016x}", "block": b} for sw, b in blocks))
+
     def done(self) -> None:
         self._need()
         self._record({"event": "done", "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -271,8 +285,10 @@ class Journal:
         if self._f is None:
             raise RuntimeError("journal: begin() first")
 
-    def _record(self, obj) -> None:
-        self._f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    def _record(self, *objs) -> None:
+        if not objs:
+            return
+        self._f.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
         self._f.flush()
         os.fsync(self._f.fileno())
 

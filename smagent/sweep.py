@@ -277,7 +277,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             for g, entries in resolved.static_lft.items():  # static entries override routing
                 routes[g] = {**dict(routes.get(g, {}).items()), **entries}
                 plan_.top = max(plan_.top, max(entries))
-        unrouted = [(g, lid) for g in rin.switches for lid in rin.lid_homes if lid not in routes[g]]
+        unrouted = _unrouted(rin, routes)
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
             cause = ("the routing file has no entry for them" if opts.routing.startswith("file:")
@@ -427,6 +427,24 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     return r
 
 
+def _unrouted(rin, routes) -> list[tuple[int, int]]:
+    """(switch, LID) pairs with no route; for an LFT image, looked up in C, not per LID."""
+    import operator
+    homes = sorted(rin.lid_homes)
+    if not homes:
+        return []
+    pick = operator.itemgetter(*homes) if len(homes) > 1 else (lambda b: (b[homes[0]],))
+    out = []
+    for g in rin.switches:
+        table = routes.get(g, {})
+        image = getattr(table, "ports", None)
+        if isinstance(image, (bytes, bytearray)) and len(image) > homes[-1]:
+            if fw.LFT_NO_PORT not in pick(image):
+                continue
+        out += [(g, lid) for lid in homes if lid not in table]
+    return out
+
+
 def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:
     pi = c.current
     fields = dict(port_state=state, port_physical_state=0, link_down_default_state=0,
@@ -521,8 +539,7 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         written, problems = tables.write_lft_blocks(transport, r.lft_changes)
         r.problems += problems
         if journal is not None:
-            for c in written:
-                journal.written(c.switch, c.block)
+            journal.written_many((c.switch, c.block) for c in written)
             if not problems:
                 journal.done()  # a failed apply stays pending: the next sweep says so
             journal.close()

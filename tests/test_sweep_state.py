@@ -39,3 +39,19 @@ def test_missing_ports_keep_their_lids(tmp_path):
     table = lids.load_guid2lid(lid_file)
     assert table[ghost] == (0x40, 0x40)  # still there for when it comes back
     assert len(table) > 1
+
+
+def test_blocks_above_top_are_not_read_to_be_saved(tmp_path):
+    """A first sweep writes blocks above each switch's LinearFDBTop (old content None: not
+    in use); saving them would mean reading them all, for nothing anyone used."""
+    from smagent import tables
+
+    class NoTransport:  # any read would fail loudly
+        def execute(self, reqs):
+            raise AssertionError("nothing should be read")
+
+    above = tables.BlockChange(0x20, "S", (0, 1), 5, None, b"\x01" * 64)
+    live = tables.BlockChange(0x20, "S", (0, 1), 0, b"\xff" * 64, b"\x02" * 64)
+    path = backup.save_before_apply(NoTransport(), None, [above, live], tmp_path)
+    assert [(c.block, c.new) for c in backup.load_block_backup(path)] == [(0, b"\xff" * 64)]
+    assert backup.save_before_apply(NoTransport(), None, [above], tmp_path) is None
