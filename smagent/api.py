@@ -121,9 +121,12 @@ class Session:
 
 def connect(transport: str = "sim", *, topology=None, fixture=None, ca=None, port=None, record=None,
             window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES,
-            m_key: int = 0) -> Session:
+            m_key: int = 0, m_key_file=None) -> Session:
     """Open a session. ``transport``: "sim" (in-process simulator; ``topology`` a net file,
-    default the bundled one), "umad" (live, ``ca``/``port``), or "replay" (``fixture``)."""
+    default the bundled one), "umad" (live, ``ca``/``port``), or "replay" (``fixture``).
+    ``m_key``: the M_Key for every SMP; ``m_key_file``: keys per node GUID (format in
+    `smagent.mkeys`; a bad file raises BadInput naming file:line)."""
     t = _translate(open_transport, transport, ca=ca, port=port, topology=topology, fixture=fixture,
-                   record=record, window=window, timeout_ms=timeout_ms, retries=retries, m_key=m_key)
+                   record=record, window=window, timeout_ms=timeout_ms, retries=retries, m_key=m_key,
+                   m_key_file=m_key_file)
     return Session(t)

@@ -45,7 +45,8 @@ class Context:
                 self._session = api.connect(
                     o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"],
                     fixture=o["fixture"], record=o["record"], window=o["window"],
-                    timeout_ms=o["timeout"], retries=o["retries"], m_key=o["mkey"])
+                    timeout_ms=o["timeout"], retries=o["retries"], m_key=o["mkey"],
+                    m_key_file=o["mkey_file"])
             except api.BadInput as e:
                 raise BadInput(str(e)) from None
             except api.FabricFailure as e:
@@ -83,7 +84,11 @@ def _int(ctx, param, value):
 @click.option("--window", type=click.IntRange(1, 256), default=8, show_default=True, help="SMPs in flight.")
 @click.option("--timeout", type=click.IntRange(1, 60000), default=200, show_default=True, help="Per-SMP timeout, ms.")
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True, help="Retries per SMP.")
-@click.option("--mkey", default="0", callback=_int, help="M_Key to put in every SMP.")
+@click.option("--mkey", default="0", callback=_int,
+              help="M_Key for every SMP (with --mkey-file: for the nodes the file does not name).")
+@click.option("--mkey-file", "mkey_file", type=click.Path(dir_okay=False), default=None,
+              help="M_Keys per node: lines 'GUID MKEY' (node or port GUID, hex) and 'default MKEY'; "
+                   "see smagent.mkeys.")
 @click.pass_context
 def main(ctx, **opts):
     """smagent: discover, route and program an InfiniBand subnet over SMPs."""

@@ -4,6 +4,14 @@ Level by level: a NodeInfo Get down every new path (one batch), then, for the no
 seen for the first time, NodeDescription, PortInfo of their ports and SwitchInfo (a
 second batch). A GUID seen again is a loop or a parallel link: we record the link,
 never a second node. Every node keeps the first (so a shortest) DR path that reached it.
+
+M_Keys (`smagent.mkeys`): a NodeInfo goes out with the key the transport's key chain
+has for its path (the default, for a path never seen). The answer names the node, and
+the chain learns the node's key for that path, so every later SMP there (this module's
+Gets, a sweep's Sets) carries it. A path that does not answer is asked once more with
+each other key the chain holds (one batch for the whole level); the key it answers is
+learnt for that path and the node's GUID. A node that answers no key is listed in
+`Topology.unreachable` with where it is (DR path, behind which node and port).
 """
 from __future__ import annotations
 
@@ -14,9 +22,12 @@ from mad.attributes import AttrID, NodeType, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from mad import smp as smpcodec
-from smagent.transport.base import Request, Transport
+from smagent.transport.base import Request, SmpTimeout, Transport
 
 PHYS_LINK_UP = 5
+
+NO_ANSWER = ("no response: the node did not answer; if its port is M_Key-protected the key was refused "
+             "(protected SMAs drop SMPs with a wrong M_Key)")
 
 
 @dataclasses.dataclass
@@ -80,6 +91,36 @@ def _get(attr_id, path, modifier=0) -> Request:
     return Request(smpcodec.dr(Method.GET, attr_id, path, modifier))
 
 
+def _node_infos(transport: Transport, paths: list[tuple[int, ...]]) -> tuple[list, dict]:
+    """NodeInfo down every path, one batch. A path that times out is tried once more
+    with each other candidate M_Key of the transport's key chain (one batch); the key
+    it answers is learnt for the path and the node. Every node that answers has its
+    key learnt for its path. Returns (replies in order, {path: keys tried} for those
+    that never answered)."""
+    keys = transport.keys
+    replies = transport.execute([_get(AttrID.NODE_INFO, p) for p in paths])
+    tried: dict[tuple[int, ...], int] = {}
+    lost = [i for i, r in enumerate(replies) if isinstance(r.error, SmpTimeout)]
+    if lost:
+        cands = keys.candidates()
+        probes = [(i, k) for i in lost for k in cands if k != replies[i].request.smp.m_key]
+        for i in lost:
+            tried[paths[i]] = 1 + sum(1 for j, _k in probes if j == i)
+        if probes:
+            reqs = [Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, paths[i], m_key=k)) for i, k in probes]
+            for (i, k), r in zip(probes, transport.execute(reqs, retries=0)):
+                if r.ok and not replies[i].ok:
+                    replies[i] = r
+                    ni = r.value()
+                    keys.learn(path=paths[i], guid=ni.node_guid, port_guid=ni.port_guid, key=k)
+                    tried.pop(paths[i], None)
+    for p, r in zip(paths, replies):
+        if r.ok and keys.per_node:  # (re-)learnt: a path may lead elsewhere since the last discovery
+            ni = r.value()
+            keys.learn(path=p, guid=ni.node_guid, port_guid=ni.port_guid)
+    return replies, tried
+
+
 def _port_up(pi) -> bool:
     return pi.port_state != PortState.DOWN or pi.port_physical_state == PHYS_LINK_UP
 
@@ -96,7 +137,10 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     links: dict[tuple[int, int], tuple[int, int]] = {}
     unreachable: list[str] = []
 
-    root = transport.execute([_get(AttrID.NODE_INFO, (0,))], check=True)[0].value()
+    (root_reply,), _ = _node_infos(transport, [(0,)])
+    if isinstance(root_reply.error, SmpTimeout):
+        raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}")
+    root = root_reply.value()  # the local port must answer: raise if not
     local = (root.node_guid, root.local_port_num)
     # frontier entries: (path, parent guid, parent exit port)
     frontier: list[tuple[tuple[int, ...], int | None, int | None]] = [((0,), None, None)]
@@ -104,15 +148,19 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     while frontier:
         # 1. NodeInfo down every path of the frontier (the root's we already have)
         todo = [f for f in frontier if f[0] not in first_infos]
-        replies = transport.execute([_get(AttrID.NODE_INFO, f[0]) for f in todo])
+        replies, tried = _node_infos(transport, [f[0] for f in todo]) if todo else ([], {})
         infos = dict(first_infos)
         first_infos = {}
         for f, r in zip(todo, replies):
             if r.ok:
                 infos[f[0]] = r.value()
             else:
-                where = f" (behind {nodes[f[1]].description} port {f[2]})" if f[1] in nodes else ""
-                unreachable.append(f"DR {','.join(map(str, f[0]))}{where}: {r.error}")
+                where = f" (behind {nodes[f[1]].description or hex(f[1])} port {f[2]})" if f[1] in nodes else ""
+                why = r.error
+                if isinstance(why, SmpTimeout):
+                    n = tried.get(f[0], 1)
+                    why = NO_ANSWER + (f"; {n} M_Keys tried" if n > 1 else "")
+                unreachable.append(f"DR {','.join(map(str, f[0]))}{where}: {why}")
         new_nodes: list[DNode] = []
         new_ca_ports: list[tuple[DNode, int]] = []
         for path, parent, pport in frontier:

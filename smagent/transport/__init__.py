@@ -11,25 +11,38 @@ KINDS = ("sim", "umad", "replay")
 
 def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixture=None, record=None,
                    window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                   retries: int = DEFAULT_RETRIES, m_key: int = 0, local=None) -> Transport:
-    """Open a transport by name. Import lazily: `sim` needs no libibumad, `umad` no topology."""
+                   retries: int = DEFAULT_RETRIES, m_key: int = 0, m_key_file=None, keys=None,
+                   local=None) -> Transport:
+    """Open a transport by name. Import lazily: `sim` needs no libibumad, `umad` no topology.
+
+    M_Keys: ``m_key`` (``--mkey``) for every SMP, ``m_key_file`` (``--mkey-file``, see
+    `smagent.mkeys`) per node, or a ready `smagent.mkeys.KeyChain` as ``keys``. The file
+    is read (and checked) before anything is opened; its errors are ValueErrors."""
+    from smagent import mkeys
+    if keys is None:
+        keys = mkeys.keychain(m_key, m_key_file)
+    elif m_key:
+        keys.default = m_key
     recorder = None
     if record:
         from smagent.pcap import CaptureWriter
         recorder = CaptureWriter(record)
-    common = dict(window=window, timeout_ms=timeout_ms, retries=retries, recorder=recorder, m_key=m_key)
+    common = dict(window=window, timeout_ms=timeout_ms, retries=retries, recorder=recorder)
     if kind == "umad":
         from smagent.transport.umad import UmadTransport
-        return UmadTransport(ca=ca, port=port, **common)
-    if kind == "sim":
+        t = UmadTransport(ca=ca, port=port, **common)
+    elif kind == "sim":
         from smagent.transport.sim import SimTransport
-        return SimTransport(topology=topology, local=local, **common)
-    if kind == "replay":
+        t = SimTransport(topology=topology, local=local, **common)
+    elif kind == "replay":
         from smagent.transport.replay import ReplayTransport
         if not fixture:
             raise ValueError("--transport replay needs --fixture FILE")
-        return ReplayTransport(fixture, **common)
-    raise ValueError(f"unknown transport {kind!r}: choose one of {', '.join(KINDS)}")
+        t = ReplayTransport(fixture, **common)
+    else:
+        raise ValueError(f"unknown transport {kind!r}: choose one of {', '.join(KINDS)}")
+    t.keys = keys
+    return t
 
 
 __all__ = ["open_transport", "Transport", "Request", "Reply", "TransportError", "SmpTimeout",

@@ -4,6 +4,13 @@ The base class owns everything that is the same for every fabric: the window of
 outstanding SMPs, matching replies by the low 32 bits of the TID, per-request
 timeouts, retries of timeouts and busy replies, counting, and recording. A backend
 only moves bytes: `_send(raw, dlid)` and `_recv(timeout_s)`.
+
+M_Keys: every SMP that carries none (0) gets its key from `Transport.keys`, a
+`smagent.mkeys.KeyChain`: by DR path for directed route, by DLID for LID-routed. When
+keys differ per node, a PortInfo response through a path whose node is known maps that
+port's LIDs to the node's key, so LID-routed SMPs (and the LIDs a sweep assigns) find
+it. Keys are secrets: no message here shows one (`Request.describe` names the method,
+attribute, modifier and destination only).
 """
 from __future__ import annotations
 
@@ -14,14 +21,22 @@ from typing import Callable, Iterable, Sequence
 
 from mad import smp as smpcodec
 from mad.errors import MadError
+from mad.attributes import AttrID
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import method_name
+from mad.header import Method, method_name
+from smagent.mkeys import KeyChain
 
 UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back an undelivered send
 
 DEFAULT_WINDOW = 8
 DEFAULT_TIMEOUT_MS = 200
 DEFAULT_RETRIES = 3
+
+# What a timeout may mean besides a lost packet: said when a Set or TrapRepress times out
+MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
+             "(protected SMAs drop SMPs with a wrong M_Key)")
+_PORT_INFO = int(AttrID.PORT_INFO)
+_WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
 
 
 class TransportError(RuntimeError):
@@ -48,9 +63,13 @@ class Request:
     dlid: int = PERMISSIVE_LID
 
     def describe(self) -> str:
+        """Method, attribute, modifier and destination: never the M_Key."""
         s = self.smp
         where = s.target() if s.directed else f"LID {self.dlid}"
         return f"{s.method_name}({s.attribute_name}, modifier {s.attribute_modifier:#x}) to {where}"
+
+    def __repr__(self) -> str:  # not the SMP's fields: they hold its M_Key
+        return f"Request({self.describe()})"
 
 
 @dataclasses.dataclass(slots=True)
@@ -62,6 +81,9 @@ class Reply:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def __repr__(self) -> str:  # not the SMPs' fields: they hold the M_Key
+        return f"Reply({self.request.describe()}: {'ok' if self.error is None else self.error})"
 
     def value(self):
         """The decoded attribute of the response, or raise the error."""
@@ -95,7 +117,7 @@ class Transport:
     name = "base"
 
     def __init__(self, *, window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 retries: int = DEFAULT_RETRIES, recorder=None, m_key: int = 0):
+                 retries: int = DEFAULT_RETRIES, recorder=None, m_key: int = 0, keys: KeyChain | None = None):
         if window < 1:
             raise ValueError("window must be at least 1")
         if timeout_ms < 1:
@@ -104,9 +126,21 @@ class Transport:
             raise ValueError("retries must be 0 or more")
         self.window, self.timeout_ms, self.retries = window, timeout_ms, retries
         self.recorder = recorder
-        self.m_key = m_key
+        # the M_Key of every SMP that carries none; `m_key` is its default
+        self.keys = keys if keys is not None else KeyChain()
+        if m_key:
+            self.keys.default = m_key
         self.stats = Stats()
         self.on_send: Callable[[object], None] | None = None  # hook for tests and dry runs
+
+    @property
+    def m_key(self) -> int:
+        """The default M_Key (``--mkey``): for SMPs the key chain knows nothing better for."""
+        return self.keys.default
+
+    @m_key.setter
+    def m_key(self, key: int) -> None:
+        self.keys.default = key
 
     # -- backend hooks --------------------------------------------------------------
     def _send(self, raw: bytes, dlid: int) -> None:
@@ -128,10 +162,13 @@ class Transport:
         self.close()
 
     # -- the interface ----------------------------------------------------------------
-    def execute(self, requests: Sequence[Request] | Iterable[Request], *, check: bool = False) -> list[Reply]:
+    def execute(self, requests: Sequence[Request] | Iterable[Request], *, check: bool = False,
+                retries: int | None = None) -> list[Reply]:
         """Send every request, keeping up to ``window`` in flight; return one Reply per
-        request, in order. With ``check`` the first failure is raised instead."""
+        request, in order. With ``check`` the first failure is raised instead.
+        ``retries`` overrides the transport's for this batch (0: one try each)."""
         reqs = list(requests)
+        retries = self.retries if retries is None else retries
         replies = [Reply(r) for r in reqs]
         pending = collections.deque(range(len(reqs)))
         inflight: dict[int, list] = {}  # tid32 -> [index, deadline, attempts]
@@ -151,7 +188,7 @@ class Transport:
                 i, _deadline, attempts = slot
                 if status == UMAD_STATUS_TIMEOUT:
                     del inflight[tid32]
-                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, timeout_s, pending)
+                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, timeout_s, retries)
                     continue
                 try:
                     resp = smpcodec.decode(raw)
@@ -167,12 +204,14 @@ class Transport:
                 if self.recorder is not None:
                     self.recorder.write(raw, inbound=True, dlid=reqs[i].dlid)
                 st = resp.status_info
-                if st.busy and attempts < self.retries:
+                if st.busy and attempts < retries:
                     stats.busy += 1
                     stats.retries += 1
                     self._post(reqs[i], inflight, i, attempts + 1, timeout_s)
                     continue
                 replies[i].response = resp
+                if st.ok and resp.attribute_id == _PORT_INFO and resp.directed and self.keys.per_node:
+                    self._learn_lids(reqs[i], resp)
                 if not st.ok:
                     stats.errors += 1
                     replies[i].error = SmpStatusError(
@@ -181,7 +220,7 @@ class Transport:
             for tid32, (i, deadline, attempts) in list(inflight.items()):
                 if deadline <= now:
                     del inflight[tid32]
-                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, timeout_s, pending)
+                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, timeout_s, retries)
         if check:
             for r in replies:
                 if r.error is not None:
@@ -199,8 +238,12 @@ class Transport:
         if attempts:
             # a fresh TID per retry, so a late answer to the old one is not mistaken
             s.transaction_id = smpcodec.next_tid()
-        if self.m_key and not s.m_key:
-            s.m_key = self.m_key
+        if not s.m_key:
+            keys = self.keys
+            if keys.per_node:
+                s.m_key = keys.for_path(s.path) if s.directed else keys.for_lid(req.dlid)
+            else:
+                s.m_key = keys.default
         raw = smpcodec.encode(s)
         if self.on_send is not None:
             self.on_send(s)
@@ -211,11 +254,31 @@ class Transport:
             self.recorder.write(raw, inbound=False, dlid=req.dlid)
         inflight[s.transaction_id & 0xFFFFFFFF] = [i, time.monotonic() + timeout_s, attempts]
 
-    def _timed_out(self, req, reply, inflight, i, attempts, timeout_s, pending) -> None:
+    def _timed_out(self, req, reply, inflight, i, attempts, timeout_s, retries) -> None:
         self.stats.timeouts += 1
-        if attempts < self.retries:
+        if attempts < retries:
             self.stats.retries += 1
             self._post(req, inflight, i, attempts + 1, timeout_s)
         else:
+            # a Get may die of a lost link as often as of a key; a refused write is the
+            # classic M_Key symptom (levels 0 and 1 answer every Get), so say it there
+            hint = f"; {MKEY_HINT}" if req.smp.method in _WRITES else ""
             reply.error = SmpTimeout(f"{req.describe()}: no response after {attempts + 1} tries "
-                                     f"({self.timeout_ms} ms each)")
+                                     f"({self.timeout_ms} ms each){hint}")
+
+    def _learn_lids(self, req: Request, resp) -> None:
+        """A PortInfo answered through a path whose node's key is known: that port's
+        LIDs take the same key (the LID a Set just assigned included)."""
+        path = req.smp.path
+        keys = self.keys
+        if not keys.path_known(path):
+            return
+        try:
+            pi = resp.attribute()
+        except MadError:
+            return
+        port = resp.attribute_modifier & 0xFF
+        # modifier 0 (a switch's port 0, or the CA port we came in by) or the port we
+        # came in by: a LID of the node at the end of the path
+        if pi.lid and (port == 0 or port == pi.local_port_num):
+            keys.learn(lid=pi.lid, lmc=pi.lmc, key=keys.for_path(path))

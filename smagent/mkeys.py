@@ -1,0 +1,230 @@
+"""M_Keys: which key each SMP carries (IBA 14.2.4).
+
+An SMA whose port has a non-zero M_Key and M_KeyProtectBits > 0 drops, without any
+response, an SMP that does not carry that key (level 0 and 1: Sets only; level 2 and
+3: Gets too). An SM therefore needs the key of every protected node. `--mkey KEY`
+gives one key for every SMP; `--mkey-file FILE` gives one per node.
+
+Key file format (``--mkey-file``)::
+
+    # M_Keys of the fabric: one "GUID MKEY" pair per line
+    default     0x00000000cafe0001      # for every node the file does not name
+    0x0002c90300a1b2c0  0x1122334455667788  # a node GUID: the whole node
+    0002c90300a1b2c1    8877665544332211    # a port GUID: that CA port only
+
+* one entry per line: ``GUID MKEY``, or ``default MKEY`` (at most once);
+* GUIDs and keys are hexadecimal, with or without ``0x``, at most 16 digits; a GUID
+  is not 0; a key of 0 means "no key" (an unprotected port accepts any key);
+* a GUID is a node GUID (a switch: the key of port 0, which guards the whole switch;
+  a CA: the key of every port) or a port GUID (that port of a CA: CA ports are
+  guarded one by one); a port GUID entry wins over its node's;
+* ``#`` starts a comment, to the end of the line; blank lines are ignored;
+* a GUID listed twice is an error (even with the same key).
+
+Errors name the file and line (``keys.txt:3: ...``) and never quote a key. With
+both ``--mkey`` and a file, ``--mkey`` replaces the file's ``default``.
+
+How keys are chosen: discovery first asks a node's NodeInfo with the default key
+(a Get: at levels 0 and 1 it is answered whatever the key). The NodeInfo names the
+node and port GUID, and from then on every SMP down that DR path carries that node's
+key from the file (`KeyChain.learn`). A node that does not answer (level 2 or 3 and
+a wrong key) is asked once more with each other key the chain holds
+(`KeyChain.candidates`); the one it answers is learnt for that path and GUID. LIDs
+map to keys once a PortInfo read through a known path shows them (the transport
+does that), so LID-routed SMPs carry the right key too.
+
+Keys are secrets: nothing here (errors, ``repr``) shows one.
+"""
+from __future__ import annotations
+
+import os
+
+MKEY_BITS = 64
+MKEY_MAX = (1 << MKEY_BITS) - 1
+
+
+class MKeyFileError(ValueError):
+    """A key file that cannot be used (exit status 2 at the CLI); names file:line."""
+
+
+def _check_key(key, what: str = "M_Key") -> int:
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise ValueError(f"{what}: an M_Key is an integer")
+    if not 0 <= key <= MKEY_MAX:
+        raise ValueError(f"{what}: an M_Key is 64 bits (0 .. 2^64-1)")  # never quote the key
+    return key
+
+
+def _hex(token: str) -> int | None:
+    t = token[2:] if token[:2].lower() == "0x" else token
+    if not t or len(t) > 16:
+        return None
+    try:
+        return int(t, 16)
+    except ValueError:
+        return None
+
+
+class KeyChain:
+    """The M_Key for every SMP: a default, keys by node or port GUID, and what
+    discovery learnt about which DR path and which LID leads to which node.
+
+    `for_path(path)` / `for_lid(lid)`: the key for an SMP to that DR path / DLID
+    (the default until something was learnt there). `learn(...)`: remember the key of
+    the node found at a path or LID. `candidates()`: the distinct keys to try on a node
+    that has not said who it is yet."""
+
+    __slots__ = ("_default", "by_guid", "_learnt", "_paths", "_lids", "source")
+
+    def __init__(self, default: int = 0, by_guid: dict | None = None, *, source: str | None = None):
+        self._default = _check_key(default, "--mkey")
+        self.by_guid: dict[int, int] = {}
+        for g, k in (by_guid or {}).items():
+            self.by_guid[int(g)] = _check_key(k, f"key of GUID {int(g):#018x}")
+        self._learnt: dict[int, int] = {}  # GUID -> key a node proved by answering it
+        self._paths: dict[tuple[int, ...], int] = {}
+        self._lids: dict[int, int] = {}
+        self.source = source  # the key file, if any (for messages)
+
+    # -- the default key ----------------------------------------------------------------
+    @property
+    def default(self) -> int:
+        return self._default
+
+    @default.setter
+    def default(self, key: int) -> None:
+        self._default = _check_key(key, "--mkey")
+
+    @property
+    def per_node(self) -> bool:
+        """Whether keys may differ between nodes (a key file, or keys learnt by probing):
+        only then is it worth mapping paths and LIDs."""
+        return bool(self.by_guid or self._learnt)
+
+    # -- lookups ----------------------------------------------------------------------------
+    def key_of(self, guid: int | None = None, port_guid: int | None = None) -> int:
+        """The key of a node (and port): proven keys first, then the file's port GUID
+        entry, its node GUID entry, the default."""
+        for table in (self._learnt, self.by_guid):
+            for g in (port_guid, guid):
+                if g is not None and g in table:
+                    return table[g]
+        return self._default
+
+    def for_path(self, path) -> int:
+        """The key for a directed-route SMP down ``path`` (0, then exit ports)."""
+        if not self._paths:
+            return self._default
+        return self._paths.get(tuple(path), self._default)
+
+    def path_known(self, path) -> bool:
+        return tuple(path) in self._paths
+
+    def for_lid(self, lid: int) -> int:
+        """The key for a LID-routed SMP to ``lid``."""
+        if not self._lids:
+            return self._default
+        return self._lids.get(lid, self._default)
+
+    def candidates(self) -> list[int]:
+        """Distinct non-zero keys to try on a node that has not answered yet: the
+        default first, then every other key the chain holds (0 is never needed: a port
+        without an M_Key accepts any)."""
+        out: list[int] = []
+        for k in (self._default, *self.by_guid.values(), *self._learnt.values()):
+            if k and k not in out:
+                out.append(k)
+        return out
+
+    # -- learning -----------------------------------------------------------------------------
+    def learn(self, *, path=None, lid: int | None = None, lmc: int = 0, guid: int | None = None,
+              port_guid: int | None = None, key: int | None = None) -> int:
+        """Remember which key the node at ``path`` and/or ``lid`` (with ``lmc``: every LID
+        of the port) takes, and return it. With ``key``, that key (proven: the node
+        answered it) is also remembered for ``port_guid`` (else ``guid``); without, the
+        key is the node's from the file (`key_of`), else the default."""
+        if key is None:
+            key = self.key_of(guid, port_guid)
+        else:
+            key = _check_key(key)
+            g = port_guid if port_guid is not None else guid
+            if g is not None:
+                self._learnt[g] = key
+        if path is not None:
+            self._paths[tuple(path)] = key
+        if lid:
+            for x in range(lid, lid + (1 << lmc)):
+                self._lids[x] = key
+        return key
+
+    def forget_paths(self) -> None:
+        """Drop what was learnt about paths and LIDs (a new discovery re-learns them)."""
+        self._paths.clear()
+        self._lids.clear()
+
+    def __repr__(self) -> str:  # never the keys themselves
+        return (f"<KeyChain default {'set' if self._default else 'none'}, {len(self.by_guid)} GUID keys, "
+                f"{len(self._paths)} paths, {len(self._lids)} LIDs>")
+
+    __str__ = __repr__
+
+
+def parse(text: str, source: str = "<mkeys>") -> KeyChain:
+    """A `KeyChain` from key file text (see the module docstring); MKeyFileError names
+    ``source:line``."""
+    default = None
+    by_guid: dict[int, int] = {}
+    seen_at: dict[int, int] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{source}:{n}"
+        words = line.split()
+        if len(words) != 2:
+            raise MKeyFileError(f"{where}: expected 'GUID MKEY' or 'default MKEY' "
+                                f"(two hexadecimal words), found {len(words)} words")
+        first, second = words
+        key = _hex(second)
+        if key is None:
+            raise MKeyFileError(f"{where}: the M_Key is not a hexadecimal number of at most 16 digits")
+        if first.lower() == "default":
+            if default is not None:
+                raise MKeyFileError(f"{where}: a second 'default' line (the first is line {seen_at[-1]})")
+            default = key
+            seen_at[-1] = n
+            continue
+        guid = _hex(first)
+        if guid is None:
+            raise MKeyFileError(f"{where}: {first!r} is not a GUID (hexadecimal, at most 16 digits) "
+                                f"nor 'default'")
+        if guid == 0:
+            raise MKeyFileError(f"{where}: GUID 0 is not a node or port GUID")
+        if guid in by_guid:
+            raise MKeyFileError(f"{where}: GUID {guid:#018x} is listed twice (first on line {seen_at[guid]})")
+        by_guid[guid] = key
+        seen_at[guid] = n
+    return KeyChain(default or 0, by_guid, source=source)
+
+
+def load(path) -> KeyChain:
+    """Read a key file; MKeyFileError for bad contents, OSError if unreadable."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise MKeyFileError(f"{p}: not a text file (UTF-8)") from None
+    return parse(text, source=p)
+
+
+def keychain(m_key: int = 0, m_key_file=None) -> KeyChain:
+    """The chain for ``--mkey`` and ``--mkey-file``: the file's keys, and ``m_key``
+    (when not 0) as the default."""
+    chain = load(m_key_file) if m_key_file else KeyChain()
+    if m_key:
+        chain.default = m_key
+    return chain
+
+
+__all__ = ["KeyChain", "MKeyFileError", "parse", "load", "keychain", "MKEY_MAX"]
