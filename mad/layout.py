@@ -158,7 +158,7 @@ class Layout:
                         enc.append(f"    xs = obj.{f.name}")
                         enc.append(f"    if not isinstance(xs, (list, tuple)) or len(xs) != {f.count}: _bad({f.name!r}, xs, 'exactly {f.count} entries')")
                         enc.append(f"    t_{f.name} = 0")
-                        enc.append(f"    for k, x in enumerate(xs):")
+                        enc.append("    for k, x in enumerate(xs):")
                         enc.append(f"        if not ((x.__class__ is int or isinstance(x, int)) and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
                         enc.append(f"        t_{f.name} |= x << ({sh0} - {f.width} * k)")
                         terms.append(f"t_{f.name}")
@@ -174,8 +174,8 @@ class Layout:
                 elif f.kind == "text":
                     dec.append(f"    {var} = bytes(buf[off+{b0}:off+{b0 + nbytes}]).split(b'\\0', 1)[0].decode('utf-8', 'surrogateescape')")
                     enc.append(f"    x = obj.{f.name}")
-                    enc.append(f"    try: r = x.encode('utf-8', 'surrogateescape') if isinstance(x, str) else None")
-                    enc.append(f"    except UnicodeError: r = None")
+                    enc.append("    try: r = x.encode('utf-8', 'surrogateescape') if isinstance(x, str) else None")
+                    enc.append("    except UnicodeError: r = None")
                     enc.append(f"    if r is None or len(r) > {nbytes}: _bad({f.name!r}, x, 'a string of at most {nbytes} UTF-8 bytes')")
                     enc.append(f"    parts.append(r.ljust({nbytes}, b'\\0'))")
                 else:

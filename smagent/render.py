@@ -83,7 +83,7 @@ def smp_text(smp) -> str:
            f"modifier {smp.attribute_modifier:#x} tid {smp.transaction_id:#018x}")
     out = [hdr]
     st = smp.status_info
-    out.append(f"status:".ljust(44, ".") + f"{smp.status_word:#06x} ({st.describe()})")
+    out.append("status:".ljust(44, ".") + f"{smp.status_word:#06x} ({st.describe()})")
     if smp.directed:
         out.append("d:".ljust(44, ".") + str(smp.d))
         out.append("hop_pointer / hop_count:".ljust(44, ".") + f"{smp.hop_pointer} / {smp.hop_count}")
