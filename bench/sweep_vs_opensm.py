@@ -7,6 +7,7 @@ ibsim, so counting and timing are separate runs. Wall time is the median of --ru
 
     python bench/sweep_vs_opensm.py                    # 648-host 2-level fat tree (k=36)
     python bench/sweep_vs_opensm.py --fabric ft3-1000  # 3-level fat tree, ~1000 hosts
+    python bench/sweep_vs_opensm.py --fabric ft3-1623  # 2,146 LIDs (any ft3-HOSTS works)
 """
 from __future__ import annotations
 
@@ -57,8 +58,16 @@ def run_tool(sim: IbSim, tool: str, scratch: Path) -> float:
     return dt
 
 
+def make_fabric(name: str):
+    if name in FABRICS:
+        return FABRICS[name]()
+    if name.startswith("ft3-") and name[4:].isdigit():
+        return topogen.fat_tree_3(36, hosts=int(name[4:]))
+    raise SystemExit(f"unknown fabric {name!r}: one of {', '.join(sorted(FABRICS))} or ft3-HOSTS")
+
+
 def measure(fabric_name: str, runs: int) -> dict:
-    fabric = FABRICS[fabric_name]()
+    fabric = make_fabric(fabric_name)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -86,7 +95,7 @@ def measure(fabric_name: str, runs: int) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--fabric", choices=sorted(FABRICS), default="ft2-648")
+    ap.add_argument("--fabric", default="ft2-648", help=f"{', '.join(sorted(FABRICS))} or ft3-HOSTS")
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
     r = measure(a.fabric, a.runs)
