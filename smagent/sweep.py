@@ -472,6 +472,8 @@ def _confirm_port_sets(transport, failed, want, master_lid, lmc_for):
                 want_state == PortState.ARMED and pi.port_state == PortState.ACTIVE)
             if lid_ok and state_ok:
                 continue
+            if pi.port_state == PortState.DOWN:
+                err = "the port is DOWN now: its link went away during the sweep (the next sweep picks it up)"
         still.append((c, err))
     return still
 
