@@ -47,3 +47,14 @@ def test_shell_completion():
     r = subprocess.run([sys.executable, "-c", "from smagent.cli import main; main(prog_name='smagent')"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert "sweep" in r.stdout
+
+
+def test_table_commands_take_guid_and_description_targets():
+    by_desc = json.loads(run("lft", "show", "L1", "--json").stdout)["switch"]
+    assert by_desc["description"] == "L1"
+    by_guid = json.loads(run("lft", "show", by_desc["guid"], "--json").stdout)["switch"]
+    assert by_guid["guid"] == by_desc["guid"]
+    r = run("mft", "show", "S1", "--json")
+    assert r.returncode == 0, r.stderr
+    bad = run("lft", "set", "NoSuchSwitch", "3", "1")
+    assert bad.returncode == 2 and "NoSuchSwitch" in bad.stderr

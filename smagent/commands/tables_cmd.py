@@ -51,10 +51,17 @@ def _run(fn, *a, **kw):
         raise cli.FabricFailure(str(e)) from None
 
 
-def _parse_target(text: str) -> Target:
+def _parse_target(text: str, obj=None) -> Target:
+    """A LID or DR path at once; a node GUID or description through discovery (Gets only),
+    so call this after the other arguments are checked."""
     from mad.errors import MadError
+    from smagent.targets import NeedsDiscovery, resolve_target
     try:
         return parse_target(text)
+    except NeedsDiscovery:
+        if obj is None:
+            raise
+        return _run(resolve_target, text, obj.transport())
     except (MadError, ValueError) as e:
         raise _cli().BadInput(str(e)) from None
 
@@ -104,8 +111,9 @@ def lft():
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def lft_show(obj, switch, dump_all, as_json):
-    """Print SWITCH's LFT as `ibroute -n` does. SWITCH: a LID (5, 0x5) or a DR path (0,1,3)."""
-    target = _parse_target(switch)
+    """Print SWITCH's LFT as `ibroute -n` does. SWITCH: a LID (5, 0x5), a DR path (0,1,3), a
+    node GUID or a node description."""
+    target = _parse_target(switch, obj)
 
     def work():
         t = obj.transport()
@@ -237,7 +245,6 @@ def lft_load(obj, file, dry_run, as_json):
 @click.pass_obj
 def lft_set(obj, switch, lid, port, dry_run, as_json):
     """Route LID out of PORT on SWITCH (PORT 255: no route). Raises LinearFDBTop if needed."""
-    target = _parse_target(switch)
     pre = []
     if not 1 <= lid <= fw.UNICAST_LID_MAX:
         pre.append(f"LID 0x{lid:x} ({lid}) is not a unicast LID (1..0xbfff)")
@@ -245,6 +252,7 @@ def lft_set(obj, switch, lid, port, dry_run, as_json):
         pre.append(f"port {port} is not a port (0..254, or 255 for none)")
     if pre:
         _bad(pre)
+    target = _parse_target(switch, obj)
 
     def work():
         t = obj.transport()
@@ -297,7 +305,7 @@ def _read_mft_switch(t, target, *, for_set=False):
 @click.pass_obj
 def mft_show(obj, switch, as_json):
     """Print SWITCH's MFT as `ibroute -M -n` does: MLIDs with any port set."""
-    target = _parse_target(switch)
+    target = _parse_target(switch, obj)
     sr, positions, masks = _run(lambda: _read_mft_switch(obj.transport(), target))
     f = sr.facts
     si = f.switch_info
@@ -325,7 +333,6 @@ def mft_show(obj, switch, as_json):
 @click.pass_obj
 def mft_set(obj, switch, mlid, ports, dry_run, as_json):
     """Make PORTS the whole port set of MLID on SWITCH (no PORTS: remove the MLID)."""
-    target = _parse_target(switch)
     ports = sorted(set(ports or []))
     pre = []
     if not fw.MULTICAST_LID_MIN <= mlid <= fw.MULTICAST_LID_MAX:
@@ -333,6 +340,7 @@ def mft_set(obj, switch, mlid, ports, dry_run, as_json):
     pre += [f"port {p} is not a port (0..254)" for p in ports if not 0 <= p <= fw.MAX_PORT]
     if pre:
         _bad(pre)
+    target = _parse_target(switch, obj)
 
     def work():
         t = obj.transport()
