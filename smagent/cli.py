@@ -493,6 +493,8 @@ for _c in backup_commands:
 
 from smagent.commands.verify_cmd import verify  # noqa: E402
 main.add_command(verify)
+from smagent.commands.rft_cmd import rft_group  # noqa: E402
+main.add_command(rft_group)
 
 
 if __name__ == "__main__":  # pragma: no cover
