@@ -340,6 +340,8 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
                                  progress=progress)
     try:
         r = _fabric_call(sweepmod.sweep, transport, opts)
+    except KeyboardInterrupt:
+        _interrupted(state_dir)
     finally:
         if progress is not None:
             progress.finish()
@@ -417,7 +419,10 @@ def apply_cmd(obj, file, force, state_dir, as_json):
     if state_dir is None and obj.opts["transport"] == "umad":
         state_dir = default_state_dir()
     transport = obj.transport()
-    r = _fabric_call(sweepmod.sweep, transport, _desired_opts(ds, force=force, state_dir=state_dir))
+    try:
+        r = _fabric_call(sweepmod.sweep, transport, _desired_opts(ds, force=force, state_dir=state_dir))
+    except KeyboardInterrupt:
+        _interrupted(state_dir)
     left = _fabric_call(sweepmod.sweep, transport, _desired_opts(ds, dry_run=True, force=force))
     summary = r.summary()
     summary["left_after_apply"] = left.plan_lines()
@@ -431,6 +436,27 @@ def apply_cmd(obj, file, force, state_dir, as_json):
         sys.exit(EXIT_FABRIC)
     if summary["left_after_apply"]:
         sys.exit(EXIT_DEFECTS)
+
+
+def _interrupted(state_dir) -> None:
+    """Ctrl-C during a sweep or apply: say what is known and how to finish."""
+    msg = "interrupted"
+    if state_dir:
+        import os
+        from smagent import backup
+        journal = os.path.join(state_dir, "apply.journal")
+        try:
+            p = backup.Journal.pending(journal)
+        except backup.BackupError:
+            p = None
+        if p is not None:
+            msg += (f": {len(p.written)} of {len(p.plan)} LFT blocks were confirmed written ({journal}); "
+                    f"run the sweep again to finish, or `smagent lft restore` the saved blocks in "
+                    f"{os.path.join(state_dir, 'backups')}")
+    if msg == "interrupted":
+        msg += ": some Sets may have been applied; run the sweep again to finish (it re-plans from the switches)"
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(130)
 
 
 def default_state_dir() -> str:

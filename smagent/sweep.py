@@ -39,6 +39,7 @@ from mad.header import Method
 from smagent import discovery, lids, multicast, rft, routing, tables
 from smagent.transport.base import Request, Transport
 
+JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
 LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
 CAP_IS_MCAST_FDB_TOP = 1 << 30  # PortInfo.CapabilityMask: IsMulticastFDBTopSupported
 MFT_TOP_NONE = fw.MULTICAST_LID_MIN - 1  # MulticastFDBTop with no valid entry (OpenSM's value)
@@ -109,6 +110,7 @@ class SweepResult:
     rft_plans: list = dataclasses.field(default_factory=list)
     missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
     backup_file: str | None = None
+    lft_written: int = 0
     progress: object = None
     activations: int = 0
     phases: dict = dataclasses.field(default_factory=dict)
@@ -538,13 +540,21 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
             r.backup_file = str(saved) if saved else None
             journal = backup.Journal(state / "apply.journal")
             journal.begin(r.lft_changes)
-        written, problems = tables.write_lft_blocks(transport, r.lft_changes)
-        r.problems += problems
-        if journal is not None:
-            journal.written_many((c.switch, c.block) for c in written)
-            if not problems:
+        # in chunks, journalled as each comes back: if the run dies (Ctrl-C, a dead
+        # transport) the journal says which blocks were confirmed, give or take one chunk
+        order = tables.interleave(r.lft_changes)
+        try:
+            for i in range(0, len(order), JOURNAL_CHUNK):
+                written, problems = tables.write_lft_blocks(transport, order[i:i + JOURNAL_CHUNK])
+                r.problems += problems
+                r.lft_written += len(written)
+                if journal is not None:
+                    journal.written_many((c.switch, c.block) for c in written)
+            if journal is not None and not r.problems:
                 journal.done()  # a failed apply stays pending: the next sweep says so
-            journal.close()
+        finally:
+            if journal is not None:
+                journal.close()
     with _Phase(r, transport, "rft_write"):
         _written, problems = tables.write_rft_blocks(transport, r.rft_changes)
         r.problems += problems
