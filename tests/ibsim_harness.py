@@ -63,6 +63,7 @@ class IbSim:
         env = dict(os.environ)
         env["IBSIM_SOCKNAME"] = self.sockname
         env["LD_PRELOAD"] = UMAD2SIM
+        env["SMAGENT_STATE_DIR"] = str(self.cwd / "smagent-state")  # backups and journal stay in the scratch dir
         env.pop("SIM_HOST", None)
         self.env = env
         self.proc: subprocess.Popen | None = None
