@@ -168,7 +168,6 @@ class SweepResult:
             "seconds": round(self.seconds, 3),
         }
 
-
     def _multicast_summary(self) -> list[dict]:
         if self.multicast is None:
             return []
