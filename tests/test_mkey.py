@@ -438,3 +438,15 @@ def test_lease_expiry_lets_a_new_sm_in(monkeypatch):
     assert (pi.m_key_protect_bits, pi.m_key) == (0, KEY)  # the key stays; only the protection dropped
     _all_active(sim)
     _converged(sim, monkeypatch)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_sim_trap_repress_is_key_checked(level):
+    """A TrapRepress is checked like a Set: a wrong key is a violation (and starts the
+    lease); either way the SMA consumes it without an answer."""
+    sim = protected(level, lease=10)
+    t = SimTransport(sim)
+    assert not _ask(t, Method.TRAP_REPRESS, AttrID.NOTICE, "0,1,3", m_key=WRONG).ok
+    assert violations(sim, "Switch2") == 1
+    assert not _ask(t, Method.TRAP_REPRESS, AttrID.NOTICE, "0,1,3", m_key=KEY).ok
+    assert violations(sim, "Switch2") == 1

@@ -52,6 +52,9 @@ def process(sim, node, in_port: int, smp) -> tuple[int, bytes]:
     if method & 0x80:
         raise Dropped("a response method arrived at an SMA", (node.name, in_port))
     if method == Method.TRAP_REPRESS:
+        # a TrapRepress is M_Key-checked like a Set (a wrong key counts a violation and
+        # starts the lease), then consumed: this SMA never has a trap outstanding
+        mkey.check(node, in_port, method, smp.m_key, sim.clock())
         raise Dropped("TrapRepress consumed: the SMA has no outstanding trap", (node.name, in_port))
     if smp.class_version != 1:
         return BAD_VERSION, ZERO_DATA
