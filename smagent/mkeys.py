@@ -126,6 +126,9 @@ class KeyChain:
             return self._default
         return self._lids.get(lid, self._default)
 
+    def lid_known(self, lid: int) -> bool:
+        return lid in self._lids
+
     def candidates(self) -> list[int]:
         """Distinct non-zero keys to try on a node that has not answered yet: the
         default first, then every other key the chain holds (0 is never needed: a port

@@ -450,3 +450,17 @@ def test_sim_trap_repress_is_key_checked(level):
     assert violations(sim, "Switch2") == 1
     assert not _ask(t, Method.TRAP_REPRESS, AttrID.NOTICE, "0,1,3", m_key=KEY).ok
     assert violations(sim, "Switch2") == 1
+
+
+@pytest.mark.parametrize("target", ["0,1,3", "0,1,5"])  # Switch2, by both cables
+def test_query_by_path_finds_the_key_in_the_file(tmp_path, monkeypatch, target):
+    """A query by DR path, where no discovery ran: the default key goes first, then each
+    key of the file; the one that answers is used (and never printed)."""
+    sim = protected(2, nodes=("Switch2",), keys={"Switch2": KEYS["Switch2"]})
+    r = cli(sim, monkeypatch, "--mkey-file", per_node_file(tmp_path, ["Switch1", "Switch2"]),
+            "query", "nodeinfo", target, "--json")
+    assert r.exit_code == 0, r.output
+    assert_no_key(r.output, *KEYS.values())
+    # without the file the node stays silent
+    r = cli(sim, monkeypatch, "query", "nodeinfo", target)
+    assert r.exit_code == 3

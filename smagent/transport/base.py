@@ -228,8 +228,28 @@ class Transport:
         return replies
 
     def query(self, request: Request):
-        """One request; returns the decoded response SMP or raises."""
-        (reply,) = self.execute([request], check=True)
+        """One request; returns the decoded response SMP or raises. A node that does not
+        answer, at a path or LID whose key is not known yet, is asked once more with each
+        other key the key chain holds (as discovery does); the key that answers is learnt."""
+        given = bool(request.smp.m_key)  # a key the caller chose is not second-guessed
+        (reply,) = self.execute([request])
+        if isinstance(reply.error, SmpTimeout) and self.keys.per_node and not given:
+            s = request.smp
+            known = self.keys.path_known(s.path) if s.directed else self.keys.lid_known(request.dlid)
+            tried = s.m_key
+            for key in ([] if known else self.keys.candidates()):
+                if key == tried:
+                    continue
+                probe = Request(dataclasses.replace(s, m_key=key, transaction_id=smpcodec.next_tid()), request.dlid)
+                (alt,) = self.execute([probe], retries=0)
+                if alt.ok:
+                    if s.directed:
+                        self.keys.learn(path=s.path, key=key)
+                    else:
+                        self.keys.learn(lid=request.dlid, key=key)
+                    return alt.response
+        if reply.error is not None:
+            raise reply.error
         return reply.response
 
     # -- internals ----------------------------------------------------------------------
