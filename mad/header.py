@@ -66,6 +66,15 @@ HEADER_TAIL = [
 MadHeader = Layout("MadHeader", *HEADER_LEAD, *HEADER_STATUS, *HEADER_TAIL,
                    doc="Common MAD header (24 bytes).")
 HEADER_SIZE = MadHeader.size
+MGMT_CLASS_OFFSET = MadHeader.byte_slice("mgmt_class").start
+TID_SLICE = MadHeader.byte_slice("transaction_id")
+_TID32 = slice(TID_SLICE.stop - 4, TID_SLICE.stop)
+
+
+def tid32_of(buf) -> int:
+    """The low 32 bits of a MAD's TransactionID, read from the bytes. The kernel and
+    umad2sim rewrite the high half, so replies are matched on this."""
+    return int.from_bytes(buf[_TID32], "big")
 
 
 class InvalidField(enum.IntEnum):

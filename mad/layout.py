@@ -240,6 +240,17 @@ class Layout:
         """(name, bit offset, bit width, count) for every named field: docs and dumps."""
         return [(f.name, f.offset, f.width, f.count) for f in self.fields if f.name]
 
+    def byte_slice(self, name: str) -> slice:
+        """Where a byte-aligned field lies in the buffer: for hot paths that read one
+        field from raw bytes without decoding the rest."""
+        for f in self.fields:
+            if f.name == name:
+                bits = f.width * f.count
+                if f.offset % 8 or bits % 8:
+                    raise TypeError(f"{self.name}.{name} is not byte aligned")
+                return slice(f.offset // 8, (f.offset + bits) // 8)
+        raise KeyError(name)
+
 
 def bit_size(subcons) -> int:
     """Total bits a list of subcons occupies."""

@@ -23,7 +23,7 @@ from mad import smp as smpcodec
 from mad.errors import MadError
 from mad.attributes import AttrID
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import Method, method_name
+from mad.header import Method, method_name, tid32_of
 from smagent.mkeys import KeyChain
 
 UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back an undelivered send
@@ -181,7 +181,7 @@ class Transport:
             now = time.monotonic()
             wait = max(0.0, min(v[1] for v in inflight.values()) - now)
             for raw, status in self._recv(wait):
-                tid32 = int.from_bytes(raw[12:16], "big")
+                tid32 = tid32_of(raw)
                 slot = inflight.get(tid32)
                 if slot is None:
                     continue  # a late answer to something already retried or given up

@@ -29,7 +29,7 @@ from mad import smp as smpcodec
 from mad.attributes import ATTRIBUTE_NAMES
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import Method, MgmtClass, method_name
+from mad.header import MGMT_CLASS_OFFSET, TID_SLICE, Method, MgmtClass, method_name
 from smagent.pcap import CaptureError, read_capture
 from smagent.transport.base import TransportError
 from smagent.transport.immediate import ImmediateTransport
@@ -46,22 +46,18 @@ class ReplayRefusesSet(TransportError):
     """A SubnSet reached a replay transport: a recording cannot take writes."""
 
 
-def exchange_key(raw: bytes, dlid: int) -> tuple:
-    """The key of a request: (mgmt_class, method, attribute_id, modifier, where).
+def exchange_key(smp, dlid: int) -> tuple:
+    """The key of a request (a decoded SMP): (mgmt_class, method, attribute_id, modifier,
+    where).
 
     ``where`` is ("DR", path, dr_slid, dr_dlid) for directed route (path as
     infiniband-diags writes it: 0, then one exit port per hop) and ("LID", dlid) for a
     LID-routed SMP (``dlid`` is the LRH destination)."""
-    mgmt_class, method = raw[1], raw[3]
-    attr = int.from_bytes(raw[16:18], "big")
-    mod = int.from_bytes(raw[20:24], "big")
-    if mgmt_class == MgmtClass.SUBN_DIRECTED_ROUTE:
-        hops = raw[7]
-        where = ("DR", (0, *raw[129:129 + hops]), int.from_bytes(raw[32:34], "big"),
-                 int.from_bytes(raw[34:36], "big"))
+    if smp.directed:
+        where = ("DR", smp.path, smp.dr_slid, smp.dr_dlid)
     else:
         where = ("LID", dlid)
-    return (mgmt_class, method, attr, mod, where)
+    return (smp.mgmt_class, smp.method, smp.attribute_id, smp.attribute_modifier, where)
 
 
 def describe_key(key: tuple) -> str:
@@ -94,7 +90,7 @@ class ReplayIndex:
         pending: dict[int, _Exchange] = {}
         for n, rec in enumerate(read_capture(self.path), 1):
             raw = rec.mad
-            if len(raw) < 24 or raw[1] not in _SM_CLASSES:
+            if len(raw) <= MGMT_CLASS_OFFSET or raw[MGMT_CLASS_OFFSET] not in _SM_CLASSES:
                 continue  # a GMP (SA, PerfMgt, ...) in an ibdump capture: not ours to replay
             try:
                 smp = smpcodec.decode(raw)
@@ -103,7 +99,7 @@ class ReplayIndex:
             if smp.directed and smp.hop_count > smpcodec.MAX_HOPS:
                 raise CaptureError(f"{self.path}: record {n}: malformed SMP: hop count {smp.hop_count} "
                                    f"(at most {smpcodec.MAX_HOPS})")
-            tid32 = smp.transaction_id & 0xFFFFFFFF
+            tid32 = smp.tid32
             if smp.method & 0x80:
                 ex = pending.pop(tid32, None)
                 if ex is None:
@@ -116,7 +112,7 @@ class ReplayIndex:
                 # never answered (only possible when sessions are concatenated).
                 ex = _Exchange(n)
                 pending[tid32] = ex
-                self.exchanges.setdefault(exchange_key(raw, rec.dlid), []).append(ex)
+                self.exchanges.setdefault(exchange_key(smp, rec.dlid), []).append(ex)
                 self.requests += 1
             # Traps, TrapRepress and other methods: not requests an SM agent replays
         if not self.requests:
@@ -156,8 +152,9 @@ class ReplayTransport(ImmediateTransport):
         return f"replay of {self.fixture} ({self.index.requests} recorded requests)"
 
     def _answer(self, raw: bytes, dlid: int) -> bytes | None:
-        key = exchange_key(raw, dlid)
-        if raw[3] == Method.SET:
+        smp = smpcodec.decode(raw)
+        key = exchange_key(smp, dlid)
+        if smp.method == Method.SET:
             raise ReplayRefusesSet(
                 f"{describe_key(key)}: refused: a recording ({self.fixture}) cannot take writes; "
                 f"use --dry-run to see the plan without sending any Set")
@@ -170,7 +167,7 @@ class ReplayTransport(ImmediateTransport):
         if ex.response is None:
             return None  # undelivered then: undelivered now
         resp = bytearray(ex.response)
-        resp[8:16] = raw[8:16]  # the request's TID
+        resp[TID_SLICE] = raw[TID_SLICE]  # the request's TID
         return bytes(resp)
 
 

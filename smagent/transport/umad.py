@@ -2,7 +2,7 @@
 umad2sim preload in the tests: never os.open, see DESIGN.md)."""
 from __future__ import annotations
 
-from mad.header import MgmtClass
+from mad.header import MGMT_CLASS_OFFSET, MgmtClass
 from smagent.transport.base import Transport
 from smagent.transport.umad_lib import UmadPort
 
@@ -31,7 +31,7 @@ class UmadTransport(Transport):
     def _send(self, raw: bytes, dlid: int) -> None:
         # The kernel times the request out (status 110) and we retry ourselves, so
         # umad's own retries stay 0: the counts then mean what they say.
-        self.port.send(self._agents[raw[1]], raw, dlid, self.timeout_ms, 0)
+        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.timeout_ms, 0)
 
     def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
         got = self.port.recv(int(timeout_s * 1000 + 0.999))
