@@ -152,9 +152,9 @@ def changes(plan: RftPlan, path, current: list[int], si) -> list[tables.RftChang
         if two_phase:
             mid = [o if o == n else 0 for o, n in zip(norm[b * B:(b + 1) * B], fin)]
             if mid != norm[b * B:(b + 1) * B]:
-                out.append(tables.RftChange(plan.switch, plan.name, tuple(path), b, old, mid, phase=1))
+                out.append(tables.RftChange(plan.switch, plan.name, path, b, old, mid, phase=1))
                 old = mid
             if mid == fin:
                 continue
-        out.append(tables.RftChange(plan.switch, plan.name, tuple(path), b, old, fin, phase=2))
+        out.append(tables.RftChange(plan.switch, plan.name, path, b, old, fin, phase=2))
     return out

@@ -141,9 +141,9 @@ class SweepResult:
             shown = ", ".join(f"{lid}: {'?' if o is None else o} -> {n}" for lid, o, n in ch[:4])
             more = f" (+{len(ch) - 4} more)" if len(ch) > 4 else ""
             out.append(f"SubnSet(LinearForwardingTable) {c.name} block {c.block}: {shown}{more}")
-        for c in tables.interleave_units(self.rft_changes):
+        for c in tables.interleave(self.rft_changes):
             out.append(f"SubnSet(RandomForwardingTable) {c.describe()}")
-        for c in tables.interleave_units(self.mft_changes):
+        for c in tables.interleave(self.mft_changes):
             out.append(f"SubnSet(MulticastForwardingTable) {c.describe()}")
         return out
 
@@ -319,12 +319,12 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         for g, table in desired.items():
             n = topo.nodes[g]
             for b in range(len(table) // fw.LFT_BLOCK_SIZE):
-                new = bytes(table[b * 64:(b + 1) * 64])
+                new = bytes(table[b * fw.LFT_BLOCK_SIZE:(b + 1) * fw.LFT_BLOCK_SIZE])
                 old = current.get((g, b))
                 if topo.unreachable and old is not None:
                     # part of the fabric did not answer: keep the routes it had rather
                     # than cut off hosts that may be alive behind a flaky link
-                    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and (b * 64 + i) not in rin.lid_homes
+                    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and (b * fw.LFT_BLOCK_SIZE + i) not in rin.lid_homes
                                  else nw for i, (o, nw) in enumerate(zip(old, new)))
                     kept_routes += sum(1 for x, y in zip(kept, new) if x != y)
                     new = kept

@@ -15,7 +15,7 @@ import re
 from mad import forwarding as fw
 from mad import smp as smpcodec
 from mad.attributes import (
-    AttrID, LinearForwardingTable, MulticastForwardingTable, NodeType, SMState, SwitchInfo,
+    AttrID, NodeType, SMState, SwitchInfo,
 )
 from mad.header import Method
 from smagent import tables
@@ -399,10 +399,11 @@ def plan_load(sections: list[LftSection], facts: dict[int, SwitchFacts], current
             desired[lid] = port
         for b in range(nblocks):
             old = current[(f.guid, b)]
-            new = bytes(desired[b * 64:(b + 1) * 64])
+            B = fw.LFT_BLOCK_SIZE
+            new = bytes(desired[b * B:(b + 1) * B])
             # LIDs above the span (the tail of the last block) keep what the switch has
-            lo_keep = span + 1 - b * 64
-            if 0 < lo_keep < 64:
+            lo_keep = span + 1 - b * B
+            if 0 < lo_keep < B:
                 new = new[:lo_keep] + old[lo_keep:]
             if new != old:
                 changes.append(tables.BlockChange(f.guid, f.name, f.path, b, old, new))
@@ -432,20 +433,15 @@ def lft_changes_json(changes, tops) -> list[dict]:
     return out
 
 
-@dataclasses.dataclass
-class MftChange:
-    """One (block, position) of a switch's MFT to write."""
-    facts: SwitchFacts
-    block: int
-    position: int
-    old: list[int]
-    new: list[int]
+class MftChange(tables.MftChange):
+    """One (block, position) of a switch's MFT that `mft set` writes, shown as ibroute
+    shows PortMasks."""
 
     def lines(self) -> list[str]:
         out = []
         for i, (o, n) in enumerate(zip(self.old, self.new)):
             if o != n:
-                out.append(f"{self.facts.name} MFT block {self.block} position {self.position}: "
+                out.append(f"{self.name} MFT block {self.block} position {self.position}: "
                            f"mlid 0x{fw.mft_mlid(self.block, i):04x}: 0x{o:04x} -> 0x{n:04x}")
         return out
 
@@ -463,7 +459,7 @@ def plan_mft_set(f: SwitchFacts, mlid: int, ports, current: dict[tuple[int, int]
             continue
         new = list(old)
         new[i] = want[p]
-        out.append(MftChange(f, block, p, old, new))
+        out.append(MftChange(f.guid, f.name, f.where(), block, p, old, new))
     return out
 
 
@@ -529,24 +525,17 @@ def read_switch(transport, target: Target, *, for_set: bool = False) -> SwitchRe
 
 
 def read_lft(transport, target: Target, blocks) -> dict[int, bytes]:
-    reqs = [target.request(Method.GET, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier(b)) for b in blocks]
-    out = {}
-    for b, r in zip(blocks, transport.execute(reqs)):
-        if not r.ok:
-            raise _Problem(f"{target.describe()}: LFT block {b}: {r.error}")
-        out[b] = bytes(r.value().ports)
-    return out
+    got, errors = tables.read_lft_blocks(transport, [(0, target, b) for b in blocks])
+    if errors:
+        raise _Problem(errors[0])
+    return {b: got[(0, b)] for b in blocks}
 
 
 def read_mft(transport, target: Target, blocks, positions: int) -> dict[tuple[int, int], list[int]]:
-    keys = [(b, p) for b in blocks for p in range(positions)]
-    reqs = [target.request(Method.GET, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(b, p)) for b, p in keys]
-    out = {}
-    for k, r in zip(keys, transport.execute(reqs)):
-        if not r.ok:
-            raise _Problem(f"{target.describe()}: MFT block {k[0]} position {k[1]}: {r.error}")
-        out[k] = list(r.value().port_masks)
-    return out
+    got, errors = tables.read_mft_units(transport, [(0, target, b, p) for b in blocks for p in range(positions)])
+    if errors:
+        raise _Problem(errors[0])
+    return {(b, p): masks for (_sw, b, p), masks in got.items()}
 
 
 def master_sm_warning(transport, sr: SwitchRead) -> str | None:
@@ -592,33 +581,6 @@ def apply_tops(transport, tops: list[TopChange]) -> list[str]:
             if getattr(back, k) != getattr(t.new, k):
                 problems.append(f"{t.facts.name}: SwitchInfo {k} reads back {getattr(back, k)}, "
                                 f"expected {getattr(t.new, k)}")
-    return problems
-
-
-def apply_lft_via(transport, target: Target, changes: list[tables.BlockChange]) -> list[str]:
-    """Set LFT blocks of one switch addressed by TARGET (LID or DR); read back via GetResp."""
-    reqs = [target.request(Method.SET, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier(c.block),
-                           LinearForwardingTable.cls(ports=list(c.new))) for c in changes]
-    problems = []
-    for c, r in zip(changes, transport.execute(reqs)):
-        if not r.ok:
-            problems.append(f"{c.name} LFT block {c.block}: Set failed: {r.error}")
-        elif bytes(r.value().ports) != c.new:
-            back = bytes(r.value().ports)
-            bad = [c.block * 64 + i for i in range(64) if back[i] != c.new[i]]
-            problems.append(f"{c.name} LFT block {c.block}: read back differs at LIDs {bad[:8]}")
-    return problems
-
-
-def apply_mft(transport, changes: list[MftChange]) -> list[str]:
-    reqs = [c.facts.where().request(Method.SET, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(c.block, c.position),
-                                    MulticastForwardingTable.cls(port_masks=list(c.new))) for c in changes]
-    problems = []
-    for c, r in zip(changes, transport.execute(reqs)):
-        if not r.ok:
-            problems.append(f"{c.facts.name} MFT block {c.block} position {c.position}: Set failed: {r.error}")
-        elif list(r.value().port_masks) != c.new:
-            problems.append(f"{c.facts.name} MFT block {c.block} position {c.position}: read back differs")
     return problems
 
 

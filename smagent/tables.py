@@ -17,11 +17,23 @@ from mad import smp as smpcodec
 from smagent.transport.base import Request, Transport
 
 
+def request(where, method: int, attr_id: int, modifier: int, value=None) -> Request:
+    """An SMP to a switch addressed by its DR path (what discovery knows) or by a
+    `smagent.targets.Target` (a LID or path an operator gave)."""
+    if hasattr(where, "request"):
+        return where.request(method, attr_id, modifier, value)
+    return Request(smpcodec.dr(method, attr_id, where, modifier, value))
+
+
+def where_str(where) -> str:
+    return where.describe() if hasattr(where, "describe") else "DR " + ",".join(map(str, where))
+
+
 @dataclasses.dataclass
 class BlockChange:
     switch: int  # node GUID
     name: str  # node description, for people
-    path: tuple[int, ...]
+    path: object  # DR path tuple, or a Target (see `request`)
     block: int
     old: bytes | None  # None: not read (above the switch's LinearFDBTop, so unknown)
     new: bytes
@@ -49,25 +61,24 @@ def desired_lft(routes: dict[int, int], top: int) -> bytearray:
 def read_lft_blocks(transport: Transport, wanted: list[tuple[int, tuple[int, ...], int]]):
     """Read (switch, path, block) triples, interleaved across switches so the window
     stays full; returns {(switch, block): bytes} for those that answered, and errors."""
-    reqs = [Request(smpcodec.dr(Method.GET, AttrID.LINEAR_FORWARDING_TABLE, path, fw.lft_modifier(b)))
-            for _sw, path, b in wanted]
+    reqs = [request(path, Method.GET, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier(b)) for _sw, path, b in wanted]
     got, errors = {}, []
-    for (sw, _path, b), r in zip(wanted, transport.execute(reqs)):
+    for (sw, path, b), r in zip(wanted, transport.execute(reqs)):
         if r.ok:
             got[(sw, b)] = bytes(r.value().ports)
         else:
-            errors.append(str(r.error))
+            errors.append(f"{where_str(path)}: LFT block {b}: {r.error}")
     return got, errors
 
 
-def interleave(changes: list[BlockChange]) -> list[BlockChange]:
-    """Order block writes round-robin over switches: block 0 of every switch, then 1..."""
-    by_sw: dict[int, list[BlockChange]] = {}
+def interleave(changes: list) -> list:
+    """Order writes round-robin over switches (block 0 of every switch, then block 1, ...)
+    so the window stays full; within a switch, by block and position, stable."""
+    by_sw: dict[int, list] = {}
     for c in changes:
         by_sw.setdefault(c.switch, []).append(c)
-    out = []
-    queues = [sorted(v, key=lambda c: c.block) for v in by_sw.values()]
-    i = 0
+    queues = [sorted(q, key=lambda c: (c.block, getattr(c, "position", 0))) for q in by_sw.values()]
+    out, i = [], 0
     while any(i < len(q) for q in queues):
         out.extend(q[i] for q in queues if i < len(q))
         i += 1
@@ -78,8 +89,8 @@ def write_lft_blocks(transport: Transport, changes: list[BlockChange]):
     """SubnSet every changed block; the GetResp of a Set carries what the switch now
     holds, which is our read-back. Returns (written, [problems])."""
     order = interleave(changes)
-    reqs = [Request(smpcodec.dr(Method.SET, AttrID.LINEAR_FORWARDING_TABLE, c.path, fw.lft_modifier(c.block),
-                                LinearForwardingTable.cls(ports=list(c.new)))) for c in order]
+    reqs = [request(c.path, Method.SET, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier(c.block),
+                    LinearForwardingTable.cls(ports=list(c.new))) for c in order]
     written, problems = [], []
     for c, r in zip(order, transport.execute(reqs)):
         if not r.ok:
@@ -87,7 +98,7 @@ def write_lft_blocks(transport: Transport, changes: list[BlockChange]):
             continue
         back = bytes(r.value().ports)
         if back != c.new:
-            bad = [c.block * 64 + i for i in range(64) if back[i] != c.new[i]]
+            bad = [c.block * fw.LFT_BLOCK_SIZE + i for i in range(fw.LFT_BLOCK_SIZE) if back[i] != c.new[i]]
             problems.append(f"{c.name} LFT block {c.block}: read back differs at LIDs {bad[:8]}")
         written.append(c)
     return written, problems
@@ -100,7 +111,7 @@ def write_lft_blocks(transport: Transport, changes: list[BlockChange]):
 class MftChange:
     switch: int
     name: str
-    path: tuple[int, ...]
+    path: object  # DR path tuple, or a Target
     block: int
     position: int
     old: list[int] | None  # the 32 PortMasks as read (None: not read)
@@ -147,14 +158,14 @@ def mft_units(entries: dict[int, frozenset[int]], blocks, positions: int) -> dic
 def read_mft_units(transport: Transport, wanted: list[tuple[int, tuple[int, ...], int, int]]):
     """Read (switch, path, block, position); returns {(switch, block, position): [32 masks]}
     for those that answered, and errors."""
-    reqs = [Request(smpcodec.dr(Method.GET, AttrID.MULTICAST_FORWARDING_TABLE, path, fw.mft_modifier(b, p)))
+    reqs = [request(path, Method.GET, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(b, p))
             for _sw, path, b, p in wanted]
     got, errors = {}, []
     for (sw, path, b, p), r in zip(wanted, transport.execute(reqs)):
         if r.ok:
             got[(sw, b, p)] = list(r.value().port_masks)
         else:
-            errors.append(f"DR {','.join(map(str, path))}: MFT block {b} position {p}: {r.error}")
+            errors.append(f"{where_str(path)}: MFT block {b} position {p}: {r.error}")
     return got, errors
 
 
@@ -168,25 +179,11 @@ def diff_mft(switch: int, name: str, path, desired: dict[tuple[int, int], list[i
     return out
 
 
-def interleave_units(changes: list) -> list:
-    """Round-robin over switches, as `interleave` does for LFT blocks."""
-    by_sw: dict[int, list] = {}
-    for c in changes:
-        by_sw.setdefault(c.switch, []).append(c)
-    queues = list(by_sw.values())
-    out, i = [], 0
-    while any(i < len(q) for q in queues):
-        out.extend(q[i] for q in queues if i < len(q))
-        i += 1
-    return out
-
-
 def write_mft_units(transport: Transport, changes: list[MftChange]):
     """SubnSet every changed (block, position); the GetResp is the read-back."""
-    order = interleave_units(changes)
-    reqs = [Request(smpcodec.dr(Method.SET, AttrID.MULTICAST_FORWARDING_TABLE, c.path,
-                                fw.mft_modifier(c.block, c.position),
-                                MulticastForwardingTable.cls(port_masks=list(c.new)))) for c in order]
+    order = interleave(changes)
+    reqs = [request(c.path, Method.SET, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(c.block, c.position),
+                    MulticastForwardingTable.cls(port_masks=list(c.new))) for c in order]
     written, problems = [], []
     for c, r in zip(order, transport.execute(reqs)):
         if not r.ok:
@@ -228,7 +225,7 @@ def rft_norm(packed: int) -> int:
 class RftChange:
     switch: int
     name: str
-    path: tuple[int, ...]
+    path: object  # DR path tuple, or a Target
     block: int
     old: list[int] | None  # 16 packed entries as read
     new: list[int]
@@ -256,14 +253,13 @@ def _entry_str(packed: int | None) -> str:
 
 
 def read_rft_blocks(transport: Transport, wanted: list[tuple[int, tuple[int, ...], int]]):
-    reqs = [Request(smpcodec.dr(Method.GET, AttrID.RANDOM_FORWARDING_TABLE, path, fw.rft_modifier(b)))
-            for _sw, path, b in wanted]
+    reqs = [request(path, Method.GET, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier(b)) for _sw, path, b in wanted]
     got, errors = {}, []
     for (sw, path, b), r in zip(wanted, transport.execute(reqs)):
         if r.ok:
             got[(sw, b)] = list(r.value().entries)
         else:
-            errors.append(f"DR {','.join(map(str, path))}: RFT block {b}: {r.error}")
+            errors.append(f"{where_str(path)}: RFT block {b}: {r.error}")
     return got, errors
 
 
@@ -271,9 +267,9 @@ def write_rft_blocks(transport: Transport, changes: list[RftChange]):
     """Phase-1 (clearing) writes of every switch first, then the rest; read-back checked."""
     written, problems = [], []
     for phase in (1, 2):
-        order = interleave_units([c for c in changes if c.phase == phase])
-        reqs = [Request(smpcodec.dr(Method.SET, AttrID.RANDOM_FORWARDING_TABLE, c.path, fw.rft_modifier(c.block),
-                                    RandomForwardingTable.cls(entries=list(c.new)))) for c in order]
+        order = interleave([c for c in changes if c.phase == phase])
+        reqs = [request(c.path, Method.SET, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier(c.block),
+                        RandomForwardingTable.cls(entries=list(c.new))) for c in order]
         for c, r in zip(order, transport.execute(reqs)):
             if not r.ok:
                 problems.append(f"{c.name} RFT block {c.block}: Set failed: {r.error}")

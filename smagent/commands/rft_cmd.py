@@ -15,8 +15,6 @@ import json
 import click
 
 from mad import forwarding as fw
-from mad.attributes import AttrID, RandomForwardingTable
-from mad.header import Method
 from smagent import rft, tables
 from smagent.commands.tables_cmd import _bad, _int_arg, _parse_target, _run
 from smagent.tableops import _Bad, _Problem, read_switch
@@ -29,13 +27,10 @@ def rft_group():
 
 def _read_table(transport, target, si) -> list[int]:
     nb = rft.blocks_for(si.random_fdb_cap)
-    reqs = [target.request(Method.GET, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier(b)) for b in range(nb)]
-    table: list[int] = []
-    for b, r in enumerate(transport.execute(reqs)):
-        if not r.ok:
-            raise _Problem(f"{target.describe()}: RFT block {b}: {r.error}")
-        table += list(r.value().entries)
-    return table
+    got, errors = tables.read_rft_blocks(transport, [(0, target, b) for b in range(nb)])
+    if errors:
+        raise _Problem(errors[0])
+    return [e for b in range(nb) for e in got[(0, b)]]
 
 
 def _read(obj, switch):
@@ -124,23 +119,11 @@ def rft_set(obj, switch, lid, port, lmc, dry_run, as_json):
     if problems:
         _bad(problems)
     plan = rft.RftPlan(f.guid, f.name, wanted, None)
-    changes = rft.changes(plan, target.path or (), table, si)
+    changes = rft.changes(plan, target, table, si)
     lines = [f"SubnSet(RandomForwardingTable) {c.describe()}" for c in changes]
     problems = []
     if changes and not dry_run:
-        def write():
-            out = []
-            for phase in (1, 2):
-                todo = [c for c in changes if c.phase == phase]
-                reqs = [target.request(Method.SET, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier(c.block),
-                                       RandomForwardingTable.cls(entries=list(c.new))) for c in todo]
-                for c, r in zip(todo, t.execute(reqs)):
-                    if not r.ok:
-                        out.append(f"{f.name} RFT block {c.block}: Set failed: {r.error}")
-                    elif [tables.rft_norm(e) for e in r.value().entries] != [tables.rft_norm(e) for e in c.new]:
-                        out.append(f"{f.name} RFT block {c.block}: read back differs")
-            return out
-        problems = _run(write)
+        problems = _run(lambda: tables.write_rft_blocks(t, changes)[1])
     if as_json:
         click.echo(json.dumps({"dry_run": dry_run, "plan": lines, "sets": {"rft_blocks": 0 if dry_run else len(changes)},
                                "problems": problems}, indent=2))

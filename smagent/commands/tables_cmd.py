@@ -26,7 +26,7 @@ from mad import forwarding as fw
 from smagent import tables
 
 from smagent.tableops import (  # the formats and plans these commands drive
-    DestResolver, DumpError, _Problem, apply_lft_via, apply_mft, apply_tops, check_lft_entry, check_mft_entry,
+    DestResolver, DumpError, _Problem, apply_tops, check_lft_entry, check_mft_entry,
     dump_portid_str, facts_from_topology, format_lft, format_mft, lft_changes_json, lft_plan_lines, lid_index,
     load_blocks_to_read, master_sm_warning, mft_blocks_to_read, mft_ports, mft_range, parse_lft_dump, plan_load,
     plan_mft_set, portid_str, raise_top, read_lft, read_mft, read_switch, validate_sections,
@@ -265,7 +265,7 @@ def lft_set(obj, switch, lid, port, dry_run, as_json):
         old = read_lft(t, target, [block])[block]
         new = bytearray(old)
         new[i] = port
-        ch = [] if bytes(new) == old else [tables.BlockChange(f.guid, f.name, target.path or (), block, old, bytes(new))]
+        ch = [] if bytes(new) == old else [tables.BlockChange(f.guid, f.name, target, block, old, bytes(new))]
         top = raise_top(f, lft_top=lid) if port != fw.LFT_NO_PORT else None
         return sr, ch, [top] if top else [], []
 
@@ -280,7 +280,7 @@ def lft_set(obj, switch, lid, port, dry_run, as_json):
     problems = []
     if not dry_run and plan:
         t = obj.transport()
-        problems = _run(lambda: apply_tops(t, tops) + apply_lft_via(t, target, changes))
+        problems = _run(lambda: apply_tops(t, tops) + tables.write_lft_blocks(t, changes)[1])
     _finish_write(as_json, dry_run, plan, lft_changes_json(changes, tops),
                   {"switchinfo": len(tops), "lft_blocks": len(changes)}, problems, warnings)
 
@@ -360,7 +360,7 @@ def mft_set(obj, switch, mlid, ports, dry_run, as_json):
     if problems:
         _bad(problems)
     plan = [line for tc in tops for line in tc.describe()] + [line for c in changes for line in c.lines()]
-    changes_json = [{"switch": c.facts.name, "guid": f"0x{c.facts.guid:016x}", "table": "MFT", "block": c.block,
+    changes_json = [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFT", "block": c.block,
                      "position": c.position, "mlid": f"0x{mlid:04x}", "old": c.old[fw.mft_block(mlid)[1]],
                      "new": c.new[fw.mft_block(mlid)[1]]} for c in changes]
     warnings = []
@@ -370,6 +370,6 @@ def mft_set(obj, switch, mlid, ports, dry_run, as_json):
     problems = []
     if not dry_run and plan:
         t = obj.transport()
-        problems = _run(lambda: apply_tops(t, tops) + apply_mft(t, changes))
+        problems = _run(lambda: apply_tops(t, tops) + tables.write_mft_units(t, changes)[1])
     _finish_write(as_json, dry_run, plan, changes_json, {"switchinfo": len(tops), "mft_blocks": len(changes)},
                   problems, warnings)
