@@ -231,6 +231,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     if opts.multicast and (isinstance(spec, str) or hasattr(spec, "__fspath__")):
         spec = multicast.load_groups(spec)
     persisted = lids.load_guid2lid(opts.lid_file) if opts.lid_file else {}  # likewise the LID file
+    engine_input = routing.preload(opts.routing)  # and the routing spec (and its file)
     with _Phase(result or SweepResult(None, None, progress=opts.progress), transport, "discover") as ph:
         topo = discovery.discover(transport)
     r = ph.r
@@ -273,7 +274,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
 
     with _Phase(r, transport, "route"):
         rin = routing.RoutingInput.build(topo, plan_)
-        routes = routing.route(opts.routing, rin)
+        routes = routing.route(opts.routing, rin, engine_input)
         if resolved is not None:
             for g, entries in resolved.static_lft.items():  # static entries override routing
                 routes[g] = {**dict(routes.get(g, {}).items()), **entries}

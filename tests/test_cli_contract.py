@@ -58,3 +58,11 @@ def test_table_commands_take_guid_and_description_targets():
     assert r.returncode == 0, r.stderr
     bad = run("lft", "set", "NoSuchSwitch", "3", "1")
     assert bad.returncode == 2 and "NoSuchSwitch" in bad.stderr
+
+
+@pytest.mark.parametrize("spec, needle", [("file:/nonexistent/dump", "routing file"), ("bogus", "unknown routing engine")])
+def test_bad_routing_is_refused_before_any_smp(tmp_path, spec, needle):
+    cap = tmp_path / "rec.erf"
+    r = run("--record", str(cap), "sweep", "--routing", spec)
+    assert r.returncode == EXIT_BAD_INPUT and needle in r.stderr
+    assert not cap.exists() or cap.stat().st_size == 0

@@ -200,8 +200,19 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return name, (arg if sep else None)
 
 
-def route(engine: str, rin: RoutingInput) -> dict[int, Mapping[int, int]]:
-    """Route with the engine named by the spec ``engine`` (see the module docstring)."""
+def preload(engine: str):
+    """Check the spec and read what the engine needs from disk (the file engine's dump),
+    so that a bad spec or file is refused before any SMP. Pass the result to `route`."""
+    name, arg = parse_spec(engine)
+    if name == "file":
+        from smagent.routing.file import load
+        return load(arg)
+    return None
+
+
+def route(engine: str, rin: RoutingInput, preloaded=None) -> dict[int, Mapping[int, int]]:
+    """Route with the engine named by the spec ``engine`` (see the module docstring);
+    ``preloaded`` is what `preload` returned for it."""
     name, arg = parse_spec(engine)
     if name == "minhop":
         from smagent.routing.minhop import route as minhop
@@ -210,4 +221,4 @@ def route(engine: str, rin: RoutingInput) -> dict[int, Mapping[int, int]]:
         from smagent.routing.updn import parse_roots, route as updn
         return updn(rin, roots=parse_roots(arg, rin) if arg else None)
     from smagent.routing.file import route as from_file
-    return from_file(rin, arg)
+    return from_file(rin, arg, preloaded)

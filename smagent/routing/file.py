@@ -22,7 +22,9 @@ from __future__ import annotations
 from smagent.routing import NO_PORT, RoutingError, RoutingInput
 
 
-def route(rin: RoutingInput, path: str) -> dict[int, dict[int, int]]:
+def load(path: str) -> list:
+    """Read and parse the dump (the only I/O of this engine): done before any SMP, so a
+    bad file is refused with nothing sent."""
     from smagent.tableops import DumpError, parse_lft_dump  # the one parser of this format
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -30,11 +32,17 @@ def route(rin: RoutingInput, path: str) -> dict[int, dict[int, int]]:
     except OSError as e:
         raise RoutingError(f"routing file: {e}") from None
     try:
-        sections = parse_lft_dump(text, path)
+        return parse_lft_dump(text, path)
     except DumpError as e:
         shown = e.problems[:10]
         more = f"\n  (+{len(e.problems) - 10} more)" if len(e.problems) > 10 else ""
         raise RoutingError("routing file: not a unicast table dump:\n  " + "\n  ".join(shown) + more) from None
+
+
+def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[int, dict[int, int]]:
+    """Tables from the dump at ``path`` (``sections``: as `load` returned it already)."""
+    if sections is None:
+        sections = load(path)
     problems = []
     by_guid = {s.guid: s for s in sections}
     for s in sections:
