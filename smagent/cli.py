@@ -192,13 +192,7 @@ def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json)
 
 
 def _run_one(obj, req):
-    from smagent.transport import TransportError
-    try:
-        return obj.transport().query(req)
-    except TransportError as e:
-        raise FabricFailure(str(e)) from None
-    except MadError as e:
-        raise BadInput(str(e)) from None
+    return _fabric_call(obj.transport().query, req)
 
 
 # -- topology ------------------------------------------------------------------------
