@@ -182,23 +182,21 @@ def _ref(x) -> str:
 def resolve(ds: DesiredState, topo) -> Resolved:
     """Check the desired state against a discovered fabric; names -> GUIDs."""
     problems: list[str] = []
-    by_desc: dict[str, list] = {}
-    for n in topo.nodes.values():
-        by_desc.setdefault(n.description, []).append(n)
-    port_owner = {g: (n, p) for n in topo.nodes.values() for p, g in n.port_guids.items()}
 
-    def node_of(ref: str, where: str):
+    def by_guid(ref: str):
+        """(node, port or None) when ``ref`` is a node or port GUID of this fabric."""
         if ref.lower().startswith("0x"):
             try:
-                g = int(ref, 16)
+                return topo.by_guid(int(ref, 16))
             except ValueError:
-                g = None
-            if g is not None:
-                if g in topo.nodes:
-                    return topo.nodes[g]
-                if g in port_owner:
-                    return port_owner[g][0]
-        hits = by_desc.get(ref, [])
+                return None
+        return None
+
+    def node_of(ref: str, where: str):
+        hit = by_guid(ref)
+        if hit is not None:
+            return hit[0]
+        hits = topo.by_description(ref)
         if len(hits) == 1:
             return hits[0]
         if len(hits) > 1:
@@ -237,14 +235,10 @@ def resolve(ds: DesiredState, topo) -> Resolved:
                             f"({min(caps)} entries, up to {fw.MULTICAST_LID_MIN + min(caps) - 1:#06x})")
         ports = set()
         for m in members:
-            if m.lower().startswith("0x"):
-                try:
-                    g = int(m, 16)
-                except ValueError:
-                    g = None
-                if g in port_owner and not port_owner[g][0].is_switch:
-                    ports.add((port_owner[g][0].guid, port_owner[g][1]))
-                    continue
+            hit = by_guid(m)
+            if hit is not None and hit[1] is not None and not hit[0].is_switch:  # a CA port GUID
+                ports.add((hit[0].guid, hit[1]))
+                continue
             n = node_of(m, f"multicast[{i}] member")
             if n is None:
                 continue

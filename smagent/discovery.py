@@ -86,6 +86,16 @@ class Topology:
     def by_description(self, text: str) -> list[DNode]:
         return [n for n in self.nodes.values() if n.description == text]
 
+    def by_guid(self, guid: int) -> tuple[DNode, int | None] | None:
+        """(node, None) for a node GUID, (node, port) for a port GUID, else None."""
+        if guid in self.nodes:
+            return self.nodes[guid], None
+        for n in self.nodes.values():
+            for p, g in n.port_guids.items():
+                if g == guid:
+                    return n, p
+        return None
+
 
 def _get(attr_id, path, modifier=0) -> Request:
     return Request(smpcodec.dr(Method.GET, attr_id, path, modifier))

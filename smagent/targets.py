@@ -113,14 +113,13 @@ def resolve_target(text: str, transport, *, topology=None) -> Target:
     partial = (f" (discovery could not reach {len(topology.unreachable)} part(s) of the fabric: "
                f"{'; '.join(topology.unreachable[:3])})") if topology.unreachable else ""
     if kind == "guid":
-        node = nodes.get(key)
-        if node is not None:
-            return Target(path=node.path, label=f"{node.description!r} GUID {key:#018x}")
-        for n in nodes.values():
-            for p, g in n.port_guids.items():
-                if g == key:
-                    path = n.path_to_port(p) if not n.is_switch else n.path
-                    return Target(path=path, label=f"{n.description!r} port {p} GUID {key:#018x}")
+        hit = topology.by_guid(key)
+        if hit is not None:
+            n, p = hit
+            if p is None:
+                return Target(path=n.path, label=f"{n.description!r} GUID {key:#018x}")
+            path = n.path_to_port(p) if not n.is_switch else n.path
+            return Target(path=path, label=f"{n.description!r} port {p} GUID {key:#018x}")
         raise TargetNotFound(f"no node or port with GUID {key:#018x} among the {len(nodes)} nodes "
                              f"discovered{partial}")
     matches = sorted(topology.by_description(key), key=lambda n: n.guid)
