@@ -47,10 +47,9 @@ import dataclasses
 import time
 
 from mad import forwarding as fw
-from mad import smp as smpcodec
-from mad.attributes import AttrID, PortState
-from mad.header import Method
-from smagent.transport.base import Request, Transport
+from mad.attributes import PortState
+from smagent import tables
+from smagent.transport.base import Transport
 
 EXAMPLES = 5
 
@@ -496,7 +495,7 @@ def _check_mcast(snap: Snapshot, D: _Defects, names, idx, port_name) -> int:
 # ----------------------------------------------------------------------------- collect
 def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
     """Discover the fabric and read every switch's tables (DR-routed Gets, batched)."""
-    from smagent import discovery, tables
+    from smagent import discovery
     t0 = time.monotonic()
     sent0 = transport.stats.sent
     topo = discovery.discover(transport)
@@ -539,35 +538,23 @@ def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
 
 def _read_mfts(transport: Transport, topo) -> dict[int, dict[int, frozenset]]:
     from smagent.tableops import mft_blocks_to_read
-    keys, reqs = [], []
+    wanted = []
     for n in topo.switches():
         si = n.switch_info
         if not si.multicast_fdb_cap:
             continue
         positions = fw.mft_positions_for(n.num_ports)
-        for b in mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top):
-            for pos in range(positions):
-                keys.append((n.guid, b, pos))
-                reqs.append(Request(smpcodec.dr(Method.GET, AttrID.MULTICAST_FORWARDING_TABLE, n.path,
-                                                fw.mft_modifier(b, pos))))
-    out: dict[int, dict[int, set]] = {}
-    errors = []
-    for (g, b, pos), r in zip(keys, transport.execute(reqs)):
-        if not r.ok:
-            errors.append(f"{topo.nodes[g].description} MFT block {b} position {pos}: {r.error}")
-            continue
-        for i, mask in enumerate(r.value().port_masks):
-            if not mask:
-                continue
-            mlid = fw.mft_mlid(b, i)
-            ports = out.setdefault(g, {}).setdefault(mlid, set())
-            for bit in range(fw.MFT_PORTS_PER_POSITION):
-                if mask >> bit & 1:
-                    port = pos * fw.MFT_PORTS_PER_POSITION + bit
-                    if port <= topo.nodes[g].num_ports:
-                        ports.add(port)
+        wanted += [(n.guid, n.path, b, pos) for b in mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
+                   for pos in range(positions)]
+    got, errors = tables.read_mft_units(transport, wanted)
     if errors:
         raise VerifyError("reading MFTs: " + "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
+    out: dict[int, dict[int, set]] = {}
+    for (g, b, pos), masks in got.items():
+        for i, mask in enumerate(masks):
+            if mask:
+                ports = {p for p in tables.mask_ports(mask, pos) if p <= topo.nodes[g].num_ports}
+                out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(ports)
     return {g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()}
 
 
