@@ -115,7 +115,8 @@ def _hex_lines(source: str):
 @click.argument("hexmad", required=False, metavar="[HEX | -]")
 @click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False), help="Decode every MAD of a capture (ERF type 21 or pcap).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with the IBA snake_case names.")
-def decode(hexmad, pcap_file, as_json):
+@click.option("--show-keys", is_flag=True, help="Show M_Keys and SM_Keys (hidden by default).")
+def decode(hexmad, pcap_file, as_json, show_keys):
     """Decode SMPs given as hex (one per line with '-' for stdin) or from a capture."""
     if bool(hexmad) == bool(pcap_file):
         raise BadInput("give exactly one of HEX, '-' (stdin) or --pcap FILE")
@@ -137,7 +138,7 @@ def decode(hexmad, pcap_file, as_json):
             s = smpcodec.decode(raw)
         except MadError as e:
             raise BadInput(f"{where}: {e}") from None
-        out.append(render.smp_dict(s) if as_json else render.smp_text(s))
+        out.append(render.smp_dict(s, show_keys) if as_json else render.smp_text(s, show_keys))
     if as_json:
         _emit_json(out[0] if len(out) == 1 and not pcap_file else out)
     else:
@@ -155,9 +156,10 @@ from smagent import targets  # noqa: E402
 @click.option("--block", type=click.IntRange(0, 3071), default=None, help="Table block (lft, rft, mft, pkeys).")
 @click.option("--position", type=click.IntRange(0, 15), default=None, help="MFT PortMask position.")
 @click.option("--ext-speeds", is_flag=True, help="portinfo: set AttributeModifier bit 31 (extended speeds form).")
+@click.option("--show-keys", is_flag=True, help="Show M_Key / SM_Key (hidden by default, as smpquery does).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json):
+def query(obj, attribute, target, portnum, block, position, ext_speeds, show_keys, as_json):
     """Read one attribute from TARGET: a LID (5, 0x5), a DR path (0,1,3), a node or port
     GUID (0x0002c90300001234) or a node description (Switch2); GUIDs and descriptions are
     found by discovering the fabric first.
@@ -185,10 +187,10 @@ def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json)
     value = resp.attribute()
     if as_json:
         _emit_json({"target": tgt.describe(), "attribute": resp.attribute_name,
-                    "modifier": resp.attribute_modifier, "value": render.jsonable(value)})
+                    "modifier": resp.attribute_modifier, "value": render.jsonable(value, show_keys)})
     else:
         click.echo(f"# {resp.attribute_name}: {tgt.describe()} modifier {resp.attribute_modifier:#x}")
-        click.echo(render.attribute_text(value))
+        click.echo(render.attribute_text(value, show_keys=show_keys))
 
 
 def _run_one(obj, req):
@@ -257,6 +259,9 @@ def _fabric_call(fn, *a, **kw):
         raise FabricFailure(str(e)) from None
 
 
+DEGRADED_SHOWN = 5  # degraded links named on stderr; --json has every one
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: nodes, ports, links.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
@@ -266,8 +271,9 @@ def discover(obj, as_json, output):
     """Discover the fabric by directed route; print it as ibnetdiscover does."""
     from smagent import discovery, netfile
     topo = _fabric_call(obj.session().discover)
+    degraded = discovery.degraded_links(topo)
     if as_json:
-        text = json.dumps(_topology_json(topo), indent=2) + "\n"
+        text = json.dumps(render.topology_dict(topo, degraded), indent=2) + "\n"
     else:
         text = netfile.dumps(discovery.to_fabric(topo), style="ibnetdiscover")
     if output:
@@ -275,28 +281,17 @@ def discover(obj, as_json, output):
             f.write(text)
     else:
         click.echo(text, nl=False)
+    for a, pa, b, pb, why in degraded[:DEGRADED_SHOWN]:
+        click.echo(f"warning: degraded link {a.description}[{pa}] <-> {b.description}[{pb}]: {', '.join(why)}",
+                   err=True)
+    if len(degraded) > DEGRADED_SHOWN:
+        click.echo(f"warning: {len(degraded) - DEGRADED_SHOWN} more degraded links (--json lists them all)", err=True)
+    for g, p in topo.loopbacks:
+        click.echo(f"warning: {topo.nodes[g].description} port {p} is cabled back to itself; not used", err=True)
     for u in topo.unreachable:
         click.echo(f"warning: unreachable: {u}", err=True)
     if topo.unreachable:
         sys.exit(EXIT_FABRIC)
-
-
-def _topology_json(topo) -> dict:
-    nodes = []
-    for n in topo.nodes.values():
-        nodes.append({
-            "guid": f"{n.guid:#018x}", "type": "switch" if n.is_switch else "ca", "description": n.description,
-            "num_ports": n.num_ports, "path": ",".join(map(str, n.path)),
-            "ports": {str(p): {"lid": pi.lid, "lmc": pi.lmc, "port_state": pi.port_state,
-                               "port_physical_state": pi.port_physical_state,
-                               "guid": f"{n.port_guids[p]:#018x}" if p in n.port_guids else None,
-                               "peer": (lambda pe: None if pe is None else
-                                        {"guid": f"{pe[0]:#018x}", "port": pe[1]})(topo.links.get((n.guid, p)))}
-                      for p, pi in sorted(n.ports.items())},
-            "switch_info": render.jsonable(n.switch_info) if n.switch_info else None,
-        })
-    return {"local": {"guid": f"{topo.local[0]:#018x}", "port": topo.local[1]}, "nodes": nodes,
-            "links": topo.num_links(), "smps": topo.smps, "unreachable": topo.unreachable}
 
 
 @main.command()

@@ -19,6 +19,7 @@ import dataclasses
 import time
 
 from mad.attributes import AttrID, NodeType, PortState
+from mad import codes
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from mad import smp as smpcodec
@@ -68,6 +69,9 @@ class Topology:
     links: dict[tuple[int, int], tuple[int, int]]  # (guid, port) -> (guid, port), both ways
     local: tuple[int, int]  # (guid, port) of the port we discover from
     unreachable: list[str] = dataclasses.field(default_factory=list)  # what failed, readable
+    # (guid, port) of switch ports cabled back to themselves (a loopback plug or a
+    # miscabled port): shown, never a link, so nothing routes through them
+    loopbacks: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     smps: int = 0
     seconds: float = 0.0
 
@@ -146,6 +150,7 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     nodes: dict[int, DNode] = {}
     links: dict[tuple[int, int], tuple[int, int]] = {}
     unreachable: list[str] = []
+    loopbacks: list[tuple[int, int]] = []
 
     (root_reply,), _ = _node_infos(transport, [(0,)])
     if isinstance(root_reply.error, SmpTimeout):
@@ -179,6 +184,9 @@ def discover(transport: Transport, *, progress=None) -> Topology:
                 continue
             if parent is not None:
                 a, b = (parent, pport), (ni.node_guid, ni.local_port_num)
+                if a == b:
+                    loopbacks.append(a)
+                    continue
                 links[a], links[b] = b, a
             node = nodes.get(ni.node_guid)
             if node is None:
@@ -239,7 +247,7 @@ def discover(transport: Transport, *, progress=None) -> Topology:
         frontier = nxt
         if progress is not None:
             progress(len(nodes), transport.stats.sent - sent0)
-    topo = Topology(nodes, links, local, unreachable)
+    topo = Topology(nodes, links, local, unreachable, loopbacks)
     topo.smps = transport.stats.sent - sent0
     topo.seconds = time.monotonic() - t0
     return topo
@@ -285,6 +293,20 @@ def _clean_description(text: str) -> str:
     return text.replace('"', "'").replace("\r", " ").replace("\n", " ")
 
 
+def degraded_links(topo: Topology) -> list[tuple[DNode, int, DNode, int, list[str]]]:
+    """Links running below what both ends support (active width or speed), each once:
+    (node, port, peer node, peer port, reasons)."""
+    out = []
+    for (g, p), (g2, p2) in topo.links.items():
+        if (g, p) > (g2, p2):
+            continue
+        a, b = topo.nodes[g].ports.get(p), topo.nodes[g2].ports.get(p2)
+        why = codes.degraded(a, b) if a is not None and b is not None else []
+        if why:
+            out.append((topo.nodes[g], p, topo.nodes[g2], p2, why))
+    return out
+
+
 def to_fabric(topo: Topology):
     """The discovered graph as a `smagent.fabric.Fabric`.
 
@@ -302,6 +324,12 @@ def to_fabric(topo: Topology):
         node = Node(name=names[n.guid], node_type=kind, num_ports=n.num_ports,
                     description=_clean_description(n.description),
                     guid=n.guid, system_guid=n.node_info.system_image_guid)
+        ids = {"vendor_id": n.node_info.vendor_id, "device_id": n.node_info.device_id}
+        node.caps.update({k: v for k, v in ids.items() if v})  # 0: unknown, as netfile reads it
+        for p, pi in n.ports.items():
+            rate = codes.rate_text(pi) if p and (n.guid, p) in topo.links else ""
+            if rate:
+                node.rates[p] = rate
         for p, g in n.port_guids.items():
             node.port_guids[p] = g
         for p in n.lid_ports():

@@ -6,20 +6,25 @@ import pytest
 
 from mad.attributes import NodeType
 from mad.errors import MadFieldError
-from smagent import netfile, targets
+from smagent import discovery, netfile, targets
 from smagent.discovery import DNode, Topology, guid_name, to_fabric, valid_name
 
 SW1, SW2 = 0x0002C90300000001, 0x0002C90300000002
 H1, H2, H3, H4 = 0x100, 0x200, 0x300, 0x400
 
 
-def _pi(lid=0):
-    return SimpleNamespace(lid=lid, lmc=0)
+def _pi(lid=0, width=2, speed=4):
+    """A PortInfo as discovery keeps it: 4X QDR, 1X/4X and SDR..QDR supported."""
+    return SimpleNamespace(lid=lid, lmc=0, link_width_active=width, link_width_supported=3,
+                           link_speed_active=speed, link_speed_supported=7,
+                           link_speed_ext_active=0, link_speed_ext_supported=0)
 
 
 def _node(guid, desc, switch, path, nports=8):
     n = DNode(guid=guid, node_type=NodeType.SWITCH if switch else NodeType.CA, num_ports=nports,
-              path=path, node_info=SimpleNamespace(system_image_guid=guid), description=desc)
+              path=path, node_info=SimpleNamespace(system_image_guid=guid, vendor_id=0x2C9,
+                                                 device_id=0xCB20 if switch else 0x1017),
+              description=desc)
     if switch:
         n.port_guids[0] = guid
         n.ports[0] = _pi(guid & 0xFF)
@@ -143,3 +148,19 @@ def test_resolve_target_on_a_topology():
         r("0xdeadbeef")
     with pytest.raises(targets.TargetNotFound, match="no node has the description 'nope'"):
         r("nope")
+
+
+def test_ids_and_link_rates_are_written_as_ibnetdiscover_does():
+    topo = _topology(["SW1", "SW2", "H1", "H2", "H3", "H4"])
+    for g, p in [(SW1, 3), (SW2, 3), (SW1, 1), (SW1, 2), (SW2, 1), (SW2, 2)]:
+        topo.nodes[g].ports[p] = _pi()
+    topo.nodes[H4].ports[1] = _pi(0x13, width=1, speed=1)  # trained to 1X SDR
+    topo.nodes[SW2].ports[2] = _pi(width=1, speed=1)
+    text = netfile.dumps(to_fabric(topo), style="ibnetdiscover")
+    assert "vendid=0x2c9\ndevid=0xcb20" in text and "vendid=0x2c9\ndevid=0x1017" in text
+    assert '[3]\t"SW2"[3]\t\t# "SW2" lid 2 4xQDR' in text
+    assert '"SW2"[2]\t\t# lid 19 lmc 0 "SW2" lid 2 1xSDR' in text
+    deg = discovery.degraded_links(topo)
+    assert [(a.description, pa, b.description, pb) for a, pa, b, pb, _w in deg] == [("SW2", 2, "H4", 1)] or \
+        [(b.description, pb, a.description, pa) for a, pa, b, pb, _w in deg] == [("SW2", 2, "H4", 1)]
+    assert deg[0][4] == ["width 1X of 4X possible", "speed SDR of QDR possible"]

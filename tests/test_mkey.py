@@ -200,15 +200,19 @@ def test_open_transport_takes_the_key_file(tmp_path):
     assert t.m_key == 9
 
 
-def test_a_capture_shows_the_key_when_decoded(tmp_path, monkeypatch):
-    """The one place a key is shown: decoding a capture the user recorded."""
+def test_a_capture_shows_the_key_only_when_asked(tmp_path, monkeypatch):
+    """Keys in a recorded capture stay hidden when it is decoded, unless --show-keys."""
     sim = protected(2)
     cap = tmp_path / "s.erf"
     r = cli(sim, monkeypatch, "--mkey", hex(KEY), "--record", str(cap), "discover")
     assert r.exit_code == 0
     assert_no_key(r.stdout + r.stderr, KEY)
     r = CliRunner().invoke(main, ["decode", "--pcap", str(cap)])
-    assert r.exit_code == 0 and f"{KEY:#018x}" in r.stdout
+    assert r.exit_code == 0 and "m_key:" in r.stdout
+    assert_no_key(r.stdout, KEY)
+    for extra in ([], ["--json"]):
+        r = CliRunner().invoke(main, ["decode", "--pcap", str(cap), "--show-keys", *extra])
+        assert r.exit_code == 0 and (f"{KEY:#018x}" in r.stdout or str(KEY) in r.stdout)
 
 
 # -- the simulator's M_Key model --------------------------------------------------------------------------------
@@ -364,7 +368,9 @@ def test_level_1_reads_mkey_as_0_without_the_key(given, monkeypatch):
     r = cli(sim, monkeypatch, *args, "query", "portinfo", "0,1,3", "--port", "0", "--json")
     assert r.exit_code == 0
     value = json.loads(r.stdout)["value"]
-    assert value["m_key"] in (0, "0x0000000000000000") and value["m_key_protect_bits"] == 1
+    assert value["m_key"] == "<not displayed>" and value["m_key_protect_bits"] == 1
+    r = cli(sim, monkeypatch, *args, "query", "portinfo", "0,1,3", "--port", "0", "--json", "--show-keys")
+    assert json.loads(r.stdout)["value"]["m_key"] == 0  # level 1: read as 0 without the key
     assert_no_key(r.stdout + r.stderr, KEY)
     with smagent.connect("sim", topology=sim, m_key=KEY) as s:
         assert s.query("portinfo", "0,1,3", port=0).m_key == KEY

@@ -65,7 +65,11 @@ class SimFabric:
         """Simulate a topology file (ibsim net file or ibnetdiscover output), or text;
         None = the bundled default topology."""
         from smagent import netfile
-        return cls.from_fabric(netfile.load(DEFAULT_TOPOLOGY if src is None else src), **kw)
+        fabric = netfile.load(DEFAULT_TOPOLOGY if src is None else src)
+        if not fabric.nodes:
+            where = src if isinstance(src, os.PathLike) or (isinstance(src, str) and "\n" not in src) else "the topology"
+            raise SimConfigError(f"{where}: no nodes (an empty or comment-only topology): nothing to simulate")
+        return cls.from_fabric(fabric, **kw)
 
     # -- inspection ----------------------------------------------------------------------
     def node(self, name) -> SimNode:

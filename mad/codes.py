@@ -1,0 +1,97 @@
+"""Names of the coded PortInfo fields (IBA 14.2.5.6), as infiniband-diags prints them.
+
+One table per code; `smagent query` text, `discover`'s link rates and degraded-link
+checks all read these. Pure data and small functions: no I/O.
+"""
+from __future__ import annotations
+
+# LinkWidth* bits -> (smpquery's name, ibnetdiscover's rate prefix, lanes)
+WIDTHS = {1: ("1X", "1x", 1), 2: ("4X", "4x", 4), 4: ("8X", "8x", 8), 8: ("12X", "12x", 12), 16: ("2X", "2x", 2)}
+# LinkSpeed* bits -> (smpquery's name, rate suffix, Gb/s per lane)
+SPEEDS = {1: ("2.5 Gbps", "SDR", 2.5), 2: ("5.0 Gbps", "DDR", 5.0), 4: ("10.0 Gbps", "QDR", 10.0)}
+# LinkSpeedExt* bits (valid where IsExtendedSpeedsSupported): they take precedence when non-zero
+EXT_SPEEDS = {1: ("14.0625 Gbps", "FDR", 14.0625), 2: ("25.78125 Gbps", "EDR", 25.78125),
+              4: ("53.125 Gbps", "HDR", 53.125), 8: ("106.25 Gbps", "NDR", 106.25)}
+MTUS = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+VLS = {1: "VL0", 2: "VL0-1", 3: "VL0-3", 4: "VL0-7", 5: "VL0-14"}
+PORT_STATES = {0: "NoChange", 1: "Down", 2: "Initialize", 3: "Armed", 4: "Active"}
+PHYS_STATES = {0: "NoChange", 1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
+               5: "LinkUp", 6: "LinkErrorRecovery", 7: "PhyTest"}
+LINK_DOWN_DEFAULT = {0: "NoChange", 1: "Sleep", 2: "Polling"}
+
+
+def _bits(value: int, table: dict, undefined: str) -> str:
+    names = [table[b][0] for b in sorted(table) if value & b]
+    return " or ".join(names) if names else undefined
+
+
+def width_text(value: int) -> str:
+    """LinkWidthEnabled/Supported/Active: '1X or 4X'."""
+    if value == 0xFF:
+        return "Set to LinkWidthSupported value"
+    return _bits(value, WIDTHS, f"undefined ({value})")
+
+
+def speed_text(value: int) -> str:
+    """LinkSpeedEnabled/Supported/Active: '2.5 Gbps or 5.0 Gbps'."""
+    if value == 0xF:
+        return "Set to LinkSpeedSupported value"
+    return _bits(value, SPEEDS, f"undefined ({value})")
+
+
+def ext_speed_text(value: int) -> str:
+    if value == 0:
+        return "No Extended Speed"
+    if value == 0x1E:
+        return "Set to LinkSpeedExtSupported value"
+    return _bits(value, EXT_SPEEDS, f"undefined ({value})")
+
+
+def mtu_text(code: int) -> str:
+    return str(MTUS[code]) if code in MTUS else f"undefined ({code})"
+
+
+def vls_text(code: int) -> str:
+    return VLS.get(code, f"undefined ({code})")
+
+
+def _highest(value: int, table: dict) -> int:
+    """The bit of `value` the table rates highest (most lanes, fastest), 0 if none. Bit
+    order is not rate order: 2X (bit 4) came after 12X (bit 3)."""
+    return max((b for b in table if value & b), key=lambda b: table[b][2], default=0)
+
+
+def active_speed(pi) -> tuple[str, float] | None:
+    """(rate suffix, Gb/s per lane) a port runs at, extended speeds first; None if unknown."""
+    ext = getattr(pi, "link_speed_ext_active", 0)
+    if ext in EXT_SPEEDS:
+        return EXT_SPEEDS[ext][1:]
+    if pi.link_speed_active in SPEEDS:
+        return SPEEDS[pi.link_speed_active][1:]
+    return None
+
+
+def rate_text(pi) -> str:
+    """A port's active link as ibnetdiscover writes it ("4xQDR"); '' when not known."""
+    width, speed = WIDTHS.get(pi.link_width_active), active_speed(pi)
+    if width is None or speed is None:
+        return ""
+    return f"{width[1]}{speed[0]}"
+
+
+def degraded(a, b) -> list[str]:
+    """Why a link between ports `a` and `b` (PortInfo of each end) runs below what both
+    ends support: active width or speed lower than the best common one. [] if not.
+    As iblinkinfo's "Could be" hints, Supported counts, not Enabled: a lane or speed
+    lost in training and one an admin disabled look alike, and both cost bandwidth."""
+    why = []
+    common_w = _highest(a.link_width_supported & b.link_width_supported, WIDTHS)
+    if common_w and WIDTHS.get(a.link_width_active, ("", "", 0))[2] < WIDTHS[common_w][2]:
+        why.append(f"width {WIDTHS.get(a.link_width_active, ('?',))[0]} of {WIDTHS[common_w][0]} possible")
+    common_ext = _highest(getattr(a, "link_speed_ext_supported", 0) & getattr(b, "link_speed_ext_supported", 0), EXT_SPEEDS)
+    best = EXT_SPEEDS[common_ext] if common_ext else SPEEDS.get(
+        _highest(a.link_speed_supported & b.link_speed_supported, SPEEDS))
+    now = active_speed(a)
+    if best is not None and now is not None and now[1] < best[2]:
+        why.append(f"speed {now[0]} of {best[1]} possible")
+    return why
