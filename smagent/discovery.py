@@ -215,7 +215,8 @@ def discover(transport: Transport, *, progress=None) -> Topology:
             sinks.append((n, "port", p))
         for (n, what, p), r in zip(sinks, transport.execute(reqs)):
             if not r.ok:
-                unreachable.append(f"{n.description or hex(n.guid)} ({what}{'' if p is None else f' port {p}'}): {r.error}")
+                label = {"desc": "NodeDescription", "swinfo": "SwitchInfo"}.get(what, f"PortInfo of port {p}")
+                unreachable.append(f"{n.description or hex(n.guid)} ({label}): {r.error}")
                 continue
             v = r.value()
             if what == "desc":

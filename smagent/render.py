@@ -34,6 +34,11 @@ def _key(name: str, v, show_keys: bool):
     return HIDDEN if name in KEY_FIELDS and not show_keys else v
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 switch', '2 switches', '0 CAs'."""
+    return f"{n} {noun if n == 1 else plural or noun + ('es' if noun.endswith(('s', 'sh', 'ch')) else 's')}"
+
+
 def jsonable(value, show_keys: bool = False):
     """Attribute/SMP dataclass -> plain dict with the codec's names (keys hidden unless
     `show_keys`)."""

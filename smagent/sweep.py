@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from mad import codes
 from mad import forwarding as fw
 from mad import smp as smpcodec
 from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState
@@ -224,6 +225,18 @@ def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
     return notes
 
 
+def _no_switch_reason(topo) -> str:
+    """Why discovery found no switch: most often the local port has no link."""
+    g, p = topo.local
+    n = topo.nodes[g]
+    pi = n.ports.get(p)
+    where = f"the local port ({n.description or hex(g)} port {p})"
+    if pi is not None and pi.port_state == PortState.DOWN:
+        phys = codes.PHYS_STATES.get(pi.port_physical_state, str(pi.port_physical_state))
+        return f"{where} is down (physical state {phys}): check its cable and the switch port it plugs into"
+    return f"no switch found from {where}: nothing to route"
+
+
 def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = None) -> SweepResult:
     """Every Get a sweep needs, and the plan of Sets; sends no Set."""
     t0 = time.monotonic()
@@ -237,7 +250,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     r = ph.r
     r.topology = topo
     if not topo.switches():
-        raise SweepError("no switch found from the local port: nothing to route")
+        raise SweepError(_no_switch_reason(topo))
     with _Phase(r, transport, "sm_check"):
         r.notes += check_other_sms(transport, topo, force=opts.force)
     resolved = None

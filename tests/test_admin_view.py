@@ -92,3 +92,23 @@ def test_query_hides_keys_and_names_codes(tmp_path):
     assert value["m_key"] == "<not displayed>" and value["link_width_active"] == 2  # JSON keeps numbers
     r = CliRunner().invoke(main, ["query", "sminfo", "0", "--json"])
     assert json.loads(r.stdout)["value"]["sm_key"] == "<not displayed>"
+
+
+def test_summary_counts_read_as_english(tmp_path):
+    net = tmp_path / "one.net"
+    net.write_text('Switch\t4 "S0"\n[1]\t"H1"[1]\n\nHca\t1 "H1"\n[1]\t"S0"[1]\n')
+    r = CliRunner().invoke(main, ["--topology", str(net), "sweep"])
+    assert r.exit_code == 0, r.output
+    assert "2 nodes (1 switch, 1 CA), 1 link, 2 LIDs" in r.stdout
+    assert "(1 member, 1 switch, root S0)" in r.stdout
+
+
+@pytest.mark.parametrize("net, says", [
+    ('Hca\t1 "H1"\n', "the local port (H1 port 1) is down (physical state Polling)"),
+    ('Hca\t1 "H1"\n[1]\t"H2"[1]\n\nHca\t1 "H2"\n[1]\t"H1"[1]\n', "no switch found from the local port (H1 port 1)"),
+])
+def test_no_switch_says_why(tmp_path, net, says):
+    f = tmp_path / "f.net"
+    f.write_text(net)
+    r = CliRunner().invoke(main, ["--topology", str(f), "sweep"])
+    assert r.exit_code == 3 and says in r.output

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from smagent import backup
+from smagent import backup, render
 from smagent.commands import tables_cmd as tc
 
 
@@ -37,7 +37,7 @@ def lft_backup(obj, output, as_json):
     if output:
         with open(output, "w", encoding="utf-8") as fh:
             fh.write(text)
-        click.echo(f"# saved {len(topo.switches())} switches to {output}", err=True)
+        click.echo(f"# saved {render.count(len(topo.switches()), 'switch')} to {output}", err=True)
     if as_json:
         import json
         click.echo(json.dumps({"switches": len(topo.switches()), "file": output,
