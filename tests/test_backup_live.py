@@ -11,7 +11,6 @@ import pytest
 from ibsim_harness import IbSim, ibsim_available, skip_reason
 from smagent import backup, netfile, tables, topogen
 
-REPO = str(Path(__file__).resolve().parent.parent)
 live = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
 
@@ -84,14 +83,6 @@ def test_block_backup_file_round_trip(tmp_path):
 
 
 # -- on ibsim ------------------------------------------------------------------------------
-def smagent(sim, *args, check=True):
-    sim.env["PYTHONPATH"] = REPO  # this checkout, whatever `pip install -e` points at
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-    if check and r.returncode != 0:
-        raise AssertionError(f"smagent {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
-
-
 @pytest.mark.parametrize("_", [0], ids=["two_switch"])
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
@@ -100,24 +91,24 @@ def test_backup_restore_round_trip(tmp_path, _):
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
     with IbSim(net, tmp_path / "run") as sim:
-        smagent(sim, "sweep")
+        sim.smagent("sweep")
         out = tmp_path / "tables.dump"
-        smagent(sim, "lft", "backup", "-o", str(out))
+        sim.smagent("lft", "backup", "-o", str(out))
         text = out.read_text()
         assert len(re.findall(r"^Unicast lids", text, re.M)) == 2
-        before = smagent(sim, "lft", "dump").stdout
+        before = sim.smagent("lft", "dump").stdout
         # damage: point two LIDs elsewhere on one switch
         sw_lid = re.search(r"DR path slid 0; dlid 0; (\S+) guid", text).group(1)
-        smagent(sim, "lft", "set", sw_lid, "1", "4")
-        smagent(sim, "lft", "set", sw_lid, "2", "255")
-        assert smagent(sim, "lft", "dump").stdout != before
-        dry = json.loads(smagent(sim, "lft", "restore", str(out), "--dry-run", "--json").stdout)
+        sim.smagent("lft", "set", sw_lid, "1", "4")
+        sim.smagent("lft", "set", sw_lid, "2", "255")
+        assert sim.smagent("lft", "dump").stdout != before
+        dry = json.loads(sim.smagent("lft", "restore", str(out), "--dry-run", "--json").stdout)
         assert dry["dry_run"] and dry["planned"]["lft_blocks"] == 1 and dry["sets"]["lft_blocks"] == 0
-        assert smagent(sim, "lft", "dump").stdout != before  # a dry run sent no Set
-        res = json.loads(smagent(sim, "lft", "restore", str(out), "--json").stdout)
+        assert sim.smagent("lft", "dump").stdout != before  # a dry run sent no Set
+        res = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
         assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
-        assert smagent(sim, "lft", "dump").stdout == before
-        again = json.loads(smagent(sim, "lft", "restore", str(out), "--json").stdout)
+        assert sim.smagent("lft", "dump").stdout == before
+        again = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
         assert again["planned"] == {"switchinfo": 0, "lft_blocks": 0}
 
 
@@ -130,11 +121,10 @@ def test_save_before_apply_then_restore_blocks(tmp_path):
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
     with IbSim(net, tmp_path / "run") as sim:
-        smagent(sim, "sweep")
-        before = smagent(sim, "lft", "dump").stdout
+        sim.smagent("sweep")
+        before = sim.smagent("lft", "dump").stdout
         # plan a change in-process through umad2sim: route every LID of block 0 to port 255
         code = f"""
-import sys; sys.path.insert(0, {REPO!r})
 from smagent import backup, discovery, tables
 from smagent.transport import open_transport
 t = open_transport("umad")
@@ -152,13 +142,12 @@ for c in written:
     j.written(c.switch, c.block)
 print(path)
 """
-        sim.env["PYTHONPATH"] = REPO
         r = sim.run([sys.executable, "-c", code], check=False)
         assert r.returncode == 0, r.stderr
         saved = Path(r.stdout.strip().splitlines()[-1])
         p = backup.Journal.pending(tmp_path / "apply.journal")
         assert p is not None and len(p.written) == 1 and len(p.remaining) == len(p.plan) - 1
-        assert smagent(sim, "lft", "dump").stdout != before
-        res = json.loads(smagent(sim, "lft", "restore", str(saved), "--json").stdout)
+        assert sim.smagent("lft", "dump").stdout != before
+        res = json.loads(sim.smagent("lft", "restore", str(saved), "--json").stdout)
         assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
-        assert smagent(sim, "lft", "dump").stdout == before
+        assert sim.smagent("lft", "dump").stdout == before

@@ -1,4 +1,4 @@
-"""Faults on ibsim, driven through its console (tests/ibsim_console.py): SMP drops,
+"""Faults on ibsim, driven through its console (tests/ibsim_harness.py, console=True): SMP drops,
 unresponsive nodes, links cut and restored.
 
 How ibsim drops (ibsim/sim_mad.c): ``Error "node"[port] RATE ATTR`` drops RATE % of the
@@ -20,28 +20,18 @@ import json
 import random
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
-from ibsim_console import IbSimConsole, ibsim_available, skip_reason
+from ibsim_harness import IbSim, ibsim_available, skip_reason
 from smagent import netfile, topogen
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
-REPO = str(Path(__file__).resolve().parent.parent)
 RETRIES = "15"
 
 
-def smagent(sim, *args, check=True):
-    sim.env["PYTHONPATH"] = REPO  # this checkout, whatever `pip install -e` points at
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-    if check and r.returncode != 0:
-        raise AssertionError(f"smagent {' '.join(args)} -> {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
-
-
 def sweep_json(sim, *args, check=True):
-    r = smagent(sim, "--retries", RETRIES, "sweep", "--json", *args, check=check)
+    r = sim.smagent("--retries", RETRIES, "sweep", "--json", *args, check=check)
     return r.returncode, json.loads(r.stdout)
 
 
@@ -59,7 +49,7 @@ def local_ca(fabric) -> str:
 
 def assert_converged(sim):
     """Every LFT, LID and port state is as the plan wants: a dry run plans no Set."""
-    plan = json.loads(smagent(sim, "sweep", "--dry-run", "--json").stdout)
+    plan = json.loads(sim.smagent("sweep", "--dry-run", "--json").stdout)
     assert all(v == 0 for v in plan["sets"].values()), plan["plan"][:20]
     assert plan["unreachable"] == [] and plan["problems"] == []
     return plan
@@ -86,7 +76,7 @@ def clear_errors(sim, fabric):
 @pytest.mark.parametrize("rate", [10, 30])
 def test_sweep_survives_lft_drops(tmp_path, rate):
     fabric, net = fabric_file(tmp_path)
-    with IbSimConsole(net, tmp_path / "run") as sim:
+    with IbSim(net, tmp_path / "run", console=True) as sim:
         for n in fabric.switches():
             sim.error(n.name, rate, attr=0x19)  # LinearForwardingTable only
         assert "err_attr 25" in sim.dump(fabric.switches()[0].name)
@@ -103,7 +93,7 @@ def test_sweep_survives_lft_drops(tmp_path, rate):
 @pytest.mark.parametrize("rate", [10, 30])
 def test_sweep_survives_lost_responses(tmp_path, rate):
     fabric, net = fabric_file(tmp_path)
-    with IbSimConsole(net, tmp_path / "run") as sim:
+    with IbSim(net, tmp_path / "run", console=True) as sim:
         sim.error(local_ca(fabric), rate, port=1)  # every response entering our port
         rc, s = sweep_json(sim, check=False)
         sim.error(local_ca(fabric), 0, port=1)
@@ -118,7 +108,7 @@ def test_lost_responses_are_not_false_alarms(tmp_path):
     refuses the retry (ARMED -> ARMED is no transition): the sweep re-reads the port and
     counts it done, so no problem is reported at all."""
     fabric, net = fabric_file(tmp_path)
-    with IbSimConsole(net, tmp_path / "run") as sim:
+    with IbSim(net, tmp_path / "run", console=True) as sim:
         sim.error(local_ca(fabric), 30, port=1)
         rc, s = sweep_json(sim, check=False)
         sim.error(local_ca(fabric), 0, port=1)
@@ -134,7 +124,7 @@ def test_unresponsive_nodes_reported_rest_programmed(tmp_path):
     fabric, net = fabric_file(tmp_path)
     host = sorted(n.name for n in fabric.cas())[5]
     spine = [n.name for n in fabric.switches() if n.name.startswith("S")][1]
-    with IbSimConsole(net, tmp_path / "run") as sim:
+    with IbSim(net, tmp_path / "run", console=True) as sim:
         sweep_json(sim)
         routed_before = _routed_lids(sim, "0,1")
         sim.error(host, 100)
@@ -173,7 +163,7 @@ def test_links_cut_then_relinked_converge(tmp_path):
     host = sorted(n.name for n in fabric.cas())[5]
     leaf = [n.name for n in fabric.switches() if n.name.startswith("L")][1]
     spine = [n.name for n in fabric.switches() if n.name.startswith("S")][1]
-    with IbSimConsole(net, tmp_path / "run") as sim:
+    with IbSim(net, tmp_path / "run", console=True) as sim:
         sweep_json(sim)
         sim.unlink(host, 1)
         sim.unlink(leaf, 5)  # a leaf's first uplink
@@ -207,8 +197,7 @@ def test_link_cut_while_a_sweep_runs_then_relinked(tmp_path):
     net = tmp_path / "ft648.net"
     net.write_text(netfile.dumps(fabric))
     spine = [n.name for n in fabric.switches() if n.name.startswith("S")][3]
-    with IbSimConsole(net, tmp_path / "run", extra_args=netfile.ibsim_size_args(fabric)) as sim:
-        sim.env["PYTHONPATH"] = REPO
+    with IbSim(net, tmp_path / "run", extra_args=netfile.ibsim_size_args(fabric), console=True) as sim:
         proc = subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "--retries", "1",
                                  "sweep", "--json"], env=sim.env, cwd=sim.cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)

@@ -3,10 +3,9 @@ simulator every member receiving a group's packet exactly once (ingress never ec
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from mad import forwarding as fw
-from smagent import cli, multicast, netfile, sweep, tables, topogen
+from smagent import multicast, netfile, sweep, tables, topogen
 from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.multicast import GroupFileError, parse_groups
 from smagent.sim import trace
@@ -290,16 +289,12 @@ def test_default_multicast_directive(tmp_path):
 
 
 # -- CLI ----------------------------------------------------------------------------------
-def run(*args):
-    return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
-
-
-def test_cli_sweep_with_group_file(tmp_path):
+def test_cli_sweep_with_group_file(cli, tmp_path):
     net = tmp_path / "big.net"
     net.write_text(netfile.dumps(big_switch_fabric()))
     groups = tmp_path / "groups"
     groups.write_text("0xC000 all\n0xC001 all\n")
-    r = run("--transport", "sim", "--topology", str(net), "sweep", "--dry-run", "--mcast-groups", str(groups),
+    r = cli("--transport", "sim", "--topology", str(net), "sweep", "--dry-run", "--mcast-groups", str(groups),
             "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
@@ -307,9 +302,9 @@ def test_cli_sweep_with_group_file(tmp_path):
     assert "SubnSet(MulticastForwardingTable) Big block 0 position 2: mlid 0xc000: ports {} -> {35,36}; " \
            "mlid 0xc001: ports {} -> {35,36}" in doc["plan"]
     groups.write_text("0xC000 all\n0xC001 nope\n")
-    r = run("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups))
+    r = cli("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups))
     assert r.exit_code == 2 and f"{groups}:2" in r.output
-    r = run("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups), "--no-multicast")
+    r = cli("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups), "--no-multicast")
     assert r.exit_code == 2
 
 

@@ -5,12 +5,11 @@ table the golden-vector tests use (smpquery's names -> the IBA snake_case names)
 import json
 import pathlib
 import re
-import sys
 
 import pytest
 
 from ibsim_harness import IbSim, ibsim_available, skip_reason
-from test_vectors import SMPQUERY
+from smpquery_names import SMPQUERY
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
@@ -52,8 +51,7 @@ def compare(attr: str, ours: dict, smpq_text: str) -> int:
 
 
 def query(sim, attr, target, *extra):
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "query", attr, target, "--json", *extra],
-                check=False)
+    r = sim.smagent("query", attr, target, "--json", *extra, check=False)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["value"]
 
@@ -69,7 +67,7 @@ def test_query_matches_smpquery_dr_then_lid(tmp_path):
                 total += compare("portinfo", ours, sim.run(["smpquery", "-D", "portinfo", path, str(p)]).stdout)
         assert total > 150  # every field smpquery prints, over 4 nodes and 3 hops
         # LIDs through a sweep, then the same reads LID-routed through the programmed LFTs
-        r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", "--json"], check=False)
+        r = sim.smagent("sweep", "--json", check=False)
         assert r.returncode == 0, r.stderr
         lids = {}
         for path, is_switch, ports in PATHS:

@@ -6,16 +6,14 @@ and it never answers RandomForwardingTable), so the simulator is the witness her
 import json
 
 import pytest
-from click.testing import CliRunner
 
+from rft_fabrics import RFT_CAPS, chassis_fabric
 from mad.attributes import SwitchInfo
-from smagent import cli, netfile, rft, sweep, tables
+from smagent import netfile, rft, sweep, tables
 from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.rft import Entry, RftError
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
-
-RFT_CAPS = {"linear_fdb_cap": 0, "random_fdb_cap": 32, "lids_per_port": 1}
 
 
 def si(cap=32, lpp=1, default=0):
@@ -29,26 +27,6 @@ def si(cap=32, lpp=1, default=0):
 
 def sets(t) -> int:
     return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet("))
-
-
-def chassis_fabric(with_caps=True) -> Fabric:
-    """The seed's chassis (Figure 25-29): switch C with TCAs T1..T6 on ports 1-6 and one
-    port (8) to the fabric, here switch F with hosts H1 (the SM) and H2. Both RFT-only."""
-    f = Fabric()
-    f.add_node(name="H1", node_type=HCA, num_ports=1)
-    f.add_node(name="C", node_type=SWITCH, num_ports=8)
-    f.add_node(name="F", node_type=SWITCH, num_ports=8)
-    for i in range(1, 7):
-        f.add_node(name=f"T{i}", node_type=HCA, num_ports=1)
-        f.connect(f"T{i}", 1, "C", i)
-    f.add_node(name="H2", node_type=HCA, num_ports=1)
-    f.connect("C", 8, "F", 1)
-    f.connect("H1", 1, "F", 2)
-    f.connect("H2", 1, "F", 3)
-    if with_caps:
-        f.node("C").caps.update(RFT_CAPS)
-        f.node("F").caps.update(RFT_CAPS, random_fdb_cap=20)
-    return f
 
 
 def two_uplink_fabric(lpp: int) -> Fabric:
@@ -247,12 +225,11 @@ def test_two_uplinks_lids_per_port_1_is_a_clear_error():
     assert sets(t) == 0
 
 
-def test_cli_net_file_caps(tmp_path):
+def test_cli_net_file_caps(cli, tmp_path):
     net = tmp_path / "chassis.net"
     net.write_text(netfile.dumps(chassis_fabric()))
     assert "# smagent: cap random_fdb_cap=32" in net.read_text()
-    run = lambda *a: CliRunner().invoke(cli.main, ["--transport", "sim", "--topology", str(net), *a],
-                                        catch_exceptions=False)
+    run = lambda *a: cli("--transport", "sim", "--topology", net, *a)
     r = run("sweep", "--dry-run", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
@@ -263,5 +240,5 @@ def test_cli_net_file_caps(tmp_path):
     assert r.exit_code == 0 and "RFT blocks 2" in r.output, r.output
     bad = tmp_path / "bad.net"
     bad.write_text(netfile.dumps(two_uplink_fabric(1)))
-    r = CliRunner().invoke(cli.main, ["--transport", "sim", "--topology", str(bad), "sweep"])
+    r = cli("--transport", "sim", "--topology", bad, "sweep")
     assert r.exit_code == 3 and "LIDsPerPort is 1" in r.output

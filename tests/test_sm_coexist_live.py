@@ -14,7 +14,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -29,10 +28,6 @@ pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reaso
 
 HCA2_FROM_HCA1 = "0,1,3,1"  # Hca1 -> Switch1 (port 3) -> Switch2 (port 1) -> Hca2
 IS_SM = 0x2
-
-
-def smagent(sim, *args):
-    return sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
 
 
 class OpenSM:
@@ -111,7 +106,7 @@ def test_refuses_with_master_opensm_then_force(tmp_path):
 
             before = _state(sim)
             for args in (["sweep"], ["sweep", "--dry-run"]):
-                r = smagent(sim, *args)
+                r = sim.smagent(*args, check=False)
                 assert r.returncode == 3, (args, r.returncode, r.stdout, r.stderr)
                 err = r.stderr
                 assert "another subnet manager is MASTER" in err, err
@@ -120,7 +115,7 @@ def test_refuses_with_master_opensm_then_force(tmp_path):
                 assert "--force" in err
             assert _state(sim) == before, "a refused sweep changed the fabric"
 
-            r = smagent(sim, "sweep", "--force", "--json")
+            r = sim.smagent("sweep", "--force", "--json", check=False)
             assert r.returncode == 0, (r.stdout, r.stderr)
             s = json.loads(r.stdout)
             assert s["problems"] == [] and s["unreachable"] == []

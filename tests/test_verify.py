@@ -4,7 +4,6 @@ import dataclasses
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from mad import forwarding as fw
 from mad import smp as smpcodec
@@ -261,29 +260,24 @@ def test_mcast_cycle_in_tree():
 def swept_sim(monkeypatch):
     """A simulator swept once, handed to every CLI invocation (the transport opens once
     per command, so the simulator must outlive it)."""
-    from smagent import cli, sweep
+    from smagent import sweep
     from smagent.transport.sim import SimTransport
     t = SimTransport(topogen.fat_tree_2(4))
     assert sweep.sweep(t, sweep.SweepOptions(routing="updn")).problems == []
-    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: t)
     return t
 
 
-def run_cli(*args):
-    from smagent.cli import main
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-def test_command_clean_exit_0(swept_sim):
-    r = run_cli("verify")
+def test_command_clean_exit_0(cli, swept_sim):
+    r = cli("verify")
     assert r.exit_code == 0, r.output
     assert "ok: every source reaches every LID" in r.output
-    r = run_cli("verify", "--json")
+    r = cli("verify", "--json")
     doc = json.loads(r.output)
     assert r.exit_code == 0 and doc["ok"] and doc["defects"] == {} and doc["summary"]["mcast_groups"] is not None
 
 
-def test_command_defects_exit_1(swept_sim):
+def test_command_defects_exit_1(cli, swept_sim):
     from smagent import discovery
     t = swept_sim
     topo = discovery.discover(t)
@@ -296,18 +290,18 @@ def test_command_defects_exit_1(swept_sim):
     ports[i] = 255
     t.execute([Request(smpcodec.dr(Method.SET, AttrID.LINEAR_FORWARDING_TABLE, leaf.path, fw.lft_modifier(block),
                                    LinearForwardingTable.cls(ports=ports)))])
-    r = run_cli("verify", "--no-mcast")
+    r = cli("verify", "--no-mcast")
     assert r.exit_code == 1, r.output
     assert "defect unreachable: 3 (source, LID) pairs not delivered" in r.output  # H0, H1, L0
     assert f"H0[1] -> LID {victim} (H7[1]): dead end at L0: LFT entry 255" in r.output
-    doc = json.loads(run_cli("verify", "--json", "--no-mcast").output)
+    doc = json.loads(cli("verify", "--json", "--no-mcast").output)
     assert doc["ok"] is False and doc["summary"]["mcast_groups"] is None
     assert doc["defects"]["dead_end"]["count"] == 1
 
 
-def test_command_fabric_failure_exit_3(monkeypatch, swept_sim):
+def test_command_fabric_failure_exit_3(cli, monkeypatch, swept_sim):
     def boom(*a, **kw):
         raise verify.VerifyError("reading LFTs: L0 block 0: timeout")
     monkeypatch.setattr(verify, "collect", boom)
-    r = run_cli("verify")
+    r = cli("verify")
     assert r.exit_code == 3 and "timeout" in r.output
