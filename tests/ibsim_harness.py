@@ -239,6 +239,13 @@ class IbSim:
         pre = ["--transport", "umad", *(["--record", str(record)] if record is not None else [])]
         return run_smagent([*pre, *args], env=self.env, cwd=self.cwd, check=check, timeout=timeout, **kw)
 
+    def opensm_env(self, workdir, **extra) -> dict:
+        """The env for an OpenSM client of this ibsim: its cache and temporary files
+        (guid2lid, opensm-subnet.lst, ...) in `workdir` (created), not /var."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        return dict(self.env, OSM_CACHE_DIR=str(workdir), OSM_TMP_DIR=str(workdir), **extra)
+
     # -- the console (console=True) ------------------------------------
     # What the commands do (ibsim 0.10/0.12, ``ibsim/sim_cmd.c``, ``sim_mad.c``):
     # * ``Error "node"[port] RATE [ATTR]``: RATE percent (0..100, integer) on that port,

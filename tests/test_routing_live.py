@@ -162,8 +162,7 @@ def _compare(tmp_path, fabric, name, lmc=0):
     """
     with start(tmp_path, fabric, f"{name}-osm") as sim:
         osm_dir = tmp_path / f"osm-{name}"
-        osm_dir.mkdir()
-        env = dict(sim.env, OSM_CACHE_DIR=str(osm_dir), OSM_TMP_DIR=str(osm_dir))
+        env = sim.opensm_env(osm_dir)
         log = osm_dir / "osm.log"
         r = subprocess.run([OPENSM, "-o", "-R", "minhop", "-l", str(lmc), "-f", str(log), "-d2"], env=env,
                            cwd=sim.cwd, capture_output=True, text=True, timeout=300)

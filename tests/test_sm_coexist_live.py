@@ -37,7 +37,7 @@ class OpenSM:
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "opensm.log"
-        self.env = dict(sim.env, SIM_HOST=host, OSM_CACHE_DIR=str(self.dir), OSM_TMP_DIR=str(self.dir))
+        self.env = sim.opensm_env(self.dir, SIM_HOST=host)
         self.proc = None
 
     def __enter__(self):
