@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import backup, netfile, tables, topogen
 
 live = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
@@ -86,45 +86,45 @@ def test_block_backup_file_round_trip(tmp_path):
 @pytest.mark.parametrize("_", [0], ids=["two_switch"])
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
-def test_backup_restore_round_trip(tmp_path, _):
+def test_backup_restore_round_trip(ibsim, tmp_path, _):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        sim.smagent("sweep")
-        out = tmp_path / "tables.dump"
-        sim.smagent("lft", "backup", "-o", str(out))
-        text = out.read_text()
-        assert len(re.findall(r"^Unicast lids", text, re.M)) == 2
-        before = sim.smagent("lft", "dump").stdout
-        # damage: point two LIDs elsewhere on one switch
-        sw_lid = re.search(r"DR path slid 0; dlid 0; (\S+) guid", text).group(1)
-        sim.smagent("lft", "set", sw_lid, "1", "4")
-        sim.smagent("lft", "set", sw_lid, "2", "255")
-        assert sim.smagent("lft", "dump").stdout != before
-        dry = json.loads(sim.smagent("lft", "restore", str(out), "--dry-run", "--json").stdout)
-        assert dry["dry_run"] and dry["planned"]["lft_blocks"] == 1 and dry["sets"]["lft_blocks"] == 0
-        assert sim.smagent("lft", "dump").stdout != before  # a dry run sent no Set
-        res = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
-        assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
-        assert sim.smagent("lft", "dump").stdout == before
-        again = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
-        assert again["planned"] == {"switchinfo": 0, "lft_blocks": 0}
+    sim = ibsim(net)
+    sim.smagent("sweep")
+    out = tmp_path / "tables.dump"
+    sim.smagent("lft", "backup", "-o", str(out))
+    text = out.read_text()
+    assert len(re.findall(r"^Unicast lids", text, re.M)) == 2
+    before = sim.smagent("lft", "dump").stdout
+    # damage: point two LIDs elsewhere on one switch
+    sw_lid = re.search(r"DR path slid 0; dlid 0; (\S+) guid", text).group(1)
+    sim.smagent("lft", "set", sw_lid, "1", "4")
+    sim.smagent("lft", "set", sw_lid, "2", "255")
+    assert sim.smagent("lft", "dump").stdout != before
+    dry = json.loads(sim.smagent("lft", "restore", str(out), "--dry-run", "--json").stdout)
+    assert dry["dry_run"] and dry["planned"]["lft_blocks"] == 1 and dry["sets"]["lft_blocks"] == 0
+    assert sim.smagent("lft", "dump").stdout != before  # a dry run sent no Set
+    res = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
+    assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
+    assert sim.smagent("lft", "dump").stdout == before
+    again = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
+    assert again["planned"] == {"switchinfo": 0, "lft_blocks": 0}
 
 
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
-def test_save_before_apply_then_restore_blocks(tmp_path):
+def test_save_before_apply_then_restore_blocks(ibsim, tmp_path):
     """save_before_apply keeps exactly the blocks a sweep is about to overwrite; writing
     that file back (lft restore FILE.json) returns the switches to their previous tables."""
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        sim.smagent("sweep")
-        before = sim.smagent("lft", "dump").stdout
-        # plan a change in-process through umad2sim: route every LID of block 0 to port 255
-        code = f"""
+    sim = ibsim(net)
+    sim.smagent("sweep")
+    before = sim.smagent("lft", "dump").stdout
+    # plan a change in-process through umad2sim: route every LID of block 0 to port 255
+    code = f"""
 from smagent import backup, discovery, tables
 from smagent.transport import open_transport
 t = open_transport("umad")
@@ -142,12 +142,12 @@ for c in written:
     j.written(c.switch, c.block)
 print(path)
 """
-        r = sim.run([sys.executable, "-c", code], check=False)
-        assert r.returncode == 0, r.stderr
-        saved = Path(r.stdout.strip().splitlines()[-1])
-        p = backup.Journal.pending(tmp_path / "apply.journal")
-        assert p is not None and len(p.written) == 1 and len(p.remaining) == len(p.plan) - 1
-        assert sim.smagent("lft", "dump").stdout != before
-        res = json.loads(sim.smagent("lft", "restore", str(saved), "--json").stdout)
-        assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
-        assert sim.smagent("lft", "dump").stdout == before
+    r = sim.run([sys.executable, "-c", code], check=False)
+    assert r.returncode == 0, r.stderr
+    saved = Path(r.stdout.strip().splitlines()[-1])
+    p = backup.Journal.pending(tmp_path / "apply.journal")
+    assert p is not None and len(p.written) == 1 and len(p.remaining) == len(p.plan) - 1
+    assert sim.smagent("lft", "dump").stdout != before
+    res = json.loads(sim.smagent("lft", "restore", str(saved), "--json").stdout)
+    assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
+    assert sim.smagent("lft", "dump").stdout == before

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
 from smagent.pcap import read_capture
 
@@ -55,23 +55,23 @@ def test_plan_cli_on_the_simulator_and_bad_files(live_cli, tmp_path):
 
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
-def test_apply_on_ibsim_shows_in_ibroute_and_converges(tmp_path):
+def test_apply_on_ibsim_shows_in_ibroute_and_converges(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
     state = tmp_path / "state.yaml"
     state.write_text("routing: updn\nlft:\n  - {switch: Switch1, lid: 60, port: 5}\n"
                      "multicast:\n  - {mlid: 0xC001, members: [Hca1, Hca2]}\n")
-    with IbSim(net, tmp_path / "run") as sim:
-        r = sim.smagent("apply", state, "--json", "--state-dir", tmp_path / "st", check=False)
-        assert r.returncode == 0, r.stderr
-        s = json.loads(r.stdout)
-        assert s["left_after_apply"] == [] and s["sets"]["lft_blocks"] > 0
-        sw1 = sim.run(["smpquery", "-D", "portinfo", "0,1", "0"]).stdout
-        lid = int(re.search(r"^Lid:\.+(\d+)$", sw1, re.M).group(1))
-        routes = sim.run(["ibroute", str(lid)]).stdout
-        assert re.search(r"^0x003c 005 :", routes, re.M), routes  # LID 60 -> port 5, as the file says
-        assert "0xc001" in sim.run(["ibroute", "-M", str(lid)]).stdout.lower()
-        r = sim.smagent("apply", state, "--json", check=False)
-        assert r.returncode == 0, r.stderr
-        assert set(json.loads(r.stdout)["sets"].values()) == {0}
+    sim = ibsim(net)
+    r = sim.smagent("apply", state, "--json", "--state-dir", tmp_path / "st", check=False)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["left_after_apply"] == [] and s["sets"]["lft_blocks"] > 0
+    sw1 = sim.run(["smpquery", "-D", "portinfo", "0,1", "0"]).stdout
+    lid = int(re.search(r"^Lid:\.+(\d+)$", sw1, re.M).group(1))
+    routes = sim.run(["ibroute", str(lid)]).stdout
+    assert re.search(r"^0x003c 005 :", routes, re.M), routes  # LID 60 -> port 5, as the file says
+    assert "0xc001" in sim.run(["ibroute", "-M", str(lid)]).stdout.lower()
+    r = sim.smagent("apply", state, "--json", check=False)
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads(r.stdout)["sets"].values()) == {0}

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from fabrics import big_switch_fabric
 from mad import forwarding as fw
 from smagent import multicast, netfile, sweep, tables, topogen
-from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.multicast import GroupFileError, parse_groups
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
@@ -15,21 +15,6 @@ from smagent.transport.sim import SimTransport
 # -- helpers ------------------------------------------------------------------------------
 def sets(t) -> int:
     return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet("))
-
-
-def big_switch_fabric() -> Fabric:
-    """Big (36 ports): hosts on 1, 17, 20, 35, port 36 to Small (8 ports), hosts on 2, 3."""
-    f = Fabric()
-    for name in ("H1", "H17", "H20", "H35", "G2", "G3"):
-        f.add_node(name=name, node_type=HCA, num_ports=1)
-    f.add_node(name="Big", node_type=SWITCH, num_ports=36)
-    f.add_node(name="Small", node_type=SWITCH, num_ports=8)
-    for p in (1, 17, 20, 35):
-        f.connect(f"H{p}", 1, "Big", p)
-    f.connect("G2", 1, "Small", 2)
-    f.connect("G3", 1, "Small", 3)
-    f.connect("Big", 36, "Small", 1)
-    return f
 
 
 def ca_ports(sim):

@@ -3,34 +3,17 @@ shows every group's ports on every switch of its tree, PortMask positions > 0 in
 (a 36-port switch with members on ports 17, 20 and 35); a group file with two groups
 works; a second sweep sends no Set."""
 import json
-import os
 import re
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from fabrics import big_switch_fabric
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile
-from smagent.fabric import HCA, SWITCH, Fabric
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
 NO_SETS = {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0, "mft_blocks": 0, "rft_blocks": 0}
-
-
-def big_switch_fabric() -> Fabric:
-    """Big: 36 ports, hosts on 1, 17, 20, 35, port 36 to Small (8 ports, hosts on 2, 3).
-    H1 comes first, so ibsim puts the SM (us) on it."""
-    f = Fabric()
-    for name in ("H1", "H17", "H20", "H35", "G2", "G3"):
-        f.add_node(name=name, node_type=HCA, num_ports=1)
-    f.add_node(name="Big", node_type=SWITCH, num_ports=36)
-    f.add_node(name="Small", node_type=SWITCH, num_ports=8)
-    for p in (1, 17, 20, 35):
-        f.connect(f"H{p}", 1, "Big", p)
-    f.connect("G2", 1, "Small", 2)
-    f.connect("G3", 1, "Small", 3)
-    f.connect("Big", 36, "Small", 1)
-    return f
 
 
 def ibroute_mft(sim, lid: int) -> dict[int, set[int]]:
@@ -69,11 +52,10 @@ def port_guid(sim, name):
 
 
 @pytest.fixture
-def big(tmp_path):
+def big(ibsim, tmp_path):
     net = tmp_path / "big.net"
     net.write_text(netfile.dumps(big_switch_fabric()))
-    with IbSim(net, tmp_path / "run") as sim:
-        yield sim
+    return ibsim(net)
 
 
 def test_default_group_positions_above_zero(big):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rft_fabrics import RFT_CAPS, chassis_fabric
+from fabrics import RFT_CAPS, chassis_fabric
 from mad.attributes import SwitchInfo
 from smagent import netfile, rft, sweep, tables
 from smagent.fabric import HCA, SWITCH, Fabric

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rft_fabrics import chassis_fabric
+from fabrics import chassis_fabric
 from smagent import netfile
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport

@@ -46,34 +46,34 @@ def witness_checks(sim, fabric, pairs_sample=None):
     return all_lids
 
 
-def test_two_switch_sweep_then_witnesses(tmp_path):
+def test_two_switch_sweep_then_witnesses(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        dry = sim.smagent("sweep", "--dry-run", "--json")
-        plan = json.loads(dry.stdout)
-        assert plan["dry_run"] and plan["plan"]
-        assert plan["sets"]["lft_blocks"] == 2
-        r = sim.smagent("sweep", "--json")
-        s = json.loads(r.stdout)
-        assert s["problems"] == [] and s["unreachable"] == []
-        assert s["sets"]["lft_blocks"] == 2
-        witness_checks(sim, fabric)
-        again = json.loads(sim.smagent("sweep", "--json").stdout)
-        assert set(again["sets"].values()) == {0}, again  # a converged fabric: no Set of any kind
+    sim = ibsim(net)
+    dry = sim.smagent("sweep", "--dry-run", "--json")
+    plan = json.loads(dry.stdout)
+    assert plan["dry_run"] and plan["plan"]
+    assert plan["sets"]["lft_blocks"] == 2
+    r = sim.smagent("sweep", "--json")
+    s = json.loads(r.stdout)
+    assert s["problems"] == [] and s["unreachable"] == []
+    assert s["sets"]["lft_blocks"] == 2
+    witness_checks(sim, fabric)
+    again = json.loads(sim.smagent("sweep", "--json").stdout)
+    assert set(again["sets"].values()) == {0}, again  # a converged fabric: no Set of any kind
 
 
-def test_dry_run_sends_no_set(tmp_path):
+def test_dry_run_sends_no_set(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        sim.smagent("sweep", "--dry-run")
-        out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
-        assert re.search(r"^Lid:\.+0$", out, re.M), out
-        out = sim.run(["smpquery", "-D", "switchinfo", "0,1"]).stdout
-        assert re.search(r"^LinearFdbTop:\.+0$", out, re.M), out
+    sim = ibsim(net)
+    sim.smagent("sweep", "--dry-run")
+    out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
+    assert re.search(r"^Lid:\.+0$", out, re.M), out
+    out = sim.run(["smpquery", "-D", "switchinfo", "0,1"]).stdout
+    assert re.search(r"^LinearFdbTop:\.+0$", out, re.M), out
 
 
 def test_lid_file_persists_lids(tmp_path):
@@ -97,37 +97,37 @@ def test_lid_file_persists_lids(tmp_path):
 @pytest.mark.parametrize("bad, needle", [
     (["--lmc", "9"], "LMC"),
 ])
-def test_bad_sweep_input_exit_2(tmp_path, bad, needle):
+def test_bad_sweep_input_exit_2(ibsim, tmp_path, bad, needle):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        r = sim.smagent("sweep", *bad, check=False)
-        assert r.returncode == 2 and needle in r.stderr
+    sim = ibsim(net)
+    r = sim.smagent("sweep", *bad, check=False)
+    assert r.returncode == 2 and needle in r.stderr
 
 
-def test_garbage_lid_file_exit_2(tmp_path):
+def test_garbage_lid_file_exit_2(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
     lidfile = tmp_path / "guid2lid"
     lidfile.write_text("0x10 0x1 0x1\nthis is not a record\n")
-    with IbSim(net, tmp_path / "run") as sim:
-        r = sim.smagent("sweep", "--lid-file", str(lidfile), check=False)
-        assert r.returncode == 2 and "guid2lid:2" in r.stderr, r.stderr
-        out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
-        assert re.search(r"^Lid:\.+0$", out, re.M), "nothing may be sent after bad input"
+    sim = ibsim(net)
+    r = sim.smagent("sweep", "--lid-file", str(lidfile), check=False)
+    assert r.returncode == 2 and "guid2lid:2" in r.stderr, r.stderr
+    out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
+    assert re.search(r"^Lid:\.+0$", out, re.M), "nothing may be sent after bad input"
 
 
-def test_fat_tree_648_hosts(tmp_path):
+def test_fat_tree_648_hosts(ibsim, tmp_path):
     fabric = topogen.fat_tree_2(36)
     assert len(fabric.cas()) == 648
     net = tmp_path / "ft648.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run", extra_args=netfile.ibsim_size_args(fabric)) as sim:
-        s = json.loads(sim.smagent("sweep", "--json").stdout)
-        assert s["problems"] == [] and s["unreachable"] == []
-        assert s["nodes"] == 648 + 54
-        witness_checks(sim, fabric, pairs_sample=2000)
-        again = json.loads(sim.smagent("sweep", "--json").stdout)
-        assert set(again["sets"].values()) == {0}, again
+    sim = ibsim(net, extra_args=netfile.ibsim_size_args(fabric))
+    s = json.loads(sim.smagent("sweep", "--json").stdout)
+    assert s["problems"] == [] and s["unreachable"] == []
+    assert s["nodes"] == 648 + 54
+    witness_checks(sim, fabric, pairs_sample=2000)
+    again = json.loads(sim.smagent("sweep", "--json").stdout)
+    assert set(again["sets"].values()) == {0}, again

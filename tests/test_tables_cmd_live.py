@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
 from smagent.fabric import HCA, SWITCH, Fabric
 
@@ -24,12 +24,12 @@ def ibroute(sim, path=SW1, *extra):
 
 
 @pytest.fixture
-def two_switch(tmp_path):
+def two_switch(ibsim, tmp_path):
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(topogen.two_switch()))
-    with IbSim(net, tmp_path / "run") as sim:
-        sim.smagent("sweep")
-        yield sim
+    sim = ibsim(net)
+    sim.smagent("sweep")
+    return sim
 
 
 def test_show_equals_ibroute(two_switch):
@@ -140,32 +140,32 @@ def matrix_ports(text: str, mlid: int) -> list[int]:
     return [i // 2 for i, ch in enumerate(cols) if ch == "x"]
 
 
-def test_mft_set_36_ports(tmp_path):
+def test_mft_set_36_ports(ibsim, tmp_path):
     net = tmp_path / "s36.net"
     net.write_text(netfile.dumps(fabric_36()))
-    with IbSim(net, tmp_path / "run") as sim:
-        sim.smagent("sweep")
-        sw = "0,1"
-        dry = sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--dry-run")
-        assert [l.split(":")[0] for l in dry.stdout.splitlines()] == [
-            f"S36 MFT block 0 position {p}" for p in range(3)]
-        assert "0xc005" not in sim.run(["ibroute", "-M", "-D", sw]).stdout
-        r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--json").stdout)
-        assert r["sets"] == {"switchinfo": 0, "mft_blocks": 3} and r["problems"] == []
-        assert matrix_ports(sim.run(["ibroute", "-M", "-D", sw]).stdout, 0xC005) == [1, 17, 20, 35]
-        sim.smagent("mft", "set", sw, "0xc03f", "0", "16", "36")  # block 1, position 2 edge ports
-        ours = sim.smagent("mft", "show", sw).stdout
-        assert ours == sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout
-        assert "0xc005      000200120008" in ours and "0xc03f      000100010010" in ours
-        lid = int(re.search(r"^Lid:\.+(\d+)$", sim.run(["smpquery", "-D", "portinfo", sw, "0"]).stdout, re.M).group(1))
-        assert sim.smagent("mft", "show", str(lid)).stdout == sim.run(["ibroute", "-M", "-n", str(lid)]).stdout
-        # shrink to port 1: positions 1 and 2 are cleared, position 0 is unchanged (not written)
-        r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "--json").stdout)
-        assert [c["position"] for c in r["changes"]] == [1, 2]
-        assert matrix_ports(sim.run(["ibroute", "-M", "-D", sw]).stdout, 0xC005) == [1]
-        again = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "--json").stdout)
-        assert again["plan"] == []
-        before = sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout
-        for bad in (["0xc400", "1"], ["0xbfff", "1"], ["0xc005", "37"]):
-            assert sim.smagent("mft", "set", sw, *bad, check=False).returncode == 2
-        assert sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout == before
+    sim = ibsim(net)
+    sim.smagent("sweep")
+    sw = "0,1"
+    dry = sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--dry-run")
+    assert [l.split(":")[0] for l in dry.stdout.splitlines()] == [
+        f"S36 MFT block 0 position {p}" for p in range(3)]
+    assert "0xc005" not in sim.run(["ibroute", "-M", "-D", sw]).stdout
+    r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--json").stdout)
+    assert r["sets"] == {"switchinfo": 0, "mft_blocks": 3} and r["problems"] == []
+    assert matrix_ports(sim.run(["ibroute", "-M", "-D", sw]).stdout, 0xC005) == [1, 17, 20, 35]
+    sim.smagent("mft", "set", sw, "0xc03f", "0", "16", "36")  # block 1, position 2 edge ports
+    ours = sim.smagent("mft", "show", sw).stdout
+    assert ours == sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout
+    assert "0xc005      000200120008" in ours and "0xc03f      000100010010" in ours
+    lid = int(re.search(r"^Lid:\.+(\d+)$", sim.run(["smpquery", "-D", "portinfo", sw, "0"]).stdout, re.M).group(1))
+    assert sim.smagent("mft", "show", str(lid)).stdout == sim.run(["ibroute", "-M", "-n", str(lid)]).stdout
+    # shrink to port 1: positions 1 and 2 are cleared, position 0 is unchanged (not written)
+    r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "--json").stdout)
+    assert [c["position"] for c in r["changes"]] == [1, 2]
+    assert matrix_ports(sim.run(["ibroute", "-M", "-D", sw]).stdout, 0xC005) == [1]
+    again = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "--json").stdout)
+    assert again["plan"] == []
+    before = sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout
+    for bad in (["0xc400", "1"], ["0xbfff", "1"], ["0xc005", "37"]):
+        assert sim.smagent("mft", "set", sw, *bad, check=False).returncode == 2
+    assert sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout == before

@@ -1,5 +1,6 @@
-"""Fabrics with Random Forwarding Table switches, for the RFT tests (the in-process
-simulator models RFT switches; ibsim has none)."""
+"""Fabrics more than one test file builds: the seed's RFT chassis (the in-process
+simulator models RFT switches; ibsim has none) and a 36-port switch with multicast
+members beyond PortMask position 0."""
 from smagent.fabric import HCA, SWITCH, Fabric
 
 RFT_CAPS = {"linear_fdb_cap": 0, "random_fdb_cap": 32, "lids_per_port": 1}
@@ -22,4 +23,20 @@ def chassis_fabric(with_caps=True) -> Fabric:
     if with_caps:
         f.node("C").caps.update(RFT_CAPS)
         f.node("F").caps.update(RFT_CAPS, random_fdb_cap=20)
+    return f
+
+
+def big_switch_fabric() -> Fabric:
+    """Big: 36 ports, hosts on 1, 17, 20, 35, port 36 to Small (8 ports, hosts on 2, 3).
+    H1 comes first, so ibsim puts the SM (us) on it."""
+    f = Fabric()
+    for name in ("H1", "H17", "H20", "H35", "G2", "G3"):
+        f.add_node(name=name, node_type=HCA, num_ports=1)
+    f.add_node(name="Big", node_type=SWITCH, num_ports=36)
+    f.add_node(name="Small", node_type=SWITCH, num_ports=8)
+    for p in (1, 17, 20, 35):
+        f.connect(f"H{p}", 1, "Big", p)
+    f.connect("G2", 1, "Small", 2)
+    f.connect("G3", 1, "Small", 3)
+    f.connect("Big", 36, "Small", 1)
     return f
