@@ -25,6 +25,7 @@ class AttrID(enum.IntEnum):
     PORT_INFO = 0x0015
     P_KEY_TABLE = 0x0016
     SL_TO_VL_MAPPING_TABLE = 0x0017
+    VL_ARBITRATION_TABLE = 0x0018
     LINEAR_FORWARDING_TABLE = 0x0019
     RANDOM_FORWARDING_TABLE = 0x001A
     MULTICAST_FORWARDING_TABLE = 0x001B
@@ -137,6 +138,30 @@ SLtoVLMappingTable = _attr(
     "sl_to_vl" / Array(16, B(4)),  # entry i: the VL for SL i
 )
 
+# 32 entries of 16 bits: reserved 4, VL 4, Weight 8 (IBA 14.2.5.9); flattened into parallel
+# arrays so the layout stays one construct, like the RFT below.
+VLArbitrationTable = _attr(
+    AttrID.VL_ARBITRATION_TABLE, "VLArbitrationTable",
+    *[c for i in range(32) for c in (Padding(4), f"vl_{i}" / B(4), f"weight_{i}" / B(8))],
+    doc="VLArbitrationTable: one part (32 entries) of a port's low or high priority table.",
+)
+
+
+def vlarb_entries(block) -> list[tuple[int, int]]:
+    """A VLArbitrationTable part as 32 (VL, Weight) pairs."""
+    return [(getattr(block, f"vl_{i}"), getattr(block, f"weight_{i}")) for i in range(32)]
+
+
+def vlarb_block(entries) -> "VLArbitrationTable.cls":
+    """Up to 32 (VL, Weight) pairs as a part; missing entries are (0, 0)."""
+    entries = list(entries)
+    if len(entries) > 32:
+        raise MadFieldError("entries", len(entries), "at most 32 per VLArbitrationTable part")
+    entries += [(0, 0)] * (32 - len(entries))
+    return VLArbitrationTable.cls(**{k: v for i, (vl, w) in enumerate(entries)
+                                     for k, v in ((f"vl_{i}", vl), (f"weight_{i}", w))})
+
+
 LinearForwardingTable = _attr(
     AttrID.LINEAR_FORWARDING_TABLE, "LinearForwardingTable",
     "ports" / Array(64, B(8)),  # port for LID 64*block + i; 0xFF = none
@@ -188,7 +213,7 @@ CAP_IS_SM = 1 << 1  # PortInfo.CapabilityMask bit 1: IsSM
 _BY_ID: dict[int, Layout] = {
     lay.cls.ATTR_ID: lay
     for lay in (Notice, NodeDescription, NodeInfo, SwitchInfo, PortInfo, P_KeyTable,
-                SLtoVLMappingTable, LinearForwardingTable, RandomForwardingTable,
+                SLtoVLMappingTable, VLArbitrationTable, LinearForwardingTable, RandomForwardingTable,
                 MulticastForwardingTable, SMInfo)
 }
 ATTRIBUTE_NAMES = {i: lay.name for i, lay in _BY_ID.items()}

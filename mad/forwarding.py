@@ -1,4 +1,5 @@
-"""AttributeModifier and table-position math for the three forwarding tables and PortInfo.
+"""AttributeModifier and table-position math for the forwarding tables, PortInfo and the
+per-port tables (P_KeyTable, SLtoVLMappingTable, VLArbitrationTable).
 
 All functions check their inputs and raise MadFieldError naming the limit; each mapping
 has its inverse. Constants are IBA 14.2.5.10-14.2.5.12 (see DESIGN.md, Known pitfalls).
@@ -161,18 +162,103 @@ def portinfo_from_modifier(modifier: int) -> tuple[int, bool]:
     return modifier & 0xFF, bool(modifier & PORTINFO_EXT_SPEEDS)
 
 
-# P_KeyTable: block of 32 P_Keys in bits 15:0; for a switch, port in bits 23:16
+# P_KeyTable (IBA 14.2.5.7): block of 32 P_Keys in bits 15:0; for a switch, port in
+# bits 23:16 (a CA answers for the port the SMP came in on and reserves them)
 PKEY_BLOCK_SIZE = 32
+PKEY_BLOCKS = 2048
+PKEY_FULL_MEMBER = 0x8000  # membership bit 15; bits 14:0 are the P_Key base
+PKEY_DEFAULT = 0xFFFF  # the default partition, full member
 
 
 def pkey_modifier(block: int, port: int = 0) -> int:
-    _check("pkey block", block, 0, 2047)
+    _check("pkey block", block, 0, PKEY_BLOCKS - 1)
     _check("port", port, 0, 255)
     return (port << 16) | block
 
 
-# SLtoVLMappingTable: output port in bits 7:0, input port in bits 15:8
+def pkey_from_modifier(modifier: int) -> tuple[int, int]:
+    """AttributeModifier -> (block, port); reserved bits 31:24 must be zero."""
+    _check("attribute_modifier", modifier, 0, 0xFFFFFFFF)
+    if modifier >> 24:
+        raise MadFieldError("attribute_modifier", hex(modifier), "P_KeyTable reserved bits 31:24 must be zero")
+    return modifier & 0xFFFF, (modifier >> 16) & 0xFF
+
+
+def pkey_blocks_for(cap: int) -> int:
+    """Blocks covering a table of ``cap`` P_Keys (NodeInfo.PartitionCap, or a switch's
+    SwitchInfo.PartitionEnforcementCap for its external ports)."""
+    _check("partition cap", cap, 0, PKEY_BLOCKS * PKEY_BLOCK_SIZE)
+    return -(-cap // PKEY_BLOCK_SIZE)
+
+
+# SLtoVLMappingTable (IBA 14.2.5.8): a CA takes modifier 0 (the table of the port the SMP
+# came in on); a switch has one table per (input port, output port): output port in bits
+# 7:0, input port in bits 15:8. Bits 16/17 (all input / all output ports) exist only on
+# switches with SwitchInfo.OptimizedSLtoVLMappingProgramming and are not used here.
+SL2VL_SLS = 16
+
+
 def sl2vl_modifier(in_port: int, out_port: int) -> int:
     _check("input port", in_port, 0, 255)
     _check("output port", out_port, 0, 255)
     return (in_port << 8) | out_port
+
+
+def sl2vl_from_modifier(modifier: int) -> tuple[int, int]:
+    """AttributeModifier -> (input port, output port); bits 31:16 must be zero."""
+    _check("attribute_modifier", modifier, 0, 0xFFFFFFFF)
+    if modifier >> 16:
+        raise MadFieldError("attribute_modifier", hex(modifier), "SLtoVLMappingTable bits 31:16 must be zero here")
+    return (modifier >> 8) & 0xFF, modifier & 0xFF
+
+
+# VLArbitrationTable (IBA 14.2.5.9): bits 31:16 = part 1..4 (low priority entries 0-31,
+# low 32-63, high 0-31, high 32-63), bits 7:0 = output port on a switch (CAs ignore it).
+# A part is 32 entries of (VL 4 bits after 4 reserved, Weight 8 bits).
+VLARB_BLOCK_SIZE = 32
+VLARB_LOW, VLARB_HIGH = "low", "high"
+_VLARB_PARTS = {(VLARB_LOW, 0): 1, (VLARB_LOW, 1): 2, (VLARB_HIGH, 0): 3, (VLARB_HIGH, 1): 4}
+_VLARB_BY_PART = {v: k for k, v in _VLARB_PARTS.items()}
+
+
+def vlarb_part(table: str, half: int) -> int:
+    """(low|high, 0 for entries 0-31 / 1 for 32-63) -> part number 1..4."""
+    try:
+        return _VLARB_PARTS[(table, half)]
+    except KeyError:
+        raise MadFieldError("vlarb table", f"{table}/{half}", "('low'|'high', 0|1)") from None
+
+
+def vlarb_modifier(part: int, port: int = 0) -> int:
+    _check("vlarb part", part, 1, 4)
+    _check("port", port, 0, 255)
+    return (part << 16) | port
+
+
+def vlarb_from_modifier(modifier: int) -> tuple[str, int, int]:
+    """AttributeModifier -> (low|high, half 0|1, port); bits 15:8 must be zero."""
+    _check("attribute_modifier", modifier, 0, 0xFFFFFFFF)
+    part = modifier >> 16
+    if part not in _VLARB_BY_PART or modifier & 0xFF00:
+        raise MadFieldError("attribute_modifier", hex(modifier), "VLArbitrationTable part 1..4 in bits 31:16, "
+                            "port in bits 7:0, bits 15:8 zero")
+    table, half = _VLARB_BY_PART[part]
+    return table, half, modifier & 0xFF
+
+
+def vlarb_parts_for(low_cap: int, high_cap: int) -> list[int]:
+    """Parts a port with VLArbitrationLowCap / HighCap entries implements."""
+    _check("vl_arbitration_low_cap", low_cap, 0, 2 * VLARB_BLOCK_SIZE)
+    _check("vl_arbitration_high_cap", high_cap, 0, 2 * VLARB_BLOCK_SIZE)
+    out = []
+    for table, cap in ((VLARB_LOW, low_cap), (VLARB_HIGH, high_cap)):
+        out += [vlarb_part(table, h) for h in range(2) if cap > h * VLARB_BLOCK_SIZE]
+    return out
+
+
+# PortInfo enumerations the link configuration uses (IBA 14.2.5.6)
+MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}  # NeighborMTU / MTUCap codes
+MTU_CODES = {v: k for k, v in MTU_BYTES.items()}
+# OperationalVLs / VLCap codes -> number of data VLs (VL0 .. VLn-1)
+DATA_VLS = {1: 1, 2: 2, 3: 4, 4: 8, 5: 15}
+VL15 = 15  # the management VL: an SL mapped to it is dropped (IBA 7.6.6)

@@ -203,3 +203,50 @@ def test_checks():
                  lambda: F.check_mlid(0xFFFF), lambda: F.check_port(37, 36)):
         with pytest.raises(MadFieldError):
             call()
+
+
+# -- per-port tables: P_KeyTable, SLtoVLMappingTable, VLArbitrationTable ----------------
+def test_pkey_modifier_roundtrip_and_limits():
+    assert F.pkey_modifier(0, 0) == 0
+    assert F.pkey_modifier(1, 5) == (5 << 16) | 1
+    assert F.pkey_from_modifier((5 << 16) | 1) == (1, 5)
+    assert F.pkey_blocks_for(64) == 2 and F.pkey_blocks_for(65) == 3 and F.pkey_blocks_for(0) == 0
+    with pytest.raises(MadFieldError, match="pkey block"):
+        F.pkey_modifier(2048)
+    with pytest.raises(MadFieldError, match="31:24"):
+        F.pkey_from_modifier(1 << 24)
+
+
+def test_sl2vl_modifier_roundtrip_and_limits():
+    assert F.sl2vl_modifier(3, 7) == 0x0307
+    assert F.sl2vl_from_modifier(0x0307) == (3, 7)
+    with pytest.raises(MadFieldError, match="31:16"):
+        F.sl2vl_from_modifier(0x30000)  # the optimized all-ports form is not ours
+    with pytest.raises(MadFieldError, match="output port"):
+        F.sl2vl_modifier(0, 256)
+
+
+def test_vlarb_modifier_parts():
+    # part 1..4 = low 0-31, low 32-63, high 0-31, high 32-63 (IBA 14.2.5.9)
+    assert [F.vlarb_part(t, h) for t, h in (("low", 0), ("low", 1), ("high", 0), ("high", 1))] == [1, 2, 3, 4]
+    assert F.vlarb_modifier(3, 12) == 0x3000C
+    assert F.vlarb_from_modifier(0x3000C) == ("high", 0, 12)
+    assert F.vlarb_from_modifier(0x20000) == ("low", 1, 0)
+    for bad in (0, 0x50000, 0x10100):
+        with pytest.raises(MadFieldError, match="VLArbitrationTable"):
+            F.vlarb_from_modifier(bad)
+    assert F.vlarb_parts_for(8, 8) == [1, 3]
+    assert F.vlarb_parts_for(64, 33) == [1, 2, 3, 4]
+    assert F.vlarb_parts_for(0, 0) == []
+
+
+def test_vlarb_layout_decodes_ibsims_answer():
+    # part 1 of an ibsim 0.10 switch port's VLArbitrationTable as ibsim answered it (read
+    # live): VL0 weight 0, VL1-7 weight 4, then 24 empty entries
+    from mad.attributes import AttrID, decode_attribute, encode_attribute, vlarb_block, vlarb_entries
+    raw = bytes.fromhex("00000104020403040404050406040704") + bytes(48)
+    block = decode_attribute(AttrID.VL_ARBITRATION_TABLE, raw, F.vlarb_modifier(1, 3))
+    assert vlarb_entries(block)[:9] == [(0, 0)] + [(vl, 4) for vl in range(1, 8)] + [(0, 0)]
+    assert encode_attribute(vlarb_block(vlarb_entries(block))) == raw
+    # the 4 reserved bits before each VL are not part of the value
+    assert vlarb_entries(decode_attribute(AttrID.VL_ARBITRATION_TABLE, b"\xf1\x04" + bytes(62)))[0] == (1, 4)
