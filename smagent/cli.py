@@ -309,9 +309,17 @@ def discover(obj, as_json, output):
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where LFT blocks are saved before they are overwritten, and the apply journal is kept "
                    "(default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
+@click.option("--subnet-prefix", default="0xfe80000000000000", show_default=True,
+              help="GID prefix written into every end port's PortInfo.")
+@click.option("--max-mtu", type=click.Choice(["256", "512", "1024", "2048", "4096"]), default="4096",
+              show_default=True, help="Cap on every link's NeighborMTU (bytes).")
+@click.option("--max-vls", type=click.Choice(["1", "2", "4", "8", "15"]), default="15", show_default=True,
+              help="Cap on every link's OperationalVLs (data VLs; OpenSM's max_op_vls 5 = 15).")
+@click.option("--no-qos", is_flag=True, help="Leave SL2VL and VLArb tables as they are (OpenSM without -Q).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
-def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, state_dir, as_json):
+def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, state_dir, subnet_prefix,
+          max_mtu, max_vls, no_qos, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
     from smagent import multicast
     from smagent import sweep as sweepmod
@@ -320,13 +328,14 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     spec = _fabric_call(multicast.load_groups, mcast_groups) if mcast_groups else None  # before any SMP
+    link_opts = _link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos)
     if state_dir is None and obj.opts["transport"] == "umad":
         state_dir = default_state_dir()
     transport = obj.transport()
     progress = _Progress(transport, "sweep") if sys.stderr.isatty() and not as_json else None
     opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run, force=force,
                                  mcast_groups=spec, multicast=not no_multicast, state_dir=state_dir,
-                                 progress=progress)
+                                 progress=progress, links=link_opts)
     try:
         r = _fabric_call(sweepmod.sweep, transport, opts)
     except KeyboardInterrupt:
@@ -351,6 +360,18 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
             click.echo(f"# LFT blocks overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
+
+
+def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
+    from smagent import links
+    try:
+        prefix = int(subnet_prefix, 0)
+    except ValueError:
+        raise BadInput(f"--subnet-prefix {subnet_prefix!r}: not a number (e.g. 0xfe80000000000000)") from None
+    try:
+        return links.LinkOptions(subnet_prefix=prefix, max_mtu=max_mtu, max_vls=max_vls, qos=qos).check()
+    except links.LinkConfigError as e:
+        raise BadInput(str(e)) from None
 
 
 # -- desired state: plan / apply ----------------------------------------------------

@@ -9,6 +9,12 @@
       - {mlid: 0xC001, members: [Hca1, 0x0000000000100004]}
     switches:                    # SwitchInfo components a master SM owns
       Switch1: {linear_fdb_top: 200, default_port: 0}
+    links:                       # link configuration (smagent.links); defaults are OpenSM's
+      subnet_prefix: 0xfe80000000000000
+      max_mtu: 4096              # bytes
+      max_vls: 8                 # data VLs: 1, 2, 4, 8 or 15
+      sl2vl: "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7"
+      vlarb_high: "0:4,1:0"      # OpenSM's syntax; qos: false leaves SL2VL/VLArb alone
 
 Switches are named by node description or node GUID. `load()` checks the shape of the
 file; `resolve()` checks it against a discovered fabric (unknown switch, LID out of
@@ -23,7 +29,7 @@ import os
 
 from mad import forwarding as fw
 
-KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "switches"}
+KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "switches", "links"}
 SWITCH_KEYS = {"linear_fdb_top", "default_port", "default_multicast_primary_port",
                "default_multicast_not_primary_port", "life_time_value"}
 
@@ -45,6 +51,7 @@ class DesiredState:
     lft: list = dataclasses.field(default_factory=list)  # [(switch ref, lid, port)]
     multicast: list = dataclasses.field(default_factory=list)  # [(mlid, [member refs])]
     switches: dict = dataclasses.field(default_factory=dict)  # switch ref -> {component: value}
+    links: object = None  # links.LinkOptions, when the file has a links section
 
 
 @dataclasses.dataclass
@@ -167,6 +174,12 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
             except ValueError:
                 problems.append(f"{where}.{k}: {v!r} is not a number")
         ds.switches[_ref(name)] = good
+    if doc.get("links") is not None:
+        from smagent import links
+        try:
+            ds.links = links.options_from_mapping(doc["links"])
+        except links.LinkConfigError as e:
+            problems += str(e).split("; ")
     if problems:
         raise DesiredStateError(source, problems)
     return ds

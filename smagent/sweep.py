@@ -37,7 +37,7 @@ from mad import smp as smpcodec
 from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
-from smagent import discovery, lids, multicast, rft, routing, tables
+from smagent import discovery, lids, links, multicast, rft, routing, tables
 from smagent.transport.base import Request, Transport
 
 JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
@@ -72,6 +72,7 @@ class SweepOptions:
     state_dir: str | None = None
     progress: object = None  # callable(phase name) when a phase starts: the CLI's status line
     desired: object = None  # a desired.DesiredState: static LFT entries, groups, SwitchInfo settings
+    links: object = None  # links.LinkOptions (None: OpenSM's defaults); False: configure no link
 
 
 @dataclasses.dataclass
@@ -83,6 +84,8 @@ class PortChange:
     current: object  # PortInfo as read
     lid: int | None  # new base LID (None: not a LID-carrying port)
     arm: bool
+    link: dict = dataclasses.field(default_factory=dict)  # link fields every Set to it carries (links.py)
+    link_diff: dict = dataclasses.field(default_factory=dict)  # {field: (old, new)} of those that change
 
     def describe(self, master_lid: int, lmc: int) -> str:
         parts = []
@@ -93,6 +96,7 @@ class PortChange:
                 parts.append(f"lmc {self.current.lmc} -> {lmc}")
             if self.current.master_sm_lid != master_lid:
                 parts.append(f"master_sm_lid {self.current.master_sm_lid} -> {master_lid}")
+        parts += links.describe_diff(self.link_diff)
         if self.arm:
             parts.append(f"port_state {PortState(self.current.port_state).name} -> ARMED -> ACTIVE")
         return f"{self.name} port {self.port}: " + ", ".join(parts)
@@ -107,6 +111,7 @@ class SweepResult:
     lft_changes: list = dataclasses.field(default_factory=list)
     mft_changes: list = dataclasses.field(default_factory=list)
     rft_changes: list = dataclasses.field(default_factory=list)
+    link_changes: list = dataclasses.field(default_factory=list)  # links.TableChange: SL2VL, VLArb, P_Key
     multicast: object = None  # multicast.MulticastPlan
     rft_plans: list = dataclasses.field(default_factory=list)
     missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
@@ -124,7 +129,7 @@ class SweepResult:
     @property
     def sets_planned(self) -> int:
         return (len(self.port_changes) + len(self.switch_changes) + len(self.lft_changes)
-                + len(self.mft_changes) + len(self.rft_changes) + sum(1 for c in self.port_changes if c.arm))
+                + len(self.mft_changes) + len(self.rft_changes) + len(self.link_changes) + sum(1 for c in self.port_changes if c.arm))
 
     def plan_lines(self) -> list[str]:
         master = self.lid_plan.master_lid
@@ -146,6 +151,7 @@ class SweepResult:
             out.append(f"SubnSet(RandomForwardingTable) {c.describe()}")
         for c in tables.interleave(self.mft_changes):
             out.append(f"SubnSet(MulticastForwardingTable) {c.describe()}")
+        out += [c.describe() for c in self.link_changes]
         return out
 
     def summary(self) -> dict:
@@ -157,7 +163,8 @@ class SweepResult:
             "linear_fdb_top": self.lid_plan.top,
             "sets": {"portinfo": len(self.port_changes) + (0 if self.dry_run else self.activations),
                      "switchinfo": len(self.switch_changes), "lft_blocks": len(self.lft_changes),
-                     "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes)},
+                     "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes),
+                     **{k: sum(1 for c in self.link_changes if c.kind == k) for k in ("sl2vl", "vlarb", "pkeys")}},
             "multicast": self._multicast_summary(),
             "rft": [{"switch": p.name, "entries": len(p.entries),
                      "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
@@ -300,7 +307,10 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
 
-    # ports: LID/LMC/MasterSMLID and INIT -> ARMED
+    # ports: LID/LMC/MasterSMLID, link fields (smagent.links) and INIT -> ARMED
+    link_opts = None if opts.links is False else (
+        opts.links or getattr(opts.desired, "links", None) or links.LinkOptions())
+    op_vls = {}
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]
@@ -312,8 +322,16 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             want_lmc = 0 if n.is_switch else plan_.lmc
             lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
             arm = pi.port_state == PortState.INIT
-            if lid_differs or arm:
-                r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm))
+            link = links.port_fields(topo, n, p, link_opts) if link_opts else {}
+            op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
+            link_diff = links.port_diff(pi, link)
+            if lid_differs or arm or link_diff:
+                r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
+                                                 link, link_diff))
+    if link_opts:
+        with _Phase(r, transport, "link_read"):
+            r.link_changes, problems = links.read_and_diff(transport, links.table_wants(topo, link_opts, op_vls))
+            r.problems += problems
 
     # LFTs: read what is live (blocks up to the current LinearFDBTop; above it the switch
     # forwards nothing, so those blocks are written without reading), diff by block
@@ -466,6 +484,7 @@ def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Reque
                   link_width_enabled=0, link_speed_enabled=0)  # 0 = no change for these
     if c.lid is not None:
         fields.update(lid=c.lid, lmc=lmc, master_sm_lid=master_lid)
+    fields.update(c.link)
     return _dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), pi.LAYOUT.replace(pi, **fields))
 
 
@@ -574,6 +593,8 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     with _Phase(r, transport, "mft_write"):
         _written, problems = tables.write_mft_units(transport, r.mft_changes)
         r.problems += problems
+    with _Phase(r, transport, "link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
+        r.problems += links.write(transport, r.link_changes)
     with _Phase(r, transport, "activate"):
         arming = [c for c in r.port_changes if c.arm]
         # the same LID fields again: a Set writes the whole attribute

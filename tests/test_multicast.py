@@ -155,7 +155,7 @@ def test_default_group_on_default_fabric_exactly_once():
     again = sweep.sweep(t, sweep.SweepOptions())
     assert sets(t) == before, "a second sweep sends no Set"
     assert again.summary()["sets"] == {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0, "mft_blocks": 0,
-                                       "rft_blocks": 0}
+                                       "rft_blocks": 0, "sl2vl": 0, "vlarb": 0, "pkeys": 0}
 
 
 @pytest.mark.parametrize("fabric", [big_switch_fabric(), topogen.fat_tree_2(6), topogen.torus_2d(3, 3)],

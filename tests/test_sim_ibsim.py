@@ -40,7 +40,7 @@ def pair(request, tmp_path_factory):
     ib = IbSim(net, tmp_path_factory.mktemp("ibsim"))
     ib.start()
     try:
-        yield ib, SimFabric.load(net)
+        yield ib, SimFabric.load(net, link_reset="ibsim")
     finally:
         ib.stop()
 
@@ -170,7 +170,7 @@ def test_ibnetdiscover_output_simulates_the_same_fabric(pair):
     """A topology read back from ibsim with ibnetdiscover (GUIDs given, nodes named by
     GUID) answers like the net file it came from: same GUIDs, ports and descriptions."""
     ib, sim = pair
-    discovered = SimFabric.load(ib.run(["ibnetdiscover"]).stdout)
+    discovered = SimFabric.load(ib.run(["ibnetdiscover"]).stdout, link_reset="ibsim")
     name, port = sim.default_port()
     by_guid = {n.guid: n.name for n in discovered}
     there = (by_guid[sim.node(name).guid], port)

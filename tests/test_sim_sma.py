@@ -365,8 +365,18 @@ def test_no_mft_when_cap_is_zero():
 
 
 # -- P_KeyTable, SLtoVLMappingTable --------------------------------------------------------------
+@pytest.mark.parametrize("reset, default", [("ibsim", 0xFFFF), ("iba", 0x7FFF)])
+def test_pkey_table_at_reset(reset, default):
+    # ibsim pre-sets the full default partition; a port at reset (the simulator's default
+    # model) holds it as a limited member only, on CA ports and switch port 0
+    t = transport(link_reset=reset)
+    assert value(ask(t, GET, AttrID.P_KEY_TABLE, "0,1", 0)).p_keys == [default] + [0] * 31
+    assert value(ask(t, GET, AttrID.P_KEY_TABLE, "0", pkey_modifier(0, 0))).p_keys[:9] == [default] + [0] * 8
+    assert value(ask(t, GET, AttrID.P_KEY_TABLE, "0", pkey_modifier(0, 3))).p_keys[0] == 0xFFFF
+
+
 def test_pkey_table():
-    t = transport()
+    t = transport(link_reset="ibsim")
     assert value(ask(t, GET, AttrID.P_KEY_TABLE, "0,1", 0)).p_keys == [0xFFFF] + [0] * 31
     keys = [0x8001, 0x7FFF] + [0] * 30
     assert value(ask(t, SET, AttrID.P_KEY_TABLE, "0,1", 1, P_KeyTable.cls(p_keys=keys))).p_keys == keys
@@ -380,10 +390,10 @@ def test_pkey_table():
     assert status(ask(t, GET, AttrID.P_KEY_TABLE, "0", 1 << 24)) == BAD_VALUE
 
 
-def test_sl2vl_table():
-    t = transport()
-    default = value(ask(t, GET, AttrID.SL_TO_VL_MAPPING_TABLE, "0", sl2vl_modifier(1, 3))).sl_to_vl
-    assert default == [i % 8 for i in range(16)]
+@pytest.mark.parametrize("reset, default", [("ibsim", [i % 8 for i in range(16)]), ("iba", list(range(16)))])
+def test_sl2vl_table(reset, default):
+    t = transport(link_reset=reset)
+    assert value(ask(t, GET, AttrID.SL_TO_VL_MAPPING_TABLE, "0", sl2vl_modifier(1, 3))).sl_to_vl == default
     table = [15 - i for i in range(16)]
     v = SLtoVLMappingTable.cls(sl_to_vl=table)
     assert value(ask(t, SET, AttrID.SL_TO_VL_MAPPING_TABLE, "0", sl2vl_modifier(1, 3), v)).sl_to_vl == table

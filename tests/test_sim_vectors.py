@@ -69,7 +69,7 @@ def _pre_requests(topo):
 
 @pytest.mark.parametrize("topo", TOPOS)
 def test_pre_sm_directed_route_answers_match_ibsim_byte_for_byte(topo):
-    sim = SimFabric.load(VECTORS / f"ibsim-{topo}.net")
+    sim = SimFabric.load(VECTORS / f"ibsim-{topo}.net", link_reset="ibsim")
     vs, by = _vectors(topo)
     compared = 0
     for v in vs:
@@ -99,7 +99,7 @@ def test_pre_sm_directed_route_answers_match_ibsim_byte_for_byte(topo):
 def test_opensm_sets_replayed_give_ibsims_answers(topo):
     """OpenSM's own SubnSets (directed route) applied to a fresh simulator are accepted
     and answered as ibsim answered them."""
-    sim = SimFabric.load(VECTORS / f"ibsim-{topo}.net")
+    sim = SimFabric.load(VECTORS / f"ibsim-{topo}.net", link_reset="ibsim")
     vs, by = _vectors(topo)
     n = 0
     for v in vs:
@@ -133,7 +133,7 @@ def _post_sm_sim(topo):
     """The fabric as OpenSM left it: OpenSM's recorded Sets replayed, LIDs from its
     guid2lid seed, every port ACTIVE, LFT blocks and MFTs as ibroute read them back,
     and the SM's SMInfo as sminfo read it."""
-    sim = SimFabric.load(VECTORS / f"ibsim-{topo}.net")
+    sim = SimFabric.load(VECTORS / f"ibsim-{topo}.net", link_reset="ibsim")
     vs, by = _vectors(topo)
     for v in vs:
         if v["direction"] == "request" and v["step"] == "opensm":

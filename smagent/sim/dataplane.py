@@ -14,13 +14,21 @@ discard rules) and IBA 18.2.4; LID-routed SMPs use the same code with `smp=True`
   in on the primary port; a default port that does not exist discards;
 * links: data needs both ends ACTIVE; SMPs (VL15) cross links in INIT, ARMED or
   ACTIVE. A CA accepts a unicast DLID within its LID range base..base+2^LMC-1.
+* link configuration (a data packet given as `Packet`: SL, size, P_Key): on every hop
+  the packet must fit the NeighborMTU of both ends, its SL must map (the sending
+  port's SLtoVLMappingTable: a CA port's, or the switch's for this input/output pair)
+  to a data VL both ends run (below OperationalVLs; VL15 is dropped), and the port
+  that receives it at the end must hold its P_Key: same base, and at least one of the
+  two a full member (IBA 10.9.3).
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
 
-from mad.forwarding import LFT_NO_PORT, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID
+from mad.forwarding import (
+    DATA_VLS, LFT_NO_PORT, MTU_BYTES, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID, PKEY_FULL_MEMBER, VL15,
+)
 from mad.attributes import PortState
 from smagent.sim.model import ACTIVE, DOWN, Dropped, Looped
 from smagent.sim.sma import rft_entry
@@ -53,6 +61,43 @@ class Trace:
     @property
     def path(self) -> list[str]:
         return [h[0] for h in self.hops]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Packet:
+    """A data packet's link-level facts: service level, size in bytes (payload the MTU
+    bounds), P_Key (None: the sending port's P_Key at index 0)."""
+    sl: int = 0
+    size: int = 256
+    pkey: int | None = None
+
+
+def check_hop(node, in_port: int, out: int, peer, pkt: Packet) -> None:
+    """Dropped unless `pkt` fits the link out of `node` port `out` (entered on `in_port`;
+    a CA's own port for the sender): MTU and the SL's VL on both ends."""
+    other, oport = peer
+    mtu = min(MTU_BYTES.get(node.pi[out].neighbor_mtu, 0), MTU_BYTES.get(other.pi[oport].neighbor_mtu, 0))
+    if pkt.size > mtu:
+        raise Dropped(f"{pkt.size}-byte packet exceeds the link MTU of {mtu} bytes (NeighborMTU)", (node.name, out))
+    key = (in_port, out) if node.is_switch else (0, out)
+    vl = node.sl2vl.get(key, node.sl2vl_default)[pkt.sl]
+    if vl == VL15:
+        raise Dropped(f"SL {pkt.sl} maps to VL15 (SL2VL), a data packet there is dropped", (node.name, out))
+    vls = min(DATA_VLS.get(node.pi[out].operational_vls, 0), DATA_VLS.get(other.pi[oport].operational_vls, 0))
+    if vl >= vls:
+        raise Dropped(f"SL {pkt.sl} maps to VL{vl}, but the link runs {vls} data VL{'s' if vls != 1 else ''} "
+                      f"(OperationalVLs)", (node.name, out))
+
+
+def pkey_matches(a: int, b: int) -> bool:
+    """IBA 10.9.3: same 15-bit base (not 0), and at least one of the two a full member."""
+    base = a & ~PKEY_FULL_MEMBER
+    return bool(base) and base == b & ~PKEY_FULL_MEMBER and bool((a | b) & PKEY_FULL_MEMBER)
+
+
+def check_pkey(node, port: int, pkey: int) -> None:
+    if not any(pkey_matches(pkey, k) for k in node.pkeys[port]):
+        raise Dropped(f"P_Key {pkey:#06x} is not in the receiving port's P_Key table", (node.name, port))
 
 
 # -- single decisions ------------------------------------------------------------------
@@ -161,26 +206,34 @@ def ca_accepts(ca, port: int, dlid: int, smp: bool) -> bool:
 
 
 # -- whole routes ------------------------------------------------------------------------
-def send_unicast(node, port: int, dlid: int, smp: bool, hops: list):
+def send_unicast(node, port: int, dlid: int, smp: bool, hops: list, pkt: Packet | None = None):
     """Follow a unicast packet that `node` sends from `port` (a switch: port 0) to its end.
     Returns (node, in_port) of the port that accepts it; appends to `hops`; Dropped or
-    Looped otherwise."""
+    Looped otherwise. With `pkt` (data only) the link configuration is enforced too."""
     if node.is_switch:
-        return _walk(node, 0, dlid, smp, hops, first=True)
+        return _walk(node, 0, dlid, smp, hops, first=True, pkt=pkt)
     if ca_accepts(node, port, dlid, smp) and dlid != PERMISSIVE_LID:
         hops.append((node.name, None, None))  # loopback inside the CA
         return node, port
     nxt, nin = cross(node, port, smp)
+    if pkt is not None:
+        try:
+            check_hop(node, port, port, (nxt, nin), pkt)
+        except Dropped:
+            hops.append((node.name, None, None))
+            raise
     hops.append((node.name, None, port))
-    return _walk(nxt, nin, dlid, smp, hops)
+    return _walk(nxt, nin, dlid, smp, hops, pkt=pkt)
 
 
-def _walk(node, in_port, dlid, smp, hops, first=False):
+def _walk(node, in_port, dlid, smp, hops, first=False, pkt=None):
     name = node.name
     for _ in range(MAX_HOPS):
         if not node.is_switch:
             if ca_accepts(node, in_port, dlid, smp):
                 hops.append((name, in_port, None))
+                if pkt is not None:
+                    check_pkey(node, in_port, pkt.pkey)
                 return node, in_port
             hops.append((name, in_port, None))
             raise Dropped(f"DLID {dlid} is not a LID of this port", (name, in_port))
@@ -193,6 +246,12 @@ def _walk(node, in_port, dlid, smp, hops, first=False):
             hops.append((name, None if first else in_port, 0))
             return node, in_port
         nxt = cross(node, out, smp)
+        if pkt is not None:
+            try:
+                check_hop(node, in_port, out, nxt, pkt)
+            except Dropped:
+                hops.append((name, None if first else in_port, None))
+                raise
         hops.append((name, None if first else in_port, out))
         first = False
         node, in_port = nxt
@@ -200,11 +259,14 @@ def _walk(node, in_port, dlid, smp, hops, first=False):
     raise Looped(f"more than {MAX_HOPS} hops: forwarding loop", (name, in_port))
 
 
-def trace(sim, src, dlid: int, *, multicast: bool | None = None, smp: bool = False) -> Trace:
+def trace(sim, src, dlid: int, *, multicast: bool | None = None, smp: bool = False,
+          packet: Packet | None = None) -> Trace:
     """Follow a packet from `src` = (node name, port) to `dlid` through the current tables.
 
     `multicast` defaults to whether `dlid` is a multicast LID. With `smp` the packet is
     a LID-routed SMP (VL15: non-ACTIVE links carry it, the permissive LID is allowed).
+    With `packet` (unicast data) each hop's MTU and VLs and the receiver's P_Keys are
+    checked as well.
     """
     name, port = src
     node = sim.node(name)
@@ -215,8 +277,10 @@ def trace(sim, src, dlid: int, *, multicast: bool | None = None, smp: bool = Fal
     if multicast:
         return _trace_multicast(node, port, dlid)
     hops: list = []
+    if packet is not None and not smp and packet.pkey is None:
+        packet = dataclasses.replace(packet, pkey=node.pkeys[port][0] if node.pkeys[port] else 0)
     try:
-        dest, dport = send_unicast(node, port, dlid, smp, hops)
+        dest, dport = send_unicast(node, port, dlid, smp, hops, None if smp else packet)
     except Looped as d:
         return Trace("loop", hops, reason=d.reason, where=d.where)
     except Dropped as d:

@@ -13,7 +13,19 @@ all see the same state:
 
 Defaults reproduce what ibsim 0.10 reports before any SM touched it (see the
 golden vectors' README, "ibsim SwitchInfo", and the captured PortInfo/NodeInfo
-responses), so a differential test against ibsim compares like with like.
+responses), so a differential test against ibsim compares like with like, except the
+link configuration: ibsim pre-sets what real ports leave at reset (DESIGN.md). The
+capability ``link_reset`` picks which one a node models:
+
+* ``"iba"`` (the default): what a port holds before an SM configures it, IBA 14.2.5.6-9;
+  where the specification leaves a value to the implementation, the most conservative
+  one: GidPrefix 0, NeighborMTU 256 bytes (code 1) on ports whose MTUCap is 4096, OperationalVLs VL0 only (code 1),
+  VLHighLimit 0, HOQLife 0, SL2VL tables the identity (SL i -> VL i: with VL0 alone
+  running, only SL0 passes; SL15 -> VL15 drops), VLArbitration tables all zero, and the
+  P_Key table of an end port holding only the default partition as a limited member
+  (0x7FFF): an SM must make it a full member (0xFFFF) before two ports can talk;
+* ``"ibsim"``: ibsim 0.10's pre-set values (NeighborMTU 2048, OperationalVLs VL0-7,
+  OpenSM's QoS default VLArb tables, 0xFFFF at P_Key index 0).
 """
 from __future__ import annotations
 
@@ -56,7 +68,9 @@ NODE_CAPS = {
     "m_key": 0,
     "m_key_protect_bits": 0,
     "m_key_lease_period": None,  # None: the port kind's default below
+    "link_reset": "iba",  # "iba" | "ibsim": the link configuration a port starts with (see above)
 }
+LINK_RESETS = ("iba", "ibsim")
 KNOWN_CAPS = frozenset(SWITCH_CAPS) | frozenset(NODE_CAPS)
 
 # PortInfo values ibsim reports (captured); IBA leaves these to the implementation.
@@ -74,9 +88,18 @@ _SW_PORT0 = dict(_PORT_COMMON, capability_mask=0x0000C048, m_key_lease_period=40
 _SW_PORTN = dict(_PORT_COMMON, neighbor_mtu=4, mtu_cap=4, vl_stall_count=7)
 
 PKEY_FULL_DEFAULT = 0xFFFF
-# SL i -> VL i mod 8 (8 data VLs: VLCap VL0-7). ibsim maps SL15 to VL7 and SLs 8-14 to VLs it
-# does not have; any table is legal, this one only uses VLs that exist.
+PKEY_LIMITED_DEFAULT = 0x7FFF
+# "ibsim" profile: SL i -> VL i mod 8 (8 data VLs: VLCap VL0-7). ibsim maps SL15 to VL7 and
+# SLs 8-14 to VLs it does not have; any table is legal, this one only uses VLs that exist.
 DEFAULT_SL2VL = tuple(i % 8 for i in range(16))
+RESET_SL2VL = tuple(range(16))  # "iba" profile: identity, SL15 -> VL15
+# "ibsim" profile VLArb tables (read from ibsim 0.10: OpenSM's QoS defaults, 8 entries)
+IBSIM_VLARB = {"low": [(0, 0)] + [(vl, 4) for vl in range(1, 8)],
+               "high": [(0, 4)] + [(vl, 0) for vl in range(1, 8)]}
+# PortInfo link fields at reset in the "iba" profile (the rest as ibsim reports them)
+_IBA_RESET = dict(neighbor_mtu=1, operational_vls=1, vl_high_limit=0, hoq_life=0)
+# ... and the capability of a current HCA or switch port, where ibsim's is older: MTUCap 4096
+_IBA_CAPS = dict(mtu_cap=5)
 
 NODE_TYPE_CODE = {HCA: NodeType.CA, SWITCH: NodeType.SWITCH, ROUTER: NodeType.ROUTER}
 
@@ -108,7 +131,8 @@ class SimNode:
 
     __slots__ = (
         "name", "kind", "is_switch", "node_type", "num_ports", "guid", "system_guid", "port_guids",
-        "description", "caps", "peers", "state", "phys", "pi", "pkeys", "sl2vl", "sm", "lease_start",
+        "description", "caps", "peers", "state", "phys", "pi", "pkeys", "sl2vl", "sl2vl_default", "vlarb",
+        "sm", "lease_start",
         "nodeinfo_cache", "si", "lft", "rft", "mft", "rft_map", "index",
     )
 
@@ -125,13 +149,21 @@ class SimNode:
         # ibsim truncates to the 64-byte NodeDescription; so do we (UTF-8 safe).
         self.description = node.description.encode("utf-8")[:64].decode("utf-8", "ignore")
         self.caps = caps
+        if caps["link_reset"] not in LINK_RESETS:
+            raise SimConfigError(f"node {self.name!r}: link_reset {caps['link_reset']!r} is not one of "
+                                 f"{', '.join(LINK_RESETS)}")
+        iba = caps["link_reset"] == "iba"
         n = self.num_ports + 1  # index 0 = switch port 0 (unused on CAs)
         self.peers: list[tuple[SimNode, int] | None] = [None] * n
         self.state = bytearray([DOWN]) * n  # logical PortState
         self.phys = bytearray([PHYS_POLLING]) * n  # PortPhysicalState
         self.pi = [self._default_portinfo(p) for p in range(n)]
         self.pkeys = [self._default_pkeys(p) for p in range(n)]
-        self.sl2vl: dict[tuple[int, int], list[int]] = {}
+        self.sl2vl: dict[tuple[int, int], list[int]] = {}  # (in, out) -> table; absent: sl2vl_default
+        self.sl2vl_default = RESET_SL2VL if iba else DEFAULT_SL2VL
+        # (port, "low"|"high") -> 64 (VL, weight) entries, of which the first *Cap are real
+        self.vlarb = {(p, t): (([] if iba else list(IBSIM_VLARB[t])) + [(0, 0)] * 64)[:64]
+                      for p in range(n) for t in ("low", "high")}
         self.sm: dict[int, object] = {}  # port -> SMInfo value, where an SM is attached
         self.lease_start: dict[int, float] = {}  # port -> when the M_Key lease timer started
         self.nodeinfo_cache: dict[int, bytes] = {}
@@ -148,6 +180,9 @@ class SimNode:
         else:
             fields = _CA_PORT
         pi = PortInfoExtSpeeds.cls(**fields)
+        if self.caps["link_reset"] == "iba" and not (self.is_switch and port == 0):
+            for k, v in {**_IBA_RESET, **_IBA_CAPS}.items():
+                setattr(pi, k, v)
         if self.is_switch and port != 0:
             return pi  # M_Key & co. belong to switch port 0 only
         caps = self.caps
@@ -164,7 +199,8 @@ class SimNode:
             size = self.caps["partition_cap"]
         table = [0] * size
         if size:
-            table[0] = PKEY_FULL_DEFAULT
+            endport = not self.is_switch or port == 0
+            table[0] = PKEY_LIMITED_DEFAULT if endport and self.caps["link_reset"] == "iba" else PKEY_FULL_DEFAULT
         return table
 
     def _init_switch(self) -> None:

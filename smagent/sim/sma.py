@@ -14,12 +14,13 @@ import dataclasses
 from mad.attributes import (
     AttrID, LinearForwardingTable, MulticastForwardingTable, NodeDescription, P_KeyTable, PortInfo,
     PortInfoExtSpeeds, RandomForwardingEntry, RandomForwardingTable, SLtoVLMappingTable, SMInfo,
-    SMState, SwitchInfo, SMP_DATA_SIZE,
+    SMState, SwitchInfo, SMP_DATA_SIZE, vlarb_block, vlarb_entries,
 )
 from mad.errors import MadError
 from mad.forwarding import (
     LFT_BLOCKS, LFT_BLOCK_SIZE, LFT_NO_PORT, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, PKEY_BLOCK_SIZE,
-    PORTINFO_EXT_SPEEDS, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX, mft_from_modifier,
+    PORTINFO_EXT_SPEEDS, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX, VLARB_BLOCK_SIZE, mft_from_modifier,
+    vlarb_from_modifier,
 )
 from mad.header import Method
 from smagent.sim import mkey, model
@@ -274,13 +275,44 @@ def _sl2vl_key(node, in_port, smp) -> tuple[int, int]:
 
 
 def _get_sl2vl(node, in_port, smp, reveal):
-    table = node.sl2vl.get(_sl2vl_key(node, in_port, smp), model.DEFAULT_SL2VL)
+    table = node.sl2vl.get(_sl2vl_key(node, in_port, smp), node.sl2vl_default)
     return SLtoVLMappingTable.encode(SLtoVLMappingTable.cls(sl_to_vl=list(table)))
 
 
 def _set_sl2vl(node, in_port, smp, reveal):
     node.sl2vl[_sl2vl_key(node, in_port, smp)] = list(_attribute(smp).sl_to_vl)
     return _get_sl2vl(node, in_port, smp, reveal)
+
+
+# -- VLArbitrationTable ---------------------------------------------------------------------
+def _vlarb_part(node, in_port, smp) -> tuple[list, int, int]:
+    """(the port's low or high table, first entry of the part, entries the part holds)."""
+    try:
+        table, half, port = vlarb_from_modifier(smp.attribute_modifier)
+    except MadError as e:
+        _invalid(str(e))
+    if not node.is_switch:
+        port = in_port  # a CA's table is the receiving port's
+    elif not 1 <= port <= node.num_ports:
+        _invalid(f"port {port} has no VLArbitrationTable")  # base port 0 has no link to arbitrate
+    pi = node.pi[port]
+    cap = pi.vl_arbitration_low_cap if table == "low" else pi.vl_arbitration_high_cap
+    first = half * VLARB_BLOCK_SIZE
+    if cap <= first:
+        _invalid(f"VLArbitration{table.capitalize()}Cap {cap}: no entries {first}-{first + VLARB_BLOCK_SIZE - 1}")
+    return node.vlarb[(port, table)], first, min(VLARB_BLOCK_SIZE, cap - first)
+
+
+def _get_vlarb(node, in_port, smp, reveal):
+    entries, first, n = _vlarb_part(node, in_port, smp)
+    block = vlarb_block(entries[first:first + n])
+    return block.LAYOUT.encode(block)
+
+
+def _set_vlarb(node, in_port, smp, reveal):
+    entries, first, n = _vlarb_part(node, in_port, smp)
+    entries[first:first + n] = vlarb_entries(_attribute(smp))[:n]  # entries past the cap are not there
+    return _get_vlarb(node, in_port, smp, reveal)
 
 
 # -- SwitchInfo ------------------------------------------------------------------------------
@@ -452,6 +484,7 @@ _HANDLERS = {
     AttrID.PORT_INFO: (_get_portinfo, _set_portinfo, False),
     AttrID.P_KEY_TABLE: (_get_pkeys, _set_pkeys, False),
     AttrID.SL_TO_VL_MAPPING_TABLE: (_get_sl2vl, _set_sl2vl, False),
+    AttrID.VL_ARBITRATION_TABLE: (_get_vlarb, _set_vlarb, False),
     AttrID.SWITCH_INFO: (_get_switchinfo, _set_switchinfo, True),
     AttrID.LINEAR_FORWARDING_TABLE: (_get_lft, _set_lft, True),
     AttrID.RANDOM_FORWARDING_TABLE: (_get_rft, _set_rft, True),

@@ -1,0 +1,219 @@
+"""Link configuration (smagent.links) in the in-process simulator, whose ports start at
+IBA reset values (smagent.sim.model, link_reset="iba"): NeighborMTU 256, VL0 only,
+identity SL2VL, zero VLArb, the default partition as a limited member.
+
+* after a sweep, an all-pairs trace of 4096-byte packets on every SL is delivered;
+  with the link configuration left out (`links=False`) the same trace fails with the
+  MTU and VL reasons;
+* a second sweep sends no Set; a changed maximum MTU changes exactly the links whose
+  MTU it caps;
+* the planner's per-port values (MTU, VLs, HOQ, SL2VL masking) on mixed capabilities.
+"""
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from mad import forwarding as fw
+from mad.attributes import AttrID, NodeType
+from smagent import links, sweep, topogen
+from smagent.sim.dataplane import Packet, pkey_matches
+from smagent.transport.sim import SimTransport
+
+
+def ca_ports(sim):
+    return [(n.name, p) for n in sim.nodes.values() if not n.is_switch
+            for p in range(1, n.num_ports + 1) if n.peers[p] is not None]
+
+
+def all_pairs(sim, packet):
+    """(delivered, Counter of drop reasons) of a trace between every two CA ports."""
+    ports = ca_ports(sim)
+    reasons = collections.Counter()
+    ok = 0
+    for src in ports:
+        for dst in ports:
+            if src == dst:
+                continue
+            lid = sim.node(dst[0]).lid_range(dst[1])[0]
+            tr = sim.trace(src, lid, packet=packet)
+            if tr.delivered:
+                ok += 1
+            else:
+                reasons[tr.reason] += 1
+    return ok, reasons, len(ports) * (len(ports) - 1)
+
+
+@pytest.fixture(scope="module")
+def swept():
+    t = SimTransport(topogen.fat_tree_2(4))
+    r = sweep.sweep(t, sweep.SweepOptions())
+    assert r.problems == []
+    return t, r
+
+
+def test_every_sl_with_4096_byte_packets_after_a_sweep(swept):
+    t, _r = swept
+    for sl in range(15):  # SL15 maps to VL7 in OpenSM's table: a data VL too
+        ok, reasons, total = all_pairs(t.sim, Packet(sl=sl, size=4096))
+        assert ok == total, (sl, reasons)
+    ok, reasons, total = all_pairs(t.sim, Packet(sl=15, size=4096))
+    assert ok == total, reasons
+
+
+def test_unconfigured_links_drop_with_mtu_and_vl_reasons():
+    t = SimTransport(topogen.fat_tree_2(4))
+    r = sweep.sweep(t, sweep.SweepOptions(links=False))  # LIDs, routes, ACTIVE; links at reset
+    assert r.problems == [] and not r.link_changes
+    ok, reasons, total = all_pairs(t.sim, Packet(sl=0, size=4096))
+    assert ok == 0 and all("exceeds the link MTU of 256 bytes" in k for k in reasons), reasons
+    ok, reasons, total = all_pairs(t.sim, Packet(sl=1, size=256))
+    assert ok == 0 and all("SL 1 maps to VL1, but the link runs 1 data VL" in k for k in reasons), reasons
+    ok, reasons, total = all_pairs(t.sim, Packet(sl=15, size=256))
+    assert ok == 0 and all("maps to VL15" in k for k in reasons), reasons
+    # the limited default partition: two limited members cannot talk
+    ok, reasons, total = all_pairs(t.sim, Packet(sl=0, size=256))
+    assert ok == 0 and all("P_Key 0x7fff is not in the receiving port's P_Key table" in k for k in reasons), reasons
+
+
+def test_pkey_match_rule():
+    assert pkey_matches(0xFFFF, 0x7FFF) and pkey_matches(0x7FFF, 0xFFFF) and pkey_matches(0xFFFF, 0xFFFF)
+    assert not pkey_matches(0x7FFF, 0x7FFF)  # two limited members
+    assert not pkey_matches(0x8001, 0x8002) and not pkey_matches(0x8000, 0x8000)  # base 0 is invalid
+
+
+def test_second_sweep_sends_no_set(swept):
+    t, r = swept
+    s = r.summary()["sets"]
+    assert s["sl2vl"] and s["vlarb"] and s["pkeys"] and s["portinfo"]
+    sent = t.stats.sent
+    again = sweep.sweep(t, sweep.SweepOptions())
+    assert set(again.summary()["sets"].values()) == {0}, again.plan_lines()[:5]
+    assert not again.link_changes and not again.port_changes
+    assert again.stats["sent"] - sent > 0  # it did read
+
+
+def test_ports_hold_opensm_values_after_a_sweep(swept):
+    t, _r = swept
+    for n in t.sim.nodes.values():
+        for p in range(0 if n.is_switch else 1, n.num_ports + 1):
+            pi = n.pi[p]
+            peer = n.peers[p]
+            if not n.is_switch or p == 0:
+                assert pi.gid_prefix == links.DEFAULT_SUBNET_PREFIX and pi.subnet_timeout == 18
+                assert n.pkeys[p][0] == 0xFFFF
+            if p == 0 or peer is None:
+                continue
+            assert pi.neighbor_mtu == 5  # both ends' MTUCap: 4096
+            assert pi.operational_vls == 4  # VLCap VL0-7 on both ends
+            if n.is_switch:
+                leaf = not peer[0].is_switch
+                assert (pi.hoq_life, pi.vl_stall_count) == ((16, 7) if leaf else (18, 7)), (n.name, p)
+            # OpenSM's SL2VL masked into VL0-7; VLArb low/high as OpenSM's QoS defaults
+            tbl = n.sl2vl.get((0, p) if not n.is_switch else (0, p))
+            assert tbl == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]
+            assert n.vlarb[(p, "low")][:8] == [(0, 0)] + [(vl, 4) for vl in range(1, 8)]
+            assert n.vlarb[(p, "high")][:8] == [(0, 4)] + [(vl, 0) for vl in range(1, 8)]
+
+
+def test_max_mtu_changes_exactly_the_links_it_caps():
+    # one host's port can do only 2048 bytes: its link runs 2048, every other link 4096.
+    # Capping at 2048 then changes both ends of every other link and nothing else.
+    t = SimTransport(topogen.fat_tree_2(4))
+    small = t.sim.node("H0")
+    small.pi[1].mtu_cap = 4
+    peer, pport = small.peers[1]
+    r = sweep.sweep(t, sweep.SweepOptions())
+    assert r.problems == []
+    linked = {(n.name, p) for n in t.sim.nodes.values() for p in range(1, n.num_ports + 1) if n.peers[p]}
+    at_2048 = {("H0", 1), (peer.name, pport)}
+    assert {(n, p) for n, p in linked if t.sim.node(n).pi[p].neighbor_mtu == 4} == at_2048
+    plan = sweep.plan(t, sweep.SweepOptions(links=links.LinkOptions(max_mtu=2048)))
+    changed = {(c.name, c.port): c.link_diff for c in plan.port_changes}
+    names = {n.guid: n.name for n in t.sim.nodes.values()}
+    assert {(names[c.guid], c.port) for c in plan.port_changes} == linked - at_2048
+    assert all(d == {"neighbor_mtu": (5, 4)} for d in changed.values()), changed
+    assert not plan.link_changes  # MTU alone moves no table
+    # and a maximum at or above what the links run changes nothing
+    assert not sweep.plan(t, sweep.SweepOptions(links=links.LinkOptions(max_mtu=4096))).port_changes
+
+
+def test_planner_takes_the_smaller_end_and_the_cap():
+    class PI:
+        def __init__(self, **kw):
+            self.__dict__.update({**dict(mtu_cap=5, vl_cap=5, operational_vls=1, capability_mask=0), **kw})
+
+    class N:
+        def __init__(self, guid, kind, ports):
+            self.guid, self.node_type, self.ports = guid, kind, ports
+            self.is_switch = kind == NodeType.SWITCH
+
+    class Topo:
+        pass
+
+    sw = N(1, NodeType.SWITCH, {0: PI(), 1: PI(), 2: PI()})
+    ca = N(2, NodeType.CA, {1: PI(mtu_cap=3, vl_cap=3)})
+    sw2 = N(3, NodeType.SWITCH, {0: PI(), 1: PI(vl_cap=0)})
+    topo = Topo()
+    topo.nodes = {1: sw, 2: ca, 3: sw2}
+    topo.links = {(1, 1): (2, 1), (2, 1): (1, 1), (1, 2): (3, 1), (3, 1): (1, 2)}
+    o = links.LinkOptions()
+    f = links.port_fields(topo, sw, 1, o)
+    assert (f["neighbor_mtu"], f["operational_vls"], f["hoq_life"], f["vl_stall_count"]) == (3, 3, 16, 7)
+    assert "gid_prefix" not in f
+    f = links.port_fields(topo, sw, 2, o)
+    assert (f["neighbor_mtu"], f["operational_vls"], f["hoq_life"]) == (5, 1, 18)  # VLCap 0 counts as 1
+    assert links.port_fields(topo, sw, 0, o) == {"gid_prefix": 0xFE80000000000000, "subnet_timeout": 18}
+    f = links.port_fields(topo, ca, 1, links.LinkOptions(max_mtu=1024, max_vls=2, subnet_prefix=0xFEC0 << 48))
+    assert (f["neighbor_mtu"], f["operational_vls"], f["gid_prefix"]) == (3, 2, 0xFEC0 << 48)
+    assert "hoq_life" not in f
+    # OpenSM's VL mask: SL2VL entries folded into the VLs the port runs, VL15 kept
+    assert links._sl2vl_table(links.LinkOptions(sl2vl=tuple(range(16))), 3) == tuple(
+        [0, 1, 2, 3] * 3 + [0, 1, 2, 15])
+
+
+@pytest.mark.parametrize("kw, msg", [({"max_mtu": 3000}, "max MTU 3000"), ({"max_vls": 3}, "max VLs 3"),
+                                     ({"sl2vl": (0,) * 15}, "sl2vl needs 16"),
+                                     ({"vlarb_low": ((15, 1),)}, "vlarb_low"),
+                                     ({"hoq_life": 32}, "hoq_life 32")])
+def test_bad_options_are_named(kw, msg):
+    with pytest.raises(links.LinkConfigError, match=msg):
+        links.LinkOptions(**kw).check()
+
+
+def test_dry_run_plan_lists_link_changes():
+    t = SimTransport(topogen.two_switch())
+    r = sweep.plan(t, sweep.SweepOptions())
+    lines = r.plan_lines()
+    assert any("gid_prefix 0x0000000000000000 -> 0xfe80000000000000" in x for x in lines)
+    assert any("neighbor_mtu 256 -> 4096" in x and "operational_vls 1 -> 4" in x for x in lines)
+    assert any(x.startswith("SubnSet(SLtoVLMappingTable)") and "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 -> "
+               "0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7" in x for x in lines)
+    assert any(x.startswith("SubnSet(VLArbitrationTable)") and "low 0-31" in x for x in lines)
+    assert any(x.startswith("SubnSet(P_KeyTable)") and "[0] 0x7fff -> 0xffff" in x for x in lines)
+    assert t.stats.snapshot()["sent"] and not any(k.startswith("SubnSet") for k in t.stats.snapshot().get("by_kind", {}))
+
+
+def test_desired_state_links_section_drives_the_plan():
+    from smagent import desired
+    t = SimTransport(topogen.two_switch())
+    assert sweep.sweep(t, sweep.SweepOptions()).problems == []
+    ds = desired.parse({"links": {"max_mtu": 1024, "subnet_prefix": "0xfec0000000000000",
+                                  "sl2vl": "0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7"}}, "d.yaml")
+    assert ds.links.max_mtu == 1024 and ds.links.subnet_prefix == 0xFEC0000000000000
+    r = sweep.plan(t, sweep.SweepOptions(desired=ds))
+    diffs = [c.link_diff for c in r.port_changes]
+    assert diffs and all(set(d) <= {"neighbor_mtu", "gid_prefix"} for d in diffs)
+    assert all(d["neighbor_mtu"] == (5, 3) for d in diffs if "neighbor_mtu" in d)
+    assert sum("gid_prefix" in d for d in diffs) == 4 + 2  # 4 CA ports, 2 switch ports 0
+    assert not r.link_changes  # that SL2VL is what the ports hold already (VL0-7)
+
+
+def test_desired_state_links_problems_are_listed():
+    from smagent import desired
+    with pytest.raises(desired.DesiredStateError) as e:
+        desired.parse({"links": {"max_mtu": 3000, "qos": "yes", "nope": 1, "vlarb_low": "1-4"}}, "d.yaml")
+    text = str(e.value)
+    for msg in ("max MTU 3000", "qos: 'yes' is not true or false", "unknown key 'nope'", "'1-4' is not VL:WEIGHT"):
+        assert msg in text, text
