@@ -15,8 +15,7 @@ Per port (PortInfo, folded into the PortInfo Sets the sweep sends anyway):
 Per-port tables (their own Sets, written before any port goes ACTIVE):
 
 * SLtoVLMappingTable: every CA port, every switch (input, output) pair whose output
-  port has a link and whose input is port 0 or a port with a link (a packet cannot
-  enter through a port without one). OpenSM's default map (SL i -> VL i, SL15 -> VL7)
+  port has a link (every input port, as OpenSM: a port without a link now may get one). OpenSM's default map (SL i -> VL i, SL15 -> VL7)
   with each VL masked into the VLs the port runs, as OpenSM's QoS manager does; VL15
   (drop) is kept. Only where the port says IsSLMappingSupported. Of a switch output
   port's tables two are read (input 0 and one linked input): all are written when
@@ -368,7 +367,7 @@ def _switch_wants(topo, n, opts, op_vls) -> list[Want]:
             # when both hold the right table the rest are taken to, else all are written.
             table = _sl2vl_table(opts, vls)
             ins = [0] + [p for p in linked if p != outp][:1]
-            rest = tuple(fw.sl2vl_modifier(i, outp) for i in [0] + linked if i not in ins)
+            rest = tuple(fw.sl2vl_modifier(i, outp) for i in range(n.num_ports + 1) if i not in ins)
             out += [Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(inp, outp), table,
                          rest if k == 0 else ()) for k, inp in enumerate(ins)]
     return out

@@ -1,0 +1,119 @@
+"""Link configuration parity with OpenSM on ibsim (DESIGN.md: ibsim pre-sets what real
+ports leave at reset, so this proves the fields ibsim stores; tests/test_links.py proves
+the rest against the simulator's reset values).
+
+On the same fabric, twice: `smagent --transport umad sweep`, and `opensm -o`; then every
+port's PortInfo (all fields ibsim reports, LIDs aside), its SL2VL tables (every input /
+output pair of a switch), VLArb parts and P_Key block 0 are read by directed route and
+must be equal port by port. OpenSM writes SL2VL and VLArb tables only with QoS on:
+`opensm -o -Q` is compared with smagent's default, and plain `opensm -o` with
+`smagent sweep --no-qos`. The SM (both) runs on host Hca1/H0, as ibsim attaches it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ibsim_harness import IbSim, ibsim_available, skip_reason
+from smagent import netfile, topogen
+
+OPENSM = shutil.which("opensm", path="/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
+pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason()),
+              pytest.mark.skipif(OPENSM is None, reason="opensm is not installed (Debian package opensm)")]
+
+# reads every port of the fabric by directed route and prints one JSON object
+DUMP = textwrap.dedent("""
+    import json
+    from mad import forwarding as fw, smp
+    from mad.attributes import AttrID, vlarb_entries
+    from mad.header import Method
+    from smagent import discovery
+    from smagent.transport.base import Request
+    from smagent.transport.umad import UmadTransport
+
+    t = UmadTransport()
+    topo = discovery.discover(t)
+    reqs, keys = [], []
+    def ask(key, attr, path, mod):
+        keys.append(key)
+        reqs.append(Request(smp.dr(Method.GET, attr, path, mod)))
+    out = {}
+    for n in topo.nodes.values():
+        for p in sorted(n.ports):
+            if p == 0 and not n.is_switch:
+                continue
+            name = f"{n.description}:{p}"
+            out[name] = {k: v for k, v in n.ports[p].to_dict().items() if k not in ("lid", "master_sm_lid")}
+            path = n.path_to_port(p)
+            if n.is_switch:
+                for i in range(n.num_ports + 1):
+                    if p:
+                        ask((name, f"sl2vl in {i}"), AttrID.SL_TO_VL_MAPPING_TABLE, path, fw.sl2vl_modifier(i, p))
+            else:
+                ask((name, "sl2vl"), AttrID.SL_TO_VL_MAPPING_TABLE, path, 0)
+            if not n.is_switch or p == 0:
+                ask((name, "pkeys"), AttrID.P_KEY_TABLE, path, fw.pkey_modifier(0, 0))
+            if p:
+                for part in (1, 3):
+                    ask((name, f"vlarb {part}"), AttrID.VL_ARBITRATION_TABLE, path,
+                        fw.vlarb_modifier(part, p if n.is_switch else 0))
+    for (name, what), rep in zip(keys, t.execute(reqs)):
+        if not rep.ok:
+            out[name][what] = str(rep.error)
+            continue
+        v = rep.value()
+        out[name][what] = (list(v.sl_to_vl) if what.startswith("sl2vl") else list(v.p_keys)
+                           if what == "pkeys" else vlarb_entries(v))
+    print(json.dumps(out))
+""")
+
+
+def dump(sim) -> dict:
+    return json.loads(sim.run([sys.executable, "-c", DUMP], timeout=300).stdout)
+
+
+def configure(tmp_path, fabric, name, tool, qos):
+    net = tmp_path / f"{name}.net"
+    net.write_text(netfile.dumps(fabric))
+    with IbSim(net, tmp_path / f"{tool}-{qos}") as sim:
+        if tool == "smagent":
+            cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep"] + ([] if qos else ["--no-qos"])
+            sim.run(cmd, timeout=600)
+        else:
+            d = sim.cwd / "osm"
+            d.mkdir()
+            env = dict(sim.env, OSM_CACHE_DIR=str(d), OSM_TMP_DIR=str(d))
+            r = subprocess.run([OPENSM, "-o", "-f", str(d / "osm.log")] + (["-Q"] if qos else []), env=env,
+                               cwd=sim.cwd, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, r.stderr[-2000:]
+        return dump(sim)
+
+
+FABRICS = {
+    "two_switch": topogen.two_switch,  # parallel links, unlinked switch ports
+    "fat_tree_2_4": lambda: topogen.fat_tree_2(4),
+}
+
+
+@pytest.mark.parametrize("qos", [True, False], ids=["qos", "no-qos"])
+@pytest.mark.parametrize("name", sorted(FABRICS))
+def test_ports_equal_what_opensm_leaves(tmp_path, name, qos):
+    ours = configure(tmp_path, FABRICS[name](), name, "smagent", qos)
+    theirs = configure(tmp_path, FABRICS[name](), name, "opensm", qos)
+    assert set(ours) == set(theirs)
+    diffs = {port: {k: (ours[port].get(k), v) for k, v in theirs[port].items() if ours[port].get(k) != v}
+             for port in theirs}
+    diffs = {p: d for p, d in diffs.items() if d}
+    assert not diffs, json.dumps(diffs, indent=1)[:4000]
+    # and the configuration is there: OpenSM's values, not ibsim's presets
+    hca = next(v for k, v in ours.items() if k.startswith(("Hca1:", "H0:")))
+    assert hca["gid_prefix"] == 0xFE80000000000000
+    assert any(v["hoq_life"] == 16 for v in ours.values()) and any(v["hoq_life"] == 18 for v in ours.values())
+    if qos:
+        assert hca["sl2vl"] == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]
