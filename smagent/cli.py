@@ -152,24 +152,27 @@ from smagent import targets  # noqa: E402
 @main.command()
 @click.argument("attribute", type=click.Choice(sorted(targets.QUERY_ATTRIBUTES)))
 @click.argument("target")
-@click.option("--port", "portnum", type=click.IntRange(0, 255), default=None, help="Port (portinfo, pkeys).")
-@click.option("--block", type=click.IntRange(0, 3071), default=None, help="Table block (lft, rft, mft, pkeys).")
+@click.option("--port", "portnum", type=click.IntRange(0, 255), default=None,
+              help="Port (portinfo, pkeys; the output port of sl2vl and vlarb).")
+@click.option("--in-port", type=click.IntRange(0, 255), default=None, help="sl2vl: a switch's input port.")
+@click.option("--block", type=click.IntRange(0, 3071), default=None,
+              help="Table block (lft, rft, mft, pkeys); vlarb: 0-3 = low 0-31, low 32-63, high 0-31, high 32-63.")
 @click.option("--position", type=click.IntRange(0, 15), default=None, help="MFT PortMask position.")
 @click.option("--ext-speeds", is_flag=True, help="portinfo: set AttributeModifier bit 31 (extended speeds form).")
 @click.option("--show-keys", is_flag=True, help="Show M_Key / SM_Key (hidden by default, as smpquery does).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def query(obj, attribute, target, portnum, block, position, ext_speeds, show_keys, as_json):
+def query(obj, attribute, target, portnum, in_port, block, position, ext_speeds, show_keys, as_json):
     """Read one attribute from TARGET: a LID (5, 0x5), a DR path (0,1,3), a node or port
     GUID (0x0002c90300001234) or a node description (Switch2); GUIDs and descriptions are
     found by discovering the fabric first.
 
     In the spirit of smpquery/smpdump: ATTRIBUTE is one of nodeinfo, nodedesc, portinfo,
-    switchinfo, sminfo, lft, rft, mft, pkeys, sl2vl.
+    switchinfo, sminfo, lft, rft, mft, pkeys, sl2vl, vlarb.
     """
     def build(tgt):
         return targets.build_query(attribute, tgt, port=portnum, block=block, position=position,
-                                   ext_speeds=ext_speeds)
+                                   ext_speeds=ext_speeds, in_port=in_port)
     try:
         try:
             tgt = targets.parse_target(target)

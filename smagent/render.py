@@ -91,7 +91,27 @@ def _fmt(name: str, v) -> str:
     return str(v)
 
 
+def _table_lines(value) -> list[str] | None:
+    """The per-port tables, one readable line per entry (None for other attributes)."""
+    from mad.attributes import vlarb_entries
+    name = value.LAYOUT.name
+    if name == "P_KeyTable":
+        return [f"[{i}]:".ljust(44, ".") + f"{k:#06x} ({'full' if k & 0x8000 else 'limited'} member, "
+                f"base {k & 0x7FFF:#06x})" for i, k in enumerate(value.p_keys) if k & 0x7FFF] or \
+            ["(no valid P_Key in this block)"]
+    if name == "SLtoVLMappingTable":
+        return [f"SL{sl}:".ljust(44, ".") + (f"VL{vl}" + (" (dropped: management VL)" if vl == 15 else ""))
+                for sl, vl in enumerate(value.sl_to_vl)]
+    if name == "VLArbitrationTable":
+        return [f"[{i}]:".ljust(44, ".") + f"VL{vl} weight {w}" for i, (vl, w) in enumerate(vlarb_entries(value))
+                if w or vl] or ["(every entry VL0 weight 0)"]
+    return None
+
+
 def attribute_text(value, indent: str = "", show_keys: bool = False) -> str:
+    table = _table_lines(value)
+    if table is not None:
+        return "\n".join(indent + x for x in table)
     lines = []
     for n in value.LAYOUT.names:
         v = getattr(value, n)

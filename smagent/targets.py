@@ -138,11 +138,12 @@ QUERY_ATTRIBUTES = {
     "switchinfo": AttrID.SWITCH_INFO, "sminfo": AttrID.SM_INFO, "lft": AttrID.LINEAR_FORWARDING_TABLE,
     "rft": AttrID.RANDOM_FORWARDING_TABLE, "mft": AttrID.MULTICAST_FORWARDING_TABLE,
     "pkeys": AttrID.P_KEY_TABLE, "sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE,
+    "vlarb": AttrID.VL_ARBITRATION_TABLE,
 }
 
 
 def build_query(attribute: str, target: Target, *, port=None, block=None, position=None,
-                ext_speeds=False) -> Request:
+                ext_speeds=False, in_port=None) -> Request:
     attr_id = QUERY_ATTRIBUTES[attribute]
     block = block or 0
     if attr_id == AttrID.PORT_INFO:
@@ -156,7 +157,9 @@ def build_query(attribute: str, target: Target, *, port=None, block=None, positi
     elif attr_id == AttrID.P_KEY_TABLE:
         mod = fw.pkey_modifier(block, port or 0)
     elif attr_id == AttrID.SL_TO_VL_MAPPING_TABLE:
-        mod = fw.sl2vl_modifier(0, port or 0)
+        mod = fw.sl2vl_modifier(in_port or 0, port or 0)
+    elif attr_id == AttrID.VL_ARBITRATION_TABLE:  # block 0..3 = part 1..4 (low 0-31 ... high 32-63)
+        mod = fw.vlarb_modifier(block + 1, port or 0)
     else:
         mod = 0
     return target.request(Method.GET, attr_id, mod)
