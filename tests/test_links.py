@@ -231,3 +231,13 @@ def test_query_renders_the_tables_readably():
     text = render.attribute_text(vlarb_block([(0, 0), (1, 4)]))
     assert text.splitlines() == ["[1]:".ljust(44, ".") + "VL1 weight 4"]
     assert render.jsonable(vlarb_block([(1, 4)]))["vl_0"] == 1  # --json keeps numbers
+
+
+@pytest.mark.parametrize("args, msg", [(["--subnet-prefix", "zz"], "--subnet-prefix 'zz': not a number"),
+                                       (["--subnet-prefix", hex(1 << 64)], "is not a 64-bit value"),
+                                       (["--max-mtu", "3000"], "'3000' is not one of")])
+def test_sweep_link_flags_refused_with_exit_2(args, msg):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "smagent.cli", "sweep", *args], capture_output=True, text=True)
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
