@@ -8,6 +8,8 @@ ibsim, so counting and timing are separate runs. Wall time is the median of --ru
     python bench/sweep_vs_opensm.py                    # 648-host 2-level fat tree (k=36)
     python bench/sweep_vs_opensm.py --fabric ft3-1000  # 3-level fat tree, ~1000 hosts
     python bench/sweep_vs_opensm.py --fabric ft3-1623  # 2,146 LIDs (any ft3-HOSTS works)
+    python bench/sweep_vs_opensm.py --smagent-args=--no-qos           # links without SL2VL/VLArb
+    python bench/sweep_vs_opensm.py --opensm-args=-Q                  # OpenSM with QoS (SL2VL/VLArb)
 """
 from __future__ import annotations
 
@@ -41,14 +43,14 @@ def count_packets(log: Path) -> int:
     return n
 
 
-def run_tool(sim: IbSim, tool: str, scratch: Path) -> float:
+def run_tool(sim: IbSim, tool: str, scratch: Path, extra=()) -> float:
     if tool == "smagent":
-        cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep"]
+        cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", *extra]
         env = sim.env
     else:
         d = scratch / f"osm-{time.monotonic_ns()}"
         env = sim.opensm_env(d)
-        cmd = ["opensm", "-o", "-f", str(d / "osm.log"), "-R", "minhop"]
+        cmd = ["opensm", "-o", "-f", str(d / "osm.log"), "-R", "minhop", *extra]
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=env, cwd=sim.cwd, capture_output=True, text=True, timeout=900)
     dt = time.monotonic() - t0
@@ -65,7 +67,8 @@ def make_fabric(name: str):
     raise SystemExit(f"unknown fabric {name!r}: one of {', '.join(sorted(FABRICS))} or ft3-HOSTS")
 
 
-def measure(fabric_name: str, runs: int) -> dict:
+def measure(fabric_name: str, runs: int, extra: dict | None = None) -> dict:
+    extra = extra or {}
     fabric = make_fabric(fabric_name)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,13 +79,13 @@ def measure(fabric_name: str, runs: int) -> dict:
         for tool in ("smagent", "opensm"):
             with IbSim(net, tmp / f"count-{tool}", extra_args=[*size, "-v"]) as sim:
                 before = count_packets(sim.log)
-                run_tool(sim, tool, tmp)
+                run_tool(sim, tool, tmp, extra.get(tool, ()))
                 time.sleep(0.5)
                 smps = count_packets(sim.log) - before
             times = []
             for i in range(runs):
                 with IbSim(net, tmp / f"time-{tool}-{i}", extra_args=size) as sim:
-                    times.append(run_tool(sim, tool, tmp))
+                    times.append(run_tool(sim, tool, tmp, extra.get(tool, ())))
             out[tool] = {"smps": smps, "median_s": statistics.median(times), "runs": times}
     out["fabric"] = fabric_name
     out["hosts"] = len(fabric.cas())
@@ -96,8 +99,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fabric", default="ft2-648", help=f"{', '.join(sorted(FABRICS))} or ft3-HOSTS")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--smagent-args", default="", help="extra arguments for `smagent sweep` (space-separated)")
+    ap.add_argument("--opensm-args", default="", help="extra arguments for `opensm -o` (space-separated)")
     a = ap.parse_args()
-    r = measure(a.fabric, a.runs)
+    r = measure(a.fabric, a.runs, {"smagent": a.smagent_args.split(), "opensm": a.opensm_args.split()})
     print(f"fabric {r['fabric']}: {r['hosts']} hosts, {r['switches']} switches")
     for tool in ("smagent", "opensm"):
         print(f"  {tool:8s} SMPs {r[tool]['smps']:7d}   wall {r[tool]['median_s']:.3f} s "

@@ -18,8 +18,8 @@ Per-port tables (their own Sets, written before any port goes ACTIVE):
   port has a link (every input port, as OpenSM: a port without a link now may get one). OpenSM's default map (SL i -> VL i, SL15 -> VL7)
   with each VL masked into the VLs the port runs, as OpenSM's QoS manager does; VL15
   (drop) is kept. Only where the port says IsSLMappingSupported. Of a switch output
-  port's tables two are read (input 0 and one linked input): all are written when
-  either differs (see `_switch_wants`).
+  port's tables one is read (from a linked input): all are written when it differs
+  (see `_switch_wants`).
 * VLArbitrationTable: the low and high tables of every such port (switch output
   ports, CA ports) with VLCap above VL0, OpenSM's defaults truncated to the port's
   VLArbitrationLow/HighCap, VLs masked likewise.
@@ -363,13 +363,13 @@ def _switch_wants(topo, n, opts, op_vls) -> list[Want]:
         if p0.capability_mask & CAP_SL_MAPPING:
             # one output port has a table per input port: (ports+1) x ports tables a switch,
             # 72k on a 648-host fat tree. They are written together (by OpenSM, by us), so
-            # two are read as representatives (input 0, and the first other linked input);
-            # when both hold the right table the rest are taken to, else all are written.
+            # one is read as the representative (from the first other linked input, the
+            # path data takes; else input 0): when it holds the right table the others are
+            # taken to, else all are written.
             table = _sl2vl_table(opts, vls)
-            ins = [0] + [p for p in linked if p != outp][:1]
-            rest = tuple(fw.sl2vl_modifier(i, outp) for i in range(n.num_ports + 1) if i not in ins)
-            out += [Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(inp, outp), table,
-                         rest if k == 0 else ()) for k, inp in enumerate(ins)]
+            rep = ([p for p in linked if p != outp] or [0])[0]
+            rest = tuple(fw.sl2vl_modifier(i, outp) for i in range(n.num_ports + 1) if i != rep)
+            out.append(Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(rep, outp), table, rest))
     return out
 
 
@@ -381,9 +381,9 @@ def _same(kind, cur, new) -> bool:
 
 def read_and_diff(transport, wants: list[Want]) -> tuple[list[TableChange], list[str]]:
     """Get every wanted unit (one batch) and return the Sets needed, and problems. A
-    switch output port's unread SL2VL pairs are written when a representative differs."""
+    switch output port's unread SL2VL pairs are written when its representative differs."""
     changes, problems = [], []
-    groups: dict = {}  # (switch, output port) -> [want with the siblings, any representative differs]
+    groups: dict = {}  # (switch, output port) -> [want with the siblings, the representative differs]
     for w, rep in zip(wants, transport.execute([w.get() for w in wants])):
         group = groups.setdefault((w.guid, w.modifier & 0xFF), [None, False]) if w.kind == "sl2vl" else None
         if group is not None and w.siblings:
