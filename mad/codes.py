@@ -14,6 +14,10 @@ EXT_SPEEDS = {1: ("14.0625 Gbps", "FDR", 14.0625), 2: ("25.78125 Gbps", "EDR", 2
               4: ("53.125 Gbps", "HDR", 53.125), 8: ("106.25 Gbps", "NDR", 106.25)}
 MTUS = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 VLS = {1: "VL0", 2: "VL0-1", 3: "VL0-3", 4: "VL0-7", 5: "VL0-14"}
+MTU_CODES = {v: k for k, v in MTUS.items()}  # bytes -> NeighborMTU / MTUCap code
+DATA_VLS = {1: 1, 2: 2, 3: 4, 4: 8, 5: 15}  # OperationalVLs / VLCap code -> data VLs (VL0..n-1)
+VL_CODES = {v: k for k, v in DATA_VLS.items()}
+VL15 = 15  # the management VL: a data packet whose SL maps to it is dropped (IBA 7.6.6)
 PORT_STATES = {0: "NoChange", 1: "Down", 2: "Initialize", 3: "Armed", 4: "Active"}
 PHYS_STATES = {0: "NoChange", 1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
                5: "LinkUp", 6: "LinkErrorRecovery", 7: "PhyTest"}

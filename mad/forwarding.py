@@ -254,11 +254,3 @@ def vlarb_parts_for(low_cap: int, high_cap: int) -> list[int]:
     for table, cap in ((VLARB_LOW, low_cap), (VLARB_HIGH, high_cap)):
         out += [vlarb_part(table, h) for h in range(2) if cap > h * VLARB_BLOCK_SIZE]
     return out
-
-
-# PortInfo enumerations the link configuration uses (IBA 14.2.5.6)
-MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}  # NeighborMTU / MTUCap codes
-MTU_CODES = {v: k for k, v in MTU_BYTES.items()}
-# OperationalVLs / VLCap codes -> number of data VLs (VL0 .. VLn-1)
-DATA_VLS = {1: 1, 2: 2, 3: 4, 4: 8, 5: 15}
-VL15 = 15  # the management VL: an SL mapped to it is dropped (IBA 7.6.6)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from mad import codes
 from mad import forwarding as fw
 from mad import smp as smpcodec
 from mad.attributes import AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, vlarb_block, vlarb_entries
@@ -91,10 +92,10 @@ class LinkOptions:
         p = []
         if not 0 <= self.subnet_prefix <= 0xFFFFFFFFFFFFFFFF:
             p.append(f"subnet prefix {self.subnet_prefix:#x} is not a 64-bit value")
-        if self.max_mtu not in fw.MTU_CODES:
-            p.append(f"max MTU {self.max_mtu} is not one of {', '.join(map(str, fw.MTU_CODES))}")
-        if self.max_vls not in {v: k for k, v in fw.DATA_VLS.items()}:
-            p.append(f"max VLs {self.max_vls} is not one of {', '.join(map(str, fw.DATA_VLS.values()))}")
+        if self.max_mtu not in codes.MTU_CODES:
+            p.append(f"max MTU {self.max_mtu} is not one of {', '.join(map(str, codes.MTU_CODES))}")
+        if self.max_vls not in codes.VL_CODES:
+            p.append(f"max VLs {self.max_vls} is not one of {', '.join(map(str, codes.DATA_VLS.values()))}")
         for name in ("subnet_timeout", "hoq_life", "leaf_hoq_life"):
             if not 0 <= getattr(self, name) <= 31:
                 p.append(f"{name} {getattr(self, name)} is not 0..31")
@@ -116,11 +117,11 @@ class LinkOptions:
 
     @property
     def mtu_code(self) -> int:
-        return fw.MTU_CODES[self.max_mtu]
+        return codes.MTU_CODES[self.max_mtu]
 
     @property
     def vls_code(self) -> int:
-        return {v: k for k, v in fw.DATA_VLS.items()}[self.max_vls]
+        return codes.VL_CODES[self.max_vls]
 
 
 def parse_vlarb(text: str) -> tuple:
@@ -229,7 +230,7 @@ def port_diff(pi, want: dict) -> dict:
 
 def describe_diff(diff: dict) -> list[str]:
     def fmt(k, v):
-        return f"{v:#018x}" if k == "gid_prefix" else (f"{fw.MTU_BYTES.get(v, v)}" if k == "neighbor_mtu" else str(v))
+        return f"{v:#018x}" if k == "gid_prefix" else (f"{codes.MTUS.get(v, v)}" if k == "neighbor_mtu" else str(v))
     return [f"{k} {fmt(k, o)} -> {fmt(k, n)}" for k, (o, n) in diff.items()]
 
 
@@ -272,7 +273,7 @@ _ATTR = {"sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE, "vlarb": AttrID.VL_ARBITRATION_
 
 def _sl2vl_table(opts, op_vls) -> tuple:
     mask = _vl_mask(op_vls)
-    return tuple(v if v == fw.VL15 else v & mask for v in opts.sl2vl)
+    return tuple(v if v == codes.VL15 else v & mask for v in opts.sl2vl)
 
 
 def _vlarb_parts(opts, pi, op_vls) -> dict:

@@ -164,7 +164,7 @@ def test_portinfo_set_lid_lmc_smlid_on_ca_and_switch():
 
 
 @pytest.mark.parametrize("field,val", [("lid", 0xC000), ("lid", 0xFFFF), ("master_sm_lid", 0xC001),
-                                       ("neighbor_mtu", 5), ("neighbor_mtu", 0), ("operational_vls", 5),
+                                       ("neighbor_mtu", 6), ("neighbor_mtu", 0), ("operational_vls", 5),
                                        ("link_width_enabled", 0x20), ("link_down_default_state", 3),
                                        ("port_physical_state", 4)])
 def test_portinfo_set_invalid_values_0x001c_and_nothing_changes(field, val):

@@ -26,9 +26,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from mad.forwarding import (
-    DATA_VLS, LFT_NO_PORT, MTU_BYTES, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID, PKEY_FULL_MEMBER, VL15,
-)
+from mad.codes import DATA_VLS, VL15
+from mad.codes import MTUS as MTU_BYTES
+from mad.forwarding import LFT_NO_PORT, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID, PKEY_FULL_MEMBER
 from mad.attributes import PortState
 from smagent.sim.model import ACTIVE, DOWN, Dropped, Looped
 from smagent.sim.sma import rft_entry
