@@ -77,7 +77,9 @@ def test_query_hides_keys_and_names_codes(cli, tmp_path):
     r = cli("--mkey", "0x1122334455667788", "query", "portinfo", "0", "--port", "1")
     assert r.exit_code == 0, r.output
     assert "m_key:" in r.stdout and "<not displayed>" in r.stdout and "1122334455667788" not in r.stdout
-    for shown in ("4X (2)", "Initialize (2)", "LinkUp (5)", "2048 (4)", "VL0-7 (4)", "2.5 Gbps (1)"):
+    # NeighborMTU 256 and VL0 only: the simulator's unconfigured port at IBA reset values
+    for shown in ("4X (2)", "Initialize (2)", "LinkUp (5)", "4096 (5)", "256 (1)", "VL0-7 (4)", "VL0 (1)",
+                  "2.5 Gbps (1)"):
         assert shown in r.stdout
     r = cli("query", "portinfo", "0", "--port", "1", "--json")
     value = json.loads(r.stdout)["value"]
