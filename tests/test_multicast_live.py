@@ -13,7 +13,8 @@ from smagent import netfile
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
-NO_SETS = {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0, "mft_blocks": 0, "rft_blocks": 0}
+NO_SETS = {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0, "mft_blocks": 0, "rft_blocks": 0,
+           "sl2vl": 0, "vlarb": 0, "pkeys": 0}
 
 
 def ibroute_mft(sim, lid: int) -> dict[int, set[int]]:
