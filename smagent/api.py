@@ -8,44 +8,19 @@
         fabric.sweep()                         # bring it up
         print(fabric.query("portinfo", "0,1", port=1).lid)
 
-Errors raised by a session are subclasses of `SmagentError`: `BadInput` (the caller's
-input was refused and nothing was sent; the CLI exits 2), `FabricFailure` (the fabric or
-the transport failed; exit 3). The CLI is a thin layer over this module.
+Errors raised by a session are subclasses of `SmagentError` (`smagent.errors`), each
+carrying its exit code: `BadInput` (the caller's input was refused and nothing was sent;
+the CLI exits 2), `FabricFailure` (the fabric or the transport failed; exit 3; ``changed``
+lists the Sets already sent), `SafetyRefusal` (another SM is MASTER; exit 4). Any other
+exception is a bug. The CLI is a thin layer over this module.
 """
 from __future__ import annotations
 
 from mad.errors import MadError
-from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, TransportError, open_transport
+from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError
+from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, open_transport
 
-
-class SmagentError(Exception):
-    """Base of the errors a session raises."""
-    exit_code = 1
-
-
-class BadInput(SmagentError, ValueError):
-    """Input refused before anything was sent."""
-    exit_code = 2
-
-
-class FabricFailure(SmagentError, RuntimeError):
-    """The fabric or the transport failed."""
-    exit_code = 3
-
-
-def _translate(fn, *a, **kw):
-    from smagent.lids import LidError, LidFileError
-    from smagent.sweep import SweepError
-    try:
-        return fn(*a, **kw)
-    except SmagentError:
-        raise
-    except (TransportError, SweepError) as e:
-        raise FabricFailure(str(e)) from e
-    except (LidError, LidFileError, MadError, ValueError, OSError) as e:
-        raise BadInput(str(e)) from e
-    except RuntimeError as e:  # libibumad: missing, no device, permission
-        raise FabricFailure(str(e)) from e
+__all__ = ["connect", "Session", "SmagentError", "BadInput", "FabricFailure", "SafetyRefusal"]
 
 
 class Session:
@@ -74,7 +49,7 @@ class Session:
     def discover(self):
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
         from smagent import discovery
-        self.topology = _translate(discovery.discover, self.transport)
+        self.topology = discovery.discover(self.transport)
         return self.topology
 
     def query(self, attribute: str, target: str, *, port=None, block=None, position=None,
@@ -82,19 +57,32 @@ class Session:
         """Read one attribute (nodeinfo, nodedesc, portinfo, switchinfo, sminfo, lft, rft,
         mft, pkeys, sl2vl) from a LID, a DR path, a node GUID or a node description.
         Returns the decoded attribute (a dataclass with the IBA snake_case names)."""
-        from smagent import targets
+        return self.query_reply(attribute, target, port=port, block=block, position=position,
+                                ext_speeds=ext_speeds)[1].attribute()
 
-        def run():
-            try:
-                tgt = targets.parse_target(target)
-            except targets.NeedsDiscovery:
-                tgt = targets.resolve_target(target, self.transport, topology=self.topology)
-            req = targets.build_query(attribute, tgt, port=port, block=block, position=position,
-                                      ext_speeds=ext_speeds)
-            return self.transport.query(req).attribute()
+    def query_reply(self, attribute: str, target: str, *, port=None, block=None, position=None,
+                    ext_speeds=False):
+        """`query`, returning ``(Target, response SMP)``: the resolved target and the whole
+        answer (attribute name, modifier). Every argument is checked before the first SMP
+        (a GUID or description is then found by discovery: Gets only)."""
+        from smagent import targets
         if attribute not in targets.QUERY_ATTRIBUTES:
             raise BadInput(f"unknown attribute {attribute!r}: one of {', '.join(sorted(targets.QUERY_ATTRIBUTES))}")
-        return _translate(run)
+
+        def build(tgt):
+            try:  # the codec's limits (block, port, hop count) are the caller's input here
+                return targets.build_query(attribute, tgt, port=port, block=block, position=position,
+                                           ext_speeds=ext_speeds)
+            except MadError as e:
+                raise BadInput(str(e)) from None
+        try:
+            tgt = targets.parse_target(target)
+        except targets.NeedsDiscovery:
+            build(targets.Target(path=(0,)))  # check the rest before discovering
+            tgt = targets.resolve_target(target, self.transport, topology=self.topology)
+        except MadError as e:
+            raise BadInput(str(e)) from None
+        return tgt, self.transport.query(build(tgt))
 
     def sweep(self, *, dry_run: bool = False, lmc: int = 0, lid_file=None, routing: str = "minhop",
               force: bool = False, **more):
@@ -102,10 +90,10 @@ class Session:
         only). Returns a `smagent.sweep.SweepResult` (`.summary()`, `.plan_lines()`)."""
         from smagent import sweep as sweepmod
         if not 0 <= lmc <= 7:
-            raise BadInput(f"lmc {lmc}: the LMC is 0..7")
+            raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
         opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=routing, dry_run=dry_run,
                                      force=force, **more)
-        result = _translate(sweepmod.sweep, self.transport, opts)
+        result = sweepmod.sweep(self.transport, opts)
         self.topology = result.topology
         return result
 
@@ -113,10 +101,11 @@ class Session:
         """The plan of a sweep: every Get, no Set (same as ``sweep(dry_run=True)``)."""
         return self.sweep(dry_run=True, **kw)
 
-    def verify(self):
-        """Trace every source to every destination on the tables the switches hold."""
+    def verify(self, *, mcast: bool = True, examples: int = 5):
+        """Trace every source to every destination on the tables the switches hold.
+        Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent import verify as verifymod
-        return _translate(verifymod.verify, self.transport)
+        return verifymod.verify(self.transport, mcast=mcast, examples=examples)
 
 
 def connect(transport: str = "sim", *, topology=None, fixture=None, ca=None, port=None, record=None,
@@ -126,7 +115,6 @@ def connect(transport: str = "sim", *, topology=None, fixture=None, ca=None, por
     default the bundled one), "umad" (live, ``ca``/``port``), or "replay" (``fixture``).
     ``m_key``: the M_Key for every SMP; ``m_key_file``: keys per node GUID (format in
     `smagent.mkeys`; a bad file raises BadInput naming file:line)."""
-    t = _translate(open_transport, transport, ca=ca, port=port, topology=topology, fixture=fixture,
-                   record=record, window=window, timeout_ms=timeout_ms, retries=retries, m_key=m_key,
-                   m_key_file=m_key_file)
+    t = open_transport(transport, ca=ca, port=port, topology=topology, fixture=fixture, record=record,
+                       window=window, timeout_ms=timeout_ms, retries=retries, m_key=m_key, m_key_file=m_key_file)
     return Session(t)

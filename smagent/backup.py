@@ -52,16 +52,17 @@ from pathlib import Path
 
 from mad import forwarding as fw
 from smagent import tables
+from smagent.errors import BadInput, FabricFailure
 
 BACKUP_FORMAT = "smagent-lft-blocks/1"
 JOURNAL_FORMAT = "smagent-apply-journal/1"
 
 
-class BackupError(ValueError):
+class BackupError(BadInput):
     """A backup or journal file that cannot be used (bad input: exit 2)."""
 
 
-class RestoreFailed(RuntimeError):
+class RestoreFailed(FabricFailure):
     """Writing a backup back failed on the fabric (exit 3)."""
 
 

@@ -22,17 +22,17 @@ import json
 import os
 
 from mad import forwarding as fw
+from smagent.errors import BadInput
 
 KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "switches"}
 SWITCH_KEYS = {"linear_fdb_top", "default_port", "default_multicast_primary_port",
                "default_multicast_not_primary_port", "life_time_value"}
 
 
-class DesiredStateError(ValueError):
+class DesiredStateError(BadInput):
     def __init__(self, source: str, problems: list[str]):
-        self.problems = problems
         super().__init__(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n  "
-                         + "\n  ".join(problems))
+                         + "\n  ".join(problems), problems)
 
 
 @dataclasses.dataclass

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple
+from smagent.errors import BadInput
 
 SWITCH = "Switch"
 HCA = "Hca"
@@ -33,7 +34,7 @@ NODE_TYPES = (SWITCH, HCA, ROUTER)
 MAX_PORTS = 254
 
 
-class FabricError(ValueError):
+class FabricError(BadInput):
     """An inconsistent fabric: unknown node, port out of range, port reused."""
 
 

@@ -35,9 +35,10 @@ import dataclasses
 
 from mad import forwarding as fw
 from smagent import tables
+from smagent.errors import BadInput
 
 
-class RftError(ValueError):
+class RftError(BadInput):
     """A routing that an RFT switch cannot hold; the message names switch and port."""
 
 

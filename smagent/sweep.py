@@ -37,7 +37,8 @@ from mad import smp as smpcodec
 from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
-from smagent import discovery, lids, multicast, rft, routing, tables
+from smagent import discovery, lids, multicast, paths, rft, routing, tables
+from smagent.errors import FabricFailure, SafetyRefusal
 from smagent.transport.base import Request, Transport
 
 JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
@@ -48,12 +49,12 @@ SWITCHINFO_FIELDS = ("linear_fdb_top", "default_port", "multicast_fdb_top", "def
                      "default_multicast_not_primary_port", "life_time_value", "port_state_change")
 
 
-class SweepError(RuntimeError):
+class SweepError(FabricFailure):
     """The sweep could not finish; the message says what and where."""
 
 
-class OtherMasterSM(SweepError):
-    pass
+class OtherMasterSM(SafetyRefusal):
+    """Another subnet manager is MASTER: refused before the first Set (--force overrides)."""
 
 
 @dataclasses.dataclass
@@ -245,6 +246,11 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         spec = multicast.load_groups(spec)
     persisted = lids.load_guid2lid(opts.lid_file) if opts.lid_file else {}  # likewise the LID file
     engine_input = routing.preload(opts.routing)  # and the routing spec (and its file)
+    if not opts.dry_run:  # and whatever a sweep writes after its Sets: refused now, not half-way
+        if opts.lid_file:
+            paths.check_output(opts.lid_file, "--lid-file")
+        if opts.state_dir:
+            paths.check_state_dir(opts.state_dir)
     with _Phase(result or SweepResult(None, None, progress=opts.progress), transport, "discover") as ph:
         topo = discovery.discover(transport)
     r = ph.r
@@ -497,10 +503,19 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     t0 = time.monotonic()
     r = plan(transport, opts)
     r.dry_run = opts.dry_run
-    if opts.dry_run:
-        r.stats = transport.stats.snapshot()
-        r.seconds = time.monotonic() - t0
-        return r
+    if not opts.dry_run:
+        try:
+            _apply(transport, opts, r)
+        except OSError as e:  # a backup, the journal or the LID file, after Sets began
+            raise FabricFailure(f"writing {e.filename or 'a file'}: {e.strerror or e}",
+                                changed=transport.stats.sets_sent()) from e
+    r.stats = transport.stats.snapshot()
+    r.seconds = time.monotonic() - t0
+    return r
+
+
+def _apply(transport: Transport, opts: SweepOptions, r: SweepResult) -> None:
+    """Send the planned Sets, phase by phase, checking each read-back."""
     lp = r.lid_plan
     is_switch = {n.guid: n.is_switch for n in r.topology.nodes.values()}
     if opts.state_dir:
@@ -594,7 +609,4 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         for g, rng in r.missing.items():  # not seen this time: keep them for when they return
             table.setdefault(g, rng)
         lids.save_guid2lid(opts.lid_file, table)
-    r.stats = transport.stats.snapshot()
-    r.seconds = time.monotonic() - t0
-    return r
 

@@ -21,6 +21,7 @@ from mad.header import Method
 from smagent import tables
 from smagent.targets import Target
 from smagent.transport.base import Request
+from smagent.errors import BadInput, FabricFailure
 
 NODE_TYPE_NAMES = {NodeType.CA: "Channel Adapter", NodeType.SWITCH: "Switch", NodeType.ROUTER: "Router"}
 
@@ -171,12 +172,11 @@ def port_masks(ports, positions: int) -> list[int]:
 # ===================================================================================
 # the dump format: parse, validate, plan
 # ===================================================================================
-class DumpError(ValueError):
+class DumpError(BadInput):
     """A dump file that cannot be loaded; ``problems`` lists every one found."""
 
     def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
+        super().__init__("\n".join(problems), problems)
 
 
 @dataclasses.dataclass
@@ -480,11 +480,11 @@ def check_mft_entry(f: SwitchFacts, mlid: int, ports) -> list[str]:
 # ===================================================================================
 # fabric I/O
 # ===================================================================================
-class _Problem(RuntimeError):
+class _Problem(FabricFailure):
     """A fabric failure found by this module (exit 3)."""
 
 
-class _Bad(ValueError):
+class _Bad(BadInput):
     """Bad input found by this module (exit 2)."""
 
 

@@ -15,6 +15,7 @@ them.
 """
 from __future__ import annotations
 
+from smagent.errors import BadInput
 from smagent.fabric import HCA, SWITCH, Fabric
 
 __all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "two_switch"]
@@ -22,7 +23,7 @@ __all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "two_switch"]
 
 def _even_radix(k: int) -> int:
     if not isinstance(k, int) or k < 2 or k % 2 or k > 254:
-        raise ValueError(f"switch radix k must be an even integer in 2..254, got {k!r}")
+        raise BadInput(f"switch radix k must be an even integer in 2..254, got {k!r}")
     return k // 2
 
 
@@ -81,7 +82,7 @@ def fat_tree_3(k: int, hosts: int | None = None) -> Fabric:
     if hosts is None:
         hosts = total
     if not isinstance(hosts, int) or not 1 <= hosts <= total:
-        raise ValueError(f"hosts must be in 1..{total} for k={k}, got {hosts!r}")
+        raise BadInput(f"hosts must be in 1..{total} for k={k}, got {hosts!r}")
     leaves = -(-hosts // half)  # ceil: leaves in use, numbered globally
     pods = -(-leaves // half)
     use_aggs = leaves > 1
@@ -112,12 +113,12 @@ def fat_tree_3(k: int, hosts: int | None = None) -> Fabric:
 def _grid(x: int, y: int, hosts_per_switch: int, switch_ports: int, wrap: bool) -> Fabric:
     for name, v in (("x", x), ("y", y)):
         if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise BadInput(f"{name} must be a positive integer, got {v!r}")
     if not isinstance(hosts_per_switch, int) or hosts_per_switch < 0:
-        raise ValueError(f"hosts_per_switch must be >= 0, got {hosts_per_switch!r}")
+        raise BadInput(f"hosts_per_switch must be >= 0, got {hosts_per_switch!r}")
     need = hosts_per_switch + 4
     if not isinstance(switch_ports, int) or not need <= switch_ports <= 254:
-        raise ValueError(
+        raise BadInput(
             f"switch_ports must be in {need}..254: {hosts_per_switch} host ports + 4 grid ports, "
             f"got {switch_ports!r}"
         )

@@ -50,6 +50,7 @@ from mad import forwarding as fw
 from mad.attributes import PortState
 from smagent import tables
 from smagent.transport.base import Transport
+from smagent.errors import FabricFailure
 
 EXAMPLES = 5
 
@@ -65,7 +66,7 @@ REASONS = {
 }
 
 
-class VerifyError(RuntimeError):
+class VerifyError(FabricFailure):
     """The tables could not be read (a fabric failure, not a defect of the tables)."""
 
 

@@ -19,22 +19,21 @@ def cli(net, *args):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_show_after_sweep_and_set_by_hand(tmp_path):
+def test_show_after_sweep_and_set_by_hand(tmp_path, monkeypatch):
     fab = chassis_fabric()
     t = SimTransport(fab)
     r = sweepmod.sweep(t, sweepmod.SweepOptions())
     assert r.problems == []
-    from smagent.commands.rft_cmd import rft_group
     from click.testing import CliRunner
 
-    class Obj:  # the CLI context, over the same in-process fabric
-        opts = {"transport": "sim"}
+    from smagent import cli
+    from smagent.cli import main
 
-        def transport(self):
-            return t
+    # the CLI over the same in-process fabric, through the root group (where errors become exit codes)
+    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
 
     runner = CliRunner()
-    out = runner.invoke(rft_group, ["show", "C", "--json"], obj=Obj())
+    out = runner.invoke(main, ["rft", "show", "C", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     ports = {e["port"] for e in doc["entries"]}
@@ -43,13 +42,13 @@ def test_show_after_sweep_and_set_by_hand(tmp_path):
     t2 = next(n for n in r.topology.cas() if n.description == "T2")
     lid2 = r.lid_plan.lids[t2.port_guids[1]]
     # send T2's LID to C itself (port 0) instead: the data plane must follow
-    out = runner.invoke(rft_group, ["set", "C", str(lid2), "0", "--json"], obj=Obj())
+    out = runner.invoke(main, ["rft", "set", "C", str(lid2), "0", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["sets"]["rft_blocks"] >= 1
     tr = trace(t.sim, ("H1", 1), lid2)
     assert tr.outcome != "delivered" or tr.dest != ("T2", 1)
     # the same again: nothing to change, no Set
-    again = runner.invoke(rft_group, ["set", "C", str(lid2), "0", "--json"], obj=Obj())
+    again = runner.invoke(main, ["rft", "set", "C", str(lid2), "0", "--json"])
     assert json.loads(again.output)["plan"] == []
     # a fresh sweep repairs it
     assert sweepmod.sweep(t, sweepmod.SweepOptions()).problems == []
@@ -58,7 +57,7 @@ def test_show_after_sweep_and_set_by_hand(tmp_path):
     def sets():
         return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet"))
     before = sets()
-    bad = runner.invoke(rft_group, ["set", "C", str(lid2), "1"], obj=Obj())
+    bad = runner.invoke(main, ["rft", "set", "C", str(lid2), "1"])
     assert bad.exit_code == 2 and "LIDsPerPort" in bad.output, bad.output
     assert sets() == before  # refused before any Set
 

@@ -261,11 +261,11 @@ def test_mcast_cycle_in_tree():
 def swept_sim(monkeypatch):
     """A simulator swept once, handed to every CLI invocation (the transport opens once
     per command, so the simulator must outlive it)."""
-    from smagent import cli, sweep
+    from smagent import api, cli, sweep
     from smagent.transport.sim import SimTransport
     t = SimTransport(topogen.fat_tree_2(4))
     assert sweep.sweep(t, sweep.SweepOptions(routing="updn")).problems == []
-    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    monkeypatch.setattr(cli.Context, "session", lambda self: api.Session(t))  # verify runs through the API
     return t
 
 

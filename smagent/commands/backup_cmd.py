@@ -13,11 +13,10 @@ import click
 
 from smagent import backup, render
 from smagent.commands import tables_cmd as tc
+from smagent.commands.common import EXIT_FABRIC, bad as _bad, finish_write as _finish_write
+from smagent.errors import BadInput
 
-
-# BackupError is a ValueError (exit 2), RestoreFailed a RuntimeError (exit 3): the
-# agent's usual mapping in tables_cmd._run covers both
-_cli, _run = tc._cli, tc._run
+# BackupError is a BadInput (exit 2), RestoreFailed a FabricFailure (exit 3)
 
 
 @click.command("backup")
@@ -31,7 +30,7 @@ def lft_backup(obj, output, as_json):
     def work():
         return backup.backup_lfts(obj.transport())
 
-    text, topo = _run(work)
+    text, topo = work()
     for u in topo.unreachable:
         click.echo(f"warning: unreachable: {u}", err=True)
     if output:
@@ -45,7 +44,7 @@ def lft_backup(obj, output, as_json):
     elif not output:
         click.echo(text, nl=False)
     if topo.unreachable:
-        raise SystemExit(_cli().EXIT_FABRIC)
+        raise SystemExit(EXIT_FABRIC)
 
 
 @click.command("restore")
@@ -61,15 +60,15 @@ def lft_restore(obj, file, dry_run, as_json):
         with open(file, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError as e:
-        raise _cli().BadInput(str(e)) from None
+        raise BadInput(str(e)) from None
     is_blocks = text.lstrip().startswith("{")
     if is_blocks:
-        saved = _run(backup.load_block_backup, file)
+        saved = backup.load_block_backup(file)
     else:
         try:  # parse before the first SMP: a file that does not parse sends nothing
             tc.parse_lft_dump(text, file)
         except tc.DumpError as e:
-            tc._bad(e.problems)
+            _bad(e.problems)
 
     def work():
         t = obj.transport()
@@ -77,14 +76,14 @@ def lft_restore(obj, file, dry_run, as_json):
             return backup.plan_restore_blocks(t, saved)
         return backup.plan_restore_text(t, text, file)
 
-    plan = _run(work)
+    plan = work()
     if plan.problems:
-        tc._bad(plan.problems)
+        _bad(plan.problems)
     problems = []
     if not dry_run and (plan.changes or plan.tops):
         t = obj.transport()
-        problems = _run(lambda: backup.apply_restore(t, plan))
-    tc._finish_write(as_json, dry_run, plan.lines(), tc.lft_changes_json(plan.changes, plan.tops),
+        problems = backup.apply_restore(t, plan)
+    _finish_write(as_json, dry_run, plan.lines(), tc.lft_changes_json(plan.changes, plan.tops),
                      {"switchinfo": len(plan.tops), "lft_blocks": len(plan.changes)}, problems, [])
 
 

@@ -16,7 +16,7 @@ import click
 
 from mad import forwarding as fw
 from smagent import rft, tables
-from smagent.commands.tables_cmd import _bad, _int_arg, _parse_target, _run
+from smagent.commands.common import EXIT_FABRIC, bad as _bad, int_arg as _int_arg, parse_target as _parse_target
 from smagent.tableops import _Bad, _Problem, read_switch
 
 
@@ -44,7 +44,7 @@ def _read(obj, switch):
             raise _Bad(f"{sr.facts.name} ({target.describe()}) has no random forwarding table "
                            f"(RandomFDBCap 0; LinearFDBCap {si.linear_fdb_cap})")
         return t, target, sr, _read_table(t, target, si)
-    return _run(work)
+    return work()
 
 
 def _entries(table):
@@ -123,7 +123,7 @@ def rft_set(obj, switch, lid, port, lmc, dry_run, as_json):
     lines = [f"SubnSet(RandomForwardingTable) {c.describe()}" for c in changes]
     problems = []
     if changes and not dry_run:
-        problems = _run(lambda: tables.write_rft_blocks(t, changes)[1])
+        problems = tables.write_rft_blocks(t, changes)[1]
     if as_json:
         click.echo(json.dumps({"dry_run": dry_run, "plan": lines, "sets": {"rft_blocks": 0 if dry_run else len(changes)},
                                "problems": problems}, indent=2))
@@ -132,4 +132,4 @@ def rft_set(obj, switch, lid, port, lmc, dry_run, as_json):
     if problems:
         for p in problems:
             click.echo(f"error: {p}", err=True)
-        raise SystemExit(3)
+        raise SystemExit(EXIT_FABRIC)

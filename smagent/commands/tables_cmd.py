@@ -31,73 +31,10 @@ from smagent.tableops import (  # the formats and plans these commands drive
     load_blocks_to_read, master_sm_warning, mft_blocks_to_read, mft_ports, mft_range, parse_lft_dump, plan_load,
     plan_mft_set, portid_str, raise_top, read_lft, read_mft, read_switch, validate_sections,
 )
-from smagent.targets import Target, parse_target
-
-# ===================================================================================
-# click
-# ===================================================================================
-def _cli():
-    # imported late: smagent.cli imports this module at its end (and may run as __main__)
-    from smagent import cli
-    return cli
-
-
-def _run(fn, *a, **kw):
-    """Agent logic with this module's and the agent's failures mapped to exit codes."""
-    cli = _cli()
-    try:
-        return cli._fabric_call(fn, *a, **kw)
-    except _Problem as e:
-        raise cli.FabricFailure(str(e)) from None
-
-
-def _parse_target(text: str, obj=None) -> Target:
-    """A LID or DR path at once; a node GUID or description through discovery (Gets only),
-    so call this after the other arguments are checked."""
-    from mad.errors import MadError
-    from smagent.targets import NeedsDiscovery, resolve_target
-    try:
-        return parse_target(text)
-    except NeedsDiscovery:
-        if obj is None:
-            raise
-        return _run(resolve_target, text, obj.transport())
-    except (MadError, ValueError) as e:
-        raise _cli().BadInput(str(e)) from None
-
-
-def _int_arg(ctx, param, value):
-    if value is None:
-        return value
-    try:
-        vals = [int(v, 0) for v in value] if isinstance(value, tuple) else int(value, 0)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a number (decimal or 0x hex)") from None
-    return vals
-
-
-def _bad(problems: list[str]):
-    cli = _cli()
-    raise cli.BadInput("nothing sent:\n  " + "\n  ".join(problems) if len(problems) > 1 else problems[0])
-
-
-def _finish_write(as_json: bool, dry_run: bool, plan: list[str], changes: list[dict], sets: dict, problems: list[str],
-                  warnings: list[str]) -> None:
-    cli = _cli()
-    for w in warnings:
-        click.echo(w, err=True)
-    if as_json:
-        cli._emit_json({"dry_run": dry_run, "plan": plan, "changes": changes,
-                        "sets": {k: (0 if dry_run else v) for k, v in sets.items()},
-                        "planned": sets, "problems": problems, "warnings": warnings})
-    else:
-        click.echo("\n".join(plan) if plan else "# nothing to change")
-        if not dry_run and plan:
-            click.echo("# Sets sent: " + ", ".join(f"{k} {v}" for k, v in sets.items()))
-    for p in problems:
-        click.echo(f"error: {p}", err=True)
-    if problems:
-        sys.exit(cli.EXIT_FABRIC)
+from smagent.commands.common import EXIT_FABRIC, emit_json
+from smagent.commands.common import bad as _bad, finish_write as _finish_write, int_arg as _int_arg
+from smagent.commands.common import parse_target as _parse_target
+from smagent.errors import BadInput
 
 
 @click.group()
@@ -123,9 +60,9 @@ def lft_show(obj, switch, dump_all, as_json):
         blocks = read_lft(t, target, list(range(top // fw.LFT_BLOCK_SIZE + 1)))
         return f, top, b"".join(blocks[b] for b in sorted(blocks))
 
-    f, top, table = _run(work)
+    f, top, table = work()
     if as_json:
-        _cli()._emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
+        emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
                                       "num_ports": f.num_ports},
                            "linear_fdb_cap": f.lft_cap, "linear_fdb_top": top,
                            "routes": [{"lid": lid, "port": table[lid]} for lid in range(top + 1)
@@ -176,14 +113,14 @@ def lft_dump(obj, dump_all, output, as_json):
             return json.dumps({"switches": doc, "unreachable": topo.unreachable}, indent=2) + "\n", topo
         return "\n".join(lines) + "\n", topo
 
-    text, topo = _run(work)
+    text, topo = work()
     if output:
         with open(output, "w", encoding="utf-8") as fh:
             fh.write(text)
     else:
         click.echo(text, nl=False)
     if topo.unreachable:
-        sys.exit(_cli().EXIT_FABRIC)
+        sys.exit(EXIT_FABRIC)
 
 
 @lft.command("load")
@@ -202,7 +139,7 @@ def lft_load(obj, file, dry_run, as_json):
     except DumpError as e:
         _bad(e.problems)
     except OSError as e:
-        raise _cli().BadInput(str(e)) from None
+        raise BadInput(str(e)) from None
 
     def work():
         t = obj.transport()
@@ -217,7 +154,7 @@ def lft_load(obj, file, dry_run, as_json):
             raise _Problem("reading LFTs: " + "; ".join(errors[:5]))
         return plan_load(sections, facts, current), []
 
-    planned, problems = _run(work)
+    planned, problems = work()
     if problems:
         _bad(problems)
     changes, tops = planned
@@ -232,7 +169,7 @@ def lft_load(obj, file, dry_run, as_json):
             _w, p2 = tables.write_lft_blocks(t, changes)
             return p + p2
 
-        problems = _run(apply)
+        problems = apply()
     _finish_write(as_json, dry_run, plan, changes_json, sets, problems, [])
 
 
@@ -269,7 +206,7 @@ def lft_set(obj, switch, lid, port, dry_run, as_json):
         top = raise_top(f, lft_top=lid) if port != fw.LFT_NO_PORT else None
         return sr, ch, [top] if top else [], []
 
-    sr, changes, tops, problems = _run(work)
+    sr, changes, tops, problems = work()
     if problems:
         _bad(problems)
     warnings = []
@@ -280,7 +217,7 @@ def lft_set(obj, switch, lid, port, dry_run, as_json):
     problems = []
     if not dry_run and plan:
         t = obj.transport()
-        problems = _run(lambda: apply_tops(t, tops) + tables.write_lft_blocks(t, changes)[1])
+        problems = apply_tops(t, tops) + tables.write_lft_blocks(t, changes)[1]
     _finish_write(as_json, dry_run, plan, lft_changes_json(changes, tops),
                   {"switchinfo": len(tops), "lft_blocks": len(changes)}, problems, warnings)
 
@@ -306,7 +243,7 @@ def _read_mft_switch(t, target, *, for_set=False):
 def mft_show(obj, switch, as_json):
     """Print SWITCH's MFT as `ibroute -M -n` does: MLIDs with any port set."""
     target = _parse_target(switch, obj)
-    sr, positions, masks = _run(lambda: _read_mft_switch(obj.transport(), target))
+    sr, positions, masks = _read_mft_switch(obj.transport(), target)
     f = sr.facts
     si = f.switch_info
     first, last = mft_range(si.multicast_fdb_cap, si.multicast_fdb_top)
@@ -316,7 +253,7 @@ def mft_show(obj, switch, as_json):
             ports = mft_ports(masks, mlid, positions)
             if ports:
                 groups.append({"mlid": f"0x{mlid:04x}", "ports": ports})
-        _cli()._emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
+        emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
                                       "num_ports": f.num_ports},
                            "multicast_fdb_cap": si.multicast_fdb_cap, "multicast_fdb_top": si.multicast_fdb_top,
                            "positions": positions, "groups": groups})
@@ -356,7 +293,7 @@ def mft_set(obj, switch, mlid, ports, dry_run, as_json):
         top = raise_top(f, mft_top=mlid) if ports else None
         return sr, changes, [top] if top else [], []
 
-    sr, changes, tops, problems = _run(work)
+    sr, changes, tops, problems = work()
     if problems:
         _bad(problems)
     plan = [line for tc in tops for line in tc.describe()] + [line for c in changes for line in c.lines()]
@@ -370,6 +307,6 @@ def mft_set(obj, switch, mlid, ports, dry_run, as_json):
     problems = []
     if not dry_run and plan:
         t = obj.transport()
-        problems = _run(lambda: apply_tops(t, tops) + tables.write_mft_units(t, changes)[1])
+        problems = apply_tops(t, tops) + tables.write_mft_units(t, changes)[1]
     _finish_write(as_json, dry_run, plan, changes_json, {"switchinfo": len(tops), "mft_blocks": len(changes)},
                   problems, warnings)

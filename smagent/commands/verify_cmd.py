@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from smagent.commands.common import EXIT_DEFECTS, EXIT_OK, emit_json
+
 ORDER = ("unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
          "duplicate_lid", "mcast")
 TITLES = {
@@ -35,21 +37,12 @@ def verify(obj, as_json, no_mcast, examples):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
     multicast delivery. Exit 0 clean, 1 defects found, 3 fabric failure."""
-    from smagent import cli
-    from smagent import verify as vmod
-
-    def work():
-        try:
-            return vmod.verify(obj.transport(), mcast=not no_mcast, examples=examples)
-        except vmod.VerifyError as e:
-            raise cli.FabricFailure(str(e)) from None
-
-    report = cli._fabric_call(work)
+    report = obj.session().verify(mcast=not no_mcast, examples=examples)
     if as_json:
-        cli._emit_json(report.as_json())
+        emit_json(report.as_json())
     else:
         click.echo("\n".join(render(report)))
-    sys.exit(cli.EXIT_OK if report.ok else cli.EXIT_DEFECTS)
+    sys.exit(EXIT_OK if report.ok else EXIT_DEFECTS)
 
 
 def render(report) -> list[str]:

@@ -26,11 +26,12 @@ from collections.abc import Mapping
 
 from smagent.discovery import Topology
 from smagent.lids import LidPlan
+from smagent.errors import BadInput
 
 NO_PORT = 0xFF
 
 
-class RoutingError(ValueError):
+class RoutingError(BadInput):
     """An engine could not route this fabric, or its spec/input is bad."""
 
 

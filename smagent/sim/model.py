@@ -22,6 +22,7 @@ from mad.attributes import (
 )
 from mad.forwarding import LFT_NO_PORT, MFT_BLOCKS, MFT_BLOCK_SIZE, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX
 from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, Node
+from smagent.errors import BadInput
 
 # PortPhysicalState values (IBA 14.2.5.6)
 PHYS_SLEEP, PHYS_POLLING, PHYS_DISABLED, PHYS_LINKUP = 1, 2, 3, 5
@@ -81,7 +82,7 @@ DEFAULT_SL2VL = tuple(i % 8 for i in range(16))
 NODE_TYPE_CODE = {HCA: NodeType.CA, SWITCH: NodeType.SWITCH, ROUTER: NodeType.ROUTER}
 
 
-class SimConfigError(ValueError):
+class SimConfigError(BadInput):
     """A capability or topology the simulator cannot represent."""
 
 
