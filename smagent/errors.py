@@ -55,23 +55,28 @@ class BadInput(SmagentError, ValueError):
         return {"problems": self.problems}
 
 
-class FabricFailure(SmagentError, RuntimeError):
-    """The fabric or the transport failed. ``changed``: what had been changed when it
-    happened (lines such as "PortInfo Sets: 12"), empty when no Set had been sent."""
+class _Changed:
+    """Mixin: ``changed`` lists what had been sent that may have changed a node when the
+    error happened ("SubnSet(PortInfo): 12 SMPs sent"); empty when no Set had been sent."""
+    changed: list[str] = []
+
+    def __str__(self) -> str:
+        msg = super().__str__()
+        if self.changed:
+            msg += "\nSets already sent before the failure:\n  " + "\n  ".join(self.changed)
+        return msg
+
+    def details(self) -> dict:
+        return {"changed": self.changed}
+
+
+class FabricFailure(_Changed, SmagentError, RuntimeError):
+    """The fabric or the transport failed (``changed``: see `_Changed`)."""
     exit_code = EXIT_FABRIC
 
     def __init__(self, message: str = "", changed: list[str] | None = None):
         super().__init__(message)
         self.changed = list(changed or [])
-
-    def __str__(self) -> str:
-        msg = super().__str__()
-        if self.changed:
-            msg += "\nalready changed before the failure:\n  " + "\n  ".join(self.changed)
-        return msg
-
-    def details(self) -> dict:
-        return {"changed": self.changed}
 
 
 class SafetyRefusal(SmagentError):
@@ -84,14 +89,15 @@ class Interrupted(SmagentError):
     exit_code = EXIT_INTERRUPTED
 
 
-class InternalError(SmagentError):
+class InternalError(_Changed, SmagentError):
     """An unexpected exception: a bug in smagent, whatever its Python type."""
     exit_code = EXIT_INTERNAL
 
-    def __init__(self, exc: BaseException):
+    def __init__(self, exc: BaseException, changed: list[str] | None = None):
         super().__init__(f"internal error: {type(exc).__name__}: {exc}; please report it "
                          f"(SMAGENT_DEBUG=1 or --debug shows the traceback)")
         self.original = exc
+        self.changed = list(changed or [])
 
     def details(self) -> dict:
-        return {"exception": type(self.original).__name__}
+        return {"exception": type(self.original).__name__, "changed": self.changed}

@@ -13,7 +13,7 @@ import click
 
 from smagent import backup, render
 from smagent.commands import tables_cmd as tc
-from smagent.commands.common import EXIT_FABRIC, bad as _bad, finish_write as _finish_write
+from smagent.commands.common import EXIT_FABRIC, check_output, bad as _bad, finish_write as _finish_write
 from smagent.errors import BadInput
 
 # BackupError is a BadInput (exit 2), RestoreFailed a FabricFailure (exit 3)
@@ -26,6 +26,7 @@ from smagent.errors import BadInput
 @click.pass_obj
 def lft_backup(obj, output, as_json):
     """Save every switch's LFT in the `lft dump` format (restore with `lft restore`)."""
+    check_output(output)  # before the first SMP
 
     def work():
         return backup.backup_lfts(obj.transport())

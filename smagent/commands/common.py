@@ -83,7 +83,7 @@ def as_smagent_error(exc: BaseException, sets_sent: list[str]) -> SmagentError:
         exc = InternalError(exc)
     if sets_sent and isinstance(exc, BadInput):
         exc = FabricFailure(f"{exc} (after Sets were sent)", changed=sets_sent)
-    elif isinstance(exc, FabricFailure) and not exc.changed:
+    elif isinstance(exc, (FabricFailure, InternalError)) and not exc.changed:
         exc.changed = sets_sent
     return exc
 

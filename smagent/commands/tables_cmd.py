@@ -31,7 +31,7 @@ from smagent.tableops import (  # the formats and plans these commands drive
     load_blocks_to_read, master_sm_warning, mft_blocks_to_read, mft_ports, mft_range, parse_lft_dump, plan_load,
     plan_mft_set, portid_str, raise_top, read_lft, read_mft, read_switch, validate_sections,
 )
-from smagent.commands.common import EXIT_FABRIC, emit_json
+from smagent.commands.common import EXIT_FABRIC, check_output, emit_json
 from smagent.commands.common import bad as _bad, finish_write as _finish_write, int_arg as _int_arg
 from smagent.commands.common import parse_target as _parse_target
 from smagent.errors import BadInput
@@ -88,6 +88,7 @@ def _discover(transport):
 @click.pass_obj
 def lft_dump(obj, dump_all, output, as_json):
     """Dump every switch's LFT as dump_lfts does: OpenSM loads it with `-R file -U FILE`."""
+    check_output(output)  # before the first SMP
 
     def work():
         t = obj.transport()
