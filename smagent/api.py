@@ -20,7 +20,7 @@ from mad.errors import MadError
 from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError
 from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, open_transport
 
-__all__ = ["connect", "Session", "SmagentError", "BadInput", "FabricFailure", "SafetyRefusal"]
+__all__ = ["connect", "check_query", "Session", "SmagentError", "BadInput", "FabricFailure", "SafetyRefusal"]
 
 
 class Session:
@@ -66,23 +66,11 @@ class Session:
         answer (attribute name, modifier). Every argument is checked before the first SMP
         (a GUID or description is then found by discovery: Gets only)."""
         from smagent import targets
-        if attribute not in targets.QUERY_ATTRIBUTES:
-            raise BadInput(f"unknown attribute {attribute!r}: one of {', '.join(sorted(targets.QUERY_ATTRIBUTES))}")
-
-        def build(tgt):
-            try:  # the codec's limits (block, port, hop count) are the caller's input here
-                return targets.build_query(attribute, tgt, port=port, block=block, position=position,
-                                           ext_speeds=ext_speeds)
-            except MadError as e:
-                raise BadInput(str(e)) from None
-        try:
-            tgt = targets.parse_target(target)
-        except targets.NeedsDiscovery:
-            build(targets.Target(path=(0,)))  # check the rest before discovering
+        kw = dict(port=port, block=block, position=position, ext_speeds=ext_speeds)
+        tgt = check_query(attribute, target, **kw)
+        if tgt is None:
             tgt = targets.resolve_target(target, self.transport, topology=self.topology)
-        except MadError as e:
-            raise BadInput(str(e)) from None
-        return tgt, self.transport.query(build(tgt))
+        return tgt, self.transport.query(_query_request(attribute, tgt, **kw))
 
     def sweep(self, *, dry_run: bool = False, lmc: int = 0, lid_file=None, routing: str = "minhop",
               force: bool = False, **more):
@@ -106,6 +94,32 @@ class Session:
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent import verify as verifymod
         return verifymod.verify(self.transport, mcast=mcast, examples=examples)
+
+
+def _query_request(attribute, tgt, **kw):
+    from smagent import targets
+    try:  # the codec's limits (block, port, hop count) are the caller's input here
+        return targets.build_query(attribute, tgt, **kw)
+    except MadError as e:
+        raise BadInput(str(e)) from None
+
+
+def check_query(attribute: str, target: str, *, port=None, block=None, position=None, ext_speeds=False):
+    """Check a query's arguments with no fabric at hand (BadInput for the first problem).
+    Returns the Target, or None when it is a GUID or a description (found by discovery)."""
+    from smagent import targets
+    if attribute not in targets.QUERY_ATTRIBUTES:
+        raise BadInput(f"unknown attribute {attribute!r}: one of {', '.join(sorted(targets.QUERY_ATTRIBUTES))}")
+    kw = dict(port=port, block=block, position=position, ext_speeds=ext_speeds)
+    try:
+        tgt = targets.parse_target(target)
+    except targets.NeedsDiscovery:
+        _query_request(attribute, targets.Target(path=(0,)), **kw)  # the rest, checked now
+        return None
+    except MadError as e:
+        raise BadInput(str(e)) from None
+    _query_request(attribute, tgt, **kw)
+    return tgt
 
 
 def connect(transport: str = "sim", *, topology=None, fixture=None, ca=None, port=None, record=None,

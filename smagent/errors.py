@@ -1,11 +1,12 @@
 """The error contract: every error smagent means to raise is one of these, and carries
 its exit code. The CLI turns them into a message and that code at one place
-(`smagent.commands.common.run_cli`); anything else that escapes is a bug and is
+(`smagent.commands.common.SmagentGroup`); anything else that escapes is a bug and is
 reported as `InternalError` (exit 70), never as bad input.
 
     exit  class            meaning
     0     -                ok
-    1     DefectsFound     a check ran and found defects (verify, apply's read-back)
+    1     -                a check ran and found defects (verify, apply's read-back): its
+                           report is the output, so this code is an exit, not an exception
     2     BadInput         the input was refused; nothing was sent that could change a switch
     3     FabricFailure    the fabric or the transport failed (``changed``: the Sets already sent)
     4     SafetyRefusal    refused for safety (another SM is MASTER); --force overrides
@@ -33,11 +34,6 @@ class SmagentError(Exception):
 
     def details(self) -> dict:
         return {}
-
-
-class DefectsFound(SmagentError):
-    """A check ran to the end and found defects."""
-    exit_code = EXIT_DEFECTS
 
 
 class BadInput(SmagentError, ValueError):

@@ -159,3 +159,12 @@ def test_bad_input_lists_every_problem_in_json(tmp_path):
     assert r.exit_code == 2
     doc = json.loads(r.stdout)
     assert len(doc["problems"]) >= 2, doc
+
+
+def test_a_bad_query_is_refused_before_the_transport_opens():
+    # umad here has no device (no ibsim): opening it would be a fabric failure (3); the
+    # arguments are checked first, so the answer is bad input (2)
+    r = run("--transport", "umad", "query", "nodeinfo", "0,1,x")
+    assert r.exit_code == 2 and "0,1,x" in r.stderr, r.output
+    r = run("--transport", "umad", "query", "lft", "Switch2", "--block", "3000")
+    assert r.exit_code == 2, r.output

@@ -13,8 +13,8 @@ import click
 
 from smagent import backup, render
 from smagent.commands import tables_cmd as tc
-from smagent.commands.common import EXIT_FABRIC, check_output, bad as _bad, finish_write as _finish_write
-from smagent.errors import BadInput
+from smagent.commands.common import bad as _bad, check_output, finish_write as _finish_write
+from smagent.errors import EXIT_FABRIC, BadInput
 
 # BackupError is a BadInput (exit 2), RestoreFailed a FabricFailure (exit 3)
 

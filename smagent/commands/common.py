@@ -18,14 +18,8 @@ import click
 
 from mad.errors import MadError
 from smagent import api, paths
-from smagent.errors import (
-    EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SAFETY,
-    BadInput, FabricFailure, InternalError, Interrupted, SmagentError,
-)
+from smagent.errors import EXIT_FABRIC, BadInput, FabricFailure, InternalError, Interrupted, SmagentError
 from smagent.targets import NeedsDiscovery, Target, parse_target as _parse, resolve_target
-
-__all__ = ["EXIT_OK", "EXIT_DEFECTS", "EXIT_BAD_INPUT", "EXIT_FABRIC", "EXIT_SAFETY", "EXIT_INTERNAL",
-           "EXIT_INTERRUPTED"]
 
 
 class Context:

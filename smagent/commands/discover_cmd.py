@@ -7,7 +7,8 @@ import sys
 import click
 
 from smagent import render
-from smagent.commands.common import EXIT_FABRIC, check_output, write_output
+from smagent.commands.common import check_output, write_output
+from smagent.errors import EXIT_FABRIC
 
 
 @click.command()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from smagent import render, targets
+from smagent import api, render, targets
 from smagent.commands.common import emit_json
 
 
@@ -25,8 +25,9 @@ def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json)
     In the spirit of smpquery/smpdump: ATTRIBUTE is one of nodeinfo, nodedesc, portinfo,
     switchinfo, sminfo, lft, rft, mft, pkeys, sl2vl.
     """
-    tgt, resp = obj.session().query_reply(attribute, target, port=portnum, block=block, position=position,
-                                          ext_speeds=ext_speeds)
+    kw = dict(port=portnum, block=block, position=position, ext_speeds=ext_speeds)
+    api.check_query(attribute, target, **kw)  # before the transport opens
+    tgt, resp = obj.session().query_reply(attribute, target, **kw)
     value = resp.attribute()
     if as_json:
         emit_json({"target": tgt.describe(), "attribute": resp.attribute_name,

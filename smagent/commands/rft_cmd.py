@@ -16,7 +16,8 @@ import click
 
 from mad import forwarding as fw
 from smagent import rft, tables
-from smagent.commands.common import EXIT_FABRIC, bad as _bad, int_arg as _int_arg, parse_target as _parse_target
+from smagent.commands.common import bad as _bad, int_arg as _int_arg, parse_target as _parse_target
+from smagent.errors import EXIT_FABRIC
 from smagent.tableops import _Bad, _Problem, read_switch
 
 

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from smagent.commands.common import EXIT_DEFECTS, EXIT_FABRIC, emit_json
-from smagent.errors import Interrupted
+from smagent.commands.common import emit_json
+from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
 
 def default_state_dir() -> str:
@@ -111,7 +111,6 @@ def _run_sweep(obj, state_dir, progress=None, **kw):
 def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, state_dir, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
     from smagent import multicast
-    from smagent.errors import BadInput
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP

@@ -31,10 +31,10 @@ from smagent.tableops import (  # the formats and plans these commands drive
     load_blocks_to_read, master_sm_warning, mft_blocks_to_read, mft_ports, mft_range, parse_lft_dump, plan_load,
     plan_mft_set, portid_str, raise_top, read_lft, read_mft, read_switch, validate_sections,
 )
-from smagent.commands.common import EXIT_FABRIC, check_output, emit_json
+from smagent.commands.common import check_output, emit_json
 from smagent.commands.common import bad as _bad, finish_write as _finish_write, int_arg as _int_arg
 from smagent.commands.common import parse_target as _parse_target
-from smagent.errors import BadInput
+from smagent.errors import EXIT_FABRIC, BadInput
 
 
 @click.group()

@@ -10,7 +10,8 @@ import sys
 
 import click
 
-from smagent.commands.common import EXIT_DEFECTS, EXIT_OK, emit_json
+from smagent.commands.common import emit_json
+from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 ORDER = ("unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
          "duplicate_lid", "mcast")
