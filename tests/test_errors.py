@@ -168,3 +168,8 @@ def test_a_bad_query_is_refused_before_the_transport_opens():
     assert r.exit_code == 2 and "0,1,x" in r.stderr, r.output
     r = run("--transport", "umad", "query", "lft", "Switch2", "--block", "3000")
     assert r.exit_code == 2, r.output
+
+
+def test_an_unwritable_record_file_is_bad_input():
+    r = run("--record", "/nonexistent/dir/rec.erf", "discover", "--json")
+    assert r.exit_code == 2 and "/nonexistent/dir/rec.erf" in json.loads(r.stdout)["error"], r.output
