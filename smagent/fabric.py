@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple
+
 from smagent.errors import BadInput
 
 SWITCH = "Switch"

@@ -38,6 +38,7 @@ Keys are secrets: nothing here (errors, ``repr``) shows one.
 from __future__ import annotations
 
 import os
+
 from smagent.errors import BadInput
 
 MKEY_BITS = 64

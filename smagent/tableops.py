@@ -19,9 +19,9 @@ from mad.attributes import (
 )
 from mad.header import Method
 from smagent import tables
+from smagent.errors import BadInput, FabricFailure
 from smagent.targets import Target
 from smagent.transport.base import Request
-from smagent.errors import BadInput, FabricFailure
 
 NODE_TYPE_NAMES = {NodeType.CA: "Channel Adapter", NodeType.SWITCH: "Switch", NodeType.ROUTER: "Router"}
 

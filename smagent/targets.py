@@ -17,8 +17,8 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID
 from mad.errors import MadFieldError
 from mad.header import Method
-from smagent.transport.base import Request
 from smagent.errors import BadInput
+from smagent.transport.base import Request
 
 
 class NeedsDiscovery(BadInput):

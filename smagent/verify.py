@@ -49,8 +49,8 @@ import time
 from mad import forwarding as fw
 from mad.attributes import PortState
 from smagent import tables
-from smagent.transport.base import Transport
 from smagent.errors import FabricFailure
+from smagent.transport.base import Transport
 
 EXAMPLES = 5
 

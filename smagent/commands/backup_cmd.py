@@ -85,7 +85,7 @@ def lft_restore(obj, file, dry_run, as_json):
         t = obj.transport()
         problems = backup.apply_restore(t, plan)
     _finish_write(as_json, dry_run, plan.lines(), tc.lft_changes_json(plan.changes, plan.tops),
-                     {"switchinfo": len(plan.tops), "lft_blocks": len(plan.changes)}, problems, [])
+                  {"switchinfo": len(plan.tops), "lft_blocks": len(plan.changes)}, problems, [])
 
 
 tc.lft.add_command(lft_backup)

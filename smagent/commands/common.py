@@ -52,6 +52,9 @@ class Context:
 
 
 # -- the one translation point ------------------------------------------------------------
+_ARGS = "smagent.args"  # ctx.meta key: the root's raw arguments (SmagentGroup.parse_args)
+
+
 def _debug(ctx) -> bool:
     return bool(os.environ.get("SMAGENT_DEBUG")) or bool(ctx.params.get("debug"))
 
@@ -61,9 +64,6 @@ def _wants_json(ctx) -> bool:
     subcommand's own context is gone once its error reaches the group)."""
     args = ctx.meta.get(_ARGS, [])
     return "--json" in (args[:args.index("--")] if "--" in args else args)
-
-
-_ARGS = "smagent.args"
 
 
 def as_smagent_error(exc: BaseException, sets_sent: list[str]) -> SmagentError:

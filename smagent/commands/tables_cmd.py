@@ -63,10 +63,10 @@ def lft_show(obj, switch, dump_all, as_json):
     f, top, table = work()
     if as_json:
         emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
-                                      "num_ports": f.num_ports},
-                           "linear_fdb_cap": f.lft_cap, "linear_fdb_top": top,
-                           "routes": [{"lid": lid, "port": table[lid]} for lid in range(top + 1)
-                                      if table[lid] <= f.num_ports or dump_all]})
+                           "num_ports": f.num_ports},
+                "linear_fdb_cap": f.lft_cap, "linear_fdb_top": top,
+                "routes": [{"lid": lid, "port": table[lid]} for lid in range(top + 1)
+                           if table[lid] <= f.num_ports or dump_all]})
     else:
         click.echo("\n".join(format_lft(portid_str(target), f.guid, f.name, top, table, f.num_ports,
                                         dump_all=dump_all)))
@@ -255,9 +255,9 @@ def mft_show(obj, switch, as_json):
             if ports:
                 groups.append({"mlid": f"0x{mlid:04x}", "ports": ports})
         emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
-                                      "num_ports": f.num_ports},
-                           "multicast_fdb_cap": si.multicast_fdb_cap, "multicast_fdb_top": si.multicast_fdb_top,
-                           "positions": positions, "groups": groups})
+                           "num_ports": f.num_ports},
+                "multicast_fdb_cap": si.multicast_fdb_cap, "multicast_fdb_top": si.multicast_fdb_top,
+                "positions": positions, "groups": groups})
     else:
         click.echo("\n".join(format_mft(portid_str(target), f.guid, f.name, first, last, masks, positions)))
 

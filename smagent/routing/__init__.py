@@ -25,8 +25,8 @@ import operator
 from collections.abc import Mapping
 
 from smagent.discovery import Topology
-from smagent.lids import LidPlan
 from smagent.errors import BadInput
+from smagent.lids import LidPlan
 
 NO_PORT = 0xFF
 

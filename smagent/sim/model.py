@@ -21,8 +21,8 @@ from mad.attributes import (
     CAP_IS_SM, NodeInfo, NodeType, PortInfoExtSpeeds, PortState, SMInfo, SMState, SwitchInfo,
 )
 from mad.forwarding import LFT_NO_PORT, MFT_BLOCKS, MFT_BLOCK_SIZE, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX
-from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, Node
 from smagent.errors import BadInput
+from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, Node
 
 # PortPhysicalState values (IBA 14.2.5.6)
 PHYS_SLEEP, PHYS_POLLING, PHYS_DISABLED, PHYS_LINKUP = 1, 2, 3, 5
