@@ -17,7 +17,7 @@ exception is a bug. The CLI is a thin layer over this module.
 from __future__ import annotations
 
 from mad.errors import MadError
-from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError
+from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError, after_sets
 from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, open_transport
 
 __all__ = ["connect", "check_query", "Session", "SmagentError", "BadInput", "FabricFailure", "SafetyRefusal"]
@@ -81,7 +81,14 @@ class Session:
             raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
         opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=routing, dry_run=dry_run,
                                      force=force, **more)
-        result = sweepmod.sweep(self.transport, opts)
+        before = dict(self.transport.stats.by_kind)
+        try:
+            result = sweepmod.sweep(self.transport, opts)
+        except (BadInput, FabricFailure) as e:  # once Sets went out, the error says which
+            err = after_sets(e, self.transport.stats.sets_sent(since=before))
+            if err is e:
+                raise
+            raise err from e
         self.topology = result.topology
         return result
 

@@ -75,6 +75,19 @@ class FabricFailure(_Changed, SmagentError, RuntimeError):
         self.changed = list(changed or [])
 
 
+def after_sets(err: SmagentError, sets_sent: list[str]) -> SmagentError:
+    """``err`` as it must be reported once ``sets_sent`` is not empty: "nothing sent"
+    (BadInput) is no longer true, so it becomes a FabricFailure; a FabricFailure or an
+    InternalError lists what was sent."""
+    if not sets_sent:
+        return err
+    if isinstance(err, BadInput):
+        return FabricFailure(f"{err} (after Sets were sent)", changed=sets_sent)
+    if isinstance(err, (FabricFailure, InternalError)) and not err.changed:
+        err.changed = sets_sent
+    return err
+
+
 class SafetyRefusal(SmagentError):
     """Refused for safety before the first Set (another subnet manager is MASTER)."""
     exit_code = EXIT_SAFETY

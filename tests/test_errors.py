@@ -173,3 +173,19 @@ def test_a_bad_query_is_refused_before_the_transport_opens():
 def test_an_unwritable_record_file_is_bad_input():
     r = run("--record", "/nonexistent/dir/rec.erf", "discover", "--json")
     assert r.exit_code == 2 and "/nonexistent/dir/rec.erf" in json.loads(r.stdout)["error"], r.output
+
+
+def test_the_api_says_what_a_sweep_had_sent_when_it_failed(monkeypatch):
+    import smagent
+
+    def late(*a, **kw):
+        raise errors.BadInput("late check")
+    with smagent.connect("sim") as fabric:
+        fabric.sweep()  # Sets sent by an earlier call are not this call's
+        with pytest.raises(errors.BadInput) as e:
+            fabric.sweep(lmc=9)
+        assert not isinstance(e.value, errors.FabricFailure)
+        monkeypatch.setattr(tables, "write_mft_units", late)
+        with pytest.raises(errors.FabricFailure) as e:
+            fabric.sweep(lmc=1)  # new LIDs: PortInfo Sets, then the late failure
+        assert "late check" in str(e.value) and any(c.startswith("SubnSet(PortInfo)") for c in e.value.changed)

@@ -18,7 +18,7 @@ import click
 
 from mad.errors import MadError
 from smagent import api, paths
-from smagent.errors import EXIT_FABRIC, BadInput, FabricFailure, InternalError, Interrupted, SmagentError
+from smagent.errors import EXIT_FABRIC, BadInput, InternalError, Interrupted, SmagentError, after_sets
 from smagent.targets import NeedsDiscovery, Target, parse_target as _parse, resolve_target
 
 
@@ -75,11 +75,7 @@ def as_smagent_error(exc: BaseException, sets_sent: list[str]) -> SmagentError:
                           "(it re-plans from the switches)" if sets_sent else "interrupted: nothing was sent")
     elif not isinstance(exc, SmagentError):
         exc = InternalError(exc)
-    if sets_sent and isinstance(exc, BadInput):
-        exc = FabricFailure(f"{exc} (after Sets were sent)", changed=sets_sent)
-    elif isinstance(exc, (FabricFailure, InternalError)) and not exc.changed:
-        exc.changed = sets_sent
-    return exc
+    return after_sets(exc, sets_sent)
 
 
 def _usage_json(e: click.ClickException) -> None:

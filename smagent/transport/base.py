@@ -109,10 +109,13 @@ class Stats:
     def count(self, smp) -> None:
         self.by_kind[f"{method_name(smp.method)}({smp.attribute_name})"] += 1
 
-    def sets_sent(self) -> list[str]:
+    def sets_sent(self, since: dict | None = None) -> list[str]:
         """What has been sent that may have changed a node, one line per attribute
-        (retries counted): the summary a failure after the first Set carries."""
-        return [f"{k}: {v} SMPs sent" for k, v in sorted(self.by_kind.items()) if k.startswith("SubnSet(")]
+        (retries counted), since ``since`` (an earlier copy of `by_kind`) or ever: the
+        summary a failure after the first Set carries."""
+        since = since or {}
+        return [f"{k}: {v - since.get(k, 0)} SMPs sent" for k, v in sorted(self.by_kind.items())
+                if k.startswith("SubnSet(") and v > since.get(k, 0)]
 
     def snapshot(self) -> dict:
         d = dataclasses.asdict(self)
