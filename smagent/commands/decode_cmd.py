@@ -38,7 +38,8 @@ def _capture_mads(pcap_file: str) -> list[tuple[str, bytes]]:
 @click.argument("hexmad", required=False, metavar="[HEX | -]")
 @click.option("--pcap", "pcap_file", type=click.Path(dir_okay=False), help="Decode every MAD of a capture (ERF type 21 or pcap).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with the IBA snake_case names.")
-def decode(hexmad, pcap_file, as_json):
+@click.option("--show-keys", is_flag=True, help="Show M_Keys and SM_Keys (hidden by default).")
+def decode(hexmad, pcap_file, as_json, show_keys):
     """Decode SMPs given as hex (one per line with '-' for stdin) or from a capture."""
     if bool(hexmad) == bool(pcap_file):
         raise BadInput("give exactly one of HEX, '-' (stdin) or --pcap FILE")
@@ -49,7 +50,7 @@ def decode(hexmad, pcap_file, as_json):
             s = smpcodec.decode(raw)
         except MadError as e:
             raise BadInput(f"{where}: {e}") from None
-        out.append(render.smp_dict(s) if as_json else render.smp_text(s))
+        out.append(render.smp_dict(s, show_keys) if as_json else render.smp_text(s, show_keys))
     if as_json:
         emit_json(out[0] if len(out) == 1 and not pcap_file else out)
     else:

@@ -15,9 +15,10 @@ from smagent.commands.common import emit_json
 @click.option("--block", type=click.IntRange(0, 3071), default=None, help="Table block (lft, rft, mft, pkeys).")
 @click.option("--position", type=click.IntRange(0, 15), default=None, help="MFT PortMask position.")
 @click.option("--ext-speeds", is_flag=True, help="portinfo: set AttributeModifier bit 31 (extended speeds form).")
+@click.option("--show-keys", is_flag=True, help="Show M_Key / SM_Key (hidden by default, as smpquery does).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json):
+def query(obj, attribute, target, portnum, block, position, ext_speeds, show_keys, as_json):
     """Read one attribute from TARGET: a LID (5, 0x5), a DR path (0,1,3), a node or port
     GUID (0x0002c90300001234) or a node description (Switch2); GUIDs and descriptions are
     found by discovering the fabric first.
@@ -31,7 +32,7 @@ def query(obj, attribute, target, portnum, block, position, ext_speeds, as_json)
     value = resp.attribute()
     if as_json:
         emit_json({"target": tgt.describe(), "attribute": resp.attribute_name,
-                   "modifier": resp.attribute_modifier, "value": render.jsonable(value)})
+                   "modifier": resp.attribute_modifier, "value": render.jsonable(value, show_keys)})
     else:
         click.echo(f"# {resp.attribute_name}: {tgt.describe()} modifier {resp.attribute_modifier:#x}")
-        click.echo(render.attribute_text(value))
+        click.echo(render.attribute_text(value, show_keys=show_keys))

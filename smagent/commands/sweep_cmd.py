@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from smagent import render
 from smagent.commands.common import emit_json
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
@@ -63,8 +64,10 @@ def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
 
 
 def print_summary(s: dict) -> None:
-    click.echo(f"# {'plan' if s['dry_run'] else 'sweep'}: {s['nodes']} nodes ({s['switches']} switches, "
-               f"{s['cas']} CAs), {s['links']} links, {s['lids']} LIDs (LMC {s['lmc']}, top {s['linear_fdb_top']})")
+    c = render.count
+    click.echo(f"# {'plan' if s['dry_run'] else 'sweep'}: {c(s['nodes'], 'node')} ({c(s['switches'], 'switch')}, "
+               f"{c(s['cas'], 'CA')}), {c(s['links'], 'link')}, {c(s['lids'], 'LID')} (LMC {s['lmc']}, "
+               f"top {s['linear_fdb_top']})")
     sets = s["sets"]
     click.echo(f"# Sets {'planned' if s['dry_run'] else 'sent'}: PortInfo {sets['portinfo']}, "
                f"SwitchInfo {sets['switchinfo']}, LFT blocks {sets['lft_blocks']}, "
@@ -129,7 +132,8 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
             click.echo("\n".join(summary["plan"]) or "# nothing to change")
         print_summary(summary)
         click.echo("# multicast groups: "
-                   + (", ".join(f"{g['mlid']} ({g['members']} members, {g['switches']} switches, root {g['root']})"
+                   + (", ".join(f"{g['mlid']} ({render.count(g['members'], 'member')}, "
+                                  f"{render.count(g['switches'], 'switch')}, root {g['root']})"
                                 for g in summary["multicast"]) or "none"))
         if summary.get("backup"):
             click.echo(f"# LFT blocks overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
