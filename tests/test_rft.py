@@ -242,3 +242,46 @@ def test_cli_net_file_caps(cli, tmp_path):
     bad.write_text(netfile.dumps(two_uplink_fabric(1)))
     r = cli("--transport", "sim", "--topology", bad, "sweep")
     assert r.exit_code == 3 and "LIDsPerPort is 1" in r.output
+
+
+@pytest.mark.parametrize("lmc", [0, 2])
+def test_verify_follows_rfts(lmc):
+    """verify reads the RFTs and DefaultPorts and forwards by them: the swept chassis is
+    clean (verify used to report every pair unreachable: it only knew LFTs), and a
+    damaged entry or DefaultPort shows up where the simulator drops the packets."""
+    from smagent import verify
+    t = SimTransport(topology=chassis_fabric())
+    sim = t.sim
+    assert sweep.sweep(t, sweep.SweepOptions(lmc=lmc)).problems == []
+    rep = verify.verify(t)
+    assert rep.ok, rep.texts
+    # 8 CA ports and 2 switches; every source to every LID but its own
+    lids = 8 * (1 << lmc) + 2
+    assert rep.summary["sources"] == 10 and rep.summary["pairs"] == 10 * lids - lids
+    # F's DefaultPort to C gone: what F does not hold an entry for (C's TCAs, C) is discarded at F
+    f = sim.node("F")
+    f.si.default_port = 9  # F has 8 ports
+    rep = verify.verify(t)
+    assert set(rep.defects) == {"dead_end", "unreachable"}
+    assert {e["switch"] for e in rep.defects["dead_end"]["examples"]} == {"F"}
+    assert rep.defects["unreachable"]["by_cause"] == {"rft_no_default": 3 * (6 * (1 << lmc) + 1)}  # H1, H2, F
+    t1 = sim.node("T1").lid_range(1)[0]
+    tr = trace(sim, ("H1", 1), t1)
+    assert tr.outcome == "dropped" and tr.where[0] == "F" and "DefaultPort 9 does not exist" in tr.reason
+    # F's DefaultPort restored, C's entry for T1 invalidated: T1's LIDs now match nothing
+    # anywhere; from C's side they leave by DefaultPort to F, which drops them as they came
+    # in on its DefaultPort; from F's side likewise at C
+    f.si.default_port = 1
+    c = sim.node("C")
+    c.rft[:] = [x if (tables.rft_unpack(x) or (0, 0, 0))[2] != 1 else 0 for x in c.rft]
+    c.rft_map = None
+    rep = verify.verify(t, examples=50)
+    causes = rep.defects["unreachable"]["by_cause"]
+    assert set(causes) == {"rft_default_in"}
+    ex = rep.defects["dead_end"]["examples"]
+    assert rep.defects["dead_end"]["count"] == 2 << lmc
+    assert {e["switch"] for e in ex} == {"C", "F"} and {e["lid"] for e in ex} == set(range(t1, t1 + (1 << lmc)))
+    # every source but T1 itself: 9 sources per LID of T1
+    assert causes["rft_default_in"] == 9 * (1 << lmc)
+    tr = trace(sim, ("T2", 1), t1)
+    assert tr.outcome == "dropped" and tr.where == ("F", 1) and "came in on DefaultPort" in tr.reason

@@ -2,7 +2,9 @@
 LID (see `smagent.verify` for the rules and the defect classes).
 
 Exit codes: 0 no defect, 1 defects found (each class printed with its count and
-examples), 3 the tables could not be read (fabric or transport failure).
+examples; what did not answer is the defect class `unreached`, and the rest is
+verified), 3 the fabric could not be read at all (the local port, a transport failure).
+With --json the defects are structured: per class a count and examples with fields.
 """
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ import sys
 
 import click
 
-ORDER = ("unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
+ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
          "duplicate_lid", "mcast")
 TITLES = {
+    "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
     "dead_end": "places where packets are discarded (switch, LID)",
     "loop": "routing loops (LID, cycle of switches)",
@@ -26,7 +29,8 @@ TITLES = {
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: ok, summary, defects.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: ok, summary, defects (per class: count, examples with fields).")
 @click.option("--no-mcast", is_flag=True, help="Do not read the multicast tables (fewer SMPs).")
 @click.option("--examples", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="Examples shown per defect class.")
@@ -34,7 +38,8 @@ TITLES = {
 def verify(obj, as_json, no_mcast, examples):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
-    multicast delivery. Exit 0 clean, 1 defects found, 3 fabric failure."""
+    multicast delivery. Nodes that do not answer are listed (defect `unreached`) and the
+    rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
     from smagent import cli
     from smagent import verify as vmod
 
@@ -55,7 +60,8 @@ def verify(obj, as_json, no_mcast, examples):
 def render(report) -> list[str]:
     s = report.summary
     mc = "" if s["mcast_groups"] is None else f", {s['mcast_groups']} multicast groups"
-    out = [f"# verify: {s['switches']} switches, {s['ca_ports']} CA ports, {s['lids']} LIDs; "
+    lost = f"; {s['unreached']} unreached" if s.get("unreached") else ""
+    out = [f"# verify: {s['switches']} switches, {s['ca_ports']} CA ports, {s['lids']} LIDs{lost}; "
            f"{s['pairs']} (source, LID) pairs traced; channel dependency graph {s['channels']} channels, "
            f"{s['dependencies']} dependencies{mc}",
            f"# read {s['smps']} SMPs in {s['read_seconds']:.3f} s, checked in {s['check_seconds']:.3f} s"]
@@ -70,7 +76,7 @@ def render(report) -> list[str]:
         out.append(f"defect {cls}: {d['count']} {TITLES.get(cls, '')}")
         if cls == "unreachable" and "by_cause" in d:
             out.append("  by cause: " + ", ".join(f"{k} {v}" for k, v in d["by_cause"].items()))
-        for e in d["examples"]:
+        for e in report.texts.get(cls, ()):
             out.append(f"  {e}")
         if d["count"] > len(d["examples"]) and d["examples"]:
             out.append(f"  ... ({d['count'] - len(d['examples'])} more)")
