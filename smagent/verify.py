@@ -80,13 +80,10 @@ CAUSES = {
     "rft_default_in": "DLID matches no RFT entry and came in on DefaultPort",
     "rft_no_default": "DLID matches no RFT entry and DefaultPort does not exist",
     "unlinked_port": "the exit port has no link",
+    "unreached_port": "the exit port leads to a node that did not answer",
     "port_not_active": "the exit port's link is not ACTIVE",
 }
 REASONS = CAUSES  # the name earlier releases exported
-
-
-class VerifyError(RuntimeError):
-    """The fabric could not be read at all (a fabric failure, not a defect of the tables)."""
 
 
 # ----------------------------------------------------------------------------- model
@@ -186,12 +183,14 @@ class _Net:
     rft_maps: list = dataclasses.field(default_factory=list)  # per switch: {DLID: port} (first match) or None
     owner: dict = dataclasses.field(default_factory=dict)  # LID -> ("sw", i) | ("ca", key)
     sources: dict = dataclasses.field(default_factory=dict)  # place -> [("ca", key) | ("sw", i)]
+    silent: set = dataclasses.field(default_factory=set)  # (GUID, port) behind which nothing answered
 
     @classmethod
     def of(cls, snap: Snapshot) -> "_Net":
         sws = sorted(snap.switches)
         st = [snap.switches[g] for g in sws]
         net = cls(snap, st, {g: i for i, g in enumerate(sws)}, [s.name or f"0x{s.guid:016x}" for s in st])
+        net.silent = {(int(u["guid"], 16), u["port"]) for u in snap.unreached if u.get("guid") and u.get("port")}
         net.exits = [net._exits(s) for s in st]
         net.rft_maps = [_rft_map(s.rft) if s.rft is not None and not s.cap else None for s in st]
         return net
@@ -201,7 +200,7 @@ class _Net:
         for p in range(1, s.num_ports + 1):
             peer = snap.links.get((s.guid, p))
             if peer is None:
-                ex[p] = "unlinked_port"
+                ex[p] = "unreached_port" if (s.guid, p) in self.silent else "unlinked_port"
             elif p not in s.active:
                 ex[p] = "port_not_active"
             elif peer[0] in self.idx:
@@ -632,6 +631,8 @@ def _mcast_flood(net: _Net, D: _Defects, mlid: int, src, reported: set) -> dict:
                 ok = peer[1] in snap.switches[peer[0]].active
             elif ok:
                 ok = peer in snap.ca_ports and snap.ca_ports[peer].active
+            if not ok and (g, p) in net.silent:
+                continue  # the member behind it did not answer: listed as unreached
             if not ok:
                 if ("branch", g, p) not in reported:
                     reported.add(("branch", g, p))
@@ -664,7 +665,7 @@ def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
             n = topo.nodes[g]
             unread.add(g)
             unreached.append({"where": f"{n.description} ({what})", "path": list(n.path), "node": n.description,
-                              "port": None, "error": err})
+                              "guid": f"0x{g:016x}", "port": None, "error": err})
 
     switches = [n for n in topo.switches() if n.switch_info is not None]
     unread.update(n.guid for n in topo.switches() if n.switch_info is None)  # discovery listed it

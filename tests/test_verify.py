@@ -300,8 +300,47 @@ def test_command_defects_exit_1(cli, swept_sim):
 
 
 def test_command_fabric_failure_exit_3(cli, monkeypatch, swept_sim):
-    def boom(*a, **kw):
-        raise verify.VerifyError("reading LFTs: L0 block 0: timeout")
+    from smagent.transport.base import SmpTimeout
+
+    def boom(*a, **kw):  # the local port does not answer: nothing can be read
+        raise SmpTimeout("SubnGet(NodeInfo) DR 0 (the local port): timeout")
     monkeypatch.setattr(verify, "collect", boom)
     r = cli("verify")
     assert r.exit_code == 3 and "timeout" in r.output
+
+
+def test_command_silent_host_is_unreached_rest_verified(cli, swept_sim):
+    """A host that stops answering (its SMA drops everything: M_Key protection with a
+    key we do not hold) no longer stops verification: the rest is verified, the host is
+    listed as `unreached`, exit 1. With a routing defect elsewhere both are reported."""
+    sim = swept_sim.sim
+    h5 = sim.node("H5")
+    h5.pi[1].m_key, h5.pi[1].m_key_protect_bits = 0x5EC2E7, 2
+    r = cli("verify")
+    assert r.exit_code == 1, r.output
+    assert "defect unreached: 1 parts of the fabric that did not answer (verified around)" in r.output
+    assert "(behind L2 port 2): no response" in r.output
+    assert "defect mcast" not in r.output and "defect unreachable" not in r.output  # the rest is clean
+    doc = json.loads(cli("verify", "--json").output)
+    assert set(doc["defects"]) == {"unreached"} and doc["summary"]["unreached"] == 1
+    (u,) = doc["defects"]["unreached"]["examples"]
+    l2 = sim.node("L2")
+    assert u["node"] == "L2" and u["guid"] == f"0x{l2.guid:016x}" and u["port"] == 2 and u["path"][-1] == 2
+    assert "no response" in u["error"]
+    # 7 CA ports and 6 switches still traced: 13 sources x 13 LIDs minus themselves
+    assert doc["summary"]["lids"] == 13 and doc["summary"]["pairs"] == 13 * 12
+    # a routing defect elsewhere is still found
+    l0 = sim.node("L0")
+    h7 = sim.node("H7").lid_range(1)[0]
+    was = l0.lft[h7]
+    l0.lft[h7] = 255
+    doc = json.loads(cli("verify", "--json").output)
+    assert set(doc["defects"]) == {"unreached", "unreachable", "dead_end"}
+    assert doc["defects"]["dead_end"]["examples"] == [{"switch": "L0", "lid": h7, "dest": "H7[1]", "cause": "no_route",
+                                                       "value": 255}]
+    # a route into the silent host's port is named for what it is
+    l0.lft[h7] = was
+    l2.lft[h7] = 2
+    doc = json.loads(cli("verify", "--json").output)
+    assert doc["defects"]["unreachable"]["by_cause"] == {"unreached_port": 2}  # from H4 and L2
+    assert doc["defects"]["dead_end"]["examples"][0]["cause"] == "unreached_port"

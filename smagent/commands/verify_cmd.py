@@ -43,13 +43,7 @@ def verify(obj, as_json, no_mcast, examples):
     from smagent import cli
     from smagent import verify as vmod
 
-    def work():
-        try:
-            return vmod.verify(obj.transport(), mcast=not no_mcast, examples=examples)
-        except vmod.VerifyError as e:
-            raise cli.FabricFailure(str(e)) from None
-
-    report = cli._fabric_call(work)
+    report = cli._fabric_call(lambda: vmod.verify(obj.transport(), mcast=not no_mcast, examples=examples))
     if as_json:
         cli._emit_json(report.as_json())
     else:
