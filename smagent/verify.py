@@ -27,7 +27,7 @@ needs ACTIVE ports); a channel adapter port accepts DLIDs base .. base + 2^LMC -
 with its low LMC bits cleared), anything else reaching it is misdelivered.
 
 Sources are every ACTIVE CA port with a LID on an ACTIVE switch port and every switch
-(its port 0); destinations are every LID assigned (all 2^LMC of a CA port). A packet's
+with a LID (its port 0); destinations are every LID assigned (all 2^LMC of a CA port). A packet's
 route depends only on where it is (switch, and for an RFT switch whether it entered on
 DefaultPort) and its DLID, so outcomes are computed once per (place, DLID) and shared by
 every source entering there: O(switches x LIDs), not O(pairs x hops).
@@ -83,7 +83,6 @@ CAUSES = {
     "unreached_port": "the exit port leads to a node that did not answer",
     "port_not_active": "the exit port's link is not ACTIVE",
 }
-REASONS = CAUSES  # the name earlier releases exported
 
 
 # ----------------------------------------------------------------------------- model
@@ -104,8 +103,7 @@ class SwitchState:
     read: bool = True  # False: its tables did not answer (listed as unreached)
 
     def lid_range(self) -> range:
-        base = self.lid & ~((1 << self.lmc) - 1)
-        return range(base, base + (1 << self.lmc)) if self.lid else range(0)
+        return _lid_range(self.lid, self.lmc)
 
 
 @dataclasses.dataclass
@@ -118,8 +116,13 @@ class CaPortState:
     active: bool
 
     def lid_range(self) -> range:
-        base = self.lid & ~((1 << self.lmc) - 1)
-        return range(base, base + (1 << self.lmc)) if self.lid else range(0)
+        return _lid_range(self.lid, self.lmc)
+
+
+def _lid_range(lid: int, lmc: int) -> range:
+    """The DLIDs a port accepts: its LID with the low LMC bits cleared, 2^LMC of them."""
+    base = lid & ~((1 << lmc) - 1)
+    return range(base, base + (1 << lmc)) if lid else range(0)
 
 
 @dataclasses.dataclass
@@ -246,7 +249,7 @@ def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
     D = _Defects(examples)
     net = _Net.of(snap)
     _check_unreached(snap, D)
-    _check_lids(net, D)
+    _check_lids_and_sources(net, D)
     _check_ports(net, D)
     uni = _check_unicast(net, D)
     _check_cdg(net, uni["deps"], D)
@@ -271,7 +274,7 @@ def _check_unreached(snap: Snapshot, D: _Defects) -> None:
         D.add("unreached", dict(u), f"{u['where']}: {u['error']}")
 
 
-def _check_lids(net: _Net, D: _Defects) -> None:
+def _check_lids_and_sources(net: _Net, D: _Defects) -> None:
     """Who owns which LID (net.owner); switches and linked CA ports without a LID; LIDs
     claimed twice. Also where every source enters (net.sources)."""
     snap, owner = net.snap, net.owner
@@ -407,7 +410,7 @@ def outcomes(snap: Snapshot) -> dict:
     port)) or ("sw", switch GUID); the outcome is "delivered", or (kind, switch GUID) where
     kind is "loop", "misdelivered" or a dead-end cause and the switch where it happens."""
     net = _Net.of(snap)
-    _check_lids(net, _Defects(0))
+    _check_lids_and_sources(net, _Defects(0))
     guids = [s.guid for s in net.st]
     res = {}
     for dlid in sorted(net.owner):
@@ -464,7 +467,8 @@ def _report_stop(net: _Net, D: _Defects, dlid: int, res, srcs: list, seen: set) 
             D.add("misdelivered", {"lid": dlid, "dest": dest, "delivered_to": detail[2], "by": net.names[at]},
                   f"LID {dlid} ({dest}): delivered to {detail[2]} by {net.names[at]}")
         else:
-            D.add("dead_end", {"switch": net.names[at], "lid": dlid, "dest": dest, "cause": kind, "value": detail},
+            D.add("dead_end", {"switch": net.names[at], "lid": dlid, "dest": dest, "cause": kind,
+                               **_detail_fields(kind, detail)},
                   f"{net.names[at]} LID {dlid} ({dest}): {why}")
     D.add("unreachable", None, count=len(srcs))
     for src in srcs:
@@ -498,6 +502,15 @@ def _add_deps(net: _Net, steps: dict, dlid: int, deps: dict) -> None:
             continue
         a, b = ((place >> 1) << 8) | p, ((nxt >> 1) << 8) | nstp[0]
         deps.setdefault(a, {}).setdefault(b, dlid)
+
+
+def _detail_fields(kind: str, detail) -> dict:
+    """A dead end's detail as a named field: the port, LinearFDBTop/Cap or DefaultPort."""
+    if detail is None:
+        return {}
+    name = {"above_top": "linear_fdb_top", "above_cap": "linear_fdb_cap", "rft_default_in": "default_port",
+            "rft_no_default": "default_port"}.get(kind, "port")
+    return {name: detail}
 
 
 def _why(kind, at, detail, names) -> str:
@@ -716,18 +729,21 @@ def _read_rfts(transport: Transport, switches) -> tuple[dict, list]:
     """The whole RFT of every switch that forwards by one (LinearFDBCap 0, RandomFDBCap >
     0): a stale valid entry anywhere in it still matches. {GUID: [(base, lmc, port)]}."""
     rft = [n for n in switches if not n.switch_info.linear_fdb_cap and n.switch_info.random_fdb_cap]
-    wanted = [(n.guid, n.path, b) for n in rft
-              for b in range(-(-n.switch_info.random_fdb_cap // fw.RFT_BLOCK_SIZE))]
+    wanted = [(n.guid, n.path, b) for n in rft for b in range(_rft_blocks(n.switch_info))]
     got, errors = tables.read_rft_blocks(transport, wanted)
     failed = _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
     out = {}
     for n in rft:
-        nb = -(-n.switch_info.random_fdb_cap // fw.RFT_BLOCK_SIZE)
+        nb = _rft_blocks(n.switch_info)
         if any((n.guid, b) not in got for b in range(nb)):
             continue
         packed = [e for b in range(nb) for e in got[(n.guid, b)]][:n.switch_info.random_fdb_cap]
         out[n.guid] = tuple(e for e in map(tables.rft_unpack, packed) if e is not None)
     return out, failed
+
+
+def _rft_blocks(si) -> int:
+    return fw.rft_block(si.random_fdb_cap - 1)[0] + 1  # the block of the last entry, and those before
 
 
 def _switch_state(n, lfts: dict, rft, mft: dict, read: bool) -> SwitchState:

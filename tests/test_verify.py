@@ -158,6 +158,22 @@ def test_misdelivered():
     assert rep.defects["unreachable"]["count"] == 5
 
 
+def test_switch_own_lid_needs_no_entry():
+    """A packet for a switch's own LID goes to its management port before any table
+    lookup (seed: the receiving port checks the DLID first; ibsim and the simulator agree),
+    so B's own entry set to 255 costs nothing; its entry for another LID set to 0 does."""
+    f = line3()
+    snap = snap_of(f)
+    b = f.node("B").lid(0)
+    poke(snap, f, "B", b, 255)
+    assert verify.check(snap).ok
+    h1 = f.node("H1").lid(1)
+    poke(snap, f, "B", h1, 0)
+    rep = verify.check(snap)
+    assert rep.defects["misdelivered"]["examples"] == [{"lid": h1, "dest": "H1[1]", "delivered_to": "B (port 0)",
+                                                        "by": "B"}]
+
+
 def test_ca_port_problems():
     f = line3()
     snap = snap_of(f)
@@ -337,7 +353,7 @@ def test_command_silent_host_is_unreached_rest_verified(cli, swept_sim):
     doc = json.loads(cli("verify", "--json").output)
     assert set(doc["defects"]) == {"unreached", "unreachable", "dead_end"}
     assert doc["defects"]["dead_end"]["examples"] == [{"switch": "L0", "lid": h7, "dest": "H7[1]", "cause": "no_route",
-                                                       "value": 255}]
+                                                       "port": 255}]
     # a route into the silent host's port is named for what it is
     l0.lft[h7] = was
     l2.lft[h7] = 2
