@@ -51,6 +51,8 @@ example a dict of fields, `Report.texts` the same examples as readable lines):
 ``inactive_port``  linked ports that are not ACTIVE
 ``no_lid``         linked CA ports or switches without a LID
 ``duplicate_lid``  LIDs claimed by more than one port
+``rft_overlap``    valid RFT entries that match the same DLID and name different ports
+                   (which wins is not specified; the check follows the first)
 ``mcast``          multicast groups (MLIDs with a port set on any switch): every member
                    (a CA port or switch port 0 the MFT entries point at) sending must
                    reach every other member exactly once: members missed, members
@@ -251,6 +253,7 @@ def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
     _check_unreached(snap, D)
     _check_lids_and_sources(net, D)
     _check_ports(net, D)
+    _check_rft_overlaps(net, D)
     uni = _check_unicast(net, D)
     _check_cdg(net, uni["deps"], D)
     groups = _check_mcast(net, D) if snap.mcast_read else None
@@ -322,6 +325,25 @@ def _check_ports(net: _Net, D: _Defects) -> None:
                                                            (peer in snap.ca_ports and snap.ca_ports[peer].active)):
                 me, other = f"{net.names[i]}[{p}]", net.port_name(peer)
                 D.add("inactive_port", {"port": me, "peer": other}, f"{me} is linked (to {other}) but not ACTIVE")
+
+
+def _check_rft_overlaps(net: _Net, D: _Defects) -> None:
+    """Valid RFT entries whose ranges overlap and name different ports: the specification
+    compares a DLID with every entry at once and does not say which wins; this check (and
+    the simulator) follows the first in table order, a real switch may not."""
+    for i, s in enumerate(net.st):
+        if net.rft_maps[i] is None:
+            continue
+        first: dict[int, tuple] = {}
+        seen: set = set()
+        for e in s.rft:
+            for lid in fw.rft_lid_range(e[0], e[1]):
+                f = first.setdefault(lid, e)
+                if f[2] != e[2] and (f, e) not in seen:
+                    seen.add((f, e))
+                    a, b = (f"lid {x[0]}/lmc {x[1]} -> port {x[2]}" for x in (f, e))
+                    D.add("rft_overlap", {"switch": net.names[i], "lid": lid, "entries": [list(f), list(e)]},
+                          f"{net.names[i]}: RFT entries {a} and {b} both match LID {lid}")
 
 
 # ----------------------------------------------------------------------------- unicast
@@ -626,6 +648,8 @@ def _mcast_flood(net: _Net, D: _Defects, mlid: int, src, reported: set) -> dict:
                   f"{label}: the tree has a cycle: {s.name} is reached twice (from {_mname(net, src)})")
         visited.add(g)
         ports = s.mft.get(mlid)
+        if not ports and not s.read:
+            continue  # its tables did not answer: listed as unreached
         if not ports:
             if not again and ("empty", g) not in reported:
                 reported.add(("empty", g))

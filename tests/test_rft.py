@@ -285,3 +285,22 @@ def test_verify_follows_rfts(lmc):
     assert causes["rft_default_in"] == 9 * (1 << lmc)
     tr = trace(sim, ("T2", 1), t1)
     assert tr.outcome == "dropped" and tr.where == ("F", 1) and "came in on DefaultPort" in tr.reason
+
+
+def test_verify_reports_overlapping_rft_entries():
+    """Two valid entries matching one LID with different ports: the spec does not say
+    which wins; verify (like the simulator) follows the first and reports the pair."""
+    from smagent import verify
+    t = SimTransport(topology=chassis_fabric())
+    sim = t.sim
+    assert sweep.sweep(t, sweep.SweepOptions()).problems == []
+    c = sim.node("C")
+    t1 = sim.node("T1").lid_range(1)[0]
+    free = c.rft.index(0)
+    c.rft[free] = tables.rft_pack(t1, 0, 2)  # after T1's own entry: loses, but overlaps
+    c.rft_map = None
+    rep = verify.verify(t)
+    assert set(rep.defects) == {"rft_overlap"}, rep.texts
+    (ex,) = rep.defects["rft_overlap"]["examples"]
+    assert ex["switch"] == "C" and ex["lid"] == t1 and ex["entries"][1] == [t1, 0, 2]
+    assert trace(sim, ("T3", 1), t1).dest == ("T1", 1)  # the simulator, too, follows the first

@@ -360,3 +360,26 @@ def test_command_silent_host_is_unreached_rest_verified(cli, swept_sim):
     doc = json.loads(cli("verify", "--json").output)
     assert doc["defects"]["unreachable"]["by_cause"] == {"unreached_port": 2}  # from H4 and L2
     assert doc["defects"]["dead_end"]["examples"][0]["cause"] == "unreached_port"
+
+
+def test_switch_whose_lft_does_not_answer_is_unreached(swept_sim, monkeypatch):
+    """A switch that answers discovery but not its LFT Gets: listed as unreached (with the
+    error), the packets that must cross it counted as cause `unread`, the rest verified."""
+    from smagent import tables
+    real = tables.read_lft_blocks
+    l1 = swept_sim.sim.node("L1").guid
+
+    def lossy(transport, wanted):
+        got, errors = real(transport, [w for w in wanted if w[0] != l1])
+        lost = [w for w in wanted if w[0] == l1]
+        return got, errors + [f"DR {w[1]}: LFT block {w[2]}: timeout" for w in lost]
+
+    monkeypatch.setattr(tables, "read_lft_blocks", lossy)
+    rep = verify.verify(swept_sim)
+    (u,) = rep.defects["unreached"]["examples"]
+    assert u["node"] == "L1" and u["where"] == "L1 (LFT)" and u["error"].endswith("timeout")
+    assert set(rep.defects) == {"unreached", "unreachable", "dead_end"}, rep.texts  # no multicast noise
+    assert set(rep.defects["unreachable"]["by_cause"]) == {"unread"}
+    # what enters at L1 (H2, H3, L1: 13 LIDs each) reaches only L1's own LID; the 11
+    # other sources lose H2 and H3, behind L1
+    assert rep.defects["unreachable"]["by_cause"]["unread"] == 3 * 13 - 2 + 11 * 2

@@ -13,7 +13,7 @@ import sys
 import click
 
 ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
-         "duplicate_lid", "mcast")
+         "duplicate_lid", "rft_overlap", "mcast")
 TITLES = {
     "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
@@ -24,6 +24,7 @@ TITLES = {
     "inactive_port": "linked ports not ACTIVE",
     "no_lid": "linked ports without a LID",
     "duplicate_lid": "LIDs claimed by more than one port",
+    "rft_overlap": "RFT entries matching one LID with different ports (the switch may pick either)",
     "mcast": "multicast delivery problems",
 }
 
