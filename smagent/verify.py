@@ -79,8 +79,8 @@ CAUSES = {
     "above_cap": "DLID at or above LinearFDBCap",
     "no_route": "LFT entry 255 (no route)",
     "no_such_port": "the forwarding table names a port the switch does not have",
-    "rft_default_in": "DLID matches no RFT entry and came in on DefaultPort",
-    "rft_no_default": "DLID matches no RFT entry and DefaultPort does not exist",
+    "rft_default_in": "no RFT entry matches the DLID and the packet came in on DefaultPort",
+    "rft_no_default": "no RFT entry matches the DLID and DefaultPort is a port the switch does not have",
     "unlinked_port": "the exit port has no link",
     "unreached_port": "the exit port leads to a node that did not answer",
     "port_not_active": "the exit port's link is not ACTIVE",
@@ -546,7 +546,7 @@ def _why(kind, at, detail, names) -> str:
     if kind in ("no_lft", "unread"):
         return f"dead end at {names[at]}: {what}"
     if kind in ("rft_default_in", "rft_no_default"):
-        return f"dead end at {names[at]}: {what} ({detail})"
+        return f"dead end at {names[at]}: {what} (DefaultPort {detail})"
     return f"dead end at {names[at]}: {what} (port {detail})"
 
 
