@@ -102,7 +102,8 @@ class SwitchState:
     rft: tuple | None = None  # valid RFT entries in table order: (base_lid, lmc, port); None: no RFT
     default_port: int = 0  # SwitchInfo.DefaultPort (RFT switches)
     lmc: int = 0  # port 0's LMC if the switch has enhanced port 0, else 0
-    read: bool = True  # False: its tables did not answer (listed as unreached)
+    read: bool = True  # False: its unicast tables did not answer (listed as unreached)
+    mft_read: bool = True  # False: its MFT did not answer (listed as unreached)
 
     def lid_range(self) -> range:
         return _lid_range(self.lid, self.lmc)
@@ -648,8 +649,8 @@ def _mcast_flood(net: _Net, D: _Defects, mlid: int, src, reported: set) -> dict:
                   f"{label}: the tree has a cycle: {s.name} is reached twice (from {_mname(net, src)})")
         visited.add(g)
         ports = s.mft.get(mlid)
-        if not ports and not s.read:
-            continue  # its tables did not answer: listed as unreached
+        if not ports and not s.mft_read:
+            continue  # its MFT did not answer: listed as unreached
         if not ports:
             if not again and ("empty", g) not in reported:
                 reported.add(("empty", g))
@@ -695,27 +696,31 @@ def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
     sent0 = transport.stats.sent
     topo = discovery.discover(transport)
     unreached = [dict(u) for u in topo.unreached]
-    unread: set = set()
+    unread: set = set()  # switches whose unicast tables did not answer
+    mft_unread: set = set()
 
-    def failed(what: str, errors: list[tuple[int, str]]):
+    def failed(what: str, errors: list[tuple[int, str]], into: set):
         for g, err in errors:
             n = topo.nodes[g]
-            unread.add(g)
+            into.add(g)
             unreached.append({"where": f"{n.description} ({what})", "path": list(n.path), "node": n.description,
                               "guid": f"0x{g:016x}", "port": None, "error": err})
 
     switches = [n for n in topo.switches() if n.switch_info is not None]
     unread.update(n.guid for n in topo.switches() if n.switch_info is None)  # discovery listed it
     lfts, errors = _read_lfts(transport, switches)
-    failed("LFT", errors)
+    failed("LFT", errors, unread)
     rfts, errors = _read_rfts(transport, switches)
-    failed("RFT", errors)
+    failed("RFT", errors, unread)
     mfts: dict[int, dict[int, frozenset]] = {}
     if mcast:
         mfts, errors = _read_mfts(transport, switches)
-        failed("MFT", errors)
-    states = {n.guid: _switch_state(n, lfts, rfts.get(n.guid), mfts.get(n.guid, {}), n.guid not in unread)
-              for n in topo.switches()}
+        failed("MFT", errors, mft_unread)
+    states = {}
+    for n in topo.switches():
+        states[n.guid] = _switch_state(n, lfts, rfts.get(n.guid), mfts.get(n.guid, {}))
+        states[n.guid].read = n.guid not in unread
+        states[n.guid].mft_read = n.guid not in mft_unread and n.guid not in unread
     ca_ports = {}
     for n in topo.cas():
         for p in n.lid_ports():
@@ -770,17 +775,17 @@ def _rft_blocks(si) -> int:
     return fw.rft_block(si.random_fdb_cap - 1)[0] + 1  # the block of the last entry, and those before
 
 
-def _switch_state(n, lfts: dict, rft, mft: dict, read: bool) -> SwitchState:
+def _switch_state(n, lfts: dict, rft, mft: dict) -> SwitchState:
     si = n.switch_info
     p0 = n.ports.get(0)
     active = frozenset(p for p, pi in n.ports.items() if p and pi.port_state == PortState.ACTIVE)
     if si is None:
-        return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, b"", 0, 0, active, read=False)
+        return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, b"", 0, 0, active)
     nb = _lft_blocks(si)
     lft = b"".join(bytes(lfts.get((n.guid, b), [fw.LFT_NO_PORT] * fw.LFT_BLOCK_SIZE)) for b in range(nb))
     lmc = p0.lmc if p0 is not None and si.enhanced_port0 else 0
     return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, lft, si.linear_fdb_top,
-                       si.linear_fdb_cap, active, mft, rft, si.default_port, lmc, read)
+                       si.linear_fdb_cap, active, mft, rft, si.default_port, lmc)
 
 
 def _read_mfts(transport: Transport, switches) -> tuple[dict, list]:

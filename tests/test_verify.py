@@ -383,3 +383,21 @@ def test_switch_whose_lft_does_not_answer_is_unreached(swept_sim, monkeypatch):
     # what enters at L1 (H2, H3, L1: 13 LIDs each) reaches only L1's own LID; the 11
     # other sources lose H2 and H3, behind L1
     assert rep.defects["unreachable"]["by_cause"]["unread"] == 3 * 13 - 2 + 11 * 2
+
+
+def test_switch_whose_mft_does_not_answer_is_unreached(swept_sim, monkeypatch):
+    """Only the MFT of L1 does not answer: unicast is verified as usual, L1 is listed as
+    unreached, and the multicast check does not blame L1 for an entry it could not read."""
+    from smagent import tables
+    real = tables.read_mft_units
+    l1 = swept_sim.sim.node("L1").guid
+
+    def lossy(transport, wanted):
+        got, errors = real(transport, [w for w in wanted if w[0] != l1])
+        return got, errors + [f"DR {w[1]}: MFT block {w[2]} position {w[3]}: timeout" for w in wanted if w[0] == l1]
+
+    monkeypatch.setattr(tables, "read_mft_units", lossy)
+    rep = verify.verify(swept_sim)
+    assert set(rep.defects) == {"unreached"}, rep.texts
+    (u,) = rep.defects["unreached"]["examples"]
+    assert u["where"] == "L1 (MFT)" and "timeout (+31 more)" in u["error"] and rep.summary["pairs_unreachable"] == 0
