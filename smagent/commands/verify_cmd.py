@@ -53,13 +53,14 @@ def verify(obj, as_json, no_mcast, examples):
 
 
 def render(report) -> list[str]:
+    from smagent.render import count
     s = report.summary
-    mc = "" if s["mcast_groups"] is None else f", {s['mcast_groups']} multicast groups"
+    mc = "" if s["mcast_groups"] is None else f", {count(s['mcast_groups'], 'multicast group')}"
     lost = f"; {s['unreached']} unreached" if s.get("unreached") else ""
-    out = [f"# verify: {s['switches']} switches, {s['ca_ports']} CA ports, {s['lids']} LIDs{lost}; "
-           f"{s['pairs']} (source, LID) pairs traced; channel dependency graph {s['channels']} channels, "
-           f"{s['dependencies']} dependencies{mc}",
-           f"# read {s['smps']} SMPs in {s['read_seconds']:.3f} s, checked in {s['check_seconds']:.3f} s"]
+    out = [f"# verify: {count(s['switches'], 'switch')}, {count(s['ca_ports'], 'CA port')}, "
+           f"{count(s['lids'], 'LID')}{lost}; {count(s['pairs'], '(source, LID) pair')} traced; channel dependency "
+           f"graph {count(s['channels'], 'channel')}, {count(s['dependencies'], 'dependency', 'dependencies')}{mc}",
+           f"# read {count(s['smps'], 'SMP')} in {s['read_seconds']:.3f} s, checked in {s['check_seconds']:.3f} s"]
     if report.ok:
         out.append("ok: every source reaches every LID; no loops; channel dependency graph acyclic"
                    + ("" if s["mcast_groups"] is None else "; multicast groups deliver once to every member"))
