@@ -7,47 +7,41 @@ host's place as `unreached` and exits 1. ibnetdiscover, the witness, also report
 rest of the fabric and misses the same host.
 """
 import json
-import sys
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
 from smagent import netfile, topogen
 
-pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
+pytestmark = [pytest.mark.ibsim]
 
 
-def smagent(sim, *args):
-    return sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-
-
-def test_disabled_host_port_is_unreached_rest_verified(tmp_path):
+def test_disabled_host_port_is_unreached_rest_verified(tmp_path, ibsim):
     fabric = topogen.fat_tree_2(4)  # 6 switches, 8 hosts
     net = tmp_path / "ft4.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run", extra_args=netfile.ibsim_size_args(fabric)) as sim:
-        r = smagent(sim, "sweep")
-        assert r.returncode == 0, r.stdout + r.stderr
-        disc = netfile.loads(sim.run(["ibnetdiscover"]).stdout, "ibnetdiscover")
-        h5 = next(n for n in disc.cas() if n.description == "H5")
-        leaf, leaf_port = next((disc.node(peer.node).description, peer.num) for _p, peer in disc.connected_ports(h5))
-        sim.run(["ibportstate", str(h5.lid(1)), "1", "disable"])
+    sim = ibsim(net, extra_args=netfile.ibsim_size_args(fabric))
+    r = sim.smagent("sweep", check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    disc = netfile.loads(sim.run(["ibnetdiscover"]).stdout, "ibnetdiscover")
+    h5 = next(n for n in disc.cas() if n.description == "H5")
+    leaf, leaf_port = next((disc.node(peer.node).description, peer.num) for _p, peer in disc.connected_ports(h5))
+    sim.run(["ibportstate", str(h5.lid(1)), "1", "disable"])  # H5 falls silent; L2 keeps its port up
 
-        r = smagent(sim, "verify")
-        assert r.returncode == 1, r.stdout + r.stderr
-        assert "defect unreached: 1 " in r.stdout
-        assert f"(behind {leaf} port {leaf_port}): no response" in r.stdout, r.stdout
-        r = smagent(sim, "verify", "--json")
-        assert r.returncode == 1, r.stdout + r.stderr
-        doc = json.loads(r.stdout)
-        assert set(doc["defects"]) == {"unreached"}, doc["defects"]  # the rest of the fabric is clean
-        (u,) = doc["defects"]["unreached"]["examples"]
-        assert (u["node"], u["port"]) == (leaf, leaf_port) and "no response" in u["error"]
-        s = doc["summary"]
-        assert (s["switches"], s["ca_ports"], s["lids"], s["unreached"]) == (6, 7, 13, 1)
-        assert s["pairs"] == 13 * 12 and s["pairs_unreachable"] == 0
+    r = sim.smagent("verify", check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "defect unreached: 1 " in r.stdout
+    assert f"(behind {leaf} port {leaf_port}): no response" in r.stdout, r.stdout
+    r = sim.smagent("verify", "--json", check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc["defects"]) == {"unreached"}, doc["defects"]  # the rest of the fabric is clean
+    (u,) = doc["defects"]["unreached"]["examples"]
+    assert (u["node"], u["port"]) == (leaf, leaf_port) and "no response" in u["error"]
+    s = doc["summary"]
+    assert (s["switches"], s["ca_ports"], s["lids"], s["unreached"]) == (6, 7, 13, 1)
+    assert s["pairs"] == 13 * 12 and s["pairs_unreachable"] == 0
 
-        # the witness: ibnetdiscover sees the same fabric minus H5
-        w = sim.run(["ibnetdiscover"], check=False)
-        seen = netfile.loads(w.stdout, "ibnetdiscover")
-        assert sorted(n.description for n in seen.cas()) == sorted(n.description for n in disc.cas() if n is not h5)
+    # the witness: ibnetdiscover sees the same fabric minus H5
+    w = sim.run(["ibnetdiscover"], check=False)
+    seen = netfile.loads(w.stdout, "ibnetdiscover")
+    assert sorted(n.description for n in seen.cas()) == sorted(n.description for n in disc.cas() if n is not h5)
