@@ -10,13 +10,18 @@ Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
 ``updn`` / ``updn:GUID[,GUID...]``
     up*/down* from automatically chosen roots, or from the listed root switch GUIDs
     (`smagent.routing.updn`): deadlock-free on any topology.
+``ftree`` / ``ftree:fallback=ENGINE``
+    fat-tree routing: levels found from the topology, each destination down its one
+    downward path, uplinks evenly loaded, deadlock-free (`smagent.routing.ftree`). On a
+    fabric that is not a fat tree it raises RoutingError saying why, unless a fallback
+    (minhop, updn or updn:GUID[,GUID...]) is named: then that engine routes, with a warning.
 ``file:PATH``
     the unicast tables of an ibroute / dump_lfts / ``smagent lft dump`` file, as
     OpenSM's ``-R file -U PATH`` loads them (`smagent.routing.file`).
 
 An engine that cannot route raises `RoutingError` (a ValueError: the CLI reports it
 with exit code 2). There is no silent fallback to another engine (OpenSM falls back
-to minhop; we never do).
+to minhop; we never do, except to the fallback an ftree spec names).
 """
 from __future__ import annotations
 
@@ -181,7 +186,7 @@ class RouteTable(Mapping):
         return f"RouteTable({dict(self.items())!r})"
 
 
-ENGINES = ("minhop", "updn", "file")
+ENGINES = ("minhop", "updn", "ftree", "file")
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -190,13 +195,16 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     name = name.strip().lower()
     if name not in ENGINES:
         raise RoutingError(f"unknown routing engine {spec!r}: choose one of minhop, updn, updn:GUID[,GUID...], "
-                           f"file:PATH")
+                           f"ftree, ftree:fallback=ENGINE, file:PATH")
     if name == "minhop" and sep:
         raise RoutingError(f"routing engine minhop takes no argument (got {spec!r})")
     if name == "file" and not arg:
         raise RoutingError("routing engine file needs the dump to load: --routing file:PATH")
     if name == "updn" and sep and not arg.strip():
         raise RoutingError("--routing updn:GUID[,GUID...]: no root GUID given")
+    if name == "ftree" and sep:
+        from smagent.routing.ftree import parse_arg
+        parse_arg(arg)
     return name, (arg if sep else None)
 
 
@@ -220,5 +228,8 @@ def route(engine: str, rin: RoutingInput, preloaded=None) -> dict[int, Mapping[i
     if name == "updn":
         from smagent.routing.updn import parse_roots, route as updn
         return updn(rin, roots=parse_roots(arg, rin) if arg else None)
+    if name == "ftree":
+        from smagent.routing.ftree import route as ftree
+        return ftree(rin, arg)
     from smagent.routing.file import route as from_file
     return from_file(rin, arg, preloaded)

@@ -1,0 +1,288 @@
+"""Fat-tree routing: every destination goes down its downward path, upward traffic is
+spread so that the uplinks of a switch carry equal shares (the idea of OpenSM's
+``ftree`` engine, implemented from the idea).
+
+Levels. Switches with channel adapters are the leaves (level 1, hosts being level 0);
+every other switch's level is one more than its hop distance to the nearest leaf. In a
+fat tree every switch-to-switch link joins adjacent levels; that is the whole test
+(`tree_levels`), so pruned trees, missing links and missing switches are fine, while a
+torus, a ring or a host hanging off a spine are refused with the link that breaks it.
+
+Routes (up*/down*, hence deadlock-free: up channels ordered by level before down
+channels, no route turns up after going down):
+
+* a switch with the destination's switch below it (reachable going only down) routes
+  down; every down path from level a to level b is a - b hops, so all are shortest;
+* any other switch routes up, to a neighbour from which the destination is reachable
+  with the fewest up hops (`_up_hops`), then down.
+
+Balance. Each CA LID gets a *chain*: from its leaf upward, at each switch the uplink
+with the fewest destinations so far coming down it (leaf by leaf, ports in order:
+"down-going" counts). The chain's last switch is the LID's *top*. Where a switch has a
+choice, it prefers the neighbour the chain uses (down) or a neighbour below the LID's
+top (up), so all traffic to a LID meets on one downward path, and destinations spread
+over the tops evenly; what remains tied goes to the least-loaded port, counting up- and
+down-going assignments separately (`_core.fill`). On a regular tree every uplink of a
+switch then carries the same number of destinations, which is the ideal link load.
+With LMC > 0 a CA port's LIDs take chains through different neighbours where they can,
+so its 2^LMC paths use disjoint uplinks.
+
+Switch LIDs (management traffic only) get chains too but are not counted. A switch LID
+that some switch cannot reach up-then-down (a spine whose link to a leaf is missing)
+is routed along a shortest path through neighbours that have a route (`_extend`).
+
+Not a fat tree: `NotFatTree` (a RoutingError) says why, unless the spec names a fallback:
+``ftree:fallback=updn`` (or ``minhop``, ``updn:GUID,...``) routes with that engine then,
+with a warning on the ``smagent.routing`` logger.
+
+Vectorised with numpy over LIDs per switch (11,664 hosts: 1,620 switches x 13,284
+LIDs), the per-LID work in Python is only the chains (one per CA LID).
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from smagent.routing import NO_PORT, RoutingError, RoutingInput
+from smagent.routing._core import Graph, fill, finish
+
+log = logging.getLogger("smagent.routing")
+INF = np.int16(0x3FFF)
+
+
+class NotFatTree(RoutingError):
+    """The fabric is not a fat tree (the message says why)."""
+
+
+def parse_arg(arg: str | None) -> str | None:
+    """``"fallback=updn"`` -> "updn" (the fallback spec); None -> None."""
+    if arg is None:
+        return None
+    key, eq, val = arg.partition("=")
+    val = val.strip()
+    if key.strip().lower() != "fallback" or not eq or not val:
+        raise RoutingError(f"routing engine ftree takes ftree or ftree:fallback=ENGINE, got 'ftree:{arg}'")
+    from smagent.routing import parse_spec
+    name, _ = parse_spec(val)
+    if name not in ("minhop", "updn"):
+        raise RoutingError(f"ftree:fallback={val}: the fallback is minhop, updn or updn:GUID[,GUID...]")
+    return val
+
+
+def tree_levels(nbrs: list[list[int]], leaves: list[bool], name=str) -> list[int]:
+    """Level of every switch (leaves 1), from the switch graph ``nbrs`` (indices) and
+    which switches carry CAs; raises NotFatTree when a link does not join adjacent
+    levels, a switch reaches no leaf, or there is no leaf."""
+    S = len(nbrs)
+    level = [0] * S
+    frontier = [x for x in range(S) if leaves[x]]
+    if not frontier:
+        raise NotFatTree("not a fat tree: no switch has a channel adapter, so there is no bottom level")
+    for x in frontier:
+        level[x] = 1
+    while frontier:
+        nxt = []
+        for x in frontier:
+            for y in nbrs[x]:
+                if not level[y]:
+                    level[y] = level[x] + 1
+                    nxt.append(y)
+        frontier = nxt
+    lost = [x for x in range(S) if not level[x]]
+    if lost:
+        raise NotFatTree(f"not a fat tree: {len(lost)} switch(es) have no path to any host ({name(lost[0])})")
+    for x in range(S):
+        for y in nbrs[x]:
+            if abs(level[x] - level[y]) != 1:
+                why = "carry hosts" if level[x] == 1 else "are as far from the nearest host"
+                raise NotFatTree(f"not a fat tree: {name(x)} and {name(y)} are linked but both {why} "
+                                 f"(level {level[x]}); a fat tree links only adjacent levels")
+    return level
+
+
+def route(rin: RoutingInput, arg: str | None = None):
+    fallback = parse_arg(arg)
+    try:
+        return _route(rin)
+    except NotFatTree as e:
+        if fallback is None:
+            raise NotFatTree(f"{e}; use another engine or --routing ftree:fallback=updn") from None
+        log.warning("ftree: %s; routing with %s instead", e, fallback)
+        from smagent import routing
+        return routing.route(fallback, rin)
+
+
+class _Tree:
+    """The switch graph with levels, and per-switch reach as dense matrices."""
+
+    def __init__(self, G: Graph):
+        S = self.S = G.S
+        self.G = G
+        self.level = tree_levels(G.nbrs, [bool(G.ca_lids[x]) for x in range(S)], G.name)
+        lv = self.level
+        self.up = [[y for y in G.nbrs[x] if lv[y] > lv[x]] for x in range(S)]
+        self.down = [[y for y in G.nbrs[x] if lv[y] < lv[x]] for x in range(S)]
+        self.top_level = max(lv)
+        rising = sorted(range(S), key=lv.__getitem__)
+        # below[x, m]: switch m reachable from x going only down (x itself included)
+        below = np.zeros((S, S), bool)
+        for x in rising:
+            below[x, x] = True
+            for y in self.down[x]:
+                below[x] |= below[y]
+        self.below = below
+        # hup[x, m]: fewest up hops from x to a switch with m below it
+        hup = np.full((S, S), INF, np.int16)
+        for x in reversed(rising):
+            if self.up[x]:
+                m = np.minimum.reduce([hup[y] for y in self.up[x]]) + 1
+                hup[x] = np.minimum(m, INF)
+            hup[x][below[x]] = 0
+        self.hup = hup
+
+
+def _chains(G: Graph, T: _Tree):
+    """Per LID its chain (the switch at each level, -1 below its leaf / above its top)
+    and its top switch. CA LIDs are counted (down-going counts per switch port); a CA
+    port's later LIDs (LMC > 0) avoid the neighbours its earlier ones took."""
+    L = G.max_lid + 1
+    chain = np.full((T.top_level + 1, L), -1, np.int32)
+    top = np.full(L, -1, np.int32)
+    ups = [[(p, y) for y in T.up[z] for p in G.nbr_ports[z][y]] for z in range(G.S)]
+    count = [[0] * (G.rin.num_ports[G.guids[z]] + 1) for z in range(G.S)]
+
+    def climb(x, lid, used, counted):
+        z = x
+        chain[T.level[z], lid] = z
+        while ups[z]:
+            cz = count[z]
+            p, y = min(ups[z], key=lambda py: (py[1] in used, cz[py[0]], py[0]))
+            if counted:
+                cz[p] += 1
+            used.add(y)
+            z = y
+            chain[T.level[z], lid] = z
+        top[lid] = z
+
+    used: dict[tuple[int, int], set] = {}
+    passes = max((len(h) for hs in G.home_lids for h in hs), default=0)
+    for i in range(passes):
+        for x in range(G.S):
+            for hi, lids in enumerate(G.home_lids[x]):
+                if i < len(lids):
+                    climb(x, lids[i], used.setdefault((x, hi), set()), True)
+    for x in range(G.S):
+        for lid in G.sw_lids[x]:
+            climb(x, lid, set(), False)
+    return chain, top
+
+
+def _choose(cand: np.ndarray, pref: np.ndarray, nb_ports: list[list[int]], lids: np.ndarray,
+            is_ca: np.ndarray, load: list[int], table: np.ndarray) -> None:
+    """Route ``lids`` (ascending) at one switch: cand/pref[j, i] say whether neighbour j
+    (ports nb_ports[j]) is a candidate / preferred for LID i. Preferred candidates win
+    where a LID has any; ties go to the least-loaded port (CA LIDs counted in ``load``)."""
+    eff = np.where(pref.any(0), pref, cand)
+    rows = [j for j, ps in enumerate(nb_ports) for _ in ps]
+    ports = np.array([p for ps in nb_ports for p in ps], np.int64)
+    E = eff[rows]
+    n = E.sum(0)
+    one = n == 1
+    if one.any():
+        chosen = ports[E[:, one].argmax(0)]
+        table[lids[one]] = chosen
+        for p, c in zip(*np.unique(chosen[is_ca[lids[one]]], return_counts=True)):
+            load[p] += int(c)
+    many = np.flatnonzero(n > 1)
+    if not len(many):
+        return
+    keys = np.packbits(E[:, many], axis=0, bitorder="little")
+    keys = np.ascontiguousarray(keys.T).view(np.dtype((np.void, keys.shape[0]))).ravel()
+    _, inv = np.unique(keys, return_inverse=True)
+    for g in range(inv.max() + 1):
+        members = lids[many[inv == g]]
+        ps = sorted(ports[E[:, many[np.argmax(inv == g)]]].tolist())
+        ca = members[is_ca[members]]
+        if len(ca):
+            table[ca] = fill(ps, load, len(ca))
+        sw = members[~is_ca[members]]
+        if len(sw):
+            table[sw] = min(ps, key=lambda p: (load[p], p))
+
+
+def _route(rin: RoutingInput):
+    G = Graph(rin)
+    T = _Tree(G)
+    S, L = G.S, G.max_lid + 1
+    home = np.full(L, -1, np.int32)
+    is_ca = np.zeros(L, bool)
+    for x in range(S):
+        for lid, port in G.local[x]:
+            home[lid] = x
+            is_ca[lid] = port != 0
+    all_lids = np.array(G.all_lids, np.int64)
+    homes = home[all_lids]
+    for x in range(S):  # a host's traffic must reach every CA LID up-then-down
+        if G.ca_lids[x]:
+            bad = (T.hup[x][homes] >= INF) & is_ca[all_lids]
+            if bad.any():
+                d = int(homes[np.argmax(bad)])
+                raise NotFatTree(f"not a fat tree: no up-then-down path from {G.name(x)} to {G.name(d)}")
+    chain, top = _chains(G, T)
+    tables = []
+    for x in range(S):
+        nports = rin.num_ports[G.guids[x]] + 1
+        table = np.full(L, NO_PORT, np.uint8)
+        for lid, port in G.local[x]:
+            table[lid] = port
+        rest = all_lids[homes != x]
+        h = T.hup[x][home[rest]]
+        down = rest[h == 0]
+        if len(down):
+            ys = T.down[x]
+            hd = home[down]
+            cand = np.array([T.below[y][hd] for y in ys])
+            pref = np.array([chain[T.level[y]][down] == y for y in ys]) & cand
+            _choose(cand, pref, [G.nbr_ports[x][y] for y in ys], down, is_ca, [0] * nports, table)
+        upm = (h > 0) & (h < INF)
+        if upm.any():
+            ups, hu = rest[upm], h[upm]
+            ys = T.up[x]
+            hh = home[ups]
+            cand = np.array([T.hup[y][hh] == hu - 1 for y in ys])
+            tops = top[ups]
+            pref = np.array([T.below[:, y][tops] for y in ys]) & cand
+            _choose(cand, pref, [G.nbr_ports[x][y] for y in ys], ups, is_ca, [0] * nports, table)
+        tables.append(table)
+    _extend(G, T, home, all_lids, tables)
+    return finish(G, [bytearray(t.tobytes()) for t in tables])
+
+
+def _extend(G: Graph, T: _Tree, home: np.ndarray, all_lids: np.ndarray, tables: list[np.ndarray]) -> None:
+    """LIDs some switch cannot reach up-then-down (only switch LIDs get here: CA LIDs
+    were checked): a shortest path through neighbours that have a route, by repeated
+    relaxation of hop counts (each step strictly closer, so no loops)."""
+    routed = np.array([t[all_lids] != NO_PORT for t in tables])
+    if routed.all():
+        return
+    cols = np.flatnonzero(~routed.all(0))
+    lids = all_lids[cols]
+    hd = home[lids]
+    lv = np.array(T.level)
+    # legal route length: h up, then down from level(x) + h to the home's level
+    h = T.hup[:, hd].astype(np.int32)
+    dist = np.where(routed[:, cols], 2 * h + lv[:, None] - lv[hd][None, :], int(INF))
+    changed = True
+    while changed:
+        changed = False
+        for x in range(G.S):
+            open_ = ~routed[x, cols]
+            if not open_.any():
+                continue
+            for y, ps in G.nbr_ports[x].items():
+                better = open_ & (dist[y] + 1 < dist[x])
+                if better.any():
+                    dist[x][better] = dist[y][better] + 1
+                    tables[x][lids[better]] = ps[0]
+                    changed = True
