@@ -132,6 +132,7 @@ class _Tree:
             for y in self.down[x]:
                 below[x] |= below[y]
         self.below = below
+        self.above = np.ascontiguousarray(below.T)  # above[y, t]: t reachable from y going only up
         # hup[x, m]: fewest up hops from x to a switch with m below it
         hup = np.full((S, S), INF, np.int16)
         for x in reversed(rising):
@@ -178,37 +179,54 @@ def _chains(G: Graph, T: _Tree):
     return chain, top
 
 
-def _choose(cand: np.ndarray, pref: np.ndarray, nb_ports: list[list[int]], lids: np.ndarray,
-            is_ca: np.ndarray, load: list[int], table: np.ndarray) -> None:
-    """Route ``lids`` (ascending) at one switch: cand/pref[j, i] say whether neighbour j
-    (ports nb_ports[j]) is a candidate / preferred for LID i. Preferred candidates win
-    where a LID has any; ties go to the least-loaded port (CA LIDs counted in ``load``)."""
-    eff = np.where(pref.any(0), pref, cand)
-    rows = [j for j, ps in enumerate(nb_ports) for _ in ps]
-    ports = np.array([p for ps in nb_ports for p in ps], np.int64)
-    E = eff[rows]
-    n = E.sum(0)
-    one = n == 1
-    if one.any():
-        chosen = ports[E[:, one].argmax(0)]
-        table[lids[one]] = chosen
-        for p, c in zip(*np.unique(chosen[is_ca[lids[one]]], return_counts=True)):
-            load[p] += int(c)
-    many = np.flatnonzero(n > 1)
-    if not len(many):
-        return
-    keys = np.packbits(E[:, many], axis=0, bitorder="little")
-    keys = np.ascontiguousarray(keys.T).view(np.dtype((np.void, keys.shape[0]))).ravel()
-    _, inv = np.unique(keys, return_inverse=True)
-    for g in range(inv.max() + 1):
-        members = lids[many[inv == g]]
-        ps = sorted(ports[E[:, many[np.argmax(inv == g)]]].tolist())
+def _classes(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Columns of the bool matrix M grouped by pattern: (class of every column, a
+    representative column of every class)."""
+    if len(M) <= 62:
+        keys = (np.int64(1) << np.arange(len(M), dtype=np.int64)) @ M
+    else:
+        packed = np.ascontiguousarray(np.packbits(M, axis=0, bitorder="little").T)
+        keys = packed.view(np.dtype((np.void, packed.shape[1]))).ravel()
+    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    return inv.ravel(), first
+
+
+def _choose(cand: np.ndarray, pref: np.ndarray, hk: np.ndarray, pk: np.ndarray, nb_ports: list[list[int]],
+            lids: np.ndarray, is_ca: np.ndarray, load: list[int], table: np.ndarray) -> None:
+    """Route ``lids`` (ascending) at one switch. Neighbour j (ports nb_ports[j]) is a
+    candidate for LID i if cand[j, hk[i]], preferred if also pref[j, pk[i]] (hk: the
+    LID's home switch, pk: its chain switch or top). Preferred candidates win where a
+    LID has any; ties go to the least-loaded port (CA LIDs counted in ``load``).
+    LIDs are handled in classes of equal (candidates, preferences): a few per switch."""
+    hc, hrep = _classes(cand)
+    pc, prep = _classes(pref)
+    npc = len(prep)
+    key = hc[hk] * npc + pc[pk]
+    kvs = np.flatnonzero(np.bincount(key, minlength=len(hrep) * npc))
+    c = cand[:, hrep[kvs // npc]]
+    p = c & pref[:, prep[kvs % npc]]
+    eff = np.where(p.any(0), p, c)  # per present class: the neighbours it may take
+    width = np.array([len(ps) for ps in nb_ports])
+    first = np.array([ps[0] for ps in nb_ports])
+    n_ports = width @ eff
+    dec = np.full(len(hrep) * npc, -1, np.int64)
+    one = n_ports == 1
+    dec[kvs[one]] = first[eff[:, one].argmax(0)]
+    multi = [(kv, sorted(q for j in np.flatnonzero(eff[:, i]) for q in nb_ports[j]))
+             for i, kv in enumerate(kvs) if n_ports[i] > 1]
+    chosen = dec[key]
+    one = chosen >= 0
+    table[lids[one]] = chosen[one]
+    for q, n in enumerate(np.bincount(chosen[one & is_ca[lids]], minlength=len(load))):
+        load[q] += int(n)
+    for kv, ports in multi:
+        members = lids[key == kv]
         ca = members[is_ca[members]]
         if len(ca):
-            table[ca] = fill(ps, load, len(ca))
+            table[ca] = fill(ports, load, len(ca))
         sw = members[~is_ca[members]]
         if len(sw):
-            table[sw] = min(ps, key=lambda p: (load[p], p))
+            table[sw] = min(ports, key=lambda q: (load[q], q))
 
 
 def _route(rin: RoutingInput):
@@ -230,10 +248,10 @@ def _route(rin: RoutingInput):
                 d = int(homes[np.argmax(bad)])
                 raise NotFatTree(f"not a fat tree: no up-then-down path from {G.name(x)} to {G.name(d)}")
     chain, top = _chains(G, T)
-    tables = []
+    tables = np.full((S, L), NO_PORT, np.uint8)
     for x in range(S):
         nports = rin.num_ports[G.guids[x]] + 1
-        table = np.full(L, NO_PORT, np.uint8)
+        table = tables[x]
         for lid, port in G.local[x]:
             table[lid] = port
         rest = all_lids[homes != x]
@@ -241,48 +259,54 @@ def _route(rin: RoutingInput):
         down = rest[h == 0]
         if len(down):
             ys = T.down[x]
-            hd = home[down]
-            cand = np.array([T.below[y][hd] for y in ys])
-            pref = np.array([chain[T.level[y]][down] == y for y in ys]) & cand
-            _choose(cand, pref, [G.nbr_ports[x][y] for y in ys], down, is_ca, [0] * nports, table)
+            pref = np.zeros((len(ys), S + 1), bool)  # chain switch at the level below (S: none)
+            pref[np.arange(len(ys)), ys] = True
+            at = chain[T.level[x] - 1][down]
+            _choose(T.below[ys], pref, home[down], np.where(at >= 0, at, S), [G.nbr_ports[x][y] for y in ys],
+                    down, is_ca, [0] * nports, table)
         upm = (h > 0) & (h < INF)
         if upm.any():
-            ups, hu = rest[upm], h[upm]
+            ups = rest[upm]
             ys = T.up[x]
-            hh = home[ups]
-            cand = np.array([T.hup[y][hh] == hu - 1 for y in ys])
-            tops = top[ups]
-            pref = np.array([T.below[:, y][tops] for y in ys]) & cand
-            _choose(cand, pref, [G.nbr_ports[x][y] for y in ys], ups, is_ca, [0] * nports, table)
-        tables.append(table)
+            cand = T.hup[ys] == T.hup[x] - 1
+            _choose(cand, T.above[ys], home[ups], top[ups], [G.nbr_ports[x][y] for y in ys],
+                    ups, is_ca, [0] * nports, table)
     _extend(G, T, home, all_lids, tables)
     return finish(G, [bytearray(t.tobytes()) for t in tables])
 
 
-def _extend(G: Graph, T: _Tree, home: np.ndarray, all_lids: np.ndarray, tables: list[np.ndarray]) -> None:
+def _extend(G: Graph, T: _Tree, home: np.ndarray, all_lids: np.ndarray, tables: np.ndarray) -> None:
     """LIDs some switch cannot reach up-then-down (only switch LIDs get here: CA LIDs
     were checked): a shortest path through neighbours that have a route, by repeated
-    relaxation of hop counts (each step strictly closer, so no loops)."""
-    routed = np.array([t[all_lids] != NO_PORT for t in tables])
-    if routed.all():
-        return
+    relaxation of hop counts over all switches at once (each step strictly closer, so
+    no loops)."""
+    routed = tables[:, all_lids] != NO_PORT
     cols = np.flatnonzero(~routed.all(0))
-    lids = all_lids[cols]
-    hd = home[lids]
-    lv = np.array(T.level)
-    # legal route length: h up, then down from level(x) + h to the home's level
-    h = T.hup[:, hd].astype(np.int32)
-    dist = np.where(routed[:, cols], 2 * h + lv[:, None] - lv[hd][None, :], int(INF))
-    changed = True
-    while changed:
-        changed = False
-        for x in range(G.S):
-            open_ = ~routed[x, cols]
-            if not open_.any():
-                continue
-            for y, ps in G.nbr_ports[x].items():
-                better = open_ & (dist[y] + 1 < dist[x])
-                if better.any():
-                    dist[x][better] = dist[y][better] + 1
-                    tables[x][lids[better]] = ps[0]
-                    changed = True
+    if not len(cols):
+        return
+    S = G.S
+    deg = max(len(G.nbr_ports[x]) for x in range(S))
+    nb = np.full((S, deg), S, np.int64)  # neighbour indices, padded with S (a row of INF)
+    port = np.zeros((S, deg), np.int64)
+    for x in range(S):
+        for k, (y, ps) in enumerate(sorted(G.nbr_ports[x].items())):
+            nb[x, k], port[x, k] = y, ps[0]
+    lv = np.array(T.level, np.int16)
+    for a in range(0, len(cols), 256):
+        c = cols[a:a + 256]
+        lids = all_lids[c]
+        hd = home[lids]
+        fixed = routed[:, c]
+        # legal route length: h up, then down from level(x) + h to the home's level
+        dist = np.where(fixed, 2 * T.hup[:, hd] + lv[:, None] - lv[hd][None, :], INF).astype(np.int16)
+        dist = np.vstack([dist, np.full((1, len(c)), INF, np.int16)])
+        while True:
+            via = dist[nb]  # S x deg x cols
+            k = via.argmin(1)
+            best = np.take_along_axis(via, k[:, None, :], 1)[:, 0, :] + 1
+            better = ~fixed & (best < dist[:S])
+            if not better.any():
+                break
+            dist[:S][better] = best[better]
+            xs, js = np.nonzero(better)
+            tables[xs, lids[js]] = port[xs, k[xs, js]]
