@@ -513,6 +513,8 @@ from smagent.commands.verify_cmd import verify  # noqa: E402
 main.add_command(verify)
 from smagent.commands.rft_cmd import rft_group  # noqa: E402
 main.add_command(rft_group)
+from smagent.commands.report_cmd import report  # noqa: E402
+main.add_command(report)
 
 
 if __name__ == "__main__":  # pragma: no cover

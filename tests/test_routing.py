@@ -280,7 +280,7 @@ def test_route_table_is_a_read_only_mapping():
 
 # --------------------------------------------------------------------------- specs
 @pytest.mark.parametrize("spec, msg", [
-    ("ftree", "unknown routing engine 'ftree'"),
+    ("dor", "unknown routing engine 'dor'"),
     ("", "unknown routing engine"),
     ("minhop:x", "minhop takes no argument"),
     ("file:", "needs the dump"),
@@ -295,7 +295,7 @@ def test_bad_specs(spec, msg):
 
 
 def test_engines_listed():
-    assert ENGINES == ("minhop", "updn", "file")
+    assert ENGINES == ("minhop", "updn", "ftree", "file")
 
 
 # ----------------------------------------------------------------------------- file

@@ -39,16 +39,19 @@ TITLES = {
 def verify(obj, as_json, no_mcast, examples):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
-    multicast delivery. Nodes that do not answer are listed (defect `unreached`) and the
-    rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
-    from smagent import cli
+    multicast delivery; and how evenly routes load the switch-to-switch links (per tree
+    level on a fat tree, hottest links named). Nodes that do not answer are listed (defect
+    `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
+    from smagent import balance, cli
     from smagent import verify as vmod
 
-    report = cli._fabric_call(lambda: vmod.verify(obj.transport(), mcast=not no_mcast, examples=examples))
+    snap = cli._fabric_call(lambda: vmod.collect(obj.transport(), mcast=not no_mcast))
+    report = vmod.check(snap, examples)
+    figures = balance.compute(snap)
     if as_json:
-        cli._emit_json(report.as_json())
+        cli._emit_json(dict(report.as_json(), balance=figures))
     else:
-        click.echo("\n".join(render(report)))
+        click.echo("\n".join(render(report) + render_balance(figures)))
     sys.exit(cli.EXIT_OK if report.ok else cli.EXIT_DEFECTS)
 
 
@@ -76,4 +79,18 @@ def render(report) -> list[str]:
             out.append(f"  {e}")
         if d["count"] > len(d["examples"]) and d["examples"]:
             out.append(f"  ... ({d['count'] - len(d['examples'])} more)")
+    return out
+
+
+def render_balance(b: dict) -> list[str]:
+    """`smagent.balance` figures as comment lines (scripts keep parsing the rest)."""
+    out = [f"# balance: {b['routes']:,} routes of {b['pairs']:,} CA-to-CA pairs over {b['links']} switch-to-switch "
+           f"links (directed): max {b['max']}, mean {b['mean']}, ideal {b['ideal']}"]
+    if "levels_note" in b:
+        out.append(f"#   no tree levels ({b['levels_note']})")
+    for lv in b["levels"]:
+        out.append(f"#   {lv['name']}: {lv['links']} links, {lv['routes']:,} routes, max {lv['max']}, "
+                   f"ideal {lv['ideal']}")
+    if b["hottest"]:
+        out.append("#   hottest: " + "; ".join(f"{h['link']} {h['routes']}" for h in b["hottest"][:5]))
     return out
