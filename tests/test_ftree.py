@@ -10,7 +10,6 @@ from click.testing import CliRunner
 
 from smagent import balance, netfile, routing, topogen, verify
 from smagent.cli import main
-from smagent.fabric import HCA, Fabric
 from smagent.routing import RoutingError, route
 from smagent.routing._core import Graph
 from smagent.routing.ftree import tree_levels
@@ -19,31 +18,11 @@ from test_routing import prepared, rin_of
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
 
-def rebuild(fabric, drop_nodes=(), drop_links=(), dual=()):
-    """A copy of ``fabric`` without some nodes and links; ``dual`` = [(name, (sw, port),
-    (sw, port))]: dual-port hosts cabled to two switch ports (freed by dropped links)."""
-    f = Fabric()
-    for n in fabric:
-        if n.name not in drop_nodes:
-            f.add_node(name=n.name, node_type=n.node_type, num_ports=n.num_ports)
-    for name, _a, _b in dual:
-        f.add_node(name=name, node_type=HCA, num_ports=2)
-    drop = {frozenset(x) for x in drop_links}
-    for a, b in fabric.links():
-        if a.node in drop_nodes or b.node in drop_nodes or frozenset([tuple(a), tuple(b)]) in drop:
-            continue
-        f.connect(a.node, a.num, b.node, b.num)
-    for name, (s1, p1), (s2, p2) in dual:
-        f.connect(name, 1, s1, p1)
-        f.connect(name, 2, s2, p2)
-    return f
-
-
 def damaged_ft2():
     """fat_tree_2(8) with two leaf-spine links gone, two hosts replaced by a dual-port host
     on two leaves, and one more dual-port host on one leaf's two freed host ports."""
     f = topogen.fat_tree_2(8)
-    return rebuild(f, drop_nodes={"H1", "H5", "H9", "H10"},
+    return topogen.variant(f, drop_nodes={"H1", "H5", "H9", "H10"},
                    drop_links=[(("L0", 5), ("S0", 1)), (("L3", 8), ("S3", 4))],
                    dual=[("D0", ("L0", 2), ("L1", 2)), ("D1", ("L2", 2), ("L2", 3))])
 
@@ -51,7 +30,7 @@ def damaged_ft2():
 def damaged_ft3():
     """fat_tree_3(8, hosts=100) without a core switch, an aggregation switch and a link."""
     f = topogen.fat_tree_3(8, hosts=100)
-    return rebuild(f, drop_nodes={"S5", "A6"}, drop_links=[(("L0", 5), ("A0", 1))])
+    return topogen.variant(f, drop_nodes={"S5", "A6"}, drop_links=[(("L0", 5), ("A0", 1))])
 
 
 def levels_by_name(fabric):
@@ -86,7 +65,7 @@ def test_levels_refuse_a_torus_and_a_host_on_a_spine():
     with pytest.raises(RoutingError, match=r"not a fat tree: T\d_\d .* both carry hosts"):
         route("ftree", rin_of(topogen.torus_2d(4, 4)))
     f = topogen.fat_tree_2(4)  # leaves L0..L3 (hosts on 1-2), spines S0, S1 (ports 1-4)
-    g = rebuild(f, drop_links=[(("L3", 3), ("S0", 4))], dual=[("X", ("S0", 4), ("L3", 3))])
+    g = topogen.variant(f, drop_links=[(("L3", 3), ("S0", 4))], dual=[("X", ("S0", 4), ("L3", 3))])
     with pytest.raises(RoutingError, match="S0 .* both carry hosts"):
         route("ftree", rin_of(g))
 
