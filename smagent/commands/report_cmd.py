@@ -78,6 +78,8 @@ def _measure(obj, cli) -> dict:
 def draw(b: dict, output: str, fmt: str, title: str) -> None:
     """The picture: a histogram per link group, then the hottest links."""
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+    whole = StrMethodFormatter("{x:,.0f}")  # 204,120, not 2.0e5 or run-together digits
     levels = b["levels"]
     cols = 2 if len(levels) > 1 else 1
     rows = math.ceil(len(levels) / cols)
@@ -91,6 +93,8 @@ def draw(b: dict, output: str, fmt: str, title: str) -> None:
         step = max(1, math.ceil(right / 60))  # whole routes per bin, at most ~60 bins
         ax.hist(loads, bins=range(0, int(right) + step + 1, step), weights=counts, color="#4477aa")
         ax.set_xlim(0, right * 1.05)
+        ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
+        ax.xaxis.set_major_formatter(whole)
         ax.axvline(lv["ideal"], color="#228833", ls="--", lw=1.5, label=f"ideal {lv['ideal']}")
         ax.axvline(lv["max"], color="#cc3311", lw=1.5, label=f"max {lv['max']}")
         ax.set_title(f"{lv['name']}: {lv['links']:,} links, {lv['routes']:,} routes", fontsize=10)
@@ -103,6 +107,7 @@ def draw(b: dict, output: str, fmt: str, title: str) -> None:
     ax.set_yticks(range(len(hot)), [f"{h['link']}" + (f"  ({h['level']})" if h.get("level") else "") for h in hot],
                   fontsize=8)
     ax.axvline(b["ideal"], color="#228833", ls="--", lw=1.5, label=f"ideal {b['ideal']}")
+    ax.xaxis.set_major_formatter(whole)
     ax.set_xlabel("routes")
     ax.set_title(f"hottest links (all links: max {b['max']}, mean {b['mean']})", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
