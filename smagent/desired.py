@@ -1,6 +1,6 @@
 """Desired state as a file: what the fabric should hold, in YAML or JSON.
 
-    routing: minhop              # minhop | updn | file:PATH
+    routing: minhop              # minhop | updn | ftree | file:PATH
     lmc: 0
     lid_file: guid2lid           # optional: keep LIDs across runs (OpenSM's format)
     lft:                         # static entries; they override routing
@@ -95,8 +95,8 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
         problems.append(f"unknown key {k!r} (known: {', '.join(sorted(KEYS))})")
     if "routing" in doc:
         r = doc["routing"]
-        if not isinstance(r, str) or not (r in ("minhop", "updn") or r.startswith("file:")):
-            problems.append(f"routing: {r!r} is not minhop, updn or file:PATH")
+        if not isinstance(r, str) or not (r in ("minhop", "updn") or r == "ftree" or r.startswith(("file:", "ftree:"))):
+            problems.append(f"routing: {r!r} is not minhop, updn, ftree or file:PATH")
         else:
             ds.routing = r
     if "root" in doc:
