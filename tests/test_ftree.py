@@ -232,9 +232,11 @@ def test_report_png_from_json_and_svg_from_the_simulator(tmp_path):
     net = tmp_path / "f.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     svg = tmp_path / "r.svg"
-    r = CliRunner().invoke(main, ["--topology", str(net), "report", str(svg)])
+    r = CliRunner().invoke(main, ["--topology", str(net), "report", str(svg), "--json"])
     assert r.exit_code == 0, r.output
     assert "<svg" in svg.read_text()[:2000]
+    doc = json.loads(r.output)
+    assert doc["format"] == "svg" and doc["balance"]["pairs"] == 0  # a fresh simulator: nothing routed yet
 
 
 def test_report_bad_input(tmp_path, monkeypatch):

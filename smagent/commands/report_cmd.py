@@ -26,8 +26,9 @@ FORMATS = {".png": "png", ".svg": "svg"}
 @click.option("--from-json", "from_json", type=click.Path(dir_okay=False), default=None,
               help="A saved `smagent verify --json` output; without it the fabric is read.")
 @click.option("--title", default=None, help="Title of the picture (default: what was measured).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written and the figures drawn as one JSON object.")
 @click.pass_obj
-def report(obj, output, from_json, title):
+def report(obj, output, from_json, title, as_json):
     """Draw the link-load distribution per tree level and the hottest links into OUTPUT
     (.png or .svg). Exit 0 written, 2 bad input or matplotlib missing, 3 fabric failure."""
     from smagent import cli
@@ -50,8 +51,11 @@ def report(obj, output, from_json, title):
         draw(figures, output, fmt, title or f"Link load ({source}): {figures['pairs']:,} CA-to-CA pairs")
     except OSError as e:
         raise cli.BadInput(f"{output}: {e.strerror or e}") from None
-    click.echo(f"wrote {output}: {len(figures['levels'])} link groups, max {figures['max']} routes per link, "
-               f"ideal {figures['ideal']}")
+    if as_json:
+        cli._emit_json({"output": output, "format": fmt, "balance": figures})
+    else:
+        click.echo(f"wrote {output}: {len(figures['levels'])} link groups, max {figures['max']} routes per link, "
+                   f"ideal {figures['ideal']}")
 
 
 def _load(path: str, cli) -> dict:

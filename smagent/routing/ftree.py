@@ -27,6 +27,11 @@ switch then carries the same number of destinations, which is the ideal link loa
 With LMC > 0 a CA port's LIDs take chains through different neighbours where they can,
 so its 2^LMC paths use disjoint uplinks.
 
+Damaged trees. A leaf with more CA LIDs than uplinks leaves its last partial round of
+LIDs *free* (no chain, rather than doubling one downlink), and a source that cannot reach
+a LID's top has no preferred neighbour: both kinds are spread by each source over its
+uplinks from its own offset, so one destination's traffic enters its leaf on many links.
+
 Switch LIDs (management traffic only) get chains too but are not counted. A switch LID
 that some switch cannot reach up-then-down (a spine whose link to a leaf is missing)
 is routed along a shortest path through neighbours that have a route (`_extend`).
@@ -145,34 +150,47 @@ class _Tree:
 
 def _chains(G: Graph, T: _Tree):
     """Per LID its chain (the switch at each level, -1 below its leaf / above its top)
-    and its top switch. CA LIDs are counted (down-going counts per switch port); a CA
-    port's later LIDs (LMC > 0) avoid the neighbours its earlier ones took."""
+    and its top switch (-1: a *free* LID, see below). CA LIDs are counted: per switch
+    port the chains going down it, per switch the chains through it; the least-counted
+    uplink wins, then the least-used switch (so tops even out across leaves), then the
+    lowest port. A CA port's later LIDs (LMC > 0) avoid the neighbours its earlier ones
+    took. A leaf with more CA LIDs than uplinks (a damaged tree) leaves the last partial
+    round free: no chain, so each source spreads its traffic to them by its own rotation
+    (`_route`) instead of doubling one downlink."""
     L = G.max_lid + 1
     chain = np.full((T.top_level + 1, L), -1, np.int32)
     top = np.full(L, -1, np.int32)
     ups = [[(p, y) for y in T.up[z] for p in G.nbr_ports[z][y]] for z in range(G.S)]
     count = [[0] * (G.rin.num_ports[G.guids[z]] + 1) for z in range(G.S)]
+    through = [0] * G.S
 
     def climb(x, lid, used, counted):
         z = x
         chain[T.level[z], lid] = z
         while ups[z]:
             cz = count[z]
-            p, y = min(ups[z], key=lambda py: (py[1] in used, cz[py[0]], py[0]))
+            p, y = min(ups[z], key=lambda py: (py[1] in used, cz[py[0]], through[py[1]], py[0]))
             if counted:
                 cz[p] += 1
+                through[y] += 1
             used.add(y)
             z = y
             chain[T.level[z], lid] = z
         top[lid] = z
 
-    used: dict[tuple[int, int], set] = {}
+    order: list[list[tuple[int, int]]] = [[] for _ in range(G.S)]  # per leaf: (port index, LID)
     passes = max((len(h) for hs in G.home_lids for h in hs), default=0)
     for i in range(passes):
         for x in range(G.S):
-            for hi, lids in enumerate(G.home_lids[x]):
-                if i < len(lids):
-                    climb(x, lids[i], used.setdefault((x, hi), set()), True)
+            order[x] += [(hi, lids[i]) for hi, lids in enumerate(G.home_lids[x]) if i < len(lids)]
+    used: dict[tuple[int, int], set] = {}
+    for x in range(G.S):
+        u = len(ups[x])
+        free = len(order[x]) % u if u and len(order[x]) > u else 0
+        for hi, lid in order[x][:len(order[x]) - free]:
+            climb(x, lid, used.setdefault((x, hi), set()), True)
+        for _hi, lid in order[x][len(order[x]) - free:]:
+            chain[T.level[x], lid] = x
     for x in range(G.S):
         for lid in G.sw_lids[x]:
             climb(x, lid, set(), False)
@@ -192,11 +210,15 @@ def _classes(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _choose(cand: np.ndarray, pref: np.ndarray, hk: np.ndarray, pk: np.ndarray, nb_ports: list[list[int]],
-            lids: np.ndarray, is_ca: np.ndarray, load: list[int], table: np.ndarray) -> None:
+            lids: np.ndarray, is_ca: np.ndarray, load: list[int], table: np.ndarray, rotate: int | None = None) -> None:
     """Route ``lids`` (ascending) at one switch. Neighbour j (ports nb_ports[j]) is a
     candidate for LID i if cand[j, hk[i]], preferred if also pref[j, pk[i]] (hk: the
     LID's home switch, pk: its chain switch or top). Preferred candidates win where a
-    LID has any; ties go to the least-loaded port (CA LIDs counted in ``load``).
+    LID has any; ties go to the least-loaded port (CA LIDs counted in ``load``), the
+    lowest port first. With ``rotate`` (a per-switch offset), LIDs none of whose
+    candidates is preferred (their top is out of reach: a damaged tree) go round the
+    ports from that offset on instead, so that the sources, each with its own offset,
+    do not all send one destination down the same least-loaded link.
     LIDs are handled in classes of equal (candidates, preferences): a few per switch."""
     hc, hrep = _classes(cand)
     pc, prep = _classes(pref)
@@ -212,18 +234,25 @@ def _choose(cand: np.ndarray, pref: np.ndarray, hk: np.ndarray, pk: np.ndarray, 
     dec = np.full(len(hrep) * npc, -1, np.int64)
     one = n_ports == 1
     dec[kvs[one]] = first[eff[:, one].argmax(0)]
-    multi = [(kv, sorted(q for j in np.flatnonzero(eff[:, i]) for q in nb_ports[j]))
+    hit = p.any(0)
+    multi = [(kv, sorted(q for j in np.flatnonzero(eff[:, i]) for q in nb_ports[j]), hit[i])
              for i, kv in enumerate(kvs) if n_ports[i] > 1]
     chosen = dec[key]
     one = chosen >= 0
     table[lids[one]] = chosen[one]
     for q, n in enumerate(np.bincount(chosen[one & is_ca[lids]], minlength=len(load))):
         load[q] += int(n)
-    for kv, ports in multi:
+    for kv, ports, preferred in multi:
         members = lids[key == kv]
         ca = members[is_ca[members]]
-        if len(ca):
+        if len(ca) and (preferred or rotate is None):
             table[ca] = fill(ports, load, len(ca))
+        elif len(ca):
+            picked = np.array(ports)[(rotate + np.arange(len(ca))) % len(ports)]
+            rotate += len(ca)
+            table[ca] = picked
+            for q, n in zip(*np.unique(picked, return_counts=True)):
+                load[q] += int(n)
         sw = members[~is_ca[members]]
         if len(sw):
             table[sw] = min(ports, key=lambda q: (load[q], q))
@@ -248,6 +277,7 @@ def _route(rin: RoutingInput):
                 d = int(homes[np.argmax(bad)])
                 raise NotFatTree(f"not a fat tree: no up-then-down path from {G.name(x)} to {G.name(d)}")
     chain, top = _chains(G, T)
+    free = np.cumsum((top < 0) & is_ca)  # free LIDs numbered, for the sources' rotations
     tables = np.full((S, L), NO_PORT, np.uint8)
     for x in range(S):
         nports = rin.num_ports[G.guids[x]] + 1
@@ -269,8 +299,10 @@ def _route(rin: RoutingInput):
             ups = rest[upm]
             ys = T.up[x]
             cand = T.hup[ys] == T.hup[x] - 1
-            _choose(cand, T.above[ys], home[ups], top[ups], [G.nbr_ports[x][y] for y in ys],
-                    ups, is_ca, [0] * nports, table)
+            tops = top[ups]  # free LIDs (-1): each switch its own rotation over its uplinks
+            tops = np.where(tops >= 0, tops, np.array(ys)[(x + free[ups]) % len(ys)])
+            _choose(cand, T.above[ys], home[ups], tops, [G.nbr_ports[x][y] for y in ys],
+                    ups, is_ca, [0] * nports, table, rotate=x)
     _extend(G, T, home, all_lids, tables)
     return finish(G, [bytearray(t.tobytes()) for t in tables])
 
