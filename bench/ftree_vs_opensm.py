@@ -27,7 +27,7 @@ verify` found in the tables):
 | ft3-1024 | OpenSM minhop | 7680 | 988.0 | 1016.0 | clean | |
 | ft3-1024 | OpenSM ftree | 1016 | 988.0 | 1016.0 | 32,704 unreachable | switch LIDs unrouted |
 | ft2-damaged | smagent minhop | 1998 | 654.23 | 654.23 | clean | |
-| ft2-damaged | smagent ftree | 1260 | 654.23 | 654.23 | clean | |
+| ft2-damaged | smagent ftree | 756 | 654.23 | 654.23 | clean | up 720, down 756 |
 | ft2-damaged | OpenSM minhop | 1998 | 654.23 | 654.23 | clean | |
 | ft2-damaged | OpenSM ftree | 1998 | 654.23 | 654.23 | clean | fell back to minhop: "not a fat-tree" |
 """

@@ -5,6 +5,7 @@ per engine.
 
     python bench/routing.py                      # k=36, minhop and updn, LMC 0
     python bench/routing.py --k 24 --lmc 1 --engines minhop
+    python bench/routing.py --engines ftree      # the fat-tree engine
     python bench/routing.py --via-sim            # also time discovery through SimTransport
     python bench/routing.py --verify --k 16      # also time verify.check on the result
 
