@@ -9,7 +9,7 @@ import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
-from test_routing_live import _parse_lfts, smagent, start, verify_json
+from test_routing_live import _parse_lfts, start, verify_json
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
@@ -20,7 +20,7 @@ HOP = re.compile(r'\[(\d+)\] -> (?:switch|ca) port \{0x([0-9a-f]+)\}\[(\d+)\] li
 def test_ftree_sweep_verify_and_ibtracert(tmp_path):
     fabric = topogen.variant(topogen.fat_tree_3(4), drop_links=[(("L0", 3), ("A0", 1))])
     with start(tmp_path, fabric, "ftree") as sim:
-        smagent(sim, "sweep", "--routing", "ftree", "--lmc", "1")
+        sim.smagent("sweep", "--routing", "ftree", "--lmc", "1")
         rc, doc = verify_json(sim)
         assert rc == 0 and doc["ok"], doc["defects"]
         b = doc["balance"]
