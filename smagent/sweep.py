@@ -288,11 +288,14 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     with _Phase(r, transport, "route"):
         rin = routing.RoutingInput.build(topo, plan_)
         routes = routing.route(opts.routing, rin, engine_input)
-        if resolved is not None:
-            for g, entries in resolved.static_lft.items():  # static entries override routing
-                routes[g] = {**dict(routes.get(g, {}).items()), **entries}
-                plan_.top = max(plan_.top, max(entries))
-        unrouted = _unrouted(rin, routes)
+        static = resolved.static_lft if resolved is not None else {}
+        for g, entries in static.items():  # static entries override routing
+            routes[g] = routes[g].updated(entries)
+            plan_.top = max(plan_.top, max(entries))
+        # a static entry (even 255) is the admin's choice, not a missing route
+        homes = sorted(rin.lid_homes)
+        unrouted = [(g, lid) for g in rin.switches for lid in routes[g].missing(homes)
+                    if lid not in static.get(g, ())]
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
             cause = ("the routing file has no entry for them" if opts.routing.startswith("file:")
@@ -323,7 +326,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         for n in topo.switches():
             if not n.switch_info or not n.switch_info.linear_fdb_cap:
                 continue
-            desired[n.guid] = tables.desired_lft(routes.get(n.guid, {}), plan_.top)
+            desired[n.guid] = tables.desired_lft(routes[n.guid], plan_.top)
             cur_top = n.switch_info.linear_fdb_top
             for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
                 if b * fw.LFT_BLOCK_SIZE <= cur_top:
@@ -440,24 +443,6 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             r.switch_changes.append((n.description, n.path, si, new))
     r.seconds = time.monotonic() - t0
     return r
-
-
-def _unrouted(rin, routes) -> list[tuple[int, int]]:
-    """(switch, LID) pairs with no route; for an LFT image, looked up in C, not per LID."""
-    import operator
-    homes = sorted(rin.lid_homes)
-    if not homes:
-        return []
-    pick = operator.itemgetter(*homes) if len(homes) > 1 else (lambda b: (b[homes[0]],))
-    out = []
-    for g in rin.switches:
-        table = routes.get(g, {})
-        image = getattr(table, "ports", None)
-        if isinstance(image, (bytes, bytearray)) and len(image) > homes[-1]:
-            if fw.LFT_NO_PORT not in pick(image):
-                continue
-        out += [(g, lid) for lid in homes if lid not in table]
-    return out
 
 
 def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:

@@ -44,14 +44,13 @@ class BlockChange:
                 for i in range(fw.LFT_BLOCK_SIZE) if self.old is None or self.old[i] != self.new[i]]
 
 
-def desired_lft(routes: dict[int, int], top: int) -> bytearray:
-    """LID -> port mapping as a table covering LIDs 0..top (whole blocks), 0xFF elsewhere."""
+def desired_lft(routes, top: int) -> bytearray:
+    """A switch's `routing.RouteTable` as a table covering LIDs 0..top (whole blocks),
+    0xFF elsewhere."""
     table = bytearray([fw.LFT_NO_PORT]) * (fw.lft_blocks_for(top) * fw.LFT_BLOCK_SIZE)
-    image = getattr(routes, "ports", None)  # a routing.RouteTable is already an LFT image
-    if isinstance(image, (bytes, bytearray)):
-        n = min(top + 1, len(image))
-        table[:n] = image[:n]
-        return table
+    n = min(top + 1, len(routes.ports))
+    table[:n] = routes.ports[:n]
+    return table
     for lid, port in routes.items():
         if lid <= top:
             table[lid] = port

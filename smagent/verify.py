@@ -560,7 +560,7 @@ def _read_mfts(transport: Transport, topo) -> dict[int, dict[int, frozenset]]:
 
 def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: int = 0) -> Snapshot:
     """A Snapshot of a `smagent.fabric.Fabric` whose nodes carry GUIDs and LIDs, with the
-    LFTs ``routes`` ({switch GUID: {LID: port}}) would give, every linked port ACTIVE:
+    LFTs ``routes`` ({switch GUID: `routing.RouteTable`}) would give, every linked port ACTIVE:
     checks a routing engine's output without a fabric (tests, benchmarks)."""
     switches, ca_ports, links = {}, {}, {}
     for link in fabric.links():
@@ -574,9 +574,9 @@ def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: i
     for n in fabric:
         if n.is_switch:
             lft = bytearray([fw.LFT_NO_PORT]) * ((top // fw.LFT_BLOCK_SIZE + 1) * fw.LFT_BLOCK_SIZE)
-            for lid, port in routes.get(n.guid, {}).items():
-                if lid < len(lft):
-                    lft[lid] = port
+            image = routes[n.guid].ports
+            n_lids = min(len(lft), len(image))
+            lft[:n_lids] = image[:n_lids]
             active = frozenset(p for p, _peer in fabric.connected_ports(n))
             switches[n.guid] = SwitchState(n.guid, n.description, n.num_ports, n.lid(0) or 0, bytes(lft), top,
                                            fw.UNICAST_LID_MAX + 1, active)

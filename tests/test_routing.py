@@ -275,7 +275,30 @@ def test_route_table_is_a_read_only_mapping():
     with pytest.raises(KeyError):
         t[2]
     lost = RouteTable(bytearray([255, 1, 255, 255]), [1, 3])  # LID 3 unrouted: not listed
-    assert dict(lost.items()) == {1: 1}
+    assert dict(lost.items()) == {1: 1} and lost.missing([1, 3]) == [3] and t.missing([1, 3, 4]) == []
+    assert t.missing([1, 3, 4, 9]) == [9]  # beyond the image
+
+
+def test_route_table_from_entries_and_updated():
+    t = RouteTable.from_entries({2: 5, 4: 1}, size=8)
+    assert len(t.ports) == 8 and dict(t) == {2: 5, 4: 1}
+    s = t.updated({4: 255, 10: 3})  # 255 removes a route; a LID past the image grows it
+    assert dict(s) == {2: 5, 10: 3} and len(s.ports) == 11 and dict(t) == {2: 5, 4: 1}
+    assert s.missing([2, 4, 10]) == [4]
+
+
+@pytest.mark.parametrize("engine", ["minhop", "updn", "file"])
+def test_every_engine_returns_route_tables(engine, tmp_path):
+    fabric = prepared(topogen.torus_2d(3, 3))
+    rin = RoutingInput.from_fabric(fabric)
+    spec = engine
+    if engine == "file":
+        f = tmp_path / "lfts"
+        f.write_text(dump_text(fabric, route("minhop", rin), max(rin.lid_homes)))
+        spec = f"file:{f}"
+    routes = route(spec, rin)
+    assert set(routes) == set(rin.switches)
+    assert all(type(t) is RouteTable and len(t.ports) > max(rin.lid_homes) for t in routes.values())
 
 
 # --------------------------------------------------------------------------- specs
@@ -348,7 +371,7 @@ def test_file_engine_errors(tmp_path):
     assert "has ports 0..8" in err(bad_port)
     # a LID that lives on Switch1 port 0 routed elsewhere there: taken with other LIDs
     lid = s1.lid(0)
-    other = dump_text(fabric, {**routes, s1.guid: {**dict(routes[s1.guid]), lid: 3}}, top)
+    other = dump_text(fabric, {**routes, s1.guid: routes[s1.guid].updated({lid: 3})}, top)
     msg = err(other)
     assert f"sends LID 0x{lid:04x} to port 3, but that LID lives on its port 0" in msg and "--lid-file" in msg
 

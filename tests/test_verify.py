@@ -12,7 +12,7 @@ from mad.attributes import AttrID, LinearForwardingTable
 from mad.header import Method
 from smagent import netfile, topogen, verify
 from smagent.fabric import Fabric
-from smagent.routing import RoutingInput, route
+from smagent.routing import RouteTable, RoutingInput, route
 from smagent.transport.base import Request
 
 
@@ -182,7 +182,8 @@ def ring4(hosts=1):
     rin = RoutingInput.from_fabric(f)
     routes = {}
     for g in rin.switches:
-        routes[g] = {lid: (home[1] if home[0] == g else east) for lid, home in rin.lid_homes.items()}
+        routes[g] = RouteTable.from_entries({lid: (home[1] if home[0] == g else east)
+                                             for lid, home in rin.lid_homes.items()})
     return f, routes
 
 

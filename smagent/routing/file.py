@@ -19,7 +19,7 @@ LID), never silently patched.
 """
 from __future__ import annotations
 
-from smagent.routing import NO_PORT, RoutingError, RoutingInput
+from smagent.routing import NO_PORT, RouteTable, RoutingError, RoutingInput
 
 
 def load(path: str) -> list:
@@ -39,7 +39,7 @@ def load(path: str) -> list:
         raise RoutingError("routing file: not a unicast table dump:\n  " + "\n  ".join(shown) + more) from None
 
 
-def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[int, dict[int, int]]:
+def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[int, RouteTable]:
     """Tables from the dump at ``path`` (``sections``: as `load` returned it already)."""
     if sections is None:
         sections = load(path)
@@ -71,5 +71,6 @@ def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[in
         problems.append("the dump was taken with other LIDs: sweep with the LID file of that fabric (--lid-file)")
     if problems:
         raise RoutingError("routing file: cannot use it for this fabric:\n  " + "\n  ".join(problems))
-    return {g: {lid: port for lid, (port, _line) in by_guid[g].entries.items() if port != NO_PORT}
+    size = max(rin.lid_homes, default=0) + 1
+    return {g: RouteTable.from_entries({lid: port for lid, (port, _line) in by_guid[g].entries.items()}, size)
             for g in rin.switches}
