@@ -152,6 +152,90 @@ def test_lmc_spreads_on_a_torus_where_two_shortest_paths_exist():
     assert spread > 100
 
 
+def parallel_cables():
+    """Leaves L0, L1 reach S0 on ports 5, 6 and S1 on port 7; L2, L3 reach S0 on port 5
+    and S1 on ports 6, 7: the same candidate ports, towards neighbours in another
+    pattern, so an LMC answer must not be shared between the two kinds."""
+    from smagent.fabric import Fabric
+    f = Fabric()
+    for h in range(16):
+        f.add_node(name=f"H{h}", node_type="Hca", num_ports=1)
+    for i in range(4):
+        f.add_node(name=f"L{i}", node_type="Switch", num_ports=8)
+    for i in range(2):
+        f.add_node(name=f"S{i}", node_type="Switch", num_ports=8)
+    for h in range(16):
+        f.connect(f"H{h}", 1, f"L{h // 4}", h % 4 + 1)
+    nxt = {"S0": 1, "S1": 1}
+    for leaf in range(4):
+        spines = ("S0", "S0", "S1") if leaf < 2 else ("S0", "S1", "S1")
+        for j, spine in enumerate(spines):
+            f.connect(f"L{leaf}", 5 + j, spine, nxt[spine])
+            nxt[spine] += 1
+    return f
+
+
+class _Forgetful(dict):
+    """An LMC memo that never remembers: every component computed from scratch."""
+
+    def get(self, key, default=None):
+        self.misses = getattr(self, "misses", 0) + 1
+        return default
+
+    def __setitem__(self, key, value):
+        pass
+
+
+@pytest.mark.parametrize("lmc", [1, 2])
+@pytest.mark.parametrize("make, shared", [(lambda: topogen.fat_tree_3(8), True),
+                                          (lambda: topogen.torus_2d(4, 3, 2), False),
+                                          (lambda: topogen.fat_tree_2(12), True), (parallel_cables, True)],
+                         ids=["ft3", "torus", "ft2", "parallel"])
+@pytest.mark.parametrize("shuffled", [False, True], ids=["lids-in-order", "lids-shuffled"])
+def test_lmc_memo_gives_what_computing_every_switch_gives(make, shared, lmc, shuffled, monkeypatch):
+    """Switches of one shape share one LMC answer (`_core._assign_lmc`): the tables are
+    those of computing every switch on its own, whether or not a port's LIDs are
+    consecutive with its neighbours' (shuffled: LID runs of one port only)."""
+    import random
+    from smagent.routing import _core
+    fabric = make()
+    netfile.assign_ibsim_guids(fabric)
+    size, lid = 1 << lmc, 1
+    for n in fabric.switches():
+        n.lids[0] = lid
+        lid += 1
+    cas = list(fabric.cas())
+    if shuffled:
+        random.Random(7).shuffle(cas)
+    for n in cas:
+        for p, _peer in fabric.connected_ports(n):
+            lid = -(-lid // size) * size
+            n.lids[p], n.lmcs[p] = lid, lmc
+            lid += size
+    rin = RoutingInput.from_fabric(fabric, lmc)
+    memos = []
+    layout = _core.Graph._lmc_layout
+
+    def spy(G, forget):
+        layout(G)
+        if forget:
+            G.lmc_memo = _Forgetful()
+        memos.append(G.lmc_memo)
+
+    for engine in ("minhop", "updn"):
+        monkeypatch.setattr(_core.Graph, "_lmc_layout", lambda G: spy(G, False))
+        fast = route(engine, rin)
+        monkeypatch.setattr(_core.Graph, "_lmc_layout", lambda G: spy(G, True))
+        slow = route(engine, rin)
+        assert {g: bytes(t.ports) for g, t in fast.items()} == {g: bytes(t.ports) for g, t in slow.items()}
+        # a fat tree's leaves (and aggregation switches) share a shape; a torus's switches do not
+        if shared:
+            assert 0 < len(memos[-2]) < memos[-1].misses
+        else:
+            assert len(memos[-2]) == memos[-1].misses
+    assert not check_report(fabric, fast, lmc=lmc).defects.keys() - {"cdg_cycle"}
+
+
 # ------------------------------------------------------------------------------ updn
 def test_updn_roots_are_spines_and_cores():
     for fabric, prefix in ((topogen.fat_tree_2(8), "S"), (topogen.fat_tree_3(4), "S")):

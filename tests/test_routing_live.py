@@ -204,7 +204,9 @@ def _compare(tmp_path, fabric, name, lmc=0):
     ("fat_tree_2_8", lambda: topogen.fat_tree_2(8), 0),
     ("torus_2d_4x4", lambda: topogen.torus_2d(4, 4), 0),
     ("torus_2d_4x4_lmc2", lambda: topogen.torus_2d(4, 4), 2),
+    ("torus_2d_4x4_lmc1", lambda: topogen.torus_2d(4, 4), 1),
     ("fat_tree_3_8_lmc1", lambda: topogen.fat_tree_3(8), 1),
+    ("fat_tree_3_8_lmc2", lambda: topogen.fat_tree_3(8), 2),
     ("mesh_2d_4x3_2h_lmc1", lambda: topogen.mesh_2d(4, 3, 2), 1),
 ])
 def test_minhop_matches_opensm(tmp_path, name, make, lmc, record_property):
