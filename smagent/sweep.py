@@ -288,6 +288,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     with _Phase(r, transport, "route"):
         rin = routing.RoutingInput.build(topo, plan_)
         routes = routing.route(opts.routing, rin, engine_input)
+        r.notes += routes.notes
         static = resolved.static_lft if resolved is not None else {}
         for g, entries in static.items():  # static entries override routing
             routes[g] = routes[g].updated(entries)

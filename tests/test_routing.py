@@ -266,6 +266,52 @@ def test_minhop_has_cdg_cycles_where_updn_has_none(make):
     assert good.ok, good.defects
 
 
+IRREGULAR = ["ft2_dual_damaged", "ft2_every_spine_damaged", "ft3_without_agg", "ft3_8_without_agg"]
+
+
+@pytest.mark.parametrize("name", IRREGULAR)
+def test_updn_chooses_roots_that_route_irregular_fat_trees(name, irregular_fabrics):
+    """A damaged fat tree: the spines (cores) farthest from the CAs leave some leaf
+    without an up*/down* path to a switch. Other roots are chosen, the notes say which
+    and why the first ones were passed over; every pair is reachable, no CDG cycle."""
+    make, expected = irregular_fabrics[name]
+    fabric = make()
+    rin = rin_of(fabric)
+    routes = route("updn", rin)
+    passed_over, chosen = routes.notes[:-1], routes.notes[-1]
+    assert passed_over and all("without an up*/down* route" in n for n in passed_over), routes.notes
+    assert chosen.startswith("updn roots (") and "farthest from the channel adapters)" not in chosen
+    if expected is not None:
+        names = set(re.findall(r"\b([A-Z]\d+) \(0x", chosen.split(":", 1)[1]))
+        assert names == expected, chosen
+    rep = check_report(fabric, routes)
+    assert rep.ok and rep.summary["pairs_unreachable"] == 0, rep.defects
+    G = Graph(rin)  # the first rule's roots, given by hand, are refused as before
+    tops = ",".join(f"{G.guids[x]:#x}" for x in choose_roots(G, G.components()))
+    with pytest.raises(RoutingError, match=r"no up\*/down\* path"):
+        route(f"updn:{tops}", rin)
+
+
+def test_updn_notes_the_roots_on_a_regular_tree():
+    routes = route("updn", rin_of(topogen.fat_tree_2(8)))
+    assert len(routes.notes) == 1 and routes.notes[0].startswith(
+        "updn roots (farthest from the channel adapters): S0 (0x"), routes.notes
+    assert route(f"updn:{min(routes):#x}", rin_of(topogen.fat_tree_2(8))).notes == []
+    assert route("minhop", rin_of(topogen.fat_tree_2(8))).notes == []
+
+
+@pytest.mark.parametrize("name", ["ft2_dual_damaged", "ft3_without_agg"])
+def test_updn_sweeps_irregular_fat_trees_on_the_simulator(name, irregular_fabrics):
+    from smagent import sweep
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(irregular_fabrics[name][0]())
+    r = sweep.sweep(t, sweep.SweepOptions(routing="updn"))
+    assert r.problems == [] and any(n.startswith("updn roots (") for n in r.notes), (r.problems, r.notes)
+    rep = verify.verify(t, mcast=False)
+    assert rep.summary["pairs_unreachable"] == 0 and rep.summary["pairs"] > 0
+    assert not {"unreachable", "cdg_cycle", "dead_end", "loop"} & set(rep.defects), rep.defects
+
+
 def test_updn_routes_are_up_then_down():
     fabric = topogen.torus_2d(4, 4)
     rin = rin_of(fabric)

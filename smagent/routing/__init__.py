@@ -209,6 +209,15 @@ class RouteTable(Mapping):
         return f"RouteTable({dict(self.items())!r})"
 
 
+class Routes(dict):
+    """An engine's result: {switch GUID: `RouteTable`} for every switch, and ``notes``,
+    what the engine chose that an admin should see (updn's automatic roots)."""
+
+    def __init__(self, tables=(), notes=()):
+        super().__init__(tables)
+        self.notes = list(notes)
+
+
 ENGINES = ("minhop", "updn", "file")
 
 
@@ -238,9 +247,9 @@ def preload(engine: str):
     return None
 
 
-def route(engine: str, rin: RoutingInput, preloaded=None) -> dict[int, RouteTable]:
+def route(engine: str, rin: RoutingInput, preloaded=None) -> Routes:
     """Route with the engine named by the spec ``engine`` (see the module docstring):
-    a `RouteTable` for every switch of ``rin``. ``preloaded`` is what `preload` returned
+    a `RouteTable` for every switch of ``rin``, with the engine's notes. ``preloaded`` is what `preload` returned
     for it."""
     name, arg = parse_spec(engine)
     if name == "minhop":

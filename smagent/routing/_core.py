@@ -43,7 +43,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
-from smagent.routing import NO_PORT, RouteTable, RoutingError, RoutingInput
+from smagent.routing import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
 
 _BYTE_BITS = [tuple(i for i in range(8) if b >> i & 1) for b in range(256)]
 
@@ -122,6 +122,7 @@ class Graph:
                 self.home_lids[x].append(lids)
         self.max_lid = max(rin.lid_homes, default=0)
         self.all_lids = sorted(rin.lid_homes)
+        self._levels: list[list[int]] | None = None
         if self.lmc_homes:
             self._lmc_layout()
 
@@ -153,6 +154,12 @@ class Graph:
 
     def name(self, x: int) -> str:
         return self.rin.name(self.guids[x])
+
+    def levels(self) -> list[list[int]]:
+        """`hop_levels` over the whole switch graph, computed once."""
+        if self._levels is None:
+            self._levels = hop_levels(self.S, self.nbrs)
+        return self._levels
 
     def components(self) -> list[int]:
         """Connected-component bitset of every switch."""
@@ -447,9 +454,9 @@ def new_table(G: Graph) -> bytearray:
     return bytearray([NO_PORT]) * (G.max_lid + 1)
 
 
-def finish(G: Graph, tables: list[bytearray]) -> dict[int, RouteTable]:
+def finish(G: Graph, tables: list[bytearray], notes=()) -> Routes:
     lids = G.all_lids
-    return {G.guids[x]: RouteTable(tables[x], lids) for x in range(G.S)}
+    return Routes({G.guids[x]: RouteTable(tables[x], lids) for x in range(G.S)}, notes)
 
 
 def _lmc_choice(ports, load: list[int], used: dict[int, int], nbr: dict[int, int], start: int,

@@ -19,7 +19,7 @@ LID), never silently patched.
 """
 from __future__ import annotations
 
-from smagent.routing import NO_PORT, RouteTable, RoutingError, RoutingInput
+from smagent.routing import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
 
 
 def load(path: str) -> list:
@@ -39,7 +39,7 @@ def load(path: str) -> list:
         raise RoutingError("routing file: not a unicast table dump:\n  " + "\n  ".join(shown) + more) from None
 
 
-def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[int, RouteTable]:
+def route(rin: RoutingInput, path: str, sections: list | None = None) -> Routes:
     """Tables from the dump at ``path`` (``sections``: as `load` returned it already)."""
     if sections is None:
         sections = load(path)
@@ -72,5 +72,5 @@ def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[in
     if problems:
         raise RoutingError("routing file: cannot use it for this fabric:\n  " + "\n  ".join(problems))
     size = max(rin.lid_homes, default=0) + 1
-    return {g: RouteTable.from_entries({lid: port for lid, (port, _line) in by_guid[g].entries.items()}, size)
-            for g in rin.switches}
+    return Routes({g: RouteTable.from_entries({lid: port for lid, (port, _line) in by_guid[g].entries.items()}, size)
+                   for g in rin.switches})
