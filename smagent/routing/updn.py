@@ -8,16 +8,23 @@ cannot close a cycle in the channel dependency graph: order all up channels befo
 down channels, up channels by their head's order, down channels by the reverse. Hence
 no credit-loop deadlock, whatever the topology (a ring, a torus, a mesh).
 
-Roots. Given (``--routing updn:GUID[,GUID...]``), or chosen per connected piece of the
-switch graph by this rule:
+Roots. Given (``--routing updn:GUID[,GUID...]``), or chosen by the first of these rules
+(`ROOT_RULES`) under which every switch with channel adapters has an up*/down* route to
+every switch, hence every CA to every LID (`auto_plan`):
 
-1. for every switch, the hop distance to the nearest switch that has a channel adapter
-   (a "leaf");
-2. if some switch is further than 0 from every leaf, the roots are the switches at the
-   greatest such distance: the spines of a 2-level fat tree, the cores of a 3-level one;
-3. otherwise (every switch carries CAs, as in a torus with hosts everywhere, or none
-   does) a single root: a centre of the switch graph (least eccentricity), ties to the
-   lowest GUID.
+1. the switches farthest from the switches that carry CAs ("leaves"), per connected
+   piece: the spines of a 2-level fat tree, the cores of a 3-level one; where every
+   switch carries CAs (a torus with hosts everywhere) or none does, a single root, a
+   centre of the switch graph (least eccentricity), ties to the lowest GUID;
+2. those of them that are equally far from every leaf: what a damaged fat tree has left
+   (a spine that lost a leaf would make that leaf's path to it go down and then up);
+3. OpenSM's rule (osm_ucast_updn.c): a switch from which one hop count holds over 90%
+   of the CA ports and no other hop count over 5%;
+4. one central switch per piece, which always works (up the BFS tree, then down it).
+
+The engine's result notes the roots taken, the rule, and why earlier rules were passed
+over: never a silent fallback. (OpenSM tries only its rule, and without roots falls
+back to minhop.)
 
 Routes. For a destination switch d, a switch that can reach d going only down does so,
 along a shortest down-only path; any other switch goes up, to a neighbour whose own
