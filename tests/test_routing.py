@@ -152,29 +152,6 @@ def test_lmc_spreads_on_a_torus_where_two_shortest_paths_exist():
     assert spread > 100
 
 
-def parallel_cables():
-    """Leaves L0, L1 reach S0 on ports 5, 6 and S1 on port 7; L2, L3 reach S0 on port 5
-    and S1 on ports 6, 7: the same candidate ports, towards neighbours in another
-    pattern, so an LMC answer must not be shared between the two kinds."""
-    from smagent.fabric import Fabric
-    f = Fabric()
-    for h in range(16):
-        f.add_node(name=f"H{h}", node_type="Hca", num_ports=1)
-    for i in range(4):
-        f.add_node(name=f"L{i}", node_type="Switch", num_ports=8)
-    for i in range(2):
-        f.add_node(name=f"S{i}", node_type="Switch", num_ports=8)
-    for h in range(16):
-        f.connect(f"H{h}", 1, f"L{h // 4}", h % 4 + 1)
-    nxt = {"S0": 1, "S1": 1}
-    for leaf in range(4):
-        spines = ("S0", "S0", "S1") if leaf < 2 else ("S0", "S1", "S1")
-        for j, spine in enumerate(spines):
-            f.connect(f"L{leaf}", 5 + j, spine, nxt[spine])
-            nxt[spine] += 1
-    return f
-
-
 class _Forgetful(dict):
     """An LMC memo that never remembers: every component computed from scratch."""
 
@@ -189,16 +166,17 @@ class _Forgetful(dict):
 @pytest.mark.parametrize("lmc", [1, 2])
 @pytest.mark.parametrize("make, shared", [(lambda: topogen.fat_tree_3(8), True),
                                           (lambda: topogen.torus_2d(4, 3, 2), False),
-                                          (lambda: topogen.fat_tree_2(12), True), (parallel_cables, True)],
+                                          (lambda: topogen.fat_tree_2(12), True), ("parallel_cables", True)],
                          ids=["ft3", "torus", "ft2", "parallel"])
 @pytest.mark.parametrize("shuffled", [False, True], ids=["lids-in-order", "lids-shuffled"])
-def test_lmc_memo_gives_what_computing_every_switch_gives(make, shared, lmc, shuffled, monkeypatch):
+def test_lmc_memo_gives_what_computing_every_switch_gives(make, shared, lmc, shuffled, monkeypatch,
+                                                          irregular_fabrics):
     """Switches of one shape share one LMC answer (`_core._assign_lmc`): the tables are
     those of computing every switch on its own, whether or not a port's LIDs are
     consecutive with its neighbours' (shuffled: LID runs of one port only)."""
     import random
     from smagent.routing import _core
-    fabric = make()
+    fabric = irregular_fabrics[make][0]() if isinstance(make, str) else make()
     netfile.assign_ibsim_guids(fabric)
     size, lid = 1 << lmc, 1
     for n in fabric.switches():
