@@ -13,6 +13,11 @@ switches, 13,284 LIDs, 21.5 million table entries, in pure Python):
   per switch, so the per-LID work is a list build and a table write.
 * The LIDs of one group are balanced in one go ("water filling", `fill`), which gives
   exactly the answer of the per-LID greedy rule below, without a heap operation per LID.
+* With LMC > 0 the per-LID rule cannot be filled in bulk, but its answer depends only
+  on the shape of a switch's situation, which the leaves (and the aggregation switches)
+  of a fat tree share: it is computed once per shape and written a run of consecutive
+  LIDs at a time (`_assign_lmc`). LMC 2 on the fabric above (48,276 LIDs, 78 million
+  entries) routes in about the time LMC 0 takes.
 
 Measured against OpenSM 3.3.23 `-R minhop` on ibsim with the same LIDs
 (tests/test_routing_live.py): identical tables on 2- and 3-level fat trees, tori and
