@@ -390,17 +390,24 @@ def _assign_lmc(G: Graph, x: int, counted, uncounted, load: list[int], table: by
                     table[lo:lo + n] = bytes((p,)) * n
                 load[p] += size[d]
             continue
-        gi_of = {d: gi for gi, (_ports, dests, _l) in enumerate(groups) for d in dests}
-        dests = sorted(gi_of)
+        if len(groups) == 1:  # the usual case (a fat tree's up ports): dests already in order
+            dests, gi_of, order = groups[0][1], None, len(groups[0][1])
+        else:
+            gi_of = {d: gi for gi, (_ports, dests, _l) in enumerate(groups) for d in dests}
+            dests = sorted(gi_of)
+            order = tuple(map(gi_of.__getitem__, dests))
         used = sorted({p for ports, _d, _l in groups for p in ports})
         pattern: dict[int, int] = {}
         key = (nports, tuple(ports for ports, _d, _l in groups), tuple(used),
                tuple(pattern.setdefault(nbr.get(p, -1), len(pattern)) for p in used),
-               tuple(load[p] for p in used), tuple(gi_of[d] for d in dests), tuple(G.lmc_shape[d] for d in dests))
+               tuple(load[p] for p in used), order, tuple(map(G.lmc_shape.__getitem__, dests)))
         got = G.lmc_memo.get(key)
         if got is None:
+            if gi_of is None:
+                gi_of = dict.fromkeys(dests, 0)
             got = G.lmc_memo[key] = _lmc_component(G, groups, gi_of, dests, used, load, nbr, nports)
         flat, pass0 = got
+        flat = memoryview(flat)
         off = 0
         for d in dests:
             for lo, n in runs[d]:
