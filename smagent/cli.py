@@ -433,14 +433,14 @@ def _interrupted(state_dir) -> None:
     msg = "interrupted"
     if state_dir:
         import os
-        from smagent import backup
+        from smagent.fdb.journal import Journal, JournalError
         journal = os.path.join(state_dir, "apply.journal")
         try:
-            p = backup.Journal.pending(journal)
-        except backup.BackupError:
+            p = Journal.pending(journal)
+        except JournalError:
             p = None
         if p is not None:
-            msg += (f": {len(p.written)} of {len(p.plan)} LFT blocks were confirmed written ({journal}); "
+            msg += (f": {len(p.confirmed)} of {len(p.plan)} table blocks were confirmed written ({journal}); "
                     f"run the sweep again to finish, or `smagent lft restore` the saved blocks in "
                     f"{os.path.join(state_dir, 'backups')}")
     if msg == "interrupted":

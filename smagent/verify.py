@@ -48,7 +48,8 @@ import time
 
 from mad import forwarding as fw
 from mad.attributes import PortState
-from smagent import tables
+from smagent.fdb import linear
+from smagent.fdb import multicast as mfttab
 from smagent.transport.base import Transport
 
 EXAMPLES = 5
@@ -511,7 +512,7 @@ def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
         top = min(si.linear_fdb_top, fw.UNICAST_LID_MAX, max(si.linear_fdb_cap - 1, 0))
         if si.linear_fdb_cap:
             wanted += [(n.guid, n.path, b) for b in range(top // fw.LFT_BLOCK_SIZE + 1)]
-    got, errors = tables.read_lft_blocks(transport, wanted)
+    got, errors = linear.read_lft_blocks(transport, wanted)
     if errors:
         raise VerifyError("reading LFTs: " + "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
     mfts: dict[int, dict[int, frozenset]] = {}
@@ -537,23 +538,22 @@ def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
 
 
 def _read_mfts(transport: Transport, topo) -> dict[int, dict[int, frozenset]]:
-    from smagent.tableops import mft_blocks_to_read
     wanted = []
     for n in topo.switches():
         si = n.switch_info
         if not si.multicast_fdb_cap:
             continue
         positions = fw.mft_positions_for(n.num_ports)
-        wanted += [(n.guid, n.path, b, pos) for b in mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
+        wanted += [(n.guid, n.path, b, pos) for b in mfttab.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
                    for pos in range(positions)]
-    got, errors = tables.read_mft_units(transport, wanted)
+    got, errors = mfttab.read_mft_units(transport, wanted)
     if errors:
         raise VerifyError("reading MFTs: " + "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
     out: dict[int, dict[int, set]] = {}
     for (g, b, pos), masks in got.items():
         for i, mask in enumerate(masks):
             if mask:
-                ports = {p for p in tables.mask_ports(mask, pos) if p <= topo.nodes[g].num_ports}
+                ports = {p for p in fw.mask_ports(mask, pos) if p <= topo.nodes[g].num_ports}
                 out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(ports)
     return {g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()}
 

@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from mad import forwarding as fw
-from smagent import cli, multicast, netfile, sweep, tables, topogen
+from smagent import cli, multicast, netfile, sweep, topogen
+from smagent.fdb import multicast as mfttab
 from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.multicast import GroupFileError, parse_groups
 from smagent.sim import trace
@@ -138,25 +139,25 @@ def test_tree_parallel_links_and_cycles_use_one_cable():
 
 # -- MFT units and diff by (block, position) ----------------------------------------------
 def test_mft_units_by_block_and_position():
-    units = tables.mft_units({0xC000: frozenset({1, 17, 35}), 0xC021: frozenset({36})}, range(2), 3)
+    units = mfttab.mft_units({0xC000: frozenset({1, 17, 35}), 0xC021: frozenset({36})}, range(2), 3)
     assert set(units) == {(b, p) for b in range(2) for p in range(3)}
     assert units[(0, 0)][0] == 1 << 1 and units[(0, 1)][0] == 1 << 1 and units[(0, 2)][0] == 1 << 3
     assert units[(1, 2)][1] == 1 << 4
     assert sum(map(sum, units.values())) == 2 + 2 + 8 + 16
     with pytest.raises(ValueError, match="outside the planned units"):
-        tables.mft_units({0xC040: frozenset({1})}, range(2), 3)
+        mfttab.mft_units({0xC040: frozenset({1})}, range(2), 3)
 
 
 def test_mft_diff_writes_only_changed_units_and_clears_stale():
-    desired = tables.mft_units({0xC000: frozenset({1, 17, 35})}, range(1), 3)
+    desired = mfttab.mft_units({0xC000: frozenset({1, 17, 35})}, range(1), 3)
     current = {(7, 0, 0): [2] + [0] * 31,  # already right
                (7, 0, 1): [0, 1 << 5] + [0] * 30,  # stale 0xC001 port 21, and 17 missing
                (7, 0, 2): [1 << 3] + [0] * 31}  # right
-    ch = tables.diff_mft(7, "sw", (0, 1), desired, current)
+    ch = mfttab.diff_mft(7, "sw", (0, 1), desired, current)
     assert [(c.block, c.position) for c in ch] == [(0, 1)]
     assert ch[0].changed_mlids() == [(0xC000, set(), {17}), (0xC001, {21}, set())]
     assert ch[0].describe() == "sw block 0 position 1: mlid 0xc000: ports {} -> {17}; mlid 0xc001: ports {21} -> {}"
-    unread = tables.diff_mft(7, "sw", (0, 1), desired, {})
+    unread = mfttab.diff_mft(7, "sw", (0, 1), desired, {})
     assert len(unread) == 3 and unread[0].describe().startswith("sw block 0 position 0: mlid 0xc000: ports ? -> {1}")
 
 

@@ -9,9 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from mad.attributes import SwitchInfo
-from smagent import cli, netfile, rft, sweep, tables
+from mad import forwarding as fw
+from smagent import cli, netfile, sweep
+from smagent.fdb import random as rft
 from smagent.fabric import HCA, SWITCH, Fabric
-from smagent.rft import Entry, RftError
+from smagent.fdb.random import Entry, RftError
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
 
@@ -87,7 +89,7 @@ def all_pairs_delivered(sim):
 def entries_per_port(node) -> dict[int, int]:
     out = {}
     for x in node.rft:
-        e = tables.rft_unpack(x)
+        e = fw.rft_unpack(x)
         if e is not None:
             out[e[2]] = out.get(e[2], 0) + 1
     return out
@@ -165,7 +167,7 @@ def test_changes_two_phase_when_lids_per_port_would_overflow():
 
 
 def test_rft_change_describe():
-    c = tables.RftChange(1, "C", (0, 1), 0, [0] * 16, [Entry(5, 0, 1).packed()] + [0] * 15)
+    c = rft.RftChange(1, "C", (0, 1), 0, [0] * 16, [Entry(5, 0, 1).packed()] + [0] * 15)
     assert c.describe() == "C block 0: entry 0: invalid -> lid 5/lmc 0 port 1"
 
 
