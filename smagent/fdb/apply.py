@@ -107,15 +107,14 @@ class Apply:
         return self._note(problems)
 
     def rft(self) -> list[str]:
-        with self._closing_on_error():
-            written, problems = rft.write_rft_blocks(self.t, self.plan.rft)
-            if self.journal is not None:
-                self.journal.written_many(written)
-        return self._note(problems)
+        return self._write(rft.write_rft_blocks, self.plan.rft)
 
     def mft(self) -> list[str]:
+        return self._write(mft.write_mft_units, self.plan.mft)
+
+    def _write(self, writer, changes) -> list[str]:
         with self._closing_on_error():
-            written, problems = mft.write_mft_units(self.t, self.plan.mft)
+            written, problems = writer(self.t, changes)
             if self.journal is not None:
                 self.journal.written_many(written)
         return self._note(problems)

@@ -7,9 +7,8 @@ import dataclasses
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, LinearForwardingTable
-from mad.header import Method
 from smagent.fdb import tops as topsmod
-from smagent.fdb.switch import TableFailure, interleave, request, where_str
+from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
 from smagent.fdb.text import LftSection
 
 B = fw.LFT_BLOCK_SIZE
@@ -47,14 +46,8 @@ def desired_lft(routes: dict[int, int], top: int) -> bytearray:
 def read_lft_blocks(transport, wanted: list[tuple[int, object, int]]):
     """Read (switch, path, block) triples, interleaved across switches so the window
     stays full; returns {(switch, block): bytes} for those that answered, and errors."""
-    reqs = [request(path, Method.GET, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier(b)) for _sw, path, b in wanted]
-    got, errors = {}, []
-    for (sw, path, b), r in zip(wanted, transport.execute(reqs)):
-        if r.ok:
-            got[(sw, b)] = bytes(r.value().ports)
-        else:
-            errors.append(f"{where_str(path)}: LFT block {b}: {r.error}")
-    return got, errors
+    return read_units(transport, wanted, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier,
+                      lambda v: bytes(v.ports), lambda b: f"LFT block {b}")
 
 
 def read_lft(transport, target, blocks) -> dict[int, bytes]:
@@ -81,11 +74,9 @@ def write_lft_blocks(transport, changes: list[BlockChange]):
     """SubnSet every changed block; the GetResp of a Set carries what the switch now
     holds, which is our read-back. Returns (written, [problems]). No backup or journal:
     callers go through `smagent.fdb.apply`."""
-    order = interleave(changes)
-    reqs = [request(c.path, Method.SET, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier(c.block),
-                    LinearForwardingTable.cls(ports=list(c.new))) for c in order]
     written, problems = [], []
-    for c, r in zip(order, transport.execute(reqs)):
+    for c, r in set_units(transport, interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
+                          lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable.cls(ports=list(c.new))):
         if not r.ok:
             problems.append(f"{c.name} LFT block {c.block}: {r.error}")
             continue

@@ -8,8 +8,7 @@ import dataclasses
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, MulticastForwardingTable
-from mad.header import Method
-from smagent.fdb.switch import TableFailure, interleave, request, where_str
+from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
 
 
 def _ports_str(ports) -> str:
@@ -70,15 +69,8 @@ def mft_units(entries: dict[int, frozenset[int]], blocks, positions: int) -> dic
 def read_mft_units(transport, wanted: list[tuple[int, object, int, int]]):
     """Read (switch, path, block, position); returns {(switch, block, position): [32 masks]}
     for those that answered, and errors."""
-    reqs = [request(path, Method.GET, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(b, p))
-            for _sw, path, b, p in wanted]
-    got, errors = {}, []
-    for (sw, path, b, p), r in zip(wanted, transport.execute(reqs)):
-        if r.ok:
-            got[(sw, b, p)] = list(r.value().port_masks)
-        else:
-            errors.append(f"{where_str(path)}: MFT block {b} position {p}: {r.error}")
-    return got, errors
+    return read_units(transport, wanted, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier,
+                      lambda v: list(v.port_masks), lambda b, p: f"MFT block {b} position {p}")
 
 
 def read_mft(transport, target, blocks, positions: int) -> dict[tuple[int, int], list[int]]:
@@ -101,11 +93,10 @@ def diff_mft(switch: int, name: str, path, desired: dict[tuple[int, int], list[i
 
 def write_mft_units(transport, changes: list[MftChange]):
     """SubnSet every changed (block, position); the GetResp is the read-back."""
-    order = interleave(changes)
-    reqs = [request(c.path, Method.SET, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(c.block, c.position),
-                    MulticastForwardingTable.cls(port_masks=list(c.new))) for c in order]
     written, problems = [], []
-    for c, r in zip(order, transport.execute(reqs)):
+    for c, r in set_units(transport, interleave(changes), AttrID.MULTICAST_FORWARDING_TABLE,
+                          lambda c: fw.mft_modifier(c.block, c.position),
+                          lambda c: MulticastForwardingTable.cls(port_masks=list(c.new))):
         if not r.ok:
             problems.append(f"{c.name} MFT block {c.block} position {c.position}: Set failed: {r.error}")
             continue

@@ -36,8 +36,7 @@ import dataclasses
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, RandomForwardingTable
-from mad.header import Method
-from smagent.fdb.switch import TableFailure, interleave, request, where_str
+from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
 
 
 class RftError(ValueError):
@@ -200,24 +199,17 @@ def _entry_str(packed: int | None) -> str:
 
 
 def read_rft_blocks(transport, wanted: list[tuple[int, tuple[int, ...], int]]):
-    reqs = [request(path, Method.GET, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier(b)) for _sw, path, b in wanted]
-    got, errors = {}, []
-    for (sw, path, b), r in zip(wanted, transport.execute(reqs)):
-        if r.ok:
-            got[(sw, b)] = list(r.value().entries)
-        else:
-            errors.append(f"{where_str(path)}: RFT block {b}: {r.error}")
-    return got, errors
+    return read_units(transport, wanted, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier,
+                      lambda v: list(v.entries), lambda b: f"RFT block {b}")
 
 
 def write_rft_blocks(transport, changes: list[RftChange]):
     """Phase-1 (clearing) writes of every switch first, then the rest; read-back checked."""
     written, problems = [], []
     for phase in (1, 2):
-        order = interleave([c for c in changes if c.phase == phase])
-        reqs = [request(c.path, Method.SET, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier(c.block),
-                        RandomForwardingTable.cls(entries=list(c.new))) for c in order]
-        for c, r in zip(order, transport.execute(reqs)):
+        for c, r in set_units(transport, interleave([c for c in changes if c.phase == phase]),
+                              AttrID.RANDOM_FORWARDING_TABLE, lambda c: fw.rft_modifier(c.block),
+                              lambda c: RandomForwardingTable.cls(entries=list(c.new))):
             if not r.ok:
                 problems.append(f"{c.name} RFT block {c.block}: Set failed: {r.error}")
                 continue

@@ -33,6 +33,27 @@ def where_str(where) -> str:
     return where.describe() if hasattr(where, "describe") else "DR " + ",".join(map(str, where))
 
 
+def read_units(transport, wanted: list[tuple], attr_id: int, modifier, content, label):
+    """Get table units: ``wanted`` holds (switch, where, *unit) tuples (unit: the block,
+    or block and position), sent as one batch. Returns ({(switch, *unit): content(value)}
+    for those that answered, [errors naming where and ``label(*unit)``])."""
+    reqs = [request(w[1], Method.GET, attr_id, modifier(*w[2:])) for w in wanted]
+    got, errors = {}, []
+    for w, r in zip(wanted, transport.execute(reqs)):
+        if r.ok:
+            got[(w[0], *w[2:])] = content(r.value())
+        else:
+            errors.append(f"{where_str(w[1])}: {label(*w[2:])}: {r.error}")
+    return got, errors
+
+
+def set_units(transport, order: list, attr_id: int, modifier, value):
+    """SubnSet every change of ``order``; (change, reply) pairs. The reply's value is what
+    the switch now holds: the caller checks it against what it wrote."""
+    reqs = [request(c.path, Method.SET, attr_id, modifier(c), value(c)) for c in order]
+    return list(zip(order, transport.execute(reqs)))
+
+
 def interleave(changes: list) -> list:
     """Order writes round-robin over switches (block 0 of every switch, then block 1, ...)
     so the window stays full; within a switch, by block and position, stable."""
