@@ -142,9 +142,10 @@ def test_parse_dump_lists_every_problem_with_its_line():
     with pytest.raises(fdbtext.DumpError) as ei:
         fdbtext.parse_lft_dump(text, "f.txt")
     p = ei.value.problems
-    assert [x.split(":")[1] for x in p] == ["1", "2", "4", "5", "6", "8", "9", "10", "11"], p
+    # line 3's section has no "lids dumped" trailer: reported when the next header closes it
+    assert [x.split(":")[1] for x in p] == ["1", "2", "4", "5", "6", "8", "9", "3", "10", "11"], p
     assert "outside a switch section" in p[0] and "GUID" in p[1] and "0xc000" in p[3]
-    assert "line 7" in p[5] and "appears again (first at line 3)" in p[7]
+    assert "line 7" in p[5] and "has no 'N valid lids dumped'" in p[7] and "appears again (first at line 3)" in p[8]
 
 
 def test_parse_dump_empty_is_an_error():
@@ -165,16 +166,16 @@ def _facts(**kw):
 
 def test_validate_sections():
     text = ("Unicast lids [0x0-0x6] of switch guid 0x0000000000200000 (Switch1):\n"
-            "0x0001 009\n0x0002 255\n0x0100 001\n"
-            "Unicast lids [0x0-0x6] of switch guid 0x0000000000100000 (Hca1):\n0x0001 001\n"
-            "Unicast lids [0x0-0x6] of switch guid 0x00000000deadbeef (Gone):\n0x0001 001\n")
+            "0x0001 009\n0x0002 255\n0x0100 001\n3 valid lids dumped\n"
+            "Unicast lids [0x0-0x6] of switch guid 0x0000000000100000 (Hca1):\n0x0001 001\n1 valid lids dumped\n"
+            "Unicast lids [0x0-0x6] of switch guid 0x00000000deadbeef (Gone):\n0x0001 001\n1 valid lids dumped\n")
     secs = fdbtext.parse_lft_dump(text, "f")
     facts = _facts(linear_fdb_cap=0x100)
     p = linear.validate_sections(secs, facts, "f", {CA_GUID: "Hca1"})
     assert len(p) == 4, p
     assert p[0].startswith("f:2: port 9 does not exist on Switch1: ports 0..8")
     assert p[1].startswith("f:4: LID 0x100 (256) is beyond Switch1's LinearFDBCap 256")
-    assert p[2] == "f:5: switch GUID 0x0000000000100000 (Hca1) is 'Hca1', not a switch"
+    assert p[2] == "f:6: switch GUID 0x0000000000100000 (Hca1) is 'Hca1', not a switch"
     assert "0x00000000deadbeef (Gone) is not a switch in this fabric" in p[3]
 
 
@@ -188,20 +189,20 @@ def _current(ports: dict, blocks=1):
 def test_plan_load_one_edit_is_one_change():
     facts = _facts()
     cur = _current({1: 1, 2: 0, 5: 5})
-    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 003\n")
+    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 003\n3 valid lids dumped\n")
     assert linear.load_blocks_to_read(secs, facts) == [(SW_GUID, (0, 1), 0)]
     changes, tops = linear.plan_load(secs, facts, cur)
     assert tops == []
     assert linear.lft_plan_lines(changes, tops) == ["Switch1 LFT block 0: lid 5: 5 -> 3"]
     # the same table again: nothing to do
-    same = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 005\n")
+    same = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 005\n3 valid lids dumped\n")
     assert linear.plan_load(same, facts, cur) == ([], [])
 
 
 def test_plan_load_replaces_the_whole_table_and_raises_top():
     facts = _facts()
     cur = _current({1: 1, 2: 0, 5: 5}, blocks=2)
-    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0041 002\n")
+    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0041 002\n3 valid lids dumped\n")
     changes, tops = linear.plan_load(secs, facts, cur)
     lines = linear.lft_plan_lines(changes, tops)
     assert lines == ["Switch1 SwitchInfo: linear_fdb_top 6 -> 65",
@@ -214,7 +215,7 @@ def test_plan_load_replaces_the_whole_table_and_raises_top():
 def test_plan_load_keeps_entries_above_span():
     facts = _facts(linear_fdb_top=3)
     cur = _current({1: 1, 2: 0, 3: 1, 10: 4})  # LID 10 lies above top and the dump's range
-    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x3] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0003 002\n")
+    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x3] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0003 002\n3 valid lids dumped\n")
     changes, _ = linear.plan_load(secs, facts, cur)
     assert [c for ch in changes for c in ch.changed_lids()] == [(3, 1, 2)]
 
@@ -393,13 +394,46 @@ def test_cli_dump_then_load(fake, tmp_path):
     assert json.loads(run("lft", "load", str(f), "--json").output)["sets"] == {"switchinfo": 0, "lft_blocks": 0}
 
 
+def test_cli_truncated_dump_is_refused(fake, tmp_path):
+    """A dump cut at a line break (no "N valid lids dumped" trailer) or with a count that
+    does not match its LID lines would black-hole the missing LIDs: lft load and lft restore
+    refuse it whole, exit 2, before the first SMP."""
+    f = tmp_path / "lfts"
+    assert run("lft", "dump", "-o", str(f)).exit_code == 0
+    whole = f.read_text()
+    lines = whole.splitlines(keepends=True)
+    assert lines[-1].startswith("4 valid lids dumped")
+    for bad, needle in [("".join(lines[:-2]), "has no 'N valid lids dumped' line"),  # cut, trailer lost
+                        ("".join(lines[:-2] + lines[-1:]), "says 4 valid lids dumped, but the section"),
+                        (whole + "0x0007 001\n", "LID line after the section's 'lids dumped' line")]:
+        f.write_text(bad)
+        for cmd in (["lft", "load", str(f)], ["lft", "restore", str(f)]):
+            sent = fake.stats.sent
+            r = run(*cmd)
+            assert r.exit_code == 2 and needle in r.output, (cmd, r.output)
+            assert fake.sets == [] and fake.stats.sent == sent, cmd  # refused before the first SMP
+
+
+def test_opensm_style_trailer_counts_to_the_top():
+    """OpenSM's own LFT dump ends a section with "N lids dumped", N the top of its range."""
+    text = ("Unicast lids [0-6] of switch Lid 2 guid 0x0000000000200000 ('S'):\n"
+            "0x0001 001 # Channel Adapter portguid 0x0000000000100001: 'Hca1'\n"
+            "0x0002 000 # Switch portguid 0x0000000000200000: 'S'\n"
+            "6 lids dumped\n")
+    (s,) = fdbtext.parse_lft_dump(text)
+    assert s.top == 6 and s.entries == {1: (1, 2), 2: (0, 3)}
+    with pytest.raises(fdbtext.DumpError, match="says 5 lids dumped"):
+        fdbtext.parse_lft_dump(text.replace("6 lids", "5 lids"))
+
+
 def test_cli_load_rejects_as_a_whole(fake, tmp_path):
     f = tmp_path / "lfts"
     f.write_text("Unicast lids [0x0-0x6] of switch guid 0x0000000000200000 (Switch1):\n0x0005 003\n0x0006 009\n"
-                 "Unicast lids [0x0-0x6] of switch guid 0x0000000000abcdef (X):\n0x0001 001\n")
+                 "2 valid lids dumped\n"
+                 "Unicast lids [0x0-0x6] of switch guid 0x0000000000abcdef (X):\n0x0001 001\n1 valid lids dumped\n")
     r = run("lft", "load", str(f))
     assert r.exit_code == 2 and fake.sets == []
-    assert f"{f}:3: port 9" in r.output and f"{f}:4: switch GUID 0x0000000000abcdef" in r.output
+    assert f"{f}:3: port 9" in r.output and f"{f}:5: switch GUID 0x0000000000abcdef" in r.output
     f.write_text("garbage\n")
     r = run("lft", "load", str(f))
     assert r.exit_code == 2 and f"{f}:1: not a line" in r.output

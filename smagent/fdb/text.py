@@ -137,24 +137,27 @@ class DumpError(ValueError):
 
 @dataclasses.dataclass
 class LftSection:
-    """One switch's table in a dump: its header line and its LID lines."""
+    """One switch's table in a dump: its header line, its LID lines and its trailer."""
     guid: int
     line: int
-    top: int | None  # from "[0x0-0xTOP]", if the header has it
+    top: int | None  # from "[0x0-0xTOP]" (or OpenSM's "[0-TOP]"), if the header has it
     description: str = ""
     entries: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)  # lid -> (port, line)
+    lid_lines: int = 0  # LID lines seen, for the trailer's count
+    trailer: int | None = None  # the line of "N [valid ]lids dumped"
 
     def max_routed_lid(self) -> int:
         """The highest LID given a real port (not 255), 0 if none."""
         return max((lid for lid, (port, _l) in self.entries.items() if port != fw.LFT_NO_PORT), default=0)
 
 
-_RANGE_RE = re.compile(r"\[0x([0-9a-fA-F]+)-0x([0-9a-fA-F]+)\]")
+_RANGE_RE = re.compile(r"\[(?:0x)?([0-9a-fA-F]+)-(0x)?([0-9a-fA-F]+)\]")
 _GUID_RE = re.compile(r"([0-9a-fA-F]+)(?=\s|$)")
 _DESC_RE = re.compile(r"\((.*)\):\s*$")
 _ENTRY_RE = re.compile(r"0x([0-9a-fA-F]+)\s+(\d+)(?=\s|$)")
+_TRAILER_RE = re.compile(r"(\d+) (valid )?lids dumped\s*$")
 # the other lines ibroute / dump_lfts print, which carry no table data
-_IGNORED_RE = re.compile(r"(Lid\s+Out\s+Destination|Port\s+Info|\d+ (valid )?lids dumped|\*\*\*)")
+_IGNORED_RE = re.compile(r"(Lid\s+Out\s+Destination|Port\s+Info|\*\*\*)")
 
 
 def parse_lft_dump(text: str, source: str = "<dump>") -> list[LftSection]:
@@ -163,75 +166,120 @@ def parse_lft_dump(text: str, source: str = "<dump>") -> list[LftSection]:
     As OpenSM reads it: leading blanks skipped, ``#`` starts a comment line, a line
     beginning "Unicast lids" opens a switch (its GUID after " guid 0x"), a line beginning
     "0x" is "LID PORT [anything]" with the LID in hex and the port in decimal. Unlike
-    OpenSM (which skips what it cannot use) every problem is an error, with its line."""
-    problems: list[str] = []
-    sections: list[LftSection] = []
-    by_guid: dict[int, LftSection] = {}
-    cur: LftSection | None = None
+    OpenSM (which skips what it cannot use) every problem is an error, with its line.
+
+    Every section must end with its trailer, and the trailer's count must match: a file
+    cut at a line break would otherwise load as a table whose missing LIDs forward
+    nowhere. "N valid lids dumped" (ibroute, dump_lfts) counts the LID lines; "N lids
+    dumped" counts them too (``-a``), or, in OpenSM's own dump, is the top of the range."""
+    p = _DumpParser(source)
     for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        where = f"{source}:{n}"
+        p.line(n, raw.strip())
+    p.close_section()
+    if not p.sections and not p.problems:
+        p.problems.append(f"{source}: no 'Unicast lids ... guid 0x...' section: not a unicast table dump")
+    if p.problems:
+        raise DumpError(p.problems)
+    return p.sections
+
+
+class _DumpParser:
+    def __init__(self, source: str):
+        self.source = source
+        self.problems: list[str] = []
+        self.sections: list[LftSection] = []
+        self.by_guid: dict[int, LftSection] = {}
+        self.cur: LftSection | None = None
+
+    def line(self, n: int, line: str) -> None:
+        where = f"{self.source}:{n}"
         if not line or line.startswith("#"):
-            continue
+            return
         if line.startswith("Multicast mlids"):
-            problems.append(f"{where}: a multicast table (ibroute -M); lft load takes unicast tables")
-            cur = None
-            continue
-        if line.startswith("Unicast lids"):
-            cur = None
-            at = line.find(" guid 0x")
-            m = _GUID_RE.match(line[at + 8:]) if at >= 0 else None
-            if m is None:
-                problems.append(f"{where}: cannot parse the switch GUID (expected '... guid 0x<hex> ...')")
-                continue
-            guid = int(m.group(1), 16)
-            if guid > 0xFFFFFFFFFFFFFFFF:
-                problems.append(f"{where}: switch GUID 0x{m.group(1)} is longer than 64 bits")
-                continue
-            if guid in by_guid:
-                problems.append(f"{where}: switch GUID 0x{guid:016x} appears again (first at line {by_guid[guid].line})")
-                continue
-            r = _RANGE_RE.search(line)
-            d = _DESC_RE.search(line)
-            cur = LftSection(guid, n, int(r.group(2), 16) if r else None, d.group(1) if d else "")
-            by_guid[guid] = cur
-            sections.append(cur)
-            continue
-        if line.startswith("0x"):
-            m = _ENTRY_RE.match(line)
-            if m is None:
-                problems.append(f"{where}: cannot parse 'LID PORT' (LID in hex, port in decimal): {line!r}")
-                continue
-            lid, port = int(m.group(1), 16), int(m.group(2))
-            bad = False
-            if cur is None:
-                problems.append(f"{where}: LID line outside a switch section (no valid 'Unicast lids ... "
-                                f"guid 0x...' header before it)")
-                bad = True
-            if lid == 0 and port == fw.LFT_NO_PORT:
-                pass  # what `--all` / `ibroute -a` print for the reserved LID 0: harmless
-            elif not 1 <= lid <= fw.UNICAST_LID_MAX:
-                problems.append(f"{where}: LID 0x{lid:x} is not a unicast LID (1..0xbfff)")
-                bad = True
-            if port > fw.LFT_NO_PORT:
-                problems.append(f"{where}: port {port} is not a port (0..254, or 255 for none)")
-                bad = True
-            if bad:
-                continue
-            prev = cur.entries.get(lid)
-            if prev is not None and prev[0] != port:
-                problems.append(f"{where}: LID 0x{lid:04x} -> port {port}, but line {prev[1]} says port {prev[0]}")
-                continue
-            cur.entries[lid] = (port, n)
-            continue
-        if _IGNORED_RE.match(line):
-            continue
-        problems.append(f"{where}: not a line of an ibroute/dump_lfts unicast dump: {line!r}")
-    if not sections and not problems:
-        problems.append(f"{source}: no 'Unicast lids ... guid 0x...' section: not a unicast table dump")
-    if problems:
-        raise DumpError(problems)
-    return sections
+            self.close_section()
+            self.problems.append(f"{where}: a multicast table (ibroute -M); lft load takes unicast tables")
+        elif line.startswith("Unicast lids"):
+            self.close_section()
+            self.header(n, where, line)
+        elif line.startswith("0x"):
+            self.entry(n, where, line)
+        elif (t := _TRAILER_RE.match(line)) is not None:
+            self.trailer(n, where, int(t.group(1)), bool(t.group(2)))
+        elif not _IGNORED_RE.match(line):
+            self.problems.append(f"{where}: not a line of an ibroute/dump_lfts unicast dump: {line!r}")
+
+    def close_section(self) -> None:
+        s, self.cur = self.cur, None
+        if s is not None and s.trailer is None:
+            self.problems.append(f"{self.source}:{s.line}: the section of switch 0x{s.guid:016x} has no "
+                                 f"'N valid lids dumped' line after its LIDs: the file is cut short or edited")
+
+    def header(self, n: int, where: str, line: str) -> None:
+        at = line.find(" guid 0x")
+        m = _GUID_RE.match(line[at + 8:]) if at >= 0 else None
+        if m is None:
+            self.problems.append(f"{where}: cannot parse the switch GUID (expected '... guid 0x<hex> ...')")
+            return
+        guid = int(m.group(1), 16)
+        if guid > 0xFFFFFFFFFFFFFFFF:
+            self.problems.append(f"{where}: switch GUID 0x{m.group(1)} is longer than 64 bits")
+            return
+        if guid in self.by_guid:
+            self.problems.append(f"{where}: switch GUID 0x{guid:016x} appears again "
+                                 f"(first at line {self.by_guid[guid].line})")
+            return
+        r = _RANGE_RE.search(line)
+        d = _DESC_RE.search(line)
+        self.cur = LftSection(guid, n, int(r.group(3), 16 if r.group(2) else 10) if r else None,
+                              d.group(1) if d else "")
+        self.by_guid[guid] = self.cur
+        self.sections.append(self.cur)
+
+    def entry(self, n: int, where: str, line: str) -> None:
+        cur = self.cur
+        if cur is not None:
+            cur.lid_lines += 1
+            if cur.trailer is not None:
+                self.problems.append(f"{where}: LID line after the section's 'lids dumped' line "
+                                     f"(line {cur.trailer})")
+                return
+        m = _ENTRY_RE.match(line)
+        if m is None:
+            self.problems.append(f"{where}: cannot parse 'LID PORT' (LID in hex, port in decimal): {line!r}")
+            return
+        lid, port = int(m.group(1), 16), int(m.group(2))
+        problems = []
+        if cur is None:
+            problems.append(f"{where}: LID line outside a switch section (no valid 'Unicast lids ... "
+                            f"guid 0x...' header before it)")
+        if lid == 0 and port == fw.LFT_NO_PORT:
+            pass  # what `--all` / `ibroute -a` print for the reserved LID 0: harmless
+        elif not 1 <= lid <= fw.UNICAST_LID_MAX:
+            problems.append(f"{where}: LID 0x{lid:x} is not a unicast LID (1..0xbfff)")
+        if port > fw.LFT_NO_PORT:
+            problems.append(f"{where}: port {port} is not a port (0..254, or 255 for none)")
+        self.problems += problems
+        if problems:
+            return
+        prev = cur.entries.get(lid)
+        if prev is not None and prev[0] != port:
+            self.problems.append(f"{where}: LID 0x{lid:04x} -> port {port}, but line {prev[1]} says port {prev[0]}")
+            return
+        cur.entries[lid] = (port, n)
+
+    def trailer(self, n: int, where: str, count: int, valid: bool) -> None:
+        cur = self.cur
+        if cur is None:
+            return  # after a header that did not parse: that problem is reported already
+        if cur.trailer is not None:
+            self.problems.append(f"{where}: a second 'lids dumped' line for switch 0x{cur.guid:016x} "
+                                 f"(first at line {cur.trailer})")
+            return
+        cur.trailer = n
+        if count != cur.lid_lines and (valid or count != cur.top):
+            self.problems.append(f"{where}: says {count} {'valid ' if valid else ''}lids dumped, but the section "
+                                 f"of switch 0x{cur.guid:016x} (line {cur.line}) has {cur.lid_lines} LID lines: "
+                                 f"the file is cut short or edited")
 
 
 def format_lft_dump(topo, tables: dict[int, bytes], *, dump_all: bool = False) -> list[str]:
