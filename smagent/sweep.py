@@ -75,6 +75,9 @@ class SweepOptions:
     state_dir: str | None = None
     progress: object = None  # callable(phase name) when a phase starts: the CLI's status line
     desired: object = None  # a desired.DesiredState: static LFT entries, groups, SwitchInfo settings
+    # MFT entries of MLIDs outside the configured groups: kept and reported (False), or
+    # removed (True; also desired state `multicast_prune: true`)
+    prune_multicast: bool = False
 
 
 @dataclasses.dataclass
@@ -111,6 +114,7 @@ class SweepResult:
     mft_changes: list = dataclasses.field(default_factory=list)
     rft_changes: list = dataclasses.field(default_factory=list)
     multicast: object = None  # multicast.MulticastPlan
+    multicast_kept: dict = dataclasses.field(default_factory=dict)  # "0xMLID" -> switches, not pruned
     rft_plans: list = dataclasses.field(default_factory=list)
     missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
     backup_file: str | None = None
@@ -155,7 +159,7 @@ class SweepResult:
             "sets": {"portinfo": len(self.port_changes) + (0 if self.dry_run else self.activations),
                      "switchinfo": len(self.switch_changes), "lft_blocks": len(self.lft_changes),
                      "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes)},
-            "multicast": self._multicast_summary(),
+            "multicast": self._multicast_summary(), "multicast_kept": self.multicast_kept,
             "rft": [{"switch": p.name, "entries": len(p.entries),
                      "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),
@@ -411,9 +415,21 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
                 mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
         current, errors = mfttab.read_mft_units(transport, wanted)
         r.problems += [f"MFT read: {e}" for e in errors]
+        prune = opts.prune_multicast or bool(opts.desired is not None and opts.desired.multicast_prune)
+        foreign: dict[int, list[str]] = {}  # MLIDs outside the groups, kept unless pruning
         for g, desired_units in units.items():
             n = topo.nodes[g]
+            if not prune:
+                kept = mfttab.keep_unconfigured(desired_units, current, g, set(mplan.mlids()))
+                for mlid in kept:
+                    foreign.setdefault(mlid, []).append(n.description)
+                if kept and g in mft_top:  # MulticastFDBTop must not cut them off
+                    mft_top[g] = max(mft_top[g], max(kept))
             r.mft_changes += mfttab.diff_mft(g, n.description, n.path, desired_units, current)
+        r.multicast_kept = {f"0x{m:04x}": sw for m, sw in sorted(foreign.items())}
+        for m, sw in sorted(foreign.items()):
+            r.notes.append(f"multicast: kept MLID 0x{m:04x} on {', '.join(sw[:4])}{' ...' if len(sw) > 4 else ''}: "
+                           f"not in the configured groups (--prune-multicast removes it)")
 
     # SwitchInfo: LinearFDBTop, LifeTimeValue, DefaultPort (RFT), MulticastFDBTop (where
     # supported), default multicast ports (group file only), and clear PortStateChange

@@ -222,9 +222,12 @@ def test_group_file_groups_and_non_members(tmp_path):
     before = sets(t)
     again = sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f)))
     assert sets(t) == before and again.summary()["sets"]["mft_blocks"] == 0
-    # a group dropped from the file is cleared
+    # a group dropped from the file is kept and reported by default, cleared when pruning
     f.write_text("0xC021 all\n")
-    sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f)))
+    kept = sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f)))
+    assert sim.node("Big").mft[0] != 0 and sim.node("Big").mft[1] != 0
+    assert set(kept.summary()["multicast_kept"]) == {"0xc000", "0xc001"}
+    sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f), prune_multicast=True))
     assert sim.node("Big").mft[0] == 0 and sim.node("Big").mft[1] == 0
     check_exactly_once(sim, 0xC021, ca_ports(sim))
 
@@ -269,11 +272,41 @@ def test_mcast_fdb_top_only_where_supported():
     sweep.sweep(t, sweep.SweepOptions(mcast_groups=multicast.GroupSpec(
         [multicast.Group(0xC000, ("all",)), multicast.Group(0xC003, ("all",))])))
     assert sets(t) == before
-    # no group on the switch any more: 0xBFFF (no valid entry), and the stale entries
-    # up to the old top are read and cleared
+    # a group dropped: kept by default (the top still covers it), and when pruning the
+    # stale entries up to the old top are read and cleared
     sweep.sweep(t, sweep.SweepOptions(multicast=True, mcast_groups=multicast.GroupSpec(
         [multicast.Group(0xC000, ("all",))])))
+    assert big.si.multicast_fdb_top == 0xC003 and big.mft[3] != 0
+    sweep.sweep(t, sweep.SweepOptions(multicast=True, prune_multicast=True, mcast_groups=multicast.GroupSpec(
+        [multicast.Group(0xC000, ("all",))])))
     assert big.si.multicast_fdb_top == 0xC000 and big.mft[3] == 0
+
+
+def test_default_sweep_keeps_mlids_it_was_not_told_about(tmp_path, monkeypatch):
+    """An MLID an admin set with `mft set` is outside the configured groups: the default
+    sweep keeps it and says so; --prune-multicast (or desired state multicast_prune) removes it."""
+    t = SimTransport(topology=big_switch_fabric())
+    runner = CliRunner()
+    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    r = runner.invoke(cli.main, ["mft", "set", "0,1", "0xc005", "1", "20"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    big = t.sim.node("Big")
+    assert big.mft[5] == (1 << 1) | (1 << 20)
+    r = runner.invoke(cli.main, ["sweep", "--dry-run", "--json"], catch_exceptions=False)
+    doc = json.loads(r.output)
+    assert doc["multicast_kept"] == {"0xc005": ["Big"]}
+    assert not any("0xc005" in line for line in doc["plan"]), doc["plan"]
+    assert any("kept MLID 0xc005 on Big" in n for n in doc["notes"]), doc["notes"]
+    assert runner.invoke(cli.main, ["sweep"], catch_exceptions=False).exit_code == 0
+    assert big.mft[5] == (1 << 1) | (1 << 20)  # still there
+    ds = tmp_path / "want.json"
+    ds.write_text(json.dumps({"multicast": [{"mlid": "0xC000", "members": ["H1"]}], "multicast_prune": True}))
+    r = runner.invoke(cli.main, ["apply", str(ds)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert big.mft[5] == 0
+    big.mft[5] = 1 << 1
+    r = runner.invoke(cli.main, ["sweep", "--prune-multicast"], catch_exceptions=False)
+    assert r.exit_code == 0 and big.mft[5] == 0, r.output
 
 
 def test_default_multicast_directive(tmp_path):

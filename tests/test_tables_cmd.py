@@ -414,6 +414,24 @@ def test_cli_truncated_dump_is_refused(fake, tmp_path):
             assert fake.sets == [] and fake.stats.sent == sent, cmd  # refused before the first SMP
 
 
+def test_cli_truncated_block_backup_is_refused(fake, tmp_path):
+    """The same for a backup saved before an apply: cut at a line break, it is refused
+    whole (exit 2) before the first SMP; whole, it restores."""
+    from smagent.fdb import backup, linear
+    old = bytes(fake.lft[:64])
+    change = linear.BlockChange(SW_GUID, "Switch1", (0, 1), 0, old, b"\x01" * 64)
+    path = backup.save_before_apply(None, None, [change], tmp_path)
+    whole = path.read_text()
+    path.write_text("".join(whole.splitlines(keepends=True)[:-3]))
+    sent = fake.stats.sent
+    r = run("lft", "restore", str(path))
+    assert r.exit_code == 2 and "not a block backup" in r.output and fake.stats.sent == sent, r.output
+    path.write_text(whole)
+    fake.lft[5] = 3
+    r = run("lft", "restore", str(path))
+    assert r.exit_code == 0 and bytes(fake.lft[:64]) == old, r.output
+
+
 def test_opensm_style_trailer_counts_to_the_top():
     """OpenSM's own LFT dump ends a section with "N lids dumped", N the top of its range."""
     text = ("Unicast lids [0-6] of switch Lid 2 guid 0x0000000000200000 ('S'):\n"

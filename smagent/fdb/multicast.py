@@ -91,6 +91,22 @@ def diff_mft(switch: int, name: str, path, desired: dict[tuple[int, int], list[i
     return out
 
 
+def keep_unconfigured(desired: dict[tuple[int, int], list[int]], current: dict[tuple[int, int, int], list[int]],
+                      switch: int, configured: set[int]) -> dict[int, list[int]]:
+    """Copy into ``desired`` (this switch's units) the entries the switch holds now for
+    MLIDs outside ``configured``: a sweep keeps multicast it was not told about (an admin's
+    `mft set`, another tool's group). Returns {mlid: ports} of what was kept."""
+    kept: dict[int, set[int]] = {}
+    for (b, p), masks in desired.items():
+        cur = current.get((switch, b, p))
+        for i, m in enumerate(cur or ()):
+            mlid = fw.mft_mlid(b, i)
+            if m and mlid not in configured:
+                masks[i] = m
+                kept.setdefault(mlid, set()).update(fw.mask_ports(m, p))
+    return {mlid: sorted(ports) for mlid, ports in sorted(kept.items())}
+
+
 def write_mft_units(transport, changes: list[MftChange]):
     """SubnSet every changed (block, position); the GetResp is the read-back."""
     written, problems = [], []
