@@ -91,3 +91,27 @@ def test_interrupted_apply_is_journalled_and_finished(tmp_path):
         assert sweepmod.sweep(t, sweepmod.SweepOptions(dry_run=True)).sets_planned == 0
     finally:
         sweepmod.JOURNAL_CHUNK = old_chunk
+
+
+def test_restoring_a_sweep_backup_puts_back_linear_fdb_top(tmp_path, monkeypatch):
+    """`lft restore` of the automatic lft-before-* file of a `sweep --lmc 1` puts back the
+    LFT blocks and LinearFDBTop the sweep overwrote, and says plainly that the LIDs and LMC
+    it assigned are not undone."""
+    from click.testing import CliRunner
+
+    from smagent import cli, sweep as sweepmod, topogen
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.two_switch())
+    state = tmp_path / "state"
+    assert sweepmod.sweep(t, sweepmod.SweepOptions(state_dir=str(state))).problems == []
+    switches = t.sim.switches()
+    before = {n.name: (n.si.linear_fdb_top, bytes(n.lft[:n.si.linear_fdb_top + 1])) for n in switches}
+    r = sweepmod.sweep(t, sweepmod.SweepOptions(lmc=1, state_dir=str(state)))
+    assert r.problems == [] and r.backup_file
+    assert all(n.si.linear_fdb_top > before[n.name][0] for n in switches)
+    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    out = CliRunner().invoke(cli.main, ["lft", "restore", r.backup_file, "--json"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    after = {n.name: (n.si.linear_fdb_top, bytes(n.lft[:n.si.linear_fdb_top + 1])) for n in switches}
+    assert after == before
+    assert "cannot undo the LIDs, LMC" in out.output
