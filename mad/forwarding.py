@@ -177,12 +177,17 @@ def rft_decode(packed: int):
     return RandomForwardingEntry.decode(packed.to_bytes(4, "big"))
 
 
+def rft_encode(entry) -> int:
+    """A RandomForwardingEntry value as the 32-bit word RandomForwardingTable.entries holds."""
+    from mad.attributes import RandomForwardingEntry
+    return int.from_bytes(RandomForwardingEntry.encode(entry), "big")
+
+
 def rft_pack(base_lid: int, lmc: int, port: int) -> int:
-    """One valid entry as the 32-bit word RandomForwardingTable.entries holds."""
+    """One valid entry as its 32-bit word."""
     from mad.attributes import RandomForwardingEntry
     rft_lid_range(base_lid, lmc)  # checks the LMC
-    e = RandomForwardingEntry.cls(base_lid=base_lid, valid=1, lmc=lmc, port=port)
-    return int.from_bytes(RandomForwardingEntry.encode(e), "big")
+    return rft_encode(RandomForwardingEntry.cls(base_lid=base_lid, valid=1, lmc=lmc, port=port))
 
 
 def rft_unpack(packed: int) -> tuple[int, int, int] | None:
@@ -204,10 +209,10 @@ def rft_block_entries(block) -> list:
 
 def rft_block_of(entries):
     """Up to 16 RandomForwardingEntry values as a RandomForwardingTable (the rest invalid)."""
-    from mad.attributes import RandomForwardingEntry, RandomForwardingTable
+    from mad.attributes import RandomForwardingTable
     if len(entries) > RFT_BLOCK_SIZE:
         raise MadFieldError("entries", len(entries), f"at most {RFT_BLOCK_SIZE} per RFT block")
-    packed = [int.from_bytes(RandomForwardingEntry.encode(e), "big") for e in entries]
+    packed = [rft_encode(e) for e in entries]
     return RandomForwardingTable.cls(entries=packed + [0] * (RFT_BLOCK_SIZE - len(packed)))
 
 
