@@ -524,7 +524,7 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         pending = Journal.pending(Path(opts.state_dir) / "apply.journal")
         if pending is not None:
             r.notes.append(f"the previous apply was interrupted with {len(pending.remaining)} of {len(pending.plan)} "
-                           f"LFT blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
+                           f"table blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
 
     def lmc_for(c):
         return 0 if is_switch[c.guid] else lp.lmc

@@ -83,6 +83,8 @@ def save_before_apply(transport, topology, changes, directory, *, switchinfo=(),
         # table anyone used, and reading them all doubles the SMPs of a first sweep
         changes = [c for c in changes if c.old is not None]
     mft_units = [c for c in mft_units if c.old is not None]
+    # PortStateChange is an event flag, not a setting: a Set that only clears it saves nothing
+    switchinfo = [c for c in switchinfo if set(c.changed()) - {"port_state_change"}]
     if not (changes or switchinfo or mft_units or rft_blocks):
         return None
     unread = [(c.switch, c.path, c.block) for c in changes if c.old is None]
