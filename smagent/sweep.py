@@ -159,7 +159,9 @@ class SweepResult:
             "sets": {"portinfo": len(self.port_changes) + (0 if self.dry_run else self.activations),
                      "switchinfo": len(self.switch_changes), "lft_blocks": len(self.lft_changes),
                      "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes)},
-            "multicast": self._multicast_summary(), "multicast_kept": self.multicast_kept,
+            "multicast": self._multicast_summary(),
+            # only when something was kept, so the summary of a fabric without foreign MLIDs is unchanged
+            **({"multicast_kept": self.multicast_kept} if self.multicast_kept else {}),
             "rft": [{"switch": p.name, "entries": len(p.entries),
                      "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),
