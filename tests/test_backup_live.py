@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
 from smagent.fdb import backup, journal, linear
 
-REPO = str(Path(__file__).resolve().parent.parent)
 live = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
 
@@ -85,57 +84,48 @@ def test_block_backup_file_round_trip(tmp_path):
 
 
 # -- on ibsim ------------------------------------------------------------------------------
-def smagent(sim, *args, check=True):
-    sim.env["PYTHONPATH"] = REPO  # this checkout, whatever `pip install -e` points at
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-    if check and r.returncode != 0:
-        raise AssertionError(f"smagent {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
-
-
 @pytest.mark.parametrize("_", [0], ids=["two_switch"])
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
-def test_backup_restore_round_trip(tmp_path, _):
+def test_backup_restore_round_trip(ibsim, tmp_path, _):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        smagent(sim, "sweep")
-        out = tmp_path / "tables.dump"
-        smagent(sim, "lft", "backup", "-o", str(out))
-        text = out.read_text()
-        assert len(re.findall(r"^Unicast lids", text, re.M)) == 2
-        before = smagent(sim, "lft", "dump").stdout
-        # damage: point two LIDs elsewhere on one switch
-        sw_lid = re.search(r"DR path slid 0; dlid 0; (\S+) guid", text).group(1)
-        smagent(sim, "lft", "set", sw_lid, "1", "4")
-        smagent(sim, "lft", "set", sw_lid, "2", "255")
-        assert smagent(sim, "lft", "dump").stdout != before
-        dry = json.loads(smagent(sim, "lft", "restore", str(out), "--dry-run", "--json").stdout)
-        assert dry["dry_run"] and dry["planned"]["lft_blocks"] == 1 and dry["sets"]["lft_blocks"] == 0
-        assert smagent(sim, "lft", "dump").stdout != before  # a dry run sent no Set
-        res = json.loads(smagent(sim, "lft", "restore", str(out), "--json").stdout)
-        assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
-        assert smagent(sim, "lft", "dump").stdout == before
-        again = json.loads(smagent(sim, "lft", "restore", str(out), "--json").stdout)
-        assert again["planned"] == {"switchinfo": 0, "lft_blocks": 0}
+    sim = ibsim(net)
+    sim.smagent("sweep")
+    out = tmp_path / "tables.dump"
+    sim.smagent("lft", "backup", "-o", str(out))
+    text = out.read_text()
+    assert len(re.findall(r"^Unicast lids", text, re.M)) == 2
+    before = sim.smagent("lft", "dump").stdout
+    # damage: point two LIDs elsewhere on one switch
+    sw_lid = re.search(r"DR path slid 0; dlid 0; (\S+) guid", text).group(1)
+    sim.smagent("lft", "set", sw_lid, "1", "4")
+    sim.smagent("lft", "set", sw_lid, "2", "255")
+    assert sim.smagent("lft", "dump").stdout != before
+    dry = json.loads(sim.smagent("lft", "restore", str(out), "--dry-run", "--json").stdout)
+    assert dry["dry_run"] and dry["planned"]["lft_blocks"] == 1 and dry["sets"]["lft_blocks"] == 0
+    assert sim.smagent("lft", "dump").stdout != before  # a dry run sent no Set
+    res = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
+    assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
+    assert sim.smagent("lft", "dump").stdout == before
+    again = json.loads(sim.smagent("lft", "restore", str(out), "--json").stdout)
+    assert again["planned"] == {"switchinfo": 0, "lft_blocks": 0}
 
 
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
-def test_save_before_apply_then_restore_blocks(tmp_path):
+def test_save_before_apply_then_restore_blocks(ibsim, tmp_path):
     """save_before_apply keeps exactly the blocks a sweep is about to overwrite; writing
     that file back (lft restore FILE.json) returns the switches to their previous tables."""
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        smagent(sim, "sweep")
-        before = smagent(sim, "lft", "dump").stdout
-        # plan a change in-process through umad2sim: route every LID of block 0 to port 255
-        code = f"""
-import sys; sys.path.insert(0, {REPO!r})
+    sim = ibsim(net)
+    sim.smagent("sweep")
+    before = sim.smagent("lft", "dump").stdout
+    # plan a change in-process through umad2sim: route every LID of block 0 to port 255
+    code = f"""
 from smagent import discovery
 from smagent.fdb import backup, journal, linear
 from smagent.transport import open_transport
@@ -154,13 +144,12 @@ for c in written:
     j.written(c.switch, c.block)
 print(path)
 """
-        sim.env["PYTHONPATH"] = REPO
-        r = sim.run([sys.executable, "-c", code], check=False)
-        assert r.returncode == 0, r.stderr
-        saved = Path(r.stdout.strip().splitlines()[-1])
-        p = journal.Journal.pending(tmp_path / "apply.journal")
-        assert p is not None and len(p.written) == 1 and len(p.remaining) == len(p.plan) - 1
-        assert smagent(sim, "lft", "dump").stdout != before
-        res = json.loads(smagent(sim, "lft", "restore", str(saved), "--json").stdout)
-        assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
-        assert smagent(sim, "lft", "dump").stdout == before
+    r = sim.run([sys.executable, "-c", code], check=False)
+    assert r.returncode == 0, r.stderr
+    saved = Path(r.stdout.strip().splitlines()[-1])
+    p = journal.Journal.pending(tmp_path / "apply.journal")
+    assert p is not None and len(p.written) == 1 and len(p.remaining) == len(p.plan) - 1
+    assert sim.smagent("lft", "dump").stdout != before
+    res = json.loads(sim.smagent("lft", "restore", str(saved), "--json").stdout)
+    assert res["sets"]["lft_blocks"] == 1 and res["problems"] == []
+    assert sim.smagent("lft", "dump").stdout == before

@@ -3,10 +3,10 @@ simulator every member receiving a group's packet exactly once (ingress never ec
 import json
 
 import pytest
-from click.testing import CliRunner
 
+from fabrics import big_switch_fabric
 from mad import forwarding as fw
-from smagent import cli, multicast, netfile, sweep, topogen
+from smagent import multicast, netfile, sweep, topogen
 from smagent.fdb import multicast as mfttab
 from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.multicast import GroupFileError, parse_groups
@@ -17,21 +17,6 @@ from smagent.transport.sim import SimTransport
 # -- helpers ------------------------------------------------------------------------------
 def sets(t) -> int:
     return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet("))
-
-
-def big_switch_fabric() -> Fabric:
-    """Big (36 ports): hosts on 1, 17, 20, 35, port 36 to Small (8 ports), hosts on 2, 3."""
-    f = Fabric()
-    for name in ("H1", "H17", "H20", "H35", "G2", "G3"):
-        f.add_node(name=name, node_type=HCA, num_ports=1)
-    f.add_node(name="Big", node_type=SWITCH, num_ports=36)
-    f.add_node(name="Small", node_type=SWITCH, num_ports=8)
-    for p in (1, 17, 20, 35):
-        f.connect(f"H{p}", 1, "Big", p)
-    f.connect("G2", 1, "Small", 2)
-    f.connect("G3", 1, "Small", 3)
-    f.connect("Big", 36, "Small", 1)
-    return f
 
 
 def ca_ports(sim):
@@ -282,30 +267,29 @@ def test_mcast_fdb_top_only_where_supported():
     assert big.si.multicast_fdb_top == 0xC000 and big.mft[3] == 0
 
 
-def test_default_sweep_keeps_mlids_it_was_not_told_about(tmp_path, monkeypatch):
+def test_default_sweep_keeps_mlids_it_was_not_told_about(cli, tmp_path, monkeypatch):
     """An MLID an admin set with `mft set` is outside the configured groups: the default
     sweep keeps it and says so; --prune-multicast (or desired state multicast_prune) removes it."""
     t = SimTransport(topology=big_switch_fabric())
-    runner = CliRunner()
-    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
-    r = runner.invoke(cli.main, ["mft", "set", "0,1", "0xc005", "1", "20"], catch_exceptions=False)
+    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: t)
+    r = cli("mft", "set", "0,1", "0xc005", "1", "20")
     assert r.exit_code == 0, r.output
     big = t.sim.node("Big")
     assert big.mft[5] == (1 << 1) | (1 << 20)
-    r = runner.invoke(cli.main, ["sweep", "--dry-run", "--json"], catch_exceptions=False)
+    r = cli("sweep", "--dry-run", "--json")
     doc = json.loads(r.output)
     assert doc["multicast_kept"] == {"0xc005": ["Big"]}
     assert not any("0xc005" in line for line in doc["plan"]), doc["plan"]
     assert any("kept MLID 0xc005 on Big" in n for n in doc["notes"]), doc["notes"]
-    assert runner.invoke(cli.main, ["sweep"], catch_exceptions=False).exit_code == 0
+    assert cli("sweep").exit_code == 0
     assert big.mft[5] == (1 << 1) | (1 << 20)  # still there
     ds = tmp_path / "want.json"
     ds.write_text(json.dumps({"multicast": [{"mlid": "0xC000", "members": ["H1"]}], "multicast_prune": True}))
-    r = runner.invoke(cli.main, ["apply", str(ds)], catch_exceptions=False)
+    r = cli("apply", str(ds))
     assert r.exit_code == 0, r.output
     assert big.mft[5] == 0
     big.mft[5] = 1 << 1
-    r = runner.invoke(cli.main, ["sweep", "--prune-multicast"], catch_exceptions=False)
+    r = cli("sweep", "--prune-multicast")
     assert r.exit_code == 0 and big.mft[5] == 0, r.output
 
 
@@ -324,16 +308,12 @@ def test_default_multicast_directive(tmp_path):
 
 
 # -- CLI ----------------------------------------------------------------------------------
-def run(*args):
-    return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
-
-
-def test_cli_sweep_with_group_file(tmp_path):
+def test_cli_sweep_with_group_file(cli, tmp_path):
     net = tmp_path / "big.net"
     net.write_text(netfile.dumps(big_switch_fabric()))
     groups = tmp_path / "groups"
     groups.write_text("0xC000 all\n0xC001 all\n")
-    r = run("--transport", "sim", "--topology", str(net), "sweep", "--dry-run", "--mcast-groups", str(groups),
+    r = cli("--transport", "sim", "--topology", str(net), "sweep", "--dry-run", "--mcast-groups", str(groups),
             "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
@@ -341,9 +321,9 @@ def test_cli_sweep_with_group_file(tmp_path):
     assert "SubnSet(MulticastForwardingTable) Big block 0 position 2: mlid 0xc000: ports {} -> {35,36}; " \
            "mlid 0xc001: ports {} -> {35,36}" in doc["plan"]
     groups.write_text("0xC000 all\n0xC001 nope\n")
-    r = run("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups))
+    r = cli("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups))
     assert r.exit_code == 2 and f"{groups}:2" in r.output
-    r = run("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups), "--no-multicast")
+    r = cli("--transport", "sim", "--topology", str(net), "sweep", "--mcast-groups", str(groups), "--no-multicast")
     assert r.exit_code == 2
 
 

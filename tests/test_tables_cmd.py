@@ -3,7 +3,6 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from mad import forwarding as fw
 from mad import smp as smpcodec
@@ -12,7 +11,6 @@ from mad.attributes import (
     SwitchInfo,
 )
 from mad.header import Method
-from smagent import cli
 from smagent.fdb import linear, switch
 from smagent.fdb import text as fdbtext  # the formats and plans (the click commands run below via the CLI)
 from smagent.fdb import multicast as mfttab
@@ -314,50 +312,46 @@ class FakeFabric(Transport):
 @pytest.fixture
 def fake(monkeypatch):
     f = FakeFabric()
-    monkeypatch.setattr(cli.Context, "transport", lambda self: f)
+    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: f)
     return f
 
 
-def run(*args):
-    return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
-
-
-def test_cli_lft_show(fake):
-    r = run("lft", "show", "2")
+def test_cli_lft_show(cli, fake):
+    r = cli("lft", "show", "2")
     assert r.exit_code == 0, r.output
     assert r.output.splitlines() == [
         "Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0000000000200000 (Switch1):",
         "  Lid  Out   Destination", "       Port     Info ",
         "0x0001 001 ", "0x0002 000 ", "0x0005 001 ", "0x0006 001 ", "4 valid lids dumped "]
-    r = run("lft", "show", "0,1", "--json")
+    r = cli("lft", "show", "0,1", "--json")
     doc = json.loads(r.output)
     assert doc["linear_fdb_top"] == 6 and doc["routes"][0] == {"lid": 1, "port": 1}
     assert fake.sets == []
 
 
-def test_cli_lft_show_not_a_switch(fake):
-    r = run("lft", "show", "0")
+def test_cli_lft_show_not_a_switch(cli, fake):
+    r = cli("lft", "show", "0")
     assert r.exit_code == 2 and "not a switch" in r.output
 
 
-def test_cli_lft_set_dry_run_then_apply(fake):
-    r = run("lft", "set", "0,1", "5", "3", "--dry-run")
+def test_cli_lft_set_dry_run_then_apply(cli, fake):
+    r = cli("lft", "set", "0,1", "5", "3", "--dry-run")
     assert r.exit_code == 0 and r.output.strip() == "Switch1 LFT block 0: lid 5: 1 -> 3"
     assert fake.sets == []
-    r = run("lft", "set", "0,1", "5", "3", "--json")
+    r = cli("lft", "set", "0,1", "5", "3", "--json")
     doc = json.loads(r.output)
     assert doc["sets"] == {"switchinfo": 0, "lft_blocks": 1} and doc["problems"] == []
     assert fake.lft[5] == 3 and fake.sets == [(AttrID.LINEAR_FORWARDING_TABLE, 0)]
-    r = run("lft", "set", "2", "5", "3")
+    r = cli("lft", "set", "2", "5", "3")
     assert r.output.strip() == "# nothing to change" and len(fake.sets) == 1
 
 
-def test_cli_lft_set_raises_top(fake):
-    r = run("lft", "set", "2", "0x80", "1")
+def test_cli_lft_set_raises_top(cli, fake):
+    r = cli("lft", "set", "2", "0x80", "1")
     assert r.exit_code == 0, r.output
     assert fake.swinfo.linear_fdb_top == 0x80 and fake.lft[0x80] == 1
     assert fake.sets == [(AttrID.SWITCH_INFO, 0), (AttrID.LINEAR_FORWARDING_TABLE, 2)]
-    assert "0x0080 001 " in run("lft", "show", "2").output
+    assert "0x0080 001 " in cli("lft", "show", "2").output
 
 
 @pytest.mark.parametrize("lid, port, needle", [
@@ -366,40 +360,40 @@ def test_cli_lft_set_raises_top(fake):
     ("5", "9", "port 9 does not exist on Switch1: ports 0..8"),
     ("5", "256", "not a port"),
 ])
-def test_cli_lft_set_bad_input(fake, lid, port, needle):
-    r = run("lft", "set", "2", lid, port)
+def test_cli_lft_set_bad_input(cli, fake, lid, port, needle):
+    r = cli("lft", "set", "2", lid, port)
     assert r.exit_code == 2 and needle in r.output, r.output
     assert fake.sets == []
 
 
-def test_cli_lft_set_beyond_cap(fake):
+def test_cli_lft_set_beyond_cap(cli, fake):
     fake.swinfo = SwitchInfo.replace(fake.swinfo, linear_fdb_cap=64)
-    r = run("lft", "set", "2", "64", "1")
+    r = cli("lft", "set", "2", "64", "1")
     assert r.exit_code == 2 and "LinearFDBCap 64" in r.output and fake.sets == []
 
 
-def test_cli_dump_then_load(fake, tmp_path):
+def test_cli_dump_then_load(cli, fake, tmp_path):
     f = tmp_path / "lfts"
-    r = run("lft", "dump", "-o", str(f))
+    r = cli("lft", "dump", "-o", str(f))
     assert r.exit_code == 0, r.output
     text = f.read_text()
     assert "0x0001 001 : (Channel Adapter portguid 0x0000000000100001: 'Hca1')" in text
     assert "0x0002 000 : (Switch portguid 0x0000000000200000: 'Switch1')" in text
-    assert run("lft", "load", str(f)).output.strip() == "# nothing to change"
+    assert cli("lft", "load", str(f)).output.strip() == "# nothing to change"
     f.write_text(text.replace("0x0005 001 ", "0x0005 000 "))
-    r = run("lft", "load", str(f), "--dry-run")
+    r = cli("lft", "load", str(f), "--dry-run")
     assert r.output.strip() == "Switch1 LFT block 0: lid 5: 1 -> 0" and fake.sets == []
-    r = run("lft", "load", str(f), "--json")
+    r = cli("lft", "load", str(f), "--json")
     assert json.loads(r.output)["sets"] == {"switchinfo": 0, "lft_blocks": 1} and fake.lft[5] == 0
-    assert json.loads(run("lft", "load", str(f), "--json").output)["sets"] == {"switchinfo": 0, "lft_blocks": 0}
+    assert json.loads(cli("lft", "load", str(f), "--json").output)["sets"] == {"switchinfo": 0, "lft_blocks": 0}
 
 
-def test_cli_truncated_dump_is_refused(fake, tmp_path):
+def test_cli_truncated_dump_is_refused(cli, fake, tmp_path):
     """A dump cut at a line break (no "N valid lids dumped" trailer) or with a count that
     does not match its LID lines would black-hole the missing LIDs: lft load and lft restore
     refuse it whole, exit 2, before the first SMP."""
     f = tmp_path / "lfts"
-    assert run("lft", "dump", "-o", str(f)).exit_code == 0
+    assert cli("lft", "dump", "-o", str(f)).exit_code == 0
     whole = f.read_text()
     lines = whole.splitlines(keepends=True)
     assert lines[-1].startswith("4 valid lids dumped")
@@ -409,12 +403,12 @@ def test_cli_truncated_dump_is_refused(fake, tmp_path):
         f.write_text(bad)
         for cmd in (["lft", "load", str(f)], ["lft", "restore", str(f)]):
             sent = fake.stats.sent
-            r = run(*cmd)
+            r = cli(*cmd)
             assert r.exit_code == 2 and needle in r.output, (cmd, r.output)
             assert fake.sets == [] and fake.stats.sent == sent, cmd  # refused before the first SMP
 
 
-def test_cli_truncated_block_backup_is_refused(fake, tmp_path):
+def test_cli_truncated_block_backup_is_refused(cli, fake, tmp_path):
     """The same for a backup saved before an apply: cut at a line break, it is refused
     whole (exit 2) before the first SMP; whole, it restores."""
     from smagent.fdb import backup, linear
@@ -424,11 +418,11 @@ def test_cli_truncated_block_backup_is_refused(fake, tmp_path):
     whole = path.read_text()
     path.write_text("".join(whole.splitlines(keepends=True)[:-3]))
     sent = fake.stats.sent
-    r = run("lft", "restore", str(path))
+    r = cli("lft", "restore", str(path))
     assert r.exit_code == 2 and "not a block backup" in r.output and fake.stats.sent == sent, r.output
     path.write_text(whole)
     fake.lft[5] = 3
-    r = run("lft", "restore", str(path))
+    r = cli("lft", "restore", str(path))
     assert r.exit_code == 0 and bytes(fake.lft[:64]) == old, r.output
 
 
@@ -444,33 +438,33 @@ def test_opensm_style_trailer_counts_to_the_top():
         fdbtext.parse_lft_dump(text.replace("6 lids", "5 lids"))
 
 
-def test_cli_load_rejects_as_a_whole(fake, tmp_path):
+def test_cli_load_rejects_as_a_whole(cli, fake, tmp_path):
     f = tmp_path / "lfts"
     f.write_text("Unicast lids [0x0-0x6] of switch guid 0x0000000000200000 (Switch1):\n0x0005 003\n0x0006 009\n"
                  "2 valid lids dumped\n"
                  "Unicast lids [0x0-0x6] of switch guid 0x0000000000abcdef (X):\n0x0001 001\n1 valid lids dumped\n")
-    r = run("lft", "load", str(f))
+    r = cli("lft", "load", str(f))
     assert r.exit_code == 2 and fake.sets == []
     assert f"{f}:3: port 9" in r.output and f"{f}:5: switch GUID 0x0000000000abcdef" in r.output
     f.write_text("garbage\n")
-    r = run("lft", "load", str(f))
+    r = cli("lft", "load", str(f))
     assert r.exit_code == 2 and f"{f}:1: not a line" in r.output
 
 
-def test_cli_mft_set_and_show(fake):
+def test_cli_mft_set_and_show(cli, fake):
     fake.num_ports = 36
-    r = run("mft", "set", "2", "0xc001", "1", "17", "20", "35", "--dry-run")
+    r = cli("mft", "set", "2", "0xc001", "1", "17", "20", "35", "--dry-run")
     assert r.exit_code == 0 and len(r.output.splitlines()) == 3 and fake.sets == []
-    r = run("mft", "set", "2", "0xc001", "1", "17", "20", "35")
+    r = cli("mft", "set", "2", "0xc001", "1", "17", "20", "35")
     assert r.exit_code == 0, r.output
     assert sorted(fake.sets) == [(AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(0, p)) for p in range(3)]
-    r = run("mft", "show", "2")
+    r = cli("mft", "show", "2")
     assert r.output.splitlines()[2:] == ["0xc001      000200120008", "1 valid mlids dumped "]
-    assert json.loads(run("mft", "show", "2", "--json").output)["groups"] == [{"mlid": "0xc001", "ports": [1, 17, 20, 35]}]
+    assert json.loads(cli("mft", "show", "2", "--json").output)["groups"] == [{"mlid": "0xc001", "ports": [1, 17, 20, 35]}]
     n = len(fake.sets)
-    r = run("mft", "set", "2", "0xc001", "1")  # positions 1 and 2 go to zero; 0 unchanged
+    r = cli("mft", "set", "2", "0xc001", "1")  # positions 1 and 2 go to zero; 0 unchanged
     assert [m for _a, m in fake.sets[n:]] == [fw.mft_modifier(0, 1), fw.mft_modifier(0, 2)]
     for bad in (["0xbfff", "1"], ["0xc400", "1"], ["0xc001", "37"]):
-        r = run("mft", "set", "2", *bad)
+        r = cli("mft", "set", "2", *bad)
         assert r.exit_code == 2, (bad, r.output)
     assert len(fake.sets) == n + 2
