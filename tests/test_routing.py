@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from smagent import netfile, topogen, verify
-from smagent.tableops import format_lft
+from smagent.fdb.text import format_lft
 from smagent.routing import ENGINES, RouteTable, RoutingError, RoutingInput, route
 from smagent.routing._core import Graph, fill
 from smagent.routing.updn import choose_roots
