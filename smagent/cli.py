@@ -306,12 +306,15 @@ def discover(obj, as_json, output):
               help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "
                    "Default: group 0xC000 with every CA port (IPoIB broadcast).")
 @click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
+@click.option("--prune-multicast", is_flag=True,
+              help="Remove MFT entries of MLIDs outside the groups (default: keep them and report them).")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where LFT blocks are saved before they are overwritten, and the apply journal is kept "
                    "(default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
-def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, state_dir, as_json):
+def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, prune_multicast, state_dir,
+          as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
     from smagent import multicast
     from smagent import sweep as sweepmod
@@ -319,6 +322,8 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
         raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
+    if prune_multicast and no_multicast:
+        raise BadInput("--prune-multicast and --no-multicast exclude each other")
     spec = _fabric_call(multicast.load_groups, mcast_groups) if mcast_groups else None  # before any SMP
     if state_dir is None and obj.opts["transport"] == "umad":
         state_dir = default_state_dir()
@@ -326,7 +331,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
     progress = _Progress(transport, "sweep") if sys.stderr.isatty() and not as_json else None
     opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run, force=force,
                                  mcast_groups=spec, multicast=not no_multicast, state_dir=state_dir,
-                                 progress=progress)
+                                 progress=progress, prune_multicast=prune_multicast)
     try:
         r = _fabric_call(sweepmod.sweep, transport, opts)
     except KeyboardInterrupt:
@@ -433,14 +438,14 @@ def _interrupted(state_dir) -> None:
     msg = "interrupted"
     if state_dir:
         import os
-        from smagent import backup
+        from smagent.fdb.journal import Journal, JournalError
         journal = os.path.join(state_dir, "apply.journal")
         try:
-            p = backup.Journal.pending(journal)
-        except backup.BackupError:
+            p = Journal.pending(journal)
+        except JournalError:
             p = None
         if p is not None:
-            msg += (f": {len(p.written)} of {len(p.plan)} LFT blocks were confirmed written ({journal}); "
+            msg += (f": {len(p.confirmed)} of {len(p.plan)} table blocks were confirmed written ({journal}); "
                     f"run the sweep again to finish, or `smagent lft restore` the saved blocks in "
                     f"{os.path.join(state_dir, 'backups')}")
     if msg == "interrupted":

@@ -66,7 +66,8 @@ import time
 
 from mad import forwarding as fw
 from mad.attributes import PortState
-from smagent import tables
+from smagent.fdb import linear, multicast
+from smagent.fdb.random import read_rft_blocks
 from smagent.transport.base import Transport
 
 EXAMPLES = 5
@@ -750,7 +751,7 @@ def _first_errors(errors: list[str], keys: list) -> list[tuple[int, str]]:
 
 def _read_lfts(transport: Transport, switches) -> tuple[dict, list]:
     wanted = [(n.guid, n.path, b) for n in switches for b in range(_lft_blocks(n.switch_info))]
-    got, errors = tables.read_lft_blocks(transport, wanted)
+    got, errors = linear.read_lft_blocks(transport, wanted)
     return got, _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
 
 
@@ -759,7 +760,7 @@ def _read_rfts(transport: Transport, switches) -> tuple[dict, list]:
     0): a stale valid entry anywhere in it still matches. {GUID: [(base, lmc, port)]}."""
     rft = [n for n in switches if not n.switch_info.linear_fdb_cap and n.switch_info.random_fdb_cap]
     wanted = [(n.guid, n.path, b) for n in rft for b in range(_rft_blocks(n.switch_info))]
-    got, errors = tables.read_rft_blocks(transport, wanted)
+    got, errors = read_rft_blocks(transport, wanted)
     failed = _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
     out = {}
     for n in rft:
@@ -767,7 +768,7 @@ def _read_rfts(transport: Transport, switches) -> tuple[dict, list]:
         if any((n.guid, b) not in got for b in range(nb)):
             continue
         packed = [e for b in range(nb) for e in got[(n.guid, b)]][:n.switch_info.random_fdb_cap]
-        out[n.guid] = tuple(e for e in map(tables.rft_unpack, packed) if e is not None)
+        out[n.guid] = tuple(e for e in map(fw.rft_unpack, packed) if e is not None)
     return out, failed
 
 
@@ -789,21 +790,20 @@ def _switch_state(n, lfts: dict, rft, mft: dict) -> SwitchState:
 
 
 def _read_mfts(transport: Transport, switches) -> tuple[dict, list]:
-    from smagent.tableops import mft_blocks_to_read
     wanted, ports = [], {}
     for n in switches:
         si = n.switch_info
         ports[n.guid] = n.num_ports
         if si.multicast_fdb_cap:
-            wanted += [(n.guid, n.path, b, pos) for b in mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
+            wanted += [(n.guid, n.path, b, pos) for b in multicast.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
                        for pos in range(fw.mft_positions_for(n.num_ports))]
-    got, errors = tables.read_mft_units(transport, wanted)
+    got, errors = multicast.read_mft_units(transport, wanted)
     failed = _first_errors(errors, [g for g, _p, b, pos in wanted if (g, b, pos) not in got])
     out: dict[int, dict[int, set]] = {}
     for (g, b, pos), masks in got.items():
         for i, mask in enumerate(masks):
             if mask:
-                mp = {p for p in tables.mask_ports(mask, pos) if p <= ports[g]}
+                mp = {p for p in fw.mask_ports(mask, pos) if p <= ports[g]}
                 out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(mp)
     return ({g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()},
             failed)
@@ -811,7 +811,7 @@ def _read_mfts(transport: Transport, switches) -> tuple[dict, list]:
 
 def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: int = 0) -> Snapshot:
     """A Snapshot of a `smagent.fabric.Fabric` whose nodes carry GUIDs and LIDs, with the
-    LFTs ``routes`` ({switch GUID: {LID: port}}) would give, every linked port ACTIVE:
+    LFTs ``routes`` ({switch GUID: `routing.RouteTable`}) would give, every linked port ACTIVE:
     checks a routing engine's output without a fabric (tests, benchmarks)."""
     switches, ca_ports, links = {}, {}, {}
     for link in fabric.links():
@@ -825,9 +825,9 @@ def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: i
     for n in fabric:
         if n.is_switch:
             lft = bytearray([fw.LFT_NO_PORT]) * ((top // fw.LFT_BLOCK_SIZE + 1) * fw.LFT_BLOCK_SIZE)
-            for lid, port in routes.get(n.guid, {}).items():
-                if lid < len(lft):
-                    lft[lid] = port
+            image = routes[n.guid].ports
+            n_lids = min(len(lft), len(image))
+            lft[:n_lids] = image[:n_lids]
             active = frozenset(p for p, _peer in fabric.connected_ports(n))
             switches[n.guid] = SwitchState(n.guid, n.description, n.num_ports, n.lid(0) or 0, bytes(lft), top,
                                            fw.UNICAST_LID_MAX + 1, active)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from smagent import balance, netfile, routing, topogen, verify
 from smagent.cli import main
-from smagent.routing import RoutingError, route
+from smagent.routing import RouteTable, RoutingError, route
 from smagent.routing._core import Graph
 from smagent.routing.ftree import tree_levels
 from test_routing import prepared, rin_of
@@ -197,7 +197,8 @@ def test_balance_of_a_hand_built_two_switch_fabric():
         home, away = (s1, s2) if h in ("Hca1", "Hca3") else (s2, s1)
         routes[home.guid][lid] = here
         routes[away.guid][lid] = there
-    b = balance.compute(verify.snapshot_from_routes(f, routes))
+    tables = {g: RouteTable.from_entries(r) for g, r in routes.items()}
+    b = balance.compute(verify.snapshot_from_routes(f, tables))
     assert b["pairs"] == 12 and b["links"] == 4 and b["routes"] == 8
     assert b["max"] == 4 and b["mean"] == 2.0
     assert "both carry hosts" in b["levels_note"]

@@ -9,9 +9,11 @@ import pytest
 
 from fabrics import RFT_CAPS, chassis_fabric
 from mad.attributes import SwitchInfo
-from smagent import netfile, rft, sweep, tables
+from mad import forwarding as fw
+from smagent import netfile, sweep
+from smagent.fdb import random as rft
 from smagent.fabric import HCA, SWITCH, Fabric
-from smagent.rft import Entry, RftError
+from smagent.fdb.random import Entry, RftError
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
 
@@ -65,7 +67,7 @@ def all_pairs_delivered(sim):
 def entries_per_port(node) -> dict[int, int]:
     out = {}
     for x in node.rft:
-        e = tables.rft_unpack(x)
+        e = fw.rft_unpack(x)
         if e is not None:
             out[e[2]] = out.get(e[2], 0) + 1
     return out
@@ -143,7 +145,7 @@ def test_changes_two_phase_when_lids_per_port_would_overflow():
 
 
 def test_rft_change_describe():
-    c = tables.RftChange(1, "C", (0, 1), 0, [0] * 16, [Entry(5, 0, 1).packed()] + [0] * 15)
+    c = rft.RftChange(1, "C", (0, 1), 0, [0] * 16, [Entry(5, 0, 1).packed()] + [0] * 15)
     assert c.describe() == "C block 0: entry 0: invalid -> lid 5/lmc 0 port 1"
 
 
@@ -273,7 +275,7 @@ def test_verify_follows_rfts(lmc):
     # in on its DefaultPort; from F's side likewise at C
     f.si.default_port = 1
     c = sim.node("C")
-    c.rft[:] = [x if (tables.rft_unpack(x) or (0, 0, 0))[2] != 1 else 0 for x in c.rft]
+    c.rft[:] = [x if (fw.rft_unpack(x) or (0, 0, 0))[2] != 1 else 0 for x in c.rft]
     c.rft_map = None
     rep = verify.verify(t, examples=50)
     causes = rep.defects["unreachable"]["by_cause"]
@@ -297,7 +299,7 @@ def test_verify_reports_overlapping_rft_entries():
     c = sim.node("C")
     t1 = sim.node("T1").lid_range(1)[0]
     free = c.rft.index(0)
-    c.rft[free] = tables.rft_pack(t1, 0, 2)  # after T1's own entry: loses, but overlaps
+    c.rft[free] = fw.rft_pack(t1, 0, 2)  # after T1's own entry: loses, but overlaps
     c.rft_map = None
     rep = verify.verify(t)
     assert set(rep.defects) == {"rft_overlap"}, rep.texts

@@ -11,7 +11,7 @@ from mad.attributes import AttrID, LinearForwardingTable
 from mad.header import Method
 from smagent import netfile, topogen, verify
 from smagent.fabric import Fabric
-from smagent.routing import RoutingInput, route
+from smagent.routing import RouteTable, RoutingInput, route
 from smagent.transport.base import Request
 
 
@@ -197,7 +197,8 @@ def ring4(hosts=1):
     rin = RoutingInput.from_fabric(f)
     routes = {}
     for g in rin.switches:
-        routes[g] = {lid: (home[1] if home[0] == g else east) for lid, home in rin.lid_homes.items()}
+        routes[g] = RouteTable.from_entries({lid: (home[1] if home[0] == g else east)
+                                             for lid, home in rin.lid_homes.items()})
     return f, routes
 
 
@@ -365,8 +366,8 @@ def test_command_silent_host_is_unreached_rest_verified(cli, swept_sim):
 def test_switch_whose_lft_does_not_answer_is_unreached(swept_sim, monkeypatch):
     """A switch that answers discovery but not its LFT Gets: listed as unreached (with the
     error), the packets that must cross it counted as cause `unread`, the rest verified."""
-    from smagent import tables
-    real = tables.read_lft_blocks
+    from smagent.fdb import linear
+    real = linear.read_lft_blocks
     l1 = swept_sim.sim.node("L1").guid
 
     def lossy(transport, wanted):
@@ -374,7 +375,7 @@ def test_switch_whose_lft_does_not_answer_is_unreached(swept_sim, monkeypatch):
         lost = [w for w in wanted if w[0] == l1]
         return got, errors + [f"DR {w[1]}: LFT block {w[2]}: timeout" for w in lost]
 
-    monkeypatch.setattr(tables, "read_lft_blocks", lossy)
+    monkeypatch.setattr(linear, "read_lft_blocks", lossy)
     rep = verify.verify(swept_sim)
     (u,) = rep.defects["unreached"]["examples"]
     assert u["node"] == "L1" and u["where"] == "L1 (LFT)" and u["error"].endswith("timeout")
@@ -388,15 +389,15 @@ def test_switch_whose_lft_does_not_answer_is_unreached(swept_sim, monkeypatch):
 def test_switch_whose_mft_does_not_answer_is_unreached(swept_sim, monkeypatch):
     """Only the MFT of L1 does not answer: unicast is verified as usual, L1 is listed as
     unreached, and the multicast check does not blame L1 for an entry it could not read."""
-    from smagent import tables
-    real = tables.read_mft_units
+    from smagent.fdb import multicast
+    real = multicast.read_mft_units
     l1 = swept_sim.sim.node("L1").guid
 
     def lossy(transport, wanted):
         got, errors = real(transport, [w for w in wanted if w[0] != l1])
         return got, errors + [f"DR {w[1]}: MFT block {w[2]} position {w[3]}: timeout" for w in wanted if w[0] == l1]
 
-    monkeypatch.setattr(tables, "read_mft_units", lossy)
+    monkeypatch.setattr(multicast, "read_mft_units", lossy)
     rep = verify.verify(swept_sim)
     assert set(rep.defects) == {"unreached"}, rep.texts
     (u,) = rep.defects["unreached"]["examples"]

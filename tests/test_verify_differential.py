@@ -19,7 +19,8 @@ import re
 import pytest
 
 from mad.attributes import PortState
-from smagent import sweep, tables, verify
+from mad import forwarding as fw
+from smagent import sweep, verify
 from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
@@ -88,7 +89,7 @@ def damage(sim, rng: random.Random) -> list[str]:
                 sw.si.default_port = rng.choice([0, PORTS + 1, *range(1, PORTS + 1)])
                 done.append(f"{sw.name} DefaultPort = {sw.si.default_port}")
             elif what == "invalidate":
-                used = [i for i, x in enumerate(sw.rft) if tables.rft_unpack(x)]
+                used = [i for i, x in enumerate(sw.rft) if fw.rft_unpack(x)]
                 if used:
                     i = rng.choice(used)
                     sw.rft[i] = 0
@@ -97,7 +98,7 @@ def damage(sim, rng: random.Random) -> list[str]:
                 i = rng.randrange(len(sw.rft))
                 base, lmc = lid + rng.choice([0, 0, 1, -1]), rng.choice([0, 0, 1, 2, 3])
                 base = max(base, 1)
-                sw.rft[i] = tables.rft_pack(base, lmc, port)
+                sw.rft[i] = fw.rft_pack(base, lmc, port)
                 done.append(f"{sw.name} RFT[{i}] = {base}/{lmc} -> {port}")
             sw.rft_map = None
     if rng.random() < 0.3:  # one end of a switch-to-switch link left ARMED

@@ -2,7 +2,7 @@
 
     smagent lft backup -o tables.dump     # dump_lfts format (also what `lft load` reads)
     smagent lft restore tables.dump --dry-run
-    smagent lft restore lft-before-....json   # a block file saved by backup.save_before_apply
+    smagent lft restore lft-before-....json   # saved before an apply (smagent.fdb.backup)
 
 The commands are attached to the existing `lft` group (smagent.commands.tables_cmd);
 `backup_commands` is what smagent.cli registers.
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import click
 
-from smagent import backup, render
+from smagent import render
 from smagent.commands import tables_cmd as tc
+from smagent.fdb import backup
+from smagent.fdb.text import DumpError, parse_lft_dump
 
 
-# BackupError is a ValueError (exit 2), RestoreFailed a RuntimeError (exit 3): the
+# BackupError is a ValueError (exit 2), RestoreFailed a TableFailure (exit 3): the
 # agent's usual mapping in tables_cmd._run covers both
 _cli, _run = tc._cli, tc._run
 
@@ -64,28 +66,28 @@ def lft_restore(obj, file, dry_run, as_json):
         raise _cli().BadInput(str(e)) from None
     is_blocks = text.lstrip().startswith("{")
     if is_blocks:
-        saved = _run(backup.load_block_backup, file)
+        saved = _run(backup.load_backup, file)
     else:
         try:  # parse before the first SMP: a file that does not parse sends nothing
-            tc.parse_lft_dump(text, file)
-        except tc.DumpError as e:
+            parse_lft_dump(text, file)
+        except DumpError as e:
             tc._bad(e.problems)
 
     def work():
         t = obj.transport()
         if is_blocks:
-            return backup.plan_restore_blocks(t, saved)
+            return backup.plan_restore_saved(t, saved)
         return backup.plan_restore_text(t, text, file)
 
-    plan = _run(work)
-    if plan.problems:
-        tc._bad(plan.problems)
+    plan, problems = _run(work)
+    if problems:
+        tc._bad(problems)
     problems = []
-    if not dry_run and (plan.changes or plan.tops):
-        t = obj.transport()
-        problems = _run(lambda: backup.apply_restore(t, plan))
-    tc._finish_write(as_json, dry_run, plan.lines(), tc.lft_changes_json(plan.changes, plan.tops),
-                     {"switchinfo": len(plan.tops), "lft_blocks": len(plan.changes)}, problems, [])
+    if not dry_run and plan:
+        problems, _saved = tc._apply(obj, plan)
+    # a restore is not a full undo: say what it leaves as the sweep made it
+    warnings = [f"note: {backup.CANNOT_UNDO}"] if is_blocks else []
+    tc._finish_write(as_json, dry_run, plan.lines(), plan.to_json(), plan.sets(), problems, warnings)
 
 
 tc.lft.add_command(lft_backup)

@@ -115,7 +115,9 @@ def route(rin: RoutingInput, arg: str | None = None):
             raise NotFatTree(f"{e}; use another engine or --routing ftree:fallback=updn") from None
         log.warning("ftree: %s; routing with %s instead", e, fallback)
         from smagent import routing
-        return routing.route(fallback, rin)
+        routes = routing.route(fallback, rin)
+        routes.notes.insert(0, f"ftree: {e}; routed with {fallback} instead (ftree:fallback)")
+        return routes
 
 
 class _Tree:
