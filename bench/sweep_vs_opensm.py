@@ -47,8 +47,7 @@ def run_tool(sim: IbSim, tool: str, scratch: Path) -> float:
         env = sim.env
     else:
         d = scratch / f"osm-{time.monotonic_ns()}"
-        d.mkdir()
-        env = dict(sim.env, OSM_CACHE_DIR=str(d), OSM_TMP_DIR=str(d))
+        env = sim.opensm_env(d)
         cmd = ["opensm", "-o", "-f", str(d / "osm.log"), "-R", "minhop"]
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=env, cwd=sim.cwd, capture_output=True, text=True, timeout=900)

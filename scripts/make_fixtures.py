@@ -23,9 +23,7 @@ answer, so that changes nothing a replay can observe, and it keeps the files sma
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import re
 import sys
 import tempfile
 import time
@@ -36,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from ibsim_harness import IbSim  # noqa: E402
+from fixture_text import digest, normalize, normalize_stderr  # noqa: E402
 
 from mad.framing import frame  # noqa: E402
 from smagent import netfile, topogen  # noqa: E402
@@ -51,35 +50,6 @@ FABRICS = {
     "torus-4x4": lambda: topogen.torus_2d(4, 4, hosts_per_switch=2),
 }
 STORE_TEXT_MAX = 256 * 1024  # larger outputs are stored as a sha256 only
-
-
-# -- what a replay must reproduce -------------------------------------------------------------
-_TIMING = re.compile(r"; [0-9.]+ s$", re.M)
-
-
-def normalize(args: list[str], stdout: str) -> str:
-    """Command output without what differs between runs of the same session (timings)."""
-    if "sweep" in args and "--json" in args:
-        try:
-            doc = json.loads(stdout)
-        except ValueError:
-            return stdout
-        doc.pop("seconds", None)
-        for ph in doc.get("phases", {}).values():
-            ph.pop("seconds", None)
-        return json.dumps(doc, indent=2) + "\n"
-    if "sweep" in args:
-        return _TIMING.sub("; <seconds> s", stdout)
-    return stdout
-
-
-def normalize_stderr(stderr: str) -> str:
-    """stderr without umad2sim's chatter ("ibwarn: [pid] sim_connect: attached as client ...")."""
-    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("ibwarn:"))
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def fresh_commands(disc: dict) -> list[list[str]]:
@@ -109,10 +79,7 @@ def swept_commands(disc: dict) -> list[list[str]]:
 
 # -- recording ----------------------------------------------------------------------------------
 def smagent(sim: IbSim, *args: str, record: Path | None = None, check: bool = True):
-    cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad"]
-    if record is not None:
-        cmd += ["--record", str(record)]
-    r = sim.run([*cmd, *args], check=False, timeout=1800)
+    r = sim.smagent(*args, record=record, check=False, timeout=1800)
     if check and r.returncode != 0:
         raise SystemExit(f"smagent {' '.join(args)} exited {r.returncode}:\n{r.stderr[-3000:]}")
     return r

@@ -67,3 +67,12 @@ def write_text(path, text: str, what: str = "output") -> None:
             f.write(text)
     except OSError as e:
         raise BadInput(f"{what} {p}: {_why(e)}") from None
+
+
+def default_state_dir() -> str:
+    """Where backups, the apply journal and the LID file live: $SMAGENT_STATE_DIR, else
+    $XDG_STATE_HOME/smagent, else ~/.local/state/smagent."""
+    if os.environ.get("SMAGENT_STATE_DIR"):
+        return os.environ["SMAGENT_STATE_DIR"]
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "smagent")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from smagent.errors import BadInput
 from smagent.fabric import HCA, SWITCH, Fabric
 
-__all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "two_switch"]
+__all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "two_switch", "variant"]
 
 
 def _even_radix(k: int) -> int:
@@ -181,4 +181,26 @@ def two_switch() -> Fabric:
     f.connect("Hca4", 1, "Switch2", 2)
     f.connect("Switch1", 3, "Switch2", 3)
     f.connect("Switch1", 5, "Switch2", 5)
+    return f
+
+
+def variant(fabric: Fabric, drop_nodes=(), drop_links=(), dual=()) -> Fabric:
+    """A damaged copy of ``fabric``: without the nodes ``drop_nodes`` (names) and the
+    links ``drop_links`` (pairs of (node, port) ends, either order), plus dual-port hosts
+    ``dual``: (name, (switch, port), (switch, port)) cabled on ports 1 and 2 to switch
+    ports that the drops freed. Node order is kept, new hosts last."""
+    f = Fabric()
+    for n in fabric:
+        if n.name not in drop_nodes:
+            f.add_node(name=n.name, node_type=n.node_type, num_ports=n.num_ports)
+    for name, _a, _b in dual:
+        f.add_node(name=name, node_type=HCA, num_ports=2)
+    drop = {frozenset(x) for x in drop_links}
+    for a, b in fabric.links():
+        if a.node in drop_nodes or b.node in drop_nodes or frozenset([tuple(a), tuple(b)]) in drop:
+            continue
+        f.connect(a.node, a.num, b.node, b.num)
+    for name, (s1, p1), (s2, p2) in dual:
+        f.connect(name, 1, s1, p1)
+        f.connect(name, 2, s2, p2)
     return f

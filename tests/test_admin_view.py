@@ -4,14 +4,10 @@ itself), odd topology files are refused cleanly, and keys are never printed unle
 """
 import json
 import re
-import sys
 from collections import Counter
 
 import pytest
-from click.testing import CliRunner
 
-from ibsim_harness import ibsim_factory  # noqa: F401 (fixture)
-from smagent.cli import main
 
 # S0 port 1 is enabled for 1X only: ibsim trains the link to 1X (iblinkinfo: "Could be 12X");
 # S1 port 2 is cabled back to itself
@@ -29,16 +25,12 @@ Hca\t1 "H1"
 """
 
 
-def _sm(sim, *args):
-    return sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=120)
-
-
 @pytest.mark.ibsim
-def test_discover_on_an_odd_fabric_matches_ibnetdiscover(tmp_path, ibsim_factory):  # noqa: F811
+def test_discover_on_an_odd_fabric_matches_ibnetdiscover(tmp_path, ibsim):
     net = tmp_path / "odd.net"
     net.write_text(ODD_NET)
-    sim = ibsim_factory(net)
-    r = _sm(sim, "discover")
+    sim = ibsim(net)
+    r = sim.smagent("discover", check=False, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     assert re.search(r"warning: S1 port 2 is cabled back to itself", r.stderr)
@@ -49,7 +41,7 @@ def test_discover_on_an_odd_fabric_matches_ibnetdiscover(tmp_path, ibsim_factory
     ours_rates = Counter(re.findall(r"lid \d+ (\d+x\w+)$", r.stdout, re.M))
     theirs_rates["4xSDR"] -= 1  # ibnetdiscover lists S1[2] -> S1[2]; we warn about it instead
     assert +theirs_rates == ours_rates and ours_rates["1xSDR"] == 2
-    doc = json.loads(_sm(sim, "discover", "--json").stdout)
+    doc = json.loads(sim.smagent("discover", "--json", check=False, timeout=120).stdout)
     assert doc["loopbacks"] == [{"guid": "0x0000000000200001", "description": "S1", "port": 2}]
     (deg,) = [d for d in doc["degraded_links"] if {d["a"]["description"], d["b"]["description"]} == {"S0", "S1"}]
     assert "width 1X of 12X possible" in deg["why"]
@@ -58,46 +50,46 @@ def test_discover_on_an_odd_fabric_matches_ibnetdiscover(tmp_path, ibsim_factory
     assert s0["vendor_id"] == "0x000000" and s0["device_id"] == "0x0000"
 
 
-def test_vendor_and_device_ids_come_from_nodeinfo(tmp_path):
+def test_vendor_and_device_ids_come_from_nodeinfo(cli, tmp_path):
     net = tmp_path / "ids.net"
     net.write_text('vendid=0x2c9\ndevid=0xcb20\nSwitch\t4 "S0"\n[1]\t"H1"[1]\n\n'
                    'vendid=0x2c9\ndevid=0x1017\nHca\t1 "H1"\n[1]\t"S0"[1]\n')
-    r = CliRunner().invoke(main, ["--topology", str(net), "discover"])
+    r = cli("--topology", str(net), "discover")
     assert r.exit_code == 0, r.output
     assert "vendid=0x2c9\ndevid=0xcb20" in r.stdout and "vendid=0x2c9\ndevid=0x1017" in r.stdout
     assert "4xSDR" in r.stdout
-    r = CliRunner().invoke(main, ["--topology", str(net), "discover", "--json"])
+    r = cli("--topology", str(net), "discover", "--json")
     ids = {n["description"]: (n["vendor_id"], n["device_id"]) for n in json.loads(r.stdout)["nodes"]}
     assert ids == {"S0": ("0x0002c9", "0xcb20"), "H1": ("0x0002c9", "0x1017")}
 
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n\n"])
-def test_empty_topology_is_refused_without_a_traceback(tmp_path, text):
+def test_empty_topology_is_refused_without_a_traceback(cli, tmp_path, text):
     net = tmp_path / "empty.net"
     net.write_text(text)
-    r = CliRunner().invoke(main, ["--topology", str(net), "discover"])
+    r = cli("--topology", str(net), "discover")
     assert r.exit_code == 2
     assert "no nodes" in r.output and "empty.net" in r.output
     assert not isinstance(r.exception, StopIteration)
 
 
-def test_query_hides_keys_and_names_codes(tmp_path):
-    r = CliRunner().invoke(main, ["--mkey", "0x1122334455667788", "query", "portinfo", "0", "--port", "1"])
+def test_query_hides_keys_and_names_codes(cli, tmp_path):
+    r = cli("--mkey", "0x1122334455667788", "query", "portinfo", "0", "--port", "1")
     assert r.exit_code == 0, r.output
     assert "m_key:" in r.stdout and "<not displayed>" in r.stdout and "1122334455667788" not in r.stdout
     for shown in ("4X (2)", "Initialize (2)", "LinkUp (5)", "2048 (4)", "VL0-7 (4)", "2.5 Gbps (1)"):
         assert shown in r.stdout
-    r = CliRunner().invoke(main, ["query", "portinfo", "0", "--port", "1", "--json"])
+    r = cli("query", "portinfo", "0", "--port", "1", "--json")
     value = json.loads(r.stdout)["value"]
     assert value["m_key"] == "<not displayed>" and value["link_width_active"] == 2  # JSON keeps numbers
-    r = CliRunner().invoke(main, ["query", "sminfo", "0", "--json"])
+    r = cli("query", "sminfo", "0", "--json")
     assert json.loads(r.stdout)["value"]["sm_key"] == "<not displayed>"
 
 
-def test_summary_counts_read_as_english(tmp_path):
+def test_summary_counts_read_as_english(cli, tmp_path):
     net = tmp_path / "one.net"
     net.write_text('Switch\t4 "S0"\n[1]\t"H1"[1]\n\nHca\t1 "H1"\n[1]\t"S0"[1]\n')
-    r = CliRunner().invoke(main, ["--topology", str(net), "sweep"])
+    r = cli("--topology", str(net), "sweep")
     assert r.exit_code == 0, r.output
     assert "2 nodes (1 switch, 1 CA), 1 link, 2 LIDs" in r.stdout
     assert "(1 member, 1 switch, root S0)" in r.stdout
@@ -107,8 +99,8 @@ def test_summary_counts_read_as_english(tmp_path):
     ('Hca\t1 "H1"\n', "the local port (H1 port 1) is down (physical state Polling)"),
     ('Hca\t1 "H1"\n[1]\t"H2"[1]\n\nHca\t1 "H2"\n[1]\t"H1"[1]\n', "no switch found from the local port (H1 port 1)"),
 ])
-def test_no_switch_says_why(tmp_path, net, says):
+def test_no_switch_says_why(cli, tmp_path, net, says):
     f = tmp_path / "f.net"
     f.write_text(net)
-    r = CliRunner().invoke(main, ["--topology", str(f), "sweep"])
+    r = cli("--topology", str(f), "sweep")
     assert r.exit_code == 3 and says in r.output

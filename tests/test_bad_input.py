@@ -6,16 +6,12 @@ Run against the in-process simulator (``--transport sim``, bundled topology) wit
 SubnSet ("no Set": the check needed discovery Gets first, e.g. an unknown switch GUID).
 The table is data: (id, argv, message substring, exit code, what may be sent).
 """
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from smagent.pcap import read_capture
 
-REPO = str(Path(__file__).resolve().parent.parent)
 HOPS_64 = ",".join(["0"] + ["1"] * 64)
 NOTHING, NO_SET = "nothing", "no Set"
 
@@ -23,8 +19,8 @@ NOTHING, NO_SET = "nothing", "no Set"
 FILES = {
     "garbage.lid": "this is not a record\n",
     "garbage.lft": "garbage\n0x1 1\n",
-    "unknown.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 001 : x\n",
-    "badport.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 300 : x\n",
+    "unknown.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 001 : x\n1 valid lids dumped\n",
+    "badport.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 300 : x\n1 valid lids dumped\n",
     "bad.net": 'Switch 8 "S1"\n[1] "H1"[\n',
     "garbage.erf": bytes(range(100)),
     "garbage.json": '{"format": "something else"}\n',
@@ -102,13 +98,6 @@ def files(tmp_path_factory):
     return d
 
 
-def _run(argv, cwd):
-    env = dict(os.environ, PYTHONPATH=REPO)
-    env.pop("SMAGENT_TRANSPORT", None)
-    return subprocess.run([sys.executable, "-m", "smagent.cli", *argv], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120)
-
-
 def _frames(path: Path):
     if not path.exists() or path.stat().st_size == 0:
         return []
@@ -116,14 +105,14 @@ def _frames(path: Path):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(case, files, tmp_path, request):
+def test_bad_input(live_cli, case, files, tmp_path, request):
     cid, argv, needle, code, sends = case
     if cid in XFAIL:
         request.applymarker(pytest.mark.xfail(reason=XFAIL[cid], strict=False))
     rec = tmp_path / "rec.erf"
     args = _materialize(argv, files)
     glob = [] if "--transport" in args[:1] else ["--transport", "sim"]
-    r = _run([*glob, "--record", str(rec), *args], tmp_path)
+    r = live_cli(*glob, "--record", str(rec), *args, cwd=tmp_path, timeout=120)
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == code, f"exit {r.returncode}, expected {code}\nstdout: {r.stdout[-500:]}\nstderr: {r.stderr[-1500:]}"
     if needle is not None:

@@ -27,17 +27,13 @@ def test_exit_codes_are_the_documented_ones():
     assert (EXIT_OK, EXIT_DEFECTS, EXIT_BAD_INPUT, EXIT_FABRIC) == (0, 1, 2, 3)
 
 
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "smagent.cli", *args], capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.parametrize("args", [
     ("query", "nodeinfo", "0"), ("discover",), ("sweep", "--dry-run"), ("lft", "show", "0,1"),
     ("lft", "dump"), ("lft", "backup"), ("mft", "show", "0,1"), ("topology", "generate", "two-switch"),
     ("verify",),
 ])
-def test_json_output_is_one_document(args):
-    r = run(*args, "--json")
+def test_json_output_is_one_document(live_cli, args):
+    r = live_cli(*args, "--json")
     assert r.returncode in (EXIT_OK, EXIT_DEFECTS), r.stderr
     json.loads(r.stdout)  # exactly one document: json.loads refuses trailing data
 
@@ -49,20 +45,20 @@ def test_shell_completion():
     assert "sweep" in r.stdout
 
 
-def test_table_commands_take_guid_and_description_targets():
-    by_desc = json.loads(run("lft", "show", "L1", "--json").stdout)["switch"]
+def test_table_commands_take_guid_and_description_targets(live_cli):
+    by_desc = json.loads(live_cli("lft", "show", "L1", "--json").stdout)["switch"]
     assert by_desc["description"] == "L1"
-    by_guid = json.loads(run("lft", "show", by_desc["guid"], "--json").stdout)["switch"]
+    by_guid = json.loads(live_cli("lft", "show", by_desc["guid"], "--json").stdout)["switch"]
     assert by_guid["guid"] == by_desc["guid"]
-    r = run("mft", "show", "S1", "--json")
+    r = live_cli("mft", "show", "S1", "--json")
     assert r.returncode == 0, r.stderr
-    bad = run("lft", "set", "NoSuchSwitch", "3", "1")
+    bad = live_cli("lft", "set", "NoSuchSwitch", "3", "1")
     assert bad.returncode == 2 and "NoSuchSwitch" in bad.stderr
 
 
 @pytest.mark.parametrize("spec, needle", [("file:/nonexistent/dump", "routing file"), ("bogus", "unknown routing engine")])
-def test_bad_routing_is_refused_before_any_smp(tmp_path, spec, needle):
+def test_bad_routing_is_refused_before_any_smp(live_cli, tmp_path, spec, needle):
     cap = tmp_path / "rec.erf"
-    r = run("--record", str(cap), "sweep", "--routing", spec)
+    r = live_cli("--record", str(cap), "sweep", "--routing", spec)
     assert r.returncode == EXIT_BAD_INPUT and needle in r.stderr
     assert not cap.exists() or cap.stat().st_size == 0

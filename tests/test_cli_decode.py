@@ -1,19 +1,12 @@
 """`smagent decode`: text, JSON, stdin, and bad input with exit status 2."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 
-def run(*args, input=None):
-    return subprocess.run([sys.executable, "-m", "smagent.cli", *args], input=input,
-                          capture_output=True, text=True)
-
-
-def test_decode_json_switchinfo(vectors):
+def test_decode_json_switchinfo(live_cli, vectors):
     v = vectors["2sw4hca/pre_dr_switchinfo_presm/resp"]
-    r = run("decode", "--json", v["hex"])
+    r = live_cli("decode", "--json", v["hex"])
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["attribute_name"] == "SwitchInfo"
@@ -22,9 +15,9 @@ def test_decode_json_switchinfo(vectors):
     assert d["attribute"]["multicast_fdb_cap"] == v["decoded"]["McastFdbCap"]
 
 
-def test_decode_text_stdin_many(vectors):
+def test_decode_text_stdin_many(live_cli, vectors):
     lines = "\n".join(vectors[n]["hex"] for n in ("2sw4hca/pre_dr_nodeinfo_sw0/resp", "2sw4hca/pre_dr_nodedesc_sw0/resp"))
-    r = run("decode", "-", input=lines)
+    r = live_cli("decode", "-", input=lines)
     assert r.returncode == 0, r.stderr
     assert "node_type:" in r.stdout and "Switch (2)" in r.stdout
     assert "node_string:" in r.stdout and "Switch1" in r.stdout
@@ -36,8 +29,8 @@ def test_decode_text_stdin_many(vectors):
     ("02" + "81" + "00" * 254, "base_version=2"),
     ("01" + "04" + "00" * 254, "mgmt_class=0x04"),
 ])
-def test_decode_bad_input_exit_2(bad, needle):
-    r = run("decode", bad)
+def test_decode_bad_input_exit_2(live_cli, bad, needle):
+    r = live_cli("decode", bad)
     assert r.returncode == 2
     assert needle in r.stderr
     assert "Traceback" not in r.stderr

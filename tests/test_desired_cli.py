@@ -4,22 +4,15 @@ listed and nothing sent (checked with a recording of the session)."""
 import json
 import pathlib
 import re
-import sys
-import subprocess
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
 from smagent.pcap import read_capture
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "desired.yaml"
-
-
-def run(*args, env=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "smagent.cli", *args], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=cwd)
 
 
 def test_example_plan_apply_converges_on_the_simulator(tmp_path):
@@ -39,20 +32,20 @@ def test_example_plan_apply_converges_on_the_simulator(tmp_path):
         assert again.sets_planned == 0
 
 
-def test_plan_cli_on_the_simulator_and_bad_files(tmp_path):
-    r = run("plan", str(EXAMPLE), "--json")
+def test_plan_cli_on_the_simulator_and_bad_files(live_cli, tmp_path):
+    r = live_cli("plan", str(EXAMPLE), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["plan"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("lft:\n  - {switch: NoSuch, lid: 2, port: 3}\n  - {switch: L1, lid: 0xC000, port: 1}\n"
                    "  - {switch: L1, lid: 2, port: 99}\nmulticast:\n  - {mlid: 0xBFFF, members: [H1]}\n")
-    r = run("--record", str(tmp_path / "a.erf"), "apply", str(bad))
+    r = live_cli("--record", str(tmp_path / "a.erf"), "apply", str(bad))
     assert r.returncode == 2
     assert "0xC000-0xFFFE" in r.stderr and "lid 49152" in r.stderr  # shape problems, all listed
     assert not list(read_capture(tmp_path / "a.erf")) if (tmp_path / "a.erf").exists() else True
     bad.write_text("lft:\n  - {switch: NoSuch, lid: 2, port: 3}\n  - {switch: L1, lid: 2, port: 99}\n"
                    "switches:\n  H1: {default_port: 1}\n")
-    r = run("--record", str(tmp_path / "b.erf"), "apply", str(bad))
+    r = live_cli("--record", str(tmp_path / "b.erf"), "apply", str(bad))
     assert r.returncode == 2
     for needle in ("no node 'NoSuch'", "port 99 does not exist", "is a channel adapter"):
         assert needle in r.stderr
@@ -62,25 +55,23 @@ def test_plan_cli_on_the_simulator_and_bad_files(tmp_path):
 
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
-def test_apply_on_ibsim_shows_in_ibroute_and_converges(tmp_path):
+def test_apply_on_ibsim_shows_in_ibroute_and_converges(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
     state = tmp_path / "state.yaml"
     state.write_text("routing: updn\nlft:\n  - {switch: Switch1, lid: 60, port: 5}\n"
                      "multicast:\n  - {mlid: 0xC001, members: [Hca1, Hca2]}\n")
-    with IbSim(net, tmp_path / "run") as sim:
-        r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "apply", str(state), "--json",
-                     "--state-dir", str(tmp_path / "st")], check=False)
-        assert r.returncode == 0, r.stderr
-        s = json.loads(r.stdout)
-        assert s["left_after_apply"] == [] and s["sets"]["lft_blocks"] > 0
-        sw1 = sim.run(["smpquery", "-D", "portinfo", "0,1", "0"]).stdout
-        lid = int(re.search(r"^Lid:\.+(\d+)$", sw1, re.M).group(1))
-        routes = sim.run(["ibroute", str(lid)]).stdout
-        assert re.search(r"^0x003c 005 :", routes, re.M), routes  # LID 60 -> port 5, as the file says
-        assert "0xc001" in sim.run(["ibroute", "-M", str(lid)]).stdout.lower()
-        r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "apply", str(state), "--json"],
-                    check=False)
-        assert r.returncode == 0, r.stderr
-        assert set(json.loads(r.stdout)["sets"].values()) == {0}
+    sim = ibsim(net)
+    r = sim.smagent("apply", state, "--json", "--state-dir", tmp_path / "st", check=False)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["left_after_apply"] == [] and s["sets"]["lft_blocks"] > 0
+    sw1 = sim.run(["smpquery", "-D", "portinfo", "0,1", "0"]).stdout
+    lid = int(re.search(r"^Lid:\.+(\d+)$", sw1, re.M).group(1))
+    routes = sim.run(["ibroute", str(lid)]).stdout
+    assert re.search(r"^0x003c 005 :", routes, re.M), routes  # LID 60 -> port 5, as the file says
+    assert "0xc001" in sim.run(["ibroute", "-M", str(lid)]).stdout.lower()
+    r = sim.smagent("apply", state, "--json", check=False)
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads(r.stdout)["sets"].values()) == {0}

@@ -8,24 +8,15 @@ GUID and by description, checked against smpquery on the DR path.
 import json
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
-from ibsim_harness import ibsim_available, ibsim_factory, skip_reason  # noqa: F401 (fixture)
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
 VECTOR_NET = str(pathlib.Path(__file__).parent / "vectors" / "ibsim-2sw4hca.net")
-
-
-def smagent(sim, *args, check=True):
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-    if check and r.returncode != 0:
-        raise AssertionError(f"smagent {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def _by_guid(fab):
@@ -53,7 +44,7 @@ FABRICS = {
 
 
 @pytest.mark.parametrize("name", list(FABRICS))
-def test_discover_round_trip(tmp_path, ibsim_factory, name):
+def test_discover_round_trip(tmp_path, ibsim, name):
     original = FABRICS[name]()
     if name.startswith("vector"):
         net = VECTOR_NET
@@ -62,10 +53,10 @@ def test_discover_round_trip(tmp_path, ibsim_factory, name):
         net.write_text(netfile.dumps(original))
     size = netfile.ibsim_size_args(original)
 
-    sim1 = ibsim_factory(net, extra_args=size)
+    sim1 = ibsim(net, extra_args=size)
     out1 = tmp_path / "out1.net"
-    smagent(sim1, "discover", "-o", out1)
-    counts = json.loads(smagent(sim1, "discover", "--json").stdout)
+    sim1.smagent("discover", "-o", out1)
+    counts = json.loads(sim1.smagent("discover", "--json").stdout)
     witness = netfile.loads(sim1.run(["ibnetdiscover"]).stdout, "ibnetdiscover")
     sim1.stop()
 
@@ -88,10 +79,10 @@ def test_discover_round_trip(tmp_path, ibsim_factory, name):
         assert n.name == (f"{'S' if n.is_switch else 'H'}-{n.guid:016x}" if dup else n.description)
 
     # a second ibsim on what we wrote, discovered again: the same graph
-    sim2 = ibsim_factory(out1, extra_args=size)
+    sim2 = ibsim(out1, extra_args=size)
     out2 = tmp_path / "out2.net"
-    smagent(sim2, "discover", "-o", out2)
-    counts2 = json.loads(smagent(sim2, "discover", "--json").stdout)
+    sim2.smagent("discover", "-o", out2)
+    counts2 = json.loads(sim2.smagent("discover", "--json").stdout)
     fab2 = netfile.load(out2)
     assert _by_guid(fab2) == _by_guid(fab1)
     assert _by_desc(fab2) == _by_desc(fab1)
@@ -106,18 +97,18 @@ def _field(text, name):
 
 
 @pytest.fixture
-def vector_sim(ibsim_factory):
-    return ibsim_factory(VECTOR_NET)  # Switch1 first: clients attach to Switch1 port 0
+def vector_sim(ibsim):
+    return ibsim(VECTOR_NET)  # Switch1 first: clients attach to Switch1 port 0
 
 
 @pytest.mark.parametrize("target", ["0x0000000000200001", "0x200001", "Switch2", '"Switch2"'])
 def test_query_switch_by_guid_or_description(vector_sim, target):
-    ours = json.loads(smagent(vector_sim, "query", "nodeinfo", target, "--json").stdout)
+    ours = json.loads(vector_sim.smagent("query", "nodeinfo", target, "--json").stdout)
     assert "DR path 0,3" in ours["target"], ours["target"]  # Switch1 port 3 -> Switch2
     theirs = vector_sim.run(["smpquery", "-D", "nodeinfo", "0,3"]).stdout
     assert ours["value"]["node_guid"] == int(_field(theirs, "Guid"), 16) == 0x200001
     assert ours["value"]["num_ports"] == int(_field(theirs, "NumPorts"))
-    desc = json.loads(smagent(vector_sim, "query", "nodedesc", target, "--json").stdout)
+    desc = json.loads(vector_sim.smagent("query", "nodedesc", target, "--json").stdout)
     assert desc["value"]["node_string"] == vector_sim.run(["smpquery", "-D", "nodedesc", "0,3"]).stdout.split(
         "Node Description:", 1)[1].strip(" .\n") == "Switch2"
 
@@ -126,49 +117,48 @@ def test_query_ca_by_port_guid_and_description(vector_sim):
     # Hca2 (node GUID 0x100003, port 1 GUID 0x100004) hangs off Switch2 port 1: DR 0,3,1
     theirs = vector_sim.run(["smpquery", "-D", "portinfo", "0,3,1", "1"]).stdout
     for target in ("0x100004", "0x100003", "Hca2"):
-        ours = json.loads(smagent(vector_sim, "query", "portinfo", target, "--port", "1", "--json").stdout)
+        ours = json.loads(vector_sim.smagent("query", "portinfo", target, "--port", "1", "--json").stdout)
         assert "DR path 0,3,1" in ours["target"]
         assert ours["value"]["local_port_num"] == int(_field(theirs, "LocalPort")) == 1
         assert ours["value"]["capability_mask"] == int(_field(theirs, "CapMask"), 16)
 
 
 def test_query_unknown_guid_or_description(vector_sim):
-    r = smagent(vector_sim, "query", "nodeinfo", "0x00000000deadbeef", check=False)
+    r = vector_sim.smagent("query", "nodeinfo", "0x00000000deadbeef", check=False)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "no node or port with GUID 0x00000000deadbeef" in r.stderr
-    r = smagent(vector_sim, "query", "nodedesc", "NoSuchSwitch", check=False)
+    r = vector_sim.smagent("query", "nodedesc", "NoSuchSwitch", check=False)
     assert r.returncode == 2 and "no node has the description 'NoSuchSwitch'" in r.stderr, r.stderr
     # bad options are refused before any discovery
-    r = smagent(vector_sim, "query", "portinfo", "NoSuchSwitch", "--port", "300", check=False)
+    r = vector_sim.smagent("query", "portinfo", "NoSuchSwitch", "--port", "300", check=False)
     assert r.returncode == 2
 
 
-def test_query_ambiguous_description(tmp_path, ibsim_factory):
+def test_query_ambiguous_description(tmp_path, ibsim):
     net = tmp_path / "twins.net"
     net.write_text(netfile.dumps(_twins()))
-    sim = ibsim_factory(net)
-    r = smagent(sim, "query", "nodeinfo", "twin", check=False)
+    sim = ibsim(net)
+    r = sim.smagent("query", "nodeinfo", "twin", check=False)
     assert r.returncode == 2
     assert "ambiguous" in r.stderr and len(re.findall(r"0x[0-9a-f]{16}", r.stderr)) == 2, r.stderr
     # each twin is still reachable by GUID
     for g in re.findall(r"0x[0-9a-f]{16}", r.stderr):
-        ours = json.loads(smagent(sim, "query", "nodedesc", g, "--json").stdout)
+        ours = json.loads(sim.smagent("query", "nodedesc", g, "--json").stdout)
         assert ours["value"]["node_string"] == "twin"
 
 
 @pytest.mark.parametrize("name", ["vector-2sw4hca", "fat_tree_2(8)"])
-def test_discovered_file_loads_into_the_simulator(tmp_path, ibsim_factory, name):
+def test_discovered_file_loads_into_the_simulator(tmp_path, ibsim, live_cli, name):
     """What `discover` writes from ibsim, the in-process simulator loads and discovers
     back to the same graph (GUIDs included)."""
     original = FABRICS[name]()
     net = VECTOR_NET if name.startswith("vector") else tmp_path / "orig.net"
     if not name.startswith("vector"):
         net.write_text(netfile.dumps(original))
-    sim = ibsim_factory(net)
+    sim = ibsim(net)
     out = tmp_path / "discovered.net"
-    smagent(sim, "discover", "-o", str(out))
-    r = subprocess.run([sys.executable, "-m", "smagent.cli", "--transport", "sim", "--topology", str(out),
-                        "discover"], capture_output=True, text=True, timeout=300)
+    sim.smagent("discover", "-o", str(out))
+    r = live_cli("--transport", "sim", "--topology", out, "discover", timeout=300)
     assert r.returncode == 0, r.stderr
     again = netfile.loads(r.stdout, "sim discover")
     first = netfile.load(out)

@@ -8,7 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from smagent import errors, lids, routing, sweep, tables
+from smagent import errors, lids, routing, sweep
+from smagent.fdb import linear
+from smagent.fdb import multicast as mfttab
 from smagent.cli import main
 
 
@@ -30,7 +32,7 @@ def test_every_module_error_carries_the_right_code():
     bad = [desired.DesiredStateError, fabric.FabricError, multicast.GroupFileError, netfile.NetFileError,
            pcap.CaptureError, targets.TargetNotFound, lids.LidFileError, lids.LidError, routing.RoutingError]
     assert all(issubclass(c, errors.BadInput) and c.exit_code == 2 for c in bad)
-    failed = [TransportError, UmadError, sweep.SweepError, verify.VerifyError]
+    failed = [TransportError, UmadError, sweep.SweepError]
     assert all(issubclass(c, errors.FabricFailure) and c.exit_code == 3 for c in failed)
     assert issubclass(sweep.OtherMasterSM, errors.SafetyRefusal) and sweep.OtherMasterSM.exit_code == 4
     assert (errors.InternalError.exit_code, errors.Interrupted.exit_code) == (70, 130)
@@ -42,7 +44,7 @@ def test_every_module_error_carries_the_right_code():
 def test_a_plain_value_error_after_a_set_is_an_internal_error_not_bad_input(monkeypatch):
     def boom(*a, **kw):
         raise ValueError("boom")
-    monkeypatch.setattr(tables, "write_lft_blocks", boom)  # after the PortInfo and SwitchInfo Sets
+    monkeypatch.setattr(linear, "write_lft_blocks", boom)  # after the PortInfo and SwitchInfo Sets
     r = run("sweep")
     assert r.exit_code == errors.EXIT_INTERNAL != errors.EXIT_BAD_INPUT, r.output
     assert "internal error: ValueError: boom" in r.stderr and "please report" in r.stderr
@@ -127,7 +129,7 @@ def test_a_failure_after_sets_began_is_exit_3_with_what_was_sent(monkeypatch, tm
 def test_bad_input_raised_after_sets_is_not_reported_as_nothing_sent(monkeypatch):
     def late(*a, **kw):
         raise errors.BadInput("late check")
-    monkeypatch.setattr(tables, "write_mft_units", late)
+    monkeypatch.setattr(mfttab, "write_mft_units", late)
     r = run("sweep")
     assert r.exit_code == 3 and "late check" in r.stderr and "SubnSet(PortInfo)" in r.stderr, r.stderr
 
@@ -185,7 +187,7 @@ def test_the_api_says_what_a_sweep_had_sent_when_it_failed(monkeypatch):
         with pytest.raises(errors.BadInput) as e:
             fabric.sweep(lmc=9)
         assert not isinstance(e.value, errors.FabricFailure)
-        monkeypatch.setattr(tables, "write_mft_units", late)
+        monkeypatch.setattr(mfttab, "write_mft_units", late)
         with pytest.raises(errors.FabricFailure) as e:
             fabric.sweep(lmc=1)  # new LIDs: PortInfo Sets, then the late failure
         assert "late check" in str(e.value) and any(c.startswith("SubnSet(PortInfo)") for c in e.value.changed)

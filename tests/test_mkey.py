@@ -10,7 +10,6 @@ import json
 import pathlib
 
 import pytest
-from click.testing import CliRunner
 
 import smagent
 from mad import smp as smpcodec
@@ -18,7 +17,6 @@ from mad.attributes import AttrID, PortState
 from mad.forwarding import LFT_NO_PORT, portinfo_modifier
 from mad.header import Method
 from smagent import mkeys
-from smagent.cli import main
 from smagent.sim import SimFabric, mkey as simmkey
 from smagent.transport import Request, open_transport
 from smagent.transport.sim import SimTransport
@@ -49,11 +47,15 @@ def protected(level: int, lease: int = 0, nodes=("Switch2",), keys=None) -> SimF
                                                  "m_key_lease_period": lease} for n in nodes})
 
 
-def cli(sim: SimFabric, monkeypatch, *args):
-    """Run the CLI on the in-process simulator `sim` (every invocation shares it, as
-    successive commands share a live fabric)."""
-    monkeypatch.setattr(SimFabric, "load", classmethod(lambda cls, src=None, **kw: sim))
-    return CliRunner().invoke(main, ["--transport", "sim", "--topology", str(TWO_SW), *args])
+@pytest.fixture
+def on_sim(cli, monkeypatch):
+    """`on_sim(sim, *args)`: run the CLI on the in-process simulator `sim` (every
+    invocation shares it, as successive commands share a live fabric)."""
+    def run(sim: SimFabric, *args):
+        monkeypatch.setattr(SimFabric, "load", classmethod(lambda cls, src=None, **kw: sim))
+        return cli("--transport", "sim", "--topology", TWO_SW, *args)
+
+    return run
 
 
 def key_file(tmp_path, text: str) -> str:
@@ -125,24 +127,24 @@ def test_key_file_errors_name_file_and_line(tmp_path, text, line, says):
     assert "ZZ1122334455" not in str(e.value) and "11223344556677889" not in str(e.value)  # keys not quoted
 
 
-def test_key_file_errors_exit_2_before_any_smp(tmp_path, monkeypatch):
+def test_key_file_errors_exit_2_before_any_smp(on_sim, tmp_path):
     sim = protected(2)
     path = key_file(tmp_path, "0x200001 0x1122334455667788\n0x200001 0x1122334455667788\n")
-    r = cli(sim, monkeypatch, "--mkey-file", path, "discover")
+    r = on_sim(sim, "--mkey-file", path, "discover")
     assert r.exit_code == 2 and f"{path}:2:" in r.stderr
     assert_no_key(r.stdout + r.stderr, KEY)
     assert sim.counters["smps"] == 0
-    r = cli(sim, monkeypatch, "--mkey-file", str(tmp_path / "missing.txt"), "discover")
+    r = on_sim(sim, "--mkey-file", str(tmp_path / "missing.txt"), "discover")
     assert r.exit_code == 2 and "missing.txt" in r.stderr
     with pytest.raises(smagent.api.BadInput, match=r"mkeys.txt:2"):
         smagent.connect("sim", topology=sim, m_key_file=path)
 
 
-def test_a_key_wider_than_64_bits_is_refused_unquoted():
+def test_a_key_wider_than_64_bits_is_refused_unquoted(cli):
     with pytest.raises(ValueError, match="64 bits") as e:
         mkeys.KeyChain(default=1 << 64)
     assert str(1 << 64) not in str(e.value)
-    r = CliRunner().invoke(main, ["--mkey", str((1 << 64) + 5), "discover"])
+    r = cli("--mkey", str((1 << 64) + 5), "discover")
     assert r.exit_code == 2 and "64 bits" in r.stderr and str((1 << 64) + 5) not in r.stderr
 
 
@@ -200,18 +202,18 @@ def test_open_transport_takes_the_key_file(tmp_path):
     assert t.m_key == 9
 
 
-def test_a_capture_shows_the_key_only_when_asked(tmp_path, monkeypatch):
+def test_a_capture_shows_the_key_only_when_asked(on_sim, cli, tmp_path):
     """Keys in a recorded capture stay hidden when it is decoded, unless --show-keys."""
     sim = protected(2)
     cap = tmp_path / "s.erf"
-    r = cli(sim, monkeypatch, "--mkey", hex(KEY), "--record", str(cap), "discover")
+    r = on_sim(sim, "--mkey", hex(KEY), "--record", str(cap), "discover")
     assert r.exit_code == 0
     assert_no_key(r.stdout + r.stderr, KEY)
-    r = CliRunner().invoke(main, ["decode", "--pcap", str(cap)])
+    r = cli("decode", "--pcap", cap)
     assert r.exit_code == 0 and "m_key:" in r.stdout
     assert_no_key(r.stdout, KEY)
     for extra in ([], ["--json"]):
-        r = CliRunner().invoke(main, ["decode", "--pcap", str(cap), "--show-keys", *extra])
+        r = cli("decode", "--pcap", cap, "--show-keys", *extra)
         assert r.exit_code == 0 and (f"{KEY:#018x}" in r.stdout or str(KEY) in r.stdout)
 
 
@@ -266,8 +268,8 @@ def test_sim_lease_expires_even_when_the_next_smp_has_the_key():
 
 
 # -- sweeps through the CLI ------------------------------------------------------------------------------------------
-def _converged(sim, monkeypatch, *key_args):
-    r = cli(sim, monkeypatch, *key_args, "sweep", "--dry-run", "--json")
+def _converged(on_sim, sim, *key_args):
+    r = on_sim(sim, *key_args, "sweep", "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
     s = json.loads(r.stdout)
     assert s["plan"] == [] and s["unreachable"] == [] and s["problems"] == []
@@ -281,25 +283,25 @@ def _all_active(sim):
 
 
 @pytest.mark.parametrize("level", [0, 1, 2, 3])
-def test_sweep_with_mkey(level, monkeypatch):
+def test_sweep_with_mkey(on_sim, level):
     sim = protected(level)
     before = guards(sim)
-    r = cli(sim, monkeypatch, "--mkey", hex(KEY), "sweep")
+    r = on_sim(sim, "--mkey", hex(KEY), "sweep")
     assert r.exit_code == 0, r.stderr
     _all_active(sim)
     assert guards(sim) == before  # the PortInfo Sets echoed M_Key, protect bits, lease
     assert violations(sim, "Switch2") == 0
-    _converged(sim, monkeypatch, "--mkey", str(KEY))
+    _converged(on_sim, sim, "--mkey", str(KEY))
     assert_no_key(r.stdout + r.stderr, KEY)
 
 
 @pytest.mark.parametrize("level", [0, 1, 2, 3])
-def test_sweep_with_a_key_file_of_per_node_keys(level, tmp_path, monkeypatch):
+def test_sweep_with_a_key_file_of_per_node_keys(on_sim, level, tmp_path):
     nodes = ("Switch1", "Switch2", "Hca1", "Hca2")  # Hca1 is the SM's own port
     sim = protected(level, nodes=nodes, keys=KEYS)
     path = per_node_file(tmp_path, nodes)
     before = guards(sim)
-    r = cli(sim, monkeypatch, "--mkey-file", path, "sweep")
+    r = on_sim(sim, "--mkey-file", path, "sweep")
     assert r.exit_code == 0, r.stderr
     _all_active(sim)
     assert guards(sim) == before
@@ -308,7 +310,7 @@ def test_sweep_with_a_key_file_of_per_node_keys(level, tmp_path, monkeypatch):
     # at 2 and 3 the wrong keys probed count as violations, but the right key came after
     # them: no lease timer is left running to drop the protection later
     assert not any(n.lease_start for n in sim)
-    _converged(sim, monkeypatch, "--mkey-file", path)
+    _converged(on_sim, sim, "--mkey-file", path)
     # the keys also serve LID-routed SMPs once discovery has seen the LIDs
     with smagent.connect("sim", topology=sim, m_key_file=path) as s:
         s.discover()
@@ -318,24 +320,24 @@ def test_sweep_with_a_key_file_of_per_node_keys(level, tmp_path, monkeypatch):
     assert_no_key(r.stdout + r.stderr, *KEYS.values())
 
 
-def test_a_wrong_default_is_recovered_by_the_other_keys(tmp_path, monkeypatch):
+def test_a_wrong_default_is_recovered_by_the_other_keys(on_sim, tmp_path):
     sim = protected(2, nodes=("Switch1", "Switch2"), keys=KEYS)
     path = key_file(tmp_path, f"{GUID['Switch1']:#x} {KEYS['Switch1']:#x}\n{GUID['Switch2']:#x} {KEYS['Switch2']:#x}\n")
-    r = cli(sim, monkeypatch, "--mkey", hex(WRONG), "--mkey-file", path, "sweep")
+    r = on_sim(sim, "--mkey", hex(WRONG), "--mkey-file", path, "sweep")
     assert r.exit_code == 0, r.stderr
     # Switch2 is behind two cables: each path costs one refused NodeInfo (x4 tries), then the
     # right key is found and learnt; nothing else is refused
     assert violations(sim, "Switch2") == 2 * 4 + 2 * 1  # 2 paths, default 4 tries; Switch1's key once each
-    _converged(sim, monkeypatch, "--mkey", hex(WRONG), "--mkey-file", path)
+    _converged(on_sim, sim, "--mkey", hex(WRONG), "--mkey-file", path)
 
 
 @pytest.mark.parametrize("level", [0, 1])
 @pytest.mark.parametrize("given", [None, WRONG])
-def test_levels_0_and_1_without_the_key_refuse_the_sets(level, given, monkeypatch):
+def test_levels_0_and_1_without_the_key_refuse_the_sets(on_sim, level, given):
     sim = protected(level)
     before = guards(sim)
     args = ["--mkey", hex(given)] if given else []
-    r = cli(sim, monkeypatch, *args, "sweep")
+    r = on_sim(sim, *args, "sweep")
     assert r.exit_code == 3
     out = r.stdout + r.stderr
     assert "unreachable" not in r.stderr  # discovery worked: level 0/1 answer Gets
@@ -356,20 +358,20 @@ def test_levels_0_and_1_without_the_key_refuse_the_sets(level, given, monkeypatc
     for name in ("Hca1", "Hca3", "Hca2", "Hca4"):  # Switch1 routes every host, Switch2's too
         assert lft1[sim.port_lid((name, 1))] != LFT_NO_PORT
     # the JSON form of the failure keeps the key out too
-    r = cli(sim, monkeypatch, *args, "sweep", "--json")
+    r = on_sim(sim, *args, "sweep", "--json")
     assert r.exit_code == 3 and json.loads(r.stdout)["problems"]
     assert_no_key(r.stdout + r.stderr, KEY, WRONG)
 
 
 @pytest.mark.parametrize("given", [None, WRONG])
-def test_level_1_reads_mkey_as_0_without_the_key(given, monkeypatch):
+def test_level_1_reads_mkey_as_0_without_the_key(on_sim, given):
     sim = protected(1)
     args = ["--mkey", hex(given)] if given else []
-    r = cli(sim, monkeypatch, *args, "query", "portinfo", "0,1,3", "--port", "0", "--json")
+    r = on_sim(sim, *args, "query", "portinfo", "0,1,3", "--port", "0", "--json")
     assert r.exit_code == 0
     value = json.loads(r.stdout)["value"]
     assert value["m_key"] == "<not displayed>" and value["m_key_protect_bits"] == 1
-    r = cli(sim, monkeypatch, *args, "query", "portinfo", "0,1,3", "--port", "0", "--json", "--show-keys")
+    r = on_sim(sim, *args, "query", "portinfo", "0,1,3", "--port", "0", "--json", "--show-keys")
     assert json.loads(r.stdout)["value"]["m_key"] == 0  # level 1: read as 0 without the key
     assert_no_key(r.stdout + r.stderr, KEY)
     with smagent.connect("sim", topology=sim, m_key=KEY) as s:
@@ -378,11 +380,11 @@ def test_level_1_reads_mkey_as_0_without_the_key(given, monkeypatch):
 
 @pytest.mark.parametrize("level", [2, 3])
 @pytest.mark.parametrize("given", [None, WRONG])
-def test_levels_2_and_3_without_the_key_leave_the_node_unreachable(level, given, monkeypatch):
+def test_levels_2_and_3_without_the_key_leave_the_node_unreachable(on_sim, level, given):
     sim = protected(level)
     args = ["--mkey", hex(given)] if given else []
     for cmd in (["discover"], ["sweep"]):
-        r = cli(sim, monkeypatch, *args, *cmd)
+        r = on_sim(sim, *args, *cmd)
         assert r.exit_code == 3, (cmd, r.stderr)
         unreachable = [line for line in r.stderr.splitlines() if line.startswith("warning: unreachable:")]
         assert unreachable == [
@@ -397,53 +399,52 @@ def test_levels_2_and_3_without_the_key_leave_the_node_unreachable(level, given,
     assert sim.node("Hca2").state[1] == PortState.INIT
 
 
-def test_unreachable_local_port_names_the_mkey(monkeypatch):
+def test_unreachable_local_port_names_the_mkey(on_sim):
     sim = protected(2, nodes=("Hca1",))
-    r = cli(sim, monkeypatch, "discover")
+    r = on_sim(sim, "discover")
     assert r.exit_code == 3 and "(the local port): no response: the node did not answer" in r.stderr
     assert "M_Key-protected" in r.stderr
     assert_no_key(r.stdout + r.stderr, KEY)
 
 
-def test_net_file_caps_protect_a_node(tmp_path):
+def test_net_file_caps_protect_a_node(cli, tmp_path):
     text = TWO_SW.read_text().replace(
         'Switch\t8 "Switch2"\n',
         f'Switch\t8 "Switch2"\n# smagent: cap m_key={KEY:#x}\n# smagent: cap m_key_protect_bits=2\n')
     net = tmp_path / "prot.net"
     net.write_text(text)
-    run = CliRunner().invoke
-    r = run(main, ["--topology", str(net), "sweep"])
+    r = cli("--topology", net, "sweep")
     assert r.exit_code == 3 and "DR 0,1,3 (behind Switch1 port 3): no response" in r.stderr
     assert_no_key(r.stdout + r.stderr, KEY)
-    r = run(main, ["--topology", str(net), "--mkey", hex(KEY), "sweep"])
+    r = cli("--topology", net, "--mkey", hex(KEY), "sweep")
     assert r.exit_code == 0, r.stderr
     assert_no_key(r.stdout + r.stderr, KEY)
 
 
 # -- the lease ---------------------------------------------------------------------------------------------------
-def test_lease_expiry_lets_a_new_sm_in(monkeypatch):
+def test_lease_expiry_lets_a_new_sm_in(on_sim):
     """An SM with the key configured the fabric, then vanished. A new SM without the
     key is refused (a violation starts the lease); once the lease has run out the
     protection is gone, Gets pass, and its sweep finds nothing to change."""
     sim = protected(2, lease=60)
     now = [1000.0]
     sim.clock = lambda: now[0]
-    assert cli(sim, monkeypatch, "--mkey", hex(KEY), "sweep").exit_code == 0
+    assert on_sim(sim, "--mkey", hex(KEY), "sweep").exit_code == 0
     now[0] += 3600  # the old SM is gone; no SMP reaches Switch2 for an hour: nothing expires
     assert sim.node("Switch2").pi[0].m_key_protect_bits == 2
-    r = cli(sim, monkeypatch, "sweep")
+    r = on_sim(sim, "sweep")
     assert r.exit_code == 3 and "DR 0,1,3 (behind Switch1 port 3): no response" in r.stderr
     assert sim.node("Switch2").pi[0].m_key_violations > 0
     now[0] += 59
-    assert cli(sim, monkeypatch, "discover").exit_code == 3  # still inside the lease
+    assert on_sim(sim, "discover").exit_code == 3  # still inside the lease
     now[0] += 2
-    r = cli(sim, monkeypatch, "sweep")
+    r = on_sim(sim, "sweep")
     assert r.exit_code == 0, r.stderr
     assert_no_key(r.stdout + r.stderr, KEY)
     pi = sim.node("Switch2").pi[0]
     assert (pi.m_key_protect_bits, pi.m_key) == (0, KEY)  # the key stays; only the protection dropped
     _all_active(sim)
-    _converged(sim, monkeypatch)
+    _converged(on_sim, sim)
 
 
 @pytest.mark.parametrize("level", [0, 2])
@@ -459,14 +460,14 @@ def test_sim_trap_repress_is_key_checked(level):
 
 
 @pytest.mark.parametrize("target", ["0,1,3", "0,1,5"])  # Switch2, by both cables
-def test_query_by_path_finds_the_key_in_the_file(tmp_path, monkeypatch, target):
+def test_query_by_path_finds_the_key_in_the_file(on_sim, tmp_path, target):
     """A query by DR path, where no discovery ran: the default key goes first, then each
     key of the file; the one that answers is used (and never printed)."""
     sim = protected(2, nodes=("Switch2",), keys={"Switch2": KEYS["Switch2"]})
-    r = cli(sim, monkeypatch, "--mkey-file", per_node_file(tmp_path, ["Switch1", "Switch2"]),
+    r = on_sim(sim, "--mkey-file", per_node_file(tmp_path, ["Switch1", "Switch2"]),
             "query", "nodeinfo", target, "--json")
     assert r.exit_code == 0, r.output
     assert_no_key(r.output, *KEYS.values())
     # without the file the node stays silent
-    r = cli(sim, monkeypatch, "query", "nodeinfo", target)
+    r = on_sim(sim, "query", "nodeinfo", target)
     assert r.exit_code == 3

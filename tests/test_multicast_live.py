@@ -3,45 +3,17 @@ shows every group's ports on every switch of its tree, PortMask positions > 0 in
 (a 36-port switch with members on ports 17, 20 and 35); a group file with two groups
 works; a second sweep sends no Set."""
 import json
-import os
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from fabrics import big_switch_fabric
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile
-from smagent.fabric import HCA, SWITCH, Fabric
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
-REPO = Path(__file__).resolve().parent.parent
 NO_SETS = {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0, "mft_blocks": 0, "rft_blocks": 0}
-
-
-def big_switch_fabric() -> Fabric:
-    """Big: 36 ports, hosts on 1, 17, 20, 35, port 36 to Small (8 ports, hosts on 2, 3).
-    H1 comes first, so ibsim puts the SM (us) on it."""
-    f = Fabric()
-    for name in ("H1", "H17", "H20", "H35", "G2", "G3"):
-        f.add_node(name=name, node_type=HCA, num_ports=1)
-    f.add_node(name="Big", node_type=SWITCH, num_ports=36)
-    f.add_node(name="Small", node_type=SWITCH, num_ports=8)
-    for p in (1, 17, 20, 35):
-        f.connect(f"H{p}", 1, "Big", p)
-    f.connect("G2", 1, "Small", 2)
-    f.connect("G3", 1, "Small", 3)
-    f.connect("Big", 36, "Small", 1)
-    return f
-
-
-def smagent(sim, *args, check=True):
-    sim.env["PYTHONPATH"] = str(REPO)  # this checkout's smagent, whatever is installed
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-    if check and r.returncode != 0:
-        raise AssertionError(f"smagent {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def ibroute_mft(sim, lid: int) -> dict[int, set[int]]:
@@ -80,27 +52,26 @@ def port_guid(sim, name):
 
 
 @pytest.fixture
-def big(tmp_path):
+def big(ibsim, tmp_path):
     net = tmp_path / "big.net"
     net.write_text(netfile.dumps(big_switch_fabric()))
-    with IbSim(net, tmp_path / "run") as sim:
-        yield sim
+    return ibsim(net)
 
 
 def test_default_group_positions_above_zero(big):
     sim = big
-    dry = json.loads(smagent(sim, "sweep", "--dry-run", "--json").stdout)
+    dry = json.loads(sim.smagent("sweep", "--dry-run", "--json").stdout)
     mft_lines = [line for line in dry["plan"] if line.startswith("SubnSet(MulticastForwardingTable)")]
     # Big: positions 0 (ports 1, 36 is position 2) 1 (17, 20) 2 (35, 36); Small: position 0
     assert dry["sets"]["mft_blocks"] == 4, mft_lines
     assert any("Big block 0 position 2: mlid 0xc000: ports {} -> {35,36}" in line for line in mft_lines), mft_lines
-    s = json.loads(smagent(sim, "sweep", "--json").stdout)
+    s = json.loads(sim.smagent("sweep", "--json").stdout)
     assert s["problems"] == [] and s["sets"]["mft_blocks"] == 4
     assert s["multicast"] == [{"mlid": "0xc000", "members": 6, "root": "Big", "switches": 2}]
     lids = switch_lids(sim)
     assert ibroute_mft(sim, lids["Big"]) == {0xC000: {1, 17, 20, 35, 36}}
     assert ibroute_mft(sim, lids["Small"]) == {0xC000: {1, 2, 3}}
-    again = json.loads(smagent(sim, "sweep", "--json").stdout)
+    again = json.loads(sim.smagent("sweep", "--json").stdout)
     assert again["sets"] == NO_SETS and again["problems"] == [], again
     # ibsim's SwitchInfo: MulticastFDBTop 0 and no IsMulticastFDBTopSupported on port 0,
     # so the sweep leaves MulticastFDBTop alone
@@ -114,16 +85,20 @@ def test_group_file_two_groups(big, tmp_path):
     groups = tmp_path / "groups.txt"
     groups.write_text(f"# two groups\n0xC000 all\n0xC001 0x{h20:016x} 0x{h35:016x}  # two on Big\n"
                       f"0xC005 0x{h35:016x} 0x{g3:016x}\n")
-    s = json.loads(smagent(sim, "sweep", "--mcast-groups", str(groups), "--json").stdout)
+    s = json.loads(sim.smagent("sweep", "--mcast-groups", str(groups), "--json").stdout)
     assert s["problems"] == [], s
     lids = switch_lids(sim)
     assert ibroute_mft(sim, lids["Big"]) == {0xC000: {1, 17, 20, 35, 36}, 0xC001: {20, 35}, 0xC005: {35, 36}}
     assert ibroute_mft(sim, lids["Small"]) == {0xC000: {1, 2, 3}, 0xC005: {1, 3}}
-    again = json.loads(smagent(sim, "sweep", "--mcast-groups", str(groups), "--json").stdout)
+    again = json.loads(sim.smagent("sweep", "--mcast-groups", str(groups), "--json").stdout)
     assert again["sets"] == NO_SETS, again
-    # dropping a group clears its entries (stale entries below the highest group are read)
+    # dropping a group keeps its entries (reported) unless pruning; pruning clears them
+    # (stale entries below the highest group are read)
     groups.write_text("0xC005 all\n")
-    s = json.loads(smagent(sim, "sweep", "--mcast-groups", str(groups), "--json").stdout)
+    s = json.loads(sim.smagent("sweep", "--mcast-groups", str(groups), "--json").stdout)
+    assert s["problems"] == [] and set(s["multicast_kept"]) == {"0xc000", "0xc001"}, s
+    assert ibroute_mft(sim, lids["Big"])[0xC001] == {20, 35}
+    s = json.loads(sim.smagent("sweep", "--mcast-groups", str(groups), "--prune-multicast", "--json").stdout)
     assert s["problems"] == []
     assert ibroute_mft(sim, lids["Big"]) == {0xC005: {1, 17, 20, 35, 36}}
     assert ibroute_mft(sim, lids["Small"]) == {0xC005: {1, 2, 3}}
@@ -133,10 +108,10 @@ def test_bad_group_file_exit_2_sends_nothing(big, tmp_path):
     sim = big
     groups = tmp_path / "groups.txt"
     groups.write_text("0xC000 all\n0xC400 all\n")  # ibsim's MulticastFDBCap is 1024: 0xC000..0xC3FF
-    r = smagent(sim, "sweep", "--mcast-groups", str(groups), check=False)
+    r = sim.smagent("sweep", "--mcast-groups", str(groups), check=False)
     assert r.returncode == 2 and "groups.txt:2" in r.stderr and "MulticastFDBCap" in r.stderr, r.stderr
     out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
     assert re.search(r"^Lid:\.+0$", out, re.M), "nothing may be sent after bad input"
     groups.write_text("0xC000 all\n0xC001 garbage\n")
-    r = smagent(sim, "sweep", "--mcast-groups", str(groups), check=False)
+    r = sim.smagent("sweep", "--mcast-groups", str(groups), check=False)
     assert r.returncode == 2 and "groups.txt:2" in r.stderr, r.stderr

@@ -8,7 +8,7 @@ from smagent import netfile, topogen
 from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, FabricError, Node, Port
 from smagent.netfile import NetFileError
 
-from ibsim_harness import ibsim_available, ibsim_factory, skip_reason  # noqa: F401 (fixture)
+from ibsim_harness import ibsim_available, skip_reason
 
 VECTORS = Path(__file__).parent / "vectors"
 NET_2SW4HCA = VECTORS / "ibsim-2sw4hca.net"
@@ -327,7 +327,7 @@ def test_ibsim_size_args():
 # -- live: ibsim loads what we write ------------------------------------------
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
-def test_ibsim_loads_ibnetdiscover_style_with_our_guids(tmp_path, ibsim_factory):
+def test_ibsim_loads_ibnetdiscover_style_with_our_guids(tmp_path, ibsim):
     """GUIDs and descriptions we write are the ones ibsim then serves."""
     f = topogen.fat_tree_2(4)
     for i, n in enumerate(f):
@@ -337,7 +337,7 @@ def test_ibsim_loads_ibnetdiscover_style_with_our_guids(tmp_path, ibsim_factory)
             n.port_guids[1] = n.guid + 1  # ibsim's rule for CA port GUIDs
     path = tmp_path / "ft4.net"
     path.write_text(netfile.dumps(f, "ibnetdiscover"))
-    sim = ibsim_factory(path)
+    sim = ibsim(path)
     seen = netfile.loads(sim.run(["ibnetdiscover"]).stdout, source="ibnetdiscover")
     assert {n.guid: n.description for n in seen} == {n.guid: n.description for n in f}
     assert seen.link_set(key=lambda n: n.guid) == f.link_set(key=lambda n: n.guid)
@@ -348,12 +348,12 @@ def test_ibsim_loads_ibnetdiscover_style_with_our_guids(tmp_path, ibsim_factory)
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
 @pytest.mark.parametrize("style", ["ibsim", "ibnetdiscover"])
-def test_ibsim_serves_what_we_write(tmp_path, ibsim_factory, style):
+def test_ibsim_serves_what_we_write(tmp_path, ibsim, style):
     """LIDs, LMCs, rates, IDs and descriptions in our files reach ibsim's SMA."""
     f = rich_fabric()
     path = tmp_path / f"rich-{style}.net"
     path.write_text(netfile.dumps(f, style))
-    sim = ibsim_factory(path)
+    sim = ibsim(path)
     seen = netfile.loads(sim.run(["ibnetdiscover"]).stdout, source="ibnetdiscover")
     desc = lambda n: n.description  # noqa: E731
     assert seen.link_set(key=desc) == f.link_set(key=desc)

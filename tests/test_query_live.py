@@ -5,12 +5,11 @@ table the golden-vector tests use (smpquery's names -> the IBA snake_case names)
 import json
 import pathlib
 import re
-import sys
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
-from test_vectors import SMPQUERY
+from ibsim_harness import ibsim_available, skip_reason
+from smpquery_names import SMPQUERY
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
@@ -52,32 +51,31 @@ def compare(attr: str, ours: dict, smpq_text: str) -> int:
 
 
 def query(sim, attr, target, *extra):
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "query", attr, target, "--json", *extra],
-                check=False)
+    r = sim.smagent("query", attr, target, "--json", *extra, check=False)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["value"]
 
 
-def test_query_matches_smpquery_dr_then_lid(tmp_path):
-    with IbSim(NET, tmp_path) as sim:
-        total = 0
-        for path, is_switch, ports in PATHS:
-            for attr in ("nodeinfo", "nodedesc") + (("switchinfo",) if is_switch else ()):
-                total += compare(attr, query(sim, attr, path), sim.run(["smpquery", "-D", attr, path]).stdout)
-            for p in ports:
-                ours = query(sim, "portinfo", path, "--port", str(p))
-                total += compare("portinfo", ours, sim.run(["smpquery", "-D", "portinfo", path, str(p)]).stdout)
-        assert total > 150  # every field smpquery prints, over 4 nodes and 3 hops
-        # LIDs through a sweep, then the same reads LID-routed through the programmed LFTs
-        r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", "--json"], check=False)
-        assert r.returncode == 0, r.stderr
-        lids = {}
-        for path, is_switch, ports in PATHS:
-            lids[path] = query(sim, "portinfo", path, "--port", "0" if is_switch else str(ports[0]))["lid"]
-            assert lids[path] > 0
-        for path, is_switch, ports in PATHS:
-            lid = str(lids[path])
-            for attr in ("nodeinfo", "nodedesc") + (("switchinfo",) if is_switch else ()):
-                total += compare(attr, query(sim, attr, lid), sim.run(["smpquery", attr, lid]).stdout)
-            p = str(ports[-1])
-            compare("portinfo", query(sim, "portinfo", lid, "--port", p), sim.run(["smpquery", "portinfo", lid, p]).stdout)
+def test_query_matches_smpquery_dr_then_lid(ibsim, tmp_path):
+    sim = ibsim(NET)
+    total = 0
+    for path, is_switch, ports in PATHS:
+        for attr in ("nodeinfo", "nodedesc") + (("switchinfo",) if is_switch else ()):
+            total += compare(attr, query(sim, attr, path), sim.run(["smpquery", "-D", attr, path]).stdout)
+        for p in ports:
+            ours = query(sim, "portinfo", path, "--port", str(p))
+            total += compare("portinfo", ours, sim.run(["smpquery", "-D", "portinfo", path, str(p)]).stdout)
+    assert total > 150  # every field smpquery prints, over 4 nodes and 3 hops
+    # LIDs through a sweep, then the same reads LID-routed through the programmed LFTs
+    r = sim.smagent("sweep", "--json", check=False)
+    assert r.returncode == 0, r.stderr
+    lids = {}
+    for path, is_switch, ports in PATHS:
+        lids[path] = query(sim, "portinfo", path, "--port", "0" if is_switch else str(ports[0]))["lid"]
+        assert lids[path] > 0
+    for path, is_switch, ports in PATHS:
+        lid = str(lids[path])
+        for attr in ("nodeinfo", "nodedesc") + (("switchinfo",) if is_switch else ()):
+            total += compare(attr, query(sim, attr, lid), sim.run(["smpquery", attr, lid]).stdout)
+        p = str(ports[-1])
+        compare("portinfo", query(sim, "portinfo", lid, "--port", p), sim.run(["smpquery", "portinfo", lid, p]).stdout)

@@ -10,17 +10,15 @@ malformed fixtures.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from fixture_text import digest, normalize
 from mad import smp as smpcodec
 from mad.attributes import AttrID, NodeDescription
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method
-from smagent.cli import main
 from smagent.pcap import CaptureError, CaptureWriter, read_capture
 from smagent.transport import open_transport
 from smagent.transport.base import Request, SmpTimeout, TransportError
@@ -28,15 +26,9 @@ from smagent.transport.replay import ReplayMiss, ReplayRefusesSet, ReplayTranspo
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-sys.path.insert(0, str(ROOT / "scripts"))
-from make_fixtures import digest, normalize  # noqa: E402
 
 EXPECTED = sorted(FIXTURES.glob("*.expected.json"))
 BIG_LFT_SHOWS = 3  # ft2-648 has 54 switches: replay a few `lft show`s of each state, not all
-
-
-def replay(fixture, *args, **kw):
-    return CliRunner().invoke(main, ["--transport", "replay", "--fixture", str(fixture), *args], **kw)
 
 
 def _cases():
@@ -62,7 +54,7 @@ def test_fixtures_are_there():
 
 
 @pytest.mark.parametrize("fixture, case", list(_cases()))
-def test_replay_prints_what_the_live_session_printed(fixture, case):
+def test_replay_prints_what_the_live_session_printed(replay, fixture, case):
     r = replay(fixture, *case["args"])
     assert r.exit_code == case["rc"], r.output
     out = normalize(case["args"], r.stdout)
@@ -73,7 +65,7 @@ def test_replay_prints_what_the_live_session_printed(fixture, case):
 
 
 @pytest.mark.parametrize("fab", ["two-switch", "torus-4x4", "ft2-648"])
-def test_fresh_dry_run_plan(fab):
+def test_fresh_dry_run_plan(replay, fab):
     """The plan of the recorded fresh fabric: every Set a sweep would send, none sent."""
     r = replay(FIXTURES / f"{fab}-fresh.erf", "sweep", "--dry-run", "--json")
     assert r.exit_code == 0, r.output
@@ -91,7 +83,7 @@ def test_fresh_dry_run_plan(fab):
 
 
 # -- refusals and misses at the CLI ---------------------------------------------------------------
-def test_unmatched_request_exit_3_names_it():
+def test_unmatched_request_exit_3_names_it(replay):
     fx = FIXTURES / "two-switch-fresh.erf"
     r = replay(fx, "query", "nodeinfo", "0,1,7,7")
     assert r.exit_code == 3
@@ -105,10 +97,9 @@ def test_unmatched_request_exit_3_names_it():
 
 @pytest.mark.parametrize("args", [["sweep"], ["lft", "set", "0,1", "5", "3"], ["mft", "set", "0,1", "0xc000", "1"]],
                          ids=" ".join)
-def test_set_refused_with_dry_run_hint(args, tmp_path):
+def test_set_refused_with_dry_run_hint(replay, args, tmp_path):
     cap = tmp_path / "again.erf"
-    r = CliRunner().invoke(main, ["--transport", "replay", "--fixture", str(FIXTURES / "two-switch-fresh.erf"),
-                                  "--record", str(cap), *args])
+    r = replay(FIXTURES / "two-switch-fresh.erf", *args, record=cap)
     assert r.exit_code == 3, r.output
     assert r.stdout == ""  # no plan, no summary: nothing else
     lines = r.stderr.strip().splitlines()
@@ -118,13 +109,13 @@ def test_set_refused_with_dry_run_hint(args, tmp_path):
     assert all(rec.mad[3] != Method.SET for rec in read_capture(cap))
 
 
-def test_dry_run_of_a_write_command_replays(tmp_path):
+def test_dry_run_of_a_write_command_replays(replay, tmp_path):
     r = replay(FIXTURES / "two-switch-fresh.erf", "lft", "set", "0,1", "5", "3", "--dry-run")
     assert r.exit_code == 0, r.output
     assert "LinearForwardingTable" in r.stdout or "SwitchInfo" in r.stdout
 
 
-def test_recorded_timeout_replays_as_timeout():
+def test_recorded_timeout_replays_as_timeout(replay):
     r = replay(FIXTURES / "two-switch-fresh.erf", "query", "rft", "0,1")
     assert r.exit_code == 3
     assert "SubnGet(RandomForwardingTable, modifier 0x0) to DR 0,1: no response after 4 tries" in r.stderr
@@ -151,7 +142,7 @@ def _rlen(data, off=0):
     ("empty", "no SMP requests recorded"),
     ("missing", "No such file"),
 ])
-def test_corrupt_fixture_exit_2_names_file_and_record(tmp_path, how, expect):
+def test_corrupt_fixture_exit_2_names_file_and_record(replay, tmp_path, how, expect):
     r0 = _rlen((FIXTURES / "two-switch-fresh.erf").read_bytes())
     if how == "truncated":
         p = _corrupt(tmp_path, "t.erf", lambda d: d.__delitem__(slice(3 * r0 + 100, None)))
@@ -310,11 +301,10 @@ def test_a_tid_reused_before_an_answer_marks_the_first_undelivered(tmp_path):
         t.query(_get_desc((0, 1)))
 
 
-def test_replay_session_can_be_recorded_again(tmp_path):
+def test_replay_session_can_be_recorded_again(replay, tmp_path):
     """--record on a replay writes the same exchanges: a replay of the replay agrees."""
     cap = tmp_path / "again.erf"
-    r = CliRunner().invoke(main, ["--transport", "replay", "--fixture", str(FIXTURES / "two-switch-fresh.erf"),
-                                  "--record", str(cap), "discover"])
+    r = replay(FIXTURES / "two-switch-fresh.erf", "discover", record=cap)
     assert r.exit_code == 0
     r2 = replay(cap, "discover")
     assert r2.exit_code == 0 and r2.stdout == r.stdout

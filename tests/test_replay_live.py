@@ -1,7 +1,7 @@
 """Replay against live: what a replay of the committed fixtures prints equals what the
 same command prints live on ibsim running the same fabric (fixtures/<name>.net), on the
 fresh fabric and again after a real `smagent sweep`. Timings are the only thing removed
-(scripts/make_fixtures.normalize).
+(tests/fixture_text.normalize).
 
 A failure here after a change to what the agent asks or prints means the fixtures are
 stale: regenerate them with `python scripts/make_fixtures.py` (see fixtures/README.md).
@@ -11,35 +11,20 @@ records a session now and replays it.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from fixture_text import normalize, normalize_stderr
 from ibsim_harness import IbSim, ibsim_available, skip_reason
 from smagent import netfile
-from smagent.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-sys.path.insert(0, str(ROOT / "scripts"))
-from make_fixtures import normalize, normalize_stderr  # noqa: E402
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
 LFT_SHOWS = {"ft2-648": 3}  # replay only a few of the 54 `lft show`s of the big fabric
-
-
-def live(sim: IbSim, *args: str, record: Path | None = None):
-    cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad"]
-    if record is not None:
-        cmd += ["--record", str(record)]
-    return sim.run([*cmd, *args], check=False, timeout=600)
-
-
-def replay(fixture: Path, *args: str):
-    return CliRunner().invoke(main, ["--transport", "replay", "--fixture", str(fixture), *args])
 
 
 def start(name: str, tmp_path: Path) -> IbSim:
@@ -60,9 +45,9 @@ def commands(name: str, state: str) -> list[list[str]]:
     return out
 
 
-def compare(sim: IbSim, fixture: Path, args: list[str]) -> list[str]:
+def compare(replay, sim: IbSim, fixture: Path, args: list[str]) -> list[str]:
     """Run ARGS live and replayed; return the differences (empty: equal)."""
-    lv, rp = live(sim, *args), replay(fixture, *args)
+    lv, rp = sim.smagent(*args, check=False), replay(fixture, *args)
     what = f"{fixture.name}: smagent {' '.join(args)}"
     diffs = []
     if lv.returncode != rp.exit_code:
@@ -87,11 +72,11 @@ def plan_of(stdout: str) -> tuple[list[str], dict]:
 
 
 @pytest.mark.parametrize("name", ["two-switch", "torus-4x4", "ft2-648"])
-def test_replay_equals_live(name, tmp_path):
+def test_replay_equals_live(replay, name, tmp_path):
     with start(name, tmp_path) as sim:
         # the dry-run plan, compared field by field first (clearest failure), then every command
         fresh = FIXTURES / f"{name}-fresh.erf"
-        lv = live(sim, "sweep", "--dry-run", "--json")
+        lv = sim.smagent("sweep", "--dry-run", "--json", check=False)
         rp = replay(fresh, "sweep", "--dry-run", "--json")
         assert lv.returncode == 0 and rp.exit_code == 0, (lv.stderr, rp.output)
         (lplan, lcounts), (rplan, rcounts) = plan_of(lv.stdout), plan_of(rp.stdout)
@@ -100,37 +85,37 @@ def test_replay_equals_live(name, tmp_path):
         assert lplan, "a fresh fabric has a plan"
         diffs = []
         for args in commands(name, "fresh"):
-            diffs += compare(sim, fresh, args)
+            diffs += compare(replay, sim, fresh, args)
         # a real sweep, then the swept state
-        r = live(sim, "sweep")
+        r = sim.smagent("sweep", check=False)
         assert r.returncode == 0, r.stderr
         swept = FIXTURES / f"{name}-swept.erf"
-        lv = live(sim, "sweep", "--dry-run", "--json")
+        lv = sim.smagent("sweep", "--dry-run", "--json", check=False)
         rp = replay(swept, "sweep", "--dry-run", "--json")
         assert plan_of(rp.stdout) == plan_of(lv.stdout)
         assert plan_of(lv.stdout)[0] == [], "nothing left to do after a sweep"
         for args in commands(name, "swept"):
-            diffs += compare(sim, swept, args)
+            diffs += compare(replay, sim, swept, args)
         assert not diffs, "replay differs from live (stale fixtures? python scripts/make_fixtures.py):\n" + \
             "\n".join(diffs)
 
 
 @pytest.mark.parametrize("name", ["two-switch", "torus-4x4"])
-def test_live_recording_replays_identically(name, tmp_path):
+def test_live_recording_replays_identically(replay, name, tmp_path):
     """Independent of the committed fixtures: record now, replay the recording."""
     with start(name, tmp_path) as sim:
         cases = [["sweep", "--dry-run", "--json"], ["discover"], ["query", "nodeinfo", "0,1"], ["lft", "show", "0,1"],
                  ["query", "rft", "0,1"]]
         for i, args in enumerate(cases):
             cap = tmp_path / f"s{i}.erf"
-            lv = live(sim, *args, record=cap)
+            lv = sim.smagent(*args, record=cap, check=False)
             rp = replay(cap, *args)
             assert rp.exit_code == lv.returncode, (args, rp.output)
             assert normalize(args, rp.stdout) == normalize(args, lv.stdout), args
             assert rp.stderr == normalize_stderr(lv.stderr), args
         # a whole real sweep recorded (Sets and all) cannot be replayed as a sweep...
         cap = tmp_path / "sweep.erf"
-        assert live(sim, "sweep", record=cap).returncode == 0
+        assert sim.smagent("sweep", record=cap, check=False).returncode == 0
         rp = replay(cap, "sweep")
         assert rp.exit_code == 3 and "cannot take writes" in rp.stderr and rp.stdout == ""
         # ... but its Gets replay: the dry run of that recording is the plan it carried out

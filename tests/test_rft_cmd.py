@@ -2,38 +2,25 @@
 after a sweep, an entry set and removed by hand, limits refused before any Set, and the
 data plane follows what was set."""
 import json
-import subprocess
-import sys
 
 import pytest
 
+from fabrics import chassis_fabric
 from smagent import netfile
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
 from smagent import sweep as sweepmod
-from test_rft import chassis_fabric
 
 
-def cli(net, *args):
-    return subprocess.run([sys.executable, "-m", "smagent.cli", "--topology", str(net), *args],
-                          capture_output=True, text=True, timeout=120)
-
-
-def test_show_after_sweep_and_set_by_hand(tmp_path, monkeypatch):
+def test_show_after_sweep_and_set_by_hand(cli, tmp_path, monkeypatch):
     fab = chassis_fabric()
     t = SimTransport(fab)
     r = sweepmod.sweep(t, sweepmod.SweepOptions())
     assert r.problems == []
-    from click.testing import CliRunner
-
-    from smagent import cli
-    from smagent.cli import main
-
     # the CLI over the same in-process fabric, through the root group (where errors become exit codes)
-    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: t)
 
-    runner = CliRunner()
-    out = runner.invoke(main, ["rft", "show", "C", "--json"])
+    out = cli("rft", "show", "C", "--json")
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     ports = {e["port"] for e in doc["entries"]}
@@ -42,13 +29,13 @@ def test_show_after_sweep_and_set_by_hand(tmp_path, monkeypatch):
     t2 = next(n for n in r.topology.cas() if n.description == "T2")
     lid2 = r.lid_plan.lids[t2.port_guids[1]]
     # send T2's LID to C itself (port 0) instead: the data plane must follow
-    out = runner.invoke(main, ["rft", "set", "C", str(lid2), "0", "--json"])
+    out = cli("rft", "set", "C", str(lid2), "0", "--json")
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["sets"]["rft_blocks"] >= 1
     tr = trace(t.sim, ("H1", 1), lid2)
     assert tr.outcome != "delivered" or tr.dest != ("T2", 1)
     # the same again: nothing to change, no Set
-    again = runner.invoke(main, ["rft", "set", "C", str(lid2), "0", "--json"])
+    again = cli("rft", "set", "C", str(lid2), "0", "--json")
     assert json.loads(again.output)["plan"] == []
     # a fresh sweep repairs it
     assert sweepmod.sweep(t, sweepmod.SweepOptions()).problems == []
@@ -57,7 +44,7 @@ def test_show_after_sweep_and_set_by_hand(tmp_path, monkeypatch):
     def sets():
         return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet"))
     before = sets()
-    bad = runner.invoke(main, ["rft", "set", "C", str(lid2), "1"])
+    bad = cli("rft", "set", "C", str(lid2), "1")
     assert bad.exit_code == 2 and "LIDsPerPort" in bad.output, bad.output
     assert sets() == before  # refused before any Set
 
@@ -68,17 +55,17 @@ def test_show_after_sweep_and_set_by_hand(tmp_path, monkeypatch):
     (["rft", "set", "C", "4", "300"], "not a port"),
     (["rft", "show", "H1"], "not a switch"),
 ])
-def test_rft_bad_input(tmp_path, args, needle):
+def test_rft_bad_input(live_cli, tmp_path, args, needle):
     net = tmp_path / "chassis.net"
     net.write_text(netfile.dumps(chassis_fabric()))
-    r = cli(net, *args)
+    r = live_cli("--topology", net, *args)
     assert r.returncode == 2, r.stderr
     assert needle in r.stderr
 
 
-def test_rft_on_an_lft_switch_is_refused(tmp_path):
+def test_rft_on_an_lft_switch_is_refused(live_cli, tmp_path):
     from smagent import topogen
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(topogen.two_switch()))
-    r = cli(net, "rft", "show", "Switch1")
+    r = live_cli("--topology", net, "rft", "show", "Switch1")
     assert r.returncode == 2 and "no random forwarding table" in r.stderr

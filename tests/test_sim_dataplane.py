@@ -265,7 +265,7 @@ def test_multicast_forced_off_uses_unicast_rules(mft_sim):
 
 
 def test_all_pairs_on_the_default_fabric():
-    from test_sim_lid import program
+    from sim_program import program
     from smagent.transport.sim import SimTransport
 
     t = SimTransport(None)

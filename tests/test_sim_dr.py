@@ -168,7 +168,7 @@ def hybrid(path, *, dr_slid=0xFFFF, dr_dlid=0xFFFF, lrh_dlid=0xFFFF):
 
 @pytest.fixture
 def programmed():
-    from test_sim_lid import program
+    from sim_program import program
 
     t = transport()
     return t, program(t)

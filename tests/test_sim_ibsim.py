@@ -15,7 +15,7 @@ from mad.header import Method
 from smagent.sim import SimFabric
 
 from ibsim_harness import IbSim, ibsim_available, skip_reason
-from test_sim_lid import dr_paths
+from sim_program import dr_paths
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 

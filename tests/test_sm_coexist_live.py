@@ -14,7 +14,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -31,10 +30,6 @@ HCA2_FROM_HCA1 = "0,1,3,1"  # Hca1 -> Switch1 (port 3) -> Switch2 (port 1) -> Hc
 IS_SM = 0x2
 
 
-def smagent(sim, *args):
-    return sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-
-
 class OpenSM:
     """OpenSM running (no -o: it stays up) on the ibsim node `host`; killed by process group."""
 
@@ -42,7 +37,7 @@ class OpenSM:
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "opensm.log"
-        self.env = dict(sim.env, SIM_HOST=host, OSM_CACHE_DIR=str(self.dir), OSM_TMP_DIR=str(self.dir))
+        self.env = sim.opensm_env(self.dir, SIM_HOST=host)
         self.proc = None
 
     def __enter__(self):
@@ -95,38 +90,38 @@ def _state(sim):
     return disc.split("\n", 3)[-1], routes, re.sub(r"^(Mkey|MkeyViolations).*$", "", local, flags=re.M)
 
 
-def test_refuses_with_master_opensm_then_force(tmp_path):
+def test_refuses_with_master_opensm_then_force(ibsim, tmp_path):
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(topogen.two_switch()))  # Hca1 first: smagent runs there
-    with IbSim(net, tmp_path / "run") as sim:
-        assert not _capmask(sim, HCA2_FROM_HCA1, 1) & IS_SM, "IsSM set before any SM ran"
-        with OpenSM(sim, "Hca2", tmp_path / "osm"):
-            assert _capmask(sim, HCA2_FROM_HCA1, 1) & IS_SM, "OpenSM's port does not show IsSM"
-            assert not _capmask(sim, "0", 1) & IS_SM
-            sminfo = sim.run(["sminfo"]).stdout  # the witness: LID-routed to the SM LID
-            m = re.search(r"sm lid (\d+) sm guid (0x[0-9a-f]+).*priority (\d+) state 3 SMINFO_MASTER", sminfo)
-            assert m, sminfo
-            lid, guid, prio = int(m.group(1)), int(m.group(2), 16), int(m.group(3))
-            assert guid == 0x100004  # Hca2 port 1
+    sim = ibsim(net)
+    assert not _capmask(sim, HCA2_FROM_HCA1, 1) & IS_SM, "IsSM set before any SM ran"
+    with OpenSM(sim, "Hca2", tmp_path / "osm"):
+        assert _capmask(sim, HCA2_FROM_HCA1, 1) & IS_SM, "OpenSM's port does not show IsSM"
+        assert not _capmask(sim, "0", 1) & IS_SM
+        sminfo = sim.run(["sminfo"]).stdout  # the witness: LID-routed to the SM LID
+        m = re.search(r"sm lid (\d+) sm guid (0x[0-9a-f]+).*priority (\d+) state 3 SMINFO_MASTER", sminfo)
+        assert m, sminfo
+        lid, guid, prio = int(m.group(1)), int(m.group(2), 16), int(m.group(3))
+        assert guid == 0x100004  # Hca2 port 1
 
-            before = _state(sim)
-            for args in (["sweep"], ["sweep", "--dry-run"]):
-                r = smagent(sim, *args)
-                assert r.returncode == 4, (args, r.returncode, r.stdout, r.stderr)  # SafetyRefusal (issue 11 item 1)
-                err = r.stderr
-                assert "another subnet manager is MASTER" in err, err
-                assert f"GUID {guid:#018x}" in err and f"LID {lid}" in err, err
-                assert f"priority {prio}" in err and "state MASTER" in err and "Hca2" in err, err
-                assert "--force" in err
-            assert _state(sim) == before, "a refused sweep changed the fabric"
+        before = _state(sim)
+        for args in (["sweep"], ["sweep", "--dry-run"]):
+            r = sim.smagent(*args, check=False)
+            assert r.returncode == 4, (args, r.returncode, r.stdout, r.stderr)  # SafetyRefusal (issue 11 item 1)
+            err = r.stderr
+            assert "another subnet manager is MASTER" in err, err
+            assert f"GUID {guid:#018x}" in err and f"LID {lid}" in err, err
+            assert f"priority {prio}" in err and "state MASTER" in err and "Hca2" in err, err
+            assert "--force" in err
+        assert _state(sim) == before, "a refused sweep changed the fabric"
 
-            r = smagent(sim, "sweep", "--force", "--json")
-            assert r.returncode == 0, (r.stdout, r.stderr)
-            s = json.loads(r.stdout)
-            assert s["problems"] == [] and s["unreachable"] == []
-            assert any("--force" in n and f"{guid:#018x}" in n for n in s["notes"]), s["notes"]
-            # the witness has teeth: the forced sweep did change what it compares
-            # (every port's MasterSMLID now names smagent's port, not OpenSM's)
-            assert _state(sim) != before
-            local = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
-            assert re.search(r"^SMLid:\.+(\d+)$", local, re.M).group(1) != str(lid), local
+        r = sim.smagent("sweep", "--force", "--json", check=False)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        s = json.loads(r.stdout)
+        assert s["problems"] == [] and s["unreachable"] == []
+        assert any("--force" in n and f"{guid:#018x}" in n for n in s["notes"]), s["notes"]
+        # the witness has teeth: the forced sweep did change what it compares
+        # (every port's MasterSMLID now names smagent's port, not OpenSM's)
+        assert _state(sim) != before
+        local = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
+        assert re.search(r"^SMLid:\.+(\d+)$", local, re.M).group(1) != str(lid), local

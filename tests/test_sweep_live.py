@@ -5,7 +5,6 @@ adapter pairs; a second sweep sends no Set."""
 import json
 import random
 import re
-import sys
 
 import pytest
 
@@ -13,13 +12,6 @@ from ibsim_harness import IbSim, ibsim_available, skip_reason
 from smagent import netfile, topogen
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
-
-
-def smagent(sim, *args, check=True):
-    r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=600)
-    if check and r.returncode != 0:
-        raise AssertionError(f"smagent {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def witness_checks(sim, fabric, pairs_sample=None):
@@ -54,34 +46,34 @@ def witness_checks(sim, fabric, pairs_sample=None):
     return all_lids
 
 
-def test_two_switch_sweep_then_witnesses(tmp_path):
+def test_two_switch_sweep_then_witnesses(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        dry = smagent(sim, "sweep", "--dry-run", "--json")
-        plan = json.loads(dry.stdout)
-        assert plan["dry_run"] and plan["plan"]
-        assert plan["sets"]["lft_blocks"] == 2
-        r = smagent(sim, "sweep", "--json")
-        s = json.loads(r.stdout)
-        assert s["problems"] == [] and s["unreachable"] == []
-        assert s["sets"]["lft_blocks"] == 2
-        witness_checks(sim, fabric)
-        again = json.loads(smagent(sim, "sweep", "--json").stdout)
-        assert set(again["sets"].values()) == {0}, again  # a converged fabric: no Set of any kind
+    sim = ibsim(net)
+    dry = sim.smagent("sweep", "--dry-run", "--json")
+    plan = json.loads(dry.stdout)
+    assert plan["dry_run"] and plan["plan"]
+    assert plan["sets"]["lft_blocks"] == 2
+    r = sim.smagent("sweep", "--json")
+    s = json.loads(r.stdout)
+    assert s["problems"] == [] and s["unreachable"] == []
+    assert s["sets"]["lft_blocks"] == 2
+    witness_checks(sim, fabric)
+    again = json.loads(sim.smagent("sweep", "--json").stdout)
+    assert set(again["sets"].values()) == {0}, again  # a converged fabric: no Set of any kind
 
 
-def test_dry_run_sends_no_set(tmp_path):
+def test_dry_run_sends_no_set(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        smagent(sim, "sweep", "--dry-run")
-        out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
-        assert re.search(r"^Lid:\.+0$", out, re.M), out
-        out = sim.run(["smpquery", "-D", "switchinfo", "0,1"]).stdout
-        assert re.search(r"^LinearFdbTop:\.+0$", out, re.M), out
+    sim = ibsim(net)
+    sim.smagent("sweep", "--dry-run")
+    out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
+    assert re.search(r"^Lid:\.+0$", out, re.M), out
+    out = sim.run(["smpquery", "-D", "switchinfo", "0,1"]).stdout
+    assert re.search(r"^LinearFdbTop:\.+0$", out, re.M), out
 
 
 def test_lid_file_persists_lids(tmp_path):
@@ -90,12 +82,12 @@ def test_lid_file_persists_lids(tmp_path):
     net.write_text(netfile.dumps(fabric))
     lidfile = tmp_path / "guid2lid"
     with IbSim(net, tmp_path / "run1") as sim:
-        smagent(sim, "sweep", "--lmc", "1", "--lid-file", str(lidfile))
+        sim.smagent("sweep", "--lmc", "1", "--lid-file", str(lidfile))
         first = sim.run(["ibnetdiscover"]).stdout
     content = lidfile.read_text()
     assert re.search(r"^0x[0-9a-f]{16} 0x[0-9a-f]{4} 0x[0-9a-f]{4}$", content, re.M)
     with IbSim(net, tmp_path / "run2") as sim:  # a fresh fabric, same file: same LIDs
-        smagent(sim, "sweep", "--lmc", "1", "--lid-file", str(lidfile))
+        sim.smagent("sweep", "--lmc", "1", "--lid-file", str(lidfile))
         second = sim.run(["ibnetdiscover"]).stdout
     lids = lambda t: sorted(re.findall(r'# "([^"]+)".*?lid (\d+)', t))
     assert lids(first) == lids(second)
@@ -105,37 +97,37 @@ def test_lid_file_persists_lids(tmp_path):
 @pytest.mark.parametrize("bad, needle", [
     (["--lmc", "9"], "LMC"),
 ])
-def test_bad_sweep_input_exit_2(tmp_path, bad, needle):
+def test_bad_sweep_input_exit_2(ibsim, tmp_path, bad, needle):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run") as sim:
-        r = smagent(sim, "sweep", *bad, check=False)
-        assert r.returncode == 2 and needle in r.stderr
+    sim = ibsim(net)
+    r = sim.smagent("sweep", *bad, check=False)
+    assert r.returncode == 2 and needle in r.stderr
 
 
-def test_garbage_lid_file_exit_2(tmp_path):
+def test_garbage_lid_file_exit_2(ibsim, tmp_path):
     fabric = topogen.two_switch()
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(fabric))
     lidfile = tmp_path / "guid2lid"
     lidfile.write_text("0x10 0x1 0x1\nthis is not a record\n")
-    with IbSim(net, tmp_path / "run") as sim:
-        r = smagent(sim, "sweep", "--lid-file", str(lidfile), check=False)
-        assert r.returncode == 2 and "guid2lid:2" in r.stderr, r.stderr
-        out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
-        assert re.search(r"^Lid:\.+0$", out, re.M), "nothing may be sent after bad input"
+    sim = ibsim(net)
+    r = sim.smagent("sweep", "--lid-file", str(lidfile), check=False)
+    assert r.returncode == 2 and "guid2lid:2" in r.stderr, r.stderr
+    out = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
+    assert re.search(r"^Lid:\.+0$", out, re.M), "nothing may be sent after bad input"
 
 
-def test_fat_tree_648_hosts(tmp_path):
+def test_fat_tree_648_hosts(ibsim, tmp_path):
     fabric = topogen.fat_tree_2(36)
     assert len(fabric.cas()) == 648
     net = tmp_path / "ft648.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSim(net, tmp_path / "run", extra_args=netfile.ibsim_size_args(fabric)) as sim:
-        s = json.loads(smagent(sim, "sweep", "--json").stdout)
-        assert s["problems"] == [] and s["unreachable"] == []
-        assert s["nodes"] == 648 + 54
-        witness_checks(sim, fabric, pairs_sample=2000)
-        again = json.loads(smagent(sim, "sweep", "--json").stdout)
-        assert set(again["sets"].values()) == {0}, again
+    sim = ibsim(net, extra_args=netfile.ibsim_size_args(fabric))
+    s = json.loads(sim.smagent("sweep", "--json").stdout)
+    assert s["problems"] == [] and s["unreachable"] == []
+    assert s["nodes"] == 648 + 54
+    witness_checks(sim, fabric, pairs_sample=2000)
+    again = json.loads(sim.smagent("sweep", "--json").stdout)
+    assert set(again["sets"].values()) == {0}, again

@@ -441,15 +441,13 @@ def test_tshark_dissects_every_vector_as_recorded(tmp_path):
 
 @needs_tshark
 @pytest.mark.parametrize("suffix", [".erf", ".pcap"])
-def test_record_a_session_tshark_agrees(tmp_path, suffix):
+def test_record_a_session_tshark_agrees(live_cli, tmp_path, suffix):
     """`--record` on a real session (the simulator, a dry-run sweep): tshark decodes every
     frame of both written formats (ERF type 21, and pcap link type 252 written with
     scapy) as the SMPs we sent and received, attribute by attribute, nothing malformed."""
     import json as _json
-    import sys as _sys
     cap = tmp_path / f"session{suffix}"
-    r = subprocess.run([_sys.executable, "-m", "smagent.cli", "--record", str(cap), "sweep", "--dry-run", "--json"],
-                       capture_output=True, text=True, timeout=120)
+    r = live_cli("--record", cap, "sweep", "--dry-run", "--json", timeout=120)
     assert r.returncode == 0, r.stderr
     sent = _json.loads(r.stdout)["smps_sent"]
     ours = [(rec.mad[3], int.from_bytes(rec.mad[16:18], "big")) for rec in read_capture(cap)]

@@ -9,25 +9,20 @@ smpquery, run with the same environment, is the independent witness.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
+from ibsim_harness import IbSim, ibsim_available, skip_reason
+
 pytestmark = pytest.mark.ibsim
 
 TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 NETFILE = TESTS / "vectors" / "ibsim-2sw4hca.net"
-UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 
 # Switch1 (the SM's node, ibsim's first) and Switch2 behind its port 3.
 SWITCH_PATH = "0,3"
@@ -35,14 +30,13 @@ EMPTY_PATH = "0,4"  # Switch1 port 4 has no link
 
 
 class Sim:
-    def __init__(self, proc: subprocess.Popen, workdir: Path, env: dict):
-        self.proc = proc
-        self.workdir = workdir
-        self.env = env  # for clients: LD_PRELOAD + IBSIM_SOCKNAME
+    """The module's ibsim, with the helpers these tests use."""
+
+    def __init__(self, ib: IbSim):
+        self.ib = ib
 
     def run(self, argv, timeout=30) -> subprocess.CompletedProcess:
-        return subprocess.run(argv, cwd=self.workdir, env=self.env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=timeout)
+        return self.ib.run(argv, check=False, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def python(self, code: str, *args: str) -> subprocess.CompletedProcess:
         return self.run([sys.executable, "-c", textwrap.dedent(code), *args])
@@ -54,44 +48,12 @@ class Sim:
 
 
 @pytest.fixture(scope="module")
-def ibsim(tmp_path_factory):
-    for tool in ("ibsim", "smpquery"):
-        if not shutil.which(tool):
-            pytest.skip(f"{tool} not installed (ibsim-utils, infiniband-diags)")
-    if not os.path.exists(UMAD2SIM):
-        pytest.skip(f"{UMAD2SIM} not installed (libumad2sim0)")
-    workdir = tmp_path_factory.mktemp("ibsim")
-    sock = f"smagent-umad-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    sim_env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    sim_env["IBSIM_SOCKNAME"] = sock
-    client_env = dict(sim_env, LD_PRELOAD=UMAD2SIM,
-                      PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    log = open(workdir / "ibsim.log", "wb")
-    # -n: no console (with stdin at EOF ibsim would otherwise spin at 100 % CPU).
-    proc = subprocess.Popen(["ibsim", "-n", "-s", str(NETFILE)], cwd=workdir, env=sim_env,
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        sim = Sim(proc, workdir, client_env)
-        deadline = time.monotonic() + 5
-        while True:
-            assert proc.poll() is None, f"ibsim exited: {(workdir / 'ibsim.log').read_text()}"
-            r = sim.run(["smpquery", "-D", "nodeinfo", "0"], timeout=10)
-            if r.returncode == 0:
-                break
-            assert time.monotonic() < deadline, f"ibsim not ready after 5 s: {r.stderr}"
-            time.sleep(0.1)
-        yield sim
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(5)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+def umad_sim(tmp_path_factory):
+    """One ibsim for the module (its tests only read): started through the harness."""
+    if not ibsim_available():
+        pytest.skip(skip_reason())
+    with IbSim(NETFILE, tmp_path_factory.mktemp("ibsim")) as ib:
+        yield Sim(ib)
 
 
 # Child-side driver: sends DR NodeInfo Gets along the paths given on the
@@ -143,8 +105,8 @@ DRIVER = """
 
 
 @pytest.fixture(scope="module")
-def driven(ibsim):
-    r = ibsim.python(DRIVER, "0", SWITCH_PATH, EMPTY_PATH)
+def driven(umad_sim):
+    r = umad_sim.python(DRIVER, "0", SWITCH_PATH, EMPTY_PATH)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -161,7 +123,7 @@ def _nodeinfo(mad: bytes) -> dict:
 
 
 @pytest.mark.parametrize("path", ["0", SWITCH_PATH])
-def test_dr_nodeinfo_matches_smpquery(ibsim, driven, path):
+def test_dr_nodeinfo_matches_smpquery(umad_sim, driven, path):
     got = driven[path]
     assert got is not None, "no answer within 2 s"
     assert got["status"] == 0
@@ -173,7 +135,7 @@ def test_dr_nodeinfo_matches_smpquery(ibsim, driven, path):
     assert int.from_bytes(mad[16:18], "big") == 0x0011
     assert mad[7] == path.count(",")  # hop count
     ni = _nodeinfo(mad)
-    witness = ibsim.smpquery_nodeinfo(path)
+    witness = umad_sim.smpquery_nodeinfo(path)
     assert ni["node_type"] == 2 and witness["NodeType"] == "Switch"
     assert ni["node_guid"] == int(witness["Guid"], 16)
     assert ni["port_guid"] == int(witness["PortGuid"], 16)
@@ -201,9 +163,9 @@ def test_window_of_eight_matched_by_tid(driven):
     assert driven["window"] is True
 
 
-def test_local_port_info_under_ibsim(ibsim, driven):
+def test_local_port_info_under_ibsim(umad_sim, driven):
     info = driven["info"]
-    witness = ibsim.smpquery_nodeinfo("0")
+    witness = umad_sim.smpquery_nodeinfo("0")
     # ibsim puts the SM client on the first node of the net file: Switch1, port 0.
     assert (info["ca"], info["port"], info["node_type"], info["state"]) == ("ibsim0", 0, 2, 4)
     assert info["port_guid"] == int(witness["PortGuid"], 16)
@@ -223,20 +185,20 @@ UNKNOWN = """
 """
 
 
-def test_unknown_ca_under_ibsim(ibsim):
-    r = ibsim.python(UNKNOWN, "mlx5_9", "-")
+def test_unknown_ca_under_ibsim(umad_sim):
+    r = umad_sim.python(UNKNOWN, "mlx5_9", "-")
     assert r.returncode == 0, r.stderr
     assert "UnknownPort: unknown --ca mlx5_9" in r.stdout
     assert "ibsim0 (port 0)" in r.stdout  # lists what exists
 
 
-def test_unknown_port_under_ibsim(ibsim):
-    r = ibsim.python(UNKNOWN, "ibsim0", "5")
+def test_unknown_port_under_ibsim(umad_sim):
+    r = umad_sim.python(UNKNOWN, "ibsim0", "5")
     assert r.returncode == 0, r.stderr
     assert "UnknownPort: unknown --port 5 on CA ibsim0" in r.stdout
 
 
-def test_explicit_ca_opens(ibsim):
-    r = ibsim.python(UNKNOWN, "ibsim0", "-")
+def test_explicit_ca_opens(umad_sim):
+    r = umad_sim.python(UNKNOWN, "ibsim0", "-")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "opened"

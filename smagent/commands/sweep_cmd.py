@@ -8,15 +8,9 @@ import sys
 import click
 
 from smagent import render
+from smagent.paths import default_state_dir
 from smagent.commands.common import emit_json
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
-
-
-def default_state_dir() -> str:
-    if os.environ.get("SMAGENT_STATE_DIR"):
-        return os.environ["SMAGENT_STATE_DIR"]
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "smagent")
 
 
 class Progress:
@@ -45,16 +39,16 @@ class Progress:
 
 def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
     """Ctrl-C during a sweep or apply: what is known, and how to finish."""
-    from smagent import backup
+    from smagent.fdb.journal import Journal, JournalError
     msg = "interrupted"
     if state_dir:
         journal = os.path.join(state_dir, "apply.journal")
         try:
-            p = backup.Journal.pending(journal)
-        except backup.BackupError:
+            p = Journal.pending(journal)
+        except JournalError:
             p = None
         if p is not None:
-            msg += (f": {len(p.written)} of {len(p.plan)} LFT blocks were confirmed written ({journal}); "
+            msg += (f": {len(p.confirmed)} of {len(p.plan)} table blocks were confirmed written ({journal}); "
                     f"run the sweep again to finish, or `smagent lft restore` the saved blocks in "
                     f"{os.path.join(state_dir, 'backups')}")
     if msg == "interrupted":
@@ -100,28 +94,34 @@ def _run_sweep(obj, state_dir, progress=None, **kw):
 @click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
               help="guid2lid file (OpenSM's format) to keep LIDs across runs.")
 @click.option("--routing", "engine", default="minhop", show_default=True,
-              help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | file:PATH (an lft dump).")
+              help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
+                   "file:PATH (an lft dump).")
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
 @click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None,
               help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "
                    "Default: group 0xC000 with every CA port (IPoIB broadcast).")
 @click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
+@click.option("--prune-multicast", is_flag=True,
+              help="Remove MFT entries of MLIDs outside the groups (default: keep them and report them).")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where LFT blocks are saved before they are overwritten, and the apply journal is kept "
                    "(default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
-def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, state_dir, as_json):
+def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, prune_multicast, state_dir,
+          as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
     from smagent import multicast
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
+    if prune_multicast and no_multicast:
+        raise BadInput("--prune-multicast and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
     if state_dir is None and obj.opts["transport"] == "umad":
         state_dir = default_state_dir()
     progress = Progress(obj.transport(), "sweep") if sys.stderr.isatty() and not as_json else None
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
-                   force=force, mcast_groups=spec, multicast=not no_multicast)
+                   force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast)
     summary = r.summary()
     if dry_run:
         summary["plan"] = r.plan_lines()

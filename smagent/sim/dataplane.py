@@ -20,10 +20,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from mad.forwarding import LFT_NO_PORT, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID
+from mad.forwarding import LFT_NO_PORT, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID, rft_decode
 from mad.attributes import PortState
 from smagent.sim.model import ACTIVE, DOWN, Dropped, Looped
-from smagent.sim.sma import rft_entry
 
 MAX_HOPS = 64  # no route in a subnet is longer; more means a forwarding loop
 
@@ -83,7 +82,7 @@ def rft_lookup(sw, dlid: int) -> int | None:
         for packed in sw.rft:
             if not packed:
                 continue
-            e = rft_entry(packed)
+            e = rft_decode(packed)
             if not e.valid:
                 continue
             first = e.base_lid & ~((1 << e.lmc) - 1)
