@@ -2,18 +2,12 @@
 first SMP (the fabric is left exactly as it was: ibnetdiscover sees no LID), with the
 documented code and, with --json, one JSON document; a good one is then written."""
 import json
-import sys
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
 from smagent import netfile, topogen
 
-pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
-
-
-def smagent(sim, *args):
-    return sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", *args], check=False, timeout=300)
+pytestmark = [pytest.mark.ibsim]
 
 
 def fabric_state(sim) -> str:
@@ -21,24 +15,24 @@ def fabric_state(sim) -> str:
     return "\n".join(l for l in sim.run(["ibnetdiscover"]).stdout.splitlines() if not l.startswith("#"))
 
 
-def test_unwritable_lid_file_and_state_dir_refused_before_any_smp(tmp_path):
+def test_unwritable_lid_file_and_state_dir_refused_before_any_smp(tmp_path, ibsim):
     net = tmp_path / "2sw.net"
     net.write_text(netfile.dumps(topogen.two_switch()))
     a_file = tmp_path / "plain"
     a_file.write_text("")
-    with IbSim(net, tmp_path / "run") as sim:
-        before = fabric_state(sim)
-        assert "lid 0 " in before or " lid 0" in before  # nothing has LIDs yet: the witness can see a sweep
-        r = smagent(sim, "sweep", "--lid-file", "/nonexistent/dir/g2l", "--json")
-        assert r.returncode == 2, (r.stdout, r.stderr)
-        doc = json.loads(r.stdout)
-        assert doc["exit_code"] == 2 and "/nonexistent/dir" in doc["error"] and doc["problems"]
-        r = smagent(sim, "sweep", "--state-dir", str(a_file / "sub"))
-        assert r.returncode == 2 and "--state-dir" in r.stderr, r.stderr
-        assert fabric_state(sim) == before, "a refused sweep changed the fabric"
+    sim = ibsim(net)
+    before = fabric_state(sim)
+    assert "lid 0 " in before or " lid 0" in before  # nothing has LIDs yet: the witness can see a sweep
+    r = sim.smagent("sweep", "--lid-file", "/nonexistent/dir/g2l", "--json", check=False)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 2 and "/nonexistent/dir" in doc["error"] and doc["problems"]
+    r = sim.smagent("sweep", "--state-dir", str(a_file / "sub"), check=False)
+    assert r.returncode == 2 and "--state-dir" in r.stderr, r.stderr
+    assert fabric_state(sim) == before, "a refused sweep changed the fabric"
 
-        g2l = tmp_path / "g2l"
-        r = smagent(sim, "sweep", "--lid-file", str(g2l))
-        assert r.returncode == 0, (r.stdout, r.stderr)
-        assert g2l.read_text().count("0x") >= 3 * 6  # every port's record written after the Sets
-        assert fabric_state(sim) != before
+    g2l = tmp_path / "g2l"
+    r = sim.smagent("sweep", "--lid-file", str(g2l), check=False)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert g2l.read_text().count("0x") >= 3 * 6  # every port's record written after the Sets
+    assert fabric_state(sim) != before

@@ -224,7 +224,7 @@ def test_updn_routes_irregular_fat_trees_as_opensm_does(tmp_path, name, irregula
     fabric = irregular_fabrics[name][0]()
     theirs, lidfile = _opensm(tmp_path, fabric, name, "updn")
     with start(tmp_path, fabric, f"{name}-ours") as sim:
-        r = smagent(sim, "sweep", "--routing", "updn", "--lid-file", str(lidfile))
+        r = sim.smagent("sweep", "--routing", "updn", "--lid-file", str(lidfile))
         assert re.search(r"^# note: updn roots \(.*equally far", r.stdout, re.M), r.stdout
         ours = _parse_lfts(sim.run(["dump_lfts"]).stdout)
         rc, rep = verify_json(sim)
