@@ -173,7 +173,7 @@ RFT_ENTRY = ["base_lid" / B(16), "valid" / B(1), "lmc" / B(3), Padding(4), "port
 RandomForwardingEntry = Layout("RandomForwardingEntry", *RFT_ENTRY, doc="One RFT entry (4 bytes).")
 RandomForwardingTable = _attr(
     AttrID.RANDOM_FORWARDING_TABLE, "RandomForwardingTable",
-    "entries" / Array(16, B(32)),  # each a packed RandomForwardingEntry; see rft_entries()
+    "entries" / Array(16, B(32)),  # each a packed RandomForwardingEntry; see mad.forwarding.rft_decode
 )
 
 MulticastForwardingTable = _attr(
@@ -247,16 +247,3 @@ def encode_attribute(value, modifier: int = 0) -> bytes:
     if lay is None or getattr(value, "ATTR_ID", None) is None:
         raise MadFieldError("attribute", type(value).__name__, "an attribute value from mad.attributes")
     return lay.encode(value)
-
-
-def rft_entries(block) -> list:
-    """Unpack a RandomForwardingTable block into 16 RandomForwardingEntry values."""
-    return [RandomForwardingEntry.decode(e.to_bytes(4, "big")) for e in block.entries]
-
-
-def rft_block(entries) -> "RandomForwardingTable.cls":
-    """Pack up to 16 RandomForwardingEntry values into a block (missing ones invalid)."""
-    if len(entries) > 16:
-        raise MadFieldError("entries", len(entries), "at most 16 per RFT block")
-    packed = [int.from_bytes(RandomForwardingEntry.encode(e), "big") for e in entries]
-    return RandomForwardingTable.cls(entries=packed + [0] * (16 - len(packed)))

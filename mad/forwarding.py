@@ -148,6 +148,75 @@ def mft_blocks_for(cap: int) -> int:
     return -(-cap // MFT_BLOCK_SIZE)
 
 
+# -- packing: MFT PortMasks and RFT entries ------------------------------------------
+# The one place ports become PortMask bits and RFT entries become 32-bit words. The RFT
+# entry layout is mad.attributes.RandomForwardingEntry's (imported late: attributes
+# imports this module for PORTINFO_EXT_SPEEDS), never restated here.
+def mask_ports(mask: int, position: int) -> set[int]:
+    """The ports a 16-bit PortMask at ``position`` names."""
+    base = position * MFT_PORTS_PER_POSITION
+    return {base + b for b in range(MFT_PORTS_PER_POSITION) if mask >> b & 1}
+
+
+def ports_masks(ports, positions: int) -> list[int]:
+    """A set of ports as one 16-bit PortMask per position 0..positions-1."""
+    masks = [0] * positions
+    for port in ports:
+        pos, bit = mft_position(port)
+        masks[pos] |= 1 << bit
+    return masks
+
+
+def masks_ports(masks) -> list[int]:
+    """The inverse of `ports_masks`: ``masks[p]`` is position p's PortMask; sorted ports."""
+    return sorted(port for p, m in enumerate(masks) for port in mask_ports(m, p))
+
+
+def rft_decode(packed: int):
+    """One packed 32-bit RFT word as a RandomForwardingEntry value (valid or not)."""
+    from mad.attributes import RandomForwardingEntry
+    return RandomForwardingEntry.decode(packed.to_bytes(4, "big"))
+
+
+def rft_encode(entry) -> int:
+    """A RandomForwardingEntry value as the 32-bit word RandomForwardingTable.entries holds."""
+    from mad.attributes import RandomForwardingEntry
+    return int.from_bytes(RandomForwardingEntry.encode(entry), "big")
+
+
+def rft_pack(base_lid: int, lmc: int, port: int) -> int:
+    """One valid entry as its 32-bit word."""
+    from mad.attributes import RandomForwardingEntry
+    rft_lid_range(base_lid, lmc)  # checks the LMC
+    return rft_encode(RandomForwardingEntry.cls(base_lid=base_lid, valid=1, lmc=lmc, port=port))
+
+
+def rft_unpack(packed: int) -> tuple[int, int, int] | None:
+    """(base_lid, lmc, port) of a valid entry, None for an invalid one."""
+    e = rft_decode(packed)
+    return (e.base_lid, e.lmc, e.port) if e.valid else None
+
+
+def rft_norm(packed: int) -> int:
+    """Invalid entries compare equal whatever else they hold; reserved bits ignored."""
+    e = rft_unpack(packed)
+    return 0 if e is None else rft_pack(*e)
+
+
+def rft_block_entries(block) -> list:
+    """A RandomForwardingTable value as its 16 RandomForwardingEntry values."""
+    return [rft_decode(e) for e in block.entries]
+
+
+def rft_block_of(entries):
+    """Up to 16 RandomForwardingEntry values as a RandomForwardingTable (the rest invalid)."""
+    from mad.attributes import RandomForwardingTable
+    if len(entries) > RFT_BLOCK_SIZE:
+        raise MadFieldError("entries", len(entries), f"at most {RFT_BLOCK_SIZE} per RFT block")
+    packed = [rft_encode(e) for e in entries]
+    return RandomForwardingTable.cls(entries=packed + [0] * (RFT_BLOCK_SIZE - len(packed)))
+
+
 # PortInfo: port number in bits 7:0; bit 31 = SMSupportExtendedSpeeds (IBA 1.4+)
 PORTINFO_EXT_SPEEDS = 1 << 31
 

@@ -1,12 +1,13 @@
 """Desired state as a file: what the fabric should hold, in YAML or JSON.
 
-    routing: minhop              # minhop | updn | file:PATH
+    routing: minhop              # minhop | updn | ftree | file:PATH
     lmc: 0
     lid_file: guid2lid           # optional: keep LIDs across runs (OpenSM's format)
     lft:                         # static entries; they override routing
       - {switch: Switch1, lid: 5, port: 3}
     multicast:                   # groups; members are CA descriptions (every port) or port GUIDs
       - {mlid: 0xC001, members: [Hca1, 0x0000000000100004]}
+    multicast_prune: false       # true: remove MFT entries of MLIDs not listed (default: keep them)
     switches:                    # SwitchInfo components a master SM owns
       Switch1: {linear_fdb_top: 200, default_port: 0}
     links:                       # link configuration (smagent.links); defaults are OpenSM's
@@ -28,17 +29,17 @@ import json
 import os
 
 from mad import forwarding as fw
+from smagent.errors import BadInput
 
-KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "switches", "links"}
+KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links"}
 SWITCH_KEYS = {"linear_fdb_top", "default_port", "default_multicast_primary_port",
                "default_multicast_not_primary_port", "life_time_value"}
 
 
-class DesiredStateError(ValueError):
+class DesiredStateError(BadInput):
     def __init__(self, source: str, problems: list[str]):
-        self.problems = problems
         super().__init__(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n  "
-                         + "\n  ".join(problems))
+                         + "\n  ".join(problems), problems)
 
 
 @dataclasses.dataclass
@@ -51,6 +52,7 @@ class DesiredState:
     lft: list = dataclasses.field(default_factory=list)  # [(switch ref, lid, port)]
     multicast: list = dataclasses.field(default_factory=list)  # [(mlid, [member refs])]
     switches: dict = dataclasses.field(default_factory=dict)  # switch ref -> {component: value}
+    multicast_prune: bool = False  # remove MFT entries of MLIDs outside `multicast`
     links: object = None  # links.LinkOptions, when the file has a links section
 
 
@@ -102,8 +104,8 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
         problems.append(f"unknown key {k!r} (known: {', '.join(sorted(KEYS))})")
     if "routing" in doc:
         r = doc["routing"]
-        if not isinstance(r, str) or not (r in ("minhop", "updn") or r.startswith("file:")):
-            problems.append(f"routing: {r!r} is not minhop, updn or file:PATH")
+        if not isinstance(r, str) or not (r in ("minhop", "updn") or r == "ftree" or r.startswith(("file:", "ftree:"))):
+            problems.append(f"routing: {r!r} is not minhop, updn, ftree or file:PATH")
         else:
             ds.routing = r
     if "root" in doc:
@@ -116,6 +118,11 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
                 raise ValueError
         except ValueError:
             problems.append(f"lmc: {doc['lmc']!r} is not 0..7")
+    if "multicast_prune" in doc:
+        if not isinstance(doc["multicast_prune"], bool):
+            problems.append(f"multicast_prune: {doc['multicast_prune']!r} is not true or false")
+        else:
+            ds.multicast_prune = doc["multicast_prune"]
     if doc.get("lid_file") is not None:
         ds.lid_file = str(doc["lid_file"])
     for i, e in enumerate(doc.get("lft") or [], 1):

@@ -72,6 +72,10 @@ class Topology:
     # (guid, port) of switch ports cabled back to themselves (a loopback plug or a
     # miscabled port): shown, never a link, so nothing routes through them
     loopbacks: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    # what failed, as fields: where (readable), path (DR path or None), node/guid/port (the
+    # node and port it sits behind, or the node and port whose details failed; None if
+    # unknown), error
+    unreached: list[dict] = dataclasses.field(default_factory=list)
     smps: int = 0
     seconds: float = 0.0
 
@@ -151,6 +155,13 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     links: dict[tuple[int, int], tuple[int, int]] = {}
     unreachable: list[str] = []
     loopbacks: list[tuple[int, int]] = []
+    unreached: list[dict] = []
+
+    def lost(where: str, error, path=None, node=None, port=None):
+        unreachable.append(f"{where}: {error}")
+        unreached.append({"where": where, "path": list(path) if path else None,
+                          "node": node and (node.description or hex(node.guid)),
+                          "guid": node and f"0x{node.guid:016x}", "port": port, "error": str(error)})
 
     (root_reply,), _ = _node_infos(transport, [(0,)])
     if isinstance(root_reply.error, SmpTimeout):
@@ -170,12 +181,13 @@ def discover(transport: Transport, *, progress=None) -> Topology:
             if r.ok:
                 infos[f[0]] = r.value()
             else:
-                where = f" (behind {nodes[f[1]].description or hex(f[1])} port {f[2]})" if f[1] in nodes else ""
+                behind = nodes.get(f[1])
+                where = f" (behind {behind.description or hex(f[1])} port {f[2]})" if behind else ""
                 why = r.error
                 if isinstance(why, SmpTimeout):
                     n = tried.get(f[0], 1)
                     why = NO_ANSWER + (f"; {n} M_Keys tried" if n > 1 else "")
-                unreachable.append(f"DR {','.join(map(str, f[0]))}{where}: {why}")
+                lost(f"DR {','.join(map(str, f[0]))}{where}", why, f[0], behind, f[2] if behind else None)
         new_nodes: list[DNode] = []
         new_ca_ports: list[tuple[DNode, int]] = []
         for path, parent, pport in frontier:
@@ -216,7 +228,7 @@ def discover(transport: Transport, *, progress=None) -> Topology:
         for (n, what, p), r in zip(sinks, transport.execute(reqs)):
             if not r.ok:
                 label = {"desc": "NodeDescription", "swinfo": "SwitchInfo"}.get(what, f"PortInfo of port {p}")
-                unreachable.append(f"{n.description or hex(n.guid)} ({label}): {r.error}")
+                lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, p)
                 continue
             v = r.value()
             if what == "desc":
@@ -238,6 +250,9 @@ def discover(transport: Transport, *, progress=None) -> Topology:
                         continue
                     if len(n.path) > smpcodec.MAX_HOPS:
                         unreachable.append(f"beyond {smpcodec.MAX_HOPS} hops from {n.description}")
+                        unreached.append({"where": f"{n.description} port {p}", "path": None,
+                                          "node": n.description, "guid": f"0x{n.guid:016x}", "port": p,
+                                          "error": f"beyond {smpcodec.MAX_HOPS} hops"})
                         continue
                     nxt.append((n.path + (p,), n.guid, p))
             elif len(n.path) == 1:
@@ -248,7 +263,7 @@ def discover(transport: Transport, *, progress=None) -> Topology:
         frontier = nxt
         if progress is not None:
             progress(len(nodes), transport.stats.sent - sent0)
-    topo = Topology(nodes, links, local, unreachable, loopbacks)
+    topo = Topology(nodes, links, local, unreachable, loopbacks, unreached)
     topo.smps = transport.stats.sent - sent0
     topo.seconds = time.monotonic() - t0
     return topo

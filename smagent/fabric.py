@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple
 
+from smagent.errors import BadInput
+
 SWITCH = "Switch"
 HCA = "Hca"
 ROUTER = "Router"
@@ -33,7 +35,7 @@ NODE_TYPES = (SWITCH, HCA, ROUTER)
 MAX_PORTS = 254
 
 
-class FabricError(ValueError):
+class FabricError(BadInput):
     """An inconsistent fabric: unknown node, port out of range, port reused."""
 
 

@@ -13,35 +13,36 @@ import os
 import re
 
 from mad.forwarding import UNICAST_LID_MAX
+from smagent import paths
+from smagent.errors import BadInput
 
 _LINE = re.compile(r"^\s*(0x[0-9a-fA-F]+)\s+(0x[0-9a-fA-F]+|\d+)\s+(0x[0-9a-fA-F]+|\d+)\s*$")
 
 
-class LidFileError(ValueError):
+class LidFileError(BadInput):
     pass
 
 
-class LidError(ValueError):
+class LidError(BadInput):
     pass
 
 
 def load_guid2lid(path) -> dict[int, tuple[int, int]]:
     """Read a guid2lid file: port GUID -> (min LID, max LID). Garbage is an error that
-    names the line; a missing file is an empty table."""
+    names the line; a missing file is an empty table; an unreadable one is BadInput."""
     if not os.path.exists(path):
         return {}
     out: dict[int, tuple[int, int]] = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            m = _LINE.match(line)
-            if not m:
-                raise LidFileError(f"{path}:{n}: not a guid2lid record (expected '0xGUID 0xMINLID 0xMAXLID'): {line.strip()[:60]!r}")
-            guid, lo, hi = (int(x, 0) for x in m.groups())
-            if not (1 <= lo <= hi <= UNICAST_LID_MAX):
-                raise LidFileError(f"{path}:{n}: LID range {lo:#x}-{hi:#x} is not within 0x1-{UNICAST_LID_MAX:#x}")
-            out[guid] = (lo, hi)
+    for n, line in enumerate(paths.read_text(path, "LID file", errors="replace").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise LidFileError(f"{path}:{n}: not a guid2lid record (expected '0xGUID 0xMINLID 0xMAXLID'): {line.strip()[:60]!r}")
+        guid, lo, hi = (int(x, 0) for x in m.groups())
+        if not (1 <= lo <= hi <= UNICAST_LID_MAX):
+            raise LidFileError(f"{path}:{n}: LID range {lo:#x}-{hi:#x} is not within 0x1-{UNICAST_LID_MAX:#x}")
+        out[guid] = (lo, hi)
     return out
 
 

@@ -47,6 +47,7 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, vlarb_block, vlarb_entries
 from mad.header import Method
 from smagent.transport.base import Request
+from smagent.errors import BadInput
 
 DEFAULT_SUBNET_PREFIX = 0xFE80000000000000
 CAP_SL_MAPPING = 1 << 6  # PortInfo.CapabilityMask: IsSLMappingSupported
@@ -66,7 +67,7 @@ LINK_FIELDS = ("gid_prefix", "neighbor_mtu", "operational_vls", "hoq_life", "vl_
 RIDE_ALONG = frozenset({"subnet_timeout"})
 
 
-class LinkConfigError(ValueError):
+class LinkConfigError(BadInput):
     """An option out of range; the message names it."""
 
 

@@ -39,19 +39,21 @@ from __future__ import annotations
 
 import os
 
+from smagent.errors import BadInput
+
 MKEY_BITS = 64
 MKEY_MAX = (1 << MKEY_BITS) - 1
 
 
-class MKeyFileError(ValueError):
+class MKeyFileError(BadInput):
     """A key file that cannot be used (exit status 2 at the CLI); names file:line."""
 
 
 def _check_key(key, what: str = "M_Key") -> int:
     if isinstance(key, bool) or not isinstance(key, int):
-        raise ValueError(f"{what}: an M_Key is an integer")
+        raise BadInput(f"{what}: an M_Key is an integer")
     if not 0 <= key <= MKEY_MAX:
-        raise ValueError(f"{what}: an M_Key is 64 bits (0 .. 2^64-1)")  # never quote the key
+        raise BadInput(f"{what}: an M_Key is 64 bits (0 .. 2^64-1)")  # never quote the key
     return key
 
 
@@ -211,13 +213,15 @@ def parse(text: str, source: str = "<mkeys>") -> KeyChain:
 
 
 def load(path) -> KeyChain:
-    """Read a key file; MKeyFileError for bad contents, OSError if unreadable."""
+    """Read a key file; MKeyFileError if it is unreadable or its contents are bad."""
     p = os.fspath(path)
     try:
         with open(p, encoding="utf-8") as f:
             text = f.read()
     except UnicodeDecodeError:
         raise MKeyFileError(f"{p}: not a text file (UTF-8)") from None
+    except OSError as e:
+        raise MKeyFileError(f"--mkey-file {p}: {e.strerror or e}") from None
     return parse(text, source=p)
 
 

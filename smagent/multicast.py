@@ -43,18 +43,18 @@ import dataclasses
 import re
 
 from mad import forwarding as fw
+from smagent.errors import BadInput
 
 DEFAULT_MLID = 0xC000
 ALL = "all"
 NO_PORT = 255
 
 
-class GroupFileError(ValueError):
+class GroupFileError(BadInput):
     """A group file (or a group) that cannot be used; `problems` lists every one."""
 
     def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
+        super().__init__("\n".join(problems), problems)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,8 @@ import os
 import re
 from typing import TextIO
 
+from smagent import paths
+from smagent.errors import BadInput
 from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, FabricError, Node, Port
 
 __all__ = [
@@ -56,7 +58,7 @@ __all__ = [
 ]
 
 
-class NetFileError(ValueError):
+class NetFileError(BadInput):
     """A topology file that cannot be read; names the file and 1-based line."""
 
     def __init__(self, source: str, lineno: int, reason: str):
@@ -416,8 +418,7 @@ def load(src: str | os.PathLike | TextIO, source: str | None = None) -> Fabric:
     if isinstance(src, str) and "\n" in src:
         return loads(src, source or "<string>")
     path = os.fspath(src)
-    with open(path, encoding="utf-8") as f:
-        return loads(f.read(), source or path)
+    return loads(paths.read_text(path, "topology file"), source or path)
 
 
 # --------------------------------------------------------------------------
@@ -538,7 +539,7 @@ def dump(fabric: Fabric, stream: TextIO, style: str = "ibsim") -> None:
     fabric's order; ibsim attaches its SM to the first node's first port.
     """
     if style not in STYLES:
-        raise ValueError(f"style must be one of {', '.join(STYLES)}, not {style!r}")
+        raise BadInput(f"style must be one of {', '.join(STYLES)}, not {style!r}")
     _check_names(fabric)
     full = style == "ibnetdiscover"
     ids = any(n.caps.get("vendor_id") or n.caps.get("device_id") for n in fabric)

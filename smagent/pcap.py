@@ -38,6 +38,7 @@ from typing import IO, Iterator, NamedTuple
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.framing import NotAMadPacket, frame, unframe
+from smagent.errors import BadInput
 
 ERF_TYPE_INFINIBAND = 21
 ERF_TYPE_META = 27  # provenance records newer DAG software writes: skipped
@@ -57,7 +58,7 @@ _PCAP_MAGIC = {
 _PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 
 
-class CaptureError(ValueError):
+class CaptureError(BadInput):
     """A capture file that cannot be read; the message names the file and the record."""
 
 
@@ -109,13 +110,16 @@ class CaptureWriter:
             self.path = getattr(path, "name", "<stream>")
         else:
             self.path = os.fspath(path)
-            if self.path.endswith(".pcap"):
-                from scapy.utils import RawPcapWriter
-                self._pcap = RawPcapWriter(self.path, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
-                self._pcap.write_header(None)  # write_packet alone never writes the file header
-                self._f, self._owned = self._pcap, True
-            else:
-                self._f, self._owned = open(self.path, "wb"), True
+            try:
+                if self.path.endswith(".pcap"):
+                    from scapy.utils import RawPcapWriter
+                    self._pcap = RawPcapWriter(self.path, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
+                    self._pcap.write_header(None)  # write_packet alone never writes the file header
+                    self._f, self._owned = self._pcap, True
+                else:
+                    self._f, self._owned = open(self.path, "wb"), True
+            except OSError as e:  # --record: refused before the first SMP
+                raise CaptureError(f"{self.path}: {e.strerror or e}") from None
         self._psn = 0
         self.count = 0
 

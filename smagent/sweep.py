@@ -6,7 +6,7 @@ GetResp of each Set carries the attribute as the node now holds it, and that is 
 read-back we check (no second Get per block).
 
 Unicast: a switch with a LinearForwardingTable gets LFT blocks; one with LinearFDBCap 0
-and RandomFDBCap > 0 gets RFT entries and maybe a DefaultPort (`smagent.rft`).
+and RandomFDBCap > 0 gets RFT entries and maybe a DefaultPort (`smagent.fdb.random`).
 Multicast: every group (`smagent.multicast`: a group file, or the IPoIB broadcast group
 0xC000 with every CA port) gets a spanning tree and MFT entries, diffed and written by
 (block, position).
@@ -14,8 +14,8 @@ Multicast: every group (`smagent.multicast`: a group file, or the IPoIB broadcas
 SwitchInfo fields a sweep writes, and why (everything else is echoed as read):
 
 * LinearFDBTop: the highest LID assigned (switches with an LFT only).
-* LifeTimeValue: 18, as OpenSM; PortStateChange: written as read (1 clears it).
-* DefaultPort: RFT switches only, when `smagent.rft` picks one (else as read).
+* LifeTimeValue: 18, as OpenSM; PortStateChange: cleared when set (`smagent.fdb.tops`).
+* DefaultPort: RFT switches only, when `smagent.fdb.random` picks one (else as read).
 * MulticastFDBTop: only on a switch that says it implements it, i.e. port 0's
   PortInfo.CapabilityMask has IsMulticastFDBTopSupported (bit 30, IBA 1.2.1+), as
   OpenSM does (``use_mfttop``); then the highest MLID programmed on that switch, or
@@ -37,23 +37,27 @@ from mad import smp as smpcodec
 from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
-from smagent import discovery, lids, links, multicast, rft, routing, tables
+from smagent import discovery, lids, links, multicast, paths, routing
+from smagent.fdb import apply as fdbapply
+from smagent.fdb import linear, tops
+from smagent.fdb import multicast as mfttab
+from smagent.fdb import random as rft
+from smagent.fdb.switch import interleave
+from smagent.errors import FabricFailure, SafetyRefusal
 from smagent.transport.base import Request, Transport
 
 JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
 LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
 CAP_IS_MCAST_FDB_TOP = 1 << 30  # PortInfo.CapabilityMask: IsMulticastFDBTopSupported
 MFT_TOP_NONE = fw.MULTICAST_LID_MIN - 1  # MulticastFDBTop with no valid entry (OpenSM's value)
-SWITCHINFO_FIELDS = ("linear_fdb_top", "default_port", "multicast_fdb_top", "default_multicast_primary_port",
-                     "default_multicast_not_primary_port", "life_time_value", "port_state_change")
 
 
-class SweepError(RuntimeError):
+class SweepError(FabricFailure):
     """The sweep could not finish; the message says what and where."""
 
 
-class OtherMasterSM(SweepError):
-    pass
+class OtherMasterSM(SafetyRefusal):
+    """Another subnet manager is MASTER: refused before the first Set (--force overrides)."""
 
 
 @dataclasses.dataclass
@@ -68,11 +72,14 @@ class SweepOptions:
     mcast_groups: object = None
     multicast: bool = True
     # where LFT blocks are saved before they are overwritten, and the apply journal
-    # lives (smagent.backup); None: no backups (the in-process simulator)
+    # lives (smagent.fdb.backup, smagent.fdb.journal); None: no backups (the in-process simulator)
     state_dir: str | None = None
     progress: object = None  # callable(phase name) when a phase starts: the CLI's status line
     desired: object = None  # a desired.DesiredState: static LFT entries, groups, SwitchInfo settings
     links: object = None  # links.LinkOptions (None: OpenSM's defaults); False: configure no link
+    # MFT entries of MLIDs outside the configured groups: kept and reported (False), or
+    # removed (True; also desired state `multicast_prune: true`)
+    prune_multicast: bool = False
 
 
 @dataclasses.dataclass
@@ -113,6 +120,7 @@ class SweepResult:
     rft_changes: list = dataclasses.field(default_factory=list)
     link_changes: list = dataclasses.field(default_factory=list)  # links.TableChange: SL2VL, VLArb, P_Key
     multicast: object = None  # multicast.MulticastPlan
+    multicast_kept: dict = dataclasses.field(default_factory=dict)  # "0xMLID" -> switches, not pruned
     rft_plans: list = dataclasses.field(default_factory=list)
     missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
     backup_file: str | None = None
@@ -134,22 +142,16 @@ class SweepResult:
     def plan_lines(self) -> list[str]:
         master = self.lid_plan.master_lid
         out = [f"SubnSet(PortInfo) {c.describe(master, self.lid_plan.lmc)}" for c in self.port_changes]
-        for name, _path, old, new in self.switch_changes:
-            def fmt(k, v):
-                return f"0x{v:04x}" if k == "multicast_fdb_top" else str(v)
-            diffs = [f"{k} {fmt(k, getattr(old, k))} -> {fmt(k, getattr(new, k))}" for k in SWITCHINFO_FIELDS
-                     if getattr(old, k) != getattr(new, k) and k != "port_state_change"]
-            if old.port_state_change:
-                diffs.append("port_state_change 1 -> 0 (write 1 to clear)")
-            out.append(f"SubnSet(SwitchInfo) {name}: " + ", ".join(diffs))
-        for c in tables.interleave(self.lft_changes):
+        for c in self.switch_changes:
+            out.append(f"SubnSet(SwitchInfo) {c.name}: " + ", ".join(c.diffs()))
+        for c in interleave(self.lft_changes):
             ch = c.changed_lids()
             shown = ", ".join(f"{lid}: {'?' if o is None else o} -> {n}" for lid, o, n in ch[:4])
             more = f" (+{len(ch) - 4} more)" if len(ch) > 4 else ""
             out.append(f"SubnSet(LinearForwardingTable) {c.name} block {c.block}: {shown}{more}")
-        for c in tables.interleave(self.rft_changes):
+        for c in interleave(self.rft_changes):
             out.append(f"SubnSet(RandomForwardingTable) {c.describe()}")
-        for c in tables.interleave(self.mft_changes):
+        for c in interleave(self.mft_changes):
             out.append(f"SubnSet(MulticastForwardingTable) {c.describe()}")
         out += [c.describe() for c in self.link_changes]
         return out
@@ -166,6 +168,8 @@ class SweepResult:
                      "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes),
                      **{k: sum(1 for c in self.link_changes if c.kind == k) for k in ("sl2vl", "vlarb", "pkeys")}},
             "multicast": self._multicast_summary(),
+            # only when something was kept, so the summary of a fabric without foreign MLIDs is unchanged
+            **({"multicast_kept": self.multicast_kept} if self.multicast_kept else {}),
             "rft": [{"switch": p.name, "entries": len(p.entries),
                      "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),
@@ -252,6 +256,11 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         spec = multicast.load_groups(spec)
     persisted = lids.load_guid2lid(opts.lid_file) if opts.lid_file else {}  # likewise the LID file
     engine_input = routing.preload(opts.routing)  # and the routing spec (and its file)
+    if not opts.dry_run:  # and whatever a sweep writes after its Sets: refused now, not half-way
+        if opts.lid_file:
+            paths.check_output(opts.lid_file, "--lid-file")
+        if opts.state_dir:
+            paths.check_state_dir(opts.state_dir)
     with _Phase(result or SweepResult(None, None, progress=opts.progress), transport, "discover") as ph:
         topo = discovery.discover(transport)
     r = ph.r
@@ -295,11 +304,15 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
     with _Phase(r, transport, "route"):
         rin = routing.RoutingInput.build(topo, plan_)
         routes = routing.route(opts.routing, rin, engine_input)
-        if resolved is not None:
-            for g, entries in resolved.static_lft.items():  # static entries override routing
-                routes[g] = {**dict(routes.get(g, {}).items()), **entries}
-                plan_.top = max(plan_.top, max(entries))
-        unrouted = _unrouted(rin, routes)
+        r.notes += routes.notes
+        static = resolved.static_lft if resolved is not None else {}
+        for g, entries in static.items():  # static entries override routing
+            routes[g] = routes[g].updated(entries)
+            plan_.top = max(plan_.top, max(entries))
+        # a static entry (even 255) is the admin's choice, not a missing route
+        homes = sorted(rin.lid_homes)
+        unrouted = [(g, lid) for g in rin.switches for lid in routes[g].missing(homes)
+                    if lid not in static.get(g, ())]
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
             cause = ("the routing file has no entry for them" if opts.routing.startswith("file:")
@@ -341,12 +354,12 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         for n in topo.switches():
             if not n.switch_info or not n.switch_info.linear_fdb_cap:
                 continue
-            desired[n.guid] = tables.desired_lft(routes.get(n.guid, {}), plan_.top)
+            desired[n.guid] = linear.desired_lft(routes[n.guid], plan_.top)
             cur_top = n.switch_info.linear_fdb_top
             for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
                 if b * fw.LFT_BLOCK_SIZE <= cur_top:
                     wanted.append((n.guid, n.path, b))
-        current, errors = tables.read_lft_blocks(transport, wanted)
+        current, errors = linear.read_lft_blocks(transport, wanted)
         r.problems += errors
         for g, table in desired.items():
             n = topo.nodes[g]
@@ -361,7 +374,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
                     kept_routes += sum(1 for x, y in zip(kept, new) if x != y)
                     new = kept
                 if old != new:
-                    r.lft_changes.append(tables.BlockChange(g, n.description, n.path, b, old, new))
+                    r.lft_changes.append(linear.BlockChange(g, n.description, n.path, b, old, new))
 
     if kept_routes:
         r.notes.append(f"discovery was incomplete: kept {kept_routes} existing routes to LIDs it did not reach")
@@ -384,7 +397,7 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
                 raise SweepError(f"{e}; nothing was sent") from None
         wanted = [(n.guid, n.path, b) for n in rft_switches
                   for b in range(rft.blocks_for(n.switch_info.random_fdb_cap))]
-        current, errors = tables.read_rft_blocks(transport, wanted)
+        current, errors = rft.read_rft_blocks(transport, wanted)
         for n in rft_switches:
             nb = rft.blocks_for(n.switch_info.random_fdb_cap)
             missing = [b for b in range(nb) if (n.guid, b) not in current]
@@ -426,15 +439,27 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
                 last = max(last, fw.mft_block(min(si.multicast_fdb_top, fw.MULTICAST_LID_MAX))[0])
             last = min(last, fw.mft_blocks_for(si.multicast_fdb_cap) - 1)
             blocks = range(last + 1)
-            units[n.guid] = tables.mft_units(entries, blocks, fw.mft_positions_for(n.num_ports))
+            units[n.guid] = mfttab.mft_units(entries, blocks, fw.mft_positions_for(n.num_ports))
             wanted += [(n.guid, n.path, b, p) for b, p in sorted(units[n.guid])]
             if top_ok:
                 mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
-        current, errors = tables.read_mft_units(transport, wanted)
+        current, errors = mfttab.read_mft_units(transport, wanted)
         r.problems += [f"MFT read: {e}" for e in errors]
+        prune = opts.prune_multicast or bool(opts.desired is not None and opts.desired.multicast_prune)
+        foreign: dict[int, list[str]] = {}  # MLIDs outside the groups, kept unless pruning
         for g, desired_units in units.items():
             n = topo.nodes[g]
-            r.mft_changes += tables.diff_mft(g, n.description, n.path, desired_units, current)
+            if not prune:
+                kept = mfttab.keep_unconfigured(desired_units, current, g, set(mplan.mlids()))
+                for mlid in kept:
+                    foreign.setdefault(mlid, []).append(n.description)
+                if kept and g in mft_top:  # MulticastFDBTop must not cut them off
+                    mft_top[g] = max(mft_top[g], max(kept))
+            r.mft_changes += mfttab.diff_mft(g, n.description, n.path, desired_units, current)
+        r.multicast_kept = {f"0x{m:04x}": sw for m, sw in sorted(foreign.items())}
+        for m, sw in sorted(foreign.items()):
+            r.notes.append(f"multicast: kept MLID 0x{m:04x} on {', '.join(sw[:4])}{' ...' if len(sw) > 4 else ''}: "
+                           f"not in the configured groups (--prune-multicast removes it)")
 
     # SwitchInfo: LinearFDBTop, LifeTimeValue, DefaultPort (RFT), MulticastFDBTop (where
     # supported), default multicast ports (group file only), and clear PortStateChange
@@ -453,29 +478,12 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             want["default_multicast_primary_port"], want["default_multicast_not_primary_port"] = mplan.defaults[n.guid]
         if resolved is not None:
             want.update(resolved.switch_settings.get(n.guid, {}))
-        new = dataclasses.replace(si, port_state_change=si.port_state_change, **want)
-        if any(getattr(si, k) != v for k, v in want.items()) or si.port_state_change:
-            r.switch_changes.append((n.description, n.path, si, new))
+        # the sweep has just looked at the whole fabric: a pending PortStateChange is seen
+        c = tops.change(n.guid, n.description, n.path, si, want, clear_port_state_change=True)
+        if c is not None:
+            r.switch_changes.append(c)
     r.seconds = time.monotonic() - t0
     return r
-
-
-def _unrouted(rin, routes) -> list[tuple[int, int]]:
-    """(switch, LID) pairs with no route; for an LFT image, looked up in C, not per LID."""
-    import operator
-    homes = sorted(rin.lid_homes)
-    if not homes:
-        return []
-    pick = operator.itemgetter(*homes) if len(homes) > 1 else (lambda b: (b[homes[0]],))
-    out = []
-    for g in rin.switches:
-        table = routes.get(g, {})
-        image = getattr(table, "ports", None)
-        if isinstance(image, (bytes, bytearray)) and len(image) > homes[-1]:
-            if fw.LFT_NO_PORT not in pick(image):
-                continue
-        out += [(g, lid) for lid in homes if lid not in table]
-    return out
 
 
 def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:
@@ -516,20 +524,29 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     t0 = time.monotonic()
     r = plan(transport, opts)
     r.dry_run = opts.dry_run
-    if opts.dry_run:
-        r.stats = transport.stats.snapshot()
-        r.seconds = time.monotonic() - t0
-        return r
+    if not opts.dry_run:
+        try:
+            _apply(transport, opts, r)
+        except OSError as e:  # a backup, the journal or the LID file, after Sets began
+            raise FabricFailure(f"writing {e.filename or 'a file'}: {e.strerror or e}",
+                                changed=transport.stats.sets_sent()) from e
+    r.stats = transport.stats.snapshot()
+    r.seconds = time.monotonic() - t0
+    return r
+
+
+def _apply(transport: Transport, opts: SweepOptions, r: SweepResult) -> None:
+    """Send the planned Sets, phase by phase, checking each read-back."""
     lp = r.lid_plan
     is_switch = {n.guid: n.is_switch for n in r.topology.nodes.values()}
     if opts.state_dir:
         from pathlib import Path
 
-        from smagent import backup
-        pending = backup.Journal.pending(Path(opts.state_dir) / "apply.journal")
+        from smagent.fdb.journal import Journal
+        pending = Journal.pending(Path(opts.state_dir) / "apply.journal")
         if pending is not None:
             r.notes.append(f"the previous apply was interrupted with {len(pending.remaining)} of {len(pending.plan)} "
-                           f"LFT blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
+                           f"table blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
 
     def lmc_for(c):
         return 0 if is_switch[c.guid] else lp.lmc
@@ -548,51 +565,20 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         for c, err in _confirm_port_sets(transport, failed, lambda c: PortState.ARMED if c.arm else None,
                                          lp.master_lid, lmc_for):
             r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {err}")
+    ap = fdbapply.Apply(transport, fdbapply.Plan(r.switch_changes, r.lft_changes, r.rft_changes, r.mft_changes),
+                        state_dir=opts.state_dir, topology=r.topology, chunk=JOURNAL_CHUNK)
     with _Phase(r, transport, "switchinfo"):
-        reqs = [_dr(Method.SET, AttrID.SWITCH_INFO, path, 0, new) for _n, path, _o, new in r.switch_changes]
-        for (name, _p, _o, new), rep in zip(r.switch_changes, transport.execute(reqs)):
-            if not rep.ok:
-                r.problems.append(f"{name}: SwitchInfo Set failed: {rep.error}")
-            else:
-                back = rep.value()
-                bad = [f"{k} reads back {getattr(back, k)}, expected {getattr(new, k)}" for k in SWITCHINFO_FIELDS
-                       if k != "port_state_change" and getattr(_o, k) != getattr(new, k)
-                       and getattr(back, k) != getattr(new, k)]
-                if bad:
-                    r.problems.append(f"{name}: SwitchInfo " + ", ".join(bad))
+        ap.start()  # nothing lost: what is about to be overwritten is saved, the apply journalled
+        r.backup_file = ap.backup_file
+        r.problems += ap.switchinfo()
     with _Phase(r, transport, "lft_write"):
-        journal = None
-        if opts.state_dir and r.lft_changes:
-            # nothing lost: save what is about to be overwritten, and journal the apply
-            from pathlib import Path
-
-            from smagent import backup
-            state = Path(opts.state_dir)
-            saved = backup.save_before_apply(transport, r.topology, r.lft_changes, state / "backups")
-            r.backup_file = str(saved) if saved else None
-            journal = backup.Journal(state / "apply.journal")
-            journal.begin(r.lft_changes)
-        # in chunks, journalled as each comes back: if the run dies (Ctrl-C, a dead
-        # transport) the journal says which blocks were confirmed, give or take one chunk
-        order = tables.interleave(r.lft_changes)
-        try:
-            for i in range(0, len(order), JOURNAL_CHUNK):
-                written, problems = tables.write_lft_blocks(transport, order[i:i + JOURNAL_CHUNK])
-                r.problems += problems
-                r.lft_written += len(written)
-                if journal is not None:
-                    journal.written_many((c.switch, c.block) for c in written)
-            if journal is not None and not r.problems:
-                journal.done()  # a failed apply stays pending: the next sweep says so
-        finally:
-            if journal is not None:
-                journal.close()
+        r.problems += ap.lft()  # in chunks, journalled as each comes back
+        r.lft_written = ap.lft_written
     with _Phase(r, transport, "rft_write"):
-        _written, problems = tables.write_rft_blocks(transport, r.rft_changes)
-        r.problems += problems
+        r.problems += ap.rft()
     with _Phase(r, transport, "mft_write"):
-        _written, problems = tables.write_mft_units(transport, r.mft_changes)
-        r.problems += problems
+        r.problems += ap.mft()
+    ap.finish(ok=not r.problems)
     with _Phase(r, transport, "link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
         r.problems += links.write(transport, r.link_changes)
     with _Phase(r, transport, "activate"):
@@ -615,7 +601,4 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
         for g, rng in r.missing.items():  # not seen this time: keep them for when they return
             table.setdefault(g, rng)
         lids.save_guid2lid(opts.lid_file, table)
-    r.stats = transport.stats.snapshot()
-    r.seconds = time.monotonic() - t0
-    return r
 

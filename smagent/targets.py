@@ -17,10 +17,11 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID
 from mad.errors import MadFieldError
 from mad.header import Method
+from smagent.errors import BadInput
 from smagent.transport.base import Request
 
 
-class NeedsDiscovery(ValueError):
+class NeedsDiscovery(BadInput):
     """The target is a GUID or a description: only discovery can turn it into a route."""
 
     def __init__(self, text: str, kind: str, key):
@@ -28,7 +29,7 @@ class NeedsDiscovery(ValueError):
         super().__init__(f"target {text!r} is a {kind}; resolve it through discovery (resolve_target)")
 
 
-class TargetNotFound(ValueError):
+class TargetNotFound(BadInput):
     """No node (or more than one) in the discovered fabric matches the target."""
 
 

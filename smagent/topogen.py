@@ -15,14 +15,15 @@ them.
 """
 from __future__ import annotations
 
+from smagent.errors import BadInput
 from smagent.fabric import HCA, SWITCH, Fabric
 
-__all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "two_switch"]
+__all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "two_switch", "variant"]
 
 
 def _even_radix(k: int) -> int:
     if not isinstance(k, int) or k < 2 or k % 2 or k > 254:
-        raise ValueError(f"switch radix k must be an even integer in 2..254, got {k!r}")
+        raise BadInput(f"switch radix k must be an even integer in 2..254, got {k!r}")
     return k // 2
 
 
@@ -81,7 +82,7 @@ def fat_tree_3(k: int, hosts: int | None = None) -> Fabric:
     if hosts is None:
         hosts = total
     if not isinstance(hosts, int) or not 1 <= hosts <= total:
-        raise ValueError(f"hosts must be in 1..{total} for k={k}, got {hosts!r}")
+        raise BadInput(f"hosts must be in 1..{total} for k={k}, got {hosts!r}")
     leaves = -(-hosts // half)  # ceil: leaves in use, numbered globally
     pods = -(-leaves // half)
     use_aggs = leaves > 1
@@ -112,12 +113,12 @@ def fat_tree_3(k: int, hosts: int | None = None) -> Fabric:
 def _grid(x: int, y: int, hosts_per_switch: int, switch_ports: int, wrap: bool) -> Fabric:
     for name, v in (("x", x), ("y", y)):
         if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise BadInput(f"{name} must be a positive integer, got {v!r}")
     if not isinstance(hosts_per_switch, int) or hosts_per_switch < 0:
-        raise ValueError(f"hosts_per_switch must be >= 0, got {hosts_per_switch!r}")
+        raise BadInput(f"hosts_per_switch must be >= 0, got {hosts_per_switch!r}")
     need = hosts_per_switch + 4
     if not isinstance(switch_ports, int) or not need <= switch_ports <= 254:
-        raise ValueError(
+        raise BadInput(
             f"switch_ports must be in {need}..254: {hosts_per_switch} host ports + 4 grid ports, "
             f"got {switch_ports!r}"
         )
@@ -180,4 +181,26 @@ def two_switch() -> Fabric:
     f.connect("Hca4", 1, "Switch2", 2)
     f.connect("Switch1", 3, "Switch2", 3)
     f.connect("Switch1", 5, "Switch2", 5)
+    return f
+
+
+def variant(fabric: Fabric, drop_nodes=(), drop_links=(), dual=()) -> Fabric:
+    """A damaged copy of ``fabric``: without the nodes ``drop_nodes`` (names) and the
+    links ``drop_links`` (pairs of (node, port) ends, either order), plus dual-port hosts
+    ``dual``: (name, (switch, port), (switch, port)) cabled on ports 1 and 2 to switch
+    ports that the drops freed. Node order is kept, new hosts last."""
+    f = Fabric()
+    for n in fabric:
+        if n.name not in drop_nodes:
+            f.add_node(name=n.name, node_type=n.node_type, num_ports=n.num_ports)
+    for name, _a, _b in dual:
+        f.add_node(name=name, node_type=HCA, num_ports=2)
+    drop = {frozenset(x) for x in drop_links}
+    for a, b in fabric.links():
+        if a.node in drop_nodes or b.node in drop_nodes or frozenset([tuple(a), tuple(b)]) in drop:
+            continue
+        f.connect(a.node, a.num, b.node, b.num)
+    for name, (s1, p1), (s2, p2) in dual:
+        f.connect(name, 1, s1, p1)
+        f.connect(name, 2, s2, p2)
     return f

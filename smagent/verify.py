@@ -1,28 +1,44 @@
 """Verify the forwarding tables a fabric actually holds: trace every source to every LID.
 
 Two halves. `collect` reads what the switches hold (discovery, then every LFT block up
-to LinearFDBTop and, optionally, the MFT) into a `Snapshot`; `check` is pure and runs
-the seed's forwarding rules over it, so tests hand-build snapshots.
+to LinearFDBTop, the whole RFT of a switch without an LFT and, optionally, the MFT) into
+a `Snapshot`; `check` is pure and runs the forwarding rules over it, so tests hand-build
+snapshots. The simulator's data plane (`smagent.sim.dataplane`) implements the same rules
+on its own: it is the independent witness the differential test compares against.
 
-Forwarding rules (seed 000, IBA 18.2.4): a switch looks the DLID up in its LFT. It
-discards when the DLID is above LinearFDBTop, at or above LinearFDBCap, or when the
-entry is 255 or names a port the switch does not have. Port 0 delivers to the switch
-itself (right only if the DLID is the switch's LID). Any other port sends the packet
-over its link, which must exist and be ACTIVE at both ends (data needs ACTIVE ports);
-a channel adapter port accepts DLIDs base .. base + 2^LMC - 1, anything else reaching
-it is misdelivered.
+Forwarding rules (seed 000, IBA 18.2.4). A switch first looks whether the DLID is its own
+(port 0's LID; a range of 2^LMC with enhanced port 0): then the packet is for its
+management port, whatever the tables say (the seed: the receiving port checks the DLID
+for the management port before any table lookup; ibsim and the simulator do the same).
+Otherwise the unicast table decides:
 
-Sources are every ACTIVE CA port with a LID and every switch (its port 0); destinations
-are every LID assigned (all 2^LMC of a CA port). A packet's route depends only on the
-switch it is at and its DLID, so outcomes are computed once per (switch, DLID) and
-shared by every source entering there: O(switches x LIDs), not O(pairs x hops).
+* LFT (LinearFDBCap > 0): discard when the DLID is above LinearFDBTop or at or above
+  LinearFDBCap, or when the entry is 255 or names a port the switch does not have.
+* RFT (LinearFDBCap 0, RandomFDBCap > 0): the first Valid entry whose range holds the
+  DLID (BaseLID with its low LMC bits cleared, 2^LMC LIDs) gives the exit port. No match:
+  a packet that came in on DefaultPort is discarded; any other goes out DefaultPort,
+  and is discarded if DefaultPort does not exist. So the outcome at an RFT switch also
+  depends on whether the packet entered on DefaultPort.
+* neither table: discard.
 
-Defect classes (`Report.defects`), each with a count and examples:
+Port 0 delivers to the switch itself (right only if the DLID is the switch's). Any other
+port sends the packet over its link, which must exist and be ACTIVE at both ends (data
+needs ACTIVE ports); a channel adapter port accepts DLIDs base .. base + 2^LMC - 1 (base
+with its low LMC bits cleared), anything else reaching it is misdelivered.
 
+Sources are every ACTIVE CA port with a LID on an ACTIVE switch port and every switch
+with a LID (its port 0); destinations are every LID assigned (all 2^LMC of a CA port). A packet's
+route depends only on where it is (switch, and for an RFT switch whether it entered on
+DefaultPort) and its DLID, so outcomes are computed once per (place, DLID) and shared by
+every source entering there: O(switches x LIDs), not O(pairs x hops).
+
+Defect classes (`Report.defects`: class -> {"count", "examples": [dict, ...], ...}; each
+example a dict of fields, `Report.texts` the same examples as readable lines):
+
+``unreached``      what discovery or the table reads could not reach (a silent node, a
+                   switch whose tables did not answer): verified around, listed here
 ``unreachable``    (source, DLID) pairs whose packets are not delivered, by cause
-``dead_end``       where packets are discarded: switch, DLID, why (no route / above
-                   LinearFDBTop / above LinearFDBCap / no such port / port unlinked /
-                   port not ACTIVE / no LFT)
+``dead_end``       where packets are discarded: switch, DLID, cause (see CAUSES)
 ``loop``           DLIDs whose route revisits a switch, with the cycle of switches
 ``misdelivered``   routes that end at a port that does not own the DLID
 ``cdg_cycle``      a cycle in the channel dependency graph: credit-loop deadlock risk.
@@ -35,6 +51,8 @@ Defect classes (`Report.defects`), each with a count and examples:
 ``inactive_port``  linked ports that are not ACTIVE
 ``no_lid``         linked CA ports or switches without a LID
 ``duplicate_lid``  LIDs claimed by more than one port
+``rft_overlap``    valid RFT entries that match the same DLID and name different ports
+                   (which wins is not specified; the check follows the first)
 ``mcast``          multicast groups (MLIDs with a port set on any switch): every member
                    (a CA port or switch port 0 the MFT entries point at) sending must
                    reach every other member exactly once: members missed, members
@@ -48,25 +66,26 @@ import time
 
 from mad import forwarding as fw
 from mad.attributes import PortState
-from smagent import tables
+from smagent.fdb import linear, multicast
+from smagent.fdb.random import read_rft_blocks
 from smagent.transport.base import Transport
 
 EXAMPLES = 5
 
-# why a packet stops (dead_end reasons), and the other terminal outcomes
-REASONS = {
-    "no_lft": "the switch has no LinearForwardingTable (LinearFDBCap 0)",
+# why a packet stops (dead_end causes)
+CAUSES = {
+    "no_lft": "the switch has no unicast forwarding table (LinearFDBCap and RandomFDBCap 0)",
+    "unread": "the switch's tables could not be read",
     "above_top": "DLID above LinearFDBTop",
     "above_cap": "DLID at or above LinearFDBCap",
     "no_route": "LFT entry 255 (no route)",
-    "no_such_port": "LFT entry names a port the switch does not have",
-    "unlinked_port": "LFT entry names a port with no link",
-    "port_not_active": "LFT entry names a port whose link is not ACTIVE",
+    "no_such_port": "the forwarding table names a port the switch does not have",
+    "rft_default_in": "no RFT entry matches the DLID and the packet came in on DefaultPort",
+    "rft_no_default": "no RFT entry matches the DLID and DefaultPort is a port the switch does not have",
+    "unlinked_port": "the exit port has no link",
+    "unreached_port": "the exit port leads to a node that did not answer",
+    "port_not_active": "the exit port's link is not ACTIVE",
 }
-
-
-class VerifyError(RuntimeError):
-    """The tables could not be read (a fabric failure, not a defect of the tables)."""
 
 
 # ----------------------------------------------------------------------------- model
@@ -81,6 +100,14 @@ class SwitchState:
     cap: int  # LinearFDBCap
     active: frozenset  # ports (1..) whose PortInfo says ACTIVE
     mft: dict = dataclasses.field(default_factory=dict)  # MLID -> frozenset of ports
+    rft: tuple | None = None  # valid RFT entries in table order: (base_lid, lmc, port); None: no RFT
+    default_port: int = 0  # SwitchInfo.DefaultPort (RFT switches)
+    lmc: int = 0  # port 0's LMC if the switch has enhanced port 0, else 0
+    read: bool = True  # False: its unicast tables did not answer (listed as unreached)
+    mft_read: bool = True  # False: its MFT did not answer (listed as unreached)
+
+    def lid_range(self) -> range:
+        return _lid_range(self.lid, self.lmc)
 
 
 @dataclasses.dataclass
@@ -92,6 +119,15 @@ class CaPortState:
     lmc: int
     active: bool
 
+    def lid_range(self) -> range:
+        return _lid_range(self.lid, self.lmc)
+
+
+def _lid_range(lid: int, lmc: int) -> range:
+    """The DLIDs a port accepts: its LID with the low LMC bits cleared, 2^LMC of them."""
+    base = lid & ~((1 << lmc) - 1)
+    return range(base, base + (1 << lmc)) if lid else range(0)
+
 
 @dataclasses.dataclass
 class Snapshot:
@@ -101,269 +137,408 @@ class Snapshot:
     smps: int = 0
     seconds: float = 0.0
     mcast_read: bool = False
+    unreached: list = dataclasses.field(default_factory=list)  # dicts: what, where, error
 
 
 @dataclasses.dataclass
 class Report:
     summary: dict
-    defects: dict  # class -> {"count": n, "examples": [...], ...}
+    defects: dict  # class -> {"count": n, "examples": [dict, ...], ...}
+    texts: dict = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
+    balance: dict | None = None  # smagent.balance figures, when asked for
 
     @property
     def ok(self) -> bool:
         return not self.defects
 
     def as_json(self) -> dict:
-        return {"ok": self.ok, "summary": self.summary, "defects": self.defects}
+        out = {"ok": self.ok, "summary": self.summary, "defects": self.defects}
+        if self.balance is not None:
+            out["balance"] = self.balance
+        return out
 
 
-# ----------------------------------------------------------------------------- check
 class _Defects:
     def __init__(self, examples: int):
         self.n = examples
         self.d: dict[str, dict] = {}
+        self.texts: dict[str, list[str]] = {}
 
-    def add(self, cls: str, example=None, count: int = 1, **extra):
+    def add(self, cls: str, example: dict | None = None, text: str = "", count: int = 1, **extra):
         e = self.d.setdefault(cls, {"count": 0, "examples": []})
+        self.texts.setdefault(cls, [])
         e["count"] += count
         if example is not None and len(e["examples"]) < self.n:
             e["examples"].append(example)
-        for k, v in extra.items():
-            e[k] = v
+            self.texts[cls].append(text)
+        e.update(extra)
         return e
 
+    def room(self, cls: str) -> bool:
+        return len(self.d.get(cls, {"examples": ()})["examples"]) < self.n
 
+
+# ----------------------------------------------------------------------------- the net
+DELIVERED = 0
+
+
+@dataclasses.dataclass
+class _Net:
+    """What every check shares. Switches are numbered 0..S-1 (sorted by GUID); a *place*
+    is 2*i + f: switch i, f = 1 if the packet entered an RFT switch on its DefaultPort."""
+    snap: Snapshot
+    st: list  # SwitchState by index
+    idx: dict  # GUID -> index
+    names: list
+    exits: list = dataclasses.field(default_factory=list)  # per switch: port -> ("sw", j, q) | ("ca", key) | cause
+    rft_maps: list = dataclasses.field(default_factory=list)  # per switch: {DLID: port} (first match) or None
+    owner: dict = dataclasses.field(default_factory=dict)  # LID -> ("sw", i) | ("ca", key)
+    sources: dict = dataclasses.field(default_factory=dict)  # place -> [("ca", key) | ("sw", i)]
+    silent: set = dataclasses.field(default_factory=set)  # (GUID, port) behind which nothing answered
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> "_Net":
+        sws = sorted(snap.switches)
+        st = [snap.switches[g] for g in sws]
+        net = cls(snap, st, {g: i for i, g in enumerate(sws)}, [s.name or f"0x{s.guid:016x}" for s in st])
+        net.silent = {(int(u["guid"], 16), u["port"]) for u in snap.unreached if u.get("guid") and u.get("port")}
+        net.exits = [net._exits(s) for s in st]
+        net.rft_maps = [_rft_map(s.rft) if s.rft is not None and not s.cap else None for s in st]
+        return net
+
+    def _exits(self, s) -> dict:
+        snap, ex = self.snap, {}
+        for p in range(1, s.num_ports + 1):
+            peer = snap.links.get((s.guid, p))
+            if peer is None:
+                ex[p] = "unreached_port" if (s.guid, p) in self.silent else "unlinked_port"
+            elif p not in s.active:
+                ex[p] = "port_not_active"
+            elif peer[0] in self.idx:
+                ex[p] = ("sw", self.idx[peer[0]], peer[1]) if peer[1] in snap.switches[peer[0]].active \
+                    else "port_not_active"
+            elif peer in snap.ca_ports:
+                ex[p] = ("ca", peer) if snap.ca_ports[peer].active else "port_not_active"
+            else:
+                ex[p] = "unlinked_port"  # a router or something discovery did not describe
+        return ex
+
+    def place(self, i: int, in_port: int) -> int:
+        """Where a packet entering switch i on in_port (0: sent by the switch) stands."""
+        on_default = self.rft_maps[i] is not None and in_port == self.st[i].default_port
+        return 2 * i + on_default
+
+    def port_name(self, key) -> str:
+        g, p = key
+        if g in self.snap.switches:
+            return f"{self.snap.switches[g].name}[{p}]"
+        c = self.snap.ca_ports.get(key)
+        return f"{c.name}[{p}]" if c else f"0x{g:016x}[{p}]"
+
+    def owner_name(self, own) -> str:
+        return f"{self.names[own[1]]} port 0" if own[0] == "sw" else self.port_name(own[1])
+
+    def source_name(self, src) -> str:
+        return f"{self.names[src[1]]} (port 0)" if src[0] == "sw" else self.port_name(src[1])
+
+
+def _rft_map(entries) -> dict[int, int]:
+    """DLID -> exit port of the first valid entry that matches it."""
+    m: dict[int, int] = {}
+    for base, lmc, port in entries:
+        for lid in fw.rft_lid_range(base, lmc):
+            m.setdefault(lid, port)
+    return m
+
+
+# ----------------------------------------------------------------------------- check
 def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
     t0 = time.monotonic()
     D = _Defects(examples)
-    sws = sorted(snap.switches)
-    S = len(sws)
-    idx = {g: i for i, g in enumerate(sws)}
-    st = [snap.switches[g] for g in sws]
-    names = [s.name or f"0x{s.guid:016x}" for s in st]
+    net = _Net.of(snap)
+    _check_unreached(snap, D)
+    _check_lids_and_sources(net, D)
+    _check_ports(net, D)
+    _check_rft_overlaps(net, D)
+    uni = _check_unicast(net, D)
+    _check_cdg(net, uni["deps"], D)
+    groups = _check_mcast(net, D) if snap.mcast_read else None
+    deps = uni["deps"]
+    chans = set(deps)
+    for v in deps.values():
+        chans.update(v)
+    summary = {
+        "switches": len(net.st), "ca_ports": sum(1 for k in snap.ca_ports if k in snap.links),
+        "sources": sum(len(v) for v in net.sources.values()), "lids": len(net.owner),
+        "pairs": uni["pairs"], "pairs_unreachable": uni["bad"],
+        "channels": len(chans), "dependencies": sum(len(v) for v in deps.values()), "mcast_groups": groups,
+        "unreached": len(snap.unreached),
+        "smps": snap.smps, "read_seconds": round(snap.seconds, 3), "check_seconds": round(time.monotonic() - t0, 3),
+    }
+    return Report(summary, D.d, D.texts)
 
-    def port_name(key) -> str:
-        g, p = key
-        if g in snap.switches:
-            return f"{snap.switches[g].name}[{p}]"
-        c = snap.ca_ports.get(key)
-        return f"{c.name}[{p}]" if c else f"0x{g:016x}[{p}]"
 
-    # --- who owns which LID; sanity of ports
-    owner: dict[int, tuple] = {}  # lid -> ("sw", i) | ("ca", key)
-    for i, s in enumerate(st):
-        if not s.lid:
-            D.add("no_lid", f"switch {names[i]} has no LID")
-            continue
-        if s.lid in owner:
-            D.add("duplicate_lid", f"LID {s.lid}: {names[i]} and {_owner_name(owner[s.lid], names, port_name)}")
+def _check_unreached(snap: Snapshot, D: _Defects) -> None:
+    for u in snap.unreached:
+        D.add("unreached", dict(u), f"{u['where']}: {u['error']}")
+
+
+def _check_lids_and_sources(net: _Net, D: _Defects) -> None:
+    """Who owns which LID (net.owner); switches and linked CA ports without a LID; LIDs
+    claimed twice. Also where every source enters (net.sources)."""
+    snap, owner = net.snap, net.owner
+
+    def claim(lid, who):
+        if lid in owner:
+            a, b = net.owner_name(who), net.owner_name(owner[lid])
+            D.add("duplicate_lid", {"lid": lid, "ports": [a, b]}, f"LID {lid}: {a} and {b}")
         else:
-            owner[s.lid] = ("sw", i)
-    sources_at = [[] for _ in range(S)]  # CA ports entering at each switch
+            owner[lid] = who
+
+    for i, s in enumerate(net.st):
+        if not s.lid:
+            D.add("no_lid", {"node": net.names[i], "port": 0}, f"switch {net.names[i]} has no LID")
+            continue
+        for lid in s.lid_range():
+            claim(lid, ("sw", i))
+        net.sources.setdefault(net.place(i, 0), []).append(("sw", i))
     for key in sorted(snap.ca_ports):
         c = snap.ca_ports[key]
         peer = snap.links.get(key)
         if peer is None:
             continue
         if not c.active:
-            D.add("inactive_port", f"{port_name(key)} is linked but not ACTIVE")
+            D.add("inactive_port", {"port": net.port_name(key), "peer": None},
+                  f"{net.port_name(key)} is linked but not ACTIVE")
         if not c.lid:
-            D.add("no_lid", f"{port_name(key)} is linked but has no LID")
+            D.add("no_lid", {"node": c.name, "port": c.port}, f"{net.port_name(key)} is linked but has no LID")
             continue
-        for lid in range(c.lid, c.lid + (1 << c.lmc)):
-            if lid in owner:
-                D.add("duplicate_lid", f"LID {lid}: {port_name(key)} and {_owner_name(owner[lid], names, port_name)}")
-            else:
-                owner[lid] = ("ca", key)
-        if c.active and peer[0] in idx:
-            sources_at[idx[peer[0]]].append(key)
-    for i, s in enumerate(st):
+        for lid in c.lid_range():
+            claim(lid, ("ca", key))
+        i = net.idx.get(peer[0])
+        if c.active and i is not None and peer[1] in net.st[i].active:
+            net.sources.setdefault(net.place(i, peer[1]), []).append(("ca", key))
+    for place in net.sources:  # CA ports first, then the switch itself: the order examples show
+        net.sources[place].sort(key=lambda s: (s[0] == "sw", s[1]))
+
+
+def _check_ports(net: _Net, D: _Defects) -> None:
+    snap = net.snap
+    for i, s in enumerate(net.st):
         for p in range(1, s.num_ports + 1):
             peer = snap.links.get((s.guid, p))
             if peer is not None and p not in s.active and (peer[0] in snap.switches or
                                                            (peer in snap.ca_ports and snap.ca_ports[peer].active)):
-                D.add("inactive_port", f"{names[i]}[{p}] is linked (to {port_name(peer)}) but not ACTIVE")
-    dlids = sorted(owner)
+                me, other = f"{net.names[i]}[{p}]", net.port_name(peer)
+                D.add("inactive_port", {"port": me, "peer": other}, f"{me} is linked (to {other}) but not ACTIVE")
 
-    # --- per switch: where each port leads (a terminal code or a next switch)
-    # step kinds: ("sw", j) forward to switch j; ("ca", key) deliver to CA port; "self"; or a reason
-    exits: list[dict[int, object]] = []
-    for i, s in enumerate(st):
-        ex: dict[int, object] = {}
-        for p in range(1, s.num_ports + 1):
-            peer = snap.links.get((s.guid, p))
-            if peer is None:
-                ex[p] = "unlinked_port"
-            elif p not in s.active:
-                ex[p] = "port_not_active"
-            elif peer[0] in idx:
-                ex[p] = ("sw", idx[peer[0]]) if peer[1] in snap.switches[peer[0]].active else "port_not_active"
-            elif peer in snap.ca_ports:
-                ex[p] = ("ca", peer) if snap.ca_ports[peer].active else "port_not_active"
-            else:
-                ex[p] = "unlinked_port"  # a router or something discovery did not describe
-        exits.append(ex)
-    n_src = [len(sources_at[i]) + 1 for i in range(S)]
-    has_ca = [bool(sources_at[i]) for i in range(S)]
 
-    pairs_total = pairs_bad = 0
-    by_reason: dict[str, int] = {}
-    seen_dead: set = set()
+def _check_rft_overlaps(net: _Net, D: _Defects) -> None:
+    """Valid RFT entries whose ranges overlap and name different ports: the specification
+    compares a DLID with every entry at once and does not say which wins; this check (and
+    the simulator) follows the first in table order, a real switch may not."""
+    for i, s in enumerate(net.st):
+        if net.rft_maps[i] is None:
+            continue
+        first: dict[int, tuple] = {}
+        seen: set = set()
+        for e in s.rft:
+            for lid in fw.rft_lid_range(e[0], e[1]):
+                f = first.setdefault(lid, e)
+                if f[2] != e[2] and (f, e) not in seen:
+                    seen.add((f, e))
+                    a, b = (f"lid {x[0]}/lmc {x[1]} -> port {x[2]}" for x in (f, e))
+                    D.add("rft_overlap", {"switch": net.names[i], "lid": lid, "entries": [list(f), list(e)]},
+                          f"{net.names[i]}: RFT entries {a} and {b} both match LID {lid}")
+
+
+# ----------------------------------------------------------------------------- unicast
+def _step(net: _Net, place: int, dlid: int):
+    """One decision at a place: DELIVERED, (cause, detail) to stop, ("misdelivered",
+    (i, port, name)), or (out port, next place) to forward."""
+    i, on_default = place >> 1, place & 1
+    s, own = net.st[i], net.owner[dlid]
+    if dlid in s.lid_range():
+        return DELIVERED if own == ("sw", i) else ("misdelivered", (i, 0, f"{net.names[i]} (port 0)"))
+    if not s.read:
+        return ("unread", None)
+    if s.cap:
+        if dlid > s.top:
+            return ("above_top", s.top)
+        if dlid >= s.cap:
+            return ("above_cap", s.cap)
+        e = s.lft[dlid] if dlid < len(s.lft) else fw.LFT_NO_PORT
+        if e == fw.LFT_NO_PORT:
+            return ("no_route", e)
+    elif net.rft_maps[i] is not None:
+        e = net.rft_maps[i].get(dlid)
+        if e is None:
+            if on_default:
+                return ("rft_default_in", s.default_port)
+            e = s.default_port
+            if e > s.num_ports:
+                return ("rft_no_default", e)
+    else:
+        return ("no_lft", None)
+    if e > s.num_ports:
+        return ("no_such_port", e)
+    if e == 0:
+        return ("misdelivered", (i, 0, f"{net.names[i]} (port 0)"))
+    x = net.exits[i][e]
+    if isinstance(x, str):
+        return (x, e)
+    if x[0] == "sw":
+        return (e, net.place(x[1], x[2]))
+    return DELIVERED if own == x else ("misdelivered", (i, e, net.port_name(x[1])))
+
+
+def _stops(stp) -> bool:
+    return stp == DELIVERED or isinstance(stp[0], str)
+
+
+def _resolve(steps: dict) -> dict:
+    """Every place's outcome for one DLID: follow forwards, memoised, loops detected.
+    DELIVERED, or (kind, switch index, detail); a loop's detail is its cycle of switches."""
+    out: dict = {}
+    for p0 in steps:
+        path, pos, cur = [], {}, p0
+        while True:
+            if cur in out:
+                res = out[cur]
+                break
+            if cur in pos:
+                res = ("loop", cur >> 1, tuple(x >> 1 for x in path[pos[cur]:]))
+                break
+            stp = steps[cur]
+            if _stops(stp):
+                res = DELIVERED if stp == DELIVERED else (stp[0], cur >> 1, stp[1])
+                break
+            pos[cur] = len(path)
+            path.append(cur)
+            cur = stp[1]
+        for x in path:
+            out[x] = res
+        out.setdefault(p0, res)
+    return out
+
+
+def _steps_for(net: _Net, dlid: int) -> dict:
+    """The decision at every place a packet for `dlid` can stand (place 2i+1 only exists
+    at RFT switches: packets there came in on DefaultPort)."""
+    steps = {}
+    for i in range(len(net.st)):
+        steps[2 * i] = _step(net, 2 * i, dlid)
+        if net.rft_maps[i] is not None:
+            steps[2 * i + 1] = _step(net, 2 * i + 1, dlid)
+    return steps
+
+
+def outcomes(snap: Snapshot) -> dict:
+    """{(source, DLID): outcome} for every pair `check` counts: a source is ("ca", (guid,
+    port)) or ("sw", switch GUID); the outcome is "delivered", or (kind, switch GUID) where
+    kind is "loop", "misdelivered" or a dead-end cause and the switch where it happens."""
+    net = _Net.of(snap)
+    _check_lids_and_sources(net, _Defects(0))
+    guids = [s.guid for s in net.st]
+    res = {}
+    for dlid in sorted(net.owner):
+        own = net.owner[dlid]
+        out = _resolve(_steps_for(net, dlid))
+        for place, srcs in net.sources.items():
+            o = out[place]
+            for src in srcs:
+                if src != own:
+                    name = ("sw", guids[src[1]]) if src[0] == "sw" else src
+                    res[(name, dlid)] = "delivered" if o == DELIVERED else (o[0], guids[o[1]])
+    return res
+
+
+def _check_unicast(net: _Net, D: _Defects) -> dict:
+    pairs = bad = 0
+    by_cause: dict[str, int] = {}
+    seen: set = set()
     deps: dict[int, dict[int, int]] = {}  # channel -> {channel: first DLID}
-    DELIVERED = 0
-    for dlid in dlids:
-        own = owner[dlid]
-        # one step from every switch
-        step: list = [None] * S
-        for i, s in enumerate(st):
-            if not s.cap:
-                step[i] = ("no_lft", None)
-            elif dlid > s.top:
-                step[i] = ("above_top", s.top)
-            elif dlid >= s.cap:
-                step[i] = ("above_cap", s.cap)
-            else:
-                e = s.lft[dlid] if dlid < len(s.lft) else fw.LFT_NO_PORT
-                if e == fw.LFT_NO_PORT:
-                    step[i] = ("no_route", e)
-                elif e > s.num_ports:
-                    step[i] = ("no_such_port", e)
-                elif e == 0:
-                    step[i] = DELIVERED if own == ("sw", i) else ("misdelivered", (i, 0, f"{names[i]} (port 0)"))
-                else:
-                    x = exits[i][e]
-                    if isinstance(x, str):
-                        step[i] = (x, e)
-                    elif x[0] == "sw":
-                        step[i] = (e, x[1])  # (out port, next switch): forward
-                    elif own == x:
-                        step[i] = DELIVERED
-                    else:
-                        step[i] = ("misdelivered", (i, e, port_name(x[1])))
-        # resolve every switch's outcome: follow forwards, memoised, loops detected
-        out: list = [None] * S  # DELIVERED, or (kind, at switch, detail)
-        for s0 in range(S):
-            if out[s0] is not None:
+    for dlid in sorted(net.owner):
+        own = net.owner[dlid]
+        steps = _steps_for(net, dlid)
+        out = _resolve(steps)
+        for place, srcs in net.sources.items():
+            srcs = [s for s in srcs if s != own]
+            pairs += len(srcs)
+            res = out[place]
+            if res == DELIVERED or not srcs:
                 continue
-            path, pos = [], {}
-            cur = s0
-            while True:
-                if out[cur] is not None:
-                    res = out[cur]
-                    break
-                if cur in pos:
-                    cyc = path[pos[cur]:]
-                    res = ("loop", cur, tuple(cyc))
-                    break
-                pos[cur] = len(path)
-                path.append(cur)
-                stp = step[cur]
-                if stp is DELIVERED or stp == DELIVERED:
-                    res = DELIVERED
-                    path.pop()
-                    out[cur] = DELIVERED
-                    break
-                if isinstance(stp[0], str):
-                    res = (stp[0], cur, stp[1])
-                    path.pop()
-                    out[cur] = res
-                    break
-                cur = stp[1]
-            for x in path:
-                out[x] = res
-        # pairs, defects
-        if own[0] == "ca":
-            own_entry = idx.get(snap.links[own[1]][0])
+            bad += len(srcs)
+            by_cause[res[0]] = by_cause.get(res[0], 0) + len(srcs)
+            _report_stop(net, D, dlid, res, srcs, seen)
+        _add_deps(net, steps, dlid, deps)
+    if bad:
+        D.d["unreachable"]["by_cause"] = dict(sorted(by_cause.items(), key=lambda kv: -kv[1]))
+    return {"pairs": pairs, "bad": bad, "deps": deps}
+
+
+def _report_stop(net: _Net, D: _Defects, dlid: int, res, srcs: list, seen: set) -> None:
+    """The defects of one undelivered (place, DLID): the place where it stops (once) and
+    the pairs it costs."""
+    kind, at, detail = res
+    own = net.owner[dlid]
+    dest = net.owner_name(own)
+    where = ("loop", dlid, frozenset(detail)) if kind == "loop" else (kind, dlid, at)
+    why = _why(kind, at, detail, net.names)
+    if where not in seen:
+        seen.add(where)
+        if kind == "loop":
+            cyc = [net.names[x] for x in detail]
+            D.add("loop", {"lid": dlid, "dest": dest, "cycle": cyc},
+                  f"LID {dlid} ({dest}): loops through {' -> '.join(cyc)} -> {cyc[0]}")
+        elif kind == "misdelivered":
+            D.add("misdelivered", {"lid": dlid, "dest": dest, "delivered_to": detail[2], "by": net.names[at]},
+                  f"LID {dlid} ({dest}): delivered to {detail[2]} by {net.names[at]}")
         else:
-            own_entry = own[1]
-        for i in range(S):
-            n = n_src[i] - (1 if i == own_entry else 0)
-            pairs_total += n
-            res = out[i]
-            if res == DELIVERED or n == 0:
-                continue
-            kind, at, detail = res
-            pairs_bad += n
-            by_reason[kind] = by_reason.get(kind, 0) + n
-            if kind == "loop":
-                where = ("loop", dlid, frozenset(detail))
-            else:
-                where = (kind, dlid, at)
-            first = where not in seen_dead
-            seen_dead.add(where)
-            why = _why(kind, at, detail, names)
-            dest = _owner_name(own, names, port_name)
-            if first:
-                if kind == "loop":
-                    D.add("loop", f"LID {dlid} ({dest}): loops through "
-                                  f"{' -> '.join(names[x] for x in detail)} -> {names[detail[0]]}")
-                elif kind == "misdelivered":
-                    D.add("misdelivered", f"LID {dlid} ({dest}): delivered to {detail[2]} by {names[at]}")
-                else:
-                    D.add("dead_end", f"{names[at]} LID {dlid} ({dest}): {why}")
-            srcs = [port_name(k) for k in sources_at[i] if not (own[0] == "ca" and k == own[1])] + \
-                   ([f"{names[i]} (port 0)"] if not (own[0] == "sw" and own[1] == i) else [])
-            e = D.add("unreachable", None, count=n)
-            for sname in srcs:
-                if len(e["examples"]) >= D.n:
-                    break
-                e["examples"].append(f"{sname} -> LID {dlid} ({dest}): {why}")
-        # channel dependencies of data traffic (routes from switches with CA sources)
-        hot = [False] * S
-        for i in range(S):
-            if not has_ca[i]:
-                continue
-            cur = i
-            while not hot[cur]:
-                hot[cur] = True
-                stp = step[cur]
-                if stp == DELIVERED or isinstance(stp[0], str):
-                    break
-                cur = stp[1]
-        for i in range(S):
-            stp = step[i]
-            if not hot[i] or stp == DELIVERED or isinstance(stp[0], str):
-                continue
-            p, j = stp
-            nstp = step[j]
-            if nstp == DELIVERED or isinstance(nstp[0], str):
-                continue
-            a, b = (i << 8) | p, (j << 8) | nstp[0]
-            deps.setdefault(a, {}).setdefault(b, dlid)
-    if pairs_bad:
-        D.d["unreachable"]["by_cause"] = dict(sorted(by_reason.items(), key=lambda kv: -kv[1]))
-
-    # --- CDG cycle
-    cycle = find_cycle(deps)
-    n_deps = sum(len(v) for v in deps.values())
-    chans = set(deps)
-    for v in deps.values():
-        chans.update(v)
-    if cycle:
-        hops = []
-        for k, c in enumerate(cycle):
-            nxt = cycle[(k + 1) % len(cycle)]
-            i, p = c >> 8, c & 0xFF
-            hops.append({"switch": names[i], "port": p, "dlid": deps[c][nxt]})
-        text = " -> ".join(f"{h['switch']}[{h['port']}]" for h in hops) + f" -> {hops[0]['switch']}[{hops[0]['port']}]"
-        D.add("cdg_cycle", f"channel dependency cycle of {len(cycle)} channels: {text} (dependencies from routes "
-                           f"to LIDs {', '.join(str(h['dlid']) for h in hops)})", cycle=hops)
-
-    # --- multicast
-    groups = 0
-    if snap.mcast_read:
-        groups = _check_mcast(snap, D, names, idx, port_name)
-
-    summary = {
-        "switches": S, "ca_ports": sum(1 for k in snap.ca_ports if k in snap.links),
-        "sources": sum(n_src), "lids": len(dlids), "pairs": pairs_total, "pairs_unreachable": pairs_bad,
-        "channels": len(chans), "dependencies": n_deps, "mcast_groups": groups if snap.mcast_read else None,
-        "smps": snap.smps, "read_seconds": round(snap.seconds, 3), "check_seconds": round(time.monotonic() - t0, 3),
-    }
-    return Report(summary, D.d)
+            D.add("dead_end", {"switch": net.names[at], "lid": dlid, "dest": dest, "cause": kind,
+                               **_detail_fields(kind, detail)},
+                  f"{net.names[at]} LID {dlid} ({dest}): {why}")
+    D.add("unreachable", None, count=len(srcs))
+    for src in srcs:
+        if not D.room("unreachable"):
+            break
+        sname = net.source_name(src)
+        D.add("unreachable", {"source": sname, "lid": dlid, "dest": dest, "cause": kind, "at": net.names[at]},
+              f"{sname} -> LID {dlid} ({dest}): {why}", count=0)
 
 
-def _owner_name(own, names, port_name) -> str:
-    return f"{names[own[1]]} port 0" if own[0] == "sw" else port_name(own[1])
+def _add_deps(net: _Net, steps: dict, dlid: int, deps: dict) -> None:
+    """Channel dependencies of data traffic to `dlid`: the routes from places where CA
+    ports send."""
+    hot: set = set()
+    for place, srcs in net.sources.items():
+        if not any(s[0] == "ca" for s in srcs):
+            continue
+        cur = place
+        while cur not in hot:
+            hot.add(cur)
+            if _stops(steps[cur]):
+                break
+            cur = steps[cur][1]
+    for place in hot:
+        stp = steps[place]
+        if _stops(stp):
+            continue
+        p, nxt = stp
+        nstp = steps[nxt]
+        if _stops(nstp):
+            continue
+        a, b = ((place >> 1) << 8) | p, ((nxt >> 1) << 8) | nstp[0]
+        deps.setdefault(a, {}).setdefault(b, dlid)
+
+
+def _detail_fields(kind: str, detail) -> dict:
+    """A dead end's detail as a named field: the port, LinearFDBTop/Cap or DefaultPort."""
+    if detail is None:
+        return {}
+    name = {"above_top": "linear_fdb_top", "above_cap": "linear_fdb_cap", "rft_default_in": "default_port",
+            "rft_no_default": "default_port"}.get(kind, "port")
+    return {name: detail}
 
 
 def _why(kind, at, detail, names) -> str:
@@ -371,14 +546,29 @@ def _why(kind, at, detail, names) -> str:
         return f"loops ({' -> '.join(names[x] for x in detail)} -> {names[detail[0]]})"
     if kind == "misdelivered":
         return f"{names[at]} delivers it to {detail[2]}"
-    what = REASONS.get(kind, kind)
-    if kind in ("above_top",):
+    what = CAUSES.get(kind, kind)
+    if kind in ("above_top", "above_cap"):
         return f"dead end at {names[at]}: {what} ({detail})"
-    if kind == "above_cap":
-        return f"dead end at {names[at]}: {what} ({detail})"
-    if kind == "no_lft":
+    if kind in ("no_lft", "unread"):
         return f"dead end at {names[at]}: {what}"
+    if kind in ("rft_default_in", "rft_no_default"):
+        return f"dead end at {names[at]}: {what} (DefaultPort {detail})"
     return f"dead end at {names[at]}: {what} (port {detail})"
+
+
+# ----------------------------------------------------------------------------- CDG
+def _check_cdg(net: _Net, deps: dict, D: _Defects) -> None:
+    cycle = find_cycle(deps)
+    if not cycle:
+        return
+    hops = []
+    for k, c in enumerate(cycle):
+        nxt = cycle[(k + 1) % len(cycle)]
+        hops.append({"switch": net.names[c >> 8], "port": c & 0xFF, "dlid": deps[c][nxt]})
+    text = " -> ".join(f"{h['switch']}[{h['port']}]" for h in hops) + f" -> {hops[0]['switch']}[{hops[0]['port']}]"
+    D.add("cdg_cycle", {"channels": len(cycle), "cycle": hops},
+          f"channel dependency cycle of {len(cycle)} channels: {text} (dependencies from routes "
+          f"to LIDs {', '.join(str(h['dlid']) for h in hops)})", cycle=hops)
 
 
 def find_cycle(adj: dict[int, dict[int, int]]) -> list[int] | None:
@@ -411,156 +601,221 @@ def find_cycle(adj: dict[int, dict[int, int]]) -> list[int] | None:
     return None
 
 
-def _check_mcast(snap: Snapshot, D: _Defects, names, idx, port_name) -> int:
+# ----------------------------------------------------------------------------- multicast
+def _check_mcast(net: _Net, D: _Defects) -> int:
+    snap = net.snap
     mlids = sorted({m for s in snap.switches.values() for m, ports in s.mft.items() if ports})
     for mlid in mlids:
-        # members: what the entries point at (CA ports, switch port 0)
-        members = []
-        for g in sorted(snap.switches):
-            s = snap.switches[g]
-            ports = s.mft.get(mlid, ())
-            if 0 in ports:
-                members.append(("sw", g))
-            for p in sorted(ports):
-                if p == 0:
-                    continue
-                peer = snap.links.get((g, p))
-                if peer is not None and peer in snap.ca_ports:
-                    members.append(("ca", peer))
-        label = f"MLID 0x{mlid:04x}"
-
-        def mname(m):
-            return f"{snap.switches[m[1]].name} port 0" if m[0] == "sw" else port_name(m[1])
-
-        reported = set()
+        members = _mcast_members(snap, mlid)
+        reported: set = set()
         for src in members:
-            if src[0] == "sw":
-                start = [(src[1], 0)]
-            else:
-                start = [snap.links[src[1]]]
-            got: dict = {}
-            visited = set()
-            queue = list(start)
-            while queue:
-                g, inp = queue.pop()
-                again = g in visited
-                if again:  # a cycle: the switch delivers again (and would forward forever)
-                    if ("loop", g) not in reported:
-                        reported.add(("loop", g))
-                        D.add("mcast", f"{label}: the tree has a cycle: {snap.switches[g].name} is reached twice "
-                                       f"(from {mname(src)})", )
-                visited.add(g)
-                s = snap.switches[g]
-                ports = s.mft.get(mlid)
-                if not ports:
-                    if again:
-                        continue
-                    if ("empty", g) not in reported:
-                        reported.add(("empty", g))
-                        D.add("mcast", f"{label}: {s.name} receives the group but has no MFT entry for it "
-                                       f"(from {mname(src)})")
-                    continue
-                for p in sorted(ports):
-                    if p == inp:
-                        continue
-                    if p == 0:
-                        got[("sw", g)] = got.get(("sw", g), 0) + 1
-                        continue
-                    peer = snap.links.get((g, p))
-                    ok = peer is not None and p in s.active
-                    if ok and peer[0] in snap.switches:
-                        ok = peer[1] in snap.switches[peer[0]].active
-                    elif ok:
-                        ok = peer in snap.ca_ports and snap.ca_ports[peer].active
-                    if not ok:
-                        if ("branch", g, p) not in reported:
-                            reported.add(("branch", g, p))
-                            D.add("mcast", f"{label}: {s.name} forwards to port {p}, which is "
-                                           f"{'not linked' if peer is None else 'not ACTIVE'}")
-                        continue
-                    if peer[0] in snap.switches:
-                        if not again:
-                            queue.append(peer)
-                    else:
-                        got[("ca", peer)] = got.get(("ca", peer), 0) + 1
+            got = _mcast_flood(net, D, mlid, src, reported)
             for m in members:
-                if m == src:
-                    continue
                 n = got.get(m, 0)
-                if n != 1:
-                    D.add("mcast", f"{label}: {mname(m)} receives {n} copies of what {mname(src)} sends")
+                if m != src and n != 1:
+                    a, b = _mname(net, m), _mname(net, src)
+                    D.add("mcast", {"mlid": mlid, "problem": "copies", "member": a, "sender": b, "copies": n},
+                          f"MLID 0x{mlid:04x}: {a} receives {n} copies of what {b} sends")
     return len(mlids)
 
 
+def _mcast_members(snap: Snapshot, mlid: int) -> list:
+    """What the entries point at: CA ports, switch port 0."""
+    members = []
+    for g in sorted(snap.switches):
+        ports = snap.switches[g].mft.get(mlid, ())
+        if 0 in ports:
+            members.append(("sw", g))
+        for p in sorted(ports):
+            peer = snap.links.get((g, p)) if p else None
+            if peer is not None and peer in snap.ca_ports:
+                members.append(("ca", peer))
+    return members
+
+
+def _mname(net: _Net, m) -> str:
+    return f"{net.snap.switches[m[1]].name} port 0" if m[0] == "sw" else net.port_name(m[1])
+
+
+def _mcast_flood(net: _Net, D: _Defects, mlid: int, src, reported: set) -> dict:
+    """Follow what `src` sends to `mlid` through the MFTs; {member: copies received}.
+    Problems of the tree (cycles, switches without an entry, bad branches) go to D once."""
+    snap, label = net.snap, f"MLID 0x{mlid:04x}"
+    got: dict = {}
+    visited: set = set()
+    queue = [(src[1], 0)] if src[0] == "sw" else [snap.links[src[1]]]
+    while queue:
+        g, inp = queue.pop()
+        again = g in visited
+        s = snap.switches[g]
+        if again and ("loop", g) not in reported:  # a cycle: the switch delivers again (and would forward forever)
+            reported.add(("loop", g))
+            D.add("mcast", {"mlid": mlid, "problem": "cycle", "switch": s.name, "sender": _mname(net, src)},
+                  f"{label}: the tree has a cycle: {s.name} is reached twice (from {_mname(net, src)})")
+        visited.add(g)
+        ports = s.mft.get(mlid)
+        if not ports and not s.mft_read:
+            continue  # its MFT did not answer: listed as unreached
+        if not ports:
+            if not again and ("empty", g) not in reported:
+                reported.add(("empty", g))
+                D.add("mcast", {"mlid": mlid, "problem": "no_entry", "switch": s.name, "sender": _mname(net, src)},
+                      f"{label}: {s.name} receives the group but has no MFT entry for it (from {_mname(net, src)})")
+            continue
+        for p in sorted(ports):
+            if p == inp:
+                continue
+            if p == 0:
+                got[("sw", g)] = got.get(("sw", g), 0) + 1
+                continue
+            peer = snap.links.get((g, p))
+            ok = peer is not None and p in s.active
+            if ok and peer[0] in snap.switches:
+                ok = peer[1] in snap.switches[peer[0]].active
+            elif ok:
+                ok = peer in snap.ca_ports and snap.ca_ports[peer].active
+            if not ok and (g, p) in net.silent:
+                continue  # the member behind it did not answer: listed as unreached
+            if not ok:
+                if ("branch", g, p) not in reported:
+                    reported.add(("branch", g, p))
+                    state = "not linked" if peer is None else "not ACTIVE"
+                    D.add("mcast", {"mlid": mlid, "problem": "bad_branch", "switch": s.name, "port": p,
+                                    "state": state.replace(" ", "_").lower()},
+                          f"{label}: {s.name} forwards to port {p}, which is {state}")
+                continue
+            if peer[0] in snap.switches:
+                if not again:
+                    queue.append(peer)
+            else:
+                got[("ca", peer)] = got.get(("ca", peer), 0) + 1
+    return got
 # ----------------------------------------------------------------------------- collect
 def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
-    """Discover the fabric and read every switch's tables (DR-routed Gets, batched)."""
+    """Discover the fabric and read every switch's tables (DR-routed Gets, batched).
+
+    What does not answer (a silent node, a switch whose tables cannot be read) does not
+    stop the reading: it is listed in `Snapshot.unreached` and the rest is verified."""
     from smagent import discovery
     t0 = time.monotonic()
     sent0 = transport.stats.sent
     topo = discovery.discover(transport)
-    if topo.unreachable:
-        raise VerifyError("discovery did not reach everything, so the tables cannot be verified: "
-                          + "; ".join(topo.unreachable[:5]))
-    switches, ca_ports = {}, {}
-    wanted = []
-    for n in topo.switches():
-        si = n.switch_info
-        if si is None:
-            raise VerifyError(f"{n.description}: no SwitchInfo")
-        top = min(si.linear_fdb_top, fw.UNICAST_LID_MAX, max(si.linear_fdb_cap - 1, 0))
-        if si.linear_fdb_cap:
-            wanted += [(n.guid, n.path, b) for b in range(top // fw.LFT_BLOCK_SIZE + 1)]
-    got, errors = tables.read_lft_blocks(transport, wanted)
-    if errors:
-        raise VerifyError("reading LFTs: " + "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
+    unreached = [dict(u) for u in topo.unreached]
+    unread: set = set()  # switches whose unicast tables did not answer
+    mft_unread: set = set()
+
+    def failed(what: str, errors: list[tuple[int, str]], into: set):
+        for g, err in errors:
+            n = topo.nodes[g]
+            into.add(g)
+            unreached.append({"where": f"{n.description} ({what})", "path": list(n.path), "node": n.description,
+                              "guid": f"0x{g:016x}", "port": None, "error": err})
+
+    switches = [n for n in topo.switches() if n.switch_info is not None]
+    unread.update(n.guid for n in topo.switches() if n.switch_info is None)  # discovery listed it
+    lfts, errors = _read_lfts(transport, switches)
+    failed("LFT", errors, unread)
+    rfts, errors = _read_rfts(transport, switches)
+    failed("RFT", errors, unread)
     mfts: dict[int, dict[int, frozenset]] = {}
     if mcast:
-        mfts = _read_mfts(transport, topo)
+        mfts, errors = _read_mfts(transport, switches)
+        failed("MFT", errors, mft_unread)
+    states = {}
     for n in topo.switches():
-        si = n.switch_info
-        nb = (min(si.linear_fdb_top, fw.UNICAST_LID_MAX) // fw.LFT_BLOCK_SIZE + 1) if si.linear_fdb_cap else 0
-        lft = b"".join(got.get((n.guid, b), bytes([fw.LFT_NO_PORT]) * fw.LFT_BLOCK_SIZE) for b in range(nb))
-        p0 = n.ports.get(0)
-        active = frozenset(p for p, pi in n.ports.items() if p and pi.port_state == PortState.ACTIVE)
-        switches[n.guid] = SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, lft,
-                                       si.linear_fdb_top, si.linear_fdb_cap, active, mfts.get(n.guid, {}))
+        states[n.guid] = _switch_state(n, lfts, rfts.get(n.guid), mfts.get(n.guid, {}))
+        states[n.guid].read = n.guid not in unread
+        states[n.guid].mft_read = n.guid not in mft_unread and n.guid not in unread
+    ca_ports = {}
     for n in topo.cas():
         for p in n.lid_ports():
             pi = n.ports.get(p)
-            if pi is None:
-                continue
-            ca_ports[(n.guid, p)] = CaPortState(n.guid, p, n.description, pi.lid, pi.lmc,
-                                                pi.port_state == PortState.ACTIVE)
-    return Snapshot(switches, ca_ports, dict(topo.links), transport.stats.sent - sent0,
-                    time.monotonic() - t0, mcast_read=mcast)
+            if pi is not None:
+                ca_ports[(n.guid, p)] = CaPortState(n.guid, p, n.description, pi.lid, pi.lmc,
+                                                    pi.port_state == PortState.ACTIVE)
+    return Snapshot(states, ca_ports, dict(topo.links), transport.stats.sent - sent0,
+                    time.monotonic() - t0, mcast_read=mcast, unreached=unreached)
 
 
-def _read_mfts(transport: Transport, topo) -> dict[int, dict[int, frozenset]]:
-    from smagent.tableops import mft_blocks_to_read
-    wanted = []
-    for n in topo.switches():
-        si = n.switch_info
-        if not si.multicast_fdb_cap:
+def _lft_blocks(si) -> int:
+    """LFT blocks worth reading: up to LinearFDBTop, within the table."""
+    if not si.linear_fdb_cap:
+        return 0
+    return min(si.linear_fdb_top, fw.UNICAST_LID_MAX, si.linear_fdb_cap - 1) // fw.LFT_BLOCK_SIZE + 1
+
+
+def _first_errors(errors: list[str], keys: list) -> list[tuple[int, str]]:
+    """One error per switch: (GUID, its first error and how many more); `keys` are the
+    switches of the failed reads, in the order of `errors`."""
+    out: dict[int, list[str]] = {}
+    for g, e in zip(keys, errors):
+        out.setdefault(g, []).append(e)
+    return [(g, es[0] + (f" (+{len(es) - 1} more)" if len(es) > 1 else "")) for g, es in out.items()]
+
+
+def _read_lfts(transport: Transport, switches) -> tuple[dict, list]:
+    wanted = [(n.guid, n.path, b) for n in switches for b in range(_lft_blocks(n.switch_info))]
+    got, errors = linear.read_lft_blocks(transport, wanted)
+    return got, _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
+
+
+def _read_rfts(transport: Transport, switches) -> tuple[dict, list]:
+    """The whole RFT of every switch that forwards by one (LinearFDBCap 0, RandomFDBCap >
+    0): a stale valid entry anywhere in it still matches. {GUID: [(base, lmc, port)]}."""
+    rft = [n for n in switches if not n.switch_info.linear_fdb_cap and n.switch_info.random_fdb_cap]
+    wanted = [(n.guid, n.path, b) for n in rft for b in range(_rft_blocks(n.switch_info))]
+    got, errors = read_rft_blocks(transport, wanted)
+    failed = _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
+    out = {}
+    for n in rft:
+        nb = _rft_blocks(n.switch_info)
+        if any((n.guid, b) not in got for b in range(nb)):
             continue
-        positions = fw.mft_positions_for(n.num_ports)
-        wanted += [(n.guid, n.path, b, pos) for b in mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
-                   for pos in range(positions)]
-    got, errors = tables.read_mft_units(transport, wanted)
-    if errors:
-        raise VerifyError("reading MFTs: " + "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
+        packed = [e for b in range(nb) for e in got[(n.guid, b)]][:n.switch_info.random_fdb_cap]
+        out[n.guid] = tuple(e for e in map(fw.rft_unpack, packed) if e is not None)
+    return out, failed
+
+
+def _rft_blocks(si) -> int:
+    return fw.rft_block(si.random_fdb_cap - 1)[0] + 1  # the block of the last entry, and those before
+
+
+def _switch_state(n, lfts: dict, rft, mft: dict) -> SwitchState:
+    si = n.switch_info
+    p0 = n.ports.get(0)
+    active = frozenset(p for p, pi in n.ports.items() if p and pi.port_state == PortState.ACTIVE)
+    if si is None:
+        return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, b"", 0, 0, active)
+    nb = _lft_blocks(si)
+    lft = b"".join(bytes(lfts.get((n.guid, b), [fw.LFT_NO_PORT] * fw.LFT_BLOCK_SIZE)) for b in range(nb))
+    lmc = p0.lmc if p0 is not None and si.enhanced_port0 else 0
+    return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, lft, si.linear_fdb_top,
+                       si.linear_fdb_cap, active, mft, rft, si.default_port, lmc)
+
+
+def _read_mfts(transport: Transport, switches) -> tuple[dict, list]:
+    wanted, ports = [], {}
+    for n in switches:
+        si = n.switch_info
+        ports[n.guid] = n.num_ports
+        if si.multicast_fdb_cap:
+            wanted += [(n.guid, n.path, b, pos) for b in multicast.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
+                       for pos in range(fw.mft_positions_for(n.num_ports))]
+    got, errors = multicast.read_mft_units(transport, wanted)
+    failed = _first_errors(errors, [g for g, _p, b, pos in wanted if (g, b, pos) not in got])
     out: dict[int, dict[int, set]] = {}
     for (g, b, pos), masks in got.items():
         for i, mask in enumerate(masks):
             if mask:
-                ports = {p for p in tables.mask_ports(mask, pos) if p <= topo.nodes[g].num_ports}
-                out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(ports)
-    return {g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()}
+                mp = {p for p in fw.mask_ports(mask, pos) if p <= ports[g]}
+                out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(mp)
+    return ({g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()},
+            failed)
 
 
 def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: int = 0) -> Snapshot:
     """A Snapshot of a `smagent.fabric.Fabric` whose nodes carry GUIDs and LIDs, with the
-    LFTs ``routes`` ({switch GUID: {LID: port}}) would give, every linked port ACTIVE:
+    LFTs ``routes`` ({switch GUID: `routing.RouteTable`}) would give, every linked port ACTIVE:
     checks a routing engine's output without a fabric (tests, benchmarks)."""
     switches, ca_ports, links = {}, {}, {}
     for link in fabric.links():
@@ -574,9 +829,9 @@ def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: i
     for n in fabric:
         if n.is_switch:
             lft = bytearray([fw.LFT_NO_PORT]) * ((top // fw.LFT_BLOCK_SIZE + 1) * fw.LFT_BLOCK_SIZE)
-            for lid, port in routes.get(n.guid, {}).items():
-                if lid < len(lft):
-                    lft[lid] = port
+            image = routes[n.guid].ports
+            n_lids = min(len(lft), len(image))
+            lft[:n_lids] = image[:n_lids]
             active = frozenset(p for p, _peer in fabric.connected_ports(n))
             switches[n.guid] = SwitchState(n.guid, n.description, n.num_ports, n.lid(0) or 0, bytes(lft), top,
                                            fw.UNICAST_LID_MAX + 1, active)
@@ -587,6 +842,12 @@ def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: i
     return Snapshot(switches, ca_ports, links)
 
 
-def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES) -> Report:
+def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES, balance: bool = True) -> Report:
+    """Read the tables (`collect`), check them (`check`) and, with ``balance``, add the
+    link-load figures of `smagent.balance`."""
     snap = collect(transport, mcast=mcast)
-    return check(snap, examples)
+    report = check(snap, examples)
+    if balance:
+        from smagent import balance as balancemod
+        report.balance = balancemod.compute(snap)
+    return report

@@ -42,6 +42,79 @@ def vectors():
     return out
 
 
+def _leaf_spine(hosts, host_ports, leaves, spines):
+    """A Fabric with hosts H0.. (``host_ports`` ports), 8-port leaves L0.. and spines S0..,
+    no cables yet."""
+    from smagent.fabric import Fabric
+    f = Fabric()
+    for h in range(hosts):
+        f.add_node(name=f"H{h}", node_type="Hca", num_ports=host_ports)
+    for prefix, count in (("L", leaves), ("S", spines)):
+        for i in range(count):
+            f.add_node(name=f"{prefix}{i}", node_type="Switch", num_ports=8)
+    return f
+
+
+def _fat_tree_2_dual_damaged(cuts=((1, 0), (4, 0), (6, 2))):
+    """fat_tree_2(8)'s switches (8 leaves, 4 spines) with 16 dual-port hosts, host port 1
+    on an even leaf and port 2 on the next (odd) leaf, and the leaf-spine cables ``cuts``
+    ((leaf, spine), ...) missing: by default S0 lost L1 and L4, S2 lost L6."""
+    f = _leaf_spine(16, 2, 8, 4)
+    for h in range(16):
+        pair, i = divmod(h, 4)
+        f.connect(f"H{h}", 1, f"L{2 * pair}", i + 1)
+        f.connect(f"H{h}", 2, f"L{2 * pair + 1}", i + 1)
+    for leaf in range(8):
+        for s in range(4):
+            if (leaf, s) not in cuts:
+                f.connect(f"L{leaf}", 5 + s, f"S{s}", leaf + 1)
+    return f
+
+
+def _parallel_cables():
+    """Leaves L0, L1 reach S0 on ports 5, 6 and S1 on port 7; L2, L3 reach S0 on port 5
+    and S1 on ports 6, 7: the same candidate ports, towards neighbours in another
+    pattern, so an LMC answer must not be shared between the two kinds."""
+    f = _leaf_spine(16, 1, 4, 2)
+    for h in range(16):
+        f.connect(f"H{h}", 1, f"L{h // 4}", h % 4 + 1)
+    nxt = {"S0": 1, "S1": 1}
+    for leaf in range(4):
+        spines = ("S0", "S0", "S1") if leaf < 2 else ("S0", "S1", "S1")
+        for j, spine in enumerate(spines):
+            f.connect(f"L{leaf}", 5 + j, spine, nxt[spine])
+            nxt[spine] += 1
+    return f
+
+
+def _fat_tree_3_without(k=4, victim="A1"):
+    """topogen.fat_tree_3(k) with the switch ``victim`` (an aggregation switch) gone."""
+    from smagent import topogen
+    from smagent.fabric import Fabric
+    full, f = topogen.fat_tree_3(k), Fabric()
+    for n in full:
+        if n.name != victim:
+            f.add_node(name=n.name, node_type=n.node_type, num_ports=n.num_ports)
+    for a, b in full.links():
+        if victim not in (a.node, b.node):
+            f.connect(a.node, a.num, b.node, b.num)
+    return f
+
+
+@pytest.fixture(scope="session")
+def irregular_fabrics():
+    """Builders of irregular fabrics for the routing tests (damaged fat trees, where updn's
+    roots need care: issue 11 item 8; parallel cables): {name: (builder, the names of
+    the roots updn should choose automatically, or None)}."""
+    return {
+        "ft2_dual_damaged": (_fat_tree_2_dual_damaged, {"S1", "S3"}),
+        "ft2_every_spine_damaged": (lambda: _fat_tree_2_dual_damaged(((1, 0), (3, 1), (5, 2), (7, 3))), None),
+        "ft3_without_agg": (_fat_tree_3_without, {"S0", "S1"}),  # A1 fed cores S2, S3
+        "ft3_8_without_agg": (lambda: _fat_tree_3_without(8, "A5"), None),
+        "parallel_cables": (_parallel_cables, None),
+    }
+
+
 class CliResult:
     """click's Result of one in-process invocation, plus `json()`."""
 

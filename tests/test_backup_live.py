@@ -1,4 +1,4 @@
-"""Backup/restore of LFTs (`smagent lft backup` / `lft restore`, smagent.backup) and the
+"""Backup/restore of LFTs (`smagent lft backup` / `lft restore`, smagent.fdb.backup) and the
 apply journal. Journal and block-file tests are pure; the round trips run on ibsim."""
 import json
 import os
@@ -9,33 +9,34 @@ from pathlib import Path
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
-from smagent import backup, netfile, tables, topogen
+from smagent import netfile, topogen
+from smagent.fdb import backup, journal, linear
 
 live = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
 
 def _change(sw, block, old=b"\x01" * 64, new=b"\x02" * 64):
-    return tables.BlockChange(sw, f"S{sw}", (0, 1), block, old, new)
+    return linear.BlockChange(sw, f"S{sw}", (0, 1), block, old, new)
 
 
 # -- the journal ---------------------------------------------------------------------------
 def test_journal_complete_apply_is_not_pending(tmp_path):
-    j = backup.Journal(tmp_path / "apply.journal")
+    j = journal.Journal(tmp_path / "apply.journal")
     plan = [_change(0x20, 0), _change(0x20, 1), _change(0x21, 0, old=None)]
     j.begin(plan)
     for c in plan:
         j.written(c.switch, c.block)
     j.done()
-    assert backup.Journal.pending(j.path) is None
+    assert journal.Journal.pending(j.path) is None
 
 
 def test_journal_interrupted_apply_is_pending(tmp_path):
-    j = backup.Journal(tmp_path / "apply.journal")
+    j = journal.Journal(tmp_path / "apply.journal")
     plan = [_change(0x20, 0), _change(0x20, 1), _change(0x21, 0, old=None)]
     j.begin(plan)
     j.written(0x20, 0)
     j.close()  # the process dies here
-    p = backup.Journal.pending(j.path)
+    p = journal.Journal.pending(j.path)
     assert p is not None and len(p.plan) == 3
     assert p.written == {(0x20, 0)}
     assert [(b["switch"], b["block"]) for b in p.remaining] == [(0x20, 1), (0x21, 0)]
@@ -44,27 +45,27 @@ def test_journal_interrupted_apply_is_pending(tmp_path):
 
 def test_journal_torn_tail_and_restart(tmp_path):
     path = tmp_path / "apply.journal"
-    j = backup.Journal(path)
+    j = journal.Journal(path)
     j.begin([_change(0x20, 0)])
     j.close()
     with open(path, "a") as f:
         f.write('{"event":"writ')  # crash mid-record
-    p = backup.Journal.pending(path)
+    p = journal.Journal.pending(path)
     assert p is not None and p.written == set()
     j.begin([_change(0x30, 2)])  # a new apply starts afresh
     j.written(0x30, 2)
     j.done()
-    assert backup.Journal.pending(path) is None
+    assert journal.Journal.pending(path) is None
 
 
 def test_journal_missing_and_garbage(tmp_path):
-    assert backup.Journal.pending(tmp_path / "nope") is None
+    assert journal.Journal.pending(tmp_path / "nope") is None
     bad = tmp_path / "bad"
     bad.write_text("hello\nworld\n")
-    with pytest.raises(backup.BackupError):
-        backup.Journal.pending(bad)
+    with pytest.raises(journal.JournalError):
+        journal.Journal.pending(bad)
     with pytest.raises(RuntimeError):
-        backup.Journal(tmp_path / "j").written(1, 0)
+        journal.Journal(tmp_path / "j").written(1, 0)
 
 
 def test_block_backup_file_round_trip(tmp_path):
@@ -125,19 +126,20 @@ def test_save_before_apply_then_restore_blocks(ibsim, tmp_path):
     before = sim.smagent("lft", "dump").stdout
     # plan a change in-process through umad2sim: route every LID of block 0 to port 255
     code = f"""
-from smagent import backup, discovery, tables
+from smagent import discovery
+from smagent.fdb import backup, journal, linear
 from smagent.transport import open_transport
 t = open_transport("umad")
 topo = discovery.discover(t)
 sws = [n for n in topo.switches()]
-cur, err = tables.read_lft_blocks(t, [(n.guid, n.path, 0) for n in sws])
+cur, err = linear.read_lft_blocks(t, [(n.guid, n.path, 0) for n in sws])
 assert not err, err
-changes = [tables.BlockChange(n.guid, n.description, n.path, 0, cur[(n.guid, 0)], cur[(n.guid, 0)][:2] + b"\\xff" * 62)
+changes = [linear.BlockChange(n.guid, n.description, n.path, 0, cur[(n.guid, 0)], cur[(n.guid, 0)][:2] + b"\\xff" * 62)
            for n in sws]
 path = backup.save_before_apply(t, topo, changes, {str(tmp_path / 'saved')!r})
-j = backup.Journal({str(tmp_path / 'apply.journal')!r})
+j = journal.Journal({str(tmp_path / 'apply.journal')!r})
 j.begin(changes)
-written, problems = tables.write_lft_blocks(t, changes[:1])
+written, problems = linear.write_lft_blocks(t, changes[:1])
 for c in written:
     j.written(c.switch, c.block)
 print(path)
@@ -145,7 +147,7 @@ print(path)
     r = sim.run([sys.executable, "-c", code], check=False)
     assert r.returncode == 0, r.stderr
     saved = Path(r.stdout.strip().splitlines()[-1])
-    p = backup.Journal.pending(tmp_path / "apply.journal")
+    p = journal.Journal.pending(tmp_path / "apply.journal")
     assert p is not None and len(p.written) == 1 and len(p.remaining) == len(p.plan) - 1
     assert sim.smagent("lft", "dump").stdout != before
     res = json.loads(sim.smagent("lft", "restore", str(saved), "--json").stdout)

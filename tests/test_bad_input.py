@@ -19,8 +19,8 @@ NOTHING, NO_SET = "nothing", "no Set"
 FILES = {
     "garbage.lid": "this is not a record\n",
     "garbage.lft": "garbage\n0x1 1\n",
-    "unknown.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 001 : x\n",
-    "badport.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 300 : x\n",
+    "unknown.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 001 : x\n1 valid lids dumped\n",
+    "badport.lft": "Unicast lids [0x0-0x3] of switch Lid 2 guid 0x00000000deadbeef (nope):\n0x0001 300 : x\n1 valid lids dumped\n",
     "bad.net": 'Switch 8 "S1"\n[1] "H1"[\n',
     "garbage.erf": bytes(range(100)),
     "garbage.json": '{"format": "something else"}\n',

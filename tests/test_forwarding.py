@@ -250,3 +250,27 @@ def test_vlarb_layout_decodes_ibsims_answer():
     assert encode_attribute(vlarb_block(vlarb_entries(block))) == raw
     # the 4 reserved bits before each VL are not part of the value
     assert vlarb_entries(decode_attribute(AttrID.VL_ARBITRATION_TABLE, b"\xf1\x04" + bytes(62)))[0] == (1, 4)
+
+
+# -- the one packer of MFT PortMasks and RFT entries ----------------------------------------
+def test_port_masks_round_trip():
+    assert F.ports_masks([1, 17, 20, 35], 3) == [0x0002, 0x0012, 0x0008]
+    assert F.masks_ports([0x0002, 0x0012, 0x0008]) == [1, 17, 20, 35]
+    assert F.mask_ports(0x0012, 1) == {17, 20}
+    assert F.ports_masks([], 1) == [0]
+    every = list(range(0, 255))
+    assert F.masks_ports(F.ports_masks(every, F.MFT_POSITIONS)) == every
+    with pytest.raises(MadFieldError):
+        F.ports_masks([256], F.MFT_POSITIONS)
+
+
+def test_rft_entry_packing():
+    word = F.rft_pack(0x20, 2, 7)
+    assert word == (0x20 << 16) | (1 << 15) | (2 << 12) | 7  # BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8
+    assert F.rft_unpack(word) == (0x20, 2, 7)
+    assert F.rft_unpack(0x0020_2007) is None  # Valid clear
+    assert F.rft_norm(0x0020_2007) == 0 and F.rft_norm(word | 0x0F00) == word  # reserved bits ignored
+    block = F.rft_block_of([F.rft_decode(word)])
+    assert block.entries == [word] + [0] * 15 and F.rft_block_entries(block)[0].port == 7
+    with pytest.raises(MadFieldError):
+        F.rft_pack(1, 8, 1)

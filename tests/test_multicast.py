@@ -6,7 +6,9 @@ import pytest
 
 from fabrics import big_switch_fabric
 from mad import forwarding as fw
-from smagent import multicast, netfile, sweep, tables, topogen
+from smagent import multicast, netfile, sweep, topogen
+from smagent.fdb import multicast as mfttab
+from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.multicast import GroupFileError, parse_groups
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
@@ -122,25 +124,25 @@ def test_tree_parallel_links_and_cycles_use_one_cable():
 
 # -- MFT units and diff by (block, position) ----------------------------------------------
 def test_mft_units_by_block_and_position():
-    units = tables.mft_units({0xC000: frozenset({1, 17, 35}), 0xC021: frozenset({36})}, range(2), 3)
+    units = mfttab.mft_units({0xC000: frozenset({1, 17, 35}), 0xC021: frozenset({36})}, range(2), 3)
     assert set(units) == {(b, p) for b in range(2) for p in range(3)}
     assert units[(0, 0)][0] == 1 << 1 and units[(0, 1)][0] == 1 << 1 and units[(0, 2)][0] == 1 << 3
     assert units[(1, 2)][1] == 1 << 4
     assert sum(map(sum, units.values())) == 2 + 2 + 8 + 16
     with pytest.raises(ValueError, match="outside the planned units"):
-        tables.mft_units({0xC040: frozenset({1})}, range(2), 3)
+        mfttab.mft_units({0xC040: frozenset({1})}, range(2), 3)
 
 
 def test_mft_diff_writes_only_changed_units_and_clears_stale():
-    desired = tables.mft_units({0xC000: frozenset({1, 17, 35})}, range(1), 3)
+    desired = mfttab.mft_units({0xC000: frozenset({1, 17, 35})}, range(1), 3)
     current = {(7, 0, 0): [2] + [0] * 31,  # already right
                (7, 0, 1): [0, 1 << 5] + [0] * 30,  # stale 0xC001 port 21, and 17 missing
                (7, 0, 2): [1 << 3] + [0] * 31}  # right
-    ch = tables.diff_mft(7, "sw", (0, 1), desired, current)
+    ch = mfttab.diff_mft(7, "sw", (0, 1), desired, current)
     assert [(c.block, c.position) for c in ch] == [(0, 1)]
     assert ch[0].changed_mlids() == [(0xC000, set(), {17}), (0xC001, {21}, set())]
     assert ch[0].describe() == "sw block 0 position 1: mlid 0xc000: ports {} -> {17}; mlid 0xc001: ports {21} -> {}"
-    unread = tables.diff_mft(7, "sw", (0, 1), desired, {})
+    unread = mfttab.diff_mft(7, "sw", (0, 1), desired, {})
     assert len(unread) == 3 and unread[0].describe().startswith("sw block 0 position 0: mlid 0xc000: ports ? -> {1}")
 
 
@@ -205,9 +207,12 @@ def test_group_file_groups_and_non_members(tmp_path):
     before = sets(t)
     again = sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f)))
     assert sets(t) == before and again.summary()["sets"]["mft_blocks"] == 0
-    # a group dropped from the file is cleared
+    # a group dropped from the file is kept and reported by default, cleared when pruning
     f.write_text("0xC021 all\n")
-    sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f)))
+    kept = sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f)))
+    assert sim.node("Big").mft[0] != 0 and sim.node("Big").mft[1] != 0
+    assert set(kept.summary()["multicast_kept"]) == {"0xc000", "0xc001"}
+    sweep.sweep(t, sweep.SweepOptions(mcast_groups=str(f), prune_multicast=True))
     assert sim.node("Big").mft[0] == 0 and sim.node("Big").mft[1] == 0
     check_exactly_once(sim, 0xC021, ca_ports(sim))
 
@@ -252,11 +257,41 @@ def test_mcast_fdb_top_only_where_supported():
     sweep.sweep(t, sweep.SweepOptions(mcast_groups=multicast.GroupSpec(
         [multicast.Group(0xC000, ("all",)), multicast.Group(0xC003, ("all",))])))
     assert sets(t) == before
-    # no group on the switch any more: 0xBFFF (no valid entry), and the stale entries
-    # up to the old top are read and cleared
+    # a group dropped: kept by default (the top still covers it), and when pruning the
+    # stale entries up to the old top are read and cleared
     sweep.sweep(t, sweep.SweepOptions(multicast=True, mcast_groups=multicast.GroupSpec(
         [multicast.Group(0xC000, ("all",))])))
+    assert big.si.multicast_fdb_top == 0xC003 and big.mft[3] != 0
+    sweep.sweep(t, sweep.SweepOptions(multicast=True, prune_multicast=True, mcast_groups=multicast.GroupSpec(
+        [multicast.Group(0xC000, ("all",))])))
     assert big.si.multicast_fdb_top == 0xC000 and big.mft[3] == 0
+
+
+def test_default_sweep_keeps_mlids_it_was_not_told_about(cli, tmp_path, monkeypatch):
+    """An MLID an admin set with `mft set` is outside the configured groups: the default
+    sweep keeps it and says so; --prune-multicast (or desired state multicast_prune) removes it."""
+    from smagent import api
+    t = SimTransport(topology=big_switch_fabric())
+    monkeypatch.setattr("smagent.cli.Context.session", lambda self: api.Session(t))  # the CLI over this fabric
+    r = cli("mft", "set", "0,1", "0xc005", "1", "20")
+    assert r.exit_code == 0, r.output
+    big = t.sim.node("Big")
+    assert big.mft[5] == (1 << 1) | (1 << 20)
+    r = cli("sweep", "--dry-run", "--json")
+    doc = json.loads(r.output)
+    assert doc["multicast_kept"] == {"0xc005": ["Big"]}
+    assert not any("0xc005" in line for line in doc["plan"]), doc["plan"]
+    assert any("kept MLID 0xc005 on Big" in n for n in doc["notes"]), doc["notes"]
+    assert cli("sweep").exit_code == 0
+    assert big.mft[5] == (1 << 1) | (1 << 20)  # still there
+    ds = tmp_path / "want.json"
+    ds.write_text(json.dumps({"multicast": [{"mlid": "0xC000", "members": ["H1"]}], "multicast_prune": True}))
+    r = cli("apply", str(ds))
+    assert r.exit_code == 0, r.output
+    assert big.mft[5] == 0
+    big.mft[5] = 1 << 1
+    r = cli("sweep", "--prune-multicast")
+    assert r.exit_code == 0 and big.mft[5] == 0, r.output
 
 
 def test_default_multicast_directive(tmp_path):

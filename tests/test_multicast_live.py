@@ -93,9 +93,13 @@ def test_group_file_two_groups(big, tmp_path):
     assert ibroute_mft(sim, lids["Small"]) == {0xC000: {1, 2, 3}, 0xC005: {1, 3}}
     again = json.loads(sim.smagent("sweep", "--mcast-groups", str(groups), "--json").stdout)
     assert again["sets"] == NO_SETS, again
-    # dropping a group clears its entries (stale entries below the highest group are read)
+    # dropping a group keeps its entries (reported) unless pruning; pruning clears them
+    # (stale entries below the highest group are read)
     groups.write_text("0xC005 all\n")
     s = json.loads(sim.smagent("sweep", "--mcast-groups", str(groups), "--json").stdout)
+    assert s["problems"] == [] and set(s["multicast_kept"]) == {"0xc000", "0xc001"}, s
+    assert ibroute_mft(sim, lids["Big"])[0xC001] == {20, 35}
+    s = json.loads(sim.smagent("sweep", "--mcast-groups", str(groups), "--prune-multicast", "--json").stdout)
     assert s["problems"] == []
     assert ibroute_mft(sim, lids["Big"]) == {0xC005: {1, 17, 20, 35, 36}}
     assert ibroute_mft(sim, lids["Small"]) == {0xC005: {1, 2, 3}}

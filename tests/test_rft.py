@@ -9,9 +9,11 @@ import pytest
 
 from fabrics import RFT_CAPS, chassis_fabric
 from mad.attributes import SwitchInfo
-from smagent import netfile, rft, sweep, tables
+from mad import forwarding as fw
+from smagent import netfile, sweep
+from smagent.fdb import random as rft
 from smagent.fabric import HCA, SWITCH, Fabric
-from smagent.rft import Entry, RftError
+from smagent.fdb.random import Entry, RftError
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
 
@@ -65,7 +67,7 @@ def all_pairs_delivered(sim):
 def entries_per_port(node) -> dict[int, int]:
     out = {}
     for x in node.rft:
-        e = tables.rft_unpack(x)
+        e = fw.rft_unpack(x)
         if e is not None:
             out[e[2]] = out.get(e[2], 0) + 1
     return out
@@ -143,7 +145,7 @@ def test_changes_two_phase_when_lids_per_port_would_overflow():
 
 
 def test_rft_change_describe():
-    c = tables.RftChange(1, "C", (0, 1), 0, [0] * 16, [Entry(5, 0, 1).packed()] + [0] * 15)
+    c = rft.RftChange(1, "C", (0, 1), 0, [0] * 16, [Entry(5, 0, 1).packed()] + [0] * 15)
     assert c.describe() == "C block 0: entry 0: invalid -> lid 5/lmc 0 port 1"
 
 
@@ -242,3 +244,65 @@ def test_cli_net_file_caps(cli, tmp_path):
     bad.write_text(netfile.dumps(two_uplink_fabric(1)))
     r = cli("--transport", "sim", "--topology", bad, "sweep")
     assert r.exit_code == 3 and "LIDsPerPort is 1" in r.output
+
+
+@pytest.mark.parametrize("lmc", [0, 2])
+def test_verify_follows_rfts(lmc):
+    """verify reads the RFTs and DefaultPorts and forwards by them: the swept chassis is
+    clean (verify used to report every pair unreachable: it only knew LFTs), and a
+    damaged entry or DefaultPort shows up where the simulator drops the packets."""
+    from smagent import verify
+    t = SimTransport(topology=chassis_fabric())
+    sim = t.sim
+    assert sweep.sweep(t, sweep.SweepOptions(lmc=lmc)).problems == []
+    rep = verify.verify(t)
+    assert rep.ok, rep.texts
+    # 8 CA ports and 2 switches; every source to every LID but its own
+    lids = 8 * (1 << lmc) + 2
+    assert rep.summary["sources"] == 10 and rep.summary["pairs"] == 10 * lids - lids
+    # F's DefaultPort to C gone: what F does not hold an entry for (C's TCAs, C) is discarded at F
+    f = sim.node("F")
+    f.si.default_port = 9  # F has 8 ports
+    rep = verify.verify(t)
+    assert set(rep.defects) == {"dead_end", "unreachable"}
+    assert {e["switch"] for e in rep.defects["dead_end"]["examples"]} == {"F"}
+    assert rep.defects["unreachable"]["by_cause"] == {"rft_no_default": 3 * (6 * (1 << lmc) + 1)}  # H1, H2, F
+    t1 = sim.node("T1").lid_range(1)[0]
+    tr = trace(sim, ("H1", 1), t1)
+    assert tr.outcome == "dropped" and tr.where[0] == "F" and "DefaultPort 9 does not exist" in tr.reason
+    # F's DefaultPort restored, C's entry for T1 invalidated: T1's LIDs now match nothing
+    # anywhere; from C's side they leave by DefaultPort to F, which drops them as they came
+    # in on its DefaultPort; from F's side likewise at C
+    f.si.default_port = 1
+    c = sim.node("C")
+    c.rft[:] = [x if (fw.rft_unpack(x) or (0, 0, 0))[2] != 1 else 0 for x in c.rft]
+    c.rft_map = None
+    rep = verify.verify(t, examples=50)
+    causes = rep.defects["unreachable"]["by_cause"]
+    assert set(causes) == {"rft_default_in"}
+    ex = rep.defects["dead_end"]["examples"]
+    assert rep.defects["dead_end"]["count"] == 2 << lmc
+    assert {e["switch"] for e in ex} == {"C", "F"} and {e["lid"] for e in ex} == set(range(t1, t1 + (1 << lmc)))
+    # every source but T1 itself: 9 sources per LID of T1
+    assert causes["rft_default_in"] == 9 * (1 << lmc)
+    tr = trace(sim, ("T2", 1), t1)
+    assert tr.outcome == "dropped" and tr.where == ("F", 1) and "came in on DefaultPort" in tr.reason
+
+
+def test_verify_reports_overlapping_rft_entries():
+    """Two valid entries matching one LID with different ports: the spec does not say
+    which wins; verify (like the simulator) follows the first and reports the pair."""
+    from smagent import verify
+    t = SimTransport(topology=chassis_fabric())
+    sim = t.sim
+    assert sweep.sweep(t, sweep.SweepOptions()).problems == []
+    c = sim.node("C")
+    t1 = sim.node("T1").lid_range(1)[0]
+    free = c.rft.index(0)
+    c.rft[free] = fw.rft_pack(t1, 0, 2)  # after T1's own entry: loses, but overlaps
+    c.rft_map = None
+    rep = verify.verify(t)
+    assert set(rep.defects) == {"rft_overlap"}, rep.texts
+    (ex,) = rep.defects["rft_overlap"]["examples"]
+    assert ex["switch"] == "C" and ex["lid"] == t1 and ex["entries"][1] == [t1, 0, 2]
+    assert trace(sim, ("T3", 1), t1).dest == ("T1", 1)  # the simulator, too, follows the first

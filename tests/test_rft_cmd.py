@@ -12,20 +12,15 @@ from smagent.transport.sim import SimTransport
 from smagent import sweep as sweepmod
 
 
-def test_show_after_sweep_and_set_by_hand(cli, tmp_path):
+def test_show_after_sweep_and_set_by_hand(cli, tmp_path, monkeypatch):
     fab = chassis_fabric()
     t = SimTransport(fab)
     r = sweepmod.sweep(t, sweepmod.SweepOptions())
     assert r.problems == []
-    from smagent.commands.rft_cmd import rft_group
+    # the CLI over the same in-process fabric, through the root group (where errors become exit codes)
+    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: t)
 
-    class Obj:  # the CLI context, over the same in-process fabric
-        opts = {"transport": "sim"}
-
-        def transport(self):
-            return t
-
-    out = cli("show", "C", "--json", command=rft_group, obj=Obj())
+    out = cli("rft", "show", "C", "--json")
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     ports = {e["port"] for e in doc["entries"]}
@@ -34,13 +29,13 @@ def test_show_after_sweep_and_set_by_hand(cli, tmp_path):
     t2 = next(n for n in r.topology.cas() if n.description == "T2")
     lid2 = r.lid_plan.lids[t2.port_guids[1]]
     # send T2's LID to C itself (port 0) instead: the data plane must follow
-    out = cli("set", "C", str(lid2), "0", "--json", command=rft_group, obj=Obj())
+    out = cli("rft", "set", "C", str(lid2), "0", "--json")
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["sets"]["rft_blocks"] >= 1
     tr = trace(t.sim, ("H1", 1), lid2)
     assert tr.outcome != "delivered" or tr.dest != ("T2", 1)
     # the same again: nothing to change, no Set
-    again = cli("set", "C", str(lid2), "0", "--json", command=rft_group, obj=Obj())
+    again = cli("rft", "set", "C", str(lid2), "0", "--json")
     assert json.loads(again.output)["plan"] == []
     # a fresh sweep repairs it
     assert sweepmod.sweep(t, sweepmod.SweepOptions()).problems == []
@@ -49,7 +44,7 @@ def test_show_after_sweep_and_set_by_hand(cli, tmp_path):
     def sets():
         return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet"))
     before = sets()
-    bad = cli("set", "C", str(lid2), "1", command=rft_group, obj=Obj())
+    bad = cli("rft", "set", "C", str(lid2), "1")
     assert bad.exit_code == 2 and "LIDsPerPort" in bad.output, bad.output
     assert sets() == before  # refused before any Set
 

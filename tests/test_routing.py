@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from smagent import netfile, topogen, verify
-from smagent.tableops import format_lft
+from smagent.fdb.text import format_lft
 from smagent.routing import ENGINES, RouteTable, RoutingError, RoutingInput, route
 from smagent.routing._core import Graph, fill
 from smagent.routing.updn import choose_roots
@@ -152,6 +152,68 @@ def test_lmc_spreads_on_a_torus_where_two_shortest_paths_exist():
     assert spread > 100
 
 
+class _Forgetful(dict):
+    """An LMC memo that never remembers: every component computed from scratch."""
+
+    def get(self, key, default=None):
+        self.misses = getattr(self, "misses", 0) + 1
+        return default
+
+    def __setitem__(self, key, value):
+        pass
+
+
+@pytest.mark.parametrize("lmc", [1, 2])
+@pytest.mark.parametrize("make, shared", [(lambda: topogen.fat_tree_3(8), True),
+                                          (lambda: topogen.torus_2d(4, 3, 2), False),
+                                          (lambda: topogen.fat_tree_2(12), True), ("parallel_cables", True)],
+                         ids=["ft3", "torus", "ft2", "parallel"])
+@pytest.mark.parametrize("shuffled", [False, True], ids=["lids-in-order", "lids-shuffled"])
+def test_lmc_memo_gives_what_computing_every_switch_gives(make, shared, lmc, shuffled, monkeypatch,
+                                                          irregular_fabrics):
+    """Switches of one shape share one LMC answer (`_core._assign_lmc`): the tables are
+    those of computing every switch on its own, whether or not a port's LIDs are
+    consecutive with its neighbours' (shuffled: LID runs of one port only)."""
+    import random
+    from smagent.routing import _core
+    fabric = irregular_fabrics[make][0]() if isinstance(make, str) else make()
+    netfile.assign_ibsim_guids(fabric)
+    size, lid = 1 << lmc, 1
+    for n in fabric.switches():
+        n.lids[0] = lid
+        lid += 1
+    cas = list(fabric.cas())
+    if shuffled:
+        random.Random(7).shuffle(cas)
+    for n in cas:
+        for p, _peer in fabric.connected_ports(n):
+            lid = -(-lid // size) * size
+            n.lids[p], n.lmcs[p] = lid, lmc
+            lid += size
+    rin = RoutingInput.from_fabric(fabric, lmc)
+    memos = []
+    layout = _core.Graph._lmc_layout
+
+    def spy(G, forget):
+        layout(G)
+        if forget:
+            G.lmc_memo = _Forgetful()
+        memos.append(G.lmc_memo)
+
+    for engine in ("minhop", "updn"):
+        monkeypatch.setattr(_core.Graph, "_lmc_layout", lambda G: spy(G, False))
+        fast = route(engine, rin)
+        monkeypatch.setattr(_core.Graph, "_lmc_layout", lambda G: spy(G, True))
+        slow = route(engine, rin)
+        assert {g: bytes(t.ports) for g, t in fast.items()} == {g: bytes(t.ports) for g, t in slow.items()}
+        # a fat tree's leaves (and aggregation switches) share a shape; a torus's switches do not
+        if shared:
+            assert 0 < len(memos[-2]) < memos[-1].misses
+        else:
+            assert len(memos[-2]) == memos[-1].misses
+    assert not check_report(fabric, fast, lmc=lmc).defects.keys() - {"cdg_cycle"}
+
+
 # ------------------------------------------------------------------------------ updn
 def test_updn_roots_are_spines_and_cores():
     for fabric, prefix in ((topogen.fat_tree_2(8), "S"), (topogen.fat_tree_3(4), "S")):
@@ -180,6 +242,52 @@ def test_minhop_has_cdg_cycles_where_updn_has_none(make):
     assert len(cyc) >= 2
     good = check_report(fabric, route("updn", rin))
     assert good.ok, good.defects
+
+
+IRREGULAR = ["ft2_dual_damaged", "ft2_every_spine_damaged", "ft3_without_agg", "ft3_8_without_agg"]
+
+
+@pytest.mark.parametrize("name", IRREGULAR)
+def test_updn_chooses_roots_that_route_irregular_fat_trees(name, irregular_fabrics):
+    """A damaged fat tree: the spines (cores) farthest from the CAs leave some leaf
+    without an up*/down* path to a switch. Other roots are chosen, the notes say which
+    and why the first ones were passed over; every pair is reachable, no CDG cycle."""
+    make, expected = irregular_fabrics[name]
+    fabric = make()
+    rin = rin_of(fabric)
+    routes = route("updn", rin)
+    passed_over, chosen = routes.notes[:-1], routes.notes[-1]
+    assert passed_over and all("without an up*/down* route" in n for n in passed_over), routes.notes
+    assert chosen.startswith("updn roots (") and "farthest from the channel adapters)" not in chosen
+    if expected is not None:
+        names = set(re.findall(r"\b([A-Z]\d+) \(0x", chosen.split(":", 1)[1]))
+        assert names == expected, chosen
+    rep = check_report(fabric, routes)
+    assert rep.ok and rep.summary["pairs_unreachable"] == 0, rep.defects
+    G = Graph(rin)  # the first rule's roots, given by hand, are refused as before
+    tops = ",".join(f"{G.guids[x]:#x}" for x in choose_roots(G, G.components()))
+    with pytest.raises(RoutingError, match=r"no up\*/down\* path"):
+        route(f"updn:{tops}", rin)
+
+
+def test_updn_notes_the_roots_on_a_regular_tree():
+    routes = route("updn", rin_of(topogen.fat_tree_2(8)))
+    assert len(routes.notes) == 1 and routes.notes[0].startswith(
+        "updn roots (farthest from the channel adapters): S0 (0x"), routes.notes
+    assert route(f"updn:{min(routes):#x}", rin_of(topogen.fat_tree_2(8))).notes == []
+    assert route("minhop", rin_of(topogen.fat_tree_2(8))).notes == []
+
+
+@pytest.mark.parametrize("name", ["ft2_dual_damaged", "ft3_without_agg"])
+def test_updn_sweeps_irregular_fat_trees_on_the_simulator(name, irregular_fabrics):
+    from smagent import sweep
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(irregular_fabrics[name][0]())
+    r = sweep.sweep(t, sweep.SweepOptions(routing="updn"))
+    assert r.problems == [] and any(n.startswith("updn roots (") for n in r.notes), (r.problems, r.notes)
+    rep = verify.verify(t, mcast=False)
+    assert rep.summary["pairs_unreachable"] == 0 and rep.summary["pairs"] > 0
+    assert not {"unreachable", "cdg_cycle", "dead_end", "loop"} & set(rep.defects), rep.defects
 
 
 def test_updn_routes_are_up_then_down():
@@ -275,12 +383,35 @@ def test_route_table_is_a_read_only_mapping():
     with pytest.raises(KeyError):
         t[2]
     lost = RouteTable(bytearray([255, 1, 255, 255]), [1, 3])  # LID 3 unrouted: not listed
-    assert dict(lost.items()) == {1: 1}
+    assert dict(lost.items()) == {1: 1} and lost.missing([1, 3]) == [3] and t.missing([1, 3, 4]) == []
+    assert t.missing([1, 3, 4, 9]) == [9]  # beyond the image
+
+
+def test_route_table_from_entries_and_updated():
+    t = RouteTable.from_entries({2: 5, 4: 1}, size=8)
+    assert len(t.ports) == 8 and dict(t) == {2: 5, 4: 1}
+    s = t.updated({4: 255, 10: 3})  # 255 removes a route; a LID past the image grows it
+    assert dict(s) == {2: 5, 10: 3} and len(s.ports) == 11 and dict(t) == {2: 5, 4: 1}
+    assert s.missing([2, 4, 10]) == [4]
+
+
+@pytest.mark.parametrize("engine", ["minhop", "updn", "file"])
+def test_every_engine_returns_route_tables(engine, tmp_path):
+    fabric = prepared(topogen.torus_2d(3, 3))
+    rin = RoutingInput.from_fabric(fabric)
+    spec = engine
+    if engine == "file":
+        f = tmp_path / "lfts"
+        f.write_text(dump_text(fabric, route("minhop", rin), max(rin.lid_homes)))
+        spec = f"file:{f}"
+    routes = route(spec, rin)
+    assert set(routes) == set(rin.switches)
+    assert all(type(t) is RouteTable and len(t.ports) > max(rin.lid_homes) for t in routes.values())
 
 
 # --------------------------------------------------------------------------- specs
 @pytest.mark.parametrize("spec, msg", [
-    ("ftree", "unknown routing engine 'ftree'"),
+    ("dor", "unknown routing engine 'dor'"),
     ("", "unknown routing engine"),
     ("minhop:x", "minhop takes no argument"),
     ("file:", "needs the dump"),
@@ -295,7 +426,7 @@ def test_bad_specs(spec, msg):
 
 
 def test_engines_listed():
-    assert ENGINES == ("minhop", "updn", "file")
+    assert ENGINES == ("minhop", "updn", "ftree", "file")
 
 
 # ----------------------------------------------------------------------------- file
@@ -348,7 +479,7 @@ def test_file_engine_errors(tmp_path):
     assert "has ports 0..8" in err(bad_port)
     # a LID that lives on Switch1 port 0 routed elsewhere there: taken with other LIDs
     lid = s1.lid(0)
-    other = dump_text(fabric, {**routes, s1.guid: {**dict(routes[s1.guid]), lid: 3}}, top)
+    other = dump_text(fabric, {**routes, s1.guid: routes[s1.guid].updated({lid: 3})}, top)
     msg = err(other)
     assert f"sends LID 0x{lid:04x} to port 3, but that LID lives on its port 0" in msg and "--lid-file" in msg
 

@@ -145,6 +145,25 @@ def _parse_lfts(text: str) -> dict[int, dict[int, int]]:
     return tables
 
 
+def _opensm(tmp_path, fabric, name, engine, lmc=0):
+    """``opensm -o -R engine`` on a fresh ibsim of ``fabric``: its tables and a file of
+    the LIDs it gave (guid2lid)."""
+    with start(tmp_path, fabric, f"{name}-osm") as sim:
+        osm_dir = tmp_path / f"osm-{name}"
+        env = sim.opensm_env(osm_dir)
+        log = osm_dir / "osm.log"
+        r = subprocess.run([OPENSM, "-o", "-R", engine, "-l", str(lmc), "-f", str(log), "-d2"], env=env,
+                           cwd=sim.cwd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # OpenSM falls back to minhop silently when an engine fails; its log says which
+        # engine configured the switches
+        assert f"{engine} tables configured on all switches" in log.read_text()
+        theirs = _parse_lfts(sim.run(["dump_lfts"]).stdout)
+        lidfile = tmp_path / f"guid2lid-{name}"
+        lidfile.write_text((osm_dir / "guid2lid").read_text())
+    return theirs, lidfile
+
+
 def _compare(tmp_path, fabric, name, lmc=0):
     """OpenSM minhop vs ours on the same fabric with the same LIDs; returns (entries,
     entries that differ).
@@ -160,20 +179,7 @@ def _compare(tmp_path, fabric, name, lmc=0):
     existing shortest-path entries on a re-sweep (ibsim starts with empty tables, so not
     here), port_shifting / scatter_ports / hop weights / guid_routing_order files.
     """
-    with start(tmp_path, fabric, f"{name}-osm") as sim:
-        osm_dir = tmp_path / f"osm-{name}"
-        env = sim.opensm_env(osm_dir)
-        log = osm_dir / "osm.log"
-        r = subprocess.run([OPENSM, "-o", "-R", "minhop", "-l", str(lmc), "-f", str(log), "-d2"], env=env,
-                           cwd=sim.cwd, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
-        # OpenSM falls back to minhop silently when an engine fails; its log says which
-        # engine configured the switches
-        assert "minhop tables configured on all switches" in log.read_text()
-        theirs = _parse_lfts(sim.run(["dump_lfts"]).stdout)
-        guid2lid = (osm_dir / "guid2lid").read_text()
-    lidfile = tmp_path / f"guid2lid-{name}"
-    lidfile.write_text(guid2lid)
+    theirs, lidfile = _opensm(tmp_path, fabric, name, "minhop", lmc)
     with start(tmp_path, fabric, f"{name}-ours") as sim:
         sim.smagent("sweep", "--routing", "minhop", "--lmc", str(lmc), "--lid-file", str(lidfile))
         ours = _parse_lfts(sim.run(["dump_lfts"]).stdout)
@@ -195,7 +201,9 @@ def _compare(tmp_path, fabric, name, lmc=0):
     ("fat_tree_2_8", lambda: topogen.fat_tree_2(8), 0),
     ("torus_2d_4x4", lambda: topogen.torus_2d(4, 4), 0),
     ("torus_2d_4x4_lmc2", lambda: topogen.torus_2d(4, 4), 2),
+    ("torus_2d_4x4_lmc1", lambda: topogen.torus_2d(4, 4), 1),
     ("fat_tree_3_8_lmc1", lambda: topogen.fat_tree_3(8), 1),
+    ("fat_tree_3_8_lmc2", lambda: topogen.fat_tree_3(8), 2),
     ("mesh_2d_4x3_2h_lmc1", lambda: topogen.mesh_2d(4, 3, 2), 1),
 ])
 def test_minhop_matches_opensm(tmp_path, name, make, lmc, record_property):
@@ -204,3 +212,32 @@ def test_minhop_matches_opensm(tmp_path, name, make, lmc, record_property):
     record_property("entries_differing", differ)
     print(f"{name}: {differ} of {total} LFT entries differ from OpenSM minhop")
     assert differ == 0, f"{differ} of {total} entries differ from OpenSM minhop (see _compare for the model)"
+
+
+@pytest.mark.skipif(OPENSM is None, reason="opensm is not installed")
+@pytest.mark.parametrize("name", ["ft2_dual_damaged", "ft3_without_agg"])
+def test_updn_routes_irregular_fat_trees_as_opensm_does(tmp_path, name, irregular_fabrics):
+    """Issue 11 item 8: where OpenSM's updn finds roots on a damaged fat tree, so do we
+    (without being told), and the tables agree with OpenSM's on every entry OpenSM
+    writes; OpenSM leaves a few switch-to-switch LIDs unrouted, we route them (port 0
+    traffic only, see smagent.routing.updn). Then verify and ibtracert agree."""
+    fabric = irregular_fabrics[name][0]()
+    theirs, lidfile = _opensm(tmp_path, fabric, name, "updn")
+    with start(tmp_path, fabric, f"{name}-ours") as sim:
+        r = sim.smagent("sweep", "--routing", "updn", "--lid-file", str(lidfile))
+        assert re.search(r"^# note: updn roots \(.*equally far", r.stdout, re.M), r.stdout
+        ours = _parse_lfts(sim.run(["dump_lfts"]).stdout)
+        rc, rep = verify_json(sim)
+        assert rc == 0 and rep["ok"] and rep["summary"]["pairs_unreachable"] == 0, rep
+        tracert_sample(sim, ca_lids(sim))
+    switch_lids = {lid for t in ours.values() for lid, p in t.items() if p == 0}
+    assert set(ours) == set(theirs)
+    total = differ = 0
+    for g, table in ours.items():
+        assert not set(theirs[g]) - set(table)
+        assert set(table) - set(theirs[g]) <= switch_lids  # what OpenSM leaves unrouted
+        for lid, port in theirs[g].items():
+            total += 1
+            differ += port != table[lid]
+    print(f"{name}: {differ} of {total} OpenSM updn entries differ")
+    assert total > 0 and differ == 0

@@ -7,8 +7,9 @@ import pytest
 from mad import smp
 from mad.attributes import (
     CAP_IS_SM, AttrID, LinearForwardingTable, MulticastForwardingTable, NodeType, P_KeyTable, PortState,
-    RandomForwardingEntry, SLtoVLMappingTable, SMInfo, SMState, rft_block, rft_entries,
+    RandomForwardingEntry, SLtoVLMappingTable, SMInfo, SMState,
 )
+from mad.forwarding import rft_block_entries as rft_entries, rft_block_of as rft_block
 from mad.forwarding import mft_modifier, pkey_modifier, portinfo_modifier, sl2vl_modifier
 from mad.header import Method
 from smagent.fabric import HCA, SWITCH, Fabric

@@ -1,5 +1,5 @@
 """Living with another SM (ibsim + OpenSM): a MASTER OpenSM on Hca2 makes
-`smagent sweep` refuse (exit 3, naming the SM: GUID, LID, priority, state) and send no
+`smagent sweep` refuse (exit 4, a refusal for safety, naming the SM: GUID, LID, priority, state) and send no
 Set; `--force` proceeds.
 
 How ibsim presents it: ibsim attaches OpenSM to the node named by SIM_HOST. When OpenSM
@@ -107,7 +107,7 @@ def test_refuses_with_master_opensm_then_force(ibsim, tmp_path):
         before = _state(sim)
         for args in (["sweep"], ["sweep", "--dry-run"]):
             r = sim.smagent(*args, check=False)
-            assert r.returncode == 3, (args, r.returncode, r.stdout, r.stderr)
+            assert r.returncode == 4, (args, r.returncode, r.stdout, r.stderr)  # SafetyRefusal (issue 11 item 1)
             err = r.stderr
             assert "another subnet manager is MASTER" in err, err
             assert f"GUID {guid:#018x}" in err and f"LID {lid}" in err, err

@@ -2,7 +2,9 @@
 apply journal (an interrupted apply is reported and finished by the next sweep), and
 the LIDs of ports that have gone missing from the fabric (kept in the LID file)."""
 import smagent
-from smagent import backup, lids
+from smagent import lids
+from smagent.fdb import backup
+from smagent.fdb.journal import Journal
 
 
 def test_backup_and_journal(tmp_path):
@@ -14,15 +16,15 @@ def test_backup_and_journal(tmp_path):
         assert {(c.switch, c.block) for c in saved} == {(c.switch, c.block) for c in r.lft_changes}
         # what was saved is what the switches held before: all 0xFF on a fresh fabric
         assert all(c.new == bytes([0xFF]) * 64 for c in saved)
-        assert backup.Journal.pending(state / "apply.journal") is None  # finished cleanly
+        assert Journal.pending(state / "apply.journal") is None  # finished cleanly
         # an apply that died half-way: the journal says so, the next sweep finishes it
-        j = backup.Journal(state / "apply.journal")
+        j = Journal(state / "apply.journal")
         j.begin(r.lft_changes)
         j.written(r.lft_changes[0].switch, r.lft_changes[0].block)
         j.close()
         again = fabric.sweep(state_dir=str(state))
         assert any("interrupted" in n for n in again.notes), again.notes
-        assert backup.Journal.pending(state / "apply.journal") is None or not again.lft_changes
+        assert Journal.pending(state / "apply.journal") is None or not again.lft_changes
         assert fabric.sweep(dry_run=True).sets_planned == 0
 
 
@@ -44,14 +46,14 @@ def test_missing_ports_keep_their_lids(tmp_path):
 def test_blocks_above_top_are_not_read_to_be_saved(tmp_path):
     """A first sweep writes blocks above each switch's LinearFDBTop (old content None: not
     in use); saving them would mean reading them all, for nothing anyone used."""
-    from smagent import tables
+    from smagent.fdb import linear
 
     class NoTransport:  # any read would fail loudly
         def execute(self, reqs):
             raise AssertionError("nothing should be read")
 
-    above = tables.BlockChange(0x20, "S", (0, 1), 5, None, b"\x01" * 64)
-    live = tables.BlockChange(0x20, "S", (0, 1), 0, b"\xff" * 64, b"\x02" * 64)
+    above = linear.BlockChange(0x20, "S", (0, 1), 5, None, b"\x01" * 64)
+    live = linear.BlockChange(0x20, "S", (0, 1), 0, b"\xff" * 64, b"\x02" * 64)
     path = backup.save_before_apply(NoTransport(), None, [above, live], tmp_path)
     assert [(c.block, c.new) for c in backup.load_block_backup(path)] == [(0, b"\xff" * 64)]
     assert backup.save_before_apply(NoTransport(), None, [above], tmp_path) is None
@@ -80,12 +82,36 @@ def test_interrupted_apply_is_journalled_and_finished(tmp_path):
         with pytest.raises(KeyboardInterrupt):
             sweepmod.sweep(t, sweepmod.SweepOptions(state_dir=str(state)))
         t.on_send = None
-        p = backup.Journal.pending(state / "apply.journal")
+        p = Journal.pending(state / "apply.journal")
         assert p is not None and len(p.written) == 8  # two chunks of 4 came back before the third died
         assert p.remaining
         r = sweepmod.sweep(t, sweepmod.SweepOptions(state_dir=str(state)))
         assert any("interrupted" in n for n in r.notes) and r.problems == []
-        assert backup.Journal.pending(state / "apply.journal") is None
+        assert Journal.pending(state / "apply.journal") is None
         assert sweepmod.sweep(t, sweepmod.SweepOptions(dry_run=True)).sets_planned == 0
     finally:
         sweepmod.JOURNAL_CHUNK = old_chunk
+
+
+def test_restoring_a_sweep_backup_puts_back_linear_fdb_top(tmp_path, monkeypatch):
+    """`lft restore` of the automatic lft-before-* file of a `sweep --lmc 1` puts back the
+    LFT blocks and LinearFDBTop the sweep overwrote, and says plainly that the LIDs and LMC
+    it assigned are not undone."""
+    from click.testing import CliRunner
+
+    from smagent import cli, sweep as sweepmod, topogen
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.two_switch())
+    state = tmp_path / "state"
+    assert sweepmod.sweep(t, sweepmod.SweepOptions(state_dir=str(state))).problems == []
+    switches = t.sim.switches()
+    before = {n.name: (n.si.linear_fdb_top, bytes(n.lft[:n.si.linear_fdb_top + 1])) for n in switches}
+    r = sweepmod.sweep(t, sweepmod.SweepOptions(lmc=1, state_dir=str(state)))
+    assert r.problems == [] and r.backup_file
+    assert all(n.si.linear_fdb_top > before[n.name][0] for n in switches)
+    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    out = CliRunner().invoke(cli.main, ["lft", "restore", r.backup_file, "--json"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    after = {n.name: (n.si.linear_fdb_top, bytes(n.lft[:n.si.linear_fdb_top + 1])) for n in switches}
+    assert after == before
+    assert "cannot undo the LIDs, LMC" in out.output

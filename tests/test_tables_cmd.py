@@ -11,7 +11,9 @@ from mad.attributes import (
     SwitchInfo,
 )
 from mad.header import Method
-from smagent import tableops as tc  # the formats and plans (the click commands run below via the CLI)
+from smagent.fdb import linear, switch
+from smagent.fdb import text as fdbtext  # the formats and plans (the click commands run below via the CLI)
+from smagent.fdb import multicast as mfttab
 from smagent.transport.base import UMAD_STATUS_TIMEOUT, Transport
 
 SW_GUID = 0x0000000000200000
@@ -23,7 +25,7 @@ def test_format_lft_like_ibroute_n():
     table = bytearray([255]) * 64
     table[1], table[2], table[5], table[6] = 1, 0, 5, 3
     table[4] = 33  # beyond an 8-port switch: invalid, ibroute hides it
-    out = tc.format_lft("Lid 2", SW_GUID, "Switch1", 6, table, 8)
+    out = fdbtext.format_lft("Lid 2", SW_GUID, "Switch1", 6, table, 8)
     assert out == [
         "Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0000000000200000 (Switch1):",
         "  Lid  Out   Destination",
@@ -31,7 +33,7 @@ def test_format_lft_like_ibroute_n():
         "0x0001 001 ", "0x0002 000 ", "0x0005 005 ", "0x0006 003 ",
         "4 valid lids dumped ",
     ]
-    every = tc.format_lft("Lid 2", SW_GUID, "Switch1", 6, table, 8, dump_all=True)
+    every = fdbtext.format_lft("Lid 2", SW_GUID, "Switch1", 6, table, 8, dump_all=True)
     assert "0x0004 033 " in every and every[-1] == "7 lids dumped "
 
 
@@ -39,17 +41,17 @@ def test_format_lft_shows_lid_top_when_top_is_a_multiple_of_64():
     # ibroute 44 never reads the block holding LID `top` when top % 64 == 0; we do
     table = bytearray([255]) * 128
     table[1], table[64] = 1, 2
-    out = tc.format_lft("Lid 2", SW_GUID, "S", 64, table, 8)
+    out = fdbtext.format_lft("Lid 2", SW_GUID, "S", 64, table, 8)
     assert out[0].startswith("Unicast lids [0x0-0x40] ")
     assert "0x0040 002 " in out and out[-1] == "2 valid lids dumped "
 
 
 def test_dest_resolver_like_dump_fts():
-    idx = {1: tc.PortRef(NodeType.CA, 0x100001, "Hca1", 1, 0),
-           2: tc.PortRef(NodeType.SWITCH, 0x200000, "Switch1", 2, 0)}
+    idx = {1: fdbtext.PortRef(NodeType.CA, 0x100001, "Hca1", 1, 0),
+           2: fdbtext.PortRef(NodeType.SWITCH, 0x200000, "Switch1", 2, 0)}
     for lid in (8, 9, 10, 11):
-        idx[lid] = tc.PortRef(NodeType.CA, 0x100004, "Hca2", 8, 2)
-    d = tc.DestResolver(idx)
+        idx[lid] = fdbtext.PortRef(NodeType.CA, 0x100004, "Hca2", 8, 2)
+    d = fdbtext.DestResolver(idx)
     assert d(0, False) == ": (path #0 - illegal port)"  # dump_fts's own quirk for LID 0
     assert d(1, True) == ": (Channel Adapter portguid 0x0000000000100001: 'Hca1')"
     assert d(2, True) == ": (Switch portguid 0x0000000000200000: 'Switch1')"
@@ -74,23 +76,23 @@ def test_format_mft_like_ibroute_m_n():
     masks = {(b, p): [0] * 32 for b in range(32) for p in range(3)}
     masks[(0, 0)][0], masks[(0, 1)][0], masks[(0, 2)][0] = 0x0002, 0x001E, 0x000A
     masks[(0, 1)][1], masks[(0, 2)][1] = 0x0002, 0x000A
-    first, last = tc.mft_range(1024, 0)
-    out = tc.format_mft("Lid 2", SW_GUID, "S36", first, last, masks, 3)
+    first, last = mfttab.mft_range(1024, 0)
+    out = fdbtext.format_mft("Lid 2", SW_GUID, "S36", first, last, masks, 3)
     assert "\n".join(out) == IBROUTE_MFT_36
-    assert tc.mft_ports(masks, 0xC000, 3) == [1, 17, 18, 19, 20, 33, 35]
+    assert mfttab.mft_ports(masks, 0xC000, 3) == [1, 17, 18, 19, 20, 33, 35]
 
 
 def test_mft_range_and_blocks():
-    assert tc.mft_range(1024, 0) == (0xC000, 0xC3FF)
-    assert tc.mft_range(1024, 0xC010) == (0xC000, 0xC010)
-    assert tc.mft_blocks_to_read(1024, 0) == list(range(32))
-    assert tc.mft_blocks_to_read(1024, 0xC020) == [0, 1]
-    assert tc.mft_blocks_to_read(0, 0) == []
+    assert mfttab.mft_range(1024, 0) == (0xC000, 0xC3FF)
+    assert mfttab.mft_range(1024, 0xC010) == (0xC000, 0xC010)
+    assert mfttab.mft_blocks_to_read(1024, 0) == list(range(32))
+    assert mfttab.mft_blocks_to_read(1024, 0xC020) == [0, 1]
+    assert mfttab.mft_blocks_to_read(0, 0) == []
 
 
 def test_port_masks_positions():
-    assert tc.port_masks([1, 17, 20, 35], 3) == [0x0002, 0x0012, 0x0008]
-    assert tc.port_masks([], 1) == [0]
+    assert fw.ports_masks([1, 17, 20, 35], 3) == [0x0002, 0x0012, 0x0008]
+    assert fw.ports_masks([], 1) == [0]
 
 
 # -- the dump format -------------------------------------------------------------------------
@@ -114,7 +116,7 @@ Unicast lids [0x0-0x3] of switch Lid 4 guid 0x0000000000200001 (Switch2):
 
 
 def test_parse_dump():
-    s1, s2 = tc.parse_lft_dump(DUMP)
+    s1, s2 = fdbtext.parse_lft_dump(DUMP)
     assert (s1.guid, s1.line, s1.top, s1.description) == (SW_GUID, 1, 6, "Switch1")
     assert s1.entries == {0: (255, 4), 1: (1, 5), 2: (0, 6), 5: (5, 7)}
     assert s1.max_routed_lid() == 5
@@ -135,17 +137,18 @@ def test_parse_dump_lists_every_problem_with_its_line():
         "Unicast lids [0x0-0x6] of switch Lid 3 guid 0x20 (y):",  # 10: duplicate switch
         "Multicast mlids [0xc000-0xc3ff] of switch Lid 2 guid 0x20 (x):",  # 11
     ])
-    with pytest.raises(tc.DumpError) as ei:
-        tc.parse_lft_dump(text, "f.txt")
+    with pytest.raises(fdbtext.DumpError) as ei:
+        fdbtext.parse_lft_dump(text, "f.txt")
     p = ei.value.problems
-    assert [x.split(":")[1] for x in p] == ["1", "2", "4", "5", "6", "8", "9", "10", "11"], p
+    # line 3's section has no "lids dumped" trailer: reported when the next header closes it
+    assert [x.split(":")[1] for x in p] == ["1", "2", "4", "5", "6", "8", "9", "3", "10", "11"], p
     assert "outside a switch section" in p[0] and "GUID" in p[1] and "0xc000" in p[3]
-    assert "line 7" in p[5] and "appears again (first at line 3)" in p[7]
+    assert "line 7" in p[5] and "has no 'N valid lids dumped'" in p[7] and "appears again (first at line 3)" in p[8]
 
 
 def test_parse_dump_empty_is_an_error():
-    with pytest.raises(tc.DumpError, match="no 'Unicast lids"):
-        tc.parse_lft_dump("# nothing\n\n")
+    with pytest.raises(fdbtext.DumpError, match="no 'Unicast lids"):
+        fdbtext.parse_lft_dump("# nothing\n\n")
 
 
 def _si(**kw):
@@ -156,21 +159,21 @@ def _si(**kw):
 
 
 def _facts(**kw):
-    return {SW_GUID: tc.SwitchFacts(SW_GUID, "Switch1", 8, _si(**kw), path=(0, 1))}
+    return {SW_GUID: switch.SwitchFacts(SW_GUID, "Switch1", 8, _si(**kw), path=(0, 1))}
 
 
 def test_validate_sections():
     text = ("Unicast lids [0x0-0x6] of switch guid 0x0000000000200000 (Switch1):\n"
-            "0x0001 009\n0x0002 255\n0x0100 001\n"
-            "Unicast lids [0x0-0x6] of switch guid 0x0000000000100000 (Hca1):\n0x0001 001\n"
-            "Unicast lids [0x0-0x6] of switch guid 0x00000000deadbeef (Gone):\n0x0001 001\n")
-    secs = tc.parse_lft_dump(text, "f")
+            "0x0001 009\n0x0002 255\n0x0100 001\n3 valid lids dumped\n"
+            "Unicast lids [0x0-0x6] of switch guid 0x0000000000100000 (Hca1):\n0x0001 001\n1 valid lids dumped\n"
+            "Unicast lids [0x0-0x6] of switch guid 0x00000000deadbeef (Gone):\n0x0001 001\n1 valid lids dumped\n")
+    secs = fdbtext.parse_lft_dump(text, "f")
     facts = _facts(linear_fdb_cap=0x100)
-    p = tc.validate_sections(secs, facts, "f", {CA_GUID: "Hca1"})
+    p = linear.validate_sections(secs, facts, "f", {CA_GUID: "Hca1"})
     assert len(p) == 4, p
     assert p[0].startswith("f:2: port 9 does not exist on Switch1: ports 0..8")
     assert p[1].startswith("f:4: LID 0x100 (256) is beyond Switch1's LinearFDBCap 256")
-    assert p[2] == "f:5: switch GUID 0x0000000000100000 (Hca1) is 'Hca1', not a switch"
+    assert p[2] == "f:6: switch GUID 0x0000000000100000 (Hca1) is 'Hca1', not a switch"
     assert "0x00000000deadbeef (Gone) is not a switch in this fabric" in p[3]
 
 
@@ -184,22 +187,22 @@ def _current(ports: dict, blocks=1):
 def test_plan_load_one_edit_is_one_change():
     facts = _facts()
     cur = _current({1: 1, 2: 0, 5: 5})
-    secs = tc.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 003\n")
-    assert tc.load_blocks_to_read(secs, facts) == [(SW_GUID, (0, 1), 0)]
-    changes, tops = tc.plan_load(secs, facts, cur)
+    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 003\n3 valid lids dumped\n")
+    assert linear.load_blocks_to_read(secs, facts) == [(SW_GUID, (0, 1), 0)]
+    changes, tops = linear.plan_load(secs, facts, cur)
     assert tops == []
-    assert tc.lft_plan_lines(changes, tops) == ["Switch1 LFT block 0: lid 5: 5 -> 3"]
+    assert linear.lft_plan_lines(changes, tops) == ["Switch1 LFT block 0: lid 5: 5 -> 3"]
     # the same table again: nothing to do
-    same = tc.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 005\n")
-    assert tc.plan_load(same, facts, cur) == ([], [])
+    same = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0005 005\n3 valid lids dumped\n")
+    assert linear.plan_load(same, facts, cur) == ([], [])
 
 
 def test_plan_load_replaces_the_whole_table_and_raises_top():
     facts = _facts()
     cur = _current({1: 1, 2: 0, 5: 5}, blocks=2)
-    secs = tc.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0041 002\n")
-    changes, tops = tc.plan_load(secs, facts, cur)
-    lines = tc.lft_plan_lines(changes, tops)
+    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x6] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0041 002\n3 valid lids dumped\n")
+    changes, tops = linear.plan_load(secs, facts, cur)
+    lines = linear.lft_plan_lines(changes, tops)
     assert lines == ["Switch1 SwitchInfo: linear_fdb_top 6 -> 65",
                      "Switch1 LFT block 0: lid 5: 5 -> 255",  # not in the file: forwards nowhere
                      "Switch1 LFT block 1: lid 65: 255 -> 2"]
@@ -210,21 +213,21 @@ def test_plan_load_replaces_the_whole_table_and_raises_top():
 def test_plan_load_keeps_entries_above_span():
     facts = _facts(linear_fdb_top=3)
     cur = _current({1: 1, 2: 0, 3: 1, 10: 4})  # LID 10 lies above top and the dump's range
-    secs = tc.parse_lft_dump("Unicast lids [0x0-0x3] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0003 002\n")
-    changes, _ = tc.plan_load(secs, facts, cur)
+    secs = fdbtext.parse_lft_dump("Unicast lids [0x0-0x3] of switch guid 0x200000 (S):\n0x0001 001\n0x0002 000\n0x0003 002\n3 valid lids dumped\n")
+    changes, _ = linear.plan_load(secs, facts, cur)
     assert [c for ch in changes for c in ch.changed_lids()] == [(3, 1, 2)]
 
 
 def test_plan_mft_set_writes_only_changing_positions():
-    f = tc.SwitchFacts(SW_GUID, "S36", 36, _si(), path=(0, 1))
+    f = switch.SwitchFacts(SW_GUID, "S36", 36, _si(), path=(0, 1))
     cur = {(0, p): [0] * 32 for p in range(3)}
-    ch = tc.plan_mft_set(f, 0xC005, [1, 17, 20, 35], cur)
+    ch = mfttab.plan_mft_set(f, 0xC005, [1, 17, 20, 35], cur)
     assert [(c.block, c.position, c.new[5]) for c in ch] == [(0, 0, 0x0002), (0, 1, 0x0012), (0, 2, 0x0008)]
     assert ch[1].lines() == ["S36 MFT block 0 position 1: mlid 0xc005: 0x0000 -> 0x0012"]
     cur2 = {(0, 0): [0] * 32, (0, 1): [0] * 32, (0, 2): [0] * 32}
     cur2[(0, 0)][5] = 0x0002
-    assert [c.position for c in tc.plan_mft_set(f, 0xC005, [1, 3], cur2)] == [0]  # 1, 2: zero, stay zero
-    assert tc.check_mft_entry(f, 0xC400, [37]) == [
+    assert [c.position for c in mfttab.plan_mft_set(f, 0xC005, [1, 3], cur2)] == [0]  # 1, 2: zero, stay zero
+    assert mfttab.check_mft_entry(f, 0xC400, [37]) == [
         "MLID 0xc400 is beyond S36's MulticastFDBCap 1024 (MLIDs 0xc000..0xc3ff)",
         "port 37 does not exist on S36: ports 0..36"]
 
@@ -385,13 +388,64 @@ def test_cli_dump_then_load(cli, fake, tmp_path):
     assert json.loads(cli("lft", "load", str(f), "--json").output)["sets"] == {"switchinfo": 0, "lft_blocks": 0}
 
 
+def test_cli_truncated_dump_is_refused(cli, fake, tmp_path):
+    """A dump cut at a line break (no "N valid lids dumped" trailer) or with a count that
+    does not match its LID lines would black-hole the missing LIDs: lft load and lft restore
+    refuse it whole, exit 2, before the first SMP."""
+    f = tmp_path / "lfts"
+    assert cli("lft", "dump", "-o", str(f)).exit_code == 0
+    whole = f.read_text()
+    lines = whole.splitlines(keepends=True)
+    assert lines[-1].startswith("4 valid lids dumped")
+    for bad, needle in [("".join(lines[:-2]), "has no 'N valid lids dumped' line"),  # cut, trailer lost
+                        ("".join(lines[:-2] + lines[-1:]), "says 4 valid lids dumped, but the section"),
+                        (whole + "0x0007 001\n", "LID line after the section's 'lids dumped' line")]:
+        f.write_text(bad)
+        for cmd in (["lft", "load", str(f)], ["lft", "restore", str(f)]):
+            sent = fake.stats.sent
+            r = cli(*cmd)
+            assert r.exit_code == 2 and needle in r.output, (cmd, r.output)
+            assert fake.sets == [] and fake.stats.sent == sent, cmd  # refused before the first SMP
+
+
+def test_cli_truncated_block_backup_is_refused(cli, fake, tmp_path):
+    """The same for a backup saved before an apply: cut at a line break, it is refused
+    whole (exit 2) before the first SMP; whole, it restores."""
+    from smagent.fdb import backup, linear
+    old = bytes(fake.lft[:64])
+    change = linear.BlockChange(SW_GUID, "Switch1", (0, 1), 0, old, b"\x01" * 64)
+    path = backup.save_before_apply(None, None, [change], tmp_path)
+    whole = path.read_text()
+    path.write_text("".join(whole.splitlines(keepends=True)[:-3]))
+    sent = fake.stats.sent
+    r = cli("lft", "restore", str(path))
+    assert r.exit_code == 2 and "not a block backup" in r.output and fake.stats.sent == sent, r.output
+    path.write_text(whole)
+    fake.lft[5] = 3
+    r = cli("lft", "restore", str(path))
+    assert r.exit_code == 0 and bytes(fake.lft[:64]) == old, r.output
+
+
+def test_opensm_style_trailer_counts_to_the_top():
+    """OpenSM's own LFT dump ends a section with "N lids dumped", N the top of its range."""
+    text = ("Unicast lids [0-6] of switch Lid 2 guid 0x0000000000200000 ('S'):\n"
+            "0x0001 001 # Channel Adapter portguid 0x0000000000100001: 'Hca1'\n"
+            "0x0002 000 # Switch portguid 0x0000000000200000: 'S'\n"
+            "6 lids dumped\n")
+    (s,) = fdbtext.parse_lft_dump(text)
+    assert s.top == 6 and s.entries == {1: (1, 2), 2: (0, 3)}
+    with pytest.raises(fdbtext.DumpError, match="says 5 lids dumped"):
+        fdbtext.parse_lft_dump(text.replace("6 lids", "5 lids"))
+
+
 def test_cli_load_rejects_as_a_whole(cli, fake, tmp_path):
     f = tmp_path / "lfts"
     f.write_text("Unicast lids [0x0-0x6] of switch guid 0x0000000000200000 (Switch1):\n0x0005 003\n0x0006 009\n"
-                 "Unicast lids [0x0-0x6] of switch guid 0x0000000000abcdef (X):\n0x0001 001\n")
+                 "2 valid lids dumped\n"
+                 "Unicast lids [0x0-0x6] of switch guid 0x0000000000abcdef (X):\n0x0001 001\n1 valid lids dumped\n")
     r = cli("lft", "load", str(f))
     assert r.exit_code == 2 and fake.sets == []
-    assert f"{f}:3: port 9" in r.output and f"{f}:4: switch GUID 0x0000000000abcdef" in r.output
+    assert f"{f}:3: port 9" in r.output and f"{f}:5: switch GUID 0x0000000000abcdef" in r.output
     f.write_text("garbage\n")
     r = cli("lft", "load", str(f))
     assert r.exit_code == 2 and f"{f}:1: not a line" in r.output

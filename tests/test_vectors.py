@@ -161,10 +161,10 @@ TSHARK_ATTR.update({
     # MFT: tshark 4.0 dissects only PortMask entries 0..15 (16..31 fall into "Reserved")
     "infiniband.multicastforwardingtable.portmask": lambda s, a: a.port_masks[:16],
     # RFT: 16 entries, unpacked
-    "infiniband.randomforwardingtable.lid": lambda s, a: [e.base_lid for e in A.rft_entries(a)],
-    "infiniband.randomforwardingtable.valid": lambda s, a: [e.valid for e in A.rft_entries(a)],
-    "infiniband.randomforwardingtable.lmc": lambda s, a: [e.lmc for e in A.rft_entries(a)],
-    "infiniband.randomforwardingtable.port": lambda s, a: [e.port for e in A.rft_entries(a)],
+    "infiniband.randomforwardingtable.lid": lambda s, a: [e.base_lid for e in F.rft_block_entries(a)],
+    "infiniband.randomforwardingtable.valid": lambda s, a: [e.valid for e in F.rft_block_entries(a)],
+    "infiniband.randomforwardingtable.lmc": lambda s, a: [e.lmc for e in F.rft_block_entries(a)],
+    "infiniband.randomforwardingtable.port": lambda s, a: [e.port for e in F.rft_block_entries(a)],
 })
 
 # Fields of OpenSM's Sets that neither the read-back (smpquery) nor tshark 4.0 shows: the
@@ -561,7 +561,7 @@ def test_no_response_vectors_are_rft_gets():
     for v in nr:
         smp = S.decode(raw(v))
         assert smp.attribute_id == A.AttrID.RANDOM_FORWARDING_TABLE
-        assert all(e.valid == 0 for e in A.rft_entries(smp.attribute()))
+        assert all(e.valid == 0 for e in F.rft_block_entries(smp.attribute()))
 
 
 def test_dataclass_values_are_plain():

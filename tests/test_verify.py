@@ -11,7 +11,7 @@ from mad.attributes import AttrID, LinearForwardingTable
 from mad.header import Method
 from smagent import netfile, topogen, verify
 from smagent.fabric import Fabric
-from smagent.routing import RoutingInput, route
+from smagent.routing import RouteTable, RoutingInput, route
 from smagent.transport.base import Request
 
 
@@ -81,9 +81,9 @@ def test_no_route_is_a_dead_end_with_every_pair_named():
     # everything entering at A or B (H0, A, H1, B) loses H2's LID
     assert classes(rep) == {"unreachable": 4, "dead_end": 1}
     assert rep.defects["unreachable"]["by_cause"] == {"no_route": 4}
-    assert rep.defects["dead_end"]["examples"] == [f"B LID {h2} (H2[1]): dead end at B: LFT entry 255 (no route) "
+    assert rep.texts["dead_end"] == [f"B LID {h2} (H2[1]): dead end at B: LFT entry 255 (no route) "
                                                    f"(port 255)"]
-    ex = rep.defects["unreachable"]["examples"]
+    ex = rep.texts["unreachable"]
     assert f"H0[1] -> LID {h2} (H2[1]): dead end at B: LFT entry 255 (no route) (port 255)" in ex
     assert any(e.startswith("A (port 0) -> ") for e in ex) and any(e.startswith("B (port 0) -> ") for e in ex)
 
@@ -96,7 +96,7 @@ def test_loop():
     rep = verify.check(snap)
     # a forwarding loop is also a cycle of channel dependencies (A->B waits on B->A)
     assert classes(rep) == {"unreachable": 4, "loop": 1, "cdg_cycle": 1}
-    assert rep.defects["loop"]["examples"][0] == f"LID {h2} (H2[1]): loops through A -> B -> A"
+    assert rep.texts["loop"][0] == f"LID {h2} (H2[1]): loops through A -> B -> A"
     assert rep.defects["unreachable"]["by_cause"] == {"loop": 4}
 
 
@@ -108,7 +108,7 @@ def test_top_too_low():
     rep = verify.check(snap)
     # LID 5 (H1, on B): from H0, A, B, H2, C (not H1 itself); LID 6 (H2): from H0, A, H1, B
     assert rep.defects["unreachable"]["by_cause"] == {"above_top": 5 + 4}
-    assert all("DLID above LinearFDBTop (4)" in e for e in rep.defects["dead_end"]["examples"])
+    assert all("DLID above LinearFDBTop (4)" in e for e in rep.texts["dead_end"])
 
 
 def test_above_cap_and_no_lft():
@@ -136,10 +136,10 @@ def test_port_that_does_not_exist_unlinked_or_down():
     b = snap.switches[f.node("B").guid]
     snap.switches[b.guid] = dataclasses.replace(b, active=b.active - {1})
     rep = verify.check(snap)
-    assert rep.defects["inactive_port"]["examples"] == ["B[1] is linked (to H1[1]) but not ACTIVE"]
+    assert rep.texts["inactive_port"] == ["B[1] is linked (to H1[1]) but not ACTIVE"]
     # nothing reaches H1 (4 switches' worth of sources but H1 itself)... and H1 sends nowhere
     assert rep.defects["unreachable"]["by_cause"] == {"port_not_active": 5}
-    assert h1 in (int(e.split("LID ")[1].split()[0]) for e in rep.defects["dead_end"]["examples"])
+    assert h1 in (int(e.split("LID ")[1].split()[0]) for e in rep.texts["dead_end"])
 
 
 def test_misdelivered():
@@ -149,13 +149,29 @@ def test_misdelivered():
     poke(snap, f, "B", h2, 1)  # to H1's port
     rep = verify.check(snap)
     assert classes(rep) == {"unreachable": 4, "misdelivered": 1}
-    assert rep.defects["misdelivered"]["examples"] == [f"LID {h2} (H2[1]): delivered to H1[1] by B"]
+    assert rep.texts["misdelivered"] == [f"LID {h2} (H2[1]): delivered to H1[1] by B"]
     # port 0 of a switch that does not own the LID
     snap = snap_of(f)
     poke(snap, f, "C", h2, 0)
     rep = verify.check(snap)
     assert rep.defects["misdelivered"]["count"] == 1
     assert rep.defects["unreachable"]["count"] == 5
+
+
+def test_switch_own_lid_needs_no_entry():
+    """A packet for a switch's own LID goes to its management port before any table
+    lookup (seed: the receiving port checks the DLID first; ibsim and the simulator agree),
+    so B's own entry set to 255 costs nothing; its entry for another LID set to 0 does."""
+    f = line3()
+    snap = snap_of(f)
+    b = f.node("B").lid(0)
+    poke(snap, f, "B", b, 255)
+    assert verify.check(snap).ok
+    h1 = f.node("H1").lid(1)
+    poke(snap, f, "B", h1, 0)
+    rep = verify.check(snap)
+    assert rep.defects["misdelivered"]["examples"] == [{"lid": h1, "dest": "H1[1]", "delivered_to": "B (port 0)",
+                                                        "by": "B"}]
 
 
 def test_ca_port_problems():
@@ -166,7 +182,7 @@ def test_ca_port_problems():
     h2 = snap.ca_ports[(f.node("H2").guid, 1)]
     snap.ca_ports[(h2.guid, 1)] = dataclasses.replace(h2, lid=f.node("H0").lid(1))
     rep = verify.check(snap)
-    assert rep.defects["inactive_port"]["examples"] == ["H1[1] is linked but not ACTIVE"]
+    assert rep.texts["inactive_port"] == ["H1[1] is linked but not ACTIVE"]
     assert rep.defects["duplicate_lid"]["count"] == 1
     a = snap.switches[f.node("A").guid]
     snap.switches[a.guid] = dataclasses.replace(a, lid=0)
@@ -181,7 +197,8 @@ def ring4(hosts=1):
     rin = RoutingInput.from_fabric(f)
     routes = {}
     for g in rin.switches:
-        routes[g] = {lid: (home[1] if home[0] == g else east) for lid, home in rin.lid_homes.items()}
+        routes[g] = RouteTable.from_entries({lid: (home[1] if home[0] == g else east)
+                                             for lid, home in rin.lid_homes.items()})
     return f, routes
 
 
@@ -191,7 +208,7 @@ def test_cdg_cycle_reported_explicitly():
     assert classes(rep) == {"cdg_cycle": 1}
     cyc = rep.defects["cdg_cycle"]["cycle"]
     assert [h["switch"] for h in cyc] == ["T0_0", "T1_0", "T2_0", "T3_0"] and {h["port"] for h in cyc} == {2}
-    assert rep.defects["cdg_cycle"]["examples"][0].startswith(
+    assert rep.texts["cdg_cycle"][0].startswith(
         "channel dependency cycle of 4 channels: T0_0[2] -> T1_0[2] -> T2_0[2] -> T3_0[2] -> T0_0[2]")
 
 
@@ -235,13 +252,13 @@ def test_mcast_defects():
     f = line3()
     # B does not forward to C: H2 never hears H0/H1, and C's side is cut off
     rep = verify.check(with_mft(snap_of(f), f, 0xC000, {"A": {1, 2}, "B": {1, 3}, "C": {1, 3}}))
-    assert any("H2[1] receives 0 copies of what H0[1] sends" in e for e in rep.defects["mcast"]["examples"])
+    assert any("H2[1] receives 0 copies of what H0[1] sends" in e for e in rep.texts["mcast"])
     # a branch into a port with no cable
     rep = verify.check(with_mft(snap_of(f), f, 0xC000, {"A": {1, 2, 7}, "B": {1, 2, 3}, "C": {1, 3}}))
-    assert any("A forwards to port 7, which is not linked" in e for e in rep.defects["mcast"]["examples"])
+    assert any("A forwards to port 7, which is not linked" in e for e in rep.texts["mcast"])
     # a switch the tree reaches that has no entry
     rep = verify.check(with_mft(snap_of(f), f, 0xC000, {"A": {1, 2}, "B": {1, 2, 3}}))
-    assert any("C receives the group but has no MFT entry" in e for e in rep.defects["mcast"]["examples"])
+    assert any("C receives the group but has no MFT entry" in e for e in rep.texts["mcast"])
 
 
 def test_mcast_cycle_in_tree():
@@ -250,7 +267,7 @@ def test_mcast_cycle_in_tree():
     snap = with_mft(snap_of(f, routes=route("updn", RoutingInput.from_fabric(f))), f, 0xC001,
                     {f"T{i}_0": {1, 2, 3} for i in range(4)})
     rep = verify.check(snap, examples=100)
-    ex = rep.defects["mcast"]["examples"]
+    ex = rep.texts["mcast"]
     assert any("the tree has a cycle" in e for e in ex)
     assert any("receives 2 copies" in e for e in ex)
 
@@ -260,11 +277,11 @@ def test_mcast_cycle_in_tree():
 def swept_sim(monkeypatch):
     """A simulator swept once, handed to every CLI invocation (the transport opens once
     per command, so the simulator must outlive it)."""
-    from smagent import sweep
+    from smagent import api, cli, sweep
     from smagent.transport.sim import SimTransport
     t = SimTransport(topogen.fat_tree_2(4))
     assert sweep.sweep(t, sweep.SweepOptions(routing="updn")).problems == []
-    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: t)
+    monkeypatch.setattr(cli.Context, "session", lambda self: api.Session(t))  # verify runs through the API
     return t
 
 
@@ -300,8 +317,88 @@ def test_command_defects_exit_1(cli, swept_sim):
 
 
 def test_command_fabric_failure_exit_3(cli, monkeypatch, swept_sim):
-    def boom(*a, **kw):
-        raise verify.VerifyError("reading LFTs: L0 block 0: timeout")
+    from smagent.transport.base import SmpTimeout
+
+    def boom(*a, **kw):  # the local port does not answer: nothing can be read
+        raise SmpTimeout("SubnGet(NodeInfo) DR 0 (the local port): timeout")
     monkeypatch.setattr(verify, "collect", boom)
     r = cli("verify")
     assert r.exit_code == 3 and "timeout" in r.output
+
+
+def test_command_silent_host_is_unreached_rest_verified(cli, swept_sim):
+    """A host that stops answering (its SMA drops everything: M_Key protection with a
+    key we do not hold) no longer stops verification: the rest is verified, the host is
+    listed as `unreached`, exit 1. With a routing defect elsewhere both are reported."""
+    sim = swept_sim.sim
+    h5 = sim.node("H5")
+    h5.pi[1].m_key, h5.pi[1].m_key_protect_bits = 0x5EC2E7, 2
+    r = cli("verify")
+    assert r.exit_code == 1, r.output
+    assert "defect unreached: 1 parts of the fabric that did not answer (verified around)" in r.output
+    assert "(behind L2 port 2): no response" in r.output
+    assert "defect mcast" not in r.output and "defect unreachable" not in r.output  # the rest is clean
+    doc = json.loads(cli("verify", "--json").output)
+    assert set(doc["defects"]) == {"unreached"} and doc["summary"]["unreached"] == 1
+    (u,) = doc["defects"]["unreached"]["examples"]
+    l2 = sim.node("L2")
+    assert u["node"] == "L2" and u["guid"] == f"0x{l2.guid:016x}" and u["port"] == 2 and u["path"][-1] == 2
+    assert "no response" in u["error"]
+    # 7 CA ports and 6 switches still traced: 13 sources x 13 LIDs minus themselves
+    assert doc["summary"]["lids"] == 13 and doc["summary"]["pairs"] == 13 * 12
+    # a routing defect elsewhere is still found
+    l0 = sim.node("L0")
+    h7 = sim.node("H7").lid_range(1)[0]
+    was = l0.lft[h7]
+    l0.lft[h7] = 255
+    doc = json.loads(cli("verify", "--json").output)
+    assert set(doc["defects"]) == {"unreached", "unreachable", "dead_end"}
+    assert doc["defects"]["dead_end"]["examples"] == [{"switch": "L0", "lid": h7, "dest": "H7[1]", "cause": "no_route",
+                                                       "port": 255}]
+    # a route into the silent host's port is named for what it is
+    l0.lft[h7] = was
+    l2.lft[h7] = 2
+    doc = json.loads(cli("verify", "--json").output)
+    assert doc["defects"]["unreachable"]["by_cause"] == {"unreached_port": 2}  # from H4 and L2
+    assert doc["defects"]["dead_end"]["examples"][0]["cause"] == "unreached_port"
+
+
+def test_switch_whose_lft_does_not_answer_is_unreached(swept_sim, monkeypatch):
+    """A switch that answers discovery but not its LFT Gets: listed as unreached (with the
+    error), the packets that must cross it counted as cause `unread`, the rest verified."""
+    from smagent.fdb import linear
+    real = linear.read_lft_blocks
+    l1 = swept_sim.sim.node("L1").guid
+
+    def lossy(transport, wanted):
+        got, errors = real(transport, [w for w in wanted if w[0] != l1])
+        lost = [w for w in wanted if w[0] == l1]
+        return got, errors + [f"DR {w[1]}: LFT block {w[2]}: timeout" for w in lost]
+
+    monkeypatch.setattr(linear, "read_lft_blocks", lossy)
+    rep = verify.verify(swept_sim)
+    (u,) = rep.defects["unreached"]["examples"]
+    assert u["node"] == "L1" and u["where"] == "L1 (LFT)" and u["error"].endswith("timeout")
+    assert set(rep.defects) == {"unreached", "unreachable", "dead_end"}, rep.texts  # no multicast noise
+    assert set(rep.defects["unreachable"]["by_cause"]) == {"unread"}
+    # what enters at L1 (H2, H3, L1: 13 LIDs each) reaches only L1's own LID; the 11
+    # other sources lose H2 and H3, behind L1
+    assert rep.defects["unreachable"]["by_cause"]["unread"] == 3 * 13 - 2 + 11 * 2
+
+
+def test_switch_whose_mft_does_not_answer_is_unreached(swept_sim, monkeypatch):
+    """Only the MFT of L1 does not answer: unicast is verified as usual, L1 is listed as
+    unreached, and the multicast check does not blame L1 for an entry it could not read."""
+    from smagent.fdb import multicast
+    real = multicast.read_mft_units
+    l1 = swept_sim.sim.node("L1").guid
+
+    def lossy(transport, wanted):
+        got, errors = real(transport, [w for w in wanted if w[0] != l1])
+        return got, errors + [f"DR {w[1]}: MFT block {w[2]} position {w[3]}: timeout" for w in wanted if w[0] == l1]
+
+    monkeypatch.setattr(multicast, "read_mft_units", lossy)
+    rep = verify.verify(swept_sim)
+    assert set(rep.defects) == {"unreached"}, rep.texts
+    (u,) = rep.defects["unreached"]["examples"]
+    assert u["where"] == "L1 (MFT)" and "timeout (+31 more)" in u["error"] and rep.summary["pairs_unreachable"] == 0

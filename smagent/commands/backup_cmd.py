@@ -2,7 +2,7 @@
 
     smagent lft backup -o tables.dump     # dump_lfts format (also what `lft load` reads)
     smagent lft restore tables.dump --dry-run
-    smagent lft restore lft-before-....json   # a block file saved by backup.save_before_apply
+    smagent lft restore lft-before-....json   # saved before an apply (smagent.fdb.backup)
 
 The commands are attached to the existing `lft` group (smagent.commands.tables_cmd);
 `backup_commands` is what smagent.cli registers.
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import click
 
-from smagent import backup, render
+from smagent import paths, render
 from smagent.commands import tables_cmd as tc
+from smagent.commands.common import bad, check_output, finish_write, write_output
+from smagent.errors import EXIT_FABRIC
+from smagent.fdb import backup
+from smagent.fdb.text import DumpError, parse_lft_dump
 
-
-# BackupError is a ValueError (exit 2), RestoreFailed a RuntimeError (exit 3): the
-# agent's usual mapping in tables_cmd._run covers both
-_cli, _run = tc._cli, tc._run
+# BackupError is a BadInput (exit 2), RestoreFailed a FabricFailure (exit 3)
 
 
 @click.command("backup")
@@ -28,15 +29,13 @@ _cli, _run = tc._cli, tc._run
 def lft_backup(obj, output, as_json):
     """Save every switch's LFT in the `lft dump` format (restore with `lft restore`)."""
 
-    def work():
-        return backup.backup_lfts(obj.transport())
-
-    text, topo = _run(work)
+    if output:
+        check_output(output)  # before the first SMP
+    text, topo = backup.backup_lfts(obj.transport())
     for u in topo.unreachable:
         click.echo(f"warning: unreachable: {u}", err=True)
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_output(output, text)
         click.echo(f"# saved {render.count(len(topo.switches()), 'switch')} to {output}", err=True)
     if as_json:
         import json
@@ -45,7 +44,7 @@ def lft_backup(obj, output, as_json):
     elif not output:
         click.echo(text, nl=False)
     if topo.unreachable:
-        raise SystemExit(_cli().EXIT_FABRIC)
+        raise SystemExit(EXIT_FABRIC)
 
 
 @click.command("restore")
@@ -57,35 +56,31 @@ def lft_restore(obj, file, dry_run, as_json):
     """Write back a backup: an `lft backup`/`lft dump`/dump_lfts file (each switch's whole
     table) or a block file saved before an apply (only those blocks). Only blocks that
     differ are written; every problem with the file is reported before anything is sent."""
-    try:
-        with open(file, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise _cli().BadInput(str(e)) from None
+    text = paths.read_text(file, "backup", errors="replace")
     is_blocks = text.lstrip().startswith("{")
     if is_blocks:
-        saved = _run(backup.load_block_backup, file)
+        saved = backup.load_backup(file)
     else:
         try:  # parse before the first SMP: a file that does not parse sends nothing
-            tc.parse_lft_dump(text, file)
-        except tc.DumpError as e:
-            tc._bad(e.problems)
+            parse_lft_dump(text, file)
+        except DumpError as e:
+            bad(e.problems)
 
     def work():
         t = obj.transport()
         if is_blocks:
-            return backup.plan_restore_blocks(t, saved)
+            return backup.plan_restore_saved(t, saved)
         return backup.plan_restore_text(t, text, file)
 
-    plan = _run(work)
-    if plan.problems:
-        tc._bad(plan.problems)
+    plan, problems = work()
+    if problems:
+        bad(problems)
     problems = []
-    if not dry_run and (plan.changes or plan.tops):
-        t = obj.transport()
-        problems = _run(lambda: backup.apply_restore(t, plan))
-    tc._finish_write(as_json, dry_run, plan.lines(), tc.lft_changes_json(plan.changes, plan.tops),
-                     {"switchinfo": len(plan.tops), "lft_blocks": len(plan.changes)}, problems, [])
+    if not dry_run and plan:
+        problems, _saved = tc._apply(obj, plan)
+    # a restore is not a full undo: say what it leaves as the sweep made it
+    warnings = [f"note: {backup.CANNOT_UNDO}"] if is_blocks else []
+    finish_write(as_json, dry_run, plan.lines(), plan.to_json(), plan.sets(), problems, warnings)
 
 
 tc.lft.add_command(lft_backup)

@@ -15,22 +15,16 @@ import json
 import click
 
 from mad import forwarding as fw
-from smagent import rft, tables
-from smagent.commands.tables_cmd import _bad, _int_arg, _parse_target, _run
-from smagent.tableops import _Bad, _Problem, read_switch
+from smagent.commands.common import bad as _bad, emit_json, int_arg as _int_arg, parse_target as _parse_target
+from smagent.commands.tables_cmd import _apply
+from smagent.fdb import apply as fdbapply
+from smagent.fdb import random as rft
+from smagent.fdb.switch import TableBadInput, read_switch
 
 
 @click.group("rft")
 def rft_group():
     """Random forwarding tables: show and set entries (for switches that have one)."""
-
-
-def _read_table(transport, target, si) -> list[int]:
-    nb = rft.blocks_for(si.random_fdb_cap)
-    got, errors = tables.read_rft_blocks(transport, [(0, target, b) for b in range(nb)])
-    if errors:
-        raise _Problem(errors[0])
-    return [e for b in range(nb) for e in got[(0, b)]]
 
 
 def _read(obj, switch):
@@ -41,17 +35,10 @@ def _read(obj, switch):
         sr = read_switch(t, target)
         si = sr.facts.switch_info
         if not si.random_fdb_cap:
-            raise _Bad(f"{sr.facts.name} ({target.describe()}) has no random forwarding table "
-                           f"(RandomFDBCap 0; LinearFDBCap {si.linear_fdb_cap})")
-        return t, target, sr, _read_table(t, target, si)
-    return _run(work)
-
-
-def _entries(table):
-    for i, packed in enumerate(table):
-        e = tables.rft_unpack(packed)
-        if e is not None:
-            yield i, e
+            raise TableBadInput(f"{sr.facts.name} ({target.describe()}) has no random forwarding table "
+                                f"(RandomFDBCap 0; LinearFDBCap {si.linear_fdb_cap})")
+        return t, target, sr, rft.read_table(t, target, si)
+    return work()
 
 
 @rft_group.command("show")
@@ -63,7 +50,7 @@ def rft_show(obj, switch, as_json):
     _t, target, sr, table = _read(obj, switch)
     f, si = sr.facts, sr.facts.switch_info
     rows = [{"entry": i, "base_lid": b, "lmc": lmc, "lids": [r.start, r.stop - 1], "port": p}
-            for i, (b, lmc, p) in _entries(table) for r in [fw.rft_lid_range(b, lmc)]]
+            for i, (b, lmc, p) in rft.valid_entries(table) for r in [fw.rft_lid_range(b, lmc)]]
     if as_json:
         click.echo(json.dumps({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name,
                                           "target": target.describe()},
@@ -99,31 +86,18 @@ def rft_set(obj, switch, lid, port, lmc, dry_run, as_json):
         pre.append(f"port {port} is not a port (0..254, or 255 to remove)")
     if pre:
         _bad(pre)
-    t, target, sr, table = _read(obj, switch)
-    f, si = sr.facts, sr.facts.switch_info
+    _t, target, sr, table = _read(obj, switch)
+    f = sr.facts
     if port != fw.LFT_NO_PORT and port > f.num_ports:
         _bad([f"port {port} does not exist on {f.name}: ports 0..{f.num_ports}, or 255 to remove"])
-    span = set(fw.rft_lid_range(lid, lmc))
-    keep = [rft.Entry(b, m, p) for _i, (b, m, p) in _entries(table) if not span & set(fw.rft_lid_range(b, m))]
-    cut = [rft.Entry(b, m, p) for _i, (b, m, p) in _entries(table) if span & set(fw.rft_lid_range(b, m))]
-    # an old entry only partly inside the new range keeps its other LIDs, re-covered
-    rest = {x: e.port for e in cut for x in e.lids() if x not in span}
-    wanted = keep + rft.cover(rest) + ([rft.Entry(lid, lmc, port)] if port != fw.LFT_NO_PORT else [])
-    per_port: dict[int, int] = {}
-    for e in wanted:
-        per_port[e.port] = per_port.get(e.port, 0) + 1
-    problems = [f"{f.name}: port {p} would have {n} RFT entries, LIDsPerPort is {si.lids_per_port}"
-                for p, n in sorted(per_port.items()) if p and si.lids_per_port and n > si.lids_per_port]
-    if len(wanted) > si.random_fdb_cap:
-        problems.append(f"{f.name}: {len(wanted)} entries do not fit RandomFDBCap {si.random_fdb_cap}")
+    changes, problems = rft.plan_set(f, target, table, lid, lmc, port)
     if problems:
         _bad(problems)
-    plan = rft.RftPlan(f.guid, f.name, wanted, None)
-    changes = rft.changes(plan, target, table, si)
-    lines = [f"SubnSet(RandomForwardingTable) {c.describe()}" for c in changes]
+    plan = fdbapply.Plan(rft=changes)
+    lines = plan.lines()
     problems = []
     if changes and not dry_run:
-        problems = _run(lambda: tables.write_rft_blocks(t, changes)[1])
+        problems, _saved = _apply(obj, plan)
     if as_json:
         click.echo(json.dumps({"dry_run": dry_run, "plan": lines, "sets": {"rft_blocks": 0 if dry_run else len(changes)},
                                "problems": problems}, indent=2))

@@ -23,81 +23,32 @@ import sys
 import click
 
 from mad import forwarding as fw
-from smagent import tables
+from smagent.fdb import apply as fdbapply
+from smagent.fdb import linear, text
+from smagent.fdb import tops as fdbtops
+from smagent.fdb import multicast as mfttab
+from smagent.fdb.switch import master_sm_warning, read_switch
+from smagent.fdb.text import DumpError
+from smagent import paths
+from smagent.commands.common import bad as _bad, check_output, emit_json, finish_write as _finish_write
+from smagent.commands.common import write_output
+from smagent.commands.common import int_arg as _int_arg, parse_target as _parse_target
+from smagent.errors import EXIT_FABRIC, BadInput
+from smagent.paths import default_state_dir
 
-from smagent.tableops import (  # the formats and plans these commands drive
-    DestResolver, DumpError, _Problem, apply_tops, check_lft_entry, check_mft_entry,
-    dump_portid_str, facts_from_topology, format_lft, format_mft, lft_changes_json, lft_plan_lines, lid_index,
-    load_blocks_to_read, master_sm_warning, mft_blocks_to_read, mft_ports, mft_range, parse_lft_dump, plan_load,
-    plan_mft_set, portid_str, raise_top, read_lft, read_mft, read_switch, validate_sections,
-)
-from smagent.targets import Target, parse_target
-
-# ===================================================================================
-# click
-# ===================================================================================
-def _cli():
-    # imported late: smagent.cli imports this module at its end (and may run as __main__)
-    from smagent import cli
-    return cli
-
-
-def _run(fn, *a, **kw):
-    """Agent logic with this module's and the agent's failures mapped to exit codes."""
-    cli = _cli()
-    try:
-        return cli._fabric_call(fn, *a, **kw)
-    except _Problem as e:
-        raise cli.FabricFailure(str(e)) from None
+def _state_dir(obj):
+    """Where an apply keeps its backups and journal: the sweep's default for umad (the
+    in-process simulator and replays have nothing to keep)."""
+    if obj.opts.get("transport") != "umad":
+        return None
+    return default_state_dir()
 
 
-def _parse_target(text: str, obj=None) -> Target:
-    """A LID or DR path at once; a node GUID or description through discovery (Gets only),
-    so call this after the other arguments are checked."""
-    from mad.errors import MadError
-    from smagent.targets import NeedsDiscovery, resolve_target
-    try:
-        return parse_target(text)
-    except NeedsDiscovery:
-        if obj is None:
-            raise
-        return _run(resolve_target, text, obj.transport())
-    except (MadError, ValueError) as e:
-        raise _cli().BadInput(str(e)) from None
-
-
-def _int_arg(ctx, param, value):
-    if value is None:
-        return value
-    try:
-        vals = [int(v, 0) for v in value] if isinstance(value, tuple) else int(value, 0)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a number (decimal or 0x hex)") from None
-    return vals
-
-
-def _bad(problems: list[str]):
-    cli = _cli()
-    raise cli.BadInput("nothing sent:\n  " + "\n  ".join(problems) if len(problems) > 1 else problems[0])
-
-
-def _finish_write(as_json: bool, dry_run: bool, plan: list[str], changes: list[dict], sets: dict, problems: list[str],
-                  warnings: list[str]) -> None:
-    cli = _cli()
-    for w in warnings:
-        click.echo(w, err=True)
-    if as_json:
-        cli._emit_json({"dry_run": dry_run, "plan": plan, "changes": changes,
-                        "sets": {k: (0 if dry_run else v) for k, v in sets.items()},
-                        "planned": sets, "problems": problems, "warnings": warnings})
-    else:
-        click.echo("\n".join(plan) if plan else "# nothing to change")
-        if not dry_run and plan:
-            click.echo("# Sets sent: " + ", ".join(f"{k} {v}" for k, v in sets.items()))
-    for p in problems:
-        click.echo(f"error: {p}", err=True)
-    if problems:
-        sys.exit(cli.EXIT_FABRIC)
+def _apply(obj, plan, topology=None) -> tuple[list[str], str | None]:
+    """The one apply path (smagent.fdb.apply): backup, journal, write, read-back."""
+    t = obj.transport()
+    a = fdbapply.apply(t, plan, state_dir=_state_dir(obj), topology=topology)
+    return a.problems, a.backup_file
 
 
 @click.group()
@@ -117,22 +68,21 @@ def lft_show(obj, switch, dump_all, as_json):
 
     def work():
         t = obj.transport()
-        sr = read_switch(t, target)
-        f = sr.facts
+        f = read_switch(t, target).facts
         top = f.lft_top
-        blocks = read_lft(t, target, list(range(top // fw.LFT_BLOCK_SIZE + 1)))
+        blocks = linear.read_lft(t, target, list(range(top // fw.LFT_BLOCK_SIZE + 1)))
         return f, top, b"".join(blocks[b] for b in sorted(blocks))
 
-    f, top, table = _run(work)
+    f, top, table = work()
     if as_json:
-        _cli()._emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
+        emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
                                       "num_ports": f.num_ports},
                            "linear_fdb_cap": f.lft_cap, "linear_fdb_top": top,
                            "routes": [{"lid": lid, "port": table[lid]} for lid in range(top + 1)
                                       if table[lid] <= f.num_ports or dump_all]})
     else:
-        click.echo("\n".join(format_lft(portid_str(target), f.guid, f.name, top, table, f.num_ports,
-                                        dump_all=dump_all)))
+        click.echo("\n".join(text.format_lft(text.portid_str(target), f.guid, f.name, top, table, f.num_ports,
+                                             dump_all=dump_all)))
 
 
 def _discover(transport):
@@ -155,35 +105,28 @@ def lft_dump(obj, dump_all, output, as_json):
     def work():
         t = obj.transport()
         topo = _discover(t)
-        sws = sorted((n for n in topo.switches() if n.switch_info is not None), key=lambda n: (len(n.path), n.path))
-        wanted = [(n.guid, n.path, b) for n in sws
-                  for b in range(min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX) // fw.LFT_BLOCK_SIZE + 1)]
-        got, errors = tables.read_lft_blocks(t, wanted)
-        if errors:
-            raise _Problem("reading LFTs: " + "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
-        index = lid_index(topo)
-        lines, doc = [], []
+        sws = text.dump_order(topo)
+        tables = linear.read_all(t, sws)
+        if not as_json:
+            return "\n".join(text.format_lft_dump(topo, tables, dump_all=dump_all)) + "\n", topo
+        import json
+        doc = []
         for n in sws:
-            top = min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX)
-            table = b"".join(got[(n.guid, b)] for b in range(top // fw.LFT_BLOCK_SIZE + 1))
-            lines += format_lft(dump_portid_str(n.path), n.guid, n.description, top, table, n.num_ports,
-                                dump_all=dump_all, dest=DestResolver(index))
+            top, table = min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX), tables[n.guid]
             doc.append({"guid": f"{n.guid:#018x}", "description": n.description,
                         "path": ",".join(map(str, n.path)), "linear_fdb_top": top,
                         "lft": {str(lid): table[lid] for lid in range(top + 1) if table[lid] <= n.num_ports}})
-        if as_json:
-            import json
-            return json.dumps({"switches": doc, "unreachable": topo.unreachable}, indent=2) + "\n", topo
-        return "\n".join(lines) + "\n", topo
+        return json.dumps({"switches": doc, "unreachable": topo.unreachable}, indent=2) + "\n", topo
 
-    text, topo = _run(work)
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        check_output(output)  # before the first SMP
+    out, topo = work()
+    if output:
+        write_output(output, out)
     else:
-        click.echo(text, nl=False)
+        click.echo(out, nl=False)
     if topo.unreachable:
-        sys.exit(_cli().EXIT_FABRIC)
+        sys.exit(EXIT_FABRIC)
 
 
 @lft.command("load")
@@ -197,43 +140,24 @@ def lft_load(obj, file, dry_run, as_json):
     Each section is its switch's whole table, as OpenSM's file routing engine reads it:
     LIDs it does not list forward nowhere (255). Switches are matched by GUID."""
     try:
-        with open(file, encoding="utf-8", errors="replace") as fh:
-            sections = parse_lft_dump(fh.read(), file)
+        sections = text.parse_lft_dump(paths.read_text(file, "dump", errors="replace"), file)
     except DumpError as e:
         _bad(e.problems)
-    except OSError as e:
-        raise _cli().BadInput(str(e)) from None
 
     def work():
         t = obj.transport()
         topo = _discover(t)
-        facts = facts_from_topology(topo)
-        others = {n.guid: n.description for n in topo.nodes.values() if not n.is_switch}
-        problems = validate_sections(sections, facts, file, others)
-        if problems:
-            return None, problems
-        current, errors = tables.read_lft_blocks(t, load_blocks_to_read(sections, facts))
-        if errors:
-            raise _Problem("reading LFTs: " + "; ".join(errors[:5]))
-        return plan_load(sections, facts, current), []
+        return topo, linear.plan_dump(t, topo, sections, file)
 
-    planned, problems = _run(work)
+    topo, (changes, tops, problems) = work()
     if problems:
         _bad(problems)
-    changes, tops = planned
-    plan, changes_json = lft_plan_lines(changes, tops), lft_changes_json(changes, tops)
-    sets = {"switchinfo": len(tops), "lft_blocks": len(changes)}
+    plan = fdbapply.Plan(tops=tops, lft=changes)
     problems = []
-    if not dry_run:
-        t = obj.transport()
-
-        def apply():
-            p = apply_tops(t, tops)
-            _w, p2 = tables.write_lft_blocks(t, changes)
-            return p + p2
-
-        problems = _run(apply)
-    _finish_write(as_json, dry_run, plan, changes_json, sets, problems, [])
+    if not dry_run and plan:
+        problems, _saved = _apply(obj, plan, topo)
+    _finish_write(as_json, dry_run, plan.lines(), plan.to_json(),
+                  {"switchinfo": len(tops), "lft_blocks": len(changes)}, problems, [])
 
 
 @lft.command("set")
@@ -257,32 +181,29 @@ def lft_set(obj, switch, lid, port, dry_run, as_json):
     def work():
         t = obj.transport()
         sr = read_switch(t, target, for_set=True)
-        f = sr.facts
-        problems = check_lft_entry(f, lid, port)
+        problems = linear.check_lft_entry(sr.facts, lid, port)
         if problems:
-            return sr, None, None, problems
-        block, i = fw.lft_block(lid)
-        old = read_lft(t, target, [block])[block]
-        new = bytearray(old)
-        new[i] = port
-        ch = [] if bytes(new) == old else [tables.BlockChange(f.guid, f.name, target, block, old, bytes(new))]
-        top = raise_top(f, lft_top=lid) if port != fw.LFT_NO_PORT else None
-        return sr, ch, [top] if top else [], []
+            return sr, None, problems
+        changes, tops = linear.plan_set(t, sr.facts, lid, port)
+        return sr, fdbapply.Plan(tops=tops, lft=changes), []
 
-    sr, changes, tops, problems = _run(work)
+    sr, plan, problems = work()
     if problems:
         _bad(problems)
+    _write_planned(obj, sr, plan, dry_run, as_json, plan.lines(), plan.to_json(),
+                   {"switchinfo": len(plan.tops), "lft_blocks": len(plan.lft)})
+
+
+def _write_planned(obj, sr, plan, dry_run, as_json, lines, changes_json, sets) -> None:
+    """A one-switch Set command after its plan: warn about a master SM, apply, report."""
     warnings = []
-    plan = lft_plan_lines(changes, tops)
-    if plan:
+    if lines:
         w = master_sm_warning(obj.transport(), sr)
         warnings = [w] if w else []
     problems = []
     if not dry_run and plan:
-        t = obj.transport()
-        problems = _run(lambda: apply_tops(t, tops) + tables.write_lft_blocks(t, changes)[1])
-    _finish_write(as_json, dry_run, plan, lft_changes_json(changes, tops),
-                  {"switchinfo": len(tops), "lft_blocks": len(changes)}, problems, warnings)
+        problems, _saved = _apply(obj, plan)
+    _finish_write(as_json, dry_run, lines, changes_json, sets, problems, warnings)
 
 
 @click.group()
@@ -295,7 +216,8 @@ def _read_mft_switch(t, target, *, for_set=False):
     f = sr.facts
     positions = fw.mft_positions_for(f.num_ports)
     si = f.switch_info
-    masks = read_mft(t, target, mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top), positions)
+    masks = mfttab.read_mft(t, target, mfttab.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top),
+                            positions)
     return sr, positions, masks
 
 
@@ -306,22 +228,23 @@ def _read_mft_switch(t, target, *, for_set=False):
 def mft_show(obj, switch, as_json):
     """Print SWITCH's MFT as `ibroute -M -n` does: MLIDs with any port set."""
     target = _parse_target(switch, obj)
-    sr, positions, masks = _run(lambda: _read_mft_switch(obj.transport(), target))
+    sr, positions, masks = _read_mft_switch(obj.transport(), target)
     f = sr.facts
     si = f.switch_info
-    first, last = mft_range(si.multicast_fdb_cap, si.multicast_fdb_top)
+    first, last = mfttab.mft_range(si.multicast_fdb_cap, si.multicast_fdb_top)
     if as_json:
         groups = []
         for mlid in range(first, last + 1):
-            ports = mft_ports(masks, mlid, positions)
+            ports = mfttab.mft_ports(masks, mlid, positions)
             if ports:
                 groups.append({"mlid": f"0x{mlid:04x}", "ports": ports})
-        _cli()._emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
+        emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
                                       "num_ports": f.num_ports},
                            "multicast_fdb_cap": si.multicast_fdb_cap, "multicast_fdb_top": si.multicast_fdb_top,
                            "positions": positions, "groups": groups})
     else:
-        click.echo("\n".join(format_mft(portid_str(target), f.guid, f.name, first, last, masks, positions)))
+        click.echo("\n".join(text.format_mft(text.portid_str(target), f.guid, f.name, first, last, masks,
+                                             positions)))
 
 
 @mft.command("set")
@@ -346,30 +269,15 @@ def mft_set(obj, switch, mlid, ports, dry_run, as_json):
         t = obj.transport()
         sr = read_switch(t, target, for_set=True)
         f = sr.facts
-        problems = check_mft_entry(f, mlid, ports)
+        problems = mfttab.check_mft_entry(f, mlid, ports)
         if problems:
-            return sr, None, None, problems
-        positions = fw.mft_positions_for(f.num_ports)
-        block, _i = fw.mft_block(mlid)
-        current = read_mft(t, target, [block], positions)
-        changes = plan_mft_set(f, mlid, ports, current)
-        top = raise_top(f, mft_top=mlid) if ports else None
-        return sr, changes, [top] if top else [], []
+            return sr, None, problems
+        current = mfttab.read_mft(t, target, [fw.mft_block(mlid)[0]], fw.mft_positions_for(f.num_ports))
+        top = fdbtops.raise_top(f, mft_top=mlid) if ports else None
+        return sr, fdbapply.Plan(tops=[top] if top else [], mft=mfttab.plan_mft_set(f, mlid, ports, current)), []
 
-    sr, changes, tops, problems = _run(work)
+    sr, plan, problems = work()
     if problems:
         _bad(problems)
-    plan = [line for tc in tops for line in tc.describe()] + [line for c in changes for line in c.lines()]
-    changes_json = [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFT", "block": c.block,
-                     "position": c.position, "mlid": f"0x{mlid:04x}", "old": c.old[fw.mft_block(mlid)[1]],
-                     "new": c.new[fw.mft_block(mlid)[1]]} for c in changes]
-    warnings = []
-    if plan:
-        w = master_sm_warning(obj.transport(), sr)
-        warnings = [w] if w else []
-    problems = []
-    if not dry_run and plan:
-        t = obj.transport()
-        problems = _run(lambda: apply_tops(t, tops) + tables.write_mft_units(t, changes)[1])
-    _finish_write(as_json, dry_run, plan, changes_json, {"switchinfo": len(tops), "mft_blocks": len(changes)},
-                  problems, warnings)
+    _write_planned(obj, sr, plan, dry_run, as_json, plan.lines(), mfttab.mft_changes_json(plan.mft, mlid),
+                   {"switchinfo": len(plan.tops), "mft_blocks": len(plan.mft)})

@@ -2,7 +2,9 @@
 LID (see `smagent.verify` for the rules and the defect classes).
 
 Exit codes: 0 no defect, 1 defects found (each class printed with its count and
-examples), 3 the tables could not be read (fabric or transport failure).
+examples; what did not answer is the defect class `unreached`, and the rest is
+verified), 3 the fabric could not be read at all (the local port, a transport failure).
+With --json the defects are structured: per class a count and examples with fields.
 """
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ import sys
 
 import click
 
-ORDER = ("unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
-         "duplicate_lid", "mcast")
+from smagent.commands.common import emit_json
+from smagent.errors import EXIT_DEFECTS, EXIT_OK
+
+ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
+         "duplicate_lid", "rft_overlap", "mcast")
 TITLES = {
+    "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
     "dead_end": "places where packets are discarded (switch, LID)",
     "loop": "routing loops (LID, cycle of switches)",
@@ -21,12 +27,14 @@ TITLES = {
     "inactive_port": "linked ports not ACTIVE",
     "no_lid": "linked ports without a LID",
     "duplicate_lid": "LIDs claimed by more than one port",
+    "rft_overlap": "RFT entries matching one LID with different ports (the switch may pick either)",
     "mcast": "multicast delivery problems",
 }
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: ok, summary, defects.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: ok, summary, defects (per class: count, examples with fields).")
 @click.option("--no-mcast", is_flag=True, help="Do not read the multicast tables (fewer SMPs).")
 @click.option("--examples", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="Examples shown per defect class.")
@@ -34,31 +42,26 @@ TITLES = {
 def verify(obj, as_json, no_mcast, examples):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
-    multicast delivery. Exit 0 clean, 1 defects found, 3 fabric failure."""
-    from smagent import cli
-    from smagent import verify as vmod
-
-    def work():
-        try:
-            return vmod.verify(obj.transport(), mcast=not no_mcast, examples=examples)
-        except vmod.VerifyError as e:
-            raise cli.FabricFailure(str(e)) from None
-
-    report = cli._fabric_call(work)
+    multicast delivery; and how evenly routes load the switch-to-switch links (per tree
+    level on a fat tree, hottest links named). Nodes that do not answer are listed (defect
+    `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
+    report = obj.session().verify(mcast=not no_mcast, examples=examples)
     if as_json:
-        cli._emit_json(report.as_json())
+        emit_json(report.as_json())
     else:
-        click.echo("\n".join(render(report)))
-    sys.exit(cli.EXIT_OK if report.ok else cli.EXIT_DEFECTS)
+        click.echo("\n".join(render(report) + render_balance(report.balance)))
+    sys.exit(EXIT_OK if report.ok else EXIT_DEFECTS)
 
 
 def render(report) -> list[str]:
+    from smagent.render import count
     s = report.summary
-    mc = "" if s["mcast_groups"] is None else f", {s['mcast_groups']} multicast groups"
-    out = [f"# verify: {s['switches']} switches, {s['ca_ports']} CA ports, {s['lids']} LIDs; "
-           f"{s['pairs']} (source, LID) pairs traced; channel dependency graph {s['channels']} channels, "
-           f"{s['dependencies']} dependencies{mc}",
-           f"# read {s['smps']} SMPs in {s['read_seconds']:.3f} s, checked in {s['check_seconds']:.3f} s"]
+    mc = "" if s["mcast_groups"] is None else f", {count(s['mcast_groups'], 'multicast group')}"
+    lost = f"; {s['unreached']} unreached" if s.get("unreached") else ""
+    out = [f"# verify: {count(s['switches'], 'switch')}, {count(s['ca_ports'], 'CA port')}, "
+           f"{count(s['lids'], 'LID')}{lost}; {count(s['pairs'], '(source, LID) pair')} traced; channel dependency "
+           f"graph {count(s['channels'], 'channel')}, {count(s['dependencies'], 'dependency', 'dependencies')}{mc}",
+           f"# read {count(s['smps'], 'SMP')} in {s['read_seconds']:.3f} s, checked in {s['check_seconds']:.3f} s"]
     if report.ok:
         out.append("ok: every source reaches every LID; no loops; channel dependency graph acyclic"
                    + ("" if s["mcast_groups"] is None else "; multicast groups deliver once to every member"))
@@ -70,8 +73,22 @@ def render(report) -> list[str]:
         out.append(f"defect {cls}: {d['count']} {TITLES.get(cls, '')}")
         if cls == "unreachable" and "by_cause" in d:
             out.append("  by cause: " + ", ".join(f"{k} {v}" for k, v in d["by_cause"].items()))
-        for e in d["examples"]:
+        for e in report.texts.get(cls, ()):
             out.append(f"  {e}")
         if d["count"] > len(d["examples"]) and d["examples"]:
             out.append(f"  ... ({d['count'] - len(d['examples'])} more)")
+    return out
+
+
+def render_balance(b: dict) -> list[str]:
+    """`smagent.balance` figures as comment lines (scripts keep parsing the rest)."""
+    out = [f"# balance: {b['routes']:,} routes of {b['pairs']:,} CA-to-CA pairs over {b['links']} switch-to-switch "
+           f"links (directed): max {b['max']}, mean {b['mean']}, ideal {b['ideal']}"]
+    if "levels_note" in b:
+        out.append(f"#   no tree levels ({b['levels_note']})")
+    for lv in b["levels"]:
+        out.append(f"#   {lv['name']}: {lv['links']} links, {lv['routes']:,} routes, max {lv['max']}, "
+                   f"ideal {lv['ideal']}")
+    if b["hottest"]:
+        out.append("#   hottest: " + "; ".join(f"{h['link']} {h['routes']}" for h in b["hottest"][:5]))
     return out

@@ -1,7 +1,7 @@
 """Routing engines behind one small interface.
 
 An engine takes a `RoutingInput` (the switch graph, where every LID lives) and returns,
-per switch GUID, a mapping LID -> exit port. The sweep never special-cases an engine.
+for every switch GUID, a `RouteTable` (LID -> exit port, held as an LFT image). The sweep never special-cases an engine.
 
 Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
 
@@ -10,13 +10,18 @@ Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
 ``updn`` / ``updn:GUID[,GUID...]``
     up*/down* from automatically chosen roots, or from the listed root switch GUIDs
     (`smagent.routing.updn`): deadlock-free on any topology.
+``ftree`` / ``ftree:fallback=ENGINE``
+    fat-tree routing: levels found from the topology, each destination down its one
+    downward path, uplinks evenly loaded, deadlock-free (`smagent.routing.ftree`). On a
+    fabric that is not a fat tree it raises RoutingError saying why, unless a fallback
+    (minhop, updn or updn:GUID[,GUID...]) is named: then that engine routes, with a warning.
 ``file:PATH``
     the unicast tables of an ibroute / dump_lfts / ``smagent lft dump`` file, as
     OpenSM's ``-R file -U PATH`` loads them (`smagent.routing.file`).
 
 An engine that cannot route raises `RoutingError` (a ValueError: the CLI reports it
 with exit code 2). There is no silent fallback to another engine (OpenSM falls back
-to minhop; we never do).
+to minhop; we never do, except to the fallback an ftree spec names).
 """
 from __future__ import annotations
 
@@ -25,12 +30,13 @@ import operator
 from collections.abc import Mapping
 
 from smagent.discovery import Topology
+from smagent.errors import BadInput
 from smagent.lids import LidPlan
 
 NO_PORT = 0xFF
 
 
-class RoutingError(ValueError):
+class RoutingError(BadInput):
     """An engine could not route this fabric, or its spec/input is bad."""
 
 
@@ -137,13 +143,43 @@ class RoutingInput:
 class RouteTable(Mapping):
     """One switch's routes, LID -> port, stored as an LFT image (a bytearray indexed by
     LID, 0xFF = no route): 1 byte per LID instead of ~70 for a dict entry, which is what
-    lets 1,620 switches x 13,284 LIDs fit in memory. Behaves as a read-only dict."""
+    lets 1,620 switches x 13,284 LIDs fit in memory. Behaves as a read-only dict. Every
+    engine returns one per switch; consumers read the image (``ports``) directly."""
 
     __slots__ = ("ports", "_lids")
 
     def __init__(self, ports: bytearray, lids=None):
         self.ports = ports
         self._lids = lids  # optional: the LIDs that should be routed (sorted), to iterate fast
+
+    @classmethod
+    def from_entries(cls, entries: Mapping[int, int], size: int = 0) -> "RouteTable":
+        """A table from {LID: port} (port 0xFF: no route); the image covers at least
+        LIDs 0..size-1."""
+        ports = bytearray([NO_PORT]) * max(size, max(entries, default=-1) + 1)
+        for lid, port in entries.items():
+            ports[lid] = port
+        return cls(ports)
+
+    def updated(self, entries: Mapping[int, int]) -> "RouteTable":
+        """A copy with ``entries`` ({LID: port}) written over these routes (static entries)."""
+        ports = bytearray(self.ports)
+        top = max(entries, default=-1)
+        if top >= len(ports):
+            ports += bytearray([NO_PORT]) * (top + 1 - len(ports))
+        for lid, port in entries.items():
+            ports[lid] = port
+        return RouteTable(ports)
+
+    def missing(self, lids: list[int]) -> list[int]:
+        """Those of ``lids`` (sorted) this table has no route for; looked up in C when
+        every one is routed, the usual case."""
+        ports = self.ports
+        if lids and lids[-1] < len(ports):
+            got = operator.itemgetter(*lids)(ports) if len(lids) > 1 else (ports[lids[0]],)
+            if NO_PORT not in got:
+                return []
+        return [lid for lid in lids if lid not in self]
 
     def __getitem__(self, lid: int) -> int:
         if 0 <= lid < len(self.ports):
@@ -157,11 +193,9 @@ class RouteTable(Mapping):
 
     def _routed(self) -> list[int]:
         ports = self.ports
-        if self._lids is not None:
-            got = operator.itemgetter(*self._lids)(ports) if len(self._lids) > 1 else \
-                tuple(ports[i] for i in self._lids)
-            if NO_PORT not in got and ports.count(NO_PORT) == len(ports) - len(self._lids):
-                return self._lids
+        if self._lids is not None and not self.missing(self._lids) and \
+                ports.count(NO_PORT) == len(ports) - len(self._lids):
+            return self._lids
         return [i for i, p in enumerate(ports) if p != NO_PORT]
 
     def __iter__(self):
@@ -181,7 +215,16 @@ class RouteTable(Mapping):
         return f"RouteTable({dict(self.items())!r})"
 
 
-ENGINES = ("minhop", "updn", "file")
+class Routes(dict):
+    """An engine's result: {switch GUID: `RouteTable`} for every switch, and ``notes``,
+    what the engine chose that an admin should see (updn's automatic roots)."""
+
+    def __init__(self, tables=(), notes=()):
+        super().__init__(tables)
+        self.notes = list(notes)
+
+
+ENGINES = ("minhop", "updn", "ftree", "file")
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -190,13 +233,16 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     name = name.strip().lower()
     if name not in ENGINES:
         raise RoutingError(f"unknown routing engine {spec!r}: choose one of minhop, updn, updn:GUID[,GUID...], "
-                           f"file:PATH")
+                           f"ftree, ftree:fallback=ENGINE, file:PATH")
     if name == "minhop" and sep:
         raise RoutingError(f"routing engine minhop takes no argument (got {spec!r})")
     if name == "file" and not arg:
         raise RoutingError("routing engine file needs the dump to load: --routing file:PATH")
     if name == "updn" and sep and not arg.strip():
         raise RoutingError("--routing updn:GUID[,GUID...]: no root GUID given")
+    if name == "ftree" and sep:
+        from smagent.routing.ftree import parse_arg
+        parse_arg(arg)
     return name, (arg if sep else None)
 
 
@@ -210,9 +256,10 @@ def preload(engine: str):
     return None
 
 
-def route(engine: str, rin: RoutingInput, preloaded=None) -> dict[int, Mapping[int, int]]:
-    """Route with the engine named by the spec ``engine`` (see the module docstring);
-    ``preloaded`` is what `preload` returned for it."""
+def route(engine: str, rin: RoutingInput, preloaded=None) -> Routes:
+    """Route with the engine named by the spec ``engine`` (see the module docstring):
+    a `RouteTable` for every switch of ``rin``, with the engine's notes. ``preloaded`` is what `preload` returned
+    for it."""
     name, arg = parse_spec(engine)
     if name == "minhop":
         from smagent.routing.minhop import route as minhop
@@ -220,5 +267,8 @@ def route(engine: str, rin: RoutingInput, preloaded=None) -> dict[int, Mapping[i
     if name == "updn":
         from smagent.routing.updn import parse_roots, route as updn
         return updn(rin, roots=parse_roots(arg, rin) if arg else None)
+    if name == "ftree":
+        from smagent.routing.ftree import route as ftree
+        return ftree(rin, arg)
     from smagent.routing.file import route as from_file
     return from_file(rin, arg, preloaded)

@@ -3,7 +3,7 @@ output, as OpenSM's file engine (``opensm -R file -U FILE``) loads them.
 
 Spec: ``--routing file:PATH``. Each "Unicast lids ... guid 0x..." section is one
 switch's whole table (LIDs it does not list, or lists with port 255, get no route).
-The parser is `smagent.tableops.parse_lft_dump` (the one `lft load` uses).
+The parser is `smagent.fdb.text.parse_lft_dump` (the one `lft load` uses).
 
 Stricter than OpenSM, which skips what it cannot use and fills the gaps with minhop:
 
@@ -19,13 +19,13 @@ LID), never silently patched.
 """
 from __future__ import annotations
 
-from smagent.routing import NO_PORT, RoutingError, RoutingInput
+from smagent.routing import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
 
 
 def load(path: str) -> list:
     """Read and parse the dump (the only I/O of this engine): done before any SMP, so a
     bad file is refused with nothing sent."""
-    from smagent.tableops import DumpError, parse_lft_dump  # the one parser of this format
+    from smagent.fdb.text import DumpError, parse_lft_dump  # the one parser of this format
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
@@ -39,7 +39,7 @@ def load(path: str) -> list:
         raise RoutingError("routing file: not a unicast table dump:\n  " + "\n  ".join(shown) + more) from None
 
 
-def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[int, dict[int, int]]:
+def route(rin: RoutingInput, path: str, sections: list | None = None) -> Routes:
     """Tables from the dump at ``path`` (``sections``: as `load` returned it already)."""
     if sections is None:
         sections = load(path)
@@ -71,5 +71,6 @@ def route(rin: RoutingInput, path: str, sections: list | None = None) -> dict[in
         problems.append("the dump was taken with other LIDs: sweep with the LID file of that fabric (--lid-file)")
     if problems:
         raise RoutingError("routing file: cannot use it for this fabric:\n  " + "\n  ".join(problems))
-    return {g: {lid: port for lid, (port, _line) in by_guid[g].entries.items() if port != NO_PORT}
-            for g in rin.switches}
+    size = max(rin.lid_homes, default=0) + 1
+    return Routes({g: RouteTable.from_entries({lid: port for lid, (port, _line) in by_guid[g].entries.items()}, size)
+                   for g in rin.switches})

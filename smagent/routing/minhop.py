@@ -11,12 +11,12 @@ the channel dependency graph has cycles (`smagent verify` reports them). Use upd
 from __future__ import annotations
 
 from smagent.routing import RoutingInput
-from smagent.routing._core import Graph, assign_switch, finish, group_destinations, hop_levels, new_table, next_hop_mask
+from smagent.routing._core import Graph, assign_switch, finish, group_destinations, new_table, next_hop_mask
 
 
 def route(rin: RoutingInput):
     G = Graph(rin)
-    at = hop_levels(G.S, G.nbrs)
+    at = G.levels()
     tables = []
     for x in range(G.S):
         lx = at[x]

@@ -8,16 +8,23 @@ cannot close a cycle in the channel dependency graph: order all up channels befo
 down channels, up channels by their head's order, down channels by the reverse. Hence
 no credit-loop deadlock, whatever the topology (a ring, a torus, a mesh).
 
-Roots. Given (``--routing updn:GUID[,GUID...]``), or chosen per connected piece of the
-switch graph by this rule:
+Roots. Given (``--routing updn:GUID[,GUID...]``), or chosen by the first of these rules
+(`ROOT_RULES`) under which every switch with channel adapters has an up*/down* route to
+every switch, hence every CA to every LID (`auto_plan`):
 
-1. for every switch, the hop distance to the nearest switch that has a channel adapter
-   (a "leaf");
-2. if some switch is further than 0 from every leaf, the roots are the switches at the
-   greatest such distance: the spines of a 2-level fat tree, the cores of a 3-level one;
-3. otherwise (every switch carries CAs, as in a torus with hosts everywhere, or none
-   does) a single root: a centre of the switch graph (least eccentricity), ties to the
-   lowest GUID.
+1. the switches farthest from the switches that carry CAs ("leaves"), per connected
+   piece: the spines of a 2-level fat tree, the cores of a 3-level one; where every
+   switch carries CAs (a torus with hosts everywhere) or none does, a single root, a
+   centre of the switch graph (least eccentricity), ties to the lowest GUID;
+2. those of them that are equally far from every leaf: what a damaged fat tree has left
+   (a spine that lost a leaf would make that leaf's path to it go down and then up);
+3. OpenSM's rule (osm_ucast_updn.c): a switch from which one hop count holds over 90%
+   of the CA ports and no other hop count over 5%;
+4. one central switch per piece, which always works (up the BFS tree, then down it).
+
+The engine's result notes the roots taken, the rule, and why earlier rules were passed
+over: never a silent fallback. (OpenSM tries only its rule, and without roots falls
+back to minhop.)
 
 Routes. For a destination switch d, a switch that can reach d going only down does so,
 along a shortest down-only path; any other switch goes up, to a neighbour whose own
@@ -40,7 +47,7 @@ fall back to another engine (OpenSM silently falls back to minhop).
 """
 from __future__ import annotations
 
-from smagent.routing import RoutingError, RoutingInput
+from smagent.routing import RoutingError, RoutingInput, Routes
 from smagent.routing._core import (
     Graph, assign_switch, bits, finish, group_destinations, hop_levels, new_table, next_hop_mask,
 )
@@ -94,6 +101,55 @@ def choose_roots(G: Graph, comp: list[int]) -> list[int]:
     return roots
 
 
+def _leaf_hist(G: Graph, x: int) -> list[int]:
+    """CA ports by hop count from switch x (as OpenSM's root detection counts them)."""
+    hist = []
+    for level in G.levels()[x]:
+        hist.append(sum(len(G.home_lids[y]) for y in bits(level) if G.home_lids[y]))
+    return hist
+
+
+def complete_tops(G: Graph, comp: list[int]) -> list[int]:
+    """Those of `choose_roots`'s switches that are as far from every switch with CAs as
+    from the nearest one (a spine still linked to every leaf, a core still reaching every
+    pod in two hops): the tops a damaged fat tree has left."""
+    out = []
+    for x in choose_roots(G, comp):
+        hops = [k for k, level in enumerate(G.levels()[x]) if any(G.home_lids[y] for y in bits(level))]
+        if len(hops) == 1:
+            out.append(x)
+    return out
+
+
+def opensm_roots(G: Graph, comp: list[int]) -> list[int]:
+    """OpenSM's automatic roots (osm_ucast_updn.c, by min hop): a switch from which one
+    hop count holds over 90% of the CA ports of the fabric and no other over 5%."""
+    out = []
+    for c in set(comp):
+        members = bits(c)
+        total = sum(len(G.home_lids[x]) for x in members)
+        for x in members:
+            hist = _leaf_hist(G, x)
+            if sum(h > 0.9 * total for h in hist) == 1 and sum(h > 0.05 * total for h in hist) == 1:
+                out.append(x)
+    return sorted(out)
+
+
+def centres(G: Graph, comp: list[int]) -> list[int]:
+    """One switch of least eccentricity per connected piece, ties to the lowest GUID: a
+    single root gives every pair an up*/down* route (up the BFS tree, then down it)."""
+    return sorted(min(bits(c), key=lambda x: (len(G.levels()[x]), G.guids[x])) for c in set(comp))
+
+
+# Tried in order when no roots are given (`auto_plan`): (what the note calls them, rule)
+ROOT_RULES = (
+    ("farthest from the channel adapters", choose_roots),
+    ("farthest from the channel adapters and equally far from all of them", complete_tops),
+    ("by OpenSM's min-hop rule", opensm_roots),
+    ("a central switch of each part of the fabric", centres),
+)
+
+
 def _eccentricity(G: Graph, s: int, comp: int) -> int:
     seen, frontier, e = 1 << s, [s], 0
     while frontier:
@@ -125,80 +181,122 @@ def ranks(G: Graph, roots: list[int]) -> list[int]:
     return rank
 
 
-def route(rin: RoutingInput, roots: list[int] | None = None):
+class _Plan:
+    """Up/down directions and legal route levels for one set of roots."""
+
+    def __init__(self, G: Graph, comp: list[int], root_idx: list[int]):
+        self.roots = root_idx
+        rank = ranks(G, root_idx)
+        self.lost = [x for x in range(G.S) if rank[x] < 0]
+        if self.lost:
+            return
+        # up = towards a smaller key: lower rank, or equal rank and bigger GUID
+        key = [(rank[x], -G.guids[x]) for x in range(G.S)]
+        self.up = up = [[y for y in G.nbrs[x] if key[y] < key[x]] for x in range(G.S)]
+        self.down = [[y for y in G.nbrs[x] if key[y] > key[x]] for x in range(G.S)]
+        # dd[x][k]: destinations x reaches in exactly k down moves (shortest down-only path)
+        self.dd = dd = hop_levels(G.S, self.down)
+        self.dreach = dreach = [_union(lv) for lv in dd]
+        # rl[x][k]: destinations x reaches by a legal route of k hops. The up-phase part
+        # depends on the up-neighbours' routes, so go from the top (smallest key) down.
+        self.rl = rl = [[] for _ in range(G.S)]
+        for x in sorted(range(G.S), key=lambda i: key[i]):
+            lv = list(dd[x])
+            rest = comp[x] & ~dreach[x]
+            k = 1
+            while rest:
+                if all(k - 1 >= len(rl[y]) for y in up[x]):
+                    break
+                cand = 0
+                for y in up[x]:
+                    if k - 1 < len(rl[y]):
+                        cand |= rl[y][k - 1]
+                cand &= rest
+                if cand:
+                    while len(lv) <= k:
+                        lv.append(0)
+                    lv[k] |= cand
+                    rest &= ~cand
+                k += 1
+            rl[x] = lv
+        self.legal = [_union(lv) for lv in rl]
+
+    def illegal(self, G: Graph, comp: list[int]) -> tuple[int, int] | None:
+        """A (switch with CAs, destination switch) pair without a legal route, if any:
+        CA traffic starts at such a switch and must reach every LID."""
+        if self.lost:
+            return self.lost[0], self.roots[0] if self.roots else self.lost[0]
+        for x in range(G.S):
+            if G.ca_lids[x] and comp[x] & ~self.legal[x]:
+                return x, bits(comp[x] & ~self.legal[x])[0]
+        return None
+
+
+def _union(levels: list[int]) -> int:
+    m = 0
+    for v in levels:
+        m |= v
+    return m
+
+
+def _names(G: Graph, idx: list[int], limit: int = 8) -> str:
+    shown = ", ".join(G.name(x) for x in idx[:limit])
+    return shown + (f" ... ({len(idx)} in all)" if len(idx) > limit else "")
+
+
+def auto_plan(G: Graph, comp: list[int]) -> tuple[_Plan, list[str]]:
+    """Roots when none are given: the first rule of `ROOT_RULES` under which every
+    switch with channel adapters has an up*/down* route to every switch (so every CA
+    reaches every LID); the last rule (one central switch per piece) always does. The
+    notes say which roots were taken and why earlier rules were passed over."""
+    notes = []
+    tried = set()
+    for why, rule in ROOT_RULES:
+        roots = rule(G, comp)
+        if not roots or tuple(roots) in tried:
+            continue
+        tried.add(tuple(roots))
+        plan = _Plan(G, comp, roots)
+        bad = plan.illegal(G, comp)
+        if bad is None:
+            notes.append(f"updn roots ({why}): {_names(G, roots)}")
+            return plan, notes
+        notes.append(f"updn: roots {why} ({_names(G, roots, 4)}) leave {G.name(bad[0])} without an "
+                     f"up*/down* route to {G.name(bad[1])}; trying the next rule")
+    raise RoutingError("updn: internal error, no root choice routes this fabric")  # the centres always do
+
+
+def route(rin: RoutingInput, roots: list[int] | None = None) -> Routes:
     G = Graph(rin)
     comp = G.components()
     if roots is None:
-        root_idx = choose_roots(G, comp)
+        plan, notes = auto_plan(G, comp)
     else:
-        root_idx = [G.index[g] for g in roots]
-    rank = ranks(G, root_idx)
-    lost = [x for x in range(G.S) if rank[x] < 0]
-    if lost:
-        names = ", ".join(G.name(x) for x in lost[:5])
-        raise RoutingError(f"updn: {len(lost)} switch(es) are not connected to any root ({names}); "
-                           f"give a root in every part of the fabric")
-    # up = towards a smaller key: lower rank, or equal rank and bigger GUID
-    key = [(rank[x], -G.guids[x]) for x in range(G.S)]
-    up = [[y for y in G.nbrs[x] if key[y] < key[x]] for x in range(G.S)]
-    down = [[y for y in G.nbrs[x] if key[y] > key[x]] for x in range(G.S)]
-    # dd[x][k]: destinations x reaches in exactly k down moves (shortest down-only path)
-    dd = hop_levels(G.S, down)
-    dreach = []
-    for lv in dd:
-        m = 0
-        for v in lv:
-            m |= v
-        dreach.append(m)
-    # rl[x][k]: destinations x reaches by a legal route of k hops. The up-phase part
-    # depends on the up-neighbours' routes, so go from the top (smallest key) down.
-    rl: list[list[int]] = [[] for _ in range(G.S)]
-    for x in sorted(range(G.S), key=lambda i: key[i]):
-        lv = list(dd[x])
-        rest = comp[x] & ~dreach[x]
-        k = 1
-        while rest:
-            if all(k - 1 >= len(rl[y]) for y in up[x]):
-                break
-            cand = 0
-            for y in up[x]:
-                if k - 1 < len(rl[y]):
-                    cand |= rl[y][k - 1]
-            cand &= rest
-            if cand:
-                while len(lv) <= k:
-                    lv.append(0)
-                lv[k] |= cand
-                rest &= ~cand
-            k += 1
-        rl[x] = lv
-    legal = []
-    for x in range(G.S):
-        m = 0
-        for v in rl[x]:
-            m |= v
-        legal.append(m)
-    # A switch with CAs must reach every LID legally: its CAs' traffic starts there.
-    for x in range(G.S):
-        if G.ca_lids[x] and comp[x] & ~legal[x]:
-            d = bits(comp[x] & ~legal[x])[0]
+        plan, notes = _Plan(G, comp, [G.index[g] for g in roots]), []
+        if plan.lost:
+            raise RoutingError(f"updn: {len(plan.lost)} switch(es) are not connected to any root "
+                               f"({_names(G, plan.lost, 5)}); give a root in every part of the fabric")
+        bad = plan.illegal(G, comp)
+        if bad is not None:
+            x, d = bad
             raise RoutingError(
                 f"updn cannot route from {G.name(x)} to {G.name(d)}: no up*/down* path with roots "
-                f"{', '.join(G.name(r) for r in root_idx[:5])}{' ...' if len(root_idx) > 5 else ''}; "
-                f"choose one root, or roots every switch reaches going up (the spines of a fat tree)")
+                f"{_names(G, plan.roots, 5)}; choose one root, or roots every switch reaches going up "
+                f"(the spines of a fat tree), or give no roots to have them chosen")
     # Switches without CAs may lack a legal path to another switch (spine to spine when
     # every spine is a root: down to a leaf, then up). Those pairs get a shortest path
     # through a neighbour that has a route. Only the switch's own port 0 (management)
     # traffic takes it: no legal route ever enters such an entry, so no CA traffic
     # crosses the down-then-up turn and the data channel dependency graph stays acyclic.
-    ext = extend_routes(G, comp, rl, legal)
+    rl, dd, dreach = plan.rl, plan.dd, plan.dreach
+    ext = extend_routes(G, comp, rl, plan.legal)
     tables = []
     for x in range(G.S):
         port_masks = []
-        for y in down[x]:
+        for y in plan.down[x]:
             port_masks.append((tuple(G.nbr_ports[x][y]), next_hop_mask(dd[x], dd[y])))
         up_only = [v & ~dreach[x] for v in rl[x]]
-        for y in up[x]:
+        for y in plan.up[x]:
             port_masks.append((tuple(G.nbr_ports[x][y]), next_hop_mask(up_only, rl[y])))
         if any(ext[x]):
             for y in G.nbrs[x]:
@@ -211,7 +309,7 @@ def route(rin: RoutingInput, roots: list[int] | None = None):
         if bad:  # cannot happen if the levels above are right; never route half a fabric
             raise RoutingError(f"updn: internal error, no exit from {G.name(x)} towards {G.name(bad[0])}")
         tables.append(table)
-    return finish(G, tables)
+    return finish(G, tables, notes)
 
 
 def _zip_longest(a: list[int], b: list[int]):

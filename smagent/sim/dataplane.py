@@ -28,10 +28,11 @@ import dataclasses
 
 from mad.codes import DATA_VLS, VL15
 from mad.codes import MTUS as MTU_BYTES
-from mad.forwarding import LFT_NO_PORT, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID, PKEY_FULL_MEMBER
+from mad.forwarding import (
+    LFT_NO_PORT, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID, PKEY_FULL_MEMBER, rft_decode,
+)
 from mad.attributes import PortState
 from smagent.sim.model import ACTIVE, DOWN, Dropped, Looped
-from smagent.sim.sma import rft_entry
 
 MAX_HOPS = 64  # no route in a subnet is longer; more means a forwarding loop
 
@@ -128,7 +129,7 @@ def rft_lookup(sw, dlid: int) -> int | None:
         for packed in sw.rft:
             if not packed:
                 continue
-            e = rft_entry(packed)
+            e = rft_decode(packed)
             if not e.valid:
                 continue
             first = e.base_lid & ~((1 << e.lmc) - 1)

@@ -33,6 +33,7 @@ from mad.attributes import (
     CAP_IS_SM, NodeInfo, NodeType, PortInfoExtSpeeds, PortState, SMInfo, SMState, SwitchInfo,
 )
 from mad.forwarding import LFT_NO_PORT, MFT_BLOCKS, MFT_BLOCK_SIZE, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX
+from smagent.errors import BadInput
 from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, Node
 
 # PortPhysicalState values (IBA 14.2.5.6)
@@ -104,7 +105,7 @@ _IBA_CAPS = dict(mtu_cap=5)
 NODE_TYPE_CODE = {HCA: NodeType.CA, SWITCH: NodeType.SWITCH, ROUTER: NodeType.ROUTER}
 
 
-class SimConfigError(ValueError):
+class SimConfigError(BadInput):
     """A capability or topology the simulator cannot represent."""
 
 

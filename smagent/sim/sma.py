@@ -13,14 +13,14 @@ import dataclasses
 
 from mad.attributes import (
     AttrID, LinearForwardingTable, MulticastForwardingTable, NodeDescription, P_KeyTable, PortInfo,
-    PortInfoExtSpeeds, RandomForwardingEntry, RandomForwardingTable, SLtoVLMappingTable, SMInfo,
+    PortInfoExtSpeeds, RandomForwardingTable, SLtoVLMappingTable, SMInfo,
     SMState, SwitchInfo, SMP_DATA_SIZE, vlarb_block, vlarb_entries,
 )
 from mad.errors import MadError
 from mad.forwarding import (
     LFT_BLOCKS, LFT_BLOCK_SIZE, LFT_NO_PORT, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, PKEY_BLOCK_SIZE,
     PORTINFO_EXT_SPEEDS, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX, VLARB_BLOCK_SIZE, mft_from_modifier,
-    vlarb_from_modifier,
+    rft_decode, vlarb_from_modifier,
 )
 from mad.header import Method
 from smagent.sim import mkey, model
@@ -375,10 +375,6 @@ def _get_rft(node, in_port, smp, reveal):
     return RandomForwardingTable.encode(RandomForwardingTable.cls(entries=entries + [0] * (RFT_BLOCK_SIZE - len(entries))))
 
 
-def rft_entry(packed: int):
-    return RandomForwardingEntry.decode(packed.to_bytes(4, "big"))
-
-
 def _set_rft(node, in_port, smp, reveal):
     first = _rft_block(node, smp)
     entries = _attribute(smp).entries
@@ -389,7 +385,7 @@ def _set_rft(node, in_port, smp, reveal):
     if limit:  # LIDsPerPort: how many valid entries may name one exit port (port 0 exempt)
         per_port: dict[int, int] = {}
         for packed in table:
-            e = rft_entry(packed) if packed else None
+            e = rft_decode(packed) if packed else None
             if e is not None and e.valid and e.port:
                 per_port[e.port] = per_port.get(e.port, 0) + 1
         over = [p for p, k in per_port.items() if k > limit]

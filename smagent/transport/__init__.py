@@ -1,6 +1,7 @@
 """Transports: how SMPs reach a fabric. `open_transport` picks one by name."""
 from __future__ import annotations
 
+from smagent.errors import BadInput
 from smagent.transport.base import (
     DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Reply, Request, SmpStatusError, SmpTimeout,
     Transport, TransportError,
@@ -37,10 +38,10 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     elif kind == "replay":
         from smagent.transport.replay import ReplayTransport
         if not fixture:
-            raise ValueError("--transport replay needs --fixture FILE")
+            raise BadInput("--transport replay needs --fixture FILE")
         t = ReplayTransport(fixture, **common)
     else:
-        raise ValueError(f"unknown transport {kind!r}: choose one of {', '.join(KINDS)}")
+        raise BadInput(f"unknown transport {kind!r}: choose one of {', '.join(KINDS)}")
     t.keys = keys
     return t
 

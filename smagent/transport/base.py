@@ -24,6 +24,7 @@ from mad.errors import MadError
 from mad.attributes import AttrID
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method, method_name, tid32_of
+from smagent.errors import BadInput, FabricFailure
 from smagent.mkeys import KeyChain
 
 UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back an undelivered send
@@ -39,7 +40,7 @@ _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
 
 
-class TransportError(RuntimeError):
+class TransportError(FabricFailure):
     """A fabric or transport failure (exit status 3 at the CLI)."""
 
 
@@ -89,7 +90,10 @@ class Reply:
         """The decoded attribute of the response, or raise the error."""
         if self.error is not None:
             raise self.error
-        return self.response.attribute()
+        try:
+            return self.response.attribute()
+        except MadError as e:  # the fabric's answer, not the caller's input
+            raise TransportError(f"{self.request.describe()}: malformed response: {e}") from None
 
 
 @dataclasses.dataclass
@@ -105,6 +109,14 @@ class Stats:
     def count(self, smp) -> None:
         self.by_kind[f"{method_name(smp.method)}({smp.attribute_name})"] += 1
 
+    def sets_sent(self, since: dict | None = None) -> list[str]:
+        """What has been sent that may have changed a node, one line per attribute
+        (retries counted), since ``since`` (an earlier copy of `by_kind`) or ever: the
+        summary a failure after the first Set carries."""
+        since = since or {}
+        return [f"{k}: {v - since.get(k, 0)} SMPs sent" for k, v in sorted(self.by_kind.items())
+                if k.startswith("SubnSet(") and v > since.get(k, 0)]
+
     def snapshot(self) -> dict:
         d = dataclasses.asdict(self)
         d["by_kind"] = dict(sorted(self.by_kind.items()))
@@ -119,11 +131,11 @@ class Transport:
     def __init__(self, *, window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  retries: int = DEFAULT_RETRIES, recorder=None, m_key: int = 0, keys: KeyChain | None = None):
         if window < 1:
-            raise ValueError("window must be at least 1")
+            raise BadInput("window must be at least 1")
         if timeout_ms < 1:
-            raise ValueError("timeout must be at least 1 ms")
+            raise BadInput("timeout must be at least 1 ms")
         if retries < 0:
-            raise ValueError("retries must be 0 or more")
+            raise BadInput("retries must be 0 or more")
         self.window, self.timeout_ms, self.retries = window, timeout_ms, retries
         self.recorder = recorder
         # the M_Key of every SMP that carries none; `m_key` is its default

@@ -30,6 +30,8 @@ import struct
 import time
 from dataclasses import dataclass
 
+from smagent.errors import FabricFailure
+
 __all__ = [
     "UmadError",
     "LibraryMissing",
@@ -68,7 +70,7 @@ _RECV_SLICE_MS = 200
 # Errors
 
 
-class UmadError(RuntimeError):
+class UmadError(FabricFailure):
     """Base class of everything this module raises about libibumad."""
 
 

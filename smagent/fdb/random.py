@@ -1,4 +1,5 @@
-"""Random Forwarding Tables: routes as (BaseLID, LMC, port) entries, DefaultPort, placement.
+"""RandomForwardingTable: routes as (BaseLID, LMC, port) entries, DefaultPort, placement;
+reads, diffs and the raw block writes (`apply` adds backup and journal), `rft set`.
 
 For a switch with LinearFDBCap 0 and RandomFDBCap > 0 (the seed's RFT; IBA 14.2.5.10).
 A routing engine's answer (LID -> exit port) becomes entries like this:
@@ -34,10 +35,12 @@ from __future__ import annotations
 import dataclasses
 
 from mad import forwarding as fw
-from smagent import tables
+from mad.attributes import AttrID, RandomForwardingTable
+from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
+from smagent.errors import BadInput
 
 
-class RftError(ValueError):
+class RftError(BadInput):
     """A routing that an RFT switch cannot hold; the message names switch and port."""
 
 
@@ -51,7 +54,7 @@ class Entry:
         return fw.rft_lid_range(self.base_lid, self.lmc)
 
     def packed(self) -> int:
-        return tables.rft_pack(self.base_lid, self.lmc, self.port)
+        return fw.rft_pack(self.base_lid, self.lmc, self.port)
 
     def __str__(self) -> str:
         return f"lid {self.base_lid}/lmc {self.lmc} -> port {self.port}"
@@ -109,7 +112,7 @@ def blocks_for(cap: int) -> int:
 def place(entries: list[Entry], current: list[int], cap: int) -> list[int]:
     """The new table (packed entries, same length as `current`): entries already present
     keep their slot, the others fill the lowest free slots below `cap`."""
-    cur = [tables.rft_norm(x) for x in current]
+    cur = [fw.rft_norm(x) for x in current]
     want = {e.packed(): e for e in entries}
     new = [0] * len(cur)
     kept = set()
@@ -126,17 +129,17 @@ def place(entries: list[Entry], current: list[int], cap: int) -> list[int]:
 def _counts(table: list[int]) -> dict[int, int]:
     out: dict[int, int] = {}
     for x in table:
-        e = tables.rft_unpack(x)
+        e = fw.rft_unpack(x)
         if e is not None and e[2]:
             out[e[2]] = out.get(e[2], 0) + 1
     return out
 
 
-def changes(plan: RftPlan, path, current: list[int], si) -> list[tables.RftChange]:
+def changes(plan: RftPlan, path, current: list[int], si) -> list["RftChange"]:
     """Block writes turning `current` (the whole table as read) into the planned one."""
     new = place(plan.entries, current, si.random_fdb_cap)
     B = fw.RFT_BLOCK_SIZE
-    norm = [tables.rft_norm(x) for x in current]
+    norm = [fw.rft_norm(x) for x in current]
     diff = [b for b in range(len(new) // B) if norm[b * B:(b + 1) * B] != new[b * B:(b + 1) * B]]
     limit = si.lids_per_port
     table = list(norm)
@@ -152,9 +155,108 @@ def changes(plan: RftPlan, path, current: list[int], si) -> list[tables.RftChang
         if two_phase:
             mid = [o if o == n else 0 for o, n in zip(norm[b * B:(b + 1) * B], fin)]
             if mid != norm[b * B:(b + 1) * B]:
-                out.append(tables.RftChange(plan.switch, plan.name, path, b, old, mid, phase=1))
+                out.append(RftChange(plan.switch, plan.name, path, b, old, mid, phase=1))
                 old = mid
             if mid == fin:
                 continue
-        out.append(tables.RftChange(plan.switch, plan.name, path, b, old, fin, phase=2))
+        out.append(RftChange(plan.switch, plan.name, path, b, old, fin, phase=2))
     return out
+
+
+@dataclasses.dataclass
+class RftChange:
+    switch: int
+    name: str
+    path: object  # DR path tuple, or a Target
+    block: int
+    old: list[int] | None  # 16 packed entries as read
+    new: list[int]
+    phase: int = 2  # 1: a clearing write that must go before every phase-2 write
+
+    def changed_entries(self) -> list[tuple[int, int | None, int]]:
+        """(entry number, old, new) of the slots that differ, entries normalised."""
+        out = []
+        for i in range(fw.RFT_BLOCK_SIZE):
+            o = None if self.old is None else fw.rft_norm(self.old[i])
+            n = fw.rft_norm(self.new[i])
+            if o != n:
+                out.append((self.block * fw.RFT_BLOCK_SIZE + i, o, n))
+        return out
+
+    def describe(self) -> str:
+        parts = [f"entry {e}: {_entry_str(o)} -> {_entry_str(n)}" for e, o, n in self.changed_entries()]
+        what = " (clear first)" if self.phase == 1 else ""
+        return f"{self.name} block {self.block}{what}: " + "; ".join(parts)
+
+
+def _entry_str(packed: int | None) -> str:
+    if packed is None:
+        return "?"
+    e = fw.rft_unpack(packed)
+    if e is None:
+        return "invalid"
+    base, lmc, port = e
+    return f"lid {base}/lmc {lmc} port {port}"
+
+
+def read_rft_blocks(transport, wanted: list[tuple[int, tuple[int, ...], int]]):
+    return read_units(transport, wanted, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier,
+                      lambda v: list(v.entries), lambda b: f"RFT block {b}")
+
+
+def write_rft_blocks(transport, changes: list[RftChange]):
+    """Phase-1 (clearing) writes of every switch first, then the rest; read-back checked."""
+    written, problems = [], []
+    for phase in (1, 2):
+        for c, r in set_units(transport, interleave([c for c in changes if c.phase == phase]),
+                              AttrID.RANDOM_FORWARDING_TABLE, lambda c: fw.rft_modifier(c.block),
+                              lambda c: RandomForwardingTable.cls(entries=list(c.new))):
+            if not r.ok:
+                problems.append(f"{c.name} RFT block {c.block}: Set failed: {r.error}")
+                continue
+            back = [fw.rft_norm(e) for e in r.value().entries]
+            if back != [fw.rft_norm(e) for e in c.new]:
+                bad = [c.block * fw.RFT_BLOCK_SIZE + i for i in range(fw.RFT_BLOCK_SIZE)
+                       if back[i] != fw.rft_norm(c.new[i])]
+                problems.append(f"{c.name} RFT block {c.block}: read back differs at entries {bad[:8]}")
+            written.append(c)
+    return written, problems
+
+
+def read_table(transport, target, si) -> list[int]:
+    """The whole RFT of one switch (RandomFDBCap entries, whole blocks), packed."""
+    nb = blocks_for(si.random_fdb_cap)
+    got, errors = read_rft_blocks(transport, [(0, target, b) for b in range(nb)])
+    if errors:
+        raise TableFailure(errors[0])
+    return [e for b in range(nb) for e in got[(0, b)]]
+
+
+def valid_entries(table):
+    """(slot, (base_lid, lmc, port)) of every valid entry."""
+    for i, packed in enumerate(table):
+        e = fw.rft_unpack(packed)
+        if e is not None:
+            yield i, e
+
+
+def plan_set(f, target, table: list[int], lid: int, lmc: int, port: int):
+    """`rft set`: LIDs lid..lid+2^lmc-1 leave by PORT (255: removed) on the switch of facts
+    ``f``; overlapping entries are replaced, an old entry only partly inside the range keeps
+    its other LIDs. Returns (changes, problems); problems (limits) mean nothing to send."""
+    si = f.switch_info
+    span = set(fw.rft_lid_range(lid, lmc))
+    old = [Entry(b, m, p) for _i, (b, m, p) in valid_entries(table)]
+    keep = [e for e in old if not span & set(e.lids())]
+    rest = {x: e.port for e in old if span & set(e.lids()) for x in e.lids() if x not in span}
+    wanted = keep + cover(rest) + ([Entry(lid, lmc, port)] if port != fw.LFT_NO_PORT else [])
+    per_port: dict[int, int] = {}
+    for e in wanted:
+        per_port[e.port] = per_port.get(e.port, 0) + 1
+    problems = [f"{f.name}: port {p} would have {n} RFT entries, LIDsPerPort is {si.lids_per_port}"
+                for p, n in sorted(per_port.items()) if p and si.lids_per_port and n > si.lids_per_port]
+    if len(wanted) > si.random_fdb_cap:
+        problems.append(f"{f.name}: {len(wanted)} entries do not fit RandomFDBCap {si.random_fdb_cap}")
+    if problems:
+        return [], problems
+    return changes(RftPlan(f.guid, f.name, wanted, None), target, table, si), []

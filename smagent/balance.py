@@ -1,0 +1,159 @@
+"""How evenly routes spread over the links: balance figures from a `verify.Snapshot`.
+
+Pure (no I/O), and blind to who computed the tables: it reads the LFTs the snapshot
+holds, so it measures ours and another SM's alike.
+
+What is counted: every (source CA port, destination CA LID) pair whose packet is
+delivered (data traffic; switch LIDs receive only management traffic) adds one route to
+every directed switch-to-switch link it crosses, the link named by the sending switch
+and port. Per link the number of routes; overall the maximum and the mean over all such
+links (idle ones included). When the switch graph is a fat tree (`routing.ftree.
+tree_levels`: leaves level 1, every link between adjacent levels), the same per group of
+links between two levels, one direction ("1->2" up, "2->1" down), with the *ideal*: the
+routes that group carries divided by its links, the load every link would have if they
+were spread perfectly (shortest up*/down* routes cross the same levels whatever the
+engine, so the total per group is fixed). Also the hottest links by name, and per group a
+histogram (load -> links) that `smagent report` draws.
+
+Speed: a route depends only on (switch, DLID), so the loads come from per-(switch, DLID)
+arrays, vectorised with numpy over DLIDs in chunks: flows start as the number of CA
+sources at each switch, and hop by hop move to the next switch, adding to the link they
+cross. Only (switch, DLID) that deliver are followed (undelivered routes are verify's
+defects, not load).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mad import forwarding as fw
+
+HOTTEST = 10
+_CHUNK = 2048
+
+
+def compute(snap, hottest: int = HOTTEST) -> dict:
+    """Balance figures (a JSON-ready dict, see the module docstring) of ``snap``."""
+    sws = sorted(snap.switches)
+    S = len(sws)
+    idx = {g: i for i, g in enumerate(sws)}
+    st = [snap.switches[g] for g in sws]
+    # where each switch port leads: next switch (exit_sw) or a CA port (exit_ca)
+    exit_sw = np.full((max(S, 1), 256), -1, np.int32)
+    exit_ca = np.full((max(S, 1), 256), -1, np.int32)
+    ca_keys = sorted(k for k, c in snap.ca_ports.items() if k in snap.links and c.active and c.lid)
+    ca_index = {k: n for n, k in enumerate(ca_keys)}
+    for i, s in enumerate(st):
+        for p in s.active:
+            peer = snap.links.get((s.guid, p))
+            if peer is None or p > 255:
+                continue
+            if peer[0] in idx and peer[1] in snap.switches[peer[0]].active:
+                exit_sw[i, p] = idx[peer[0]]
+            elif peer in ca_index:
+                exit_ca[i, p] = ca_index[peer]
+    sources = np.zeros(max(S, 1), np.int64)
+    at = np.full(len(ca_keys) + 1, -1, np.int32)  # the switch each CA port hangs off
+    dlids, owner = [], []
+    for k in ca_keys:
+        c = snap.ca_ports[k]
+        sw = snap.links[k][0]
+        if sw in idx:
+            sources[idx[sw]] += 1
+            at[ca_index[k]] = idx[sw]
+        for lid in range(c.lid, c.lid + (1 << c.lmc)):
+            dlids.append(lid)
+            owner.append(ca_index[k])
+    load = np.zeros(max(S, 1) * 256, np.int64)
+    pairs = 0
+    for a in range(0, len(dlids), _CHUNK):
+        own = np.array(owner[a:a + _CHUNK], np.int32)
+        pairs += _chunk(st, exit_sw, exit_ca, sources, np.array(dlids[a:a + _CHUNK], np.int64), own, at[own], load)
+    links = [(i, p, int(exit_sw[i, p])) for i in range(S) for p in range(256) if exit_sw[i, p] >= 0]
+    return _figures(snap, st, links, load, pairs, hottest)
+
+
+def _chunk(st, exit_sw, exit_ca, sources, dl, own, own_at, load) -> int:
+    """Add the routes to the DLIDs ``dl`` (owned by CA ports ``own``, hanging off
+    switches ``own_at``) to ``load``
+    (indexed switch * 256 + port); returns the (source, DLID) pairs delivered."""
+    S, n = len(st), len(dl)
+    P = np.full((S, n), fw.LFT_NO_PORT, np.int64)
+    for i, s in enumerate(st):
+        if not s.cap:
+            continue
+        lft = np.frombuffer(s.lft, np.uint8)
+        ok = (dl <= s.top) & (dl < s.cap) & (dl < len(lft))
+        P[i, ok] = lft[dl[ok]]
+    rows = np.arange(S)[:, None]
+    NX = exit_sw[rows, P]
+    done = exit_ca[rows, P] == own[None, :]  # delivered here
+    cols = np.arange(n)[None, :]
+    fwd = NX >= 0
+    NXc = np.where(fwd, NX, 0)
+    good = done.copy()
+    while True:  # good: the route from here is delivered (a loop never becomes good)
+        nxt = good | (fwd & good[NXc, cols])
+        if (nxt == good).all():
+            break
+        good = nxt
+    flow = np.where(good, sources[:S, None], 0)
+    # pairs: every CA source at a switch, minus the owner sending to itself
+    mine = own_at >= 0
+    delivered = int(flow.sum()) - int(good[own_at[mine], np.flatnonzero(mine)].sum())
+    flow = np.where(fwd & good, flow, 0)
+    keys = (rows * 256 + P)
+    while flow.any():
+        m = flow > 0
+        load += np.bincount(keys[m], weights=flow[m], minlength=len(load)).astype(np.int64)
+        arrive = np.bincount((NX[m] * n + np.broadcast_to(cols, flow.shape)[m]), weights=flow[m],
+                             minlength=S * n).reshape(S, n).astype(np.int64)
+        flow = np.where(fwd & ~done, arrive, 0)
+    return delivered
+
+
+def _figures(snap, st, links, load, pairs, hottest) -> dict:
+    from smagent.routing.ftree import NotFatTree, tree_levels
+    S = len(st)
+    names = [s.name or f"0x{s.guid:016x}" for s in st]
+    per = np.array([load[i * 256 + p] for i, p, _j in links], np.int64)
+    total = int(per.sum())
+    out = {"pairs": pairs, "routes": total, "links": len(links),
+           "max": int(per.max()) if len(links) else 0,
+           "mean": round(total / len(links), 2) if links else 0.0}
+    nb: list[set] = [set() for _ in range(S)]
+    for i, _p, j in links:
+        nb[i].add(j)
+    nbrs = [sorted(x) for x in nb]
+    leaves = [False] * S
+    index = {s.guid: i for i, s in enumerate(st)}
+    for k in snap.ca_ports:
+        peer = snap.links.get(k)
+        if peer is not None and peer[0] in index:
+            leaves[index[peer[0]]] = True
+    try:
+        level = tree_levels(nbrs, leaves, names.__getitem__) if S else None
+    except NotFatTree as e:
+        level, out["levels_note"] = None, str(e)
+    groups: dict[tuple, list] = {}
+    for n, (i, _p, j) in enumerate(links):
+        key = (level[i], level[j]) if level else ("all", "all")
+        groups.setdefault(key, []).append(n)
+    out["levels"] = []
+    for (a, b), members in sorted(groups.items(), key=lambda kv: (str(min(kv[0])), kv[0][0] > kv[0][1])):
+        v = per[members]
+        vals, counts = np.unique(v, return_counts=True)
+        out["levels"].append({
+            "name": f"{a}->{b} {'up' if a < b else 'down'}" if level else "all links",
+            "from": a, "to": b, "links": len(members), "routes": int(v.sum()), "max": int(v.max()),
+            "ideal": round(float(v.sum()) / len(members), 2),
+            "histogram": [[int(x), int(c)] for x, c in zip(vals, counts)]})
+    out["ideal"] = max((lv["ideal"] for lv in out["levels"]), default=0.0)
+    order = np.argsort(-per, kind="stable")[:hottest]
+    hot = []
+    for n in order:
+        i, p, j = links[n]
+        peer = snap.links[(st[i].guid, p)]
+        hot.append({"link": f"{names[i]}[{p}] -> {names[j]}[{peer[1]}]", "routes": int(per[n]),
+                    "level": f"{level[i]}->{level[j]}" if level else None})
+    out["hottest"] = hot
+    return out

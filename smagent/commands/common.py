@@ -1,0 +1,188 @@
+"""What every `smagent` command shares: the context (global options, the API session),
+JSON output, argument parsing, the output helpers, and the one place where an error
+becomes a message and an exit code (`SmagentGroup.invoke`).
+
+The exit codes and the error JSON are documented in the README and in `smagent.errors`.
+With ``--json``, a failed command still prints exactly one JSON document on stdout:
+``{"error": MESSAGE, "exit_code": N, ...details}`` (``problems`` for bad input,
+``changed`` for a failure after Sets were sent).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+import click
+
+from mad.errors import MadError
+from smagent import api, paths
+from smagent.errors import EXIT_FABRIC, BadInput, InternalError, Interrupted, SmagentError, after_sets
+from smagent.targets import NeedsDiscovery, Target, parse_target as _parse, resolve_target
+
+
+class Context:
+    """Global options; the transport opens on first use, so `decode` needs no fabric."""
+
+    def __init__(self, **opts):
+        self.opts = opts
+        self._session = None
+
+    def session(self) -> api.Session:
+        """The API session (smagent.api): the CLI is a thin layer over it."""
+        if self._session is None:
+            o = self.opts
+            self._session = api.connect(
+                o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"], fixture=o["fixture"],
+                record=o["record"], window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
+                m_key=o["mkey"], m_key_file=o["mkey_file"])
+        return self._session
+
+    def transport(self):
+        return self.session().transport
+
+    def sets_sent(self) -> list[str]:
+        """The Sets sent so far in this run (empty if the transport never opened)."""
+        return [] if self._session is None else self._session.transport.stats.sets_sent()
+
+    def close(self):
+        if self._session is not None:
+            self._session.close()
+
+
+# -- the one translation point ------------------------------------------------------------
+_ARGS = "smagent.args"  # ctx.meta key: the root's raw arguments (SmagentGroup.parse_args)
+
+
+def _debug(ctx) -> bool:
+    return bool(os.environ.get("SMAGENT_DEBUG")) or bool(ctx.params.get("debug"))
+
+
+def _wants_json(ctx) -> bool:
+    """Whether the command line asked for --json (read from the raw arguments, since the
+    subcommand's own context is gone once its error reaches the group)."""
+    args = ctx.meta.get(_ARGS, [])
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+def as_smagent_error(exc: BaseException, sets_sent: list[str]) -> SmagentError:
+    """The typed error a CLI run ends with. Anything not typed is a bug (InternalError),
+    whatever its Python type; once a Set was sent, "nothing sent" (BadInput) can no
+    longer be true, so it becomes a FabricFailure listing what was sent."""
+    if isinstance(exc, KeyboardInterrupt):
+        exc = Interrupted("interrupted: some Sets may have been applied; run the command again "
+                          "(it re-plans from the switches)" if sets_sent else "interrupted: nothing was sent")
+    elif not isinstance(exc, SmagentError):
+        exc = InternalError(exc)
+    return after_sets(exc, sets_sent)
+
+
+def _usage_json(e: click.ClickException) -> None:
+    emit_json({"error": e.format_message(), "exit_code": e.exit_code, "type": "UsageError"})
+    click.echo(f"Error: {e.format_message()}", err=True)
+
+
+def error_json(err: SmagentError) -> dict:
+    return {"error": str(err), "exit_code": err.exit_code, "type": type(err).__name__, **err.details()}
+
+
+class SmagentGroup(click.Group):
+    """The root command: every error of every subcommand ends here as a message on stderr
+    (or one JSON document with --json) and its documented exit code."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:  # the global options' usage errors happen here, before invoke
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as e:
+            if "--json" not in args:
+                raise
+            _usage_json(e)
+            sys.exit(e.exit_code)
+
+    def parse_args(self, ctx, args):
+        ctx.meta[_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except click.ClickException as e:  # usage errors: click's own message and code 2
+            if not _wants_json(ctx):
+                raise
+            _usage_json(e)
+            ctx.exit(e.exit_code)
+        except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - this is the one translation point
+            obj = ctx.obj if isinstance(ctx.obj, Context) else None
+            err = as_smagent_error(e, obj.sets_sent() if obj else [])
+            if isinstance(err, InternalError) and _debug(ctx):
+                traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+            if _wants_json(ctx):
+                emit_json(error_json(err))
+            click.echo(f"Error: {err}", err=True)  # click's own prefix, as before
+            ctx.exit(err.exit_code)
+
+
+# -- output ---------------------------------------------------------------------------------
+def emit_json(obj) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def check_output(path, what: str = "-o") -> None:
+    """An output file argument, checked before the first SMP (None: stdout)."""
+    if path:
+        paths.check_output(path, what)
+
+
+def write_output(path, text: str) -> None:
+    paths.write_text(path, text, "output")
+
+
+# -- arguments ------------------------------------------------------------------------------
+def int_arg(ctx, param, value):
+    """A click callback: decimal or 0x hex, one value or a tuple of them."""
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return [int(v, 0) for v in value] if isinstance(value, tuple) else int(value, 0)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number (decimal or 0x hex)") from None
+
+
+def parse_target(text: str, obj=None) -> Target:
+    """A LID or DR path at once; a node GUID or description through discovery (Gets only),
+    so call this after the other arguments are checked."""
+    try:
+        return _parse(text)
+    except NeedsDiscovery:
+        if obj is None:
+            raise
+        return resolve_target(text, obj.transport())
+    except MadError as e:  # the codec's limits on a target the user typed
+        raise BadInput(str(e)) from None
+
+
+def bad(problems: list[str]):
+    """Refuse: every problem found, nothing sent (exit 2)."""
+    raise BadInput(problems=problems)
+
+
+def finish_write(as_json: bool, dry_run: bool, plan: list[str], changes: list[dict], sets: dict, problems: list[str],
+                 warnings: list[str]) -> None:
+    """The end of a table-writing command: the plan, what was sent, problems (exit 3)."""
+    for w in warnings:
+        click.echo(w, err=True)
+    if as_json:
+        emit_json({"dry_run": dry_run, "plan": plan, "changes": changes,
+                   "sets": {k: (0 if dry_run else v) for k, v in sets.items()},
+                   "planned": sets, "problems": problems, "warnings": warnings})
+    else:
+        click.echo("\n".join(plan) if plan else "# nothing to change")
+        if not dry_run and plan:
+            click.echo("# Sets sent: " + ", ".join(f"{k} {v}" for k, v in sets.items()))
+    for p in problems:
+        click.echo(f"error: {p}", err=True)
+    if problems:
+        sys.exit(EXIT_FABRIC)

@@ -1,0 +1,219 @@
+"""`smagent sweep`, `plan FILE` and `apply FILE`: bring the fabric up, or make it hold a
+desired state, through `api.Session.sweep`."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from smagent import render
+from smagent.paths import default_state_dir
+from smagent.commands.common import emit_json
+from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
+
+
+class Progress:
+    """A status line on a terminal: the phase and the SMPs sent so far (stderr only)."""
+
+    def __init__(self, transport, what: str):
+        self.t, self.what, self.phase, self.shown = transport, what, "", 0
+        transport.on_send = self._sent
+
+    def __call__(self, phase: str) -> None:
+        self.phase = phase
+        self._show()
+
+    def _sent(self, _smp) -> None:
+        if self.t.stats.sent - self.shown >= 256:
+            self._show()
+
+    def _show(self) -> None:
+        self.shown = self.t.stats.sent
+        click.echo(f"\r{self.what}: {self.phase:<12} {self.shown:>9,} SMPs", nl=False, err=True)
+
+    def finish(self) -> None:
+        self.t.on_send = None
+        click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
+
+
+def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
+    """Ctrl-C during a sweep or apply: what is known, and how to finish."""
+    from smagent.fdb.journal import Journal, JournalError
+    msg = "interrupted"
+    if state_dir:
+        journal = os.path.join(state_dir, "apply.journal")
+        try:
+            p = Journal.pending(journal)
+        except JournalError:
+            p = None
+        if p is not None:
+            msg += (f": {len(p.confirmed)} of {len(p.plan)} table blocks were confirmed written ({journal}); "
+                    f"run the sweep again to finish, or `smagent lft restore` the saved blocks in "
+                    f"{os.path.join(state_dir, 'backups')}")
+    if msg == "interrupted":
+        msg += (": some Sets may have been applied; run the sweep again to finish (it re-plans from the switches)"
+                if sets_sent else ": nothing was sent")
+    return Interrupted(msg)
+
+
+def print_summary(s: dict) -> None:
+    c = render.count
+    click.echo(f"# {'plan' if s['dry_run'] else 'sweep'}: {c(s['nodes'], 'node')} ({c(s['switches'], 'switch')}, "
+               f"{c(s['cas'], 'CA')}), {c(s['links'], 'link')}, {c(s['lids'], 'LID')} (LMC {s['lmc']}, "
+               f"top {s['linear_fdb_top']})")
+    sets = s["sets"]
+    click.echo(f"# Sets {'planned' if s['dry_run'] else 'sent'}: PortInfo {sets['portinfo']}, "
+               f"SwitchInfo {sets['switchinfo']}, LFT blocks {sets['lft_blocks']}, "
+               f"RFT blocks {sets.get('rft_blocks', 0)}, MFT blocks {sets.get('mft_blocks', 0)}")
+    phases = ", ".join(f"{k} {v['smps']}" for k, v in s["phases"].items())
+    click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}; "
+               f"{s['seconds']:.3f} s")
+    for n in s["notes"]:
+        click.echo(f"# note: {n}")
+    for u in s["unreachable"]:
+        click.echo(f"warning: unreachable: {u}", err=True)
+    for p in s["problems"]:
+        click.echo(f"error: {p}", err=True)
+
+
+def _run_sweep(obj, state_dir, progress=None, **kw):
+    """`Session.sweep`, with Ctrl-C turned into what the state directory knows."""
+    try:
+        return obj.session().sweep(state_dir=state_dir, progress=progress, **kw)
+    except KeyboardInterrupt:
+        raise interrupted(state_dir, obj.sets_sent()) from None
+    finally:
+        if progress is not None:
+            progress.finish()
+
+
+def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
+    from smagent import links
+    try:
+        prefix = int(subnet_prefix, 0)
+    except ValueError:
+        raise BadInput(f"--subnet-prefix {subnet_prefix!r}: not a number (e.g. 0xfe80000000000000)") from None
+    return links.LinkOptions(subnet_prefix=prefix, max_mtu=max_mtu, max_vls=max_vls, qos=qos).check()
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Run every Get and print the plan of Sets; send no Set.")
+@click.option("--lmc", type=int, default=0, show_default=True, help="LMC for channel adapter ports (0-7).")
+@click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
+              help="guid2lid file (OpenSM's format) to keep LIDs across runs.")
+@click.option("--routing", "engine", default="minhop", show_default=True,
+              help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
+                   "file:PATH (an lft dump).")
+@click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
+@click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None,
+              help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "
+                   "Default: group 0xC000 with every CA port (IPoIB broadcast).")
+@click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
+@click.option("--prune-multicast", is_flag=True,
+              help="Remove MFT entries of MLIDs outside the groups (default: keep them and report them).")
+@click.option("--subnet-prefix", default="0xfe80000000000000", show_default=True,
+              help="GID prefix written into every end port's PortInfo.")
+@click.option("--max-mtu", type=click.Choice(["256", "512", "1024", "2048", "4096"]), default="4096",
+              show_default=True, help="Cap on every link's NeighborMTU (bytes).")
+@click.option("--max-vls", type=click.Choice(["1", "2", "4", "8", "15"]), default="15", show_default=True,
+              help="Cap on every link's OperationalVLs (data VLs; OpenSM's max_op_vls 5 = 15).")
+@click.option("--no-qos", is_flag=True, help="Leave SL2VL and VLArb tables as they are (OpenSM without -Q).")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where LFT blocks are saved before they are overwritten, and the apply journal is kept "
+                   "(default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
+@click.pass_obj
+def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, prune_multicast, subnet_prefix,
+          max_mtu, max_vls, no_qos, state_dir, as_json):
+    """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
+    from smagent import multicast
+    if mcast_groups and no_multicast:
+        raise BadInput("--mcast-groups and --no-multicast exclude each other")
+    if prune_multicast and no_multicast:
+        raise BadInput("--prune-multicast and --no-multicast exclude each other")
+    spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
+    if state_dir is None and obj.opts["transport"] == "umad":
+        state_dir = default_state_dir()
+    progress = Progress(obj.transport(), "sweep") if sys.stderr.isatty() and not as_json else None
+    r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
+                   force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
+                   links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos))
+    summary = r.summary()
+    if dry_run:
+        summary["plan"] = r.plan_lines()
+    if as_json:
+        emit_json(summary)
+    else:
+        if dry_run:
+            click.echo("\n".join(summary["plan"]) or "# nothing to change")
+        print_summary(summary)
+        click.echo("# multicast groups: "
+                   + (", ".join(f"{g['mlid']} ({render.count(g['members'], 'member')}, "
+                                  f"{render.count(g['switches'], 'switch')}, root {g['root']})"
+                                for g in summary["multicast"]) or "none"))
+        if summary.get("backup"):
+            click.echo(f"# LFT blocks overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
+    if r.problems or r.topology.unreachable:
+        sys.exit(EXIT_FABRIC)
+
+
+def _desired(file, **kw) -> dict:
+    """The sweep options of a desired-state FILE (read and checked before any SMP)."""
+    from smagent import desired
+    ds = desired.load(file)
+    return dict(lmc=ds.lmc, lid_file=ds.lid_file, routing=ds.routing, desired=ds, **kw)
+
+
+@click.command("plan")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Plan even if another SM is MASTER.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def plan_cmd(obj, file, force, as_json):
+    """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
+
+    The file names the routing engine, LMC, LID file, static LFT entries, multicast
+    groups and SwitchInfo settings (see smagent.desired). Every problem in it (unknown
+    switch, LID out of range, a port a switch lacks, an MLID outside 0xC000-0xFFFE) is
+    listed, and the exit status is 2.
+    """
+    r = obj.session().sweep(**_desired(file, dry_run=True, force=force))
+    summary = r.summary()
+    summary["plan"] = r.plan_lines()
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo("\n".join(summary["plan"]) or "# the fabric holds the desired state: nothing to change")
+        print_summary(summary)
+    if r.problems or r.topology.unreachable:
+        sys.exit(EXIT_FABRIC)
+
+
+@click.command("apply")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Apply even if another SM is MASTER.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where overwritten LFT blocks are saved and the apply journal is kept (see sweep).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def apply_cmd(obj, file, force, state_dir, as_json):
+    """Make the fabric hold a desired-state FILE, then prove it: the Set responses are
+    read back, and a fresh plan afterwards must be empty (exit 1 if it is not)."""
+    opts = _desired(file, force=force)
+    if state_dir is None and obj.opts["transport"] == "umad":
+        state_dir = default_state_dir()
+    r = _run_sweep(obj, state_dir, **opts)
+    left = obj.session().sweep(**opts, dry_run=True)
+    summary = r.summary()
+    summary["left_after_apply"] = left.plan_lines()
+    if as_json:
+        emit_json(summary)
+    else:
+        print_summary(summary)
+        for line in summary["left_after_apply"]:
+            click.echo(f"error: still differs after apply: {line}", err=True)
+    if r.problems or r.topology.unreachable:
+        sys.exit(EXIT_FABRIC)
+    if summary["left_after_apply"]:
+        sys.exit(EXIT_DEFECTS)

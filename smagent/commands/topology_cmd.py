@@ -1,0 +1,55 @@
+"""`smagent topology generate`: common fabric shapes as net files (ibsim and the simulator load them)."""
+from __future__ import annotations
+
+import click
+
+from smagent.commands.common import check_output, emit_json, write_output
+
+
+@click.group()
+def topology():
+    """Topology files (ibsim net-file format, which the simulator and ibsim both load)."""
+
+
+def _build(shape, radix, hosts, x, y, hosts_per_switch, switch_ports):
+    from smagent import topogen
+    if shape == "fat-tree-2":
+        return topogen.fat_tree_2(radix)
+    if shape == "fat-tree-3":
+        return topogen.fat_tree_3(radix, hosts=hosts)
+    if shape == "torus-2d":
+        return topogen.torus_2d(x, y, hosts_per_switch=hosts_per_switch, switch_ports=switch_ports)
+    if shape == "mesh-2d":
+        return topogen.mesh_2d(x, y, hosts_per_switch=hosts_per_switch, switch_ports=switch_ports)
+    return topogen.two_switch()
+
+
+@topology.command("generate")
+@click.argument("shape", type=click.Choice(["fat-tree-2", "fat-tree-3", "torus-2d", "mesh-2d", "two-switch"]))
+@click.option("-k", "--radix", type=click.IntRange(4, 254), default=36, show_default=True,
+              help="Switch ports (fat trees).")
+@click.option("--hosts", type=click.IntRange(1, None), default=None, help="fat-tree-3: keep this many hosts.")
+@click.option("-x", type=click.IntRange(2, 64), default=4, show_default=True, help="torus/mesh: width.")
+@click.option("-y", type=click.IntRange(2, 64), default=4, show_default=True, help="torus/mesh: height.")
+@click.option("--hosts-per-switch", type=click.IntRange(0, 200), default=1, show_default=True)
+@click.option("--switch-ports", type=click.IntRange(4, 254), default=8, show_default=True, help="torus/mesh.")
+@click.option("--style", type=click.Choice(["ibsim", "ibnetdiscover"]), default="ibsim", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: counts, ibsim's size flags, the file.")
+def topology_generate(shape, radix, hosts, x, y, hosts_per_switch, switch_ports, style, output, as_json):
+    """Write a common fabric shape as a net file (print ibsim's -N/-S/-P needs on stderr)."""
+    from smagent import netfile
+    check_output(output)
+    fab = _build(shape, radix, hosts, x, y, hosts_per_switch, switch_ports)
+    text = netfile.dumps(fab, style=style)
+    size = netfile.ibsim_size_args(fab)
+    if output:
+        write_output(output, text)
+    if as_json:
+        emit_json({"shape": shape, "switches": len(fab.switches()), "hosts": len(fab.cas()),
+                   "links": fab.num_links, "ibsim_args": size, "file": output, "net": None if output else text})
+        return
+    if not output:
+        click.echo(text, nl=False)
+    click.echo(f"# {len(fab.switches())} switches, {len(fab.cas())} hosts, {fab.num_links} links"
+               + (f"; ibsim needs: {' '.join(size)}" if size else ""), err=True)

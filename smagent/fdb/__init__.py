@@ -1,0 +1,19 @@
+"""The forwarding tables of switches: one module per table and concern.
+
+    switch     addressing a switch (DR path or Target), its facts, the batch order of
+               table SMPs, the read of NodeInfo/SwitchInfo for the table commands
+    linear     LinearForwardingTable: blocks, desired image, reads, diffs, writes,
+               `lft load` / `lft set` plans
+    random     RandomForwardingTable: the entry planner (cover, DefaultPort, placement,
+               two-phase writes), reads, writes, `rft set` plans
+    multicast  MulticastForwardingTable: (block, position) units, reads, diffs, writes,
+               `mft set` plans (groups and spanning trees live in smagent.multicast)
+    tops       SwitchInfo: the one SwitchInfo Set path (LinearFDBTop, MulticastFDBTop,
+               DefaultPort, ...), with its read-back check
+    text       ibroute / dump_lfts text formats and the dump parser
+    backup     what an apply overwrites, saved before it, and restored from it
+    journal    the apply journal (what was about to be written, what came back)
+    apply      the one apply path: back up, journal per chunk, write, check read-back
+
+Bit packing (PortMasks, RFT entries) and AttributeModifier math live in mad.forwarding.
+"""

@@ -1,0 +1,154 @@
+"""The one apply path for every write to the forwarding tables: the sweep (and so the
+desired-state apply), `lft load`, `lft set`, `lft restore`, `mft set` and `rft set`.
+
+An apply, in order:
+
+1. **back up** what it overwrites (`backup.save_before_apply`: LFT blocks, MFT units, RFT
+   blocks, the SwitchInfo fields it changes) into ``STATE_DIR/backups``;
+2. **journal** every unit it is about to write (``STATE_DIR/apply.journal``);
+3. **write** SwitchInfo, then LFT blocks in chunks of ``chunk`` (each chunk's confirmed
+   units journalled as it comes back, so an interrupted run is known to within a chunk),
+   then RFT blocks (clearing phase first), then MFT units;
+4. **check the read-back**: the GetResp of every Set is what the switch now holds, and
+   must equal what was written; a difference is a problem.
+
+Without a state directory (the in-process simulator, a replay) steps 1 and 2 are skipped.
+The sweep calls the steps one by one (`Apply`), inside its own timed phases; the table
+commands call `apply`.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+
+from smagent.fdb import backup, linear, tops
+from smagent.fdb import multicast as mft
+from smagent.fdb import random as rft
+from smagent.fdb.journal import Journal
+from smagent.fdb.switch import interleave
+
+JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
+
+
+@dataclasses.dataclass
+class Plan:
+    """The changes of one apply, by table."""
+    tops: list = dataclasses.field(default_factory=list)  # tops.SwitchInfoChange
+    lft: list = dataclasses.field(default_factory=list)  # linear.BlockChange
+    rft: list = dataclasses.field(default_factory=list)  # random.RftChange
+    mft: list = dataclasses.field(default_factory=list)  # multicast.MftChange
+
+    def __bool__(self) -> bool:
+        return bool(self.tops or self.lft or self.rft or self.mft)
+
+    def sets(self) -> dict:
+        """Sets by kind (RFT and MFT only when there are some: the lft commands' keys)."""
+        out = {"switchinfo": len(self.tops), "lft_blocks": len(self.lft)}
+        out.update({k: len(v) for k, v in (("rft_blocks", self.rft), ("mft_blocks", self.mft)) if v})
+        return out
+
+    def lines(self) -> list[str]:
+        """The plan as the table commands print it."""
+        return (linear.lft_plan_lines(self.lft, self.tops)
+                + [f"SubnSet(RandomForwardingTable) {c.describe()}" for c in interleave(self.rft)]
+                + [line for c in interleave(self.mft) for line in c.lines()])
+
+    def to_json(self) -> list[dict]:
+        """One record per changed entry (SwitchInfo field, LID, MLID, RFT slot)."""
+        out = linear.lft_changes_json(self.lft, self.tops)
+        for c in interleave(self.rft):
+            out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "RFT", "block": c.block, "entry": e,
+                     "old": o, "new": n} for e, o, n in c.changed_entries()]
+        for c in interleave(self.mft):
+            out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFT", "block": c.block,
+                     "position": c.position, "mlid": f"0x{m:04x}", "old": None if o is None else sorted(o),
+                     "new": sorted(n)} for m, o, n in c.changed_mlids()]
+        return out
+
+
+class Apply:
+    """One apply, step by step: `start` (backup, journal), `switchinfo`, `lft`, `rft`,
+    `mft` (each returns its problems), `finish`."""
+
+    def __init__(self, transport, plan: Plan, *, state_dir=None, topology=None, chunk: int = JOURNAL_CHUNK):
+        self.t, self.plan, self.topology, self.chunk = transport, plan, topology, chunk
+        self.state = Path(state_dir) if state_dir else None
+        self.journal: Journal | None = None
+        self.backup_file: str | None = None
+        self.problems: list[str] = []
+        self.lft_written = 0
+
+    def start(self) -> None:
+        """Back up what the plan overwrites and journal what it writes; nothing to do
+        without a state directory or with an empty plan."""
+        p = self.plan
+        if self.state is None or not p:
+            return
+        saved = backup.save_before_apply(self.t, self.topology, p.lft, self.state / "backups",
+                                         switchinfo=p.tops, mft_units=p.mft, rft_blocks=p.rft)
+        self.backup_file = str(saved) if saved else None
+        self.journal = Journal(self.state / "apply.journal")
+        self.journal.begin(p.lft + p.rft + p.mft)
+
+    def switchinfo(self) -> list[str]:
+        return self._note(tops.write(self.t, self.plan.tops))
+
+    def lft(self) -> list[str]:
+        order = interleave(self.plan.lft)
+        problems = []
+        with self._closing_on_error():
+            for i in range(0, len(order), self.chunk):
+                written, p = linear.write_lft_blocks(self.t, order[i:i + self.chunk])
+                problems += p
+                self.lft_written += len(written)
+                if self.journal is not None:
+                    self.journal.written_many(written)
+        return self._note(problems)
+
+    def rft(self) -> list[str]:
+        return self._write(rft.write_rft_blocks, self.plan.rft)
+
+    def mft(self) -> list[str]:
+        return self._write(mft.write_mft_units, self.plan.mft)
+
+    def _write(self, writer, changes) -> list[str]:
+        with self._closing_on_error():
+            written, problems = writer(self.t, changes)
+            if self.journal is not None:
+                self.journal.written_many(written)
+        return self._note(problems)
+
+    def finish(self, ok: bool | None = None) -> None:
+        """Close the journal; mark it done if the apply was clean (``ok``: the caller's
+        verdict, default: no write problem). A failed apply stays pending: the next sweep
+        says so."""
+        if self.journal is not None:
+            if ok if ok is not None else not self.problems:
+                self.journal.done()
+            self.journal.close()
+
+    def _note(self, problems: list[str]) -> list[str]:
+        self.problems += problems
+        return problems
+
+    @contextlib.contextmanager
+    def _closing_on_error(self):
+        try:
+            yield
+        except BaseException:
+            if self.journal is not None:
+                self.journal.close()  # what was confirmed is on disk; the rest stays pending
+            raise
+
+
+def apply(transport, plan: Plan, *, state_dir=None, topology=None, chunk: int = JOURNAL_CHUNK) -> Apply:
+    """Run every step of one apply; the result's ``problems`` lists what went wrong."""
+    a = Apply(transport, plan, state_dir=state_dir, topology=topology, chunk=chunk)
+    a.start()
+    a.switchinfo()
+    a.lft()
+    a.rft()
+    a.mft()
+    a.finish()
+    return a

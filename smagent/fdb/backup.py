@@ -1,0 +1,230 @@
+"""Backups of forwarding tables, and restoring them.
+
+* `backup_lfts(transport)`: every switch's LFT as ``lft dump`` / dump_lfts text (a file
+  `lft load`, `lft restore` and OpenSM's ``-R file -U`` read).
+* `save_before_apply(...)`: before an apply (`smagent.fdb.apply`) overwrites anything, save
+  what it overwrites into one JSON file per apply: LFT blocks (hex), MFT units and RFT
+  blocks (lists of words), and the SwitchInfo fields it changes (LinearFDBTop,
+  MulticastFDBTop, DefaultPort, ...). `load_backup` reads it back and `plan_restore_saved`
+  plans putting exactly that back (``smagent lft restore FILE``).
+
+What a restore cannot undo: PortInfo (the LIDs, LMC and MasterSMLID a sweep assigned) is
+not a table and is not saved; `CANNOT_UNDO` says so wherever a restore is planned.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+from mad import forwarding as fw
+from smagent.fdb import linear, tops
+from smagent.fdb import multicast as mft
+from smagent.fdb import random as rft
+from smagent.fdb import text as fmt
+from smagent.fdb.journal import path_json
+from smagent.fdb.switch import TableFailure
+from smagent.errors import BadInput
+
+BACKUP_FORMAT = "smagent-fdb-backup/1"
+_OLD_FORMATS = {"smagent-lft-blocks/1"}  # LFT blocks only: still restored
+CANNOT_UNDO = ("a restore puts back forwarding tables and SwitchInfo; it cannot undo the LIDs, LMC and "
+               "MasterSMLID a sweep assigned (PortInfo is not saved): run a sweep with the old settings for those")
+
+
+class BackupError(BadInput):
+    """A backup file that cannot be used (bad input: exit 2)."""
+
+
+class RestoreFailed(TableFailure):
+    """Reading or writing tables for a backup or restore failed on the fabric (exit 3)."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+# -- whole-table backup in the lft dump format ------------------------------------------------
+def backup_lfts(transport, topology=None) -> tuple[str, object]:
+    """Every switch's LFT (LIDs 0..LinearFDBTop) as ``lft dump`` prints it.
+    Returns (text, topology). Raises RestoreFailed if a block cannot be read."""
+    from smagent import discovery
+    topo = topology if topology is not None else discovery.discover(transport)
+    sws = fmt.dump_order(topo)
+    try:
+        tables = linear.read_all(transport, sws)
+    except TableFailure as e:
+        raise RestoreFailed(str(e)) from None
+    lines = [f"# smagent lft backup {_now()}: {len(sws)} switches"]
+    return "\n".join(lines + fmt.format_lft_dump(topo, tables)) + "\n", topo
+
+
+# -- what an apply overwrites -------------------------------------------------------------------
+@dataclasses.dataclass
+class Saved:
+    """A backup's content as changes whose ``new`` is what was saved (``old`` None)."""
+    lft: list = dataclasses.field(default_factory=list)
+    tops: list = dataclasses.field(default_factory=list)  # (switch, name, path, {field: value})
+    mft: list = dataclasses.field(default_factory=list)
+    rft: list = dataclasses.field(default_factory=list)
+
+
+def save_before_apply(transport, topology, changes, directory, *, switchinfo=(), mft_units=(), rft_blocks=(),
+                      read_above_top: bool = False) -> Path | None:
+    """Save what an apply is about to overwrite into a new JSON file under ``directory``;
+    returns its path (None when there is nothing to save). ``changes``: LFT BlockChanges;
+    ``switchinfo``/``mft_units``/``rft_blocks``: the other changes of the apply. LFT blocks
+    with ``old`` None lie above the switch's LinearFDBTop (not in use); they are skipped
+    unless ``read_above_top``, which reads them first. Raises RestoreFailed if a block
+    cannot be read (better not to apply what cannot be undone)."""
+    if not read_above_top:
+        # blocks above a switch's LinearFDBTop forward nothing: what they held is not a
+        # table anyone used, and reading them all doubles the SMPs of a first sweep
+        changes = [c for c in changes if c.old is not None]
+    mft_units = [c for c in mft_units if c.old is not None]
+    # PortStateChange is an event flag, not a setting: a Set that only clears it saves nothing
+    switchinfo = [c for c in switchinfo if set(c.changed()) - {"port_state_change"}]
+    if not (changes or switchinfo or mft_units or rft_blocks):
+        return None
+    unread = [(c.switch, c.path, c.block) for c in changes if c.old is None]
+    got, errors = linear.read_lft_blocks(transport, unread) if unread else ({}, [])
+    if errors:
+        raise RestoreFailed("saving blocks before apply: " + "; ".join(errors[:5]))
+    names = {g: n.description for g, n in topology.nodes.items()} if topology is not None else {}
+    switches: dict[str, dict] = {}
+
+    def entry(c) -> dict:
+        return switches.setdefault(f"0x{c.switch:016x}", {"name": c.name or names.get(c.switch, ""),
+                                                          "path": path_json(c.path), "blocks": {}})
+    for c in changes:
+        old = c.old if c.old is not None else got[(c.switch, c.block)]
+        entry(c)["blocks"][str(c.block)] = bytes(old).hex()
+    for c in switchinfo:
+        entry(c).setdefault("switchinfo", {}).update(
+            {k: getattr(c.old, k) for k in c.changed() if k != "port_state_change"})
+    for c in mft_units:
+        entry(c).setdefault("mft", {})[f"{c.block},{c.position}"] = list(c.old)
+    for c in rft_blocks:
+        entry(c).setdefault("rft", {})[str(c.block)] = list(c.old)
+    doc = {"format": BACKUP_FORMAT, "created": _now(), "switches": switches}
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6:06d}"
+    path = directory / f"lft-before-{stamp}.json"
+    _write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def load_backup(path) -> Saved:
+    """A `save_before_apply` file; every problem is a BackupError naming the file."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise BackupError(f"{path}: not a block backup: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") not in {BACKUP_FORMAT, *_OLD_FORMATS}:
+        raise BackupError(f"{path}: not a block backup (format {BACKUP_FORMAT!r} expected)")
+    out = Saved()
+    try:
+        for guid, sw in doc["switches"].items():
+            _load_switch(out, int(guid, 16), sw)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BackupError(f"{path}: malformed block backup: {e}") from None
+    return out
+
+
+def _load_switch(out: Saved, g: int, sw: dict) -> None:
+    name, path = sw.get("name", ""), tuple(sw.get("path") or ())
+    for b, hexdata in sw["blocks"].items():
+        blk, data = int(b), bytes.fromhex(hexdata)
+        if not 0 <= blk < fw.LFT_BLOCKS or len(data) != fw.LFT_BLOCK_SIZE:
+            raise ValueError(f"LFT block {b}: {len(data)} bytes")
+        out.lft.append(linear.BlockChange(g, name, path, blk, None, data))
+    for unit, masks in sw.get("mft", {}).items():
+        b, p = (int(x) for x in unit.split(","))
+        fw.mft_modifier(b, p)  # checks both
+        if len(masks) != fw.MFT_BLOCK_SIZE or not all(isinstance(m, int) and 0 <= m <= 0xFFFF for m in masks):
+            raise ValueError(f"MFT unit {unit}: 32 masks of 16 bits expected")
+        out.mft.append(mft.MftChange(g, name, path, b, p, None, list(masks)))
+    for b, entries in sw.get("rft", {}).items():
+        fw.rft_modifier(int(b))
+        if len(entries) != fw.RFT_BLOCK_SIZE or not all(isinstance(e, int) and 0 <= e < 1 << 32 for e in entries):
+            raise ValueError(f"RFT block {b}: 16 entries of 32 bits expected")
+        out.rft.append(rft.RftChange(g, name, path, int(b), None, list(entries)))
+    si = sw.get("switchinfo", {})
+    bad = sorted(set(si) - set(tops.FIELDS) | {k for k, v in si.items() if not isinstance(v, int)})
+    if bad:
+        raise ValueError(f"SwitchInfo fields {bad}")
+    if si:
+        out.tops.append((g, name, path, dict(si)))
+
+
+def load_block_backup(path) -> list:
+    """The LFT blocks of a backup file (BlockChanges, ``new`` = saved, ``old`` None)."""
+    return load_backup(path).lft
+
+
+def plan_restore_saved(transport, saved: Saved, topology=None):
+    """Compare a backup with the live switches (found by GUID, via discovery): returns
+    (apply.Plan, problems); problems (a switch missing) mean nothing is planned."""
+    from smagent import discovery
+    from smagent.fdb.apply import Plan
+    topo = topology if topology is not None else discovery.discover(transport)
+    problems = []
+    for g, name in sorted({(c.switch, c.name) for c in saved.lft + saved.mft + saved.rft}
+                          | {(t[0], t[1]) for t in saved.tops}):
+        n = topo.nodes.get(g)
+        if n is None or not n.is_switch:
+            problems.append(f"switch GUID 0x{g:016x} ({name}) is not a switch in this fabric")
+    if problems:
+        return Plan(), problems
+
+    def here(c):
+        n = topo.nodes[c.switch]
+        return dataclasses.replace(c, path=n.path, name=n.description or c.name)
+    lft_want, mft_want, rft_want = [here(c) for c in saved.lft], [here(c) for c in saved.mft], [here(c) for c in saved.rft]
+    cur_l, e1 = linear.read_lft_blocks(transport, [(c.switch, c.path, c.block) for c in lft_want])
+    cur_m, e2 = mft.read_mft_units(transport, [(c.switch, c.path, c.block, c.position) for c in mft_want])
+    cur_r, e3 = rft.read_rft_blocks(transport, [(c.switch, c.path, c.block) for c in rft_want])
+    if e1 or e2 or e3:
+        raise RestoreFailed("reading tables: " + "; ".join((e1 + e2 + e3)[:5]))
+    plan = Plan()
+    plan.lft = [dataclasses.replace(c, old=cur_l[(c.switch, c.block)]) for c in lft_want
+                if cur_l[(c.switch, c.block)] != c.new]
+    plan.mft = [dataclasses.replace(c, old=cur_m[(c.switch, c.block, c.position)]) for c in mft_want
+                if cur_m[(c.switch, c.block, c.position)] != c.new]
+    plan.rft = [dataclasses.replace(c, old=cur_r[(c.switch, c.block)]) for c in rft_want
+                if [fw.rft_norm(x) for x in cur_r[(c.switch, c.block)]] != [fw.rft_norm(x) for x in c.new]]
+    for g, _name, _path, fields in saved.tops:
+        n = topo.nodes[g]
+        t = tops.change(g, n.description, n.path, n.switch_info, fields)
+        if t is not None:
+            plan.tops.append(t)
+    return plan, []
+
+
+def plan_restore_text(transport, text: str, source: str = "<backup>", topology=None):
+    """Plan writing a dump back (what ``lft load`` does): returns (apply.Plan, problems).
+    Raises BackupError for a file that does not parse."""
+    from smagent import discovery
+    from smagent.fdb.apply import Plan
+    try:
+        sections = fmt.parse_lft_dump(text, source)
+    except fmt.DumpError as e:
+        raise BackupError("\n".join(e.problems)) from None
+    topo = topology if topology is not None else discovery.discover(transport)
+    try:
+        changes, tops_, problems = linear.plan_dump(transport, topo, sections, source)
+    except TableFailure as e:
+        raise RestoreFailed(str(e)) from None
+    return Plan(tops=tops_, lft=changes), problems
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,202 @@
+"""The apply journal: which table units an apply was about to write, which came back.
+
+``begin(changes)`` records every unit about to be written (LFT blocks, MFT (block,
+position) units, RFT blocks: each with its table, switch, old and new content),
+``written_many(changes)`` those confirmed by their GetResp (one record and one fsync per
+chunk of Sets), ``done()`` the end. The file is JSON lines, flushed and fsynced per
+record, so a crash leaves a readable prefix. `Journal.pending(path)` returns the
+interrupted apply (a `PendingApply`) or None.
+
+A sweep re-plans from what the switches hold, so an interrupted apply needs no replay:
+the journal says that it happened and which units were in flight, and the backup taken
+before it (`smagent.fdb.backup`) lets an operator roll back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from smagent.errors import BadInput
+
+JOURNAL_FORMAT = "smagent-apply-journal/1"
+
+
+class JournalError(BadInput):
+    """A journal file that cannot be read (bad input: exit 2)."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def table_of(c) -> str:
+    """Which table a change object writes: lft, mft or rft."""
+    if hasattr(c, "position"):
+        return "mft"
+    if hasattr(c, "phase"):
+        return "rft"
+    return "lft"
+
+
+def _key(table: str, switch: int, block: int, position=None) -> tuple:
+    return (table, switch, block, position if table == "mft" else None)
+
+
+def _content_json(v):
+    if v is None:
+        return None
+    return bytes(v).hex() if isinstance(v, (bytes, bytearray)) else list(v)
+
+
+def path_json(where):
+    """A DR path tuple, or a Target's path (None for a LID target: found by GUID later)."""
+    path = getattr(where, "path", where)
+    return None if path is None else list(path)
+
+
+def unit_dict(c) -> dict:
+    """A change (or a dict already in journal form) as its journal record."""
+    if isinstance(c, dict):
+        d = dict(c)
+        if not isinstance(d["switch"], str):
+            d["switch"] = f"0x{d['switch']:016x}"
+        for k in ("old", "new"):
+            d[k] = _content_json(d.get(k))
+        return d
+    d = {"table": table_of(c), "switch": f"0x{c.switch:016x}", "name": c.name, "path": path_json(c.path),
+         "block": c.block, "old": _content_json(c.old), "new": _content_json(c.new)}
+    if d["table"] == "mft":
+        d["position"] = c.position
+    return d
+
+
+@dataclasses.dataclass
+class PendingApply:
+    """An apply that began and never reached ``done``."""
+    path: Path
+    started: str
+    plan: list[dict]  # unit records, switch as int
+    confirmed: set  # {(table, switch, block, position)}
+
+    @property
+    def written(self) -> set:
+        """The LFT blocks confirmed: {(switch, block)}."""
+        return {(s, b) for t, s, b, _p in self.confirmed if t == "lft"}
+
+    @property
+    def remaining(self) -> list[dict]:
+        return [u for u in self.plan
+                if _key(u.get("table", "lft"), u["switch"], u["block"], u.get("position")) not in self.confirmed]
+
+
+class Journal:
+    """JSON-lines journal of one apply at a time (a new ``begin`` starts afresh)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._f = None
+
+    def begin(self, plan) -> None:
+        """``plan``: change objects (or dicts with switch, block, new[, table, position, old, name, path])."""
+        self.close()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        units = [unit_dict(c) for c in plan]
+        self._f = open(self.path, "w", encoding="utf-8")
+        self._record({"event": "begin", "format": JOURNAL_FORMAT, "time": _now(), "blocks": units})
+
+    def written(self, switch: int, block: int, table: str = "lft", position: int | None = None) -> None:
+        self._need()
+        self._record(self._written_record(table, switch, block, position))
+
+    def written_many(self, units) -> None:
+        """Record many confirmed writes with one fsync: change objects, or (switch, block)
+        pairs of LFT blocks. A batch of Sets comes back together, and an fsync per unit
+        costs more than the Sets."""
+        self._need()
+        recs = [self._written_record("lft", *u) if isinstance(u, tuple)
+                else self._written_record(table_of(u), u.switch, u.block, getattr(u, "position", None))
+                for u in units]
+        self._record(*recs)
+
+    @staticmethod
+    def _written_record(table, switch, block, position=None) -> dict:
+        rec = {"event": "written", "switch": f"0x{switch:016x}", "block": block}
+        if table != "lft":
+            rec["table"] = table
+        if table == "mft":
+            rec["position"] = position
+        return rec
+
+    def done(self) -> None:
+        self._need()
+        self._record({"event": "done", "time": _now()})
+        self.close()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _need(self):
+        if self._f is None:
+            raise RuntimeError("journal: begin() first")
+
+    def _record(self, *objs) -> None:
+        if not objs:
+            return
+        self._f.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    @staticmethod
+    def pending(path) -> PendingApply | None:
+        """The interrupted apply recorded at ``path``, or None (no file, or it ended with
+        ``done``). A torn last line (a crash mid-write) is ignored."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as e:
+            raise JournalError(f"{path}: {e}") from None
+        return _read_records(path, text.splitlines())
+
+
+def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
+    begin, confirmed, done = None, set(), False
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            ev = rec["event"]
+            if ev == "written":
+                table = rec.get("table", "lft")
+                key = _key(table, int(rec["switch"], 16), int(rec["block"]), rec.get("position"))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            if n == len(lines):
+                break  # torn tail
+            raise JournalError(f"{path}:{n}: not a journal record") from None
+        if ev == "begin":
+            begin, confirmed, done = rec, set(), False
+        elif ev == "written":
+            confirmed.add(key)
+        elif ev == "done":
+            done = True
+    if begin is None:
+        raise JournalError(f"{path}: no 'begin' record: not an apply journal")
+    if done:
+        return None
+    try:
+        plan = [dict(u, switch=int(u["switch"], 16)) for u in begin["blocks"]]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise JournalError(f"{path}: malformed 'begin' record") from None
+    return PendingApply(path, begin.get("time", ""), plan, confirmed)

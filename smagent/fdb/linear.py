@@ -1,0 +1,203 @@
+"""LinearForwardingTable: blocks of 64 LIDs. The desired image of a switch, reads,
+diffs, the raw block writes (`apply` adds the backup and journal around them), and the
+plans of `lft load` (a whole dump) and `lft set` (one entry)."""
+from __future__ import annotations
+
+import dataclasses
+
+from mad import forwarding as fw
+from mad.attributes import AttrID, LinearForwardingTable
+from smagent.fdb import tops as topsmod
+from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
+from smagent.fdb.text import LftSection
+
+B = fw.LFT_BLOCK_SIZE
+
+
+@dataclasses.dataclass
+class BlockChange:
+    switch: int  # node GUID
+    name: str  # node description, for people
+    path: object  # DR path tuple, or a Target (see `switch.request`)
+    block: int
+    old: bytes | None  # None: not read (above the switch's LinearFDBTop, so unknown)
+    new: bytes
+
+    def changed_lids(self) -> list[tuple[int, int | None, int]]:
+        base = self.block * B
+        return [(base + i, None if self.old is None else self.old[i], self.new[i])
+                for i in range(B) if self.old is None or self.old[i] != self.new[i]]
+
+
+def desired_lft(routes, top: int) -> bytearray:
+    """A switch's `routing.RouteTable` as a table covering LIDs 0..top (whole blocks),
+    0xFF elsewhere."""
+    table = bytearray([fw.LFT_NO_PORT]) * (fw.lft_blocks_for(top) * B)
+    n = min(top + 1, len(routes.ports))
+    table[:n] = routes.ports[:n]
+    return table
+
+
+def read_lft_blocks(transport, wanted: list[tuple[int, object, int]]):
+    """Read (switch, path, block) triples, interleaved across switches so the window
+    stays full; returns {(switch, block): bytes} for those that answered, and errors."""
+    return read_units(transport, wanted, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier,
+                      lambda v: bytes(v.ports), lambda b: f"LFT block {b}")
+
+
+def read_lft(transport, target, blocks) -> dict[int, bytes]:
+    """Blocks of one switch; TableFailure on the first that does not answer."""
+    got, errors = read_lft_blocks(transport, [(0, target, b) for b in blocks])
+    if errors:
+        raise TableFailure(errors[0])
+    return {b: got[(0, b)] for b in blocks}
+
+
+def read_all(transport, switches) -> dict[int, bytes]:
+    """LIDs 0..LinearFDBTop of every switch (discovered nodes): guid -> table bytes."""
+    def top(n):
+        return min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX)
+    wanted = [(n.guid, n.path, b) for n in switches for b in range(top(n) // B + 1)]
+    got, errors = read_lft_blocks(transport, wanted)
+    if errors:
+        raise TableFailure("reading LFTs: " + "; ".join(errors[:5]) +
+                           (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
+    return {n.guid: b"".join(got[(n.guid, b)] for b in range(top(n) // B + 1)) for n in switches}
+
+
+def write_lft_blocks(transport, changes: list[BlockChange]):
+    """SubnSet every changed block; the GetResp of a Set carries what the switch now
+    holds, which is our read-back. Returns (written, [problems]). No backup or journal:
+    callers go through `smagent.fdb.apply`."""
+    written, problems = [], []
+    for c, r in set_units(transport, interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
+                          lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable.cls(ports=list(c.new))):
+        if not r.ok:
+            problems.append(f"{c.name} LFT block {c.block}: {r.error}")
+            continue
+        back = bytes(r.value().ports)
+        if back != c.new:
+            bad = [c.block * B + i for i in range(B) if back[i] != c.new[i]]
+            problems.append(f"{c.name} LFT block {c.block}: read back differs at LIDs {bad[:8]}")
+        written.append(c)
+    return written, problems
+
+
+# -- checks and plans of the lft commands ---------------------------------------------------
+def check_lft_entry(f, lid: int, port: int) -> list[str]:
+    """Problems with setting LID -> port on switch ``f`` (a SwitchFacts; empty: fine)."""
+    out = []
+    if f.lft_cap == 0:
+        out.append(f"{f.name} has no LinearForwardingTable (LinearFDBCap 0)")
+    elif lid != 0 and not 1 <= lid <= f.max_lid:
+        out.append(f"LID 0x{lid:x} ({lid}) is beyond {f.name}'s LinearFDBCap {f.lft_cap} "
+                   f"(LIDs 1..0x{f.max_lid:x})")
+    if port != fw.LFT_NO_PORT and not 0 <= port <= f.num_ports:
+        out.append(f"port {port} does not exist on {f.name}: ports 0..{f.num_ports}, or 255 for none")
+    return out
+
+
+def validate_sections(sections: list[LftSection], facts: dict, source="<dump>",
+                      other_nodes: dict[int, str] | None = None) -> list[str]:
+    """Every problem loading these sections into this fabric would have."""
+    problems = []
+    for s in sections:
+        f = facts.get(s.guid)
+        if f is None:
+            what = (f"is {other_nodes[s.guid]!r}, not a switch" if other_nodes and s.guid in other_nodes
+                    else "is not a switch in this fabric")
+            problems.append(f"{source}:{s.line}: switch GUID 0x{s.guid:016x}"
+                            f"{f' ({s.description})' if s.description else ''} {what}")
+            continue
+        for lid, (port, line) in sorted(s.entries.items()):
+            problems += [f"{source}:{line}: {p}" for p in check_lft_entry(f, lid, port)]
+    return problems
+
+
+def section_span(s: LftSection, f) -> int:
+    """The highest LID a load compares for this switch: the dump's range, its LIDs, and the
+    switch's current LinearFDBTop (everything up to it is replaced), within the cap."""
+    span = max([f.lft_top, s.top or 0, *s.entries])
+    return min(span, f.max_lid)
+
+
+def load_blocks_to_read(sections: list[LftSection], facts: dict) -> list[tuple[int, tuple, int]]:
+    wanted = []
+    for s in sections:
+        f = facts[s.guid]
+        for b in range(section_span(s, f) // B + 1):
+            wanted.append((f.guid, f.path, b))
+    return wanted
+
+
+def plan_load(sections: list[LftSection], facts: dict, current: dict[tuple[int, int], bytes]):
+    """Desired tables (each section is the switch's whole table, as OpenSM's file engine
+    takes it: LIDs not listed forward nowhere) vs what the switches hold now.
+    Returns ([BlockChange], [SwitchInfoChange])."""
+    changes, tops = [], []
+    for s in sections:
+        f = facts[s.guid]
+        span = section_span(s, f)
+        nblocks = span // B + 1
+        desired = bytearray([fw.LFT_NO_PORT]) * (nblocks * B)
+        for lid, (port, _line) in s.entries.items():
+            desired[lid] = port
+        for b in range(nblocks):
+            old = current[(f.guid, b)]
+            new = bytes(desired[b * B:(b + 1) * B])
+            # LIDs above the span (the tail of the last block) keep what the switch has
+            lo_keep = span + 1 - b * B
+            if 0 < lo_keep < B:
+                new = new[:lo_keep] + old[lo_keep:]
+            if new != old:
+                changes.append(BlockChange(f.guid, f.name, f.path, b, old, new))
+        t = topsmod.raise_top(f, lft_top=s.max_routed_lid())
+        if t is not None:
+            tops.append(t)
+    return changes, tops
+
+
+def plan_dump(transport, topo, sections: list[LftSection], source: str):
+    """`lft load` and the restore of a dump: validate the sections against the fabric,
+    read what the switches hold, plan. Returns (changes, tops, problems); with problems
+    (bad input) nothing was planned."""
+    from smagent.fdb.switch import facts_from_topology
+    facts = facts_from_topology(topo)
+    others = {n.guid: n.description for n in topo.nodes.values() if not n.is_switch}
+    problems = validate_sections(sections, facts, source, others)
+    if problems:
+        return [], [], problems
+    current, errors = read_lft_blocks(transport, load_blocks_to_read(sections, facts))
+    if errors:
+        raise TableFailure("reading LFTs: " + "; ".join(errors[:5]))
+    changes, tops = plan_load(sections, facts, current)
+    return changes, tops, []
+
+
+def plan_set(transport, f, lid: int, port: int):
+    """`lft set`: LID -> PORT on the switch of facts ``f`` (checked by `check_lft_entry`).
+    Returns ([BlockChange], [SwitchInfoChange]): LinearFDBTop is raised to a routed LID."""
+    block, i = fw.lft_block(lid)
+    old = read_lft(transport, f.where(), [block])[block]
+    new = bytearray(old)
+    new[i] = port
+    changes = [] if bytes(new) == old else [BlockChange(f.guid, f.name, f.where(), block, old, bytes(new))]
+    top = topsmod.raise_top(f, lft_top=lid) if port != fw.LFT_NO_PORT else None
+    return changes, [top] if top else []
+
+
+def lft_plan_lines(changes, tops) -> list[str]:
+    out = [line for t in tops for line in t.describe()]
+    for c in interleave(changes):
+        for lid, old, new in c.changed_lids():
+            out.append(f"{c.name} LFT block {c.block}: lid {lid}: {'?' if old is None else old} -> {new}")
+    return out
+
+
+def lft_changes_json(changes, tops) -> list[dict]:
+    out = [d for t in tops for d in t.to_json()]
+    for c in interleave(changes):
+        for lid, old, new in c.changed_lids():
+            out.append({"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "LFT", "block": c.block,
+                        "lid": lid, "old": old, "new": new})
+    return out

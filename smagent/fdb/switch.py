@@ -1,0 +1,168 @@
+"""A switch as the table code addresses it: by DR path (what discovery knows) or by a
+`smagent.targets.Target` (a LID or path an operator gave); its facts; the order in which
+table SMPs go out; the reads the table commands start with."""
+from __future__ import annotations
+
+import dataclasses
+
+from mad import forwarding as fw
+from mad import smp as smpcodec
+from mad.attributes import AttrID, NodeType, SMState
+from mad.header import Method
+from smagent.fdb.text import NODE_TYPE_NAMES
+from smagent.targets import Target
+from smagent.transport.base import Request
+from smagent.errors import BadInput, FabricFailure
+
+
+class TableFailure(FabricFailure):
+    """The fabric failed a table read or write (exit 3)."""
+
+
+class TableBadInput(BadInput):
+    """A table command asked for something the switch cannot do (exit 2, nothing sent)."""
+
+
+def request(where, method: int, attr_id: int, modifier: int = 0, value=None) -> Request:
+    """An SMP to a switch addressed by a DR path tuple or by a Target."""
+    if hasattr(where, "request"):
+        return where.request(method, attr_id, modifier, value)
+    return Request(smpcodec.dr(method, attr_id, where, modifier, value))
+
+
+def where_str(where) -> str:
+    return where.describe() if hasattr(where, "describe") else "DR " + ",".join(map(str, where))
+
+
+def read_units(transport, wanted: list[tuple], attr_id: int, modifier, content, label):
+    """Get table units: ``wanted`` holds (switch, where, *unit) tuples (unit: the block,
+    or block and position), sent as one batch. Returns ({(switch, *unit): content(value)}
+    for those that answered, [errors naming where and ``label(*unit)``])."""
+    reqs = [request(w[1], Method.GET, attr_id, modifier(*w[2:])) for w in wanted]
+    got, errors = {}, []
+    for w, r in zip(wanted, transport.execute(reqs)):
+        if r.ok:
+            got[(w[0], *w[2:])] = content(r.value())
+        else:
+            errors.append(f"{where_str(w[1])}: {label(*w[2:])}: {r.error}")
+    return got, errors
+
+
+def set_units(transport, order: list, attr_id: int, modifier, value):
+    """SubnSet every change of ``order``; (change, reply) pairs. The reply's value is what
+    the switch now holds: the caller checks it against what it wrote."""
+    reqs = [request(c.path, Method.SET, attr_id, modifier(c), value(c)) for c in order]
+    return list(zip(order, transport.execute(reqs)))
+
+
+def interleave(changes: list) -> list:
+    """Order writes round-robin over switches (block 0 of every switch, then block 1, ...)
+    so the window stays full; within a switch, by block and position, stable."""
+    by_sw: dict[int, list] = {}
+    for c in changes:
+        by_sw.setdefault(c.switch, []).append(c)
+    queues = [sorted(q, key=lambda c: (c.block, getattr(c, "position", 0))) for q in by_sw.values()]
+    out, i = [], 0
+    while any(i < len(q) for q in queues):
+        out.extend(q[i] for q in queues if i < len(q))
+        i += 1
+    return out
+
+
+@dataclasses.dataclass
+class SwitchFacts:
+    """What a plan needs to know about a switch (from discovery or from Gets)."""
+    guid: int
+    name: str
+    num_ports: int
+    switch_info: object
+    path: tuple[int, ...] | None = None
+    target: Target | None = None
+
+    @property
+    def lft_cap(self) -> int:
+        return self.switch_info.linear_fdb_cap
+
+    @property
+    def lft_top(self) -> int:
+        return min(self.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX)
+
+    @property
+    def max_lid(self) -> int:
+        """The highest LID this switch's LFT can hold."""
+        return min(self.lft_cap - 1, fw.UNICAST_LID_MAX)
+
+    def where(self):
+        return self.target if self.target is not None else self.path
+
+
+def facts_from_topology(topo) -> dict[int, SwitchFacts]:
+    return {n.guid: SwitchFacts(n.guid, n.description, n.num_ports, n.switch_info, path=n.path)
+            for n in topo.switches() if n.switch_info is not None}
+
+
+@dataclasses.dataclass
+class SwitchRead:
+    facts: SwitchFacts
+    node_info: object
+    port0: object | None  # PortInfo of port 0, if it answered
+    local_info: object | None  # NodeInfo of the local node, if asked and answered
+
+
+def read_switch(transport, target: Target, *, for_set: bool = False) -> SwitchRead:
+    """NodeInfo, NodeDescription, SwitchInfo of TARGET in one batch (plus, for a Set, port
+    0's PortInfo and the local node's NodeInfo for the master-SM check)."""
+    reqs = [target.request(Method.GET, AttrID.NODE_INFO), target.request(Method.GET, AttrID.NODE_DESCRIPTION),
+            target.request(Method.GET, AttrID.SWITCH_INFO)]
+    if for_set:
+        reqs += [target.request(Method.GET, AttrID.PORT_INFO, fw.portinfo_modifier(0)),
+                 Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,)))]
+    replies = transport.execute(reqs)
+    ni_r = replies[0]
+    if not ni_r.ok:
+        raise TableFailure(f"{target.describe()}: NodeInfo: {ni_r.error}")
+    ni = ni_r.value()
+    if ni.node_type != NodeType.SWITCH:
+        kind = NODE_TYPE_NAMES.get(ni.node_type, f"node type {ni.node_type}")
+        raise TableBadInput(f"{target.describe()} is not a switch (it is a {kind}, GUID 0x{ni.node_guid:016x})")
+    for r, what in ((replies[1], "NodeDescription"), (replies[2], "SwitchInfo")):
+        if not r.ok:
+            raise TableFailure(f"{target.describe()}: {what}: {r.error}")
+    desc = replies[1].value().node_string
+    facts = SwitchFacts(ni.node_guid, desc, ni.num_ports, replies[2].value(), path=target.path, target=target)
+    port0 = local = None
+    if for_set:
+        port0 = replies[3].value() if replies[3].ok else None
+        local = replies[4].value() if replies[4].ok else None
+    return SwitchRead(facts, ni, port0, local)
+
+
+def master_sm_warning(transport, sr: SwitchRead) -> str | None:
+    """If the switch's MasterSMLID names a port whose SMInfo says MASTER (and that is not
+    our own port), a warning: that SM will overwrite our change on its next re-route.
+    Best effort: any failure means no warning."""
+    try:
+        pi = sr.port0
+        if pi is None or not pi.master_sm_lid:
+            return None
+        local = sr.local_info
+        if local is not None:
+            lp = 0 if local.node_type == NodeType.SWITCH else local.local_port_num
+            (r,) = transport.execute([Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), fw.portinfo_modifier(lp)))])
+            if r.ok and r.value().lid == pi.master_sm_lid:
+                return None  # the master SM LID is ours (set by our own sweep)
+        saved = transport.retries
+        transport.retries = 0  # a port with no SM may never answer: don't wait for retries
+        try:
+            (r,) = transport.execute([Request(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO), dlid=pi.master_sm_lid)])
+        finally:
+            transport.retries = saved
+        if not r.ok:
+            return None
+        sm = r.value()
+        if sm.sm_state == SMState.MASTER:
+            return (f"warning: a subnet manager is MASTER (LID {pi.master_sm_lid}, GUID 0x{sm.guid:016x}, "
+                    f"priority {sm.priority}); it will overwrite this change on its next re-route")
+    except Exception:  # noqa: BLE001 - a warning must never break the command
+        return None
+    return None
