@@ -11,10 +11,12 @@ import enum
 from construct import Array, Bytes, BitsInteger, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
-from mad.forwarding import PORTINFO_EXT_SPEEDS
 from mad.layout import Layout, NulText, bit_size
 
 SMP_DATA_SIZE = 64
+# PortInfo's AttributeModifier bit 31 (SMSupportExtendedSpeeds, IBA 1.4+) selects the
+# extended-speeds layout; mad.forwarding builds and reads the modifier
+PORTINFO_EXT_SPEEDS = 1 << 31
 
 
 class AttrID(enum.IntEnum):

@@ -6,6 +6,7 @@ has its inverse. Constants are IBA 14.2.5.10-14.2.5.12 (see DESIGN.md, Known pit
 """
 from __future__ import annotations
 
+from mad.attributes import PORTINFO_EXT_SPEEDS, RandomForwardingEntry, RandomForwardingTable
 from mad.errors import MadFieldError
 
 # -- LIDs ------------------------------------------------------------------------
@@ -150,8 +151,7 @@ def mft_blocks_for(cap: int) -> int:
 
 # -- packing: MFT PortMasks and RFT entries ------------------------------------------
 # The one place ports become PortMask bits and RFT entries become 32-bit words. The RFT
-# entry layout is mad.attributes.RandomForwardingEntry's (imported late: attributes
-# imports this module for PORTINFO_EXT_SPEEDS), never restated here.
+# entry layout is mad.attributes.RandomForwardingEntry's, never restated here.
 def mask_ports(mask: int, position: int) -> set[int]:
     """The ports a 16-bit PortMask at ``position`` names."""
     base = position * MFT_PORTS_PER_POSITION
@@ -174,19 +174,16 @@ def masks_ports(masks) -> list[int]:
 
 def rft_decode(packed: int):
     """One packed 32-bit RFT word as a RandomForwardingEntry value (valid or not)."""
-    from mad.attributes import RandomForwardingEntry
     return RandomForwardingEntry.decode(packed.to_bytes(4, "big"))
 
 
 def rft_encode(entry) -> int:
     """A RandomForwardingEntry value as the 32-bit word RandomForwardingTable.entries holds."""
-    from mad.attributes import RandomForwardingEntry
     return int.from_bytes(RandomForwardingEntry.encode(entry), "big")
 
 
 def rft_pack(base_lid: int, lmc: int, port: int) -> int:
     """One valid entry as its 32-bit word."""
-    from mad.attributes import RandomForwardingEntry
     rft_lid_range(base_lid, lmc)  # checks the LMC
     return rft_encode(RandomForwardingEntry.cls(base_lid=base_lid, valid=1, lmc=lmc, port=port))
 
@@ -210,15 +207,13 @@ def rft_block_entries(block) -> list:
 
 def rft_block_of(entries):
     """Up to 16 RandomForwardingEntry values as a RandomForwardingTable (the rest invalid)."""
-    from mad.attributes import RandomForwardingTable
     if len(entries) > RFT_BLOCK_SIZE:
         raise MadFieldError("entries", len(entries), f"at most {RFT_BLOCK_SIZE} per RFT block")
     packed = [rft_encode(e) for e in entries]
     return RandomForwardingTable.cls(entries=packed + [0] * (RFT_BLOCK_SIZE - len(packed)))
 
 
-# PortInfo: port number in bits 7:0; bit 31 = SMSupportExtendedSpeeds (IBA 1.4+)
-PORTINFO_EXT_SPEEDS = 1 << 31
+# PortInfo: port number in bits 7:0; bit 31 = SMSupportExtendedSpeeds (IBA 1.4+), PORTINFO_EXT_SPEEDS
 
 
 def portinfo_modifier(port: int, extended_speeds: bool = False) -> int:

@@ -48,7 +48,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
-from smagent.routing import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
+from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
 
 _BYTE_BITS = [tuple(i for i in range(8) if b >> i & 1) for b in range(256)]
 

@@ -19,7 +19,7 @@ LID), never silently patched.
 """
 from __future__ import annotations
 
-from smagent.routing import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
+from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
 
 
 def load(path: str) -> list:

@@ -45,34 +45,17 @@ LIDs), the per-LID work in Python is only the chains (one per CA LID).
 """
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 
-from smagent.routing import NO_PORT, RoutingError, RoutingInput
+from smagent.routing.base import NO_PORT, RoutingError, RoutingInput
 from smagent.routing._core import Graph, fill, finish
 
-log = logging.getLogger("smagent.routing")
 INF = np.int16(0x3FFF)
 
 
 class NotFatTree(RoutingError):
     """The fabric is not a fat tree (the message says why)."""
-
-
-def parse_arg(arg: str | None) -> str | None:
-    """``"fallback=updn"`` -> "updn" (the fallback spec); None -> None."""
-    if arg is None:
-        return None
-    key, eq, val = arg.partition("=")
-    val = val.strip()
-    if key.strip().lower() != "fallback" or not eq or not val:
-        raise RoutingError(f"routing engine ftree takes ftree or ftree:fallback=ENGINE, got 'ftree:{arg}'")
-    from smagent.routing import parse_spec
-    name, _ = parse_spec(val)
-    if name not in ("minhop", "updn"):
-        raise RoutingError(f"ftree:fallback={val}: the fallback is minhop, updn or updn:GUID[,GUID...]")
-    return val
 
 
 def tree_levels(nbrs: list[list[int]], leaves: list[bool], name=str) -> list[int]:
@@ -106,18 +89,10 @@ def tree_levels(nbrs: list[list[int]], leaves: list[bool], name=str) -> list[int
     return level
 
 
-def route(rin: RoutingInput, arg: str | None = None):
-    fallback = parse_arg(arg)
-    try:
-        return _route(rin)
-    except NotFatTree as e:
-        if fallback is None:
-            raise NotFatTree(f"{e}; use another engine or --routing ftree:fallback=updn") from None
-        log.warning("ftree: %s; routing with %s instead", e, fallback)
-        from smagent import routing
-        routes = routing.route(fallback, rin)
-        routes.notes.insert(0, f"ftree: {e}; routed with {fallback} instead (ftree:fallback)")
-        return routes
+def route(rin: RoutingInput):
+    """Route a fat tree; NotFatTree when it is not one (`smagent.routing.route` then
+    applies the spec's fallback, if any)."""
+    return _route(rin)
 
 
 class _Tree:

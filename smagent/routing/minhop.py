@@ -10,7 +10,7 @@ the channel dependency graph has cycles (`smagent verify` reports them). Use upd
 """
 from __future__ import annotations
 
-from smagent.routing import RoutingInput
+from smagent.routing.base import RoutingInput
 from smagent.routing._core import Graph, assign_switch, finish, group_destinations, new_table, next_hop_mask
 
 

@@ -47,7 +47,7 @@ fall back to another engine (OpenSM silently falls back to minhop).
 """
 from __future__ import annotations
 
-from smagent.routing import RoutingError, RoutingInput, Routes
+from smagent.routing.base import RoutingError, RoutingInput, Routes
 from smagent.routing._core import (
     Graph, assign_switch, bits, finish, group_destinations, hop_levels, new_table, next_hop_mask,
 )
