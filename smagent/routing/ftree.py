@@ -45,7 +45,6 @@ LIDs), the per-LID work in Python is only the chains (one per CA LID).
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from smagent.routing.base import NO_PORT, RoutingError, RoutingInput
