@@ -143,53 +143,47 @@ def _port_up(pi) -> bool:
     return pi.port_state != PortState.DOWN or pi.port_physical_state == PHYS_LINK_UP
 
 
-def discover(transport: Transport, *, progress=None) -> Topology:
-    """Discover the subnet reachable from the transport's local port.
+Frontier = list[tuple[tuple[int, ...], "int | None", "int | None"]]  # (path, parent GUID, parent exit port)
 
-    `progress`, if given, is called as ``progress(nodes_found, smps_sent)`` once per
-    BFS level (a handful of calls even on a large fabric, so printing from it is cheap).
-    """
-    t0 = time.monotonic()
-    sent0 = transport.stats.sent
-    nodes: dict[int, DNode] = {}
-    links: dict[tuple[int, int], tuple[int, int]] = {}
-    unreachable: list[str] = []
-    loopbacks: list[tuple[int, int]] = []
-    unreached: list[dict] = []
 
-    def lost(where: str, error, path=None, node=None, port=None):
-        unreachable.append(f"{where}: {error}")
-        unreached.append({"where": where, "path": list(path) if path else None,
-                          "node": node and (node.description or hex(node.guid)),
-                          "guid": node and f"0x{node.guid:016x}", "port": port, "error": str(error)})
+class _Walk:
+    """What a breadth-first discovery has learnt so far, and its steps per BFS level."""
 
-    (root_reply,), _ = _node_infos(transport, [(0,)])
-    if isinstance(root_reply.error, SmpTimeout):
-        raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}")
-    root = root_reply.value()  # the local port must answer: raise if not
-    local = (root.node_guid, root.local_port_num)
-    # frontier entries: (path, parent guid, parent exit port)
-    frontier: list[tuple[tuple[int, ...], int | None, int | None]] = [((0,), None, None)]
-    first_infos = {(0,): root}
-    while frontier:
-        # 1. NodeInfo down every path of the frontier (the root's we already have)
-        todo = [f for f in frontier if f[0] not in first_infos]
-        replies, tried = _node_infos(transport, [f[0] for f in todo]) if todo else ([], {})
-        infos = dict(first_infos)
-        first_infos = {}
-        for f, r in zip(todo, replies):
+    def __init__(self, transport: Transport):
+        self.t = transport
+        self.nodes: dict[int, DNode] = {}
+        self.links: dict[tuple[int, int], tuple[int, int]] = {}
+        self.unreachable: list[str] = []
+        self.loopbacks: list[tuple[int, int]] = []
+        self.unreached: list[dict] = []
+
+    def lost(self, where: str, error, path=None, node=None, port=None) -> None:
+        self.unreachable.append(f"{where}: {error}")
+        self.unreached.append({"where": where, "path": list(path) if path else None,
+                               "node": node and (node.description or hex(node.guid)),
+                               "guid": node and f"0x{node.guid:016x}", "port": port, "error": str(error)})
+
+    def node_infos(self, frontier: Frontier, known: dict) -> dict:
+        """NodeInfo down every path of the frontier that ``known`` lacks: {path: NodeInfo}."""
+        todo = [f for f in frontier if f[0] not in known]
+        replies, tried = _node_infos(self.t, [f[0] for f in todo]) if todo else ([], {})
+        infos = dict(known)
+        for (path, parent, pport), r in zip(todo, replies):
             if r.ok:
-                infos[f[0]] = r.value()
-            else:
-                behind = nodes.get(f[1])
-                where = f" (behind {behind.description or hex(f[1])} port {f[2]})" if behind else ""
-                why = r.error
-                if isinstance(why, SmpTimeout):
-                    n = tried.get(f[0], 1)
-                    why = NO_ANSWER + (f"; {n} M_Keys tried" if n > 1 else "")
-                lost(f"DR {','.join(map(str, f[0]))}{where}", why, f[0], behind, f[2] if behind else None)
-        new_nodes: list[DNode] = []
-        new_ca_ports: list[tuple[DNode, int]] = []
+                infos[path] = r.value()
+                continue
+            behind = self.nodes.get(parent)
+            where = f" (behind {behind.description or hex(parent)} port {pport})" if behind else ""
+            why = r.error
+            if isinstance(why, SmpTimeout):
+                n = tried.get(path, 1)
+                why = NO_ANSWER + (f"; {n} M_Keys tried" if n > 1 else "")
+            self.lost(f"DR {','.join(map(str, path))}{where}", why, path, behind, pport if behind else None)
+        return infos
+
+    def learn(self, frontier: Frontier, infos: dict) -> tuple[list[DNode], list[tuple[DNode, int]]]:
+        """Record the links and nodes the NodeInfos show: (new nodes, new CA ports)."""
+        new_nodes, new_ca_ports = [], []
         for path, parent, pport in frontier:
             ni = infos.get(path)
             if ni is None:
@@ -197,13 +191,12 @@ def discover(transport: Transport, *, progress=None) -> Topology:
             if parent is not None:
                 a, b = (parent, pport), (ni.node_guid, ni.local_port_num)
                 if a == b:
-                    loopbacks.append(a)
+                    self.loopbacks.append(a)
                     continue
-                links[a], links[b] = b, a
-            node = nodes.get(ni.node_guid)
+                self.links[a], self.links[b] = b, a
+            node = self.nodes.get(ni.node_guid)
             if node is None:
-                node = DNode(ni.node_guid, ni.node_type, ni.num_ports, path, ni)
-                nodes[ni.node_guid] = node
+                node = self.nodes[ni.node_guid] = DNode(ni.node_guid, ni.node_type, ni.num_ports, path, ni)
                 new_nodes.append(node)
             if not node.is_switch and ni.local_port_num not in node.port_paths:
                 node.port_paths[ni.local_port_num] = path
@@ -211,7 +204,10 @@ def discover(transport: Transport, *, progress=None) -> Topology:
                 new_ca_ports.append((node, ni.local_port_num))
             elif node.is_switch:
                 node.port_guids[0] = ni.port_guid
-        # 2. details of what is new
+        return new_nodes, new_ca_ports
+
+    def details(self, new_nodes: list[DNode], new_ca_ports: list[tuple[DNode, int]]) -> None:
+        """NodeDescription, SwitchInfo and PortInfo of what is new, in one batch."""
         reqs, sinks = [], []
         for n in new_nodes:
             reqs.append(_get(AttrID.NODE_DESCRIPTION, n.path))
@@ -225,20 +221,20 @@ def discover(transport: Transport, *, progress=None) -> Topology:
         for n, p in new_ca_ports:
             reqs.append(_get(AttrID.PORT_INFO, n.port_paths[p], portinfo_modifier(p)))
             sinks.append((n, "port", p))
-        for (n, what, p), r in zip(sinks, transport.execute(reqs)):
+        for (n, what, p), r in zip(sinks, self.t.execute(reqs)):
             if not r.ok:
                 label = {"desc": "NodeDescription", "swinfo": "SwitchInfo"}.get(what, f"PortInfo of port {p}")
-                lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, p)
-                continue
-            v = r.value()
-            if what == "desc":
-                n.description = v.node_string
+                self.lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, p)
+            elif what == "desc":
+                n.description = r.value().node_string
             elif what == "swinfo":
-                n.switch_info = v
+                n.switch_info = r.value()
             else:
-                n.ports[p] = v
-        # 3. the next frontier: every up port of a new switch, but the one we came in by
-        nxt = []
+                n.ports[p] = r.value()
+
+    def next_frontier(self, new_nodes: list[DNode], local: tuple[int, int]) -> Frontier:
+        """Every up port of a new switch but the one we came in by; from a CA, its local port."""
+        nxt: Frontier = []
         for n in new_nodes:
             if n.is_switch:
                 came_in = n.node_info.local_port_num if len(n.path) > 1 else None
@@ -246,24 +242,45 @@ def discover(transport: Transport, *, progress=None) -> Topology:
                     pi = n.ports.get(p)
                     # skip the way in, down ports, and links already learnt from the far
                     # side (in a Clos many are: the spines saw the new leaves first)
-                    if pi is None or not _port_up(pi) or p == came_in or (n.guid, p) in links:
+                    if pi is None or not _port_up(pi) or p == came_in or (n.guid, p) in self.links:
                         continue
                     if len(n.path) > smpcodec.MAX_HOPS:
-                        unreachable.append(f"beyond {smpcodec.MAX_HOPS} hops from {n.description}")
-                        unreached.append({"where": f"{n.description} port {p}", "path": None,
-                                          "node": n.description, "guid": f"0x{n.guid:016x}", "port": p,
-                                          "error": f"beyond {smpcodec.MAX_HOPS} hops"})
+                        self.unreachable.append(f"beyond {smpcodec.MAX_HOPS} hops from {n.description}")
+                        self.unreached.append({"where": f"{n.description} port {p}", "path": None,
+                                               "node": n.description, "guid": f"0x{n.guid:016x}", "port": p,
+                                               "error": f"beyond {smpcodec.MAX_HOPS} hops"})
                         continue
                     nxt.append((n.path + (p,), n.guid, p))
             elif len(n.path) == 1:
-                # discovering from a CA: leave through the local port
                 pi = n.ports.get(local[1])
                 if pi is not None and _port_up(pi):
                     nxt.append(((0, local[1]), n.guid, local[1]))
-        frontier = nxt
+        return nxt
+
+
+def discover(transport: Transport, *, progress=None) -> Topology:
+    """Discover the subnet reachable from the transport's local port.
+
+    `progress`, if given, is called as ``progress(nodes_found, smps_sent)`` once per
+    BFS level (a handful of calls even on a large fabric, so printing from it is cheap).
+    """
+    t0, sent0 = time.monotonic(), transport.stats.sent
+    (root_reply,), _ = _node_infos(transport, [(0,)])
+    if isinstance(root_reply.error, SmpTimeout):
+        raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}")
+    root = root_reply.value()  # the local port must answer: raise if not
+    local = (root.node_guid, root.local_port_num)
+    w = _Walk(transport)
+    frontier: Frontier = [((0,), None, None)]
+    known = {(0,): root}
+    while frontier:
+        new_nodes, new_ca_ports = w.learn(frontier, w.node_infos(frontier, known))
+        known = {}
+        w.details(new_nodes, new_ca_ports)
+        frontier = w.next_frontier(new_nodes, local)
         if progress is not None:
-            progress(len(nodes), transport.stats.sent - sent0)
-    topo = Topology(nodes, links, local, unreachable, loopbacks, unreached)
+            progress(len(w.nodes), transport.stats.sent - sent0)
+    topo = Topology(w.nodes, w.links, local, w.unreachable, w.loopbacks, w.unreached)
     topo.smps = transport.stats.sent - sent0
     topo.seconds = time.monotonic() - t0
     return topo
