@@ -29,6 +29,7 @@ import json
 import os
 
 from mad import forwarding as fw
+from smagent import multicast
 from smagent.errors import BadInput
 
 KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links"}
@@ -284,3 +285,13 @@ def resolve(ds: DesiredState, topo) -> Resolved:
     if problems:
         raise DesiredStateError(ds.source, problems)
     return Resolved(static, groups, settings)
+
+
+def group_spec(ds: DesiredState, resolved: Resolved, topo):
+    """The multicast groups of a resolved desired state as a `multicast.GroupSpec`
+    (members by port GUID), which replaces the default group or a group file."""
+    return multicast.GroupSpec(
+        [multicast.Group(mlid, tuple(sorted(topo.nodes[g].port_guids[p] for g, p in members)),
+                         f"{ds.source} multicast[{i}]")
+         for i, (mlid, members) in enumerate(sorted(resolved.groups.items()), 1)],
+        source=ds.source)

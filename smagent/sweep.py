@@ -1,9 +1,13 @@
-"""Bring a fabric up: discover -> assign LIDs -> route -> program LFTs/RFTs and MFTs ->
-activate -> verify.
+"""Bring a fabric up, as named phases over one `SweepState` (see `sweep()` and `_plan()`):
+
+    discover -> SM check -> desired state -> LIDs -> route -> ports -> read links, LFTs,
+    RFTs, MFTs (and diff) -> SwitchInfo plan || arm ports -> write SwitchInfo, LFT, RFT,
+    MFT -> write link tables -> activate -> save LIDs
 
 Every change is planned before anything is sent: a dry run stops after the plan. The
 GetResp of each Set carries the attribute as the node now holds it, and that is the
-read-back we check (no second Get per block).
+read-back we check (no second Get per block). The sweep does not trace paths: `smagent
+verify` (`smagent.verify`) does, from the tables the switches hold.
 
 Unicast: a switch with a LinearForwardingTable gets LFT blocks; one with LinearFDBCap 0
 and RandomFDBCap > 0 gets RFT entries and maybe a DefaultPort (`smagent.fdb.random`).
@@ -29,6 +33,7 @@ SwitchInfo fields a sweep writes, and why (everything else is echoed as read):
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 from mad import codes
@@ -248,40 +253,126 @@ def _no_switch_reason(topo) -> str:
     return f"no switch found from {where}: nothing to route"
 
 
-def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = None) -> SweepResult:
+
+@dataclasses.dataclass
+class SweepState:
+    """What the phases of one sweep share. Inputs read before any SMP (the group spec,
+    the LID file, the routing input), then what each phase hands the next; ``r`` is the
+    result the caller gets."""
+    transport: Transport
+    opts: SweepOptions
+    r: SweepResult
+    t0: float
+    lid_file: str | None = None  # --lid-file, else <state_dir>/guid2lid, else None
+    spec: object = None  # multicast.GroupSpec, or None for the default group
+    persisted: dict = dataclasses.field(default_factory=dict)  # LID file: port GUID -> (lo, hi)
+    engine_input: object = None  # routing.preload's output
+    resolved: object = None  # desired.Resolved: the desired state against this fabric
+    rin: object = None  # routing.RoutingInput
+    routes: object = None  # switch GUID -> routing.RouteTable
+    link_opts: object = None  # links.LinkOptions, or None: configure no link
+    op_vls: dict = dataclasses.field(default_factory=dict)  # (guid, port) -> OperationalVLs wanted
+    mplan: object = None  # multicast.MulticastPlan
+    default_port: dict = dataclasses.field(default_factory=dict)  # RFT switch GUID -> DefaultPort
+    mft_top: dict = dataclasses.field(default_factory=dict)  # switch GUID -> MulticastFDBTop
+
+    @property
+    def topo(self):
+        return self.r.topology
+
+    def phase(self, name: str) -> "_Phase":
+        return _Phase(self.r, self.transport, name)
+
+
+def plan(transport: Transport, opts: SweepOptions) -> SweepResult:
     """Every Get a sweep needs, and the plan of Sets; sends no Set."""
-    t0 = time.monotonic()
-    spec = opts.mcast_groups  # a group file is read (and its syntax checked) before any SMP
-    if opts.multicast and (isinstance(spec, str) or hasattr(spec, "__fspath__")):
-        spec = multicast.load_groups(spec)
-    persisted = lids.load_guid2lid(opts.lid_file) if opts.lid_file else {}  # likewise the LID file
-    engine_input = routing.preload(opts.routing)  # and the routing spec (and its file)
-    if not opts.dry_run:  # and whatever a sweep writes after its Sets: refused now, not half-way
+    s = _prepare(transport, opts)
+    _plan(s)
+    return s.r
+
+
+def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
+    """The whole pipeline: plan (discover .. read tables), then write, activate, keep LIDs."""
+    s = _prepare(transport, opts)
+    _plan(s)
+    s.r.dry_run = opts.dry_run
+    if not opts.dry_run:
+        try:
+            _note_interrupted_apply(s)
+            _arm_ports(s)
+            _write_tables(s)
+            _write_links(s)
+            _activate(s)
+            _save_lids(s)
+        except OSError as e:  # a backup, the journal or the LID file, after Sets began
+            raise FabricFailure(f"writing {e.filename or 'a file'}: {e.strerror or e}",
+                                changed=transport.stats.sets_sent()) from e
+    s.r.stats = transport.stats.snapshot()
+    s.r.seconds = time.monotonic() - s.t0
+    return s.r
+
+
+def _plan(s: SweepState) -> None:
+    """The phases up to the plan: only Gets."""
+    _discover(s)
+    _check_sms(s)
+    _resolve_desired(s)
+    _assign_lids(s)
+    _route(s)
+    _plan_ports(s)
+    _read_links(s)
+    _read_lfts(s)
+    _read_rfts(s)
+    _read_mfts(s)
+    _plan_switchinfo(s)
+    s.r.seconds = time.monotonic() - s.t0
+
+
+# -- planning phases -------------------------------------------------------------------------
+
+def _prepare(transport: Transport, opts: SweepOptions) -> SweepState:
+    """Read and check every input file before any SMP: the group file, the LID file, the
+    routing spec, and whatever a sweep writes after its Sets (refused now, not half-way)."""
+    s = SweepState(transport, opts, SweepResult(None, None, progress=opts.progress), time.monotonic())
+    s.spec = opts.mcast_groups
+    if opts.multicast and (isinstance(s.spec, str) or hasattr(s.spec, "__fspath__")):
+        s.spec = multicast.load_groups(s.spec)
+    s.lid_file = opts.lid_file
+    s.persisted = lids.load_guid2lid(s.lid_file) if s.lid_file else {}
+    s.engine_input = routing.preload(opts.routing)
+    if not opts.dry_run:
         if opts.lid_file:
             paths.check_output(opts.lid_file, "--lid-file")
         if opts.state_dir:
             paths.check_state_dir(opts.state_dir)
-    with _Phase(result or SweepResult(None, None, progress=opts.progress), transport, "discover") as ph:
-        topo = discovery.discover(transport)
-    r = ph.r
-    r.topology = topo
-    if not topo.switches():
-        raise SweepError(_no_switch_reason(topo))
-    with _Phase(r, transport, "sm_check"):
-        r.notes += check_other_sms(transport, topo, force=opts.force)
-    resolved = None
-    if opts.desired is not None:
-        from smagent import desired as desiredmod
-        # names -> GUIDs against what was found; every problem at once, before any Set
-        resolved = desiredmod.resolve(opts.desired, topo)
-        if opts.desired.multicast and opts.multicast:
-            spec = multicast.GroupSpec(
-                [multicast.Group(mlid, tuple(sorted(topo.nodes[g].port_guids[p] for g, p in members)),
-                                 f"{opts.desired.source} multicast[{i}]")
-                 for i, (mlid, members) in enumerate(sorted(resolved.groups.items()), 1)],
-                source=opts.desired.source)
+    return s
 
-    # LIDs, under the smallest LinearFDBCap (LIDs 0..cap-1 are in the table)
+
+def _discover(s: SweepState) -> None:
+    with s.phase("discover"):
+        s.r.topology = discovery.discover(s.transport)
+    if not s.topo.switches():
+        raise SweepError(_no_switch_reason(s.topo))
+
+
+def _check_sms(s: SweepState) -> None:
+    with s.phase("sm_check"):
+        s.r.notes += check_other_sms(s.transport, s.topo, force=s.opts.force)
+
+
+def _resolve_desired(s: SweepState) -> None:
+    """Names -> GUIDs against what was found; every problem at once, before any Set."""
+    if s.opts.desired is None:
+        return
+    from smagent import desired
+    s.resolved = desired.resolve(s.opts.desired, s.topo)
+    if s.opts.desired.multicast and s.opts.multicast:
+        s.spec = desired.group_spec(s.opts.desired, s.resolved, s.topo)
+
+
+def _assign_lids(s: SweepState) -> None:
+    """LIDs under the smallest LinearFDBCap (LIDs 0..cap-1 are in the table)."""
+    topo, r = s.topo, s.r
     caps = [n.switch_info.linear_fdb_cap for n in topo.switches() if n.switch_info and n.switch_info.linear_fdb_cap]
     limit = min(caps) - 1 if caps else fw.UNICAST_LID_MAX
     ports = []
@@ -289,41 +380,46 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
         for p in n.lid_ports():
             pg = n.port_guids.get(p, n.guid)
             ports.append((pg, n.is_switch, n.ports[p].lid if p in n.ports else 0))
-    plan_ = lids.assign(ports, lmc=opts.lmc, limit=limit, persisted=persisted)
-    # D: ports the LID file knows that this sweep did not find keep their LIDs reserved
+    plan_ = lids.assign(ports, lmc=s.opts.lmc, limit=limit, persisted=s.persisted)
+    # ports the LID file knows that this sweep did not find keep their LIDs reserved
     found = {g for g, _sw, _cur in ports}
-    r.missing = {g: rng for g, rng in persisted.items() if g not in found}
+    r.missing = {g: rng for g, rng in s.persisted.items() if g not in found}
     for g, (lo, _hi) in sorted(r.missing.items(), key=lambda kv: kv[1]):
-        r.notes.append(f"port {g:#018x} (LID {lo} in {opts.lid_file}) was not found; its LID stays reserved")
+        r.notes.append(f"port {g:#018x} (LID {lo} in {s.lid_file}) was not found; its LID stays reserved")
     lg, lp = topo.local
     local_node = topo.nodes[lg]
     plan_.master_lid = plan_.lids[local_node.port_guids.get(0 if local_node.is_switch else lp, lg)]
     r.lid_plan = plan_
     r.notes += plan_.notes
 
-    with _Phase(r, transport, "route"):
-        rin = routing.RoutingInput.build(topo, plan_)
-        routes = routing.route(opts.routing, rin, engine_input)
+
+def _route(s: SweepState) -> None:
+    topo, r, plan_ = s.topo, s.r, s.r.lid_plan
+    with s.phase("route"):
+        s.rin = routing.RoutingInput.build(topo, plan_)
+        routes = s.routes = routing.route(s.opts.routing, s.rin, s.engine_input)
         r.notes += routes.notes
-        static = resolved.static_lft if resolved is not None else {}
+        static = s.resolved.static_lft if s.resolved is not None else {}
         for g, entries in static.items():  # static entries override routing
             routes[g] = routes[g].updated(entries)
             plan_.top = max(plan_.top, max(entries))
         # a static entry (even 255) is the admin's choice, not a missing route
-        homes = sorted(rin.lid_homes)
-        unrouted = [(g, lid) for g in rin.switches for lid in routes[g].missing(homes)
+        homes = sorted(s.rin.lid_homes)
+        unrouted = [(g, lid) for g in s.rin.switches for lid in routes[g].missing(homes)
                     if lid not in static.get(g, ())]
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
-            cause = ("the routing file has no entry for them" if opts.routing.startswith("file:")
+            cause = ("the routing file has no entry for them" if s.opts.routing.startswith("file:")
                      else "the switch graph is split")
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
 
-    # ports: LID/LMC/MasterSMLID, link fields (smagent.links) and INIT -> ARMED
-    link_opts = None if opts.links is False else (
+
+def _plan_ports(s: SweepState) -> None:
+    """Ports: LID/LMC/MasterSMLID, link fields (smagent.links) and INIT -> ARMED."""
+    topo, plan_, opts = s.topo, s.r.lid_plan, s.opts
+    s.link_opts = None if opts.links is False else (
         opts.links or getattr(opts.desired, "links", None) or links.LinkOptions())
-    op_vls = {}
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]
@@ -335,31 +431,38 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             want_lmc = 0 if n.is_switch else plan_.lmc
             lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
             arm = pi.port_state == PortState.INIT
-            link = links.port_fields(topo, n, p, link_opts) if link_opts else {}
-            op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
+            link = links.port_fields(topo, n, p, s.link_opts) if s.link_opts else {}
+            s.op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
             link_diff = links.port_diff(pi, link)
             if lid_differs or arm or link_diff:
-                r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
-                                                 link, link_diff))
-    if link_opts:
-        with _Phase(r, transport, "link_read"):
-            r.link_changes, problems = links.read_and_diff(transport, links.table_wants(topo, link_opts, op_vls))
-            r.problems += problems
+                s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
+                                                   link, link_diff))
 
-    # LFTs: read what is live (blocks up to the current LinearFDBTop; above it the switch
-    # forwards nothing, so those blocks are written without reading), diff by block
+
+def _read_links(s: SweepState) -> None:
+    if not s.link_opts:
+        return
+    with s.phase("link_read"):
+        s.r.link_changes, problems = links.read_and_diff(s.transport, links.table_wants(s.topo, s.link_opts, s.op_vls))
+        s.r.problems += problems
+
+
+def _read_lfts(s: SweepState) -> None:
+    """Read what is live (blocks up to the current LinearFDBTop; above it the switch
+    forwards nothing, so those blocks are written without reading), diff by block."""
+    topo, r, top = s.topo, s.r, s.r.lid_plan.top
     kept_routes = 0
-    with _Phase(r, transport, "lft_read"):
+    with s.phase("lft_read"):
         wanted, desired = [], {}
         for n in topo.switches():
             if not n.switch_info or not n.switch_info.linear_fdb_cap:
                 continue
-            desired[n.guid] = linear.desired_lft(routes[n.guid], plan_.top)
+            desired[n.guid] = linear.desired_lft(s.routes[n.guid], top)
             cur_top = n.switch_info.linear_fdb_top
             for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
                 if b * fw.LFT_BLOCK_SIZE <= cur_top:
                     wanted.append((n.guid, n.path, b))
-        current, errors = linear.read_lft_blocks(transport, wanted)
+        current, errors = linear.read_lft_blocks(s.transport, wanted)
         r.problems += errors
         for g, table in desired.items():
             n = topo.nodes[g]
@@ -367,23 +470,29 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
                 new = bytes(table[b * fw.LFT_BLOCK_SIZE:(b + 1) * fw.LFT_BLOCK_SIZE])
                 old = current.get((g, b))
                 if topo.unreachable and old is not None:
-                    # part of the fabric did not answer: keep the routes it had rather
-                    # than cut off hosts that may be alive behind a flaky link
-                    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and (b * fw.LFT_BLOCK_SIZE + i) not in rin.lid_homes
-                                 else nw for i, (o, nw) in enumerate(zip(old, new)))
-                    kept_routes += sum(1 for x, y in zip(kept, new) if x != y)
-                    new = kept
+                    new, kept = _keep_unreached_routes(s, b, old, new)
+                    kept_routes += kept
                 if old != new:
                     r.lft_changes.append(linear.BlockChange(g, n.description, n.path, b, old, new))
-
     if kept_routes:
         r.notes.append(f"discovery was incomplete: kept {kept_routes} existing routes to LIDs it did not reach")
 
-    # RFTs: switches without an LFT that have a random table. Entries and DefaultPort are
-    # planned (and checked against LIDsPerPort / RandomFDBCap) before any read; the whole
-    # table is read, since a stale valid entry anywhere in it would still match.
-    default_port: dict[int, int] = {}
-    with _Phase(r, transport, "rft_read"):
+
+def _keep_unreached_routes(s: SweepState, block: int, old: bytes, new: bytes) -> tuple[bytes, int]:
+    """Part of the fabric did not answer: keep the routes a block had to LIDs this sweep
+    did not find, rather than cut off hosts that may be alive behind a flaky link."""
+    base = block * fw.LFT_BLOCK_SIZE
+    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and base + i not in s.rin.lid_homes else nw
+                 for i, (o, nw) in enumerate(zip(old, new)))
+    return kept, sum(1 for x, y in zip(kept, new) if x != y)
+
+
+def _read_rfts(s: SweepState) -> None:
+    """Switches without an LFT that have a random table. Entries and DefaultPort are
+    planned (and checked against LIDsPerPort / RandomFDBCap) before any read; the whole
+    table is read, since a stale valid entry anywhere in it would still match."""
+    topo, r = s.topo, s.r
+    with s.phase("rft_read"):
         rft_switches = [n for n in topo.switches() if n.switch_info and not n.switch_info.linear_fdb_cap
                         and n.switch_info.random_fdb_cap]
         plans = {}
@@ -391,13 +500,13 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             sw_ports = {p for p in range(1, n.num_ports + 1)
                         if (n.guid, p) in topo.links and topo.nodes[topo.links[(n.guid, p)][0]].is_switch}
             try:
-                plans[n.guid] = rft.plan_switch(n.guid, n.description, routes.get(n.guid, {}), sw_ports,
+                plans[n.guid] = rft.plan_switch(n.guid, n.description, s.routes.get(n.guid, {}), sw_ports,
                                                 n.switch_info)
             except rft.RftError as e:
                 raise SweepError(f"{e}; nothing was sent") from None
         wanted = [(n.guid, n.path, b) for n in rft_switches
                   for b in range(rft.blocks_for(n.switch_info.random_fdb_cap))]
-        current, errors = rft.read_rft_blocks(transport, wanted)
+        current, errors = rft.read_rft_blocks(s.transport, wanted)
         for n in rft_switches:
             nb = rft.blocks_for(n.switch_info.random_fdb_cap)
             missing = [b for b in range(nb) if (n.guid, b) not in current]
@@ -410,22 +519,23 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             r.rft_plans.append(pl)
             r.rft_changes += rft.changes(pl, n.path, table, n.switch_info)
             if pl.default_port is not None:
-                default_port[n.guid] = pl.default_port
+                s.default_port[n.guid] = pl.default_port
         r.problems += [f"RFT read: {e}" for e in errors]
 
-    # MFTs: a tree per group, then every (block, position) that could hold one of the
-    # groups' entries or a stale one below them is read: blocks 0 .. the highest group
-    # block (MLIDs are handed out from 0xC000 up, so that is where stale entries live),
-    # and, on a switch with MulticastFDBTop, every block up to its current top (what it
-    # forwards). Entries in higher blocks of a switch without MulticastFDBTop are neither
-    # read nor touched.
-    mft_top: dict[int, int] = {}
-    mplan = None
-    if opts.multicast:
-        mplan = multicast.plan(topo, spec)
-        r.multicast = mplan
-        r.notes += mplan.notes
-    with _Phase(r, transport, "mft_read"):
+
+def _read_mfts(s: SweepState) -> None:
+    """A tree per group, then every (block, position) that could hold one of the groups'
+    entries or a stale one below them is read: blocks 0 .. the highest group block
+    (MLIDs are handed out from 0xC000 up, so that is where stale entries live), and, on
+    a switch with MulticastFDBTop, every block up to its current top (what it forwards).
+    Entries in higher blocks of a switch without MulticastFDBTop are neither read nor
+    touched."""
+    topo, r = s.topo, s.r
+    if s.opts.multicast:
+        s.mplan = r.multicast = multicast.plan(topo, s.spec)
+        r.notes += s.mplan.notes
+    mplan = s.mplan
+    with s.phase("mft_read"):
         units, wanted = {}, []
         group_blocks = {fw.mft_block(m)[0] for m in (mplan.mlids() if mplan else [])}
         for n in (topo.switches() if mplan and (mplan.trees or mplan.defaults) else []):
@@ -438,53 +548,61 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             if top_ok and si.multicast_fdb_top >= fw.MULTICAST_LID_MIN:
                 last = max(last, fw.mft_block(min(si.multicast_fdb_top, fw.MULTICAST_LID_MAX))[0])
             last = min(last, fw.mft_blocks_for(si.multicast_fdb_cap) - 1)
-            blocks = range(last + 1)
-            units[n.guid] = mfttab.mft_units(entries, blocks, fw.mft_positions_for(n.num_ports))
+            units[n.guid] = mfttab.mft_units(entries, range(last + 1), fw.mft_positions_for(n.num_ports))
             wanted += [(n.guid, n.path, b, p) for b, p in sorted(units[n.guid])]
             if top_ok:
-                mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
-        current, errors = mfttab.read_mft_units(transport, wanted)
+                s.mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
+        current, errors = mfttab.read_mft_units(s.transport, wanted)
         r.problems += [f"MFT read: {e}" for e in errors]
-        prune = opts.prune_multicast or bool(opts.desired is not None and opts.desired.multicast_prune)
-        foreign: dict[int, list[str]] = {}  # MLIDs outside the groups, kept unless pruning
-        for g, desired_units in units.items():
-            n = topo.nodes[g]
-            if not prune:
-                kept = mfttab.keep_unconfigured(desired_units, current, g, set(mplan.mlids()))
-                for mlid in kept:
-                    foreign.setdefault(mlid, []).append(n.description)
-                if kept and g in mft_top:  # MulticastFDBTop must not cut them off
-                    mft_top[g] = max(mft_top[g], max(kept))
-            r.mft_changes += mfttab.diff_mft(g, n.description, n.path, desired_units, current)
-        r.multicast_kept = {f"0x{m:04x}": sw for m, sw in sorted(foreign.items())}
-        for m, sw in sorted(foreign.items()):
-            r.notes.append(f"multicast: kept MLID 0x{m:04x} on {', '.join(sw[:4])}{' ...' if len(sw) > 4 else ''}: "
-                           f"not in the configured groups (--prune-multicast removes it)")
+        _diff_mfts(s, units, current)
 
-    # SwitchInfo: LinearFDBTop, LifeTimeValue, DefaultPort (RFT), MulticastFDBTop (where
-    # supported), default multicast ports (group file only), and clear PortStateChange
-    for n in topo.switches():
+
+def _diff_mfts(s: SweepState, units: dict, current: dict) -> None:
+    """MFT changes; entries of MLIDs outside the groups are kept (and reported) unless pruning."""
+    r, opts = s.r, s.opts
+    prune = opts.prune_multicast or bool(opts.desired is not None and opts.desired.multicast_prune)
+    foreign: dict[int, list[str]] = {}  # MLID -> switches holding it
+    for g, desired_units in units.items():
+        n = s.topo.nodes[g]
+        if not prune:
+            kept = mfttab.keep_unconfigured(desired_units, current, g, set(s.mplan.mlids()))
+            for mlid in kept:
+                foreign.setdefault(mlid, []).append(n.description)
+            if kept and g in s.mft_top:  # MulticastFDBTop must not cut them off
+                s.mft_top[g] = max(s.mft_top[g], max(kept))
+        r.mft_changes += mfttab.diff_mft(g, n.description, n.path, desired_units, current)
+    r.multicast_kept = {f"0x{m:04x}": sw for m, sw in sorted(foreign.items())}
+    for m, sw in sorted(foreign.items()):
+        r.notes.append(f"multicast: kept MLID 0x{m:04x} on {', '.join(sw[:4])}{' ...' if len(sw) > 4 else ''}: "
+                       f"not in the configured groups (--prune-multicast removes it)")
+
+
+def _plan_switchinfo(s: SweepState) -> None:
+    """LinearFDBTop, LifeTimeValue, DefaultPort (RFT), MulticastFDBTop (where supported),
+    default multicast ports (group file only), desired-state settings, and clear
+    PortStateChange: the sweep has just looked at the whole fabric, so a pending one is seen."""
+    mplan = s.mplan
+    for n in s.topo.switches():
         si = n.switch_info
         if si is None:
             continue
         want = {"life_time_value": LIFE_TIME_VALUE}
         if si.linear_fdb_cap:
-            want["linear_fdb_top"] = plan_.top
-        if n.guid in default_port:
-            want["default_port"] = default_port[n.guid]
-        if n.guid in mft_top:
-            want["multicast_fdb_top"] = mft_top[n.guid]
+            want["linear_fdb_top"] = s.r.lid_plan.top
+        if n.guid in s.default_port:
+            want["default_port"] = s.default_port[n.guid]
+        if n.guid in s.mft_top:
+            want["multicast_fdb_top"] = s.mft_top[n.guid]
         if mplan and n.guid in mplan.defaults:
             want["default_multicast_primary_port"], want["default_multicast_not_primary_port"] = mplan.defaults[n.guid]
-        if resolved is not None:
-            want.update(resolved.switch_settings.get(n.guid, {}))
-        # the sweep has just looked at the whole fabric: a pending PortStateChange is seen
+        if s.resolved is not None:
+            want.update(s.resolved.switch_settings.get(n.guid, {}))
         c = tops.change(n.guid, n.description, n.path, si, want, clear_port_state_change=True)
         if c is not None:
-            r.switch_changes.append(c)
-    r.seconds = time.monotonic() - t0
-    return r
+            s.r.switch_changes.append(c)
 
+
+# -- writing phases --------------------------------------------------------------------------
 
 def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:
     pi = c.current
@@ -520,85 +638,93 @@ def _confirm_port_sets(transport, failed, want, master_lid, lmc_for):
     return still
 
 
-def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
-    t0 = time.monotonic()
-    r = plan(transport, opts)
-    r.dry_run = opts.dry_run
-    if not opts.dry_run:
-        try:
-            _apply(transport, opts, r)
-        except OSError as e:  # a backup, the journal or the LID file, after Sets began
-            raise FabricFailure(f"writing {e.filename or 'a file'}: {e.strerror or e}",
-                                changed=transport.stats.sets_sent()) from e
-    r.stats = transport.stats.snapshot()
-    r.seconds = time.monotonic() - t0
-    return r
+
+def _lmc_for(s: SweepState, c: PortChange) -> int:
+    return 0 if s.topo.nodes[c.guid].is_switch else s.r.lid_plan.lmc
 
 
-def _apply(transport: Transport, opts: SweepOptions, r: SweepResult) -> None:
-    """Send the planned Sets, phase by phase, checking each read-back."""
-    lp = r.lid_plan
-    is_switch = {n.guid: n.is_switch for n in r.topology.nodes.values()}
-    if opts.state_dir:
-        from pathlib import Path
+def _note_interrupted_apply(s: SweepState) -> None:
+    if not s.opts.state_dir:
+        return
+    from smagent.fdb.journal import Journal
+    pending = Journal.pending(os.path.join(s.opts.state_dir, "apply.journal"))
+    if pending is not None:
+        s.r.notes.append(f"the previous apply was interrupted with {len(pending.remaining)} of {len(pending.plan)} "
+                         f"table blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
 
-        from smagent.fdb.journal import Journal
-        pending = Journal.pending(Path(opts.state_dir) / "apply.journal")
-        if pending is not None:
-            r.notes.append(f"the previous apply was interrupted with {len(pending.remaining)} of {len(pending.plan)} "
-                           f"table blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
 
-    def lmc_for(c):
-        return 0 if is_switch[c.guid] else lp.lmc
-
-    with _Phase(r, transport, "lids_arm"):
-        reqs = [_portinfo_set(c, PortState.ARMED if c.arm else PortState.NO_CHANGE, lp.master_lid, lmc_for(c))
+def _arm_ports(s: SweepState) -> None:
+    """LIDs, LMC, MasterSMLID and link fields to every changed port; INIT ports to ARMED."""
+    r, lp = s.r, s.r.lid_plan
+    with s.phase("lids_arm"):
+        reqs = [_portinfo_set(c, PortState.ARMED if c.arm else PortState.NO_CHANGE, lp.master_lid, _lmc_for(s, c))
                 for c in r.port_changes]
         failed = []
-        for c, rep in zip(r.port_changes, transport.execute(reqs)):
+        for c, rep in zip(r.port_changes, s.transport.execute(reqs)):
             if not rep.ok:
                 failed.append((c, rep.error))
                 continue
             back = rep.value()
             if c.lid is not None and back.lid != c.lid:
                 r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
-        for c, err in _confirm_port_sets(transport, failed, lambda c: PortState.ARMED if c.arm else None,
-                                         lp.master_lid, lmc_for):
+        for c, err in _confirm_port_sets(s.transport, failed, lambda c: PortState.ARMED if c.arm else None,
+                                         lp.master_lid, lambda c: _lmc_for(s, c)):
             r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {err}")
-    ap = fdbapply.Apply(transport, fdbapply.Plan(r.switch_changes, r.lft_changes, r.rft_changes, r.mft_changes),
-                        state_dir=opts.state_dir, topology=r.topology, chunk=JOURNAL_CHUNK)
-    with _Phase(r, transport, "switchinfo"):
-        ap.start()  # nothing lost: what is about to be overwritten is saved, the apply journalled
+
+
+def _write_tables(s: SweepState) -> None:
+    """SwitchInfo, LFT, RFT and MFT blocks through `smagent.fdb.apply`: what is about to
+    be overwritten is saved first, and the apply is journalled as blocks come back."""
+    r = s.r
+    ap = fdbapply.Apply(s.transport, fdbapply.Plan(r.switch_changes, r.lft_changes, r.rft_changes, r.mft_changes),
+                        state_dir=s.opts.state_dir, topology=r.topology, chunk=JOURNAL_CHUNK)
+    with s.phase("switchinfo"):
+        ap.start()
         r.backup_file = ap.backup_file
         r.problems += ap.switchinfo()
-    with _Phase(r, transport, "lft_write"):
+    with s.phase("lft_write"):
         r.problems += ap.lft()  # in chunks, journalled as each comes back
         r.lft_written = ap.lft_written
-    with _Phase(r, transport, "rft_write"):
+    with s.phase("rft_write"):
         r.problems += ap.rft()
-    with _Phase(r, transport, "mft_write"):
+    with s.phase("mft_write"):
         r.problems += ap.mft()
     ap.finish(ok=not r.problems)
-    with _Phase(r, transport, "link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
-        r.problems += links.write(transport, r.link_changes)
-    with _Phase(r, transport, "activate"):
+
+
+def _write_links(s: SweepState) -> None:
+    with s.phase("link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
+        s.r.problems += links.write(s.transport, s.r.link_changes)
+
+
+def _activate(s: SweepState) -> None:
+    """ARMED -> ACTIVE, each response read back."""
+    r, lp = s.r, s.r.lid_plan
+    with s.phase("activate"):
         arming = [c for c in r.port_changes if c.arm]
         # the same LID fields again: a Set writes the whole attribute
-        reqs = [_portinfo_set(c, PortState.ACTIVE, lp.master_lid, lmc_for(c)) for c in arming]
+        reqs = [_portinfo_set(c, PortState.ACTIVE, lp.master_lid, _lmc_for(s, c)) for c in arming]
         failed = []
-        for c, rep in zip(arming, transport.execute(reqs)):
+        for c, rep in zip(arming, s.transport.execute(reqs)):
             if not rep.ok:
                 failed.append((c, rep.error))
             elif rep.value().port_state != PortState.ACTIVE:
                 r.problems.append(f"{c.name} port {c.port}: port state reads back "
                                   f"{PortState(rep.value().port_state).name}, not ACTIVE")
-        for c, err in _confirm_port_sets(transport, failed, PortState.ACTIVE, lp.master_lid, lmc_for):
+        for c, err in _confirm_port_sets(s.transport, failed, PortState.ACTIVE, lp.master_lid,
+                                         lambda c: _lmc_for(s, c)):
             r.problems.append(f"{c.name} port {c.port}: Set ACTIVE failed: {err}")
         r.activations = len(arming)
-    if opts.lid_file:
-        sw_ports = {n.port_guids.get(0, n.guid) for n in r.topology.switches()}
-        table = {g: (lid, lid + (0 if g in sw_ports else (1 << lp.lmc) - 1)) for g, lid in lp.lids.items()}
-        for g, rng in r.missing.items():  # not seen this time: keep them for when they return
-            table.setdefault(g, rng)
-        lids.save_guid2lid(opts.lid_file, table)
 
+
+def _save_lids(s: SweepState) -> None:
+    """The LID file: every LID assigned, and those of ports not seen this time (kept for
+    when they return)."""
+    if not s.lid_file:
+        return
+    lp = s.r.lid_plan
+    sw_ports = {n.port_guids.get(0, n.guid) for n in s.topo.switches()}
+    table = {g: (lid, lid + (0 if g in sw_ports else (1 << lp.lmc) - 1)) for g, lid in lp.lids.items()}
+    for g, rng in s.r.missing.items():
+        table.setdefault(g, rng)
+    lids.save_guid2lid(s.lid_file, table)
