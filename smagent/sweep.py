@@ -213,13 +213,18 @@ def _dr(method, attr, path, mod=0, value=None) -> Request:
 
 
 def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
-    """Find ports with IsSM and ask their SMInfo; refuse while another is MASTER."""
+    """Find ports with IsSM and ask their SMInfo; refuse while another is MASTER. The
+    local port is skipped only when the transport itself is the SM there
+    (`Transport.owns_sm_port`): else its IsSM is another SM on the same port (OpenSM on
+    this HCA: ibsim and the kernel hand it the SMInfo Get to DR path 0)."""
     notes, reqs, who = [], [], []
+    own = getattr(transport, "owns_sm_port", False)
     for n in topo.nodes.values():
         for p in n.lid_ports():
             pi = n.ports.get(p)
-            if pi is None or not pi.capability_mask & CAP_IS_SM or (n.guid, p) == topo.local or \
-                    (n.is_switch and topo.local[0] == n.guid):
+            if pi is None or not pi.capability_mask & CAP_IS_SM:
+                continue
+            if own and ((n.guid, p) == topo.local or (n.is_switch and topo.local[0] == n.guid)):
                 continue
             reqs.append(_dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))
             who.append((n, p, pi))

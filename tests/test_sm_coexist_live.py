@@ -31,13 +31,14 @@ IS_SM = 0x2
 
 
 class OpenSM:
-    """OpenSM running (no -o: it stays up) on the ibsim node `host`; killed by process group."""
+    """OpenSM running (no -o: it stays up) on the ibsim node `host` (None: no SIM_HOST, the
+    node every client without one gets, i.e. smagent's); killed by process group."""
 
-    def __init__(self, sim: IbSim, host: str, workdir):
+    def __init__(self, sim: IbSim, host: str | None, workdir):
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "opensm.log"
-        self.env = sim.opensm_env(self.dir, SIM_HOST=host)
+        self.env = sim.opensm_env(self.dir, **({"SIM_HOST": host} if host else {}))
         self.proc = None
 
     def __enter__(self):
@@ -125,3 +126,24 @@ def test_refuses_with_master_opensm_then_force(ibsim, tmp_path):
         assert _state(sim) != before
         local = sim.run(["smpquery", "-D", "portinfo", "0", "1"]).stdout
         assert re.search(r"^SMLid:\.+(\d+)$", local, re.M).group(1) != str(lid), local
+
+
+def test_refuses_with_master_opensm_on_its_own_port(ibsim, tmp_path):
+    """Issue 11 item 1: OpenSM MASTER on the same node and port as smagent (neither has
+    SIM_HOST). The local port shows IsSM and SMInfo to DR path 0 reaches OpenSM: the
+    sweep refuses (exit 4, naming it) and the fabric is unchanged."""
+    net = tmp_path / "2sw.net"
+    net.write_text(netfile.dumps(topogen.two_switch()))
+    sim = ibsim(net)
+    with OpenSM(sim, None, tmp_path / "osm"):
+        assert _capmask(sim, "0", 1) & IS_SM, "the local port does not show OpenSM's IsSM"
+        m = re.search(r"sm lid (\d+) sm guid (0x[0-9a-f]+).*state 3 SMINFO_MASTER", sim.run(["sminfo"]).stdout)
+        assert m
+        lid, guid = int(m.group(1)), int(m.group(2), 16)
+        before = _state(sim)
+        for args in (["sweep"], ["sweep", "--dry-run"]):
+            r = sim.smagent(*args, check=False)
+            assert r.returncode == 4, (args, r.returncode, r.stdout, r.stderr)
+            assert "another subnet manager is MASTER" in r.stderr, r.stderr
+            assert f"GUID {guid:#018x}" in r.stderr and f"LID {lid}" in r.stderr and "Hca1 port 1" in r.stderr
+        assert _state(sim) == before, "a refused sweep changed the fabric"

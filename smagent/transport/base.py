@@ -127,6 +127,11 @@ class Transport:
     """Base of every transport. Subclasses implement `_send` and `_recv`."""
 
     name = "base"
+    # True when this transport is itself the SM on its local port (it answers SMInfo
+    # there: the in-process simulator's attached SM, umad with the issm device open).
+    # Otherwise an IsSM on the local port is another SM (OpenSM on the same HCA port),
+    # and the sweep asks it like any other.
+    owns_sm_port = False
 
     def __init__(self, *, window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  retries: int = DEFAULT_RETRIES, recorder=None, m_key: int = 0, keys: KeyChain | None = None):

@@ -30,7 +30,8 @@ class SimTransport(ImmediateTransport):
 
     `topology`: a SimFabric, a Fabric, a topology file path or text, or None for the
     bundled default. `local`: the (node, port) the SM sits on; it gets IsSM and answers
-    SMInfo unless `attach_sm` is False. `.sim` is the SimFabric, for tests.
+    SMInfo unless `attach_sm` is False (then `owns_sm_port` is False, and an SM attached
+    there by a test is another SM). `.sim` is the SimFabric, for tests.
     """
 
     name = "sim"
@@ -53,6 +54,9 @@ class SimTransport(ImmediateTransport):
         self._ingress = self.sim.resolve(self.local)
         if attach_sm and not self._ingress[0].sm.get(self._ingress[0].lid_port(self._ingress[1])):
             self.sim.attach_sm(self.local)
+        # the SM at the local port is this transport's (attached now, or by an earlier
+        # transport on the same simulator that this one continues)
+        self.owns_sm_port = attach_sm
 
     @property
     def local_lid(self) -> int:
