@@ -55,6 +55,7 @@ JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
 LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
 CAP_IS_MCAST_FDB_TOP = 1 << 30  # PortInfo.CapabilityMask: IsMulticastFDBTopSupported
 MFT_TOP_NONE = fw.MULTICAST_LID_MIN - 1  # MulticastFDBTop with no valid entry (OpenSM's value)
+GUID2LID = "guid2lid"  # the LID file in the state directory (OpenSM's name and format)
 
 
 class SweepError(FabricFailure):
@@ -76,8 +77,9 @@ class SweepOptions:
     # group (0xC000, every CA port); multicast=False leaves every MFT alone
     mcast_groups: object = None
     multicast: bool = True
-    # where LFT blocks are saved before they are overwritten, and the apply journal
-    # lives (smagent.fdb.backup, smagent.fdb.journal); None: no backups (the in-process simulator)
+    # where LFT blocks are saved before they are overwritten, the apply journal lives
+    # (smagent.fdb.backup, smagent.fdb.journal) and, without lid_file, the LIDs are kept
+    # (<state_dir>/guid2lid); None: none of these (the in-process simulator's default)
     state_dir: str | None = None
     progress: object = None  # callable(phase name) when a phase starts: the CLI's status line
     desired: object = None  # a desired.DesiredState: static LFT entries, groups, SwitchInfo settings
@@ -342,7 +344,8 @@ def _prepare(transport: Transport, opts: SweepOptions) -> SweepState:
     s.spec = opts.mcast_groups
     if opts.multicast and (isinstance(s.spec, str) or hasattr(s.spec, "__fspath__")):
         s.spec = multicast.load_groups(s.spec)
-    s.lid_file = opts.lid_file
+    # LIDs survive port resets and restarts: kept in the state directory unless a file is named
+    s.lid_file = opts.lid_file or (os.path.join(opts.state_dir, GUID2LID) if opts.state_dir else None)
     s.persisted = lids.load_guid2lid(s.lid_file) if s.lid_file else {}
     s.engine_input = routing.preload(opts.routing)
     if not opts.dry_run:
@@ -732,4 +735,5 @@ def _save_lids(s: SweepState) -> None:
     table = {g: (lid, lid + (0 if g in sw_ports else (1 << lp.lmc) - 1)) for g, lid in lp.lids.items()}
     for g, rng in s.r.missing.items():
         table.setdefault(g, rng)
+    os.makedirs(os.path.dirname(os.path.abspath(s.lid_file)), exist_ok=True)  # a new state directory
     lids.save_guid2lid(s.lid_file, table)

@@ -115,3 +115,19 @@ def test_restoring_a_sweep_backup_puts_back_linear_fdb_top(tmp_path, monkeypatch
     after = {n.name: (n.si.linear_fdb_top, bytes(n.lft[:n.si.linear_fdb_top + 1])) for n in switches}
     assert after == before
     assert "cannot undo the LIDs, LMC" in out.output
+
+
+def test_lids_are_kept_in_the_state_dir_by_default(tmp_path, monkeypatch):
+    """Issue 11 item 2: with a state directory and no LID file, the LIDs go to
+    STATE_DIR/guid2lid (created with the directory); without either, none is written."""
+    from smagent import sweep as sweepmod
+    from smagent.transport.sim import SimTransport
+    monkeypatch.chdir(tmp_path)
+    t = SimTransport()
+    state = tmp_path / "new" / "state"
+    r = sweepmod.sweep(t, sweepmod.SweepOptions(state_dir=str(state)))
+    assert r.problems == []
+    saved = lids.load_guid2lid(state / "guid2lid")
+    assert {g: lo for g, (lo, _hi) in saved.items()} == r.lid_plan.lids
+    assert sweepmod.sweep(SimTransport(), sweepmod.SweepOptions()).problems == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]

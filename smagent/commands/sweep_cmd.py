@@ -101,7 +101,8 @@ def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
 @click.option("--dry-run", is_flag=True, help="Run every Get and print the plan of Sets; send no Set.")
 @click.option("--lmc", type=int, default=0, show_default=True, help="LMC for channel adapter ports (0-7).")
 @click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
-              help="guid2lid file (OpenSM's format) to keep LIDs across runs.")
+              help="guid2lid file (OpenSM's format) that keeps LIDs across runs and port resets "
+                   "(default: STATE_DIR/guid2lid when there is a state directory).")
 @click.option("--routing", "engine", default="minhop", show_default=True,
               help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
                    "file:PATH (an lft dump).")
@@ -120,8 +121,8 @@ def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
               help="Cap on every link's OperationalVLs (data VLs; OpenSM's max_op_vls 5 = 15).")
 @click.option("--no-qos", is_flag=True, help="Leave SL2VL and VLArb tables as they are (OpenSM without -Q).")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where LFT blocks are saved before they are overwritten, and the apply journal is kept "
-                   "(default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
+              help="Where LFT blocks are saved before they are overwritten, the apply journal and the LIDs "
+                   "(guid2lid) are kept (default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
 def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, prune_multicast, subnet_prefix,
