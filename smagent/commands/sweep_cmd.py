@@ -127,7 +127,8 @@ def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
 @click.pass_obj
 def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, prune_multicast, subnet_prefix,
           max_mtu, max_vls, no_qos, state_dir, as_json):
-    """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs, activate, verify."""
+    """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
+    response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
