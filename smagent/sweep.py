@@ -207,9 +207,9 @@ def _dr(method, attr, path, mod=0, value=None) -> Request:
     return Request(smpcodec.dr(method, attr, path, mod, value))
 
 
-def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
-    """Find ports with IsSM and ask their SMInfo; refuse while another is MASTER."""
-    notes, reqs, who = [], [], []
+def find_sms(transport: Transport, topo) -> list[tuple]:
+    """Every other port with IsSM, asked for its SMInfo: (node, port, PortInfo, Reply)."""
+    reqs, who = [], []
     for n in topo.nodes.values():
         for p in n.lid_ports():
             pi = n.ports.get(p)
@@ -218,7 +218,13 @@ def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
                 continue
             reqs.append(_dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))
             who.append((n, p, pi))
-    for (n, p, pi), r in zip(who, transport.execute(reqs)):
+    return [(n, p, pi, r) for (n, p, pi), r in zip(who, transport.execute(reqs))]
+
+
+def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
+    """Find ports with IsSM and ask their SMInfo; refuse while another is MASTER."""
+    notes = []
+    for n, p, pi, r in find_sms(transport, topo):
         if not r.ok:
             notes.append(f"{n.description} port {p} has IsSM but SMInfo did not answer: {r.error}")
             continue
