@@ -98,7 +98,7 @@ Trap128Details = _details("Trap128Details", "lid" / B(16),
                           doc="Trap 128: the LID of the switch whose PortStateChange was set.")
 Trap129Details = _details("Trap129Details", Padding(16), "lid" / B(16), "port_num" / B(8),
                           doc="Traps 129-131: the LID and port of the faulty link.")
-Trap144Details = _details("Trap144Details", Padding(16), "lid" / B(16), Padding(7), "other_local_changes" / B(1),
+Trap144Details = _details("Trap144Details", Padding(16), "lid" / B(16), Padding(15), "other_local_changes" / B(1),
                           "capability_mask" / B(32), Padding(10), "change_flags" / B(6),
                           "capability_mask2" / B(16),
                           doc="Trap 144: a port's CapabilityMask (IsSM among them) or other local change.")

@@ -22,6 +22,16 @@ def _setup_logging(log_file) -> logging.Handler:
     return handler
 
 
+def _key(value: str) -> int:
+    try:
+        key = int(value, 0)
+    except ValueError:
+        raise click.BadParameter("not a number (decimal or 0x hex)") from None  # the value is a secret: not shown
+    if not 0 <= key < 1 << 64:
+        raise click.BadParameter("an SM_Key is 64 bits")
+    return key
+
+
 @click.command("run")
 @click.option("--priority", type=click.IntRange(0, 15), default=0, show_default=True,
               help="SM priority (0-15): the higher SM is MASTER; ties go to the lower port GUID.")
@@ -31,6 +41,8 @@ def _setup_logging(log_file) -> logging.Handler:
               help="STANDBY: seconds between polls of the master's SMInfo (OpenSM's default).")
 @click.option("--poll-retries", type=click.IntRange(0, 100), default=4, show_default=True,
               help="STANDBY: unanswered polls beyond the first before taking over (OpenSM's default).")
+@click.option("--sm-key", default="1", callback=lambda c, p, v: _key(v),
+              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed.")
 @click.option("--routing", "engine", default="minhop", show_default=True,
               help="minhop, updn, updn:GUID,..., or file:DUMP.")
 @click.option("--lmc", type=click.IntRange(0, 7), default=0, show_default=True, help="LMC for CA ports.")
@@ -44,7 +56,7 @@ def _setup_logging(log_file) -> logging.Handler:
               help="LIDs, journal, backups and the control socket (default as for sweep).")
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None, help="Log here instead of stderr.")
 @click.pass_obj
-def run(obj, priority, sweep_interval, poll_interval, poll_retries, engine, lmc, lid_file, mcast_groups,
+def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engine, lmc, lid_file, mcast_groups,
         no_multicast, desired_file, state_dir, log_file):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
@@ -62,7 +74,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, engine, lmc,
     if ds is not None:
         sw.lmc, sw.routing, sw.lid_file = ds.lmc, ds.routing, ds.lid_file or lid_file
     state_dir = state_dir or cli.default_state_dir()
-    opts = DaemonOptions(priority=priority, sweep_interval=sweep_interval, poll_interval=poll_interval,
+    opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,
                          poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw)
     try:
         server = control.ControlServer(control.socket_path(state_dir))

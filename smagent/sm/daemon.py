@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, SMState
+from mad.attributes import AttrID, NodeType, SMState
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method
@@ -39,13 +39,15 @@ from smagent.transport.base import Request, Transport, TransportError
 
 log = logging.getLogger("smagent.sm")
 
-LID_FILE = "guid2lid"  # OpenSM's format, in the state directory
+ATTR_NOT_SUPPORTED = 0x000C  # MAD status: method/attribute combination not supported
+LID_FILE = "guid2lid"
+REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know  # OpenSM's format, in the state directory
 
 
 @dataclasses.dataclass
 class DaemonOptions:
     priority: int = 0
-    sm_key: int = 0
+    sm_key: int = smstate.DEFAULT_SM_KEY
     sweep_interval: float = smstate.DEFAULT_SWEEP_INTERVAL_S  # 0: no light sweeps
     poll_interval: float = smstate.DEFAULT_POLL_INTERVAL_S
     poll_retries: int = smstate.DEFAULT_POLL_RETRIES
@@ -77,13 +79,15 @@ class Daemon:
         self.t, self.opts, self.clock = transport, opts, clock
         transport.on_request = self._on_request
         self.sm: StateMachine | None = None
+        self.local_pi = None  # our port's PortInfo until discovery has the topology
+        self._early: list = []  # SMInfo requests that came before we knew who we are
         self.topo = None
         self.peers: dict[int, Peer] = {}
         self.events: collections.deque = collections.deque()
         self.counters = Counters()
         self.stop_requested = self.reload_requested = False
         self.next_light = self.next_poll = self.next_discover = self.repair_due = math.inf
-        self.next_census = 0.0
+        self.next_census = self.next_refresh = 0.0
         self.repair_why: list[str] = []
         self.last_change: dict | None = None
         self.last_sweep: dict | None = None
@@ -97,9 +101,14 @@ class Daemon:
     # -- the loop ------------------------------------------------------------------
     def start(self) -> None:
         """Learn our port GUID and run the first discovery."""
-        ni = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,))))
-        self.sm = StateMachine(ni.attribute().port_guid, self.opts.priority, sm_key=self.opts.sm_key,
+        ni = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,)))).attribute()
+        port = 0 if ni.node_type == NodeType.SWITCH else ni.local_port_num
+        self.local_pi = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), port))).attribute()
+        self.sm = StateMachine(ni.port_guid, self.opts.priority, sm_key=self.opts.sm_key,
                                poll_retries=self.opts.poll_retries)
+        early, self._early = self._early, []
+        for raw, slid in early:
+            self._on_request(raw, slid)
         log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
         self._discover()
 
@@ -151,8 +160,16 @@ class Daemon:
             except MadError as e:
                 log.warning("trap with a malformed Notice from LID %d: %s", slid, e)
             return
-        if req.attribute_id != AttrID.SM_INFO or req.method not in (Method.GET, Method.SET) or self.sm is None:
-            return  # not ours to answer (an SMA's business, or a TrapRepress to our trap)
+        if req.method not in (Method.GET, Method.SET):
+            return  # a TrapRepress to a trap of ours, or a method no SM answers
+        if req.attribute_id != AttrID.SM_INFO:
+            # an SMA's business; answered all the same: under ibsim an unanswered request
+            # is never timed out, and its sender would wait for ever
+            self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)), dlid)
+            return
+        if self.sm is None:
+            self._early.append((raw, slid))  # before we know our GUID: answered by `start`
+            return
         try:
             remote = req.attribute()
         except MadError:
@@ -160,11 +177,10 @@ class Daemon:
         act = self.t.stats.sent
         if req.method == Method.GET:
             self.counters.sminfo_gets_answered += 1
-            key = remote.sm_key if remote is not None else 0
-            self.t.respond(smpcodec.encode(smpcodec.response_to(req, value=self.sm.sminfo(act, requester_key=key))),
-                           dlid)
-            if self.sm.state == SMState.MASTER and not self.peers:
-                self.events.append(("polled", None))  # a poll from an SM we do not know yet
+            value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key))
+            self.t.respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
+            if self.sm.state == SMState.MASTER:
+                self.events.append(("polled", None))  # a STANDBY SM polls us: is it one to hand over to?
             return
         self.counters.sminfo_sets_answered += 1
         status = self.sm.check_set(req.attribute_modifier, remote) if remote is not None else \
@@ -185,8 +201,12 @@ class Daemon:
             self._on_trap(ev[1])
         elif kind == "set":
             self._on_set(ev[1], ev[2])
-        elif kind == "polled" and self.sm.state == SMState.MASTER and not self.peers:
-            self._census("an unknown SM polls us")
+        elif kind == "polled" and self.sm.state == SMState.MASTER and self.clock() >= self.next_refresh:
+            self.next_refresh = self.clock() + REFRESH_INTERVAL_S
+            if self.peers:
+                self._refresh_peers()
+            else:
+                self._census("an SM we do not know polls us")
 
     def _on_trap(self, trap) -> None:
         c = self.counters
@@ -319,6 +339,16 @@ class Daemon:
             return
         self._check_peers(list(self.peers.values()))
 
+    def _refresh_peers(self) -> None:
+        """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""
+        peers = list(self.peers.values())
+        for p, r in zip(peers, self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, p.path))
+                                               for p in peers])):
+            if r.ok:
+                s = r.value()
+                p.state, p.priority, p.act_count = s.sm_state, s.priority, s.act_count
+        self._check_peers(peers)
+
     def _check_peers(self, peers: list[Peer]) -> None:
         action, peer = self.sm.check_peers(peers)
         if action == Action.HAND_OVER:
@@ -407,6 +437,11 @@ class Daemon:
         n, p = found
         return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
                     n.lid(p), n.description)
+
+    def _reveal_key(self, request_m_key: int) -> bool:
+        local = self._local()
+        pi = local[2] if local is not None else self.local_pi
+        return smstate.reveal_sm_key(pi.m_key, pi.m_key_protect_bits, request_m_key)
 
     def _local(self):
         if self.topo is None:

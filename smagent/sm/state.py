@@ -22,6 +22,7 @@ from mad.attributes import SMInfo, SMState
 DEFAULT_POLL_INTERVAL_S = 10.0
 DEFAULT_POLL_RETRIES = 4
 DEFAULT_SWEEP_INTERVAL_S = 10.0
+DEFAULT_SM_KEY = 1  # OpenSM's default sm_key: SMs ignore each other when their keys differ
 
 INVALID_VALUE_STATUS = 0x001C  # MAD status: invalid value in an attribute or modifier (code 7)
 
@@ -47,6 +48,12 @@ class Action(enum.Enum):
 def outranks(priority_a: int, guid_a: int, priority_b: int, guid_b: int) -> bool:
     """True if SM a outranks SM b: higher priority, or the same and a lower GUID."""
     return priority_a > priority_b or (priority_a == priority_b and guid_a < guid_b)
+
+
+def reveal_sm_key(port_m_key: int, protect_bits: int, request_m_key: int) -> bool:
+    """Whether a SubnGetResp(SMInfo) may carry our SM_Key: unless our port is M_Key
+    protected (a key, protection bits >= 1) and the request's M_Key does not match."""
+    return not (port_m_key and protect_bits >= 1 and request_m_key != port_m_key)
 
 
 def state_name(state: int) -> str:
@@ -79,7 +86,7 @@ class Transition:
 class StateMachine:
     """Our SM's state and the rules that move it. `transitions` logs every change."""
 
-    def __init__(self, guid: int, priority: int, *, sm_key: int = 0, poll_retries: int = DEFAULT_POLL_RETRIES):
+    def __init__(self, guid: int, priority: int, *, sm_key: int = DEFAULT_SM_KEY, poll_retries: int = DEFAULT_POLL_RETRIES):
         if not 0 <= priority <= 15:
             raise ValueError(f"priority {priority}: an SM priority is 0..15")
         self.guid, self.priority, self.sm_key = guid, priority, sm_key
@@ -90,11 +97,10 @@ class StateMachine:
         self.transitions: list[Transition] = []
 
     # -- what we say about ourselves ---------------------------------------------------
-    def sminfo(self, act_count: int, *, requester_key: int | None = None, state: int | None = None):
-        """Our SMInfo. The SM_Key is shown only to a requester that presents it (IBA
-        14.2.5.13); pass ``requester_key=None`` to include it (our own Sets)."""
-        show_key = requester_key is None or requester_key == self.sm_key
-        return SMInfo.cls(guid=self.guid, sm_key=self.sm_key if show_key else 0, act_count=act_count & 0xFFFFFFFF,
+    def sminfo(self, act_count: int, *, reveal_key: bool = True, state: int | None = None):
+        """Our SMInfo. The SM_Key is zeroed for a requester that failed M_Key
+        authentication (IBA 14.4.1; see `reveal_sm_key`)."""
+        return SMInfo.cls(guid=self.guid, sm_key=self.sm_key if reveal_key else 0, act_count=act_count & 0xFFFFFFFF,
                           priority=self.priority, sm_state=self.state if state is None else state)
 
     def _go(self, new: int, why: str) -> None:
@@ -119,11 +125,13 @@ class StateMachine:
         return Action.SWEEP
 
     def check_peers(self, peers: list[Peer]) -> tuple[Action, Peer | None]:
-        """MASTER: the SMs a sweep or a poll found. One that outranks us (and is not
-        MASTER itself) gets the subnet."""
+        """MASTER: the SMs a sweep or a poll found. A STANDBY one that outranks us gets
+        the subnet."""
         if self.state != SMState.MASTER:
             return Action.NONE, None
-        higher = [p for p in peers if p.state in (SMState.STANDBY, SMState.DISCOVERING)
+        # only a STANDBY SM: one still DISCOVERING may yet see us MASTER and go STANDBY,
+        # and a handover racing that would leave no MASTER at all
+        higher = [p for p in peers if p.state == SMState.STANDBY
                   and outranks(p.priority, p.guid, self.priority, self.guid)]
         if higher:
             return Action.HAND_OVER, max(higher, key=lambda p: (p.priority, -p.guid))
