@@ -25,12 +25,11 @@ class ControlServer:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
-            try:  # a live daemon answers; a stale socket from a killed one is replaced
-                query(self.path, timeout=1.0)
-            except ControlError:
-                self.path.unlink()
-            else:
-                raise ControlError(f"another smagent daemon is running (it answers at {self.path})")
+            # a live daemon accepts the connection (even mid-sweep, when it answers
+            # later); a socket left by a killed one refuses it and is replaced
+            if _listening(self.path):
+                raise ControlError(f"another smagent daemon is running (it listens at {self.path})")
+            self.path.unlink()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(self.path))
         os.chmod(self.path, 0o600)  # the status is for the daemon's own user
@@ -61,6 +60,18 @@ class ControlServer:
             self.path.unlink()
         except FileNotFoundError:
             pass
+
+
+def _listening(path) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1.0)
+    try:
+        s.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def query(path, command: str = "status", timeout: float = 5.0) -> dict:
