@@ -52,6 +52,21 @@ def outbox_smps(t):
     return [smpcodec.decode(raw) for raw, _dlid in t.outbox]
 
 
+def fresh_plan_is_empty(t) -> bool:
+    """A full plan from scratch (discovery and every table read) finds nothing to write."""
+    from smagent import sweep
+    return sweep.plan(t, sweep.SweepOptions(force=True)).sets_planned == 0
+
+
+def test_unknown_change_falls_back_to_a_full_sweep():
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    t.sim.unlink("L1", 2)  # a host's link: the CA is gone, which a patch cannot express
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and not d.last_sweep["incremental"]
+    assert fresh_plan_is_empty(t)
+
+
 def test_master_repairs_from_traps_and_relink_restores_the_tables():
     t, d, clock = make(sweep_interval=10)
     d.start()
@@ -62,6 +77,8 @@ def test_master_repairs_from_traps_and_relink_restores_the_tables():
     assert sim.counters["traps"] == 2  # both ends are switches with a LID and a MasterSMLID
     run_for(d, clock, 1)
     assert d.counters.traps == 2 and d.counters.repairs == 1 and d.counters.sweeps == 2
+    assert d.last_sweep["incremental"] and d.last_sweep["smps"] < 60  # no rediscovery, no table reads
+    assert fresh_plan_is_empty(t)
     reps = [s for s in outbox_smps(t) if s.method == Method.TRAP_REPRESS]
     assert len(reps) == 2 and all(s.attribute_id == AttrID.NOTICE for s in reps)
     assert {n.name: bytes(n.lft) for n in sim.switches()} != before
@@ -72,8 +89,9 @@ def test_master_repairs_from_traps_and_relink_restores_the_tables():
                 assert sim.trace(src, sim.port_lid(dst)).outcome == "delivered", (src, dst)
     sim.link("L3", 5, *peer)
     run_for(d, clock, 1)
-    assert d.counters.repairs == 2
+    assert d.counters.repairs == 2 and d.last_sweep["incremental"]
     assert {n.name: bytes(n.lft) for n in sim.switches()} == before
+    assert fresh_plan_is_empty(t)  # ports armed and activated, PortStateChange cleared
     assert d.last_sweep["why"].startswith("repair after trap 128")
 
 

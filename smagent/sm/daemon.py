@@ -33,7 +33,7 @@ from mad.header import Method
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
-from smagent.sm import traps
+from smagent.sm import repair, traps
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.transport.base import Request, Transport, TransportError
 
@@ -89,6 +89,8 @@ class Daemon:
         self.next_light = self.next_poll = self.next_discover = self.repair_due = math.inf
         self.next_census = self.next_refresh = 0.0
         self.repair_why: list[str] = []
+        self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
+        self.known = None  # sweep.KnownState after a clean sweep: repairs plan against it
         self.last_change: dict | None = None
         self.last_sweep: dict | None = None
         self.started = time.time()
@@ -136,8 +138,8 @@ class Daemon:
         if st == SMState.MASTER:
             if now >= self.repair_due:
                 why, self.repair_why, self.repair_due = "; ".join(self.repair_why), [], math.inf
-                self.counters.repairs += 1
-                self._sweep(f"repair after {why}")
+                switches, self.repair_switches = self.repair_switches, set()
+                self._repair(f"repair after {why}", switches)
             elif now >= self.next_light:
                 self._light_sweep()
         elif st == SMState.STANDBY and now >= self.next_poll:
@@ -218,6 +220,11 @@ class Daemon:
         if trap.generic and trap.number in traps.REPAIR_TRAPS:
             self.repair_why.append(f"trap {trap.number} from LID {trap.issuer_lid}")
             self.repair_due = min(self.repair_due, self.clock() + self.opts.trap_settle)
+            sw = self._switch_at_lid(trap.issuer_lid) if trap.number == traps.TrapNumber.LINK_STATE_CHANGE else None
+            if sw is None or self.repair_switches is None:
+                self.repair_switches = None
+            else:
+                self.repair_switches.add(sw)
         elif trap.announces_sm:
             self._check_sm_at_lid(trap.issuer_lid)
 
@@ -285,32 +292,61 @@ class Daemon:
         log.info("sent trap 144 to the master at LID %d", m.lid)
 
     # -- MASTER --------------------------------------------------------------------
-    def _sweep(self, why: str) -> None:
+    def _repair(self, why: str, switches: set[int] | None) -> None:
+        """Patch the known state from the switches that reported, then plan against it
+        (no rediscovery, no table reads); a full sweep when that cannot be done."""
+        self.counters.repairs += 1
+        known, self.known = self.known, None  # consumed: the sweep sets it again
+        sent0 = self.t.stats.sent
+        if known is not None and switches:
+            try:
+                ok, what = repair.update(self.t, known, switches)
+            except TransportError as e:
+                ok, what = False, [str(e)]
+            if ok:
+                log.info("repair: %s (%d SMPs to read the reporting switches)",
+                         "; ".join(what) or "no link changed", self.t.stats.sent - sent0)
+                self._sweep(why, known=known, smps_before=sent0)
+                return
+            log.info("repair: a full sweep instead (%s)", "; ".join(what))
+        self._sweep(why, smps_before=sent0)
+
+    def _switch_at_lid(self, lid: int) -> int | None:
+        topo = self.known.topology if self.known is not None else self.topo
+        for n in (topo.switches() if topo else ()):
+            if n.lid(0) == lid:
+                return n.guid
+        return None
+
+    def _sweep(self, why: str, known=None, smps_before: int | None = None) -> None:
         st = self.t.stats
-        sent0, kinds0 = st.sent, collections.Counter(st.by_kind)
+        sent0, kinds0 = st.sent if smps_before is None else smps_before, collections.Counter(st.by_kind)
         t0 = self.clock()
         try:
-            r = sweepmod.sweep(self.t, self.opts.sweep)
+            r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
         except (TransportError, sweepmod.SweepError) as e:
             self._failed(f"sweep ({why})", e)
             self.next_light = self.clock() + max(self.opts.sweep_interval, 1.0)
             return
         self.topo = r.topology
+        clean = not r.problems and not r.topology.unreachable
+        self.known = r.known if clean else None
         self.counters.sweeps += 1
         kinds = collections.Counter(st.by_kind) - kinds0
         sets = sum(v for k, v in kinds.items() if k.startswith("SubnSet"))
         s = r.summary()["sets"]
-        self.last_sweep = {"why": why, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
+        self.last_sweep = {"why": why, "incremental": known is not None, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
                            "mft_blocks": s["mft_blocks"], "portinfo": s["portinfo"],
                            "seconds": round(self.clock() - t0, 3), "problems": len(r.problems), "time": time.time()}
-        log.info("sweep (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s%s",
-                 why, len(r.topology.nodes), st.sent - sent0, sets, s["lft_blocks"], s["mft_blocks"],
+        log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s%s",
+                 "repair" if known is not None else "sweep", why, len(r.topology.nodes), st.sent - sent0, sets, s["lft_blocks"], s["mft_blocks"],
                  s["portinfo"], self.clock() - t0, f"; {len(r.problems)} problem(s): {r.problems[0]}"
                  if r.problems else "")
         if sets:
             self._changed(f"{why}: {sets} Sets")
         self.next_light = self.clock() + self.opts.sweep_interval if self.opts.sweep_interval else math.inf
-        self._check_peers(self._ask_sms(r.topology))
+        if known is None:  # a repair changed links, not SMs: the light sweeps watch those
+            self._check_peers(self._ask_sms(r.topology))
 
     def _light_sweep(self) -> None:
         """SwitchInfo of every switch (PortStateChange) and SMInfo of every known SM."""
@@ -323,7 +359,8 @@ class Daemon:
         replies = self.t.execute(reqs)
         self.counters.light_sweeps += 1
         self.counters.light_sweep_gets = self.t.stats.sent - sent0
-        moved = [n.description for n, r in zip(switches, replies) if not r.ok or r.value().port_state_change]
+        moved = [n for n, r in zip(switches, replies) if not r.ok or r.value().port_state_change]
+        unread = any(not r.ok for r in replies[:len(switches)])
         for p, r in zip(peers, replies[len(switches):]):
             if r.ok:
                 s = r.value()
@@ -332,10 +369,11 @@ class Daemon:
                 log.info("light sweep: %s no longer answers", p.describe())
                 del self.peers[p.guid]
         log.info("light sweep: %d Gets, %s", self.counters.light_sweep_gets,
-                 f"change at {', '.join(moved[:4])}{' ...' if len(moved) > 4 else ''}" if moved else "no change")
+                 f"change at {', '.join(n.description for n in moved[:4])}{' ...' if len(moved) > 4 else ''}"
+                 if moved else "no change")
         if moved:
-            self.counters.repairs += 1
-            self._sweep(f"light sweep found a change at {moved[0]}")
+            self._repair(f"light sweep found a change at {moved[0].description}",
+                         None if unread else {n.guid for n in moved})
             return
         self._check_peers(list(self.peers.values()))
 
