@@ -59,7 +59,7 @@ class DaemonOptions:
 
 @dataclasses.dataclass
 class Counters:
-    sweeps: int = 0  # full sweeps (bring-up and repairs)
+    sweeps: int = 0  # sweeps done: the bring-up, every repair (incremental or full), SIGHUP
     repairs: int = 0
     light_sweeps: int = 0
     light_sweep_gets: int = 0  # SMPs of the last light sweep (all Gets)
