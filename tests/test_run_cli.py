@@ -47,8 +47,8 @@ def test_run_status_sighup_sigterm(tmp_path):
     desired.write_text("routing: minhop\n")
     env = dict(os.environ, PYTHONPATH=REPO)
     p = subprocess.Popen([sys.executable, "-m", "smagent.cli", "run", "--state-dir", str(state), "--log-file",
-                          str(log), "--desired", str(desired), "--sweep-interval", "0.5"], env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                          str(log), "--desired", str(desired), "--sweep-interval", "0.5", "--json"], env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
         while (s := _status(state, env)) is None or s["state"] != "MASTER":
@@ -68,6 +68,8 @@ def test_run_status_sighup_sigterm(tmp_path):
         assert s["last_sweep"]["why"] == "SIGHUP"
         p.send_signal(signal.SIGTERM)
         assert p.wait(15) == 0
+        final = json.loads(p.stdout.read())  # --json: one document, the final status
+        assert final["state"] == "MASTER" and final["sweeps"] >= 2
     finally:
         if p.poll() is None:
             p.kill()

@@ -5,6 +5,7 @@ transport failed, or another daemon already answers in the state directory.
 """
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
@@ -55,9 +56,10 @@ def _key(value: str) -> int:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="LIDs, journal, backups and the control socket (default as for sweep).")
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None, help="Log here instead of stderr.")
+@click.option("--json", "as_json", is_flag=True, help="On exit, print the final status (as `status --json`) on stdout.")
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engine, lmc, lid_file, mcast_groups,
-        no_multicast, desired_file, state_dir, log_file):
+        no_multicast, desired_file, state_dir, log_file, as_json):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import cli, multicast
@@ -102,6 +104,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         signal.signal(signal.SIGHUP, reload)
         cli._fabric_call(daemon.run, server)
         logging.getLogger("smagent.sm").info("stopped")
+        if as_json:
+            click.echo(json.dumps(daemon.status(), indent=2))
     finally:
         server.close()
         if transport is not None:

@@ -350,7 +350,7 @@ class Daemon:
 
     def _light_sweep(self) -> None:
         """SwitchInfo of every switch (PortStateChange) and SMInfo of every known SM."""
-        self.next_light = self.clock() + self.opts.sweep_interval
+        self.next_light = self.clock() + self.opts.sweep_interval if self.opts.sweep_interval else math.inf
         switches = self.topo.switches() if self.topo else []
         peers = list(self.peers.values())
         reqs = [Request(smpcodec.dr(Method.GET, AttrID.SWITCH_INFO, n.path)) for n in switches]
