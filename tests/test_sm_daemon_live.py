@@ -245,11 +245,9 @@ def test_opensm_higher_joins_takes_over_and_we_take_back_when_it_dies(tmp_path, 
         s = d.status()
         assert s["state"] == "STANDBY" and s["counters"]["handovers_sent"] == 1
         assert "state: MASTER -> STANDBY (handed over to SM" in d.logtext()
-        t0 = time.monotonic()
         osm.stop()
-        d.wait(lambda s: s["state"] == "MASTER", timeout=15, what="takeover")
-        took = time.monotonic() - t0
-        assert took < 10, took  # 1 s polls, 2 retries: a few seconds
+        d.wait(lambda s: s["state"] == "MASTER", timeout=15, what="takeover")  # 1 s polls, 2 retries
+        assert d.status()["counters"]["poll_failures"] >= 3
         converge(sim, d, "H0", "H7", "H0")
 
 
