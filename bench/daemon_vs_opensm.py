@@ -31,11 +31,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from ibsim_console import IbSimConsole  # noqa: E402
+from ibsim_harness import IbSim  # noqa: E402
 
 from smagent import netfile, topogen  # noqa: E402
 
-REPO = str(Path(__file__).resolve().parents[1])
 OPENSM = "/usr/sbin/opensm"
 
 
@@ -66,7 +65,7 @@ def cut_link(fabric) -> tuple[str, int]:
 class SmagentRun:
     def __init__(self, sim, *args, host=None):
         self.state = sim.cwd / f"state-{host or 'h0'}"
-        self.env = dict(sim.env, PYTHONPATH=REPO, **({"SIM_HOST": host} if host else {}))
+        self.env = dict(sim.env, **({"SIM_HOST": host} if host else {}))
         self.proc = subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run",
                                       "--state-dir", str(self.state), "--log-file",
                                       str(sim.cwd / f"smagent-{host or 'h0'}.log"), *args],
@@ -97,7 +96,7 @@ class OpenSMRun:
     def __init__(self, sim, workdir: Path, *args, host=None):
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / "opensm.log"
-        env = dict(sim.env, OSM_CACHE_DIR=str(workdir), OSM_TMP_DIR=str(workdir), **({"SIM_HOST": host} if host else {}))
+        env = sim.opensm_env(workdir, **({"SIM_HOST": host} if host else {}))
         self.proc = subprocess.Popen([OPENSM, "-f", str(self.log), "-d", "2", *args], env=env, cwd=workdir,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
@@ -127,7 +126,7 @@ class OpenSMRun:
 
 def repair_run(tool, net, size, cut, scratch: Path, count: bool) -> dict:
     """Bring up, cut, restore; returns seconds (and SMPs when `count`) for each step."""
-    with IbSimConsole(net, scratch, extra_args=[*size, *(["-v"] if count else [])]) as sim:
+    with IbSim(net, scratch, extra_args=[*size, *(["-v"] if count else [])], console=True) as sim:
         out = {}
         if tool == "smagent":
             sm = SmagentRun(sim, "--sweep-interval", "300")
@@ -176,7 +175,7 @@ def handover_run(net, size, scratch: Path, fabric) -> dict:
     """Both orders; default polling for both SMs. Times by sminfo at each SM's port."""
     ours, theirs = fabric.cas()[0].name, fabric.cas()[-1].name
     out = {}
-    with IbSimConsole(net, scratch / "a", extra_args=size) as sim:
+    with IbSim(net, scratch / "a", extra_args=size, console=True) as sim:
         sm = SmagentRun(sim, "--priority", "1")
         sm.wait(lambda s: s.get("state") == "MASTER" and s["sweeps"] >= 1)
         osm = OpenSMRun(sim, scratch / "a" / "osm", "-p", "5", host=theirs)
@@ -184,7 +183,7 @@ def handover_run(net, size, scratch: Path, fabric) -> dict:
         osm.stop()
         out["smagent_takes_over_after_opensm_killed"] = round(wait_states(sim, {ours: "MASTER"}), 2)
         sm.stop()
-    with IbSimConsole(net, scratch / "b", extra_args=size) as sim:
+    with IbSim(net, scratch / "b", extra_args=size, console=True) as sim:
         osm = OpenSMRun(sim, scratch / "b" / "osm", "-p", "1", host=theirs)
         osm.wait_ups(1)
         sm = SmagentRun(sim, "--priority", "5")

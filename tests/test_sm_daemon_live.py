@@ -22,11 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from ibsim_console import IbSimConsole, ibsim_available, skip_reason
+from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
 
 OPENSM = shutil.which("opensm", path="/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
-REPO = str(Path(__file__).resolve().parent.parent)
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 needs_opensm = pytest.mark.skipif(OPENSM is None, reason="opensm is not installed (Debian package opensm)")
 
@@ -36,7 +35,7 @@ class Daemon:
 
     def __init__(self, sim, *args, host=None):
         self.sim, self.state = sim, sim.cwd / f"state-{host or 'default'}"
-        self.env = dict(sim.env, PYTHONPATH=REPO)
+        self.env = dict(sim.env)
         if host:
             self.env["SIM_HOST"] = host
         self.log = sim.cwd / f"smagent-run-{host or 'default'}.log"
@@ -81,7 +80,7 @@ class OpenSM:
         conf = workdir / "opensm.conf"
         conf.write_text("sminfo_polling_timeout 1000\npolling_retry_number 2\n")
         self.log = workdir / "opensm.log"
-        env = dict(sim.env, SIM_HOST=host, OSM_CACHE_DIR=str(workdir), OSM_TMP_DIR=str(workdir))
+        env = sim.opensm_env(workdir, SIM_HOST=host)
         self.proc = subprocess.Popen([OPENSM, "-F", str(conf), "-f", str(self.log), "-d", "2", "-p", str(priority)],
                                      env=env, cwd=workdir, stdin=subprocess.DEVNULL,
                                      stdout=open(workdir / "stdout", "wb"), stderr=subprocess.STDOUT,
@@ -177,41 +176,41 @@ def walk_all_pairs(sim):
 
 
 @pytest.mark.parametrize("shape,cut", [("ft2", ("L0", 3)), ("ft3", ("A0", 3))])
-def test_master_repairs_a_cut_link_and_relink_restores(tmp_path, procs, shape, cut):
+def test_master_repairs_a_cut_link_and_relink_restores(tmp_path, ibsim, procs, shape, cut):
     fabric = topogen.fat_tree_2(4) if shape == "ft2" else topogen.fat_tree_3(4)
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(fabric))
-    with IbSimConsole(net, tmp_path / "run") as sim:
-        d = Daemon(sim, "--sweep-interval", "1")
-        procs.append(d)
-        s = d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, what="MASTER")
-        assert "SMINFO_MASTER" in sim.run(["sminfo"]).stdout
-        assert s["master_guid"] == s["guid"]
-        switches, before = walk_all_pairs(sim)
+    sim = ibsim(net, console=True)
+    d = Daemon(sim, "--sweep-interval", "1")
+    procs.append(d)
+    s = d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, what="MASTER")
+    assert "SMINFO_MASTER" in sim.run(["sminfo"]).stdout
+    assert s["master_guid"] == s["guid"]
+    switches, before = walk_all_pairs(sim)
 
-        # a light sweep with nothing changed: SwitchInfo Gets only, one per switch
-        s1 = d.wait(lambda s: s["counters"]["light_sweeps"] >= 1, what="a light sweep")
-        s2 = d.wait(lambda s: s["counters"]["light_sweeps"] >= s1["counters"]["light_sweeps"] + 2,
-                    what="two more light sweeps")
-        assert s2["sweeps"] == s1["sweeps"]
-        assert s2["counters"]["light_sweep_gets"] == len(fabric.switches())
-        served = (s2["counters"]["sminfo_gets_answered"] - s1["counters"]["sminfo_gets_answered"])
-        assert s2["smps_sent"] - s1["smps_sent"] == served + len(fabric.switches()) * (
-            s2["counters"]["light_sweeps"] - s1["counters"]["light_sweeps"])
+    # a light sweep with nothing changed: SwitchInfo Gets only, one per switch
+    s1 = d.wait(lambda s: s["counters"]["light_sweeps"] >= 1, what="a light sweep")
+    s2 = d.wait(lambda s: s["counters"]["light_sweeps"] >= s1["counters"]["light_sweeps"] + 2,
+                what="two more light sweeps")
+    assert s2["sweeps"] == s1["sweeps"]
+    assert s2["counters"]["light_sweep_gets"] == len(fabric.switches())
+    served = (s2["counters"]["sminfo_gets_answered"] - s1["counters"]["sminfo_gets_answered"])
+    assert s2["smps_sent"] - s1["smps_sent"] == served + len(fabric.switches()) * (
+        s2["counters"]["light_sweeps"] - s1["counters"]["light_sweeps"])
 
-        sim.unlink(*cut)
-        d.wait(lambda s: s["counters"]["repairs"] >= 1 and s["counters"]["traps"] >= 1, what="repair after Unlink")
-        _, after_cut = walk_all_pairs(sim)
-        assert after_cut != before  # the routes over the cut link moved
+    sim.unlink(*cut)
+    d.wait(lambda s: s["counters"]["repairs"] >= 1 and s["counters"]["traps"] >= 1, what="repair after Unlink")
+    _, after_cut = walk_all_pairs(sim)
+    assert after_cut != before  # the routes over the cut link moved
 
-        sim.relink(*cut)
-        s = d.wait(lambda s: s["counters"]["repairs"] >= 2, what="repair after ReLink")
-        assert s["last_sweep"]["problems"] == 0
-        assert routes(sim, switches) == before
-        assert d.stop() == 0  # SIGTERM: a clean exit
-        log = d.logtext()
-        assert "trap: trap 128 (link_state_change)" in log and "state: DISCOVERING -> MASTER" in log
-        assert "signal SIGTERM: stopping" in log and "stopped" in log
+    sim.relink(*cut)
+    s = d.wait(lambda s: s["counters"]["repairs"] >= 2, what="repair after ReLink")
+    assert s["last_sweep"]["problems"] == 0
+    assert routes(sim, switches) == before
+    assert d.stop() == 0  # SIGTERM: a clean exit
+    log = d.logtext()
+    assert "trap: trap 128 (link_state_change)" in log and "state: DISCOVERING -> MASTER" in log
+    assert "signal SIGTERM: stopping" in log and "stopped" in log
 
 
 def converge(sim, d, ours, theirs, want_master, timeout=25.0):
@@ -230,47 +229,47 @@ def converge(sim, d, ours, theirs, want_master, timeout=25.0):
 
 
 @needs_opensm
-def test_opensm_higher_joins_takes_over_and_we_take_back_when_it_dies(tmp_path, procs):
+def test_opensm_higher_joins_takes_over_and_we_take_back_when_it_dies(tmp_path, ibsim, procs):
     """smagent (priority 1) is MASTER; OpenSM (priority 5) comes up: smagent hands over and
     stands by; OpenSM is killed: smagent takes over."""
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    with IbSimConsole(net, tmp_path / "run") as sim:
-        d = Daemon(sim, "--priority", "1", "--poll-interval", "1", "--poll-retries", "2", "--sweep-interval", "2")
-        procs.append(d)
-        d.wait(lambda s: s["state"] == "MASTER", what="MASTER")
-        osm = OpenSM(sim, "H7", 5, tmp_path / "osm")
-        procs.append(osm)
-        converge(sim, d, "H0", "H7", "H7")
-        s = d.status()
-        assert s["state"] == "STANDBY" and s["counters"]["handovers_sent"] == 1
-        assert "state: MASTER -> STANDBY (handed over to SM" in d.logtext()
-        osm.stop()
-        d.wait(lambda s: s["state"] == "MASTER", timeout=15, what="takeover")  # 1 s polls, 2 retries
-        assert d.status()["counters"]["poll_failures"] >= 3
-        converge(sim, d, "H0", "H7", "H0")
+    sim = ibsim(net, console=True)
+    d = Daemon(sim, "--priority", "1", "--poll-interval", "1", "--poll-retries", "2", "--sweep-interval", "2")
+    procs.append(d)
+    d.wait(lambda s: s["state"] == "MASTER", what="MASTER")
+    osm = OpenSM(sim, "H7", 5, tmp_path / "osm")
+    procs.append(osm)
+    converge(sim, d, "H0", "H7", "H7")
+    s = d.status()
+    assert s["state"] == "STANDBY" and s["counters"]["handovers_sent"] == 1
+    assert "state: MASTER -> STANDBY (handed over to SM" in d.logtext()
+    osm.stop()
+    d.wait(lambda s: s["state"] == "MASTER", timeout=15, what="takeover")  # 1 s polls, 2 retries
+    assert d.status()["counters"]["poll_failures"] >= 3
+    converge(sim, d, "H0", "H7", "H0")
 
 
 @needs_opensm
-def test_we_join_higher_opensm_hands_over_and_opensm_takes_back_when_we_die(tmp_path, procs):
+def test_we_join_higher_opensm_hands_over_and_opensm_takes_back_when_we_die(tmp_path, ibsim, procs):
     """OpenSM (priority 1) is MASTER; smagent (priority 5) comes up: OpenSM hands over to it
     (SubnSet(SMInfo) HANDOVER, smagent acknowledges); smagent is killed: OpenSM takes over."""
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    with IbSimConsole(net, tmp_path / "run") as sim:
-        osm = OpenSM(sim, "H7", 1, tmp_path / "osm")
-        procs.append(osm)
-        deadline = time.monotonic() + 20
-        while "SMINFO_MASTER" not in sminfo_at(sim, "H7"):
-            assert time.monotonic() < deadline, "OpenSM never MASTER"
-            time.sleep(0.3)
-        d = Daemon(sim, "--priority", "5", "--poll-interval", "1", "--poll-retries", "2", "--sweep-interval", "2")
-        procs.append(d)
-        converge(sim, d, "H0", "H7", "H0")
-        s = d.status()
-        assert s["counters"]["handovers_received"] >= 1, d.logtext()[-3000:]
-        assert "HANDOVER from" in d.logtext()
-        assert "Handing over mastership" in osm.log.read_text(errors="replace") or \
-            "HANDOVER" in d.logtext()
-        d.stop(signal.SIGKILL)  # the master dies (its issm closes with it: IsSM clears)
-        converge(sim, d, "H0", "H7", "H7", timeout=15)
+    sim = ibsim(net, console=True)
+    osm = OpenSM(sim, "H7", 1, tmp_path / "osm")
+    procs.append(osm)
+    deadline = time.monotonic() + 20
+    while "SMINFO_MASTER" not in sminfo_at(sim, "H7"):
+        assert time.monotonic() < deadline, "OpenSM never MASTER"
+        time.sleep(0.3)
+    d = Daemon(sim, "--priority", "5", "--poll-interval", "1", "--poll-retries", "2", "--sweep-interval", "2")
+    procs.append(d)
+    converge(sim, d, "H0", "H7", "H0")
+    s = d.status()
+    assert s["counters"]["handovers_received"] >= 1, d.logtext()[-3000:]
+    assert "HANDOVER from" in d.logtext()
+    assert "Handing over mastership" in osm.log.read_text(errors="replace") or \
+        "HANDOVER" in d.logtext()
+    d.stop(signal.SIGKILL)  # the master dies (its issm closes with it: IsSM clears)
+    converge(sim, d, "H0", "H7", "H7", timeout=15)
