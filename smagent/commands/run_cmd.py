@@ -12,6 +12,10 @@ import sys
 
 import click
 
+from smagent import paths
+from smagent.errors import BadInput
+from smagent.paths import default_state_dir
+
 
 def _setup_logging(log_file) -> logging.Handler:
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
@@ -62,31 +66,29 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         no_multicast, desired_file, state_dir, log_file, as_json):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
-    from smagent import cli, multicast
+    from smagent import desired, multicast
     from smagent import sweep as sweepmod
     from smagent.sm import control
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport import open_transport
     if mcast_groups and no_multicast:
-        raise cli.BadInput("--mcast-groups and --no-multicast exclude each other")
-    spec = cli._fabric_call(multicast.load_groups, mcast_groups) if mcast_groups else None
-    ds = cli._load_desired(desired_file) if desired_file else None
+        raise BadInput("--mcast-groups and --no-multicast exclude each other")
+    spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # checked before any SMP
+    ds = desired.load(desired_file) if desired_file else None
     sw = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, mcast_groups=spec,
                                multicast=not no_multicast, desired=ds)
     if ds is not None:
         sw.lmc, sw.routing, sw.lid_file = ds.lmc, ds.routing, ds.lid_file or lid_file
-    state_dir = state_dir or cli.default_state_dir()
+    state_dir = state_dir or default_state_dir()
+    paths.check_state_dir(state_dir)
     opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,
                          poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw)
-    try:
-        server = control.ControlServer(control.socket_path(state_dir))
-    except (control.ControlError, OSError) as e:
-        raise cli.FabricFailure(str(e)) from None
+    server = control.ControlServer(control.socket_path(state_dir))
     handler = _setup_logging(log_file)
     o = obj.opts
     transport = None
     try:
-        transport = cli._fabric_call(open_transport, o["transport"], ca=o["ca"], port=o["port"],
+        transport = open_transport(o["transport"], ca=o["ca"], port=o["port"],
                                      topology=o["topology"], fixture=o["fixture"], record=o["record"],
                                      window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
                                      m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True)
@@ -102,7 +104,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGHUP, reload)
-        cli._fabric_call(daemon.run, server)
+        daemon.run(server)
         logging.getLogger("smagent.sm").info("stopped")
         if as_json:
             click.echo(json.dumps(daemon.status(), indent=2))

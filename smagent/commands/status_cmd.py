@@ -15,13 +15,9 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="The daemon's answer as one JSON document.")
 def status(state_dir, as_json):
     """The running SM's state, priority, master GUID, sweeps, last change and counters."""
-    from smagent import cli
+    from smagent.paths import default_state_dir
     from smagent.sm import control
-    path = control.socket_path(state_dir or cli.default_state_dir())
-    try:
-        s = control.query(path)
-    except control.ControlError as e:
-        raise cli.FabricFailure(str(e)) from None
+    s = control.query(control.socket_path(state_dir or default_state_dir()))  # ControlError: exit 3
     if as_json:
         click.echo(json.dumps(s, indent=2))
         return

@@ -8,12 +8,14 @@ import os
 import socket
 from pathlib import Path
 
+from smagent.errors import FabricFailure
+
 SOCKET_NAME = "control.sock"
 COMMANDS = ("status",)
 
 
-class ControlError(RuntimeError):
-    """No daemon answers at the socket, or it answered nonsense."""
+class ControlError(FabricFailure):
+    """No daemon answers at the socket, another one holds it, or it answered nonsense."""
 
 
 def socket_path(state_dir) -> Path:
@@ -31,7 +33,11 @@ class ControlServer:
                 raise ControlError(f"another smagent daemon is running (it listens at {self.path})")
             self.path.unlink()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(self.path))
+        try:
+            self.sock.bind(str(self.path))
+        except OSError as e:  # e.g. a path longer than a unix socket allows (108 bytes)
+            self.sock.close()
+            raise ControlError(f"cannot listen at {self.path}: {e}") from None
         os.chmod(self.path, 0o600)  # the status is for the daemon's own user
         self.sock.listen(8)
         self.sock.setblocking(False)

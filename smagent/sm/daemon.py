@@ -35,6 +35,7 @@ from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
 from smagent.sm import repair, traps
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
+from smagent.errors import SmagentError
 from smagent.transport.base import Request, Transport, TransportError
 
 log = logging.getLogger("smagent.sm")
@@ -324,7 +325,7 @@ class Daemon:
         t0 = self.clock()
         try:
             r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
-        except (TransportError, sweepmod.SweepError) as e:
+        except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             self._failed(f"sweep ({why})", e)
             self.next_light = self.clock() + max(self.opts.sweep_interval, 1.0)
             return
