@@ -83,6 +83,8 @@ class Apply:
         self.backup_file: str | None = None
         self.problems: list[str] = []
         self.lft_written = 0
+        # what each step confirmed: SwitchInfo (change, value read back), LFT/RFT/MFT changes
+        self.written: dict[str, list] = {"tops": [], "lft": [], "rft": [], "mft": []}
 
     def start(self) -> None:
         """Back up what the plan overwrites and journal what it writes; nothing to do
@@ -104,7 +106,7 @@ class Apply:
         self.journal.begin(p.lft + p.rft + p.mft, backup=self.backup_file)
 
     def switchinfo(self) -> list[str]:
-        return self._note(tops.write(self.t, self.plan.tops))
+        return self._note(tops.write(self.t, self.plan.tops, written=self.written["tops"]))
 
     def lft(self) -> list[str]:
         order = interleave(self.plan.lft)
@@ -114,19 +116,21 @@ class Apply:
                 written, p = linear.write_lft_blocks(self.t, order[i:i + self.chunk])
                 problems += p
                 self.lft_written += len(written)
+                self.written["lft"] += written
                 if self.journal is not None:
                     self.journal.written_many(written)
         return self._note(problems)
 
     def rft(self) -> list[str]:
-        return self._write(rft.write_rft_blocks, self.plan.rft)
+        return self._write(rft.write_rft_blocks, self.plan.rft, "rft")
 
     def mft(self) -> list[str]:
-        return self._write(mft.write_mft_units, self.plan.mft)
+        return self._write(mft.write_mft_units, self.plan.mft, "mft")
 
-    def _write(self, writer, changes) -> list[str]:
+    def _write(self, writer, changes, kind: str) -> list[str]:
         with self._closing_on_error():
             written, problems = writer(self.t, changes)
+            self.written[kind] += written
             if self.journal is not None:
                 self.journal.written_many(written)
         return self._note(problems)
