@@ -182,20 +182,26 @@ class Session:
         return ops.lft_set(self._open(), self.target(switch), lid, port, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
 
-    def read_lfts(self) -> dict[int, bytes]:
-        """Every switch's LFT (LIDs 0..LinearFDBTop), all blocks in one windowed batch:
-        {switch GUID: table bytes}. On the session's topology (discovers if there is none)."""
-        from smagent.fdb import linear, text
-        t = self._open()
-        return linear.read_all(t, text.dump_order(self.topology or self.discover()))
+    def _fresh(self, topology):
+        """The topology to read on: the one given, else a fresh discovery (a sweep changes
+        LIDs and LinearFDBTop, so an older topology would read the wrong blocks)."""
+        self._open()
+        return topology if topology is not None else self.discover()
 
-    def lft_dump(self, dump_all: bool = False) -> str:
+    def read_lfts(self, topology=None) -> dict[int, bytes]:
+        """Every switch's LFT (LIDs 0..LinearFDBTop), all blocks in one windowed batch:
+        {switch GUID: table bytes}. On ``topology`` (a `discover()` result: a monitor
+        reuses it), else on a fresh discovery."""
+        from smagent.fdb import linear, text
+        return linear.read_all(self.transport, text.dump_order(self._fresh(topology)))
+
+    def lft_dump(self, dump_all: bool = False, *, topology=None) -> str:
         """Every switch's LFT as ``dump_lfts`` prints it (what `lft_load` and OpenSM's
-        ``-R file -U`` read), ``dump_all``: also LIDs without a valid port. On the session's
-        topology (`discover` first for a fresh one; discovers if there is none)."""
+        ``-R file -U`` read), ``dump_all``: also LIDs without a valid port. On ``topology``,
+        else on a fresh discovery."""
         from smagent.fdb import text
-        tables = self.read_lfts()
-        return "\n".join(text.format_lft_dump(self.topology, tables, dump_all=dump_all)) + "\n"
+        topo = self._fresh(topology)
+        return "\n".join(text.format_lft_dump(topo, self.read_lfts(topo), dump_all=dump_all)) + "\n"
 
     def lft_load(self, path_or_text: str, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
         """Load a dump (a file path, or the text itself) and write the blocks that differ.
@@ -224,13 +230,14 @@ class Session:
         return ops.mft_set(self._open(), self.target(switch), mlid, ports, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
 
-    def read_mfts(self) -> dict[int, dict[tuple[int, int], list[int]]]:
+    def read_mfts(self, topology=None) -> dict[int, dict[tuple[int, int], list[int]]]:
         """Every switch's MFT up to MulticastFDBTop, all units in one windowed batch:
-        {switch GUID: {(block, position): [32 PortMasks]}}."""
+        {switch GUID: {(block, position): [32 PortMasks]}}. On ``topology``, else on a
+        fresh discovery."""
         from smagent.fdb import multicast as mfttab
         from smagent.fdb.switch import TableFailure
-        t = self._open()
-        sws = [n for n in (self.topology or self.discover()).switches() if n.switch_info is not None]
+        sws = [n for n in self._fresh(topology).switches() if n.switch_info is not None]
+        t = self.transport
         wanted = [(n.guid, n.path, b, p) for n in sws
                   for b in mfttab.mft_blocks_to_read(n.switch_info.multicast_fdb_cap, n.switch_info.multicast_fdb_top)
                   for p in range(fw.mft_positions_for(n.num_ports))]
@@ -242,15 +249,16 @@ class Session:
             out[g][(b, p)] = masks
         return out
 
-    def read_portinfos(self) -> dict[tuple[int, int], object]:
+    def read_portinfos(self, topology=None) -> dict[tuple[int, int], object]:
         """PortInfo of every port of every node (a switch: 0..NumPorts), one windowed batch:
-        {(node GUID, port): PortInfo}. Ports that do not answer are left out."""
+        {(node GUID, port): PortInfo}. Ports that do not answer are left out. On
+        ``topology``, else on a fresh discovery."""
         from mad import smp as smpcodec
         from mad.attributes import AttrID
         from mad.header import Method
         from smagent.transport.base import Request
-        t = self._open()
-        topo = self.topology or self.discover()
+        topo = self._fresh(topology)
+        t = self.transport
         keys, reqs = [], []
         for n in topo.nodes.values():
             ports = range(n.num_ports + 1) if n.is_switch else sorted(n.port_paths)

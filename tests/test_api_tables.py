@@ -44,13 +44,15 @@ def test_lft_show_set_and_bulk_read(swept):
     assert done.ok and done.sets_sent == {"switchinfo": 0, "lft_blocks": 1} and done.changes[0]["new"] == new
     assert s.lft_show("L1").table[lid] == new
     # every switch's LFT in one windowed batch equals the one-switch reads
+    topo = s.discover()
     calls = []
     execute = s.transport.execute
     s.transport.execute = lambda reqs: calls.append(len(reqs)) or execute(reqs)
-    tables = s.read_lfts()
+    tables = s.read_lfts(topo)
     s.transport.execute = execute
     assert len(calls) == 1 and calls[0] == sum(len(v) // fw.LFT_BLOCK_SIZE for v in tables.values())
-    for n in s.topology.switches():
+    assert s.read_lfts() == tables  # a fresh discovery reads the same
+    for n in topo.switches():
         one = s.lft_show(f"{n.guid:#018x}")
         assert tables[n.guid] == one.table
 
@@ -60,6 +62,7 @@ def test_dump_load_backup_restore(swept, tmp_path):
     saved = s.lft_backup()
     assert saved.startswith("# smagent lft backup") and "Unicast lids" in saved
     dump = s.lft_dump()
+    assert "(Channel Adapter portguid 0x" in dump  # destinations resolved on the LIDs the sweep gave
     assert s.lft_load(dump).plan == []  # the fabric holds its own dump (text given directly)
     edited = tmp_path / "edited.dump"
     t = s.lft_show("L1")

@@ -84,7 +84,7 @@ def lft_dump(obj, dump_all, output, as_json):
     if as_json:
         topo = s.discover()
         warn_unreachable(topo)
-        tables, doc = s.read_lfts(), []
+        tables, doc = s.read_lfts(topo), []
         for n in text.dump_order(topo):
             top, table = min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX), tables[n.guid]
             doc.append({"guid": f"{n.guid:#018x}", "description": n.description,
@@ -94,7 +94,7 @@ def lft_dump(obj, dump_all, output, as_json):
     else:
         topo = s.discover()
         warn_unreachable(topo)
-        out = s.lft_dump(dump_all)
+        out = s.lft_dump(dump_all, topology=topo)
     if output:
         write_output(output, out)
     else:
