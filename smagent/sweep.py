@@ -80,6 +80,19 @@ class SweepOptions:
     # MFT entries of MLIDs outside the configured groups: kept and reported (False), or
     # removed (True; also desired state `multicast_prune: true`)
     prune_multicast: bool = False
+    # a KnownState (what an earlier sweep left): plan against it with no discovery and no
+    # table reads; the running SM's repairs, after it updated the topology itself
+    known: object = None
+
+
+@dataclasses.dataclass
+class KnownState:
+    """What the switches hold as far as our own sweeps know: the topology (PortInfo and
+    SwitchInfo as the last Sets answered), LFT blocks {(switch, block): bytes} and MFT
+    units {(switch, block, position): masks}. A block missing is unknown (it is written)."""
+    topology: object
+    lft: dict
+    mft: dict
 
 
 @dataclasses.dataclass
@@ -124,6 +137,9 @@ class SweepResult:
     rft_plans: list = dataclasses.field(default_factory=list)
     missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
     backup_file: str | None = None
+    lft_current: dict = dataclasses.field(default_factory=dict)  # what the plan diffed against
+    mft_current: dict = dataclasses.field(default_factory=dict)
+    known: KnownState | None = None  # after an apply: the state it left, for the next repair
     lft_written: int = 0
     progress: object = None
     activations: int = 0
@@ -207,9 +223,9 @@ def _dr(method, attr, path, mod=0, value=None) -> Request:
     return Request(smpcodec.dr(method, attr, path, mod, value))
 
 
-def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
-    """Find ports with IsSM and ask their SMInfo; refuse while another is MASTER."""
-    notes, reqs, who = [], [], []
+def find_sms(transport: Transport, topo) -> list[tuple]:
+    """Every other port with IsSM, asked for its SMInfo: (node, port, PortInfo, Reply)."""
+    reqs, who = [], []
     for n in topo.nodes.values():
         for p in n.lid_ports():
             pi = n.ports.get(p)
@@ -218,7 +234,13 @@ def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
                 continue
             reqs.append(_dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))
             who.append((n, p, pi))
-    for (n, p, pi), r in zip(who, transport.execute(reqs)):
+    return [(n, p, pi, r) for (n, p, pi), r in zip(who, transport.execute(reqs))]
+
+
+def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
+    """Find ports with IsSM and ask their SMInfo; refuse while another is MASTER."""
+    notes = []
+    for n, p, pi, r in find_sms(transport, topo):
         if not r.ok:
             notes.append(f"{n.description} port {p} has IsSM but SMInfo did not answer: {r.error}")
             continue
@@ -261,14 +283,16 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             paths.check_output(opts.lid_file, "--lid-file")
         if opts.state_dir:
             paths.check_state_dir(opts.state_dir)
+    known = opts.known
     with _Phase(result or SweepResult(None, None, progress=opts.progress), transport, "discover") as ph:
-        topo = discovery.discover(transport)
+        topo = known.topology if known is not None else discovery.discover(transport)
     r = ph.r
     r.topology = topo
     if not topo.switches():
         raise SweepError(_no_switch_reason(topo))
     with _Phase(r, transport, "sm_check"):
-        r.notes += check_other_sms(transport, topo, force=opts.force)
+        if known is None:
+            r.notes += check_other_sms(transport, topo, force=opts.force)
     resolved = None
     if opts.desired is not None:
         from smagent import desired as desiredmod
@@ -343,7 +367,11 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
                                                  link, link_diff))
     if link_opts:
         with _Phase(r, transport, "link_read"):
-            r.link_changes, problems = links.read_and_diff(transport, links.table_wants(topo, link_opts, op_vls))
+            wants = links.table_wants(topo, link_opts, op_vls)
+            if known is not None:  # a repair: the tables of the nodes whose ports come up again
+                armed = {c.guid for c in r.port_changes if c.arm}
+                wants = [w for w in wants if w.guid in armed]
+            r.link_changes, problems = links.read_and_diff(transport, wants)
             r.problems += problems
 
     # LFTs: read what is live (blocks up to the current LinearFDBTop; above it the switch
@@ -359,8 +387,12 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
                 if b * fw.LFT_BLOCK_SIZE <= cur_top:
                     wanted.append((n.guid, n.path, b))
-        current, errors = linear.read_lft_blocks(transport, wanted)
+        if known is not None:
+            current, errors = {(g, b): known.lft[(g, b)] for g, _p, b in wanted if (g, b) in known.lft}, []
+        else:
+            current, errors = linear.read_lft_blocks(transport, wanted)
         r.problems += errors
+        r.lft_current = current
         for g, table in desired.items():
             n = topo.nodes[g]
             for b in range(len(table) // fw.LFT_BLOCK_SIZE):
@@ -443,7 +475,12 @@ def plan(transport: Transport, opts: SweepOptions, result: SweepResult | None = 
             wanted += [(n.guid, n.path, b, p) for b, p in sorted(units[n.guid])]
             if top_ok:
                 mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
-        current, errors = mfttab.read_mft_units(transport, wanted)
+        if known is not None:
+            current, errors = {(g, b, p): known.mft[(g, b, p)] for g, _path, b, p in wanted
+                               if (g, b, p) in known.mft}, []
+        else:
+            current, errors = mfttab.read_mft_units(transport, wanted)
+        r.mft_current = current
         r.problems += [f"MFT read: {e}" for e in errors]
         prune = opts.prune_multicast or bool(opts.desired is not None and opts.desired.multicast_prune)
         foreign: dict[int, list[str]] = {}  # MLIDs outside the groups, kept unless pruning
@@ -520,6 +557,22 @@ def _confirm_port_sets(transport, failed, want, master_lid, lmc_for):
     return still
 
 
+def _known_after(r: SweepResult, ap) -> KnownState:
+    """The state an apply left: the tables as planned against, the confirmed writes on
+    top (a block written but not confirmed is unknown), SwitchInfo as read back."""
+    lft = dict(r.lft_current)
+    for c in r.lft_changes:
+        lft.pop((c.switch, c.block), None)
+    lft.update(((c.switch, c.block), bytes(c.new)) for c in ap.written["lft"])
+    mft = dict(r.mft_current)
+    for c in r.mft_changes:
+        mft.pop((c.switch, c.block, c.position), None)
+    mft.update(((c.switch, c.block, c.position), list(c.new)) for c in ap.written["mft"])
+    for c, back in ap.written["tops"]:
+        r.topology.nodes[c.switch].switch_info = back
+    return KnownState(r.topology, lft, mft)
+
+
 def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     t0 = time.monotonic()
     r = plan(transport, opts)
@@ -560,6 +613,7 @@ def _apply(transport: Transport, opts: SweepOptions, r: SweepResult) -> None:
                 failed.append((c, rep.error))
                 continue
             back = rep.value()
+            r.topology.nodes[c.guid].ports[c.port] = back
             if c.lid is not None and back.lid != c.lid:
                 r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
         for c, err in _confirm_port_sets(transport, failed, lambda c: PortState.ARMED if c.arm else None,
@@ -581,12 +635,15 @@ def _apply(transport: Transport, opts: SweepOptions, r: SweepResult) -> None:
     ap.finish(ok=not r.problems)
     with _Phase(r, transport, "link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
         r.problems += links.write(transport, r.link_changes)
+    r.known = _known_after(r, ap)
     with _Phase(r, transport, "activate"):
         arming = [c for c in r.port_changes if c.arm]
         # the same LID fields again: a Set writes the whole attribute
         reqs = [_portinfo_set(c, PortState.ACTIVE, lp.master_lid, lmc_for(c)) for c in arming]
         failed = []
         for c, rep in zip(arming, transport.execute(reqs)):
+            if rep.ok:
+                r.topology.nodes[c.guid].ports[c.port] = rep.value()
             if not rep.ok:
                 failed.append((c, rep.error))
             elif rep.value().port_state != PortState.ACTIVE:
