@@ -63,6 +63,49 @@ Notice = _attr(
     doc="Notice (IBA 13.4.8.2), the 64 bytes an SMP carries.",
 )
 
+NOTICE_DETAILS_SIZE = 54
+
+
+class TrapNumber(enum.IntEnum):
+    """Generic trap numbers an SMA (or an SM, 144) sends to the master SM (IBA 14.2.5.1)."""
+    LINK_STATE_CHANGE = 128  # a switch port changed state (SwitchInfo.PortStateChange)
+    LINK_INTEGRITY = 129
+    BUFFER_OVERRUN = 130
+    FLOW_CONTROL_WATCHDOG = 131
+    CAPABILITY_CHANGE = 144  # CapabilityMask, NodeDescription, ... (also: an SM announcing itself)
+    SYSTEM_IMAGE_GUID_CHANGE = 145
+    BAD_M_KEY = 256
+    BAD_P_KEY = 257
+    BAD_Q_KEY = 258
+    SWITCH_BAD_P_KEY = 259
+
+
+class NoticeType(enum.IntEnum):
+    FATAL = 0
+    URGENT = 1
+    SECURITY = 2
+    SUBNET_MANAGEMENT = 3
+    INFO = 4
+
+
+def _details(name: str, *subcons, doc: str = "") -> Layout:
+    pad = NOTICE_DETAILS_SIZE * 8 - bit_size(subcons)
+    return Layout(name, *subcons, *([Padding(pad)] if pad else []), doc=doc)
+
+
+# Notice.DataDetails of the traps an SM acts on (IBA 14.2.5.1, Table 119 and on)
+Trap128Details = _details("Trap128Details", "lid" / B(16),
+                          doc="Trap 128: the LID of the switch whose PortStateChange was set.")
+Trap129Details = _details("Trap129Details", Padding(16), "lid" / B(16), "port_num" / B(8),
+                          doc="Traps 129-131: the LID and port of the faulty link.")
+Trap144Details = _details("Trap144Details", Padding(16), "lid" / B(16), Padding(15), "other_local_changes" / B(1),
+                          "capability_mask" / B(32), Padding(10), "change_flags" / B(6),
+                          "capability_mask2" / B(16),
+                          doc="Trap 144: a port's CapabilityMask (IsSM among them) or other local change.")
+TRAP_DETAILS = {TrapNumber.LINK_STATE_CHANGE: Trap128Details, TrapNumber.LINK_INTEGRITY: Trap129Details,
+                TrapNumber.BUFFER_OVERRUN: Trap129Details, TrapNumber.FLOW_CONTROL_WATCHDOG: Trap129Details,
+                TrapNumber.CAPABILITY_CHANGE: Trap144Details}
+
 NodeDescription = _attr(
     AttrID.NODE_DESCRIPTION, "NodeDescription",
     "node_string" / Bytewise(NulText(64)),

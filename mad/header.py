@@ -67,6 +67,8 @@ MadHeader = Layout("MadHeader", *HEADER_LEAD, *HEADER_STATUS, *HEADER_TAIL,
                    doc="Common MAD header (24 bytes).")
 HEADER_SIZE = MadHeader.size
 MGMT_CLASS_OFFSET = MadHeader.byte_slice("mgmt_class").start
+METHOD_OFFSET = MadHeader.byte_slice("method").start
+RESPONSE_BIT = 0x80  # the R bit of the method byte
 TID_SLICE = MadHeader.byte_slice("transaction_id")
 _TID32 = slice(TID_SLICE.stop - 4, TID_SLICE.stop)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from smagent.commands import backup_cmd, decode_cmd, discover_cmd, query_cmd, rft_cmd, sweep_cmd, tables_cmd
-from smagent.commands import report_cmd, topology_cmd, verify_cmd
+from smagent.commands import report_cmd, run_cmd, status_cmd, topology_cmd, verify_cmd
 from smagent.commands.common import Context, SmagentGroup, int_arg
 from smagent.errors import (  # noqa: F401 - the documented codes, importable from here
     EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SAFETY,
@@ -47,7 +47,7 @@ def main(ctx, debug, **opts):
 
 for _cmd in (decode_cmd.decode, query_cmd.query, topology_cmd.topology, discover_cmd.discover, sweep_cmd.sweep,
              sweep_cmd.plan_cmd, sweep_cmd.apply_cmd, tables_cmd.lft, tables_cmd.mft, rft_cmd.rft_group,
-             verify_cmd.verify, report_cmd.report):
+             verify_cmd.verify, report_cmd.report, run_cmd.run, status_cmd.status):
     main.add_command(_cmd)
 for _cmd in backup_cmd.backup_commands:  # lft backup/restore attach to `lft` themselves
     main.add_command(_cmd)

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import os
 
+import time
+from pathlib import Path
+
 from smagent.errors import BadInput
+
+STATE_KEEP_ENV = "SMAGENT_STATE_KEEP"
+STATE_KEEP_DEFAULT = 20  # backups and finished apply journals kept in the state directory
 
 
 def _why(e: OSError) -> str:
@@ -44,6 +50,7 @@ def check_output(path, what: str = "output") -> None:
 def check_state_dir(path, what: str = "--state-dir") -> None:
     """``path`` is a writable directory, or can be made one: its nearest existing
     ancestor is a writable directory."""
+    state_keep()  # a bad retention setting is refused here too, before the first SMP
     p = os.path.abspath(os.fspath(path))
     if os.path.exists(p):
         if not os.path.isdir(p):
@@ -76,3 +83,45 @@ def default_state_dir() -> str:
         return os.environ["SMAGENT_STATE_DIR"]
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "smagent")
+
+
+def state_keep() -> int:
+    """How many backups and finished apply journals the state directory keeps:
+    $SMAGENT_STATE_KEEP (a whole number >= 1), else 20. A bad value is a BadInput."""
+    raw = os.environ.get(STATE_KEEP_ENV, "").strip()
+    if not raw:
+        return STATE_KEEP_DEFAULT
+    try:
+        n = int(raw, 10)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise BadInput(f"{STATE_KEEP_ENV}={raw!r}: a whole number of files to keep, at least 1, expected")
+    return n
+
+
+def stamp() -> str:
+    """A file-name stamp that sorts by creation time and differs between processes."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6:06d}"
+
+
+def keep_newest(directory, pattern: str, keep: int, protect=()) -> list[Path]:
+    """Delete the files of ``directory`` matching ``pattern`` but the newest ``keep``
+    (by modification time, then name) and those in ``protect``; returns what was deleted.
+    A file that vanishes meanwhile (another smagent pruning) is not an error."""
+    keep_set = {Path(p).resolve() for p in protect if p}
+    try:
+        files = [(f.stat().st_mtime_ns, f.name, f) for f in Path(directory).glob(pattern) if f.is_file()]
+    except OSError:
+        return []
+    files.sort(reverse=True)
+    gone = []
+    for _mtime, _name, f in files[keep:]:
+        if f.resolve() in keep_set:
+            continue
+        try:
+            f.unlink()
+            gone.append(f)
+        except FileNotFoundError:
+            pass
+    return gone

@@ -87,6 +87,19 @@ class SweepOptions:
     # MFT entries of MLIDs outside the configured groups: kept and reported (False), or
     # removed (True; also desired state `multicast_prune: true`)
     prune_multicast: bool = False
+    # a KnownState (what an earlier sweep left): plan against it with no discovery and no
+    # table reads; the running SM's repairs, after it updated the topology itself
+    known: object = None
+
+
+@dataclasses.dataclass
+class KnownState:
+    """What the switches hold as far as our own sweeps know: the topology (PortInfo and
+    SwitchInfo as the last Sets answered), LFT blocks {(switch, block): bytes} and MFT
+    units {(switch, block, position): masks}. A block missing is unknown (it is written)."""
+    topology: object
+    lft: dict
+    mft: dict
 
 
 @dataclasses.dataclass
@@ -131,6 +144,9 @@ class SweepResult:
     rft_plans: list = dataclasses.field(default_factory=list)
     missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
     backup_file: str | None = None
+    lft_current: dict = dataclasses.field(default_factory=dict)  # what the plan diffed against
+    mft_current: dict = dataclasses.field(default_factory=dict)
+    known: KnownState | None = None  # after an apply: the state it left, for the next repair
     lft_written: int = 0
     progress: object = None
     activations: int = 0
@@ -214,12 +230,12 @@ def _dr(method, attr, path, mod=0, value=None) -> Request:
     return Request(smpcodec.dr(method, attr, path, mod, value))
 
 
-def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
-    """Find ports with IsSM and ask their SMInfo; refuse while another is MASTER. The
-    local port is skipped only when the transport itself is the SM there
+def find_sms(transport: Transport, topo) -> list[tuple]:
+    """Every other port with IsSM, asked for its SMInfo: (node, port, PortInfo, Reply).
+    The local port is skipped only when the transport itself is the SM there
     (`Transport.owns_sm_port`): else its IsSM is another SM on the same port (OpenSM on
     this HCA: ibsim and the kernel hand it the SMInfo Get to DR path 0)."""
-    notes, reqs, who = [], [], []
+    reqs, who = [], []
     own = getattr(transport, "owns_sm_port", False)
     for n in topo.nodes.values():
         for p in n.lid_ports():
@@ -230,7 +246,13 @@ def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
                 continue
             reqs.append(_dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))
             who.append((n, p, pi))
-    for (n, p, pi), r in zip(who, transport.execute(reqs)):
+    return [(n, p, pi, r) for (n, p, pi), r in zip(who, transport.execute(reqs))]
+
+
+def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
+    """Find ports with IsSM and ask their SMInfo (`find_sms`); refuse while another is MASTER."""
+    notes = []
+    for n, p, pi, r in find_sms(transport, topo):
         if not r.ok:
             notes.append(f"{n.description} port {p} has IsSM but SMInfo did not answer: {r.error}")
             continue
@@ -282,6 +304,7 @@ class SweepState:
     mplan: object = None  # multicast.MulticastPlan
     default_port: dict = dataclasses.field(default_factory=dict)  # RFT switch GUID -> DefaultPort
     mft_top: dict = dataclasses.field(default_factory=dict)  # switch GUID -> MulticastFDBTop
+    applied: object = None  # the fdb.apply.Apply of the write phase
 
     @property
     def topo(self):
@@ -309,6 +332,7 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
             _arm_ports(s)
             _write_tables(s)
             _write_links(s)
+            s.r.known = _known_after(s.r, s.applied)
             _activate(s)
             _save_lids(s)
         except OSError as e:  # a backup, the journal or the LID file, after Sets began
@@ -357,15 +381,17 @@ def _prepare(transport: Transport, opts: SweepOptions) -> SweepState:
 
 
 def _discover(s: SweepState) -> None:
+    known = s.opts.known
     with s.phase("discover"):
-        s.r.topology = discovery.discover(s.transport)
+        s.r.topology = known.topology if known is not None else discovery.discover(s.transport)
     if not s.topo.switches():
         raise SweepError(_no_switch_reason(s.topo))
 
 
 def _check_sms(s: SweepState) -> None:
     with s.phase("sm_check"):
-        s.r.notes += check_other_sms(s.transport, s.topo, force=s.opts.force)
+        if s.opts.known is None:  # a repair: the running SM knows the other SMs
+            s.r.notes += check_other_sms(s.transport, s.topo, force=s.opts.force)
 
 
 def _resolve_desired(s: SweepState) -> None:
@@ -451,7 +477,11 @@ def _read_links(s: SweepState) -> None:
     if not s.link_opts:
         return
     with s.phase("link_read"):
-        s.r.link_changes, problems = links.read_and_diff(s.transport, links.table_wants(s.topo, s.link_opts, s.op_vls))
+        wants = links.table_wants(s.topo, s.link_opts, s.op_vls)
+        if s.opts.known is not None:  # a repair: the tables of the nodes whose ports come up again
+            armed = {c.guid for c in s.r.port_changes if c.arm}
+            wants = [w for w in wants if w.guid in armed]
+        s.r.link_changes, problems = links.read_and_diff(s.transport, wants)
         s.r.problems += problems
 
 
@@ -470,8 +500,13 @@ def _read_lfts(s: SweepState) -> None:
             for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
                 if b * fw.LFT_BLOCK_SIZE <= cur_top:
                     wanted.append((n.guid, n.path, b))
-        current, errors = linear.read_lft_blocks(s.transport, wanted)
+        if s.opts.known is not None:
+            known = s.opts.known.lft
+            current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, []
+        else:
+            current, errors = linear.read_lft_blocks(s.transport, wanted)
         r.problems += errors
+        r.lft_current = current
         for g, table in desired.items():
             n = topo.nodes[g]
             for b in range(len(table) // fw.LFT_BLOCK_SIZE):
@@ -560,7 +595,12 @@ def _read_mfts(s: SweepState) -> None:
             wanted += [(n.guid, n.path, b, p) for b, p in sorted(units[n.guid])]
             if top_ok:
                 s.mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
-        current, errors = mfttab.read_mft_units(s.transport, wanted)
+        if s.opts.known is not None:
+            known = s.opts.known.mft
+            current, errors = {(g, b, p): known[(g, b, p)] for g, _path, b, p in wanted if (g, b, p) in known}, []
+        else:
+            current, errors = mfttab.read_mft_units(s.transport, wanted)
+        r.mft_current = current
         r.problems += [f"MFT read: {e}" for e in errors]
         _diff_mfts(s, units, current)
 
@@ -647,6 +687,22 @@ def _confirm_port_sets(transport, failed, want, master_lid, lmc_for):
 
 
 
+def _known_after(r: SweepResult, ap) -> KnownState:
+    """The state an apply left: the tables as planned against, the confirmed writes on
+    top (a block written but not confirmed is unknown), SwitchInfo as read back."""
+    lft = dict(r.lft_current)
+    for c in r.lft_changes:
+        lft.pop((c.switch, c.block), None)
+    lft.update(((c.switch, c.block), bytes(c.new)) for c in ap.written["lft"])
+    mft = dict(r.mft_current)
+    for c in r.mft_changes:
+        mft.pop((c.switch, c.block, c.position), None)
+    mft.update(((c.switch, c.block, c.position), list(c.new)) for c in ap.written["mft"])
+    for c, back in ap.written["tops"]:
+        r.topology.nodes[c.switch].switch_info = back
+    return KnownState(r.topology, lft, mft)
+
+
 def _lmc_for(s: SweepState, c: PortChange) -> int:
     return 0 if s.topo.nodes[c.guid].is_switch else s.r.lid_plan.lmc
 
@@ -673,6 +729,7 @@ def _arm_ports(s: SweepState) -> None:
                 failed.append((c, rep.error))
                 continue
             back = rep.value()
+            r.topology.nodes[c.guid].ports[c.port] = back  # what the port holds now (a repair plans on it)
             if c.lid is not None and back.lid != c.lid:
                 r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
         for c, err in _confirm_port_sets(s.transport, failed, lambda c: PortState.ARMED if c.arm else None,
@@ -698,6 +755,7 @@ def _write_tables(s: SweepState) -> None:
     with s.phase("mft_write"):
         r.problems += ap.mft()
     ap.finish(ok=not r.problems)
+    s.applied = ap
 
 
 def _write_links(s: SweepState) -> None:
@@ -714,6 +772,8 @@ def _activate(s: SweepState) -> None:
         reqs = [_portinfo_set(c, PortState.ACTIVE, lp.master_lid, _lmc_for(s, c)) for c in arming]
         failed = []
         for c, rep in zip(arming, s.transport.execute(reqs)):
+            if rep.ok:
+                r.topology.nodes[c.guid].ports[c.port] = rep.value()
             if not rep.ok:
                 failed.append((c, rep.error))
             elif rep.value().port_state != PortState.ACTIVE:

@@ -58,12 +58,38 @@ example a dict of fields, `Report.texts` the same examples as readable lines):
                    reach every other member exactly once: members missed, members
                    reached twice, loops in the tree, branches into unlinked or inactive
                    ports or into a switch without an entry for the group.
+
+Link checks (when the snapshot holds the ports' PortInfo: `collect` always reads it;
+hand-built snapshots without it skip them):
+
+``link_mtu_mismatch``  links whose two ends hold different NeighborMTU
+``link_vl_mismatch``   links whose two ends hold different OperationalVLs
+``sl_unmapped``        hops on a data path (a CA port sending, or a switch's (input,
+                       output) port pair some (source, DLID) route takes) whose SL2VL
+                       table maps an SL to VL15 or to a VL at or above the data VLs the
+                       link runs (the smaller OperationalVLs of its two ends): a packet on
+                       that SL is dropped there. Computed per hop, like routes per
+                       (switch, DLID): the hops of every route, each checked once.
+``no_default_partition`` end ports (linked CA ports, switch port 0 of a switch with a
+                       LID) whose P_Key block 0 lacks the default partition 0xFFFF (full
+                       member); at reset ports hold 0x7FFF, and two limited members
+                       cannot talk.
+
+Warnings (listed in `Report.warnings`, the exit code and `Report.ok` ignore them: a
+configured cap (`links.LinkOptions.max_mtu` / `max_vls`) or a cable that trained at a
+lower rate keeps traffic flowing, only slower):
+
+``degraded_link``          active width or speed below what both ends support
+                           (`mad.codes.degraded`, iblinkinfo's "Could be")
+``link_below_capability``  NeighborMTU or OperationalVLs agreeing on both ends but
+                           below the smaller MTUCap / VLCap of the two
 """
 from __future__ import annotations
 
 import dataclasses
 import time
 
+from mad import codes
 from mad import forwarding as fw
 from mad.attributes import PortState
 from smagent.fdb import linear, multicast
@@ -71,6 +97,7 @@ from smagent.fdb.random import read_rft_blocks
 from smagent.transport.base import Transport
 
 EXAMPLES = 5
+WARNINGS = frozenset({"degraded_link", "link_below_capability"})  # listed; not defects
 
 # why a packet stops (dead_end causes)
 CAUSES = {
@@ -138,6 +165,14 @@ class Snapshot:
     seconds: float = 0.0
     mcast_read: bool = False
     unreached: list = dataclasses.field(default_factory=list)  # dicts: what, where, error
+    # link checks: PortInfo of linked ports ((guid, port) -> PortInfo; empty: not checked),
+    # SL2VL tables ((guid, in, out) -> 16 VLs; a CA port's own: (guid, 0, port)) and
+    # P_Key block 0 of end ports ((guid, port) -> keys; switch port 0: (guid, 0)).
+    # tables_read False: the SL2VL and P_Key checks are skipped.
+    port_info: dict = dataclasses.field(default_factory=dict)
+    sl2vl: dict = dataclasses.field(default_factory=dict)
+    pkeys: dict = dataclasses.field(default_factory=dict)
+    tables_read: bool = False
 
 
 @dataclasses.dataclass
@@ -146,13 +181,14 @@ class Report:
     defects: dict  # class -> {"count": n, "examples": [dict, ...], ...}
     texts: dict = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
     balance: dict | None = None  # smagent.balance figures, when asked for
+    warnings: dict = dataclasses.field(default_factory=dict)  # WARNINGS classes, as defects
 
     @property
     def ok(self) -> bool:
         return not self.defects
 
     def as_json(self) -> dict:
-        out = {"ok": self.ok, "summary": self.summary, "defects": self.defects}
+        out = {"ok": self.ok, "summary": self.summary, "defects": self.defects, "warnings": self.warnings}
         if self.balance is not None:
             out["balance"] = self.balance
         return out
@@ -263,6 +299,7 @@ def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
     uni = _check_unicast(net, D)
     _check_cdg(net, uni["deps"], D)
     groups = _check_mcast(net, D) if snap.mcast_read else None
+    hops = _check_links(net, D)
     deps = uni["deps"]
     chans = set(deps)
     for v in deps.values():
@@ -272,10 +309,12 @@ def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
         "sources": sum(len(v) for v in net.sources.values()), "lids": len(net.owner),
         "pairs": uni["pairs"], "pairs_unreachable": uni["bad"],
         "channels": len(chans), "dependencies": sum(len(v) for v in deps.values()), "mcast_groups": groups,
-        "unreached": len(snap.unreached),
+        "unreached": len(snap.unreached), "links_checked": bool(snap.port_info),
+        "tables_checked": snap.tables_read, "data_hops": hops,
         "smps": snap.smps, "read_seconds": round(snap.seconds, 3), "check_seconds": round(time.monotonic() - t0, 3),
     }
-    return Report(summary, D.d, D.texts)
+    defects = {k: v for k, v in D.d.items() if k not in WARNINGS}
+    return Report(summary, defects, D.texts, warnings={k: v for k, v in D.d.items() if k in WARNINGS})
 
 
 def _check_unreached(snap: Snapshot, D: _Defects) -> None:
@@ -556,6 +595,140 @@ def _why(kind, at, detail, names) -> str:
     return f"dead end at {names[at]}: {what} (port {detail})"
 
 
+# ----------------------------------------------------------------------------- links
+def _check_links(net: _Net, D: _Defects) -> int | None:
+    """The link checks, when the snapshot holds PortInfo; the number of data hops whose
+    SL2VL tables were checked (None: not checked)."""
+    if not net.snap.port_info:
+        return None
+    _check_link_params(net, D)
+    _check_degraded(net, D)
+    if not net.snap.tables_read:
+        return None
+    _check_partitions(net, D)
+    return _check_sl_to_vl(net, D)
+
+
+def _link_ends(snap: Snapshot):
+    """Every link once, as (key, PortInfo, peer key, PortInfo), both ends read."""
+    for a, b in sorted(snap.links.items()):
+        if a < b and a in snap.port_info and b in snap.port_info:
+            yield a, snap.port_info[a], b, snap.port_info[b]
+
+
+# (defect class, field, capability field, code -> value shown, unit)
+_LINK_PARAMS = (("link_mtu_mismatch", "neighbor_mtu", "mtu_cap", codes.MTUS, "MTU"),
+                ("link_vl_mismatch", "operational_vls", "vl_cap", codes.DATA_VLS, "data VLs"))
+
+
+def _check_link_params(net: _Net, D: _Defects) -> None:
+    """Both ends of a link must run the same MTU and VLs; agreeing values below what both
+    ends can do are a warning (an SM's configured cap looks the same)."""
+    for a, pa, b, pb in _link_ends(net.snap):
+        for cls, field, cap, shown, unit in _LINK_PARAMS:
+            va, vb = getattr(pa, field), getattr(pb, field)
+            x, y = shown.get(va, va), shown.get(vb, vb)
+            an, bn = net.port_name(a), net.port_name(b)
+            if va != vb:
+                D.add(cls, {"port": an, "peer": bn, "value": x, "peer_value": y},
+                      f"{an} runs {unit} {x}, its peer {bn} {y}")
+                continue
+            best = min(getattr(pa, cap), getattr(pb, cap))
+            if va < best:
+                D.add("link_below_capability", {"port": an, "peer": bn, "field": field, "value": x,
+                                                "capable": shown.get(best, best)},
+                      f"{an} - {bn}: {unit} {x}, both ends can run {shown.get(best, best)}")
+
+
+def _check_degraded(net: _Net, D: _Defects) -> None:
+    for a, pa, b, pb in _link_ends(net.snap):
+        why = codes.degraded(pa, pb)
+        if why:
+            an, bn = net.port_name(a), net.port_name(b)
+            D.add("degraded_link", {"port": an, "peer": bn, "rate": codes.rate_text(pa), "why": why},
+                  f"{an} - {bn} ({codes.rate_text(pa) or 'rate unknown'}): {'; '.join(why)}")
+
+
+def _check_partitions(net: _Net, D: _Defects) -> None:
+    """End ports that send or receive data must hold the default partition as a full
+    member (a port whose P_Key table was not read is listed as unreached)."""
+    snap = net.snap
+    for key in sorted(snap.pkeys):
+        keys = snap.pkeys[key]
+        if fw.PKEY_DEFAULT not in keys:
+            name = net.port_name(key)
+            held = [f"{k:#06x}" for k in keys if k]
+            D.add("no_default_partition", {"port": name, "pkeys": held},
+                  f"{name}: P_Key block 0 holds {', '.join(held) or 'no key'}, not 0xffff")
+
+
+def _check_sl_to_vl(net: _Net, D: _Defects) -> int:
+    """Every hop data takes maps every SL to a data VL the link runs."""
+    snap = net.snap
+    sw_hops, ca_hops = data_hops(snap)
+    checked = 0
+    for g, inp, out in sorted(sw_hops) + [(g, 0, p) for g, p in sorted(ca_hops)]:
+        table = snap.sl2vl.get((g, inp, out))
+        if table is None:
+            continue  # not read: listed as unreached, or the port has no SL2VL table
+        checked += 1
+        vls = _link_vls(snap, (g, out))
+        bad = [[sl, vl] for sl, vl in enumerate(table) if vl == codes.VL15 or vl >= vls]
+        if bad:
+            sw = g in snap.switches
+            name = net.port_name((g, out))
+            where = f"{snap.switches[g].name} in {inp} out {out}" if sw else name
+            D.add("sl_unmapped", {"port": name, "in_port": inp if sw else None, "out_port": out,
+                                  "data_vls": vls, "sls": bad},
+                  f"{where}: " + ", ".join(f"SL {sl} -> VL{vl}" for sl, vl in bad)
+                  + f" (the link runs {vls} data VL{'s' if vls != 1 else ''})")
+    return checked
+
+
+def _link_vls(snap: Snapshot, key) -> int:
+    """Data VLs a link runs: the smaller OperationalVLs of its two ends."""
+    ends = [snap.port_info.get(k) for k in (key, snap.links.get(key))]
+    return min(codes.DATA_VLS.get(pi.operational_vls, 0) if pi is not None else 0 for pi in ends)
+
+
+def data_hops(snap: Snapshot) -> tuple[set, set]:
+    """Where data leaves a port on some (source, DLID) route: switch hops as (switch GUID,
+    input port, output port) (input 0: the switch sends) and CA ports that send, as
+    (GUID, port). Per DLID, each (switch, input port) is followed once."""
+    net = _Net.of(snap)
+    _check_lids_and_sources(net, _Defects(0))
+    starts: dict = {}  # place -> {input port: {sources}}
+    ca_hops = set()
+    for place, srcs in net.sources.items():
+        for src in srcs:
+            inp = 0 if src[0] == "sw" else snap.links[src[1]][1]
+            starts.setdefault(place, {}).setdefault(inp, set()).add(src)
+            if src[0] == "ca":
+                ca_hops.add(src[1])
+    hops: set = set()
+    for dlid in sorted(net.owner):
+        own = net.owner[dlid]
+        # the last hop to a CA port: out of the switch port it is linked to
+        last = snap.links[own[1]] if own[0] == "ca" else None
+        last = (net.idx.get(last[0]), last[1]) if last else None
+        steps = _steps_for(net, dlid)
+        todo = [(pl, inp) for pl, ins in starts.items() for inp, srcs in ins.items() if srcs != {own}]
+        seen: set = set()
+        while todo:
+            place, inp = todo.pop()
+            stp, i = steps[place], place >> 1
+            if (place, inp) in seen:
+                continue
+            seen.add((place, inp))
+            if stp == DELIVERED and last and last[0] == i:
+                hops.add((i, inp, last[1]))
+            if _stops(stp):
+                continue
+            hops.add((i, inp, stp[0]))
+            todo.append((stp[1], net.exits[i][stp[0]][2]))
+    return {(net.st[i].guid, inp, out) for i, inp, out in hops}, ca_hops
+
+
 # ----------------------------------------------------------------------------- CDG
 def _check_cdg(net: _Net, deps: dict, D: _Defects) -> None:
     cycle = find_cycle(deps)
@@ -691,8 +864,9 @@ def _mcast_flood(net: _Net, D: _Defects, mlid: int, src, reported: set) -> dict:
                 got[("ca", peer)] = got.get(("ca", peer), 0) + 1
     return got
 # ----------------------------------------------------------------------------- collect
-def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
-    """Discover the fabric and read every switch's tables (DR-routed Gets, batched).
+def collect(transport: Transport, *, mcast: bool = True, links: bool = True) -> Snapshot:
+    """Discover the fabric and read every switch's tables (DR-routed Gets, batched);
+    with ``links`` also the SL2VL and P_Key tables the link checks need.
 
     What does not answer (a silent node, a switch whose tables cannot be read) does not
     stop the reading: it is listed in `Snapshot.unreached` and the rest is verified."""
@@ -733,8 +907,58 @@ def collect(transport: Transport, *, mcast: bool = True) -> Snapshot:
             if pi is not None:
                 ca_ports[(n.guid, p)] = CaPortState(n.guid, p, n.description, pi.lid, pi.lmc,
                                                     pi.port_state == PortState.ACTIVE)
-    return Snapshot(states, ca_ports, dict(topo.links), transport.stats.sent - sent0,
-                    time.monotonic() - t0, mcast_read=mcast, unreached=unreached)
+    snap = Snapshot(states, ca_ports, dict(topo.links), mcast_read=mcast, unreached=unreached,
+                    port_info={k: topo.nodes[k[0]].ports[k[1]] for k in topo.links if k[1] in topo.nodes[k[0]].ports})
+    if links:
+        _read_link_tables(transport, topo, snap)
+    snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
+    return snap
+
+
+def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
+    """The SL2VL tables of every hop data takes (`data_hops`) and P_Key block 0 of every
+    end port, one batch: one SMP per switch (input, output) pair on a route, per CA port
+    that sends, per end port. A port without IsSLMappingSupported (switches: port 0's
+    bit) or without a P_Key table is not asked. A recording made without these reads
+    (replay) leaves the checks out (`tables_read` False)."""
+    from smagent.links import CAP_SL_MAPPING, Want
+    from smagent.transport.replay import ReplayMiss
+    sw_hops, ca_hops = data_hops(snap)
+    wants, keys = [], []
+
+    def want(kind, n, path, mod, key):
+        wants.append(Want(kind, n.guid, n.description, path, mod, None))
+        keys.append(key)
+
+    for g, inp, out in sorted(sw_hops):
+        n = topo.nodes[g]
+        if 0 in n.ports and n.ports[0].capability_mask & CAP_SL_MAPPING:
+            want("sl2vl", n, n.path, fw.sl2vl_modifier(inp, out), (g, inp, out))
+    for g, p in sorted(ca_hops):
+        n = topo.nodes[g]
+        if n.ports[p].capability_mask & CAP_SL_MAPPING:
+            want("sl2vl", n, n.port_paths[p], 0, (g, 0, p))
+    for g, p in sorted(k for k in snap.ca_ports if k in snap.links):
+        if topo.nodes[g].node_info.partition_cap:
+            want("pkeys", topo.nodes[g], topo.nodes[g].port_paths[p], fw.pkey_modifier(0), (g, p))
+    for g, s in sorted(snap.switches.items()):
+        if s.lid and topo.nodes[g].node_info.partition_cap:
+            want("pkeys", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(0, 0), (g, 0))
+    try:
+        replies = transport.execute([w.get() for w in wants])
+    except ReplayMiss:
+        return
+    for w, key, rep in zip(wants, keys, replies):
+        if not rep.ok:
+            n = topo.nodes[w.guid]
+            snap.unreached.append({"where": f"{n.description} ({rep.request.describe()})", "path": list(w.path),
+                                   "node": n.description, "guid": f"0x{w.guid:016x}", "port": None,
+                                   "error": rep.error})
+        elif w.kind == "sl2vl":
+            snap.sl2vl[key] = tuple(rep.value().sl_to_vl)
+        else:
+            snap.pkeys[key] = tuple(rep.value().p_keys)
+    snap.tables_read = True
 
 
 def _lft_blocks(si) -> int:

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from fabrics import chassis_fabric
+from smagent import api
 from smagent import netfile
 from smagent.sim import trace
 from smagent.transport.sim import SimTransport
@@ -18,7 +19,7 @@ def test_show_after_sweep_and_set_by_hand(cli, tmp_path, monkeypatch):
     r = sweepmod.sweep(t, sweepmod.SweepOptions())
     assert r.problems == []
     # the CLI over the same in-process fabric, through the root group (where errors become exit codes)
-    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: t)
+    monkeypatch.setattr("smagent.cli.Context.session", lambda self: api.Session(t))
 
     out = cli("rft", "show", "C", "--json")
     assert out.exit_code == 0, out.output

@@ -99,7 +99,7 @@ def test_restoring_a_sweep_backup_puts_back_linear_fdb_top(tmp_path, monkeypatch
     it assigned are not undone."""
     from click.testing import CliRunner
 
-    from smagent import cli, sweep as sweepmod, topogen
+    from smagent import api, cli, sweep as sweepmod, topogen
     from smagent.transport.sim import SimTransport
     t = SimTransport(topogen.two_switch())
     state = tmp_path / "state"
@@ -109,7 +109,7 @@ def test_restoring_a_sweep_backup_puts_back_linear_fdb_top(tmp_path, monkeypatch
     r = sweepmod.sweep(t, sweepmod.SweepOptions(lmc=1, state_dir=str(state)))
     assert r.problems == [] and r.backup_file
     assert all(n.si.linear_fdb_top > before[n.name][0] for n in switches)
-    monkeypatch.setattr(cli.Context, "transport", lambda self: t)
+    monkeypatch.setattr(cli.Context, "session", lambda self: api.Session(t))
     out = CliRunner().invoke(cli.main, ["lft", "restore", r.backup_file, "--json"], catch_exceptions=False)
     assert out.exit_code == 0, out.output
     after = {n.name: (n.si.linear_fdb_top, bytes(n.lft[:n.si.linear_fdb_top + 1])) for n in switches}

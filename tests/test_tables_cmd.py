@@ -11,6 +11,7 @@ from mad.attributes import (
     SwitchInfo,
 )
 from mad.header import Method
+from smagent import api
 from smagent.fdb import linear, switch
 from smagent.fdb import text as fdbtext  # the formats and plans (the click commands run below via the CLI)
 from smagent.fdb import multicast as mfttab
@@ -312,7 +313,8 @@ class FakeFabric(Transport):
 @pytest.fixture
 def fake(monkeypatch):
     f = FakeFabric()
-    monkeypatch.setattr("smagent.cli.Context.transport", lambda self: f)
+    s = api.Session(f)
+    monkeypatch.setattr("smagent.cli.Context.session", lambda self: s)  # the CLI over the fake, through the API
     return f
 
 

@@ -16,10 +16,8 @@ import traceback
 
 import click
 
-from mad.errors import MadError
 from smagent import api, paths
-from smagent.errors import EXIT_FABRIC, BadInput, InternalError, Interrupted, SmagentError, after_sets
-from smagent.targets import NeedsDiscovery, Target, parse_target as _parse, resolve_target
+from smagent.errors import EXIT_FABRIC, InternalError, Interrupted, SmagentError, after_sets
 
 
 class Context:
@@ -36,7 +34,10 @@ class Context:
             self._session = api.connect(
                 o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"], fixture=o["fixture"],
                 record=o["record"], window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
-                m_key=o["mkey"], m_key_file=o["mkey_file"])
+                m_key=o["mkey"], m_key_file=o["mkey_file"],
+                # table writes keep backups and a journal on a live fabric (the in-process
+                # simulator and replays have nothing to keep)
+                state_dir=paths.default_state_dir() if o["transport"] == "umad" else None)
         return self._session
 
     def transport(self):
@@ -149,24 +150,6 @@ def int_arg(ctx, param, value):
         return [int(v, 0) for v in value] if isinstance(value, tuple) else int(value, 0)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a number (decimal or 0x hex)") from None
-
-
-def parse_target(text: str, obj=None) -> Target:
-    """A LID or DR path at once; a node GUID or description through discovery (Gets only),
-    so call this after the other arguments are checked."""
-    try:
-        return _parse(text)
-    except NeedsDiscovery:
-        if obj is None:
-            raise
-        return resolve_target(text, obj.transport())
-    except MadError as e:  # the codec's limits on a target the user typed
-        raise BadInput(str(e)) from None
-
-
-def bad(problems: list[str]):
-    """Refuse: every problem found, nothing sent (exit 2)."""
-    raise BadInput(problems=problems)
 
 
 def finish_write(as_json: bool, dry_run: bool, plan: list[str], changes: list[dict], sets: dict, problems: list[str],

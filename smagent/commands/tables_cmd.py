@@ -18,37 +18,28 @@ no Set. The GetResp of each Set is the read-back.
 """
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
 from mad import forwarding as fw
-from smagent.fdb import apply as fdbapply
-from smagent.fdb import linear, text
-from smagent.fdb import tops as fdbtops
-from smagent.fdb import multicast as mfttab
-from smagent.fdb.switch import master_sm_warning, read_switch
-from smagent.fdb.text import DumpError
-from smagent import paths
-from smagent.commands.common import bad as _bad, check_output, emit_json, finish_write as _finish_write
-from smagent.commands.common import write_output
-from smagent.commands.common import int_arg as _int_arg, parse_target as _parse_target
-from smagent.errors import EXIT_FABRIC, BadInput
-from smagent.paths import default_state_dir
+from smagent.commands.common import check_output, emit_json, finish_write, int_arg, write_output
+from smagent.errors import EXIT_FABRIC
+from smagent.fdb import text
 
-def _state_dir(obj):
-    """Where an apply keeps its backups and journal: the sweep's default for umad (the
-    in-process simulator and replays have nothing to keep)."""
-    if obj.opts.get("transport") != "umad":
-        return None
-    return default_state_dir()
+FORCE_HELP = "Write even if another SM is MASTER (it will overwrite the change on its next re-route)."
 
 
-def _apply(obj, plan, topology=None) -> tuple[list[str], str | None]:
-    """The one apply path (smagent.fdb.apply): backup, journal, write, read-back."""
-    t = obj.transport()
-    a = fdbapply.apply(t, plan, state_dir=_state_dir(obj), topology=topology)
-    return a.problems, a.backup_file
+def report_write(r, as_json: bool) -> None:
+    """The end of a table-writing command: the plan, what was sent, problems (exit 3)."""
+    for u in r.unreachable:
+        click.echo(f"warning: unreachable: {u}", err=True)
+    finish_write(as_json, r.dry_run, r.plan, r.changes, r.planned, r.problems, r.notes)
+
+
+def _switch_json(f, target) -> dict:
+    return {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(), "num_ports": f.num_ports}
 
 
 @click.group()
@@ -64,33 +55,19 @@ def lft():
 def lft_show(obj, switch, dump_all, as_json):
     """Print SWITCH's LFT as `ibroute -n` does. SWITCH: a LID (5, 0x5), a DR path (0,1,3), a
     node GUID or a node description."""
-    target = _parse_target(switch, obj)
-
-    def work():
-        t = obj.transport()
-        f = read_switch(t, target).facts
-        top = f.lft_top
-        blocks = linear.read_lft(t, target, list(range(top // fw.LFT_BLOCK_SIZE + 1)))
-        return f, top, b"".join(blocks[b] for b in sorted(blocks))
-
-    f, top, table = work()
+    t = obj.session().lft_show(switch)
+    f = t.switch
     if as_json:
-        emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
-                                      "num_ports": f.num_ports},
-                           "linear_fdb_cap": f.lft_cap, "linear_fdb_top": top,
-                           "routes": [{"lid": lid, "port": table[lid]} for lid in range(top + 1)
-                                      if table[lid] <= f.num_ports or dump_all]})
+        emit_json({"switch": _switch_json(f, t.target), "linear_fdb_cap": f.lft_cap, "linear_fdb_top": t.top,
+                   "routes": [{"lid": lid, "port": port} for lid, port in t.routes(dump_all).items()]})
     else:
-        click.echo("\n".join(text.format_lft(text.portid_str(target), f.guid, f.name, top, table, f.num_ports,
+        click.echo("\n".join(text.format_lft(text.portid_str(t.target), f.guid, f.name, t.top, t.table, f.num_ports,
                                              dump_all=dump_all)))
 
 
-def _discover(transport):
-    from smagent import discovery
-    topo = discovery.discover(transport)
+def warn_unreachable(topo) -> None:
     for u in topo.unreachable:
         click.echo(f"warning: unreachable: {u}", err=True)
-    return topo
 
 
 @lft.command("dump")
@@ -101,26 +78,23 @@ def _discover(transport):
 @click.pass_obj
 def lft_dump(obj, dump_all, output, as_json):
     """Dump every switch's LFT as dump_lfts does: OpenSM loads it with `-R file -U FILE`."""
-
-    def work():
-        t = obj.transport()
-        topo = _discover(t)
-        sws = text.dump_order(topo)
-        tables = linear.read_all(t, sws)
-        if not as_json:
-            return "\n".join(text.format_lft_dump(topo, tables, dump_all=dump_all)) + "\n", topo
-        import json
-        doc = []
-        for n in sws:
+    if output:
+        check_output(output)  # before the first SMP
+    s = obj.session()
+    if as_json:
+        topo = s.discover()
+        warn_unreachable(topo)
+        tables, doc = s.read_lfts(topo), []
+        for n in text.dump_order(topo):
             top, table = min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX), tables[n.guid]
             doc.append({"guid": f"{n.guid:#018x}", "description": n.description,
                         "path": ",".join(map(str, n.path)), "linear_fdb_top": top,
                         "lft": {str(lid): table[lid] for lid in range(top + 1) if table[lid] <= n.num_ports}})
-        return json.dumps({"switches": doc, "unreachable": topo.unreachable}, indent=2) + "\n", topo
-
-    if output:
-        check_output(output)  # before the first SMP
-    out, topo = work()
+        out = json.dumps({"switches": doc, "unreachable": topo.unreachable}, indent=2) + "\n"
+    else:
+        topo = s.discover()
+        warn_unreachable(topo)
+        out = s.lft_dump(dump_all, topology=topo)
     if output:
         write_output(output, out)
     else:
@@ -132,93 +106,34 @@ def lft_dump(obj, dump_all, output, as_json):
 @lft.command("load")
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def lft_load(obj, file, dry_run, as_json):
+def lft_load(obj, file, dry_run, force, as_json):
     """Load a dump (lft dump, dump_lfts, ibroute) and write only the blocks that differ.
 
     Each section is its switch's whole table, as OpenSM's file routing engine reads it:
     LIDs it does not list forward nowhere (255). Switches are matched by GUID."""
-    try:
-        sections = text.parse_lft_dump(paths.read_text(file, "dump", errors="replace"), file)
-    except DumpError as e:
-        _bad(e.problems)
-
-    def work():
-        t = obj.transport()
-        topo = _discover(t)
-        return topo, linear.plan_dump(t, topo, sections, file)
-
-    topo, (changes, tops, problems) = work()
-    if problems:
-        _bad(problems)
-    plan = fdbapply.Plan(tops=tops, lft=changes)
-    problems = []
-    if not dry_run and plan:
-        problems, _saved = _apply(obj, plan, topo)
-    _finish_write(as_json, dry_run, plan.lines(), plan.to_json(),
-                  {"switchinfo": len(tops), "lft_blocks": len(changes)}, problems, [])
+    report_write(obj.session().lft_load(file, dry_run=dry_run, force=force),
+                 as_json)
 
 
 @lft.command("set")
 @click.argument("switch")
-@click.argument("lid", callback=_int_arg)
-@click.argument("port", callback=_int_arg)
+@click.argument("lid", callback=int_arg)
+@click.argument("port", callback=int_arg)
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def lft_set(obj, switch, lid, port, dry_run, as_json):
+def lft_set(obj, switch, lid, port, dry_run, force, as_json):
     """Route LID out of PORT on SWITCH (PORT 255: no route). Raises LinearFDBTop if needed."""
-    pre = []
-    if not 1 <= lid <= fw.UNICAST_LID_MAX:
-        pre.append(f"LID 0x{lid:x} ({lid}) is not a unicast LID (1..0xbfff)")
-    if not 0 <= port <= fw.LFT_NO_PORT:
-        pre.append(f"port {port} is not a port (0..254, or 255 for none)")
-    if pre:
-        _bad(pre)
-    target = _parse_target(switch, obj)
-
-    def work():
-        t = obj.transport()
-        sr = read_switch(t, target, for_set=True)
-        problems = linear.check_lft_entry(sr.facts, lid, port)
-        if problems:
-            return sr, None, problems
-        changes, tops = linear.plan_set(t, sr.facts, lid, port)
-        return sr, fdbapply.Plan(tops=tops, lft=changes), []
-
-    sr, plan, problems = work()
-    if problems:
-        _bad(problems)
-    _write_planned(obj, sr, plan, dry_run, as_json, plan.lines(), plan.to_json(),
-                   {"switchinfo": len(plan.tops), "lft_blocks": len(plan.lft)})
-
-
-def _write_planned(obj, sr, plan, dry_run, as_json, lines, changes_json, sets) -> None:
-    """A one-switch Set command after its plan: warn about a master SM, apply, report."""
-    warnings = []
-    if lines:
-        w = master_sm_warning(obj.transport(), sr)
-        warnings = [w] if w else []
-    problems = []
-    if not dry_run and plan:
-        problems, _saved = _apply(obj, plan)
-    _finish_write(as_json, dry_run, lines, changes_json, sets, problems, warnings)
+    report_write(obj.session().lft_set(switch, lid, port, dry_run=dry_run, force=force), as_json)
 
 
 @click.group()
 def mft():
     """Multicast forwarding tables: show, set (ibroute -M format)."""
-
-
-def _read_mft_switch(t, target, *, for_set=False):
-    sr = read_switch(t, target, for_set=for_set)
-    f = sr.facts
-    positions = fw.mft_positions_for(f.num_ports)
-    si = f.switch_info
-    masks = mfttab.read_mft(t, target, mfttab.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top),
-                            positions)
-    return sr, positions, masks
 
 
 @mft.command("show")
@@ -227,57 +142,27 @@ def _read_mft_switch(t, target, *, for_set=False):
 @click.pass_obj
 def mft_show(obj, switch, as_json):
     """Print SWITCH's MFT as `ibroute -M -n` does: MLIDs with any port set."""
-    target = _parse_target(switch, obj)
-    sr, positions, masks = _read_mft_switch(obj.transport(), target)
-    f = sr.facts
+    t = obj.session().mft_show(switch)
+    f = t.switch
     si = f.switch_info
-    first, last = mfttab.mft_range(si.multicast_fdb_cap, si.multicast_fdb_top)
     if as_json:
-        groups = []
-        for mlid in range(first, last + 1):
-            ports = mfttab.mft_ports(masks, mlid, positions)
-            if ports:
-                groups.append({"mlid": f"0x{mlid:04x}", "ports": ports})
-        emit_json({"switch": {"guid": f"0x{f.guid:016x}", "description": f.name, "target": target.describe(),
-                                      "num_ports": f.num_ports},
-                           "multicast_fdb_cap": si.multicast_fdb_cap, "multicast_fdb_top": si.multicast_fdb_top,
-                           "positions": positions, "groups": groups})
+        emit_json({"switch": _switch_json(f, t.target),
+                   "multicast_fdb_cap": si.multicast_fdb_cap, "multicast_fdb_top": si.multicast_fdb_top,
+                   "positions": t.positions,
+                   "groups": [{"mlid": f"0x{mlid:04x}", "ports": ports} for mlid, ports in t.groups().items()]})
     else:
-        click.echo("\n".join(text.format_mft(text.portid_str(target), f.guid, f.name, first, last, masks,
-                                             positions)))
+        click.echo("\n".join(text.format_mft(text.portid_str(t.target), f.guid, f.name, t.first, t.last, t.masks,
+                                             t.positions)))
 
 
 @mft.command("set")
 @click.argument("switch")
-@click.argument("mlid", callback=_int_arg)
-@click.argument("ports", nargs=-1, callback=_int_arg)
+@click.argument("mlid", callback=int_arg)
+@click.argument("ports", nargs=-1, callback=int_arg)
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def mft_set(obj, switch, mlid, ports, dry_run, as_json):
+def mft_set(obj, switch, mlid, ports, dry_run, force, as_json):
     """Make PORTS the whole port set of MLID on SWITCH (no PORTS: remove the MLID)."""
-    ports = sorted(set(ports or []))
-    pre = []
-    if not fw.MULTICAST_LID_MIN <= mlid <= fw.MULTICAST_LID_MAX:
-        pre.append(f"MLID 0x{mlid:x} is not a multicast LID (0xc000..0xfffe)")
-    pre += [f"port {p} is not a port (0..254)" for p in ports if not 0 <= p <= fw.MAX_PORT]
-    if pre:
-        _bad(pre)
-    target = _parse_target(switch, obj)
-
-    def work():
-        t = obj.transport()
-        sr = read_switch(t, target, for_set=True)
-        f = sr.facts
-        problems = mfttab.check_mft_entry(f, mlid, ports)
-        if problems:
-            return sr, None, problems
-        current = mfttab.read_mft(t, target, [fw.mft_block(mlid)[0]], fw.mft_positions_for(f.num_ports))
-        top = fdbtops.raise_top(f, mft_top=mlid) if ports else None
-        return sr, fdbapply.Plan(tops=[top] if top else [], mft=mfttab.plan_mft_set(f, mlid, ports, current)), []
-
-    sr, plan, problems = work()
-    if problems:
-        _bad(problems)
-    _write_planned(obj, sr, plan, dry_run, as_json, plan.lines(), mfttab.mft_changes_json(plan.mft, mlid),
-                   {"switchinfo": len(plan.tops), "mft_blocks": len(plan.mft)})
+    report_write(obj.session().mft_set(switch, mlid, ports, dry_run=dry_run, force=force), as_json)

@@ -4,7 +4,11 @@ LID (see `smagent.verify` for the rules and the defect classes).
 Exit codes: 0 no defect, 1 defects found (each class printed with its count and
 examples; what did not answer is the defect class `unreached`, and the rest is
 verified), 3 the fabric could not be read at all (the local port, a transport failure).
-With --json the defects are structured: per class a count and examples with fields.
+Warnings (degraded links, links running below what both ends can) are listed but do
+not change the exit code: traffic flows, only slower, and a configured MTU/VL cap
+looks the same.
+With --json the defects are structured: per class a count and examples with fields;
+the warnings likewise under "warnings".
 """
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from smagent.commands.common import emit_json
 from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
-         "duplicate_lid", "rft_overlap", "mcast")
+         "duplicate_lid", "rft_overlap", "mcast", "link_mtu_mismatch", "link_vl_mismatch", "sl_unmapped",
+         "no_default_partition", "degraded_link", "link_below_capability")
 TITLES = {
     "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
@@ -29,6 +34,12 @@ TITLES = {
     "duplicate_lid": "LIDs claimed by more than one port",
     "rft_overlap": "RFT entries matching one LID with different ports (the switch may pick either)",
     "mcast": "multicast delivery problems",
+    "link_mtu_mismatch": "links whose ends run different MTUs (NeighborMTU)",
+    "link_vl_mismatch": "links whose ends run different VLs (OperationalVLs)",
+    "sl_unmapped": "hops on data paths where an SL maps to VL15 or a VL the link does not run (SL2VL)",
+    "no_default_partition": "end ports without the default partition 0xffff (P_Key block 0)",
+    "degraded_link": "links running below the width or speed both ends support",
+    "link_below_capability": "links whose MTU or VLs are below what both ends support",
 }
 
 
@@ -42,7 +53,9 @@ TITLES = {
 def verify(obj, as_json, no_mcast, examples):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
-    multicast delivery; and how evenly routes load the switch-to-switch links (per tree
+    multicast delivery; links (MTU and VLs agree on both ends, every SL maps to a VL the
+    link runs along every path, the default partition on every end port; degraded
+    links listed as warnings); and how evenly routes load the switch-to-switch links (per tree
     level on a fat tree, hottest links named). Nodes that do not answer are listed (defect
     `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
     report = obj.session().verify(mcast=not no_mcast, examples=examples)
@@ -64,13 +77,27 @@ def render(report) -> list[str]:
            f"# read {count(s['smps'], 'SMP')} in {s['read_seconds']:.3f} s, checked in {s['check_seconds']:.3f} s"]
     if report.ok:
         out.append("ok: every source reaches every LID; no loops; channel dependency graph acyclic"
-                   + ("" if s["mcast_groups"] is None else "; multicast groups deliver once to every member"))
-        return out
-    for cls in ORDER + tuple(k for k in report.defects if k not in ORDER):
-        d = report.defects.get(cls)
+                   + ("" if s["mcast_groups"] is None else "; multicast groups deliver once to every member")
+                   + _links_ok(s))
+    out += _classes(report, report.defects, "defect") + _classes(report, report.warnings, "warning")
+    return out
+
+
+def _links_ok(s) -> str:
+    if not s.get("links_checked"):
+        return ""
+    tables = f"; every SL maps to a data VL on {s['data_hops']} data hops; default partition on every end port" \
+        if s.get("tables_checked") else ""
+    return "; links agree on MTU and VLs" + tables
+
+
+def _classes(report, classes: dict, word: str) -> list[str]:
+    out = []
+    for cls in ORDER + tuple(k for k in classes if k not in ORDER):
+        d = classes.get(cls)
         if not d:
             continue
-        out.append(f"defect {cls}: {d['count']} {TITLES.get(cls, '')}")
+        out.append(f"{word} {cls}: {d['count']} {TITLES.get(cls, '')}")
         if cls == "unreachable" and "by_cause" in d:
             out.append("  by cause: " + ", ".join(f"{k} {v}" for k, v in d["by_cause"].items()))
         for e in report.texts.get(cls, ()):

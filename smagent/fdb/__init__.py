@@ -14,6 +14,8 @@
     backup     what an apply overwrites, saved before it, and restored from it
     journal    the apply journal (what was about to be written, what came back)
     apply      the one apply path: back up, journal per chunk, write, check read-back
+    ops        the table operations of `api.Session` and the CLI (show, set, load, dump,
+               backup, restore), with the master-SM refusal before the first Set
 
 Bit packing (PortMasks, RFT entries) and AttributeModifier math live in mad.forwarding.
 """

@@ -4,8 +4,10 @@ desired-state apply), `lft load`, `lft set`, `lft restore`, `mft set` and `rft s
 An apply, in order:
 
 1. **back up** what it overwrites (`backup.save_before_apply`: LFT blocks, MFT units, RFT
-   blocks, the SwitchInfo fields it changes) into ``STATE_DIR/backups``;
-2. **journal** every unit it is about to write (``STATE_DIR/apply.journal``);
+   blocks, the SwitchInfo fields it changes) into ``STATE_DIR/backups``, keeping the newest
+   ``keep`` there (`backup.prune`: never this apply's, nor an interrupted apply's);
+2. **journal** every unit it is about to write (``STATE_DIR/apply.journal``; moved into
+   ``STATE_DIR/journals`` when it finishes, the newest ``keep`` kept);
 3. **write** SwitchInfo, then LFT blocks in chunks of ``chunk`` (each chunk's confirmed
    units journalled as it comes back, so an interrupted run is known to within a chunk),
    then RFT blocks (clearing phase first), then MFT units;
@@ -22,10 +24,11 @@ import contextlib
 import dataclasses
 from pathlib import Path
 
+from smagent import paths
 from smagent.fdb import backup, linear, tops
 from smagent.fdb import multicast as mft
 from smagent.fdb import random as rft
-from smagent.fdb.journal import Journal
+from smagent.fdb.journal import Journal, JournalError
 from smagent.fdb.switch import interleave
 
 JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
@@ -71,13 +74,17 @@ class Apply:
     """One apply, step by step: `start` (backup, journal), `switchinfo`, `lft`, `rft`,
     `mft` (each returns its problems), `finish`."""
 
-    def __init__(self, transport, plan: Plan, *, state_dir=None, topology=None, chunk: int = JOURNAL_CHUNK):
+    def __init__(self, transport, plan: Plan, *, state_dir=None, topology=None, chunk: int = JOURNAL_CHUNK,
+                 keep: int | None = None):
         self.t, self.plan, self.topology, self.chunk = transport, plan, topology, chunk
         self.state = Path(state_dir) if state_dir else None
+        self.keep = keep  # backups and finished journals kept; None: paths.state_keep()
         self.journal: Journal | None = None
         self.backup_file: str | None = None
         self.problems: list[str] = []
         self.lft_written = 0
+        # what each step confirmed: SwitchInfo (change, value read back), LFT/RFT/MFT changes
+        self.written: dict[str, list] = {"tops": [], "lft": [], "rft": [], "mft": []}
 
     def start(self) -> None:
         """Back up what the plan overwrites and journal what it writes; nothing to do
@@ -85,14 +92,21 @@ class Apply:
         p = self.plan
         if self.state is None or not p:
             return
+        keep = self.keep if self.keep is not None else paths.state_keep()
         saved = backup.save_before_apply(self.t, self.topology, p.lft, self.state / "backups",
                                          switchinfo=p.tops, mft_units=p.mft, rft_blocks=p.rft)
         self.backup_file = str(saved) if saved else None
-        self.journal = Journal(self.state / "apply.journal")
-        self.journal.begin(p.lft + p.rft + p.mft)
+        self.journal = Journal(self.state / "apply.journal", keep=keep)
+        try:
+            interrupted = Journal.pending(self.journal.path)
+        except JournalError:
+            interrupted = False  # unreadable: which backup it needs is unknown, so delete none
+        if interrupted is not False:
+            backup.prune(self.state / "backups", keep, [saved, interrupted and interrupted.backup])
+        self.journal.begin(p.lft + p.rft + p.mft, backup=self.backup_file)
 
     def switchinfo(self) -> list[str]:
-        return self._note(tops.write(self.t, self.plan.tops))
+        return self._note(tops.write(self.t, self.plan.tops, written=self.written["tops"]))
 
     def lft(self) -> list[str]:
         order = interleave(self.plan.lft)
@@ -102,19 +116,21 @@ class Apply:
                 written, p = linear.write_lft_blocks(self.t, order[i:i + self.chunk])
                 problems += p
                 self.lft_written += len(written)
+                self.written["lft"] += written
                 if self.journal is not None:
                     self.journal.written_many(written)
         return self._note(problems)
 
     def rft(self) -> list[str]:
-        return self._write(rft.write_rft_blocks, self.plan.rft)
+        return self._write(rft.write_rft_blocks, self.plan.rft, "rft")
 
     def mft(self) -> list[str]:
-        return self._write(mft.write_mft_units, self.plan.mft)
+        return self._write(mft.write_mft_units, self.plan.mft, "mft")
 
-    def _write(self, writer, changes) -> list[str]:
+    def _write(self, writer, changes, kind: str) -> list[str]:
         with self._closing_on_error():
             written, problems = writer(self.t, changes)
+            self.written[kind] += written
             if self.journal is not None:
                 self.journal.written_many(written)
         return self._note(problems)

@@ -8,6 +8,10 @@
   MulticastFDBTop, DefaultPort, ...). `load_backup` reads it back and `plan_restore_saved`
   plans putting exactly that back (``smagent lft restore FILE``).
 
+Retention: `prune` keeps the newest `paths.state_keep()` files ``lft-before-*.json`` of a
+backup directory, and never the one an unfinished apply names (the apply's own, and the one
+of an apply the journal says was interrupted).
+
 What a restore cannot undo: PortInfo (the LIDs, LMC and MasterSMLID a sweep assigned) is
 not a table and is not saved; `CANNOT_UNDO` says so wherever a restore is planned.
 """
@@ -20,6 +24,7 @@ import time
 from pathlib import Path
 
 from mad import forwarding as fw
+from smagent import paths
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mft
 from smagent.fdb import random as rft
@@ -29,6 +34,7 @@ from smagent.fdb.switch import TableFailure
 from smagent.errors import BadInput
 
 BACKUP_FORMAT = "smagent-fdb-backup/1"
+BACKUP_GLOB = "lft-before-*.json"
 _OLD_FORMATS = {"smagent-lft-blocks/1"}  # LFT blocks only: still restored
 CANNOT_UNDO = ("a restore puts back forwarding tables and SwitchInfo; it cannot undo the LIDs, LMC and "
                "MasterSMLID a sweep assigned (PortInfo is not saved): run a sweep with the old settings for those")
@@ -111,10 +117,16 @@ def save_before_apply(transport, topology, changes, directory, *, switchinfo=(),
     doc = {"format": BACKUP_FORMAT, "created": _now(), "switches": switches}
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6:06d}"
-    path = directory / f"lft-before-{stamp}.json"
+    path = directory / BACKUP_GLOB.replace("*", paths.stamp())
     _write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path
+
+
+def prune(directory, keep: int | None = None, protect=()) -> list[Path]:
+    """Delete all but the newest ``keep`` backups of ``directory`` (default
+    `paths.state_keep()`), never one in ``protect``; returns what was deleted."""
+    keep = keep if keep is not None else paths.state_keep()
+    return paths.keep_newest(directory, BACKUP_GLOB, keep, protect)
 
 
 def load_backup(path) -> Saved:

@@ -7,6 +7,12 @@ chunk of Sets), ``done()`` the end. The file is JSON lines, flushed and fsynced 
 record, so a crash leaves a readable prefix. `Journal.pending(path)` returns the
 interrupted apply (a `PendingApply`) or None.
 
+A finished journal costs nothing to check: ``done()`` moves it into ``journals/`` next to
+it (keeping the newest `paths.state_keep()`), so the next sweep finds no file; a journal
+left in place with its ``done`` record (a crash before the move, an older smagent) is
+recognised from its first and last bytes without reading the rest. A journal that a new
+``begin`` finds unfinished is moved there too (``-interrupted``), not overwritten.
+
 A sweep re-plans from what the switches hold, so an interrupted apply needs no replay:
 the journal says that it happened and which units were in flight, and the backup taken
 before it (`smagent.fdb.backup`) lets an operator roll back.
@@ -18,9 +24,14 @@ import json
 import os
 import time
 from pathlib import Path
+
+from smagent import paths
 from smagent.errors import BadInput
 
 JOURNAL_FORMAT = "smagent-apply-journal/1"
+JOURNALS_DIR = "journals"  # finished (and superseded) journals, next to the live one
+_BEGIN_PREFIX = b'{"event":"begin"'  # how `_record` writes a begin record (keys in order)
+_TAIL = 256  # bytes read from the end: more than a done record with its newline
 
 
 class JournalError(BadInput):
@@ -79,6 +90,7 @@ class PendingApply:
     started: str
     plan: list[dict]  # unit records, switch as int
     confirmed: set  # {(table, switch, block, position)}
+    backup: str | None = None  # the file saved before it (smagent.fdb.backup), if the journal names one
 
     @property
     def written(self) -> set:
@@ -92,19 +104,31 @@ class PendingApply:
 
 
 class Journal:
-    """JSON-lines journal of one apply at a time (a new ``begin`` starts afresh)."""
+    """JSON-lines journal of one apply at a time (a new ``begin`` starts afresh).
+    ``keep``: how many journals ``journals/`` keeps (default `paths.state_keep()`)."""
 
-    def __init__(self, path):
+    def __init__(self, path, keep: int | None = None):
         self.path = Path(path)
+        self.keep = keep
         self._f = None
 
-    def begin(self, plan) -> None:
-        """``plan``: change objects (or dicts with switch, block, new[, table, position, old, name, path])."""
+    @property
+    def archive(self) -> Path:
+        return self.path.parent / JOURNALS_DIR
+
+    def begin(self, plan, backup=None) -> None:
+        """``plan``: change objects (or dicts with switch, block, new[, table, position, old, name, path]);
+        ``backup``: the file `save_before_apply` wrote for this apply (so retention spares it)."""
         self.close()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():  # an apply that never reached done: keep its record
+            self._rotate("-interrupted")
         units = [unit_dict(c) for c in plan]
         self._f = open(self.path, "w", encoding="utf-8")
-        self._record({"event": "begin", "format": JOURNAL_FORMAT, "time": _now(), "blocks": units})
+        rec = {"event": "begin", "format": JOURNAL_FORMAT, "time": _now()}
+        if backup is not None:
+            rec["backup"] = str(backup)
+        self._record(dict(rec, blocks=units))
 
     def written(self, switch: int, block: int, table: str = "lft", position: int | None = None) -> None:
         self._need()
@@ -130,9 +154,22 @@ class Journal:
         return rec
 
     def done(self) -> None:
+        """Record the end and move the journal into ``journals/``: a finished apply leaves
+        nothing for the next sweep to read. Should the move fail, the ``done`` record is
+        on disk and `pending` still sees the apply finished."""
         self._need()
         self._record({"event": "done", "time": _now()})
         self.close()
+        self._rotate("")
+
+    def _rotate(self, suffix: str) -> None:
+        try:
+            self.archive.mkdir(exist_ok=True)
+            os.replace(self.path, self.archive / f"apply-{paths.stamp()}{suffix}.journal")
+        except FileNotFoundError:
+            return
+        keep = self.keep if self.keep is not None else paths.state_keep()
+        paths.keep_newest(self.archive, "apply-*.journal", keep)
 
     def close(self) -> None:
         if self._f is not None:
@@ -159,15 +196,38 @@ class Journal:
     @staticmethod
     def pending(path) -> PendingApply | None:
         """The interrupted apply recorded at ``path``, or None (no file, or it ended with
-        ``done``). A torn last line (a crash mid-write) is ignored."""
+        ``done``). A torn last line (a crash mid-write) is ignored. A finished journal is
+        told by its first and last bytes; only an unfinished one is read whole."""
         path = Path(path)
         try:
+            if _finished(path):
+                return None
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as e:
             raise JournalError(f"{path}: {e}") from None
         return _read_records(path, text.splitlines())
+
+
+def _finished(path: Path) -> bool:
+    """The journal begins with a begin record and its last line is a whole done record
+    (one apply per file: `begin` truncates, `done` is the last write). Anything else,
+    a torn tail included, is left to the full read."""
+    with open(path, "rb") as f:
+        head = f.read(len(_BEGIN_PREFIX))
+        if head != _BEGIN_PREFIX:
+            return False
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - _TAIL))
+        tail = f.read()
+    if not tail.endswith(b"\n"):
+        return False
+    try:
+        rec = json.loads(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    except ValueError:
+        return False
+    return isinstance(rec, dict) and rec.get("event") == "done"
 
 
 def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
@@ -199,4 +259,4 @@ def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
         plan = [dict(u, switch=int(u["switch"], 16)) for u in begin["blocks"]]
     except (KeyError, TypeError, ValueError, AttributeError):
         raise JournalError(f"{path}: malformed 'begin' record") from None
-    return PendingApply(path, begin.get("time", ""), plan, confirmed)
+    return PendingApply(path, begin.get("time", ""), plan, confirmed, begin.get("backup"))

@@ -7,7 +7,7 @@ import dataclasses
 
 from mad import forwarding as fw
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeType, SMState
+from mad.attributes import AttrID, NodeType
 from mad.header import Method
 from smagent.fdb.text import NODE_TYPE_NAMES
 from smagent.targets import Target
@@ -135,34 +135,3 @@ def read_switch(transport, target: Target, *, for_set: bool = False) -> SwitchRe
         port0 = replies[3].value() if replies[3].ok else None
         local = replies[4].value() if replies[4].ok else None
     return SwitchRead(facts, ni, port0, local)
-
-
-def master_sm_warning(transport, sr: SwitchRead) -> str | None:
-    """If the switch's MasterSMLID names a port whose SMInfo says MASTER (and that is not
-    our own port), a warning: that SM will overwrite our change on its next re-route.
-    Best effort: any failure means no warning."""
-    try:
-        pi = sr.port0
-        if pi is None or not pi.master_sm_lid:
-            return None
-        local = sr.local_info
-        if local is not None:
-            lp = 0 if local.node_type == NodeType.SWITCH else local.local_port_num
-            (r,) = transport.execute([Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), fw.portinfo_modifier(lp)))])
-            if r.ok and r.value().lid == pi.master_sm_lid:
-                return None  # the master SM LID is ours (set by our own sweep)
-        saved = transport.retries
-        transport.retries = 0  # a port with no SM may never answer: don't wait for retries
-        try:
-            (r,) = transport.execute([Request(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO), dlid=pi.master_sm_lid)])
-        finally:
-            transport.retries = saved
-        if not r.ok:
-            return None
-        sm = r.value()
-        if sm.sm_state == SMState.MASTER:
-            return (f"warning: a subnet manager is MASTER (LID {pi.master_sm_lid}, GUID 0x{sm.guid:016x}, "
-                    f"priority {sm.priority}); it will overwrite this change on its next re-route")
-    except Exception:  # noqa: BLE001 - a warning must never break the command
-        return None
-    return None

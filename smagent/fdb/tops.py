@@ -86,8 +86,9 @@ def raise_top(f, *, lft_top: int | None = None, mft_top: int | None = None):
     return change(f.guid, f.name, f.where(), si, want) if want else None
 
 
-def write(transport, changes: list[SwitchInfoChange]) -> list[str]:
-    """Send every Set; returns the problems (a failed Set, a field that reads back wrong)."""
+def write(transport, changes: list[SwitchInfoChange], *, written: list | None = None) -> list[str]:
+    """Send every Set; returns the problems (a failed Set, a field that reads back wrong).
+    ``written`` collects (change, SwitchInfo read back) for every Set answered."""
     reqs = [request(c.path, Method.SET, AttrID.SWITCH_INFO, 0, c.new) for c in changes]
     problems = []
     for c, rep in zip(changes, transport.execute(reqs)):
@@ -95,6 +96,8 @@ def write(transport, changes: list[SwitchInfoChange]) -> list[str]:
             problems.append(f"{c.name}: SwitchInfo Set failed: {rep.error}")
             continue
         back = rep.value()
+        if written is not None:
+            written.append((c, back))
         bad = [f"{k} reads back {fmt(k, getattr(back, k))}, expected {fmt(k, getattr(c.new, k))}"
                for k in c.changed() if k != "port_state_change" and getattr(back, k) != getattr(c.new, k)]
         if bad:

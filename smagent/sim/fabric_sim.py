@@ -15,6 +15,8 @@ import random
 import time
 
 from mad import smp as smpcodec
+from mad.attributes import AttrID, Notice, NoticeType, NodeType, Trap128Details, TrapNumber
+from mad.header import Method
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import MAD_SIZE
@@ -50,6 +52,9 @@ class SimFabric:
         # node ("out": port = exit port, hop_pointer as on that link), reach the start of its
         # directed part by LID ("lid"), reach the SMA ("sma") and the requester ("deliver").
         self.observer = None
+        # SMs that receive traps: (node name, port) -> callable(raw MAD, source LID); a switch
+        # sends trap 128 to its MasterSMLID when a link of its goes down or comes up
+        self.trap_sinks: dict[tuple[str, int], object] = {}
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -123,6 +128,8 @@ class SimFabric:
         if not 1 <= port <= node.num_ports:
             raise SimConfigError(f"{node.name!r} has no cable port {port}")
         peer = model.disconnect(node, port)
+        if peer is not None:
+            self._trap_128(node, peer[0])
         return None if peer is None else (peer[0].name, peer[1])
 
     def link(self, a, pa: int, b, pb: int) -> None:
@@ -134,6 +141,27 @@ class SimFabric:
             if n.peers[p] is not None:
                 raise SimConfigError(f"{n.name!r} port {p} is already cabled to {n.peers[p][0].name!r}")
         model.connect(na, pa, nb, pb)
+        self._trap_128(na, nb)
+
+    def _trap_128(self, *nodes) -> None:
+        """Each switch among `nodes` reports a port state change to its master SM, as ibsim
+        does: only when its port 0 has a LID and a MasterSMLID, and only if an SM there
+        listens (`trap_sinks`)."""
+        for node in nodes:
+            if not node.is_switch:
+                continue
+            pi = node.pi[0]
+            if not pi.lid or not pi.master_sm_lid:
+                continue
+            notice = Notice.cls(is_generic=1, type=int(NoticeType.URGENT), producer_type_or_vendor_id=int(NodeType.SWITCH),
+                                trap_number_or_device_id=int(TrapNumber.LINK_STATE_CHANGE), issuer_lid=pi.lid,
+                                notice_toggle=0, notice_count=0,
+                                data_details=Trap128Details.encode(Trap128Details.cls(lid=pi.lid)))
+            raw = smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))
+            for (name, port), sink in list(self.trap_sinks.items()):
+                if self.port_lid((name, port)) == pi.master_sm_lid:
+                    self.counters["traps"] += 1
+                    sink(raw, pi.lid)
 
     def set_port_state(self, name, port: int, state: int) -> None:
         """Force a logical port state (no checks: for building test scenarios)."""

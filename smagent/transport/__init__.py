@@ -13,7 +13,7 @@ KINDS = ("sim", "umad", "replay")
 def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixture=None, record=None,
                    window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                    retries: int = DEFAULT_RETRIES, m_key: int = 0, m_key_file=None, keys=None,
-                   local=None) -> Transport:
+                   local=None, serve: bool = False) -> Transport:
     """Open a transport by name. Import lazily: `sim` needs no libibumad, `umad` no topology.
 
     M_Keys: ``m_key`` (``--mkey``) for every SMP, ``m_key_file`` (``--mkey-file``, see
@@ -31,10 +31,12 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     common = dict(window=window, timeout_ms=timeout_ms, retries=retries, recorder=recorder)
     if kind == "umad":
         from smagent.transport.umad import UmadTransport
-        t = UmadTransport(ca=ca, port=port, **common)
+        t = UmadTransport(ca=ca, port=port, serve=serve, **common)
     elif kind == "sim":
         from smagent.transport.sim import SimTransport
         t = SimTransport(topology=topology, local=local, **common)
+        if serve:
+            t.serve()
     elif kind == "replay":
         from smagent.transport.replay import ReplayTransport
         if not fixture:

@@ -5,6 +5,12 @@ outstanding SMPs, matching replies by the low 32 bits of the TID, per-request
 timeouts, retries of timeouts and busy replies, counting, and recording. A backend
 only moves bytes: `_send(raw, dlid)` and `_recv(timeout_s)`.
 
+Serving (a long-running SM): MADs that are requests, not responses (another SM's
+SubnGet/SubnSet(SMInfo), a switch's SubnTrap), go to `on_request(raw, slid)` when one is
+installed, whether they arrive while a batch is in flight or during `poll`; without a
+handler they are ignored, as before. `respond(raw, dlid)` sends a MAD that expects no
+answer (GetResp, TrapRepress, a Trap of our own): it never enters the window.
+
 M_Keys: every SMP that carries none (0) gets its key from `Transport.keys`, a
 `smagent.mkeys.KeyChain`: by DR path for directed route, by DLID for LID-routed. When
 keys differ per node, a PortInfo response through a path whose node is known maps that
@@ -23,7 +29,7 @@ from mad import smp as smpcodec
 from mad.errors import MadError
 from mad.attributes import AttrID
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import Method, method_name, tid32_of
+from mad.header import METHOD_OFFSET, RESPONSE_BIT, Method, method_name, tid32_of
 from smagent.errors import BadInput, FabricFailure
 from smagent.mkeys import KeyChain
 
@@ -149,6 +155,7 @@ class Transport:
             self.keys.default = m_key
         self.stats = Stats()
         self.on_send: Callable[[object], None] | None = None  # hook for tests and dry runs
+        self.on_request: Callable[[bytes, int], None] | None = None  # unsolicited requests (see module doc)
 
     @property
     def m_key(self) -> int:
@@ -163,10 +170,47 @@ class Transport:
     def _send(self, raw: bytes, dlid: int) -> None:
         raise NotImplementedError
 
-    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
+    def _recv(self, timeout_s: float) -> list[tuple]:
         """Wait up to ``timeout_s`` and return whatever arrived: (256 MAD bytes, umad
-        status) pairs. Status 110 hands back an undelivered request."""
+        status) pairs, or (bytes, status, source LID) triples. Status 110 hands back an
+        undelivered request."""
         raise NotImplementedError
+
+    def _send_unsolicited(self, raw: bytes, dlid: int) -> None:
+        """Send a MAD that expects no response (the umad backend sends it untimed)."""
+        self._send(raw, dlid)
+
+    # -- serving ----------------------------------------------------------------------
+    def _serve(self, item) -> bool:
+        """Hand an incoming request to `on_request`; True if it was one."""
+        raw, status = item[0], item[1]
+        if (self.on_request is None or status != 0 or len(raw) <= METHOD_OFFSET
+                or raw[METHOD_OFFSET] & RESPONSE_BIT):
+            return False
+        self.on_request(raw, item[2] if len(item) > 2 else 0)
+        return True
+
+    def poll(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for unsolicited requests and hand each to
+        `on_request`; stray responses are dropped. Returns how many were handed over."""
+        n = 0
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            for item in self._recv(max(0.0, deadline - time.monotonic())):
+                n += self._serve(item)
+            if n or time.monotonic() >= deadline:
+                return n
+
+    def respond(self, raw: bytes, dlid: int) -> None:
+        """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited."""
+        self._send_unsolicited(raw, dlid)
+        self.stats.sent += 1
+        try:
+            self.stats.count(smpcodec.decode(raw))
+        except MadError:
+            pass
+        if self.recorder is not None:
+            self.recorder.write(raw, inbound=False, dlid=dlid)
 
     def close(self) -> None:
         if self.recorder is not None:
@@ -197,7 +241,10 @@ class Transport:
                 self._post(reqs[i], inflight, i, 0, timeout_s)
             now = time.monotonic()
             wait = max(0.0, min(v[1] for v in inflight.values()) - now)
-            for raw, status in self._recv(wait):
+            for item in self._recv(wait):
+                if self._serve(item):
+                    continue
+                raw, status = item[0], item[1]
                 tid32 = tid32_of(raw)
                 slot = inflight.get(tid32)
                 if slot is None:

@@ -39,7 +39,13 @@ _REQUEST_METHODS = (Method.GET, Method.SET)
 
 
 class ReplayMiss(TransportError):
-    """The recording holds no exchange for a request the agent sent."""
+    """The recording holds no exchange for a request the agent sent. ``request``: that
+    request as an operator reads it ("SubnGet(NodeInfo, modifier 0x0) to DR path 0,1");
+    ``key``: its exchange key; ``fixture``: the recording."""
+
+    def __init__(self, message: str, *, request: str = "", key: tuple | None = None, fixture: str = ""):
+        super().__init__(message)
+        self.request, self.key, self.fixture = request, key, fixture
 
 
 class ReplayRefusesSet(TransportError):
@@ -163,7 +169,8 @@ class ReplayTransport(ImmediateTransport):
             raise ReplayMiss(
                 f"{describe_key(key)}: not in the recording {self.fixture} "
                 f"({self.index.requests} recorded requests): was it recorded on this fabric, "
-                f"with the same commands and options?")
+                f"with the same commands and options?", request=describe_key(key), key=key,
+                fixture=str(self.fixture))
         if ex.response is None:
             return None  # undelivered then: undelivered now
         resp = bytearray(ex.response)

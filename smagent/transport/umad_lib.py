@@ -226,6 +226,17 @@ _SIGNATURES = {
 }
 
 
+def _libc():
+    """libc as the process sees it (``dlopen(NULL)``): under LD_PRELOAD, umad2sim's
+    ``open``/``close`` come first, as they do for C callers."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.open.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    libc.open.restype = ctypes.c_int
+    libc.close.argtypes = [ctypes.c_int]
+    libc.close.restype = ctypes.c_int
+    return libc
+
+
 def _load(lib_path: str | None):
     path = lib_path or DEFAULT_LIBRARY
     try:
@@ -333,6 +344,8 @@ class UmadPort:
 
     def __init__(self, ca: str | None = None, port: int | None = None, lib_path: str | None = None):
         self._portid = -1  # what umad_open_port returned (the fd itself in current rdma-core)
+        self._issm_fd, self._issm_path = -1, ""
+        self.last_slid = 0  # source LID of the MAD `recv` returned last (whom to answer)
         self._fd = -1
         self._agents: list[int] = []
         self._initialized = False
@@ -513,6 +526,7 @@ class UmadPort:
             if rc >= 0:
                 view = self._rview
                 mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
+                self.last_slid = _BE16.unpack_from(view, _LID_OFF)[0]
                 return mad, _STATUS.unpack_from(view, _STATUS_OFF)[0]
             err = ctypes.get_errno()
             if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
@@ -531,6 +545,41 @@ class UmadPort:
             if left <= 0:
                 return None
             wait = min(_RECV_SLICE_MS, max(1, int(left * 1000 + 0.999)))
+
+    def open_issm(self) -> str:
+        """Set IsSM on this port the way an SM does on Linux: hold its issm device open
+        (``/dev/infiniband/issmN``) until `close`. Returns the device path.
+
+        The device is opened with libc's ``open`` through ctypes, never ``os.open``:
+        ibsim's umad2sim intercepts ``open`` only (Python's os.open calls ``open64``),
+        so the same call sets IsSM on real hardware and under ibsim. The kernel lets one
+        process hold a port's issm device: a second SM on the port gets EBUSY.
+        """
+        self._check_open()
+        if self._issm_fd >= 0:
+            return self._issm_path
+        try:
+            fn = self._lib.umad_get_issm_path
+        except AttributeError:
+            raise UmadError("libibumad has no umad_get_issm_path(): rdma-core too old to run an SM") from None
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        fn.restype = ctypes.c_int
+        buf = ctypes.create_string_buffer(256)
+        rc = fn(self.ca.encode(), self.port, buf, len(buf))
+        if rc < 0:
+            raise self._error(rc, ctypes.get_errno(), f"cannot find the issm device of CA {self.ca} port {self.port}")
+        path = buf.value.decode(errors="replace")
+        libc = _libc()
+        fd = libc.open(path.encode(), os.O_RDWR)
+        if fd < 0:
+            err = ctypes.get_errno()
+            if err == _errno.EBUSY:
+                raise UmadIOError(f"{path} is busy: another subnet manager holds {self.ca} port {self.port}", err)
+            if err in (_errno.EACCES, _errno.EPERM):
+                raise PermissionDenied(f"cannot open {path}: {_errtext(err)}: run as root or join the rdma group")
+            raise UmadIOError(f"cannot open {path}: {_errtext(err or _errno.EIO)}", err)
+        self._issm_fd, self._issm_path = fd, path
+        return path
 
     def fileno(self) -> int:
         """The umad descriptor, for ``select.poll()``.
@@ -589,6 +638,9 @@ class UmadPort:
     def close(self) -> None:
         """Unregister agents, close the port, release libibumad. Idempotent."""
         lib = self._lib
+        if self._issm_fd >= 0:  # IsSM clears when the device closes
+            _libc().close(self._issm_fd)
+            self._issm_fd = -1
         if self._portid >= 0:
             for agent in self._agents:
                 lib.umad_unregister(self._portid, agent)

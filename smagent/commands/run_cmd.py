@@ -1,0 +1,115 @@
+"""`smagent run`: the long-running Subnet Manager (see `smagent.sm.daemon`).
+
+Exit codes: 0 stopped by SIGTERM/SIGINT, 2 bad input (nothing was sent), 3 the fabric or
+transport failed, or another daemon already answers in the state directory.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+
+import click
+
+from smagent import paths
+from smagent.errors import BadInput
+from smagent.paths import default_state_dir
+
+
+def _setup_logging(log_file) -> logging.Handler:
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("smagent.sm")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return handler
+
+
+def _key(value: str) -> int:
+    try:
+        key = int(value, 0)
+    except ValueError:
+        raise click.BadParameter("not a number (decimal or 0x hex)") from None  # the value is a secret: not shown
+    if not 0 <= key < 1 << 64:
+        raise click.BadParameter("an SM_Key is 64 bits")
+    return key
+
+
+@click.command("run")
+@click.option("--priority", type=click.IntRange(0, 15), default=0, show_default=True,
+              help="SM priority (0-15): the higher SM is MASTER; ties go to the lower port GUID.")
+@click.option("--sweep-interval", type=click.FloatRange(0, 3600), default=10.0, show_default=True,
+              help="Seconds between light sweeps as MASTER (OpenSM's default); 0: none.")
+@click.option("--poll-interval", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True,
+              help="STANDBY: seconds between polls of the master's SMInfo (OpenSM's default).")
+@click.option("--poll-retries", type=click.IntRange(0, 100), default=4, show_default=True,
+              help="STANDBY: unanswered polls beyond the first before taking over (OpenSM's default).")
+@click.option("--sm-key", default="1", callback=lambda c, p, v: _key(v),
+              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed.")
+@click.option("--routing", "engine", default="minhop", show_default=True,
+              help="minhop, updn, updn:GUID,..., or file:DUMP.")
+@click.option("--lmc", type=click.IntRange(0, 7), default=0, show_default=True, help="LMC for CA ports.")
+@click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
+              help="guid2lid file (default: STATE_DIR/guid2lid): LIDs kept across restarts.")
+@click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None, help="Multicast group file.")
+@click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
+@click.option("--desired", "desired_file", type=click.Path(dir_okay=False), default=None,
+              help="Desired-state file (YAML/JSON, see `smagent plan`); re-read on SIGHUP.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="LIDs, journal, backups and the control socket (default as for sweep).")
+@click.option("--log-file", type=click.Path(dir_okay=False), default=None, help="Log here instead of stderr.")
+@click.option("--json", "as_json", is_flag=True, help="On exit, print the final status (as `status --json`) on stdout.")
+@click.pass_obj
+def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engine, lmc, lid_file, mcast_groups,
+        no_multicast, desired_file, state_dir, log_file, as_json):
+    """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
+    answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
+    from smagent import desired, multicast
+    from smagent import sweep as sweepmod
+    from smagent.sm import control
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    from smagent.transport import open_transport
+    if mcast_groups and no_multicast:
+        raise BadInput("--mcast-groups and --no-multicast exclude each other")
+    spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # checked before any SMP
+    ds = desired.load(desired_file) if desired_file else None
+    sw = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, mcast_groups=spec,
+                               multicast=not no_multicast, desired=ds)
+    if ds is not None:
+        sw.lmc, sw.routing, sw.lid_file = ds.lmc, ds.routing, ds.lid_file or lid_file
+    state_dir = state_dir or default_state_dir()
+    paths.check_state_dir(state_dir)
+    opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,
+                         poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw)
+    server = control.ControlServer(control.socket_path(state_dir))
+    handler = _setup_logging(log_file)
+    o = obj.opts
+    transport = None
+    try:
+        transport = open_transport(o["transport"], ca=o["ca"], port=o["port"],
+                                     topology=o["topology"], fixture=o["fixture"], record=o["record"],
+                                     window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
+                                     m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True)
+        daemon = Daemon(transport, opts)
+
+        def stop(signum, _frame):
+            logging.getLogger("smagent.sm").info("signal %s: stopping", signal.Signals(signum).name)
+            daemon.stop_requested = True
+
+        def reload(_signum, _frame):
+            daemon.reload_requested = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, reload)
+        daemon.run(server)
+        logging.getLogger("smagent.sm").info("stopped")
+        if as_json:
+            click.echo(json.dumps(daemon.status(), indent=2))
+    finally:
+        server.close()
+        if transport is not None:
+            transport.close()  # closes issm: IsSM clears, the other SMs see us go
+        handler.close()

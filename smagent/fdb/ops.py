@@ -1,0 +1,375 @@
+"""The table operations the CLI and the API share: show, set, load, dump, backup and
+restore of LFT, MFT and RFT, each checked before the first SMP that could change a switch,
+planned from what the switches hold, refused while another SM is MASTER (unless
+``force``), and written through the one apply path (`smagent.fdb.apply`).
+
+`smagent.api.Session` exposes these as methods; the click commands format their results.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from mad import forwarding as fw
+from mad import smp as smpcodec
+from mad.attributes import AttrID, NodeType, SMState
+from mad.header import Method
+from smagent import paths
+from smagent.errors import BadInput, SafetyRefusal
+from smagent.fdb import apply as fdbapply
+from smagent.fdb import backup, linear, text
+from smagent.fdb import multicast as mfttab
+from smagent.fdb import random as rft
+from smagent.fdb import tops as fdbtops
+from smagent.fdb.switch import SwitchFacts, TableBadInput, read_switch
+from smagent.targets import Target
+from smagent.transport.base import Request
+
+
+class MasterSMRefusal(SafetyRefusal):
+    """A table Set refused because another subnet manager is MASTER (``force`` overrides).
+    ``lid``, ``guid``, ``priority``: that SM."""
+
+    def __init__(self, message: str, lid: int, guid: int, priority: int):
+        super().__init__(message)
+        self.lid, self.guid, self.priority = lid, guid, priority
+
+    def details(self) -> dict:
+        return {"sm": {"lid": self.lid, "guid": f"0x{self.guid:016x}", "priority": self.priority}}
+
+
+# -- results ------------------------------------------------------------------------------
+@dataclasses.dataclass
+class LftTable:
+    """One switch's LFT as read: ``table[lid]`` is the exit port of LIDs 0..``top``."""
+    switch: SwitchFacts
+    target: Target
+    top: int
+    table: bytes
+
+    def routes(self, dump_all: bool = False) -> dict[int, int]:
+        """{lid: port}: the valid entries (a port the switch has), or every one."""
+        return {lid: self.table[lid] for lid in range(self.top + 1)
+                if dump_all or self.table[lid] <= self.switch.num_ports}
+
+
+@dataclasses.dataclass
+class MftTable:
+    """One switch's MFT as read: MLIDs ``first``..``last``; ``masks[(block, position)]``."""
+    switch: SwitchFacts
+    target: Target
+    first: int
+    last: int
+    positions: int
+    masks: dict
+
+    def groups(self) -> dict[int, list[int]]:
+        """{mlid: ports} of every MLID with any port set."""
+        out = {}
+        for mlid in range(self.first, self.last + 1):
+            ports = mfttab.mft_ports(self.masks, mlid, self.positions)
+            if ports:
+                out[mlid] = ports
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RftEntry:
+    """A valid RFT entry: LIDs ``lids`` (first, last) leave by ``port``."""
+    entry: int
+    base_lid: int
+    lmc: int
+    lids: tuple[int, int]
+    port: int
+
+
+@dataclasses.dataclass
+class RftTable:
+    """One switch's RFT as read (its SwitchInfo has RandomFDBCap, LIDsPerPort, DefaultPort)."""
+    switch: SwitchFacts
+    target: Target
+    entries: list[RftEntry]
+
+
+@dataclasses.dataclass
+class WriteResult:
+    """What a table write planned and did. ``plan``: the plan as the CLI prints it;
+    ``changes``: one record per changed entry; ``planned``: Sets by kind; ``problems``:
+    what went wrong writing (empty: every read-back matched); ``notes``: warnings;
+    ``backup_file``: where what was overwritten was saved (None without a state dir)."""
+    dry_run: bool
+    plan: list[str]
+    changes: list[dict]
+    planned: dict[str, int]
+    problems: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    backup_file: str | None = None
+    unreachable: list[str] = dataclasses.field(default_factory=list)  # what discovery could not reach
+
+    @property
+    def sets_sent(self) -> dict[str, int]:
+        """Sets sent by kind (all 0 for a dry run)."""
+        return {k: (0 if self.dry_run else v) for k, v in self.planned.items()}
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# -- the master-SM check --------------------------------------------------------------------
+def check_master_sm(transport, master_lids, own_lid: int | None, *, force: bool, dry_run: bool) -> list[str]:
+    """Ask the SM each MasterSMLID names (not our own LID) for its SMInfo. A MASTER: a
+    MasterSMRefusal before any Set, unless ``force`` or ``dry_run`` (then a warning: it
+    will overwrite the change). Another state: a note. No answer: nothing (best effort)."""
+    notes = []
+    for lid in sorted({x for x in master_lids if x and x != own_lid}):
+        saved = transport.retries
+        transport.retries = 0  # a port with no SM may never answer: don't wait for retries
+        try:
+            (r,) = transport.execute([Request(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO), dlid=lid)])
+        finally:
+            transport.retries = saved
+        if not r.ok:
+            continue
+        sm = r.value()
+        who = f"LID {lid}, GUID 0x{sm.guid:016x}, priority {sm.priority}"
+        if sm.sm_state != SMState.MASTER:
+            state = SMState(sm.sm_state).name if sm.sm_state in SMState._value2member_map_ else str(sm.sm_state)
+            notes.append(f"note: the subnet manager the switches name ({who}) is {state}, not MASTER")
+        elif force or dry_run:
+            notes.append(f"warning: a subnet manager is MASTER ({who}); it will overwrite this change on "
+                         f"its next re-route")
+        else:
+            raise MasterSMRefusal(f"a subnet manager is MASTER ({who}): it would overwrite this change on its "
+                                  f"next re-route; stop it, or pass --force (force=True)",
+                                  lid, sm.guid, sm.priority)
+    return notes
+
+
+def _own_lid_from_switch_read(transport, sr) -> int | None:
+    local = sr.local_info
+    if local is None:
+        return None
+    lp = 0 if local.node_type == NodeType.SWITCH else local.local_port_num
+    (r,) = transport.execute([Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), fw.portinfo_modifier(lp)))])
+    return r.value().lid if r.ok else None
+
+
+def _check_one_switch(transport, sr, *, force, dry_run) -> list[str]:
+    pi = sr.port0
+    if pi is None or not pi.master_sm_lid:
+        return []
+    return check_master_sm(transport, {pi.master_sm_lid}, _own_lid_from_switch_read(transport, sr),
+                           force=force, dry_run=dry_run)
+
+
+def _check_topology(transport, topo, guids, *, force, dry_run) -> list[str]:
+    """The MasterSMLIDs of the switches ``guids`` (port 0 as discovered)."""
+    lids = set()
+    for g in guids:
+        n = topo.nodes.get(g)
+        pi = n.ports.get(0) if n is not None else None
+        if pi is not None:
+            lids.add(pi.master_sm_lid)
+    me = topo.nodes.get(topo.local[0])
+    own = None
+    if me is not None:
+        pi = me.ports.get(0 if me.is_switch else topo.local[1])
+        own = pi.lid if pi is not None else None
+    return check_master_sm(transport, lids, own, force=force, dry_run=dry_run)
+
+
+def _plan_switches(plan: fdbapply.Plan) -> set[int]:
+    return {c.switch for c in plan.tops + plan.lft + plan.rft + plan.mft}
+
+
+def _write(transport, plan: fdbapply.Plan, *, dry_run, state_dir, topology, notes, planned,
+           changes=None) -> WriteResult:
+    res = WriteResult(dry_run, plan.lines(), plan.to_json() if changes is None else changes, planned, notes=notes)
+    if not dry_run and plan:
+        a = fdbapply.apply(transport, plan, state_dir=state_dir, topology=topology)
+        res.problems, res.backup_file = a.problems, a.backup_file
+    return res
+
+
+# -- LFT ----------------------------------------------------------------------------------------
+def lft_show(transport, target: Target) -> LftTable:
+    f = read_switch(transport, target).facts
+    top = f.lft_top
+    blocks = linear.read_lft(transport, target, list(range(top // fw.LFT_BLOCK_SIZE + 1)))
+    return LftTable(f, target, top, b"".join(blocks[b] for b in sorted(blocks)))
+
+
+def check_lft_args(lid: int, port: int) -> None:
+    pre = []
+    if not 1 <= lid <= fw.UNICAST_LID_MAX:
+        pre.append(f"LID 0x{lid:x} ({lid}) is not a unicast LID (1..0xbfff)")
+    if not 0 <= port <= fw.LFT_NO_PORT:
+        pre.append(f"port {port} is not a port (0..254, or 255 for none)")
+    if pre:
+        raise BadInput(problems=pre)
+
+
+def lft_set(transport, target: Target, lid: int, port: int, *, dry_run=False, force=False,
+            state_dir=None) -> WriteResult:
+    """LID -> PORT on one switch (255: no route); LinearFDBTop raised when needed."""
+    check_lft_args(lid, port)
+    sr = read_switch(transport, target, for_set=True)
+    problems = linear.check_lft_entry(sr.facts, lid, port)
+    if problems:
+        raise BadInput(problems=problems)
+    changes, tops = linear.plan_set(transport, sr.facts, lid, port)
+    plan = fdbapply.Plan(tops=tops, lft=changes)
+    notes = _check_one_switch(transport, sr, force=force, dry_run=dry_run) if plan else []
+    return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=None, notes=notes,
+                  planned={"switchinfo": len(tops), "lft_blocks": len(changes)})
+
+
+def parse_dump(path_or_text: str, what: str = "dump") -> tuple[str, str]:
+    """(text, source) of a dump given as a file path or as the text itself (it holds a
+    newline). BadInput for a file that cannot be read."""
+    if "\n" in path_or_text:
+        return path_or_text, "<text>"
+    return paths.read_text(path_or_text, what, errors="replace"), path_or_text
+
+
+def _parse(body: str, source: str):
+    """The dump's sections; a dump that does not parse is refused whole before the first SMP."""
+    try:
+        return text.parse_lft_dump(body, source)
+    except text.DumpError as e:
+        raise BadInput(problems=e.problems) from None
+
+
+def lft_load(transport, path_or_text: str, *, dry_run=False, force=False, state_dir=None,
+             discover=None) -> WriteResult:
+    """Load a dump (each section a switch's whole table); write only blocks that differ."""
+    body, source = parse_dump(path_or_text)
+    sections = _parse(body, source)
+    topo = discover(transport)
+    changes, tops, problems = linear.plan_dump(transport, topo, sections, source)
+    if problems:
+        raise BadInput(problems=problems)
+    plan = fdbapply.Plan(tops=tops, lft=changes)
+    notes = _check_topology(transport, topo, _plan_switches(plan), force=force, dry_run=dry_run) if plan else []
+    res = _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=topo, notes=notes,
+                 planned={"switchinfo": len(tops), "lft_blocks": len(changes)})
+    res.unreachable = list(topo.unreachable)
+    return res
+
+
+def lft_restore(transport, path: str, *, dry_run=False, force=False, state_dir=None, discover=None) -> WriteResult:
+    """Write back a dump or a block backup saved before an apply (only blocks that differ)."""
+    body = paths.read_text(path, "backup", errors="replace")
+    is_blocks = body.lstrip().startswith("{")
+    if is_blocks:
+        saved = backup.load_backup(path)
+    else:
+        _parse(body, path)
+    topo = discover(transport)
+    if is_blocks:
+        plan, problems = backup.plan_restore_saved(transport, saved, topo)
+    else:
+        plan, problems = backup.plan_restore_text(transport, body, path, topo)
+    if problems:
+        raise BadInput(problems=problems)
+    # a restore is not a full undo: say what it leaves as the sweep made it
+    notes = _check_topology(transport, topo, _plan_switches(plan), force=force, dry_run=dry_run) if plan else []
+    notes += [f"note: {backup.CANNOT_UNDO}"] if is_blocks else []
+    return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=topo, notes=notes,
+                  planned=plan.sets())
+
+
+# -- MFT --------------------------------------------------------------------------------------
+def _read_mft(transport, target, *, for_set=False):
+    sr = read_switch(transport, target, for_set=for_set)
+    si = sr.facts.switch_info
+    positions = fw.mft_positions_for(sr.facts.num_ports)
+    masks = mfttab.read_mft(transport, target, mfttab.mft_blocks_to_read(si.multicast_fdb_cap,
+                                                                          si.multicast_fdb_top), positions)
+    return sr, positions, masks
+
+
+def mft_show(transport, target: Target) -> MftTable:
+    sr, positions, masks = _read_mft(transport, target)
+    si = sr.facts.switch_info
+    first, last = mfttab.mft_range(si.multicast_fdb_cap, si.multicast_fdb_top)
+    return MftTable(sr.facts, target, first, last, positions, masks)
+
+
+def check_mft_args(mlid: int, ports) -> list[int]:
+    """The ports, sorted and unique; BadInput naming every problem (nothing sent)."""
+    ports = sorted(set(ports or []))
+    pre = []
+    if not fw.MULTICAST_LID_MIN <= mlid <= fw.MULTICAST_LID_MAX:
+        pre.append(f"MLID 0x{mlid:x} is not a multicast LID (0xc000..0xfffe)")
+    pre += [f"port {p} is not a port (0..254)" for p in ports if not 0 <= p <= fw.MAX_PORT]
+    if pre:
+        raise BadInput(problems=pre)
+    return ports
+
+
+def mft_set(transport, target: Target, mlid: int, ports, *, dry_run=False, force=False,
+            state_dir=None) -> WriteResult:
+    """Make PORTS the whole port set of MLID on one switch (no ports: remove the MLID)."""
+    ports = check_mft_args(mlid, ports)
+    sr = read_switch(transport, target, for_set=True)
+    f = sr.facts
+    problems = mfttab.check_mft_entry(f, mlid, ports)
+    if problems:
+        raise BadInput(problems=problems)
+    current = mfttab.read_mft(transport, target, [fw.mft_block(mlid)[0]], fw.mft_positions_for(f.num_ports))
+    top = fdbtops.raise_top(f, mft_top=mlid) if ports else None
+    plan = fdbapply.Plan(tops=[top] if top else [], mft=mfttab.plan_mft_set(f, mlid, ports, current))
+    notes = _check_one_switch(transport, sr, force=force, dry_run=dry_run) if plan.lines() else []
+    return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=None, notes=notes,
+                  planned={"switchinfo": len(plan.tops), "mft_blocks": len(plan.mft)},
+                  changes=mfttab.mft_changes_json(plan.mft, mlid))
+
+
+# -- RFT --------------------------------------------------------------------------------------
+def _read_rft(transport, target, *, for_set=False):
+    sr = read_switch(transport, target, for_set=for_set)
+    si = sr.facts.switch_info
+    if not si.random_fdb_cap:
+        raise TableBadInput(f"{sr.facts.name} ({target.describe()}) has no random forwarding table "
+                            f"(RandomFDBCap 0; LinearFDBCap {si.linear_fdb_cap})")
+    return sr, rft.read_table(transport, target, si)
+
+
+def rft_show(transport, target: Target) -> RftTable:
+    sr, table = _read_rft(transport, target)
+    rows = [RftEntry(i, b, lmc, (r.start, r.stop - 1), p)
+            for i, (b, lmc, p) in rft.valid_entries(table) for r in [fw.rft_lid_range(b, lmc)]]
+    return RftTable(sr.facts, target, rows)
+
+
+def rft_set(transport, target: Target, lid: int, port: int, *, lmc=0, dry_run=False, force=False,
+            state_dir=None) -> WriteResult:
+    """LID..LID+2^LMC-1 out of PORT on one switch's RFT (255: remove them)."""
+    check_rft_args(lid, port, lmc)
+    sr, table = _read_rft(transport, target, for_set=True)
+    f = sr.facts
+    if port != fw.LFT_NO_PORT and port > f.num_ports:
+        raise BadInput(problems=[f"port {port} does not exist on {f.name}: ports 0..{f.num_ports}, or 255 to remove"])
+    changes, problems = rft.plan_set(f, target, table, lid, lmc, port)
+    if problems:
+        raise BadInput(problems=problems)
+    plan = fdbapply.Plan(rft=changes)
+    notes = _check_one_switch(transport, sr, force=force, dry_run=dry_run) if plan else []
+    return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=None, notes=notes,
+                  planned={"rft_blocks": len(changes)})
+
+
+def check_rft_args(lid: int, port: int, lmc: int) -> None:
+    """BadInput naming every problem with an `rft set` (nothing sent)."""
+    pre = []
+    if not 0 <= lmc <= 7:
+        pre.append(f"LMC {lmc} is not 0..7")
+    elif not 1 <= lid <= fw.UNICAST_LID_MAX:
+        pre.append(f"LID 0x{lid:x} ({lid}) is not a unicast LID (1..0xbfff)")
+    elif lid % (1 << lmc) or lid + (1 << lmc) - 1 > fw.UNICAST_LID_MAX:
+        pre.append(f"LID 0x{lid:x} is not aligned to LMC {lmc} (a multiple of {1 << lmc} within the unicast range)")
+    if not 0 <= port <= fw.LFT_NO_PORT:
+        pre.append(f"port {port} is not a port (0..254, or 255 to remove)")
+    if pre:
+        raise BadInput(problems=pre)

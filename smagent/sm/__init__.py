@@ -1,0 +1,1 @@
+"""A long-running Subnet Manager: the SM state machine, traps, the daemon loop, its control socket."""

@@ -1,0 +1,205 @@
+"""The Subnet Manager state machine (IBA 14.4): who is MASTER, pure logic and no I/O.
+
+An SM starts DISCOVERING. After discovery it looks at the SMs it found (ports with IsSM,
+asked for their SMInfo): a MASTER among them, or a DISCOVERING/STANDBY SM that outranks
+it, makes it STANDBY (polling that SM); otherwise it becomes MASTER. Rank: higher
+priority, then lower GUID (IBA 14.4.1.1). The SM-to-SM control packets are SubnSet(SMInfo)
+with an AttributeModifier naming the request (`Control`); their legality follows the
+specification as OpenSM checks it: ACKNOWLEDGE only from a STANDBY SM, the others only
+from a MASTER.
+
+The daemon (`smagent.sm.daemon`) feeds events in and performs the `Action` it gets back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from mad.attributes import SMInfo, SMState
+
+# OpenSM's defaults (osm_subnet.c / README): SMInfo polling every 10 s, the master is
+# declared gone after 4 polls more than the first go unanswered; a sweep every 10 s.
+DEFAULT_POLL_INTERVAL_S = 10.0
+DEFAULT_POLL_RETRIES = 4
+DEFAULT_SWEEP_INTERVAL_S = 10.0
+DEFAULT_SM_KEY = 1  # OpenSM's default sm_key: SMs ignore each other when their keys differ
+
+INVALID_VALUE_STATUS = 0x001C  # MAD status: invalid value in an attribute or modifier (code 7)
+
+
+class Control(enum.IntEnum):
+    """SubnSet(SMInfo) AttributeModifier (IBA 14.4.1, Table 180)."""
+    HANDOVER = 1
+    ACKNOWLEDGE = 2
+    DISABLE = 3
+    STANDBY = 4
+    DISCOVER = 5
+
+
+class Action(enum.Enum):
+    NONE = "none"
+    SWEEP = "sweep"  # become/stay MASTER and bring the fabric up (a full sweep)
+    TAKE_OVER = "take_over"  # a handover was accepted: acknowledge it, then sweep
+    DISCOVER = "discover"  # start over: discover and decide again
+    POLL = "poll"  # STANDBY: keep polling the master
+    HAND_OVER = "hand_over"  # MASTER: hand the subnet to a higher SM
+
+
+def outranks(priority_a: int, guid_a: int, priority_b: int, guid_b: int) -> bool:
+    """True if SM a outranks SM b: higher priority, or the same and a lower GUID."""
+    return priority_a > priority_b or (priority_a == priority_b and guid_a < guid_b)
+
+
+def reveal_sm_key(port_m_key: int, protect_bits: int, request_m_key: int) -> bool:
+    """Whether a SubnGetResp(SMInfo) may carry our SM_Key: unless our port is M_Key
+    protected (a key, protection bits >= 1) and the request's M_Key does not match."""
+    return not (port_m_key and protect_bits >= 1 and request_m_key != port_m_key)
+
+
+def state_name(state: int) -> str:
+    return SMState(state).name if state in SMState._value2member_map_ else f"state {state}"
+
+
+@dataclasses.dataclass
+class Peer:
+    """Another SM, as its SMInfo answered."""
+    guid: int
+    priority: int
+    state: int
+    act_count: int = 0
+    path: tuple = ()  # directed route to its port
+    lid: int = 0
+    name: str = ""
+
+    def describe(self) -> str:
+        return (f"SM {self.guid:#018x} ({self.name or '?'}, LID {self.lid}) priority {self.priority} "
+                f"{state_name(self.state)}")
+
+
+@dataclasses.dataclass
+class Transition:
+    old: int
+    new: int
+    why: str
+
+
+class StateMachine:
+    """Our SM's state and the rules that move it. `transitions` logs every change."""
+
+    def __init__(self, guid: int, priority: int, *, sm_key: int = DEFAULT_SM_KEY, poll_retries: int = DEFAULT_POLL_RETRIES):
+        if not 0 <= priority <= 15:
+            raise ValueError(f"priority {priority}: an SM priority is 0..15")
+        self.guid, self.priority, self.sm_key = guid, priority, sm_key
+        self.state = int(SMState.DISCOVERING)
+        self.master: Peer | None = None  # STANDBY: the SM we poll
+        self.poll_retries = poll_retries
+        self.poll_failures = 0
+        self.transitions: list[Transition] = []
+
+    # -- what we say about ourselves ---------------------------------------------------
+    def sminfo(self, act_count: int, *, reveal_key: bool = True, state: int | None = None):
+        """Our SMInfo. The SM_Key is zeroed for a requester that failed M_Key
+        authentication (IBA 14.4.1; see `reveal_sm_key`)."""
+        return SMInfo.cls(guid=self.guid, sm_key=self.sm_key if reveal_key else 0, act_count=act_count & 0xFFFFFFFF,
+                          priority=self.priority, sm_state=self.state if state is None else state)
+
+    def _go(self, new: int, why: str) -> None:
+        if new != self.state:
+            self.transitions.append(Transition(self.state, int(new), why))
+            self.state = int(new)
+
+    # -- events ----------------------------------------------------------------------
+    def discovered(self, peers: list[Peer]) -> Action:
+        """Discovery is complete and `peers` are the other SMs found."""
+        masters = [p for p in peers if p.state == SMState.MASTER]
+        higher = [p for p in peers if p.state in (SMState.DISCOVERING, SMState.STANDBY)
+                  and outranks(p.priority, p.guid, self.priority, self.guid)]
+        if masters or higher:
+            # a running master keeps the subnet (it hands over if we outrank it)
+            chosen = masters[0] if masters else max(higher, key=lambda p: (p.priority, -p.guid))
+            self.master, self.poll_failures = chosen, 0
+            self._go(SMState.STANDBY, f"found {chosen.describe()}")
+            return Action.POLL
+        self.master = None
+        self._go(SMState.MASTER, "no master and no higher SM found")
+        return Action.SWEEP
+
+    def check_peers(self, peers: list[Peer]) -> tuple[Action, Peer | None]:
+        """MASTER: the SMs a sweep or a poll found. A STANDBY one that outranks us gets
+        the subnet."""
+        if self.state != SMState.MASTER:
+            return Action.NONE, None
+        # only a STANDBY SM: one still DISCOVERING may yet see us MASTER and go STANDBY,
+        # and a handover racing that would leave no MASTER at all
+        higher = [p for p in peers if p.state == SMState.STANDBY
+                  and outranks(p.priority, p.guid, self.priority, self.guid)]
+        if higher:
+            return Action.HAND_OVER, max(higher, key=lambda p: (p.priority, -p.guid))
+        return Action.NONE, None
+
+    def handed_over(self, to: Peer) -> None:
+        """MASTER: our HANDOVER to `to` was answered: we are STANDBY, polling it."""
+        self.master, self.poll_failures = to, 0
+        self._go(SMState.STANDBY, f"handed over to {to.describe()}")
+
+    def poll_result(self, remote) -> Action:
+        """STANDBY: the answer to a poll of the master (an SMInfo, or None: no answer)."""
+        if self.state != SMState.STANDBY or self.master is None:
+            return Action.NONE
+        alive = remote is not None and (remote.sm_state == SMState.MASTER or (
+            remote.sm_state == SMState.STANDBY and outranks(remote.priority, remote.guid, self.priority, self.guid)))
+        if alive:
+            self.poll_failures = 0
+            self.master.state, self.master.priority = remote.sm_state, remote.priority
+            return Action.POLL
+        self.poll_failures += 1
+        if self.poll_failures > self.poll_retries:
+            self._go(SMState.DISCOVERING, f"master {self.master.guid:#018x} did not answer "
+                                          f"{self.poll_failures} polls")
+            self.master = None
+            return Action.DISCOVER
+        return Action.POLL
+
+    def check_set(self, modifier: int, remote) -> int:
+        """The MAD status our answer to a SubnSet(SMInfo) carries: 0 if legal."""
+        if modifier not in Control._value2member_map_:
+            return INVALID_VALUE_STATUS
+        sender_ok = (remote.sm_state == SMState.STANDBY if modifier == Control.ACKNOWLEDGE
+                     else remote.sm_state == SMState.MASTER)
+        if not sender_ok:
+            return INVALID_VALUE_STATUS
+        allowed = {
+            SMState.STANDBY: {Control.HANDOVER, Control.ACKNOWLEDGE, Control.DISABLE, Control.DISCOVER},
+            SMState.NOT_ACTIVE: {Control.STANDBY},
+            SMState.MASTER: {Control.HANDOVER, Control.ACKNOWLEDGE},
+            SMState.DISCOVERING: {Control.HANDOVER},
+        }[SMState(self.state)]
+        return 0 if modifier in allowed else INVALID_VALUE_STATUS
+
+    def on_set(self, modifier: int, remote, sender: Peer | None = None) -> Action:
+        """Apply a legal SubnSet(SMInfo) (see `check_set`) from the SM `remote`."""
+        c = Control(modifier)
+        st = self.state
+        if c == Control.HANDOVER and st == SMState.STANDBY:
+            self.master = None
+            self._go(SMState.MASTER, f"HANDOVER from SM {remote.guid:#018x}")
+            return Action.TAKE_OVER
+        if c == Control.HANDOVER:  # MASTER or DISCOVERING: the other master lets go
+            return Action.SWEEP if st == SMState.MASTER else Action.DISCOVER
+        if c == Control.DISABLE:
+            self.master = None
+            self._go(SMState.NOT_ACTIVE, f"DISABLE from SM {remote.guid:#018x}")
+            return Action.NONE
+        if c == Control.DISCOVER:
+            self.master = None
+            self._go(SMState.DISCOVERING, f"DISCOVER from SM {remote.guid:#018x}")
+            return Action.DISCOVER
+        if c == Control.STANDBY:
+            self.master, self.poll_failures = sender, 0
+            self._go(SMState.STANDBY, f"STANDBY from SM {remote.guid:#018x}")
+            return Action.POLL if sender is not None else Action.NONE
+        return Action.NONE  # ACKNOWLEDGE: the handover we sent is confirmed
+
+    def rediscover(self, why: str) -> None:
+        self.master = None
+        self._go(SMState.DISCOVERING, why)

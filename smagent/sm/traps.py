@@ -1,0 +1,69 @@
+"""Traps (SubnTrap(Notice)) as an SM meets them: read one, answer it with a TrapRepress,
+and send our own trap 144 (an SM announcing itself to the master, as OpenSM does when it
+enters STANDBY)."""
+from __future__ import annotations
+
+import dataclasses
+
+from mad import smp as smpcodec
+from mad.attributes import (
+    CAP_IS_SM, TRAP_DETAILS, AttrID, Notice, NoticeType, NodeType, Trap144Details, TrapNumber,
+)
+from mad.errors import MadError
+from mad.header import Method
+
+# traps after which the fabric's links or routes may differ: the master repairs
+REPAIR_TRAPS = frozenset({TrapNumber.LINK_STATE_CHANGE, TrapNumber.LINK_INTEGRITY,
+                          TrapNumber.BUFFER_OVERRUN, TrapNumber.FLOW_CONTROL_WATCHDOG})
+
+
+@dataclasses.dataclass
+class Trap:
+    number: int  # trap number (generic) or device ID (vendor)
+    generic: bool
+    issuer_lid: int
+    details: object | None  # the decoded DataDetails of a trap we know, else None
+    smp: object  # the request, for the TrapRepress
+
+    def describe(self) -> str:
+        name = TrapNumber(self.number).name.lower() if self.generic and self.number in TrapNumber._value2member_map_ \
+            else ("generic" if self.generic else "vendor")
+        extra = ""
+        if self.details is not None:
+            extra = " " + ", ".join(f"{k} {v:#x}" if k.startswith("capability") else f"{k} {v}"
+                                    for k, v in dataclasses.asdict(self.details).items())
+        return f"trap {self.number} ({name}) from LID {self.issuer_lid}{extra}"
+
+    @property
+    def announces_sm(self) -> bool:
+        """Trap 144 from a port with IsSM: an SM telling the master it is there."""
+        d = self.details
+        return self.number == TrapNumber.CAPABILITY_CHANGE and d is not None and bool(d.capability_mask & CAP_IS_SM)
+
+
+def parse(smp) -> Trap:
+    """A decoded SubnTrap SMP -> Trap; raises MadError on a malformed Notice."""
+    n = smp.attribute()
+    details = None
+    layout = TRAP_DETAILS.get(n.trap_number_or_device_id) if n.is_generic else None
+    if layout is not None:
+        try:
+            details = layout.decode(n.data_details)
+        except MadError:
+            details = None
+    return Trap(n.trap_number_or_device_id, bool(n.is_generic), n.issuer_lid, details, smp)
+
+
+def repress(trap_smp) -> bytes:
+    """The TrapRepress for a trap: the same TID, attribute and Notice, method 0x07."""
+    return smpcodec.encode(dataclasses.replace(trap_smp, method=Method.TRAP_REPRESS, status=0))
+
+
+def trap_144(our_lid: int, capability_mask: int, node_type: int = NodeType.CA) -> bytes:
+    """Our SubnTrap 144 to the master: our port's CapabilityMask (IsSM set) changed."""
+    details = Trap144Details.cls(lid=our_lid, other_local_changes=0, capability_mask=capability_mask,
+                                 change_flags=0, capability_mask2=0)
+    notice = Notice.cls(is_generic=1, type=int(NoticeType.INFO), producer_type_or_vendor_id=int(node_type),
+                        trap_number_or_device_id=int(TrapNumber.CAPABILITY_CHANGE), issuer_lid=our_lid,
+                        notice_toggle=0, notice_count=0, data_details=Trap144Details.encode(details))
+    return smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))

@@ -1,0 +1,287 @@
+"""The daemon (`smagent.sm.daemon`) on the in-process simulator: bring-up, traps repaired
+with a TrapRepress each, light sweeps with Gets only, SMInfo answered, handover both ways,
+takeover after a silent master, LIDs kept across restarts, and the control socket.
+
+Other SMs are the simulator's attached SMs (static SMInfo that honours the SubnSet(SMInfo)
+controls); their requests to us are delivered with `SimTransport.deliver`. A fake clock
+drives the timers, so nothing here waits for real intervals."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from mad import smp as smpcodec
+from mad.attributes import AttrID, SMInfo, SMState
+from mad.header import Method
+from smagent import lids
+from smagent.sm import control
+from smagent.sm.daemon import Daemon, DaemonOptions
+from smagent.sm.state import DEFAULT_SM_KEY, INVALID_VALUE_STATUS, Control
+from smagent.transport.sim import SimTransport
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def make(tmp_path=None, *, priority=0, **kw):
+    t = SimTransport()
+    t.serve()
+    clock = Clock()
+    opts = DaemonOptions(priority=priority, state_dir=str(tmp_path / "state") if tmp_path else None, **kw)
+    return t, Daemon(t, opts, clock=clock), clock
+
+
+def run_for(d, clock, seconds, step=0.5):
+    end = clock.now + seconds
+    while clock.now < end:
+        clock.now += step
+        d.step(max_wait=0)
+
+
+def sets_sent(t, since: collections.Counter) -> int:
+    return sum(v for k, v in (collections.Counter(t.stats.by_kind) - since).items() if k.startswith("SubnSet"))
+
+
+def outbox_smps(t):
+    return [smpcodec.decode(raw) for raw, _dlid in t.outbox]
+
+
+def fresh_plan_is_empty(t) -> bool:
+    """A full plan from scratch (discovery and every table read) finds nothing to write."""
+    from smagent import sweep
+    return sweep.plan(t, sweep.SweepOptions(force=True)).sets_planned == 0
+
+
+def test_unknown_change_falls_back_to_a_full_sweep():
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    t.sim.unlink("L1", 2)  # a host's link: the CA is gone, which a patch cannot express
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and not d.last_sweep["incremental"]
+    assert fresh_plan_is_empty(t)
+
+
+def test_master_repairs_from_traps_and_relink_restores_the_tables():
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+    sim = t.sim
+    before = {n.name: bytes(n.lft) for n in sim.switches()}
+    peer = sim.unlink("L3", 5)
+    assert sim.counters["traps"] == 2  # both ends are switches with a LID and a MasterSMLID
+    run_for(d, clock, 1)
+    assert d.counters.traps == 2 and d.counters.repairs == 1 and d.counters.sweeps == 2
+    assert d.last_sweep["incremental"] and d.last_sweep["smps"] < 60  # no rediscovery, no table reads
+    assert fresh_plan_is_empty(t)
+    reps = [s for s in outbox_smps(t) if s.method == Method.TRAP_REPRESS]
+    assert len(reps) == 2 and all(s.attribute_id == AttrID.NOTICE for s in reps)
+    assert {n.name: bytes(n.lft) for n in sim.switches()} != before
+    cas = [(n.name, p) for n in sim if not n.is_switch for p in range(1, n.num_ports + 1) if n.peers[p]]
+    for src in cas:  # every host pair, through the tables as written
+        for dst in cas:
+            if src != dst:
+                assert sim.trace(src, sim.port_lid(dst)).outcome == "delivered", (src, dst)
+    sim.link("L3", 5, *peer)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 2 and d.last_sweep["incremental"]
+    assert {n.name: bytes(n.lft) for n in sim.switches()} == before
+    assert fresh_plan_is_empty(t)  # ports armed and activated, PortStateChange cleared
+    assert d.last_sweep["why"].startswith("repair after trap 128")
+
+
+def test_light_sweep_without_change_sends_only_gets():
+    t, d, clock = make(sweep_interval=2)
+    d.start()
+    kinds = collections.Counter(t.stats.by_kind)
+    sent = t.stats.sent
+    run_for(d, clock, 6.1, step=0.25)
+    assert d.counters.light_sweeps == 3 and d.counters.sweeps == 1
+    assert sets_sent(t, kinds) == 0
+    switches = len(t.sim.switches())
+    assert d.counters.light_sweep_gets == switches
+    assert t.stats.sent - sent == 3 * switches
+
+
+def test_light_sweep_catches_a_change_whose_trap_was_lost():
+    t, d, clock = make(sweep_interval=2)
+    d.start()
+    t.sim.trap_sinks.clear()  # the traps are lost
+    t.sim.unlink("L2", 6)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 0
+    run_for(d, clock, 2)
+    assert d.counters.repairs == 1 and "light sweep found a change" in d.last_sweep["why"]
+    run_for(d, clock, 2.5)  # PortStateChange was cleared by the repair: quiet again
+    assert d.counters.repairs == 1
+
+
+def test_answers_sminfo_get_with_identity_state_and_key():
+    t, d, clock = make(priority=7)
+    d.start()
+    req = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3))
+    t.deliver(smpcodec.encode(req))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.method == Method.GET_RESP and resp.directed and resp.transaction_id == req.transaction_id
+    info = resp.attribute()
+    assert (info.guid, info.priority, info.sm_state) == (d.sm.guid, 7, SMState.MASTER)
+    assert info.sm_key == DEFAULT_SM_KEY  # our port has no M_Key: every requester authenticates
+    assert d.counters.sminfo_gets_answered == 1
+
+
+def test_requests_before_start_are_answered_once_we_know_who_we_are():
+    t, d, clock = make()
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0,))))
+    t.poll(0)  # arrives before start(): kept
+    assert t.outbox == []
+    d.start()
+    (resp,) = outbox_smps(t)
+    assert resp.attribute().guid == d.sm.guid
+
+
+def test_other_attributes_are_refused_not_dropped():
+    t, d, clock = make()
+    d.start()
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,))))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.method == Method.GET_RESP and resp.status_word & 0x7FFF == 0x000C
+
+
+def test_found_higher_standby_at_start_means_standby():
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.STANDBY)
+    d.start()
+    assert d.sm.state == SMState.STANDBY and d.counters.sweeps == 0  # as OpenSM: poll the higher one
+
+
+def test_hands_over_to_a_higher_standby_that_polls_us_and_polls_it():
+    t, d, clock = make(priority=3, poll_interval=1)
+    d.start()
+    assert d.sm.state == SMState.MASTER
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.STANDBY)  # a new SM comes up, STANDBY ...
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))  # ... and polls us
+    d.step(max_wait=0)
+    other = t.sim.node("H5").sm[1]
+    assert other.sm_state == SMState.MASTER  # our HANDOVER reached it
+    assert d.sm.state == SMState.STANDBY and d.counters.handovers_sent == 1
+    assert d.sm.master.guid == other.guid
+    run_for(d, clock, 3)
+    assert d.counters.polls >= 2 and d.counters.poll_failures == 0 and d.sm.state == SMState.STANDBY
+
+
+def test_lower_standby_is_left_alone():
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=2, state=SMState.STANDBY)
+    d.start()
+    assert d.sm.state == SMState.MASTER and d.counters.handovers_sent == 0
+    assert [p.priority for p in d.peers.values()] == [2]
+
+
+def test_standby_takes_over_when_the_master_stops_answering():
+    t, d, clock = make(priority=3, poll_interval=1, poll_retries=2)
+    t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
+    d.start()
+    assert d.sm.state == SMState.STANDBY and d.counters.sweeps == 0  # a master keeps its subnet
+    run_for(d, clock, 2)
+    assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 0
+    h5 = t.sim.node("H5")
+    del h5.sm[1]  # the master dies: its SMInfo goes unanswered
+    h5.pi[1].capability_mask &= ~0x2
+    run_for(d, clock, 2.5)
+    assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 2  # 2 retries allowed
+    run_for(d, clock, 1)
+    assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+    assert [(tr.old, tr.new) for tr in d.sm.transitions] == [
+        (SMState.DISCOVERING, SMState.STANDBY), (SMState.STANDBY, SMState.DISCOVERING),
+        (SMState.DISCOVERING, SMState.MASTER)]
+
+
+def _sminfo_set(control, guid, state, priority=1):
+    value = SMInfo.cls(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
+    return smpcodec.dr(Method.SET, AttrID.SM_INFO, (0, 1, 3, 2, 1), int(control), value)
+
+
+def test_handover_received_in_standby_is_acknowledged_and_we_sweep():
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
+    d.start()
+    master = t.sim.node("H5").sm[1]
+    req = _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER)
+    t.deliver(smpcodec.encode(req))
+    acks = []
+    t.on_send = lambda s: acks.append(s) if s.method == Method.SET and s.attribute_id == AttrID.SM_INFO else None
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.status_word & 0x7FFF == 0 and resp.attribute().sm_state == SMState.STANDBY  # answered first
+    assert d.sm.state == SMState.MASTER and d.counters.handovers_received == 1 and d.counters.sweeps == 1
+    assert [(a.attribute_modifier, a.attribute().sm_state) for a in acks] == [(Control.ACKNOWLEDGE, SMState.STANDBY)]
+
+
+@pytest.mark.parametrize("control,sender_state", [(Control.ACKNOWLEDGE, SMState.MASTER),
+                                                  (Control.HANDOVER, SMState.STANDBY), (9, SMState.MASTER)])
+def test_illegal_sminfo_sets_are_refused(control, sender_state):
+    t, d, clock = make()
+    d.start()
+    t.deliver(smpcodec.encode(_sminfo_set(control, 0x1234, sender_state)))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+    assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+
+
+def test_lids_are_kept_across_restarts(tmp_path):
+    t, d, clock = make(tmp_path)
+    d.start()
+    first = {n.name: n.pi[n.lid_port(0 if n.is_switch else 1)].lid for n in t.sim}
+    saved = lids.load_guid2lid(tmp_path / "state" / "guid2lid")
+    assert len(saved) == len(first) + 1  # H1 has two ports
+    t2 = SimTransport()
+    t2.serve()
+    for n in t2.sim:  # another fabric state: LIDs in reverse order, as if a different SM had run
+        n.pi[n.lid_port(0 if n.is_switch else 1)].lid = 0
+    d2 = Daemon(t2, DaemonOptions(state_dir=str(tmp_path / "state")), clock=Clock())
+    d2.start()
+    assert {n.name: n.pi[n.lid_port(0 if n.is_switch else 1)].lid for n in t2.sim} == first
+
+
+def test_status_over_the_control_socket(tmp_path):
+    t, d, clock = make(tmp_path, priority=4)
+    server = control.ControlServer(control.socket_path(tmp_path / "state"))
+    try:
+        d.start()
+        import threading
+        got = {}
+        th = threading.Thread(target=lambda: got.update(control.query(server.path)))
+        th.start()
+        for _ in range(50):
+            d.step(server, max_wait=0.02)
+            if got:
+                break
+        th.join(5)
+        assert got["state"] == "MASTER" and got["priority"] == 4 and got["master_guid"] == got["guid"]
+        assert got["sweeps"] == 1 and got["last_change"]["what"].startswith("became MASTER")
+        assert "sm_key" not in str(got)  # keys are never shown
+        with pytest.raises(control.ControlError, match="another smagent daemon is running"):
+            control.ControlServer(server.path)
+    finally:
+        server.close()
+    with pytest.raises(control.ControlError, match="does not exist"):
+        control.query(server.path)
+
+
+def test_a_stale_socket_is_replaced(tmp_path):
+    import socket
+    path = tmp_path / "control.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.close()  # bound, nobody listening: what a killed daemon leaves
+    server = control.ControlServer(path)
+    server.close()
+    assert not path.exists()

@@ -1,0 +1,275 @@
+"""`smagent run` on ibsim: MASTER as `sminfo` sees it, a cut link repaired from its trap
+with no manual step (every host pair traced by ibtracert), ReLink restoring the original
+routes (ibroute), light sweeps that send only Gets, and OpenSM as the other SM in both
+priority orders: exactly one MASTER, handover both ways, the standby taking over when the
+master is killed.
+
+How ibsim plays (DESIGN.md): SMInfo requests and traps go to the client that opened the
+issm device; Trap 128 on Unlink/ReLink goes to a switch's MasterSMLID; two SMs need
+different nodes (SIM_HOST). OpenSM runs with a scratch OSM_CACHE_DIR/OSM_TMP_DIR and a
+config file with a 1 s SMInfo polling interval and 2 retries (ours likewise), so a
+takeover is seconds, not OpenSM's default ~50 s.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ibsim_harness import ibsim_available, skip_reason
+from smagent import netfile, topogen
+
+OPENSM = shutil.which("opensm", path="/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
+pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
+needs_opensm = pytest.mark.skipif(OPENSM is None, reason="opensm is not installed (Debian package opensm)")
+
+
+class Daemon:
+    """`smagent run` on ibsim; stopped with SIGTERM (then SIGKILL) by process group."""
+
+    def __init__(self, sim, *args, host=None):
+        self.sim, self.state = sim, sim.cwd / f"state-{host or 'default'}"
+        self.env = dict(sim.env)
+        if host:
+            self.env["SIM_HOST"] = host
+        self.log = sim.cwd / f"smagent-run-{host or 'default'}.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir", str(self.state),
+             "--log-file", str(self.log), *args], env=self.env, cwd=sim.cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=open(sim.cwd / "smagent-run.stderr", "ab"), start_new_session=True)
+
+    def status(self) -> dict:
+        r = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--json", "--state-dir", str(self.state)],
+                           env=self.env, capture_output=True, text=True, timeout=30)
+        return json.loads(r.stdout) if r.returncode == 0 else {"state": None, "error": r.stderr}
+
+    def wait(self, pred, timeout=20.0, what="condition"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"smagent run exited {self.proc.returncode}: {self.logtext()[-3000:]}"
+            s = self.status()
+            if s.get("state") and pred(s):
+                return s
+            time.sleep(0.2)
+        raise AssertionError(f"{what} not reached in {timeout} s; status {s}; log:\n{self.logtext()[-3000:]}")
+
+    def logtext(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self, sig=signal.SIGTERM) -> int:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return proc.returncode if proc else 0
+        os.killpg(proc.pid, sig)
+        try:
+            return proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait(10)
+
+
+class OpenSM:
+    def __init__(self, sim, host, priority, workdir: Path):
+        workdir.mkdir(parents=True, exist_ok=True)
+        conf = workdir / "opensm.conf"
+        conf.write_text("sminfo_polling_timeout 1000\npolling_retry_number 2\n")
+        self.log = workdir / "opensm.log"
+        env = sim.opensm_env(workdir, SIM_HOST=host)
+        self.proc = subprocess.Popen([OPENSM, "-F", str(conf), "-f", str(self.log), "-d", "2", "-p", str(priority)],
+                                     env=env, cwd=workdir, stdin=subprocess.DEVNULL,
+                                     stdout=open(workdir / "stdout", "wb"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def stop(self):
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.fixture
+def procs():
+    """Everything a test starts is stopped at teardown, ours only, by process group."""
+    started = []
+    yield started
+    for p in reversed(started):
+        p.stop()
+
+
+def sminfo_at(sim, host) -> str:
+    """SMInfo of the SM on `host`'s port, asked from that node (DR path 0)."""
+    r = subprocess.run(["/usr/sbin/sminfo", "-D", "0"], env=dict(sim.env, SIM_HOST=host), cwd=sim.cwd,
+                       capture_output=True, text=True, timeout=30)
+    return r.stdout
+
+
+def masters(sim, hosts) -> list[str]:
+    return [h for h in hosts if "SMINFO_MASTER" in sminfo_at(sim, h)]
+
+
+def wiring(sim):
+    """From ibnetdiscover: {(switch LID, port): (peer LID, peer is a switch)} and the CA LIDs."""
+    links, cas, lid = {}, set(), None
+    for line in sim.run(["ibnetdiscover"]).stdout.splitlines():
+        m = re.match(r'^Switch\s.*#.*\slid (\d+)', line)
+        if m:
+            lid = int(m.group(1))
+            continue
+        if line.startswith(("Ca", "Hca")):
+            lid = None
+            continue
+        m = re.match(r'^\[(\d+)\]\s+"([SH])-\w+"\[\d+\].*#.*\slid (\d+)', line)
+        if m and lid is not None:
+            links[(lid, int(m.group(1)))] = (int(m.group(3)), m.group(2) == "S")
+            if m.group(2) == "H":
+                cas.add(int(m.group(3)))
+    return links, sorted(cas)
+
+
+def routes(sim, switches) -> dict:
+    """Every switch's LFT as ibroute dumps it: {switch LID: {LID: port}}."""
+    out = {}
+    for sw in switches:
+        text = sim.run(["ibroute", "-n", str(sw)]).stdout
+        out[sw] = {int(a, 16): int(b) for a, b in re.findall(r"^(0x[0-9a-f]+) (\d+)", text, re.M)}
+    return out
+
+
+def walk_all_pairs(sim):
+    """An ibroute walk: from every CA's switch, follow the LFTs to every other CA's LID."""
+    links, cas = wiring(sim)
+    switches = sorted({s for s, _p in links})
+    lft = routes(sim, switches)
+    home = {peer: s for (s, _p), (peer, is_sw) in links.items() if not is_sw}
+    bad = []
+    for src in cas:
+        for dst in cas:
+            if src == dst:
+                continue
+            cur, ok = home[src], False
+            for _hop in range(64):
+                port = lft[cur].get(dst)
+                peer = links.get((cur, port))
+                if peer is None:
+                    break
+                if not peer[1]:
+                    ok = peer[0] == dst
+                    break
+                cur = peer[0]
+            if not ok:
+                bad.append((src, dst))
+    assert not bad, f"{len(bad)} host pairs unreachable, e.g. {bad[:5]}"
+    r = sim.run(["ibtracert", str(cas[0]), str(cas[-1])], check=False)  # and the diags' own tracer agrees
+    assert r.returncode == 0, r.stdout + r.stderr
+    return switches, lft
+
+
+@pytest.mark.parametrize("shape,cut", [("ft2", ("L0", 3)), ("ft3", ("A0", 3))])
+def test_master_repairs_a_cut_link_and_relink_restores(tmp_path, ibsim, procs, shape, cut):
+    fabric = topogen.fat_tree_2(4) if shape == "ft2" else topogen.fat_tree_3(4)
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(fabric))
+    sim = ibsim(net, console=True)
+    d = Daemon(sim, "--sweep-interval", "1")
+    procs.append(d)
+    s = d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, what="MASTER")
+    assert "SMINFO_MASTER" in sim.run(["sminfo"]).stdout
+    assert s["master_guid"] == s["guid"]
+    switches, before = walk_all_pairs(sim)
+
+    # a light sweep with nothing changed: SwitchInfo Gets only, one per switch
+    s1 = d.wait(lambda s: s["counters"]["light_sweeps"] >= 1, what="a light sweep")
+    s2 = d.wait(lambda s: s["counters"]["light_sweeps"] >= s1["counters"]["light_sweeps"] + 2,
+                what="two more light sweeps")
+    assert s2["sweeps"] == s1["sweeps"]
+    assert s2["counters"]["light_sweep_gets"] == len(fabric.switches())
+    served = (s2["counters"]["sminfo_gets_answered"] - s1["counters"]["sminfo_gets_answered"])
+    assert s2["smps_sent"] - s1["smps_sent"] == served + len(fabric.switches()) * (
+        s2["counters"]["light_sweeps"] - s1["counters"]["light_sweeps"])
+
+    sim.unlink(*cut)
+    d.wait(lambda s: s["counters"]["repairs"] >= 1 and s["counters"]["traps"] >= 1, what="repair after Unlink")
+    _, after_cut = walk_all_pairs(sim)
+    assert after_cut != before  # the routes over the cut link moved
+
+    sim.relink(*cut)
+    s = d.wait(lambda s: s["counters"]["repairs"] >= 2, what="repair after ReLink")
+    assert s["last_sweep"]["problems"] == 0
+    assert routes(sim, switches) == before
+    assert d.stop() == 0  # SIGTERM: a clean exit
+    log = d.logtext()
+    assert "trap: trap 128 (link_state_change)" in log and "state: DISCOVERING -> MASTER" in log
+    assert "signal SIGTERM: stopping" in log and "stopped" in log
+
+
+def converge(sim, d, ours, theirs, want_master, timeout=25.0):
+    """Wait until exactly `want_master` reports MASTER, then check it stays so."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if masters(sim, [ours, theirs]) == [want_master]:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError(f"never exactly one MASTER on {want_master}: {sminfo_at(sim, ours)!r} "
+                             f"{sminfo_at(sim, theirs)!r}; log:\n{d.logtext()[-3000:]}")
+    for _ in range(5):  # and at every sample after
+        assert masters(sim, [ours, theirs]) == [want_master]
+        time.sleep(0.3)
+
+
+@needs_opensm
+def test_opensm_higher_joins_takes_over_and_we_take_back_when_it_dies(tmp_path, ibsim, procs):
+    """smagent (priority 1) is MASTER; OpenSM (priority 5) comes up: smagent hands over and
+    stands by; OpenSM is killed: smagent takes over."""
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net, console=True)
+    d = Daemon(sim, "--priority", "1", "--poll-interval", "1", "--poll-retries", "2", "--sweep-interval", "2")
+    procs.append(d)
+    d.wait(lambda s: s["state"] == "MASTER", what="MASTER")
+    osm = OpenSM(sim, "H7", 5, tmp_path / "osm")
+    procs.append(osm)
+    converge(sim, d, "H0", "H7", "H7")
+    s = d.status()
+    assert s["state"] == "STANDBY" and s["counters"]["handovers_sent"] == 1
+    assert "state: MASTER -> STANDBY (handed over to SM" in d.logtext()
+    osm.stop()
+    d.wait(lambda s: s["state"] == "MASTER", timeout=15, what="takeover")  # 1 s polls, 2 retries
+    assert d.status()["counters"]["poll_failures"] >= 3
+    converge(sim, d, "H0", "H7", "H0")
+
+
+@needs_opensm
+def test_we_join_higher_opensm_hands_over_and_opensm_takes_back_when_we_die(tmp_path, ibsim, procs):
+    """OpenSM (priority 1) is MASTER; smagent (priority 5) comes up: OpenSM hands over to it
+    (SubnSet(SMInfo) HANDOVER, smagent acknowledges); smagent is killed: OpenSM takes over."""
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net, console=True)
+    osm = OpenSM(sim, "H7", 1, tmp_path / "osm")
+    procs.append(osm)
+    deadline = time.monotonic() + 20
+    while "SMINFO_MASTER" not in sminfo_at(sim, "H7"):
+        assert time.monotonic() < deadline, "OpenSM never MASTER"
+        time.sleep(0.3)
+    d = Daemon(sim, "--priority", "5", "--poll-interval", "1", "--poll-retries", "2", "--sweep-interval", "2")
+    procs.append(d)
+    converge(sim, d, "H0", "H7", "H0")
+    s = d.status()
+    assert s["counters"]["handovers_received"] >= 1, d.logtext()[-3000:]
+    assert "HANDOVER from" in d.logtext()
+    assert "Handing over mastership" in osm.log.read_text(errors="replace") or \
+        "HANDOVER" in d.logtext()
+    d.stop(signal.SIGKILL)  # the master dies (its issm closes with it: IsSM clears)
+    converge(sim, d, "H0", "H7", "H7", timeout=15)

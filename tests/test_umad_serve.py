@@ -1,0 +1,167 @@
+"""The umad transport as an SM (`serve=True`), with libibumad and libc replaced by fakes
+(pytest-mock): IsSM through the issm device opened with libc's `open` (never os.open,
+which umad2sim does not intercept), its error paths, the method mask that lets requests
+in, untimed sends for responses, and the source LID of what arrives."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import struct
+
+import pytest
+
+from mad import smp as smpcodec
+from mad.attributes import AttrID, SMInfo
+from mad.header import Method
+from smagent.transport import umad_lib
+from smagent.transport.umad import UmadTransport
+from smagent.transport.umad_lib import PermissionDenied, UmadError, UmadIOError, UmadPort
+from test_umad_errors import FakeUmad
+
+ISSM = b"/dev/infiniband/issm0"
+
+
+class ServeFake(FakeUmad):
+    """FakeUmad plus umad_get_issm_path and libc's open/close (ctypes.CDLL(None) is the
+    same patched CDLL, so one object plays both libraries)."""
+
+    def __init__(self, mocker):
+        super().__init__(mocker)
+        self.open_result = 2048  # umad2sim's issm descriptors start there
+        self.issm_rc = 0
+        self.umad_get_issm_path = mocker.MagicMock(side_effect=self._issm_path)
+        self.open = mocker.MagicMock(side_effect=self._open)
+        self.close = mocker.MagicMock(return_value=0)
+        self.slids = []  # source LIDs of the queued MADs, in order
+
+    def _issm_path(self, ca, port, buf, size):
+        if self.issm_rc < 0:
+            return self.issm_rc
+        ctypes.memmove(buf, ISSM + b"\0", len(ISSM) + 1)
+        return 0
+
+    def _open(self, path, flags):
+        if self.open_result < 0:
+            ctypes.set_errno(-self.open_result)
+            return -1
+        return self.open_result
+
+    def _umad_recv(self, fd, addr, length, timeout_ms):
+        rc = super()._umad_recv(fd, addr, length, timeout_ms)
+        if rc == 0 and self.slids:
+            ctypes.memmove(addr + 20 + 8, struct.pack(">H", self.slids.pop(0)), 2)  # ib_mad_addr.lid
+        return rc
+
+
+@pytest.fixture
+def fake(mocker):
+    lib = ServeFake(mocker)
+    mocker.patch.object(umad_lib.ctypes, "CDLL", return_value=lib)
+    return lib
+
+
+def _mask(call) -> set[int]:
+    mask = call.args[4]
+    bits = ctypes.sizeof(ctypes.c_long) * 8
+    value = sum((mask[i] & ((1 << bits) - 1)) << (bits * i) for i in range(len(mask)))
+    return {m for m in range(128) if value >> m & 1}
+
+
+def test_open_issm_through_libc_open_and_close_clears_it(fake):
+    p = UmadPort()
+    assert p.open_issm() == ISSM.decode()
+    assert p.open_issm() == ISSM.decode()  # held once
+    fake.open.assert_called_once_with(ISSM, os.O_RDWR)
+    fake.umad_get_issm_path.assert_called_once()
+    assert fake.umad_get_issm_path.call_args.args[:2] == (b"mlx5_0", 1)
+    p.close()
+    fake.close.assert_called_once_with(2048)
+    p.close()
+    fake.close.assert_called_once()  # idempotent
+
+
+def test_issm_busy_names_the_other_sm(fake):
+    fake.open_result = -errno.EBUSY
+    with UmadPort() as p:
+        with pytest.raises(UmadIOError, match="busy: another subnet manager holds mlx5_0 port 1") as e:
+            p.open_issm()
+    assert e.value.errno == errno.EBUSY
+
+
+def test_issm_permission_denied(fake):
+    fake.open_result = -errno.EACCES
+    with UmadPort() as p:
+        with pytest.raises(PermissionDenied, match="issm0.*run as root or join the rdma group"):
+            p.open_issm()
+
+
+def test_issm_other_open_error(fake):
+    fake.open_result = -errno.ENOENT
+    with UmadPort() as p:
+        with pytest.raises(UmadIOError, match="cannot open /dev/infiniband/issm0: ENOENT"):
+            p.open_issm()
+
+
+def test_issm_path_unknown(fake):
+    fake.issm_rc = -errno.ENODEV
+    with UmadPort() as p:
+        with pytest.raises(UmadError, match="cannot find the issm device of CA mlx5_0 port 1"):
+            p.open_issm()
+    fake.open.assert_not_called()
+
+
+def test_old_libibumad_without_issm_path(fake, mocker):
+    del fake.umad_get_issm_path
+    with UmadPort() as p:
+        with pytest.raises(UmadError, match="no umad_get_issm_path"):
+            p.open_issm()
+
+
+def test_serving_transport_registers_requests_and_holds_issm(fake):
+    t = UmadTransport(serve=True)
+    assert t.issm == ISSM.decode()
+    assert [_mask(c) for c in fake.umad_register.call_args_list] == [{0x01, 0x02, 0x05}] * 2
+    t.close()
+    fake.close.assert_called_once_with(2048)
+
+
+def test_one_shot_transport_registers_no_requests_and_no_issm(fake):
+    UmadTransport().close()
+    assert [_mask(c) for c in fake.umad_register.call_args_list] == [set(), set()]
+    fake.open.assert_not_called()
+
+
+def test_failed_issm_closes_the_port(fake):
+    fake.open_result = -errno.EBUSY
+    with pytest.raises(UmadIOError, match="busy"):
+        UmadTransport(serve=True)
+    fake.umad_close_port.assert_called_once()
+    fake.umad_done.assert_called_once()
+
+
+def test_requests_go_to_the_handler_with_their_source_lid_and_responses_are_untimed(fake):
+    get = smpcodec.encode(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO))
+    fake.recv_queue = [(0, get)]
+    fake.slids = [0x0017]
+    got = []
+    t = UmadTransport(serve=True)
+    t.on_request = lambda raw, slid: got.append((raw, slid))
+    assert t.poll(0.5) == 1
+    assert got == [(get, 0x17)]
+    req = smpcodec.decode(get)
+    answer = smpcodec.encode(smpcodec.response_to(req, value=SMInfo.cls(guid=1, sm_key=0, act_count=0,
+                                                                         priority=1, sm_state=3)))
+    t.respond(answer, 0x17)
+    agent, buf, timeout_ms, retries = fake.sent[-1]
+    assert (agent, timeout_ms, retries) == (1, 0, 0)  # LID-routed agent; 0: not solicited, no response due
+    assert buf[28:30] == b"\x00\x17" and buf[64:] == answer
+    assert t.stats.sent == 1 and t.stats.by_kind == {"SubnGetResp(SMInfo)": 1}
+    t.close()
+
+
+def test_without_a_handler_requests_are_ignored_as_before(fake):
+    fake.recv_queue = [(0, smpcodec.encode(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO)))]
+    t = UmadTransport()
+    assert t.poll(0.2) == 0
+    t.close()
