@@ -30,6 +30,7 @@ from smagent.fdb import multicast as mft
 from smagent.fdb import random as rft
 from smagent.fdb import text as fmt
 from smagent.fdb.journal import path_json
+from smagent.fdb.plan import Plan
 from smagent.fdb.switch import TableFailure
 from smagent.errors import BadInput
 
@@ -181,7 +182,6 @@ def plan_restore_saved(transport, saved: Saved, topology=None):
     """Compare a backup with the live switches (found by GUID, via discovery): returns
     (apply.Plan, problems); problems (a switch missing) mean nothing is planned."""
     from smagent import discovery
-    from smagent.fdb.apply import Plan
     topo = topology if topology is not None else discovery.discover(transport)
     problems = []
     for g, name in sorted({(c.switch, c.name) for c in saved.lft + saved.mft + saved.rft}
@@ -220,7 +220,6 @@ def plan_restore_text(transport, text: str, source: str = "<backup>", topology=N
     """Plan writing a dump back (what ``lft load`` does): returns (apply.Plan, problems).
     Raises BackupError for a file that does not parse."""
     from smagent import discovery
-    from smagent.fdb.apply import Plan
     try:
         sections = fmt.parse_lft_dump(text, source)
     except fmt.DumpError as e:

@@ -1,0 +1,44 @@
+"""The changes of one apply, by table: what `smagent.fdb.apply` writes and a restore
+(`smagent.fdb.backup`) plans. Its own module so that both import it, not each other."""
+from __future__ import annotations
+
+import dataclasses
+
+from smagent.fdb import linear
+from smagent.fdb.switch import interleave
+
+
+@dataclasses.dataclass
+class Plan:
+    """The changes of one apply, by table."""
+    tops: list = dataclasses.field(default_factory=list)  # tops.SwitchInfoChange
+    lft: list = dataclasses.field(default_factory=list)  # linear.BlockChange
+    rft: list = dataclasses.field(default_factory=list)  # random.RftChange
+    mft: list = dataclasses.field(default_factory=list)  # multicast.MftChange
+
+    def __bool__(self) -> bool:
+        return bool(self.tops or self.lft or self.rft or self.mft)
+
+    def sets(self) -> dict:
+        """Sets by kind (RFT and MFT only when there are some: the lft commands' keys)."""
+        out = {"switchinfo": len(self.tops), "lft_blocks": len(self.lft)}
+        out.update({k: len(v) for k, v in (("rft_blocks", self.rft), ("mft_blocks", self.mft)) if v})
+        return out
+
+    def lines(self) -> list[str]:
+        """The plan as the table commands print it."""
+        return (linear.lft_plan_lines(self.lft, self.tops)
+                + [f"SubnSet(RandomForwardingTable) {c.describe()}" for c in interleave(self.rft)]
+                + [line for c in interleave(self.mft) for line in c.lines()])
+
+    def to_json(self) -> list[dict]:
+        """One record per changed entry (SwitchInfo field, LID, MLID, RFT slot)."""
+        out = linear.lft_changes_json(self.lft, self.tops)
+        for c in interleave(self.rft):
+            out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "RFT", "block": c.block, "entry": e,
+                     "old": o, "new": n} for e, o, n in c.changed_entries()]
+        for c in interleave(self.mft):
+            out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFT", "block": c.block,
+                     "position": c.position, "mlid": f"0x{m:04x}", "old": None if o is None else sorted(o),
+                     "new": sorted(n)} for m, o, n in c.changed_mlids()]
+        return out
