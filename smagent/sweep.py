@@ -364,6 +364,7 @@ def _plan(s: SweepState) -> None:
 def _prepare(transport: Transport, opts: SweepOptions) -> SweepState:
     """Read and check every input file before any SMP: the group file, the LID file, the
     routing spec, and whatever a sweep writes after its Sets (refused now, not half-way)."""
+    transport.check_writable(opts.dry_run)  # a recording: refused before the first Get
     s = SweepState(transport, opts, SweepResult(None, None, progress=opts.progress), time.monotonic())
     s.spec = opts.mcast_groups
     if opts.multicast and (isinstance(s.spec, str) or hasattr(s.spec, "__fspath__")):

@@ -106,3 +106,17 @@ def test_no_switch_says_why(cli, tmp_path, net, says):
     f.write_text(net)
     r = cli("--topology", str(f), "sweep")
     assert r.exit_code == 3 and says in r.output
+
+
+@pytest.mark.parametrize("args", [["sweep"], ["lft", "set", "0,1", "5", "1"], ["mft", "set", "0,1", "0xc001", "1"],
+                                  ["rft", "set", "0,1", "5", "1"]])
+def test_a_recording_asked_to_write_says_so_before_the_first_get(cli, monkeypatch, args):
+    from pathlib import Path
+
+    from smagent.transport import replay
+    sent = []
+    monkeypatch.setattr(replay.ReplayTransport, "_answer", lambda self, raw, dlid: sent.append(raw))
+    fixture = Path(__file__).parent.parent / "fixtures" / "two-switch-fresh.erf"
+    r = cli("--transport", "replay", "--fixture", fixture, *args)
+    assert r.exit_code == 2 and "cannot take writes" in r.stderr and "--dry-run" in r.stderr, r.output
+    assert sent == []  # not a single Get

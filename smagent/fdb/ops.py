@@ -213,6 +213,7 @@ def lft_set(transport, target: Target, lid: int, port: int, *, dry_run=False, fo
             state_dir=None) -> WriteResult:
     """LID -> PORT on one switch (255: no route); LinearFDBTop raised when needed."""
     check_lft_args(lid, port)
+    transport.check_writable(dry_run)
     sr = read_switch(transport, target, for_set=True)
     problems = linear.check_lft_entry(sr.facts, lid, port)
     if problems:
@@ -244,6 +245,7 @@ def lft_load(transport, path_or_text: str, *, dry_run=False, force=False, state_
              discover=None) -> WriteResult:
     """Load a dump (each section a switch's whole table); write only blocks that differ."""
     body, source = parse_dump(path_or_text)
+    transport.check_writable(dry_run)
     sections = _parse(body, source)
     topo = discover(transport)
     changes, tops, problems = linear.plan_dump(transport, topo, sections, source)
@@ -260,6 +262,7 @@ def lft_load(transport, path_or_text: str, *, dry_run=False, force=False, state_
 def lft_restore(transport, path: str, *, dry_run=False, force=False, state_dir=None, discover=None) -> WriteResult:
     """Write back a dump or a block backup saved before an apply (only blocks that differ)."""
     body = paths.read_text(path, "backup", errors="replace")
+    transport.check_writable(dry_run)
     is_blocks = body.lstrip().startswith("{")
     if is_blocks:
         saved = backup.load_backup(path)
@@ -312,6 +315,7 @@ def mft_set(transport, target: Target, mlid: int, ports, *, dry_run=False, force
             state_dir=None) -> WriteResult:
     """Make PORTS the whole port set of MLID on one switch (no ports: remove the MLID)."""
     ports = check_mft_args(mlid, ports)
+    transport.check_writable(dry_run)
     sr = read_switch(transport, target, for_set=True)
     f = sr.facts
     problems = mfttab.check_mft_entry(f, mlid, ports)
@@ -347,6 +351,7 @@ def rft_set(transport, target: Target, lid: int, port: int, *, lmc=0, dry_run=Fa
             state_dir=None) -> WriteResult:
     """LID..LID+2^LMC-1 out of PORT on one switch's RFT (255: remove them)."""
     check_rft_args(lid, port, lmc)
+    transport.check_writable(dry_run)
     sr, table = _read_rft(transport, target, for_set=True)
     f = sr.facts
     if port != fw.LFT_NO_PORT and port > f.num_ports:

@@ -138,6 +138,14 @@ class Transport:
     # Otherwise an IsSM on the local port is another SM (OpenSM on the same HCA port),
     # and the sweep asks it like any other.
     owns_sm_port = False
+    # Why this transport cannot take writes (a recording), or None: a write is refused
+    # with it before the first SMP (`check_writable`), not at the first Set
+    read_only_reason: str | None = None
+
+    def check_writable(self, dry_run: bool) -> None:
+        """BadInput before any SMP when a write (not a dry run) asks a read-only transport."""
+        if not dry_run and self.read_only_reason:
+            raise BadInput(self.read_only_reason)
 
     def __init__(self, *, window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  retries: int = DEFAULT_RETRIES, recorder=None, m_key: int = 0, keys: KeyChain | None = None):

@@ -153,6 +153,8 @@ class ReplayTransport(ImmediateTransport):
                 self.recorder.close()
             raise
         self.fixture = self.index.path
+        self.read_only_reason = (f"a recording ({self.fixture}) cannot take writes; use --dry-run to see the "
+                                 f"plan without sending any Set")
 
     def describe(self) -> str:
         return f"replay of {self.fixture} ({self.index.requests} recorded requests)"
