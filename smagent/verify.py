@@ -492,6 +492,14 @@ def outcomes(snap: Snapshot) -> dict:
     return res
 
 
+def lid_owners(snap: Snapshot) -> dict:
+    """{LID: owner} for every LID assigned (first claim wins, as `check` counts): an
+    owner is ("ca", (guid, port)) or ("sw", switch GUID), as `outcomes` names sources."""
+    net = _Net.of(snap)
+    _check_lids_and_sources(net, _Defects(0))
+    return {lid: ("sw", net.st[o[1]].guid) if o[0] == "sw" else o for lid, o in net.owner.items()}
+
+
 def _check_unicast(net: _Net, D: _Defects) -> dict:
     pairs = bad = 0
     by_cause: dict[str, int] = {}
@@ -891,13 +899,27 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True) -> 
     failed("LFT", errors, unread)
     rfts, errors = _read_rfts(transport, switches)
     failed("RFT", errors, unread)
-    mfts: dict[int, dict[int, frozenset]] = {}
+    mfts: dict[int, dict[int, frozenset]] | None = None
     if mcast:
         mfts, errors = _read_mfts(transport, switches)
         failed("MFT", errors, mft_unread)
+    snap = snapshot_of(topo, lfts, rfts, mfts, unread=unread, mft_unread=mft_unread, unreached=unreached)
+    if links:
+        _read_link_tables(transport, topo, snap)
+    snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
+    return snap
+
+
+def snapshot_of(topo, lfts: dict, rfts: dict, mfts: dict | None, *, unread=frozenset(), mft_unread=frozenset(),
+                unreached=None) -> Snapshot:
+    """A Snapshot of a discovered topology (PortInfo and SwitchInfo as its nodes hold
+    them) and table contents: LFT blocks {(GUID, block): bytes}, valid RFT entries {GUID:
+    ((base, lmc, port), ...)} (`rft_entries`), MFT groups {GUID: {MLID: ports}}
+    (`mft_groups`; None: multicast is not checked). `collect` builds one from what it
+    read; a sweep from what its plan would leave (`smagent.plancheck`)."""
     states = {}
     for n in topo.switches():
-        states[n.guid] = _switch_state(n, lfts, rfts.get(n.guid), mfts.get(n.guid, {}))
+        states[n.guid] = _switch_state(n, lfts, rfts.get(n.guid), (mfts or {}).get(n.guid, {}))
         states[n.guid].read = n.guid not in unread
         states[n.guid].mft_read = n.guid not in mft_unread and n.guid not in unread
     ca_ports = {}
@@ -907,12 +929,9 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True) -> 
             if pi is not None:
                 ca_ports[(n.guid, p)] = CaPortState(n.guid, p, n.description, pi.lid, pi.lmc,
                                                     pi.port_state == PortState.ACTIVE)
-    snap = Snapshot(states, ca_ports, dict(topo.links), mcast_read=mcast, unreached=unreached,
+    return Snapshot(states, ca_ports, dict(topo.links), mcast_read=mfts is not None,
+                    unreached=list(unreached or []),
                     port_info={k: topo.nodes[k[0]].ports[k[1]] for k in topo.links if k[1] in topo.nodes[k[0]].ports})
-    if links:
-        _read_link_tables(transport, topo, snap)
-    snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
-    return snap
 
 
 def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
@@ -995,9 +1014,14 @@ def _read_rfts(transport: Transport, switches) -> tuple[dict, list]:
         nb = _rft_blocks(n.switch_info)
         if any((n.guid, b) not in got for b in range(nb)):
             continue
-        packed = [e for b in range(nb) for e in got[(n.guid, b)]][:n.switch_info.random_fdb_cap]
-        out[n.guid] = tuple(e for e in map(fw.rft_unpack, packed) if e is not None)
+        out[n.guid] = rft_entries([e for b in range(nb) for e in got[(n.guid, b)]], n.switch_info.random_fdb_cap)
     return out, failed
+
+
+def rft_entries(packed: list[int], cap: int) -> tuple:
+    """A switch's RFT as `SwitchState.rft` holds it: the valid entries of its packed
+    table (RandomFDBCap of them), in table order, as (base, lmc, port)."""
+    return tuple(e for e in map(fw.rft_unpack, packed[:cap]) if e is not None)
 
 
 def _rft_blocks(si) -> int:
@@ -1027,14 +1051,19 @@ def _read_mfts(transport: Transport, switches) -> tuple[dict, list]:
                        for pos in range(fw.mft_positions_for(n.num_ports))]
     got, errors = multicast.read_mft_units(transport, wanted)
     failed = _first_errors(errors, [g for g, _p, b, pos in wanted if (g, b, pos) not in got])
+    return mft_groups(got, ports), failed
+
+
+def mft_groups(units: dict, num_ports: dict) -> dict[int, dict[int, frozenset]]:
+    """MFT units {(GUID, block, position): 32 PortMasks} as `SwitchState.mft` holds them:
+    {GUID: {MLID: ports}} (ports a switch does not have are left out)."""
     out: dict[int, dict[int, set]] = {}
-    for (g, b, pos), masks in got.items():
+    for (g, b, pos), masks in units.items():
         for i, mask in enumerate(masks):
             if mask:
-                mp = {p for p in fw.mask_ports(mask, pos) if p <= ports[g]}
+                mp = {p for p in fw.mask_ports(mask, pos) if p <= num_ports[g]}
                 out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(mp)
-    return ({g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()},
-            failed)
+    return {g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()}
 
 
 def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: int = 0) -> Snapshot:
