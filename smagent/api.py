@@ -39,6 +39,7 @@ class ApplyResult:
     ``left_after_apply`` the plan lines of a fresh plan afterwards (empty: it holds)."""
     result: object  # smagent.sweep.SweepResult
     left_after_apply: list[str]
+    left: object = None  # the fresh plan afterwards (a SweepResult): `.plan_changes()`
 
     @property
     def ok(self) -> bool:
@@ -108,22 +109,20 @@ class Session:
             tgt = targets.resolve_target(target_text(target), t, topology=self.topology)
         return tgt, t.query(_query_request(attribute, tgt, **kw))
 
-    def sweep(self, *, dry_run: bool = False, lmc: int = 0, lid_file=None, routing: str = "minhop",
-              force: bool = False, **more):
+    def sweep(self, *, dry_run: bool = False, lmc: int | None = None, lid_file=None, routing: str | None = None,
+              force: bool = False, desired=None, **more):
         """Discover, assign LIDs, route, program and activate (or, with ``dry_run``, plan
-        only). Further keywords are `smagent.sweep.SweepOptions` fields (an unknown one is
-        BadInput). Returns a `smagent.sweep.SweepResult` (`.summary()`, `.plan_lines()`)."""
+        only). ``desired``: a desired state (a YAML/JSON path, a mapping, or a
+        `smagent.desired.DesiredState`); its ``routing``, ``lmc`` and ``lid_file`` are used
+        (see `sweep_options` for how they meet the keywords). Further keywords are
+        `smagent.sweep.SweepOptions` fields (an unknown one is BadInput). Every file is
+        read and checked before the first SMP. Returns a `smagent.sweep.SweepResult`
+        (`.summary()`, `.plan_lines()`, `.plan_changes()`); a plan whose tables would break
+        the fabric is refused (`smagent.sweep.PlanDefects`) unless ``allow_defects=True``."""
         from smagent import sweep as sweepmod
         t = self._open()
-        if not 0 <= lmc <= 7:
-            raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
-        known = {f.name for f in dataclasses.fields(sweepmod.SweepOptions)}
-        unknown = sorted(set(more) - known)
-        if unknown:
-            raise BadInput(f"sweep() got unknown keyword(s) {', '.join(unknown)}: the options are "
-                           f"{', '.join(sorted(known))}")
-        opts = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=routing, dry_run=dry_run,
-                                     force=force, **more)
+        opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
+                                     dry_run=dry_run, force=force)
         before = dict(t.stats.by_kind)
         try:
             result = sweepmod.sweep(t, opts)
@@ -136,20 +135,20 @@ class Session:
         return result
 
     def plan(self, desired=None, *, force: bool = False, **kw):
-        """The plan of a sweep: every Get, no Set. ``desired``: a desired-state file (YAML
-        or JSON path) or a parsed `smagent.desired.DesiredState`; its routing, LMC and LID
-        file are used. Without it, ``sweep(dry_run=True, **kw)``."""
-        if desired is None:
-            return self.sweep(dry_run=True, force=force, **kw)
-        return self.sweep(**_desired_options(desired), dry_run=True, force=force, **kw)
+        """The plan of a sweep: every Get, no Set: ``sweep(dry_run=True, desired=desired, **kw)``.
+        ``desired``: a desired-state path, mapping or `smagent.desired.DesiredState`."""
+        return self.sweep(dry_run=True, force=force, desired=desired, **kw)
 
-    def apply(self, desired, *, force: bool = False, state_dir=None) -> ApplyResult:
-        """Make the fabric hold a desired state (a path or a DesiredState), then plan again:
-        ``left_after_apply`` must be empty. Another MASTER SM: SafetyRefusal unless ``force``."""
-        opts = dict(_desired_options(desired), force=force)
-        r = self.sweep(**opts, state_dir=state_dir if state_dir is not None else self.state_dir)
-        left = self.sweep(**opts, dry_run=True)
-        return ApplyResult(r, left.plan_lines())
+    def apply(self, desired, *, force: bool = False, state_dir=None, **kw) -> ApplyResult:
+        """Make the fabric hold a desired state (as for `plan`), then plan again:
+        ``left_after_apply`` must be empty. Another MASTER SM: SafetyRefusal unless ``force``;
+        planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
+        ds = load_desired(desired)  # read once: the re-plan sees the same state
+        r = self.sweep(desired=ds, force=force, state_dir=state_dir if state_dir is not None else self.state_dir,
+                       **kw)
+        kw.pop("progress", None)
+        left = self.sweep(desired=ds, force=force, dry_run=True, **kw)
+        return ApplyResult(r, left.plan_lines(), left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5):
         """Trace every source to every destination on the tables the switches hold.
@@ -280,12 +279,52 @@ class Session:
                            state_dir=self.state_dir)
 
 
-def _desired_options(desired) -> dict:
-    """The sweep options of a desired state: a file path (read and checked before any SMP)
-    or a parsed DesiredState."""
+def load_desired(desired):
+    """A desired state from a path (YAML or JSON, read and checked now), a mapping (as
+    the file's document) or a `smagent.desired.DesiredState`; None stays None."""
+    import os
+    from collections.abc import Mapping
     from smagent import desired as desiredmod
-    ds = desired if isinstance(desired, desiredmod.DesiredState) else desiredmod.load(desired)
-    return dict(lmc=ds.lmc, lid_file=ds.lid_file, routing=ds.routing, desired=ds)
+    if desired is None or isinstance(desired, desiredmod.DesiredState):
+        return desired
+    if isinstance(desired, Mapping):
+        return desiredmod.parse(dict(desired))
+    if isinstance(desired, (str, os.PathLike)):
+        return desiredmod.load(desired)
+    raise BadInput(f"desired: expected a file path, a mapping or a DesiredState, not {type(desired).__name__}")
+
+
+# the options a desired state decides, and their defaults when neither it nor a keyword does
+DESIRED_OPTIONS = {"lmc": 0, "lid_file": None, "routing": "minhop"}
+
+
+def sweep_options(desired=None, *, lmc=None, lid_file=None, routing=None, more=None) -> dict:
+    """The `smagent.sweep.SweepOptions` fields of a sweep, plan or apply: the API's and
+    the CLI's one path. A desired state's ``lmc``, ``lid_file`` and ``routing`` win over
+    the defaults; a keyword (not None) is used where the desired state does not set that
+    key, and one that contradicts it is BadInput. Unknown keywords in ``more`` are BadInput."""
+    from smagent import sweep as sweepmod
+    ds = load_desired(desired)
+    out = dict(more or {})
+    fields = {f.name for f in dataclasses.fields(sweepmod.SweepOptions)}
+    unknown = sorted(set(out) - (fields - {"dry_run", "force", "desired"}))
+    if unknown:
+        raise BadInput(f"sweep() got unknown keyword(s) {', '.join(unknown)}: the options are "
+                       f"{', '.join(sorted(fields))}")
+    explicit = {"lmc": lmc, "lid_file": lid_file, "routing": routing}
+    for key, default in DESIRED_OPTIONS.items():
+        given = explicit[key]
+        if ds is not None and ds.sets(key):
+            if given is not None and given != getattr(ds, key):
+                raise BadInput(f"{key}={given!r} contradicts {key} {getattr(ds, key)!r} in the desired state "
+                               f"({ds.source}): give it in one place")
+            out[key] = getattr(ds, key)
+        else:
+            out[key] = default if given is None else given
+    if not 0 <= out["lmc"] <= 7:
+        raise BadInput(f"lmc {out['lmc']}: the LMC is 0..7")
+    out["desired"] = ds
+    return out
 
 
 def target_text(target) -> str:

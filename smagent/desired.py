@@ -55,6 +55,13 @@ class DesiredState:
     switches: dict = dataclasses.field(default_factory=dict)  # switch ref -> {component: value}
     multicast_prune: bool = False  # remove MFT entries of MLIDs outside `multicast`
     links: object = None  # links.LinkOptions, when the file has a links section
+    given: frozenset = frozenset()  # the top-level keys the document named
+
+    def sets(self, key: str) -> bool:
+        """Whether this desired state decides ``key`` (routing, lmc, lid_file, ...): the
+        document named it, or it differs from the default (a DesiredState built in code)."""
+        default = next(f.default for f in dataclasses.fields(self) if f.name == key)
+        return key in self.given or getattr(self, key) != default
 
 
 @dataclasses.dataclass
@@ -100,7 +107,7 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
         doc = {}
     if not isinstance(doc, dict):
         raise DesiredStateError(source, ["the top level must be a mapping"])
-    ds = DesiredState(source)
+    ds = DesiredState(source, given=frozenset(doc))
     for k in sorted(set(doc) - KEYS):
         problems.append(f"unknown key {k!r} (known: {', '.join(sorted(KEYS))})")
     if "routing" in doc:

@@ -267,6 +267,24 @@ class TableChange:
     def request(self) -> Request:
         return Request(smpcodec.dr(Method.SET, _ATTR[self.kind], self.path, self.modifier, self.new))
 
+    def to_json(self) -> dict:
+        """The Set as one plan record (`smagent.sweep.SweepResult.plan_changes`): table
+        SL2VL (in_port, out_port; 0/0: a CA port's own), VLArb (port, priority, entries
+        first..last) or P_Key (port, block; whole blocks); old None: not read."""
+        rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "path": list(self.path)}
+        if self.kind == "sl2vl":
+            inp, outp = fw.sl2vl_from_modifier(self.modifier)
+            return {**rec, "table": "SL2VL", "in_port": inp, "out_port": outp,
+                    "old": None if self.old is None else list(self.old.sl_to_vl), "new": list(self.new.sl_to_vl)}
+        if self.kind == "vlarb":
+            table, half, port = fw.vlarb_from_modifier(self.modifier)
+            return {**rec, "table": "VLArb", "port": port, "priority": table, "entries": [half * 32, half * 32 + 31],
+                    "old": None if self.old is None else [list(e) for e in vlarb_entries(self.old)],
+                    "new": [list(e) for e in vlarb_entries(self.new)]}
+        block, port = fw.pkey_from_modifier(self.modifier)
+        return {**rec, "table": "P_Key", "port": port, "block": block,
+                "old": None if self.old is None else list(self.old.p_keys), "new": list(self.new.p_keys)}
+
 
 _ATTR = {"sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE, "vlarb": AttrID.VL_ARBITRATION_TABLE,
          "pkeys": AttrID.P_KEY_TABLE}

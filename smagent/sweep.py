@@ -44,6 +44,7 @@ from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from smagent import discovery, lids, links, multicast, paths, routing
 from smagent.fdb import apply as fdbapply
+from smagent.fdb import plan as fdbplan
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
@@ -64,6 +65,19 @@ class SweepError(FabricFailure):
 
 class OtherMasterSM(SafetyRefusal):
     """Another subnet manager is MASTER: refused before the first Set (--force overrides)."""
+
+
+class PlanDefects(SafetyRefusal):
+    """The planned tables would break the fabric (`smagent.plancheck`): refused before
+    the first Set (``allow_defects`` / --allow-defects overrides). ``defects``: class ->
+    {"count", "examples", ...}, as `SweepResult.plan_defects`."""
+
+    def __init__(self, message: str, defects: dict):
+        super().__init__(message)
+        self.defects = defects
+
+    def details(self) -> dict:
+        return {"defects": self.defects}
 
 
 @dataclasses.dataclass
@@ -90,6 +104,9 @@ class SweepOptions:
     # a KnownState (what an earlier sweep left): plan against it with no discovery and no
     # table reads; the running SM's repairs, after it updated the topology itself
     known: object = None
+    # write even if the planned tables break pairs the current tables deliver, or loop
+    # (smagent.plancheck); a dry run only reports them
+    allow_defects: bool = False
 
 
 @dataclasses.dataclass
@@ -128,6 +145,18 @@ class PortChange:
             parts.append(f"port_state {PortState(self.current.port_state).name} -> ARMED -> ACTIVE")
         return f"{self.name} port {self.port}: " + ", ".join(parts)
 
+    def to_json(self, master_lid: int, lmc: int) -> list[dict]:
+        """One plan record per PortInfo field the Set changes (as `describe`; numbers as
+        the attribute holds them; port_state: the state reached, ACTIVE, via ARMED)."""
+        pi, new = self.current, {}
+        if self.lid is not None:
+            new.update(lid=self.lid, lmc=lmc, master_sm_lid=master_lid)
+        new.update({k: n for k, (_o, n) in self.link_diff.items()})
+        if self.arm:
+            new["port_state"] = int(PortState.ACTIVE)
+        rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "port": self.port, "table": "PortInfo"}
+        return [{**rec, "field": k, "old": getattr(pi, k), "new": v} for k, v in new.items() if getattr(pi, k) != v]
+
 
 @dataclasses.dataclass
 class SweepResult:
@@ -146,6 +175,8 @@ class SweepResult:
     backup_file: str | None = None
     lft_current: dict = dataclasses.field(default_factory=dict)  # what the plan diffed against
     mft_current: dict = dataclasses.field(default_factory=dict)
+    rft_current: dict = dataclasses.field(default_factory=dict)  # {(switch, block): 16 packed entries}
+    plan_check: object = None  # plancheck.PlanCheck: the planned tables, checked before the first Set
     known: KnownState | None = None  # after an apply: the state it left, for the next repair
     lft_written: int = 0
     progress: object = None
@@ -179,6 +210,25 @@ class SweepResult:
         out += [c.describe() for c in self.link_changes]
         return out
 
+    def plan_changes(self) -> list[dict]:
+        """The plan as records, one per changed field or entry (what ``--json`` prints as
+        "plan"; the README's "The JSON of a plan"): PortInfo fields, then the tables'
+        records as the table commands give them (SwitchInfo, LFT, RFT, MFT), then the
+        per-port link tables (SL2VL, VLArb, P_Key)."""
+        out = [d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc)]
+        out += fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes).to_json()
+        out += [c.to_json() for c in self.link_changes]
+        return out
+
+    @property
+    def plan_defects(self) -> dict:
+        """What the planned tables would break (`smagent.plancheck`): class -> {"count",
+        "examples", ...}; empty when nothing, or when the check did not run."""
+        return self.plan_check.defects if self.plan_check is not None else {}
+
+    def plan_defect_lines(self) -> list[str]:
+        return self.plan_check.lines() if self.plan_check is not None else []
+
     def summary(self) -> dict:
         topo = self.topology
         return {
@@ -193,6 +243,7 @@ class SweepResult:
             "multicast": self._multicast_summary(),
             # only when something was kept, so the summary of a fabric without foreign MLIDs is unchanged
             **({"multicast_kept": self.multicast_kept} if self.multicast_kept else {}),
+            **({"plan_defects": self.plan_defects} if self.plan_defects else {}),
             "rft": [{"switch": p.name, "entries": len(p.entries),
                      "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),
@@ -356,6 +407,7 @@ def _plan(s: SweepState) -> None:
     _read_rfts(s)
     _read_mfts(s)
     _plan_switchinfo(s)
+    _check_planned_tables(s)
     s.r.seconds = time.monotonic() - s.t0
 
 
@@ -551,6 +603,7 @@ def _read_rfts(s: SweepState) -> None:
         wanted = [(n.guid, n.path, b) for n in rft_switches
                   for b in range(rft.blocks_for(n.switch_info.random_fdb_cap))]
         current, errors = rft.read_rft_blocks(s.transport, wanted)
+        r.rft_current = current
         for n in rft_switches:
             nb = rft.blocks_for(n.switch_info.random_fdb_cap)
             missing = [b for b in range(nb) if (n.guid, b) not in current]
@@ -649,6 +702,22 @@ def _plan_switchinfo(s: SweepState) -> None:
         c = tops.change(n.guid, n.description, n.path, si, want, clear_port_state_change=True)
         if c is not None:
             s.r.switch_changes.append(c)
+
+
+def _check_planned_tables(s: SweepState) -> None:
+    """The tables the plan would leave, checked as `verify` checks live ones (smagent.plancheck).
+    What they would break is refused here, before the first Set, unless allowed; a dry run
+    reports it. A repair of the running SM (``known``) plans around a fault it just saw:
+    not checked, so it reacts at once."""
+    if s.opts.known is not None:
+        return
+    from smagent import plancheck
+    with s.phase("plan_check"):
+        pc = s.r.plan_check = plancheck.check(s.r)
+    s.r.notes += pc.notes()
+    if pc.defects and not s.opts.dry_run and not s.opts.allow_defects:
+        raise PlanDefects("the planned tables would break the fabric; nothing was sent (allow_defects / "
+                          "--allow-defects writes them anyway):\n  " + "\n  ".join(pc.lines()), pc.defects)
 
 
 # -- writing phases --------------------------------------------------------------------------

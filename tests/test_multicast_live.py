@@ -62,10 +62,11 @@ def big(ibsim, tmp_path):
 def test_default_group_positions_above_zero(big):
     sim = big
     dry = json.loads(sim.smagent("sweep", "--dry-run", "--json").stdout)
-    mft_lines = [line for line in dry["plan"] if line.startswith("SubnSet(MulticastForwardingTable)")]
+    mft = [c for c in dry["plan"] if c["table"] == "MFT"]
     # Big: positions 0 (ports 1, 36 is position 2) 1 (17, 20) 2 (35, 36); Small: position 0
-    assert dry["sets"]["mft_blocks"] == 4, mft_lines
-    assert any("Big block 0 position 2: mlid 0xc000: ports {} -> {35,36}" in line for line in mft_lines), mft_lines
+    assert dry["sets"]["mft_blocks"] == 4, mft
+    assert {"switch": "Big", "block": 0, "position": 2, "mlid": "0xc000", "old": [], "new": [35, 36]}.items() \
+        <= next(c for c in mft if (c["switch"], c["position"]) == ("Big", 2)).items(), mft
     s = json.loads(sim.smagent("sweep", "--json").stdout)
     assert s["problems"] == [] and s["sets"]["mft_blocks"] == 4
     assert s["multicast"] == [{"mlid": "0xc000", "members": 6, "root": "Big", "switches": 2}]

@@ -237,7 +237,8 @@ def test_cli_net_file_caps(cli, tmp_path):
     doc = json.loads(r.output)
     assert doc["sets"]["rft_blocks"] == 2 and doc["sets"]["lft_blocks"] == 0
     assert {x["switch"]: x["default_port"] for x in doc["rft"]} == {"C": 8, "F": 1}
-    assert any(x.startswith("SubnSet(RandomForwardingTable) C block 0: entry 0: invalid -> lid ") for x in doc["plan"])
+    assert any(x["table"] == "RFT" and (x["switch"], x["block"], x["entry"]) == ("C", 0, 0) and x["old"] == 0
+               and x["new"] for x in doc["plan"]), doc["plan"]
     r = run("sweep")
     assert r.exit_code == 0 and "RFT blocks 2" in r.output, r.output
     bad = tmp_path / "bad.net"

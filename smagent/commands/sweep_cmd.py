@@ -77,15 +77,29 @@ def print_summary(s: dict) -> None:
         click.echo(f"error: {p}", err=True)
 
 
-def _run_sweep(obj, state_dir, progress=None, **kw):
-    """`Session.sweep`, with Ctrl-C turned into what the state directory knows."""
+def _interruptible(obj, state_dir, call, progress=None):
+    """``call()`` (a session's sweep or apply), with Ctrl-C turned into what the state
+    directory knows."""
     try:
-        return obj.session().sweep(state_dir=state_dir, progress=progress, **kw)
+        return call()
     except KeyboardInterrupt:
         raise interrupted(state_dir, obj.sets_sent()) from None
     finally:
         if progress is not None:
             progress.finish()
+
+
+def _run_sweep(obj, state_dir, progress=None, **kw):
+    """`Session.sweep`, interruptible."""
+    return _interruptible(obj, state_dir, lambda: obj.session().sweep(state_dir=state_dir, progress=progress, **kw),
+                          progress)
+
+
+def print_plan_defects(r) -> None:
+    """What the check of the planned tables found that the current tables lack
+    (`smagent.sweep.SweepResult.plan_defects`), as warnings."""
+    for line in r.plan_defect_lines():
+        click.echo(f"warning: planned tables: {line}", err=True)
 
 
 def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
@@ -95,6 +109,26 @@ def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
     except ValueError:
         raise BadInput(f"--subnet-prefix {subnet_prefix!r}: not a number (e.g. 0xfe80000000000000)") from None
     return links.LinkOptions(subnet_prefix=prefix, max_mtu=max_mtu, max_vls=max_vls, qos=qos).check()
+
+
+def _exit(r) -> None:
+    """Exit 3 when the fabric failed (problems, parts not reached), 1 when the planned
+    tables have defects the current ones lack (a dry run: the real run would be refused)."""
+    if r.problems or r.topology.unreachable:
+        sys.exit(EXIT_FABRIC)
+    if r.plan_defects:
+        sys.exit(EXIT_DEFECTS)
+
+
+ALLOW_DEFECTS = click.option(
+    "--allow-defects", is_flag=True,
+    help="Write even if the planned tables would break reachability the current tables have, or make a "
+         "forwarding loop (checked before the first Set, as `verify` checks live tables).")
+STATE_DIR_HELP = "Where overwritten LFT blocks are saved, the apply journal and the LIDs are kept (see sweep)."
+
+
+def _state_dir(obj, state_dir):
+    return default_state_dir() if state_dir is None and obj.opts["transport"] == "umad" else state_dir
 
 
 @click.command()
@@ -107,6 +141,7 @@ def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
               help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
                    "file:PATH (an lft dump).")
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
+@ALLOW_DEFECTS
 @click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None,
               help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "
                    "Default: group 0xC000 with every CA port (IPoIB broadcast).")
@@ -125,30 +160,32 @@ def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
                    "(guid2lid) are kept (default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
-def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast, prune_multicast, subnet_prefix,
+def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast, subnet_prefix,
           max_mtu, max_vls, no_qos, state_dir, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
+    if not 0 <= lmc <= 7:
+        raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     if prune_multicast and no_multicast:
         raise BadInput("--prune-multicast and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
-    if state_dir is None and obj.opts["transport"] == "umad":
-        state_dir = default_state_dir()
+    state_dir = _state_dir(obj, state_dir)
     progress = Progress(obj.transport(), "sweep") if sys.stderr.isatty() and not as_json else None
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
-                   links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos))
+                   links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos),
+                   allow_defects=allow_defects)
     summary = r.summary()
     if dry_run:
-        summary["plan"] = r.plan_lines()
+        summary["plan"] = r.plan_changes()
     if as_json:
         emit_json(summary)
     else:
         if dry_run:
-            click.echo("\n".join(summary["plan"]) or "# nothing to change")
+            click.echo("\n".join(r.plan_lines()) or "# nothing to change")
         print_summary(summary)
         click.echo("# multicast groups: "
                    + (", ".join(f"{g['mlid']} ({render.count(g['members'], 'member')}, "
@@ -156,66 +193,60 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
                                 for g in summary["multicast"]) or "none"))
         if summary.get("backup"):
             click.echo(f"# LFT blocks overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
-    if r.problems or r.topology.unreachable:
-        sys.exit(EXIT_FABRIC)
-
-
-def _desired(file, **kw) -> dict:
-    """The sweep options of a desired-state FILE (read and checked before any SMP)."""
-    from smagent import desired
-    ds = desired.load(file)
-    return dict(lmc=ds.lmc, lid_file=ds.lid_file, routing=ds.routing, desired=ds, **kw)
+        print_plan_defects(r)
+    _exit(r)
 
 
 @click.command("plan")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Plan even if another SM is MASTER.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def plan_cmd(obj, file, force, as_json):
+def plan_cmd(obj, file, force, state_dir, as_json):
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
     groups and SwitchInfo settings (see smagent.desired). Every problem in it (unknown
-    switch, LID out of range, a port a switch lacks, an MLID outside 0xC000-0xFFFE) is
-    listed, and the exit status is 2.
+    switch, LID out of range, a port a switch lacks, an MLID outside 0xC000-0xFFFE, a
+    missing routing file) is listed, and the exit status is 2. Planned tables that would
+    break the fabric are listed as warnings (exit 1: `apply` would refuse them).
     """
-    r = obj.session().sweep(**_desired(file, dry_run=True, force=force))
+    r = obj.session().plan(file, force=force, state_dir=_state_dir(obj, state_dir))
     summary = r.summary()
-    summary["plan"] = r.plan_lines()
+    summary["plan"] = r.plan_changes()
     if as_json:
         emit_json(summary)
     else:
-        click.echo("\n".join(summary["plan"]) or "# the fabric holds the desired state: nothing to change")
+        click.echo("\n".join(r.plan_lines()) or "# the fabric holds the desired state: nothing to change")
         print_summary(summary)
-    if r.problems or r.topology.unreachable:
-        sys.exit(EXIT_FABRIC)
+        print_plan_defects(r)
+    _exit(r)
 
 
 @click.command("apply")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Apply even if another SM is MASTER.")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where overwritten LFT blocks are saved and the apply journal is kept (see sweep).")
+@ALLOW_DEFECTS
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def apply_cmd(obj, file, force, state_dir, as_json):
+def apply_cmd(obj, file, force, allow_defects, state_dir, as_json):
     """Make the fabric hold a desired-state FILE, then prove it: the Set responses are
     read back, and a fresh plan afterwards must be empty (exit 1 if it is not)."""
-    opts = _desired(file, force=force)
-    if state_dir is None and obj.opts["transport"] == "umad":
-        state_dir = default_state_dir()
-    r = _run_sweep(obj, state_dir, **opts)
-    left = obj.session().sweep(**opts, dry_run=True)
+    state_dir = _state_dir(obj, state_dir)
+    a = _interruptible(obj, state_dir, lambda: obj.session().apply(file, force=force, state_dir=state_dir,
+                                                                   allow_defects=allow_defects))
+    r = a.result
     summary = r.summary()
-    summary["left_after_apply"] = left.plan_lines()
+    summary["left_after_apply"] = a.left.plan_changes()
     if as_json:
         emit_json(summary)
     else:
         print_summary(summary)
-        for line in summary["left_after_apply"]:
+        for line in a.left_after_apply:
             click.echo(f"error: still differs after apply: {line}", err=True)
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
-    if summary["left_after_apply"]:
+    if a.left_after_apply:
         sys.exit(EXIT_DEFECTS)
