@@ -143,7 +143,8 @@ class Session:
         """Make the fabric hold a desired state (as for `plan`), then plan again:
         ``left_after_apply`` must be empty. Another MASTER SM: SafetyRefusal unless ``force``;
         planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
-        ds = load_desired(desired)  # read once: the re-plan sees the same state
+        from smagent import desired as desiredmod
+        ds = desiredmod.coerce(desired)  # read once: the re-plan sees the same state
         r = self.sweep(desired=ds, force=force, state_dir=state_dir if state_dir is not None else self.state_dir,
                        **kw)
         kw.pop("progress", None)
@@ -279,51 +280,23 @@ class Session:
                            state_dir=self.state_dir)
 
 
-def load_desired(desired):
-    """A desired state from a path (YAML or JSON, read and checked now), a mapping (as
-    the file's document) or a `smagent.desired.DesiredState`; None stays None."""
-    import os
-    from collections.abc import Mapping
-    from smagent import desired as desiredmod
-    if desired is None or isinstance(desired, desiredmod.DesiredState):
-        return desired
-    if isinstance(desired, Mapping):
-        return desiredmod.parse(dict(desired))
-    if isinstance(desired, (str, os.PathLike)):
-        return desiredmod.load(desired)
-    raise BadInput(f"desired: expected a file path, a mapping or a DesiredState, not {type(desired).__name__}")
-
-
-# the options a desired state decides, and their defaults when neither it nor a keyword does
-DESIRED_OPTIONS = {"lmc": 0, "lid_file": None, "routing": "minhop"}
-
-
 def sweep_options(desired=None, *, lmc=None, lid_file=None, routing=None, more=None) -> dict:
-    """The `smagent.sweep.SweepOptions` fields of a sweep, plan or apply: the API's and
-    the CLI's one path. A desired state's ``lmc``, ``lid_file`` and ``routing`` win over
-    the defaults; a keyword (not None) is used where the desired state does not set that
-    key, and one that contradicts it is BadInput. Unknown keywords in ``more`` are BadInput."""
+    """The `smagent.sweep.SweepOptions` fields of a sweep, plan or apply (the CLI's plan
+    and apply call the session, so this is their path too): ``desired`` as
+    `smagent.desired.coerce` takes it, its settings as `smagent.desired.sweep_settings`
+    rules (its keys win over the defaults; a contradicting keyword is BadInput), and
+    ``more``, where an unknown keyword is BadInput."""
+    from smagent import desired as desiredmod
     from smagent import sweep as sweepmod
-    ds = load_desired(desired)
     out = dict(more or {})
     fields = {f.name for f in dataclasses.fields(sweepmod.SweepOptions)}
     unknown = sorted(set(out) - (fields - {"dry_run", "force", "desired"}))
     if unknown:
         raise BadInput(f"sweep() got unknown keyword(s) {', '.join(unknown)}: the options are "
                        f"{', '.join(sorted(fields))}")
-    explicit = {"lmc": lmc, "lid_file": lid_file, "routing": routing}
-    for key, default in DESIRED_OPTIONS.items():
-        given = explicit[key]
-        if ds is not None and ds.sets(key):
-            if given is not None and given != getattr(ds, key):
-                raise BadInput(f"{key}={given!r} contradicts {key} {getattr(ds, key)!r} in the desired state "
-                               f"({ds.source}): give it in one place")
-            out[key] = getattr(ds, key)
-        else:
-            out[key] = default if given is None else given
+    out.update(desiredmod.sweep_settings(desiredmod.coerce(desired), lmc=lmc, lid_file=lid_file, routing=routing))
     if not 0 <= out["lmc"] <= 7:
         raise BadInput(f"lmc {out['lmc']}: the LMC is 0..7")
-    out["desired"] = ds
     return out
 
 

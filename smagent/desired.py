@@ -200,6 +200,41 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
     return ds
 
 
+def coerce(desired) -> DesiredState | None:
+    """A desired state from a path (YAML or JSON: read and checked now), a mapping (the
+    file's document) or a DesiredState; None stays None."""
+    from collections.abc import Mapping
+    if desired is None or isinstance(desired, DesiredState):
+        return desired
+    if isinstance(desired, Mapping):
+        return parse(dict(desired))
+    if isinstance(desired, (str, os.PathLike)):
+        return load(desired)
+    raise BadInput(f"desired: expected a file path, a mapping or a DesiredState, not {type(desired).__name__}")
+
+
+# the sweep options a desired state decides, and their defaults when neither it nor the caller does
+SWEEP_KEYS = {"lmc": 0, "lid_file": None, "routing": "minhop"}
+
+
+def sweep_settings(ds: DesiredState | None, **given) -> dict:
+    """The `smagent.sweep.SweepOptions` fields a desired state decides (``desired``,
+    ``lmc``, ``lid_file``, ``routing``): one rule for the API, the CLI and the running SM.
+    A key the state sets wins over the default; ``given`` (the caller's values, None: not
+    given) fills the keys it does not set, and one that contradicts it is BadInput."""
+    out = {"desired": ds}
+    for key, default in SWEEP_KEYS.items():
+        value = given.get(key)
+        if ds is not None and ds.sets(key):
+            if value is not None and value != getattr(ds, key):
+                raise BadInput(f"{key}={value!r} contradicts {key} {getattr(ds, key)!r} in the desired state "
+                               f"({ds.source}): give it in one place")
+            out[key] = getattr(ds, key)
+        else:
+            out[key] = default if value is None else value
+    return out
+
+
 def _ref(x) -> str:
     """A switch/node/port reference as text: GUIDs normalised to 0x%016x."""
     if isinstance(x, int) and not isinstance(x, bool):

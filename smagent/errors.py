@@ -9,7 +9,9 @@ reported as `InternalError` (exit 70), never as bad input.
                            report is the output, so this code is an exit, not an exception
     2     BadInput         the input was refused; nothing was sent that could change a switch
     3     FabricFailure    the fabric or the transport failed (``changed``: the Sets already sent)
-    4     SafetyRefusal    refused for safety (another SM is MASTER); --force overrides
+    4     SafetyRefusal    refused for safety before the first Set: another SM is MASTER
+                           (--force overrides), or the planned tables would break the
+                           fabric (smagent.sweep.PlanDefects; --allow-defects overrides)
     70    InternalError    a bug: an unexpected exception (EX_SOFTWARE); please report it
     130   Interrupted      Ctrl-C
 
@@ -89,7 +91,8 @@ def after_sets(err: SmagentError, sets_sent: list[str]) -> SmagentError:
 
 
 class SafetyRefusal(SmagentError):
-    """Refused for safety before the first Set (another subnet manager is MASTER)."""
+    """Refused for safety before the first Set (another subnet manager is MASTER, or the
+    planned tables would break the fabric)."""
     exit_code = EXIT_SAFETY
 
 

@@ -674,9 +674,10 @@ def _diff_mfts(s: SweepState, units: dict, current: dict) -> None:
                 s.mft_top[g] = max(s.mft_top[g], max(kept))
         r.mft_changes += mfttab.diff_mft(g, n.description, n.path, desired_units, current)
     r.multicast_kept = {f"0x{m:04x}": sw for m, sw in sorted(foreign.items())}
+    how = "multicast_prune: true in the desired state" if opts.desired is not None else "--prune-multicast"
     for m, sw in sorted(foreign.items()):
         r.notes.append(f"multicast: kept MLID 0x{m:04x} on {', '.join(sw[:4])}{' ...' if len(sw) > 4 else ''}: "
-                       f"not in the configured groups (--prune-multicast removes it)")
+                       f"not in the configured groups ({how} removes it)")
 
 
 def _plan_switchinfo(s: SweepState) -> None:

@@ -182,6 +182,7 @@ class Report:
     texts: dict = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
     balance: dict | None = None  # smagent.balance figures, when asked for
     warnings: dict = dataclasses.field(default_factory=dict)  # WARNINGS classes, as defects
+    outcomes: "PlaceOutcomes | None" = None  # check(..., keep_outcomes=True): unicast outcomes per place
 
     @property
     def ok(self) -> bool:
@@ -288,7 +289,9 @@ def _rft_map(entries) -> dict[int, int]:
 
 
 # ----------------------------------------------------------------------------- check
-def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
+def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = False) -> Report:
+    """Every check of the module docstring on a snapshot. ``keep_outcomes``: the unicast
+    outcomes per place go to `Report.outcomes` (a `PlaceOutcomes`)."""
     t0 = time.monotonic()
     D = _Defects(examples)
     net = _Net.of(snap)
@@ -296,7 +299,8 @@ def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
     _check_lids_and_sources(net, D)
     _check_ports(net, D)
     _check_rft_overlaps(net, D)
-    uni = _check_unicast(net, D)
+    keep = PlaceOutcomes(_place_sources(net), {}, {}) if keep_outcomes else None
+    uni = _check_unicast(net, D, keep)
     _check_cdg(net, uni["deps"], D)
     groups = _check_mcast(net, D) if snap.mcast_read else None
     hops = _check_links(net, D)
@@ -314,7 +318,8 @@ def check(snap: Snapshot, examples: int = EXAMPLES) -> Report:
         "smps": snap.smps, "read_seconds": round(snap.seconds, 3), "check_seconds": round(time.monotonic() - t0, 3),
     }
     defects = {k: v for k, v in D.d.items() if k not in WARNINGS}
-    return Report(summary, defects, D.texts, warnings={k: v for k, v in D.d.items() if k in WARNINGS})
+    return Report(summary, defects, D.texts, warnings={k: v for k, v in D.d.items() if k in WARNINGS},
+                  outcomes=keep)
 
 
 def _check_unreached(snap: Snapshot, D: _Defects) -> None:
@@ -472,43 +477,78 @@ def _steps_for(net: _Net, dlid: int) -> dict:
     return steps
 
 
+@dataclasses.dataclass
+class PlaceOutcomes:
+    """Unicast outcomes per place, as `check` computes them: a packet's route depends only
+    on where it enters (a switch; at an RFT switch also whether on DefaultPort) and its
+    DLID. ``sources``: place -> the sources entering there; ``owner``: DLID -> its owner;
+    ``at``: DLID -> {place: outcome}. A place is (switch GUID, entered on DefaultPort); a
+    source or owner ("ca", (guid, port)) or ("sw", switch GUID); an outcome "delivered" or
+    (kind, switch GUID): "loop", "misdelivered" or a dead-end cause, where it happens."""
+    sources: dict
+    owner: dict
+    at: dict
+
+    def pairs(self) -> dict:
+        """{(source, DLID): outcome} for every pair `check` counts (a source never to its own LID)."""
+        res = {}
+        for dlid, at in self.at.items():
+            own = self.owner[dlid]
+            for place, o in at.items():
+                for src in self.sources[place]:
+                    if src != own:
+                        res[(src, dlid)] = o
+        return res
+
+
+def _per_dlid(net: _Net):
+    """(DLID, its owner, the decision at every place, every place's outcome), DLID by DLID:
+    the one walk `check`, `place_outcomes` and `outcomes` share."""
+    for dlid in sorted(net.owner):
+        steps = _steps_for(net, dlid)
+        yield dlid, net.owner[dlid], steps, _resolve(steps)
+
+
+def _keep(net: _Net, keep: PlaceOutcomes, dlid: int, own, out: dict) -> None:
+    """One DLID's outcomes at the places sources enter, in `PlaceOutcomes` terms."""
+    def name(x):
+        return ("sw", net.st[x[1]].guid) if x[0] == "sw" else x
+    keep.owner[dlid] = name(own)
+    keep.at[dlid] = {(net.st[p >> 1].guid, bool(p & 1)): "delivered" if out[p] == DELIVERED
+                     else (out[p][0], net.st[out[p][1]].guid) for p in net.sources}
+
+
+def _place_sources(net: _Net) -> dict:
+    return {(net.st[p >> 1].guid, bool(p & 1)): [("sw", net.st[s[1]].guid) if s[0] == "sw" else s for s in srcs]
+            for p, srcs in net.sources.items()}
+
+
+def place_outcomes(snap: Snapshot) -> PlaceOutcomes:
+    """Every place's unicast outcome for every DLID (`PlaceOutcomes`), without the rest
+    of `check` (``check(snap, keep_outcomes=True)`` gives the same with the report)."""
+    net = _Net.of(snap)
+    _check_lids_and_sources(net, _Defects(0))
+    keep = PlaceOutcomes(_place_sources(net), {}, {})
+    for dlid, own, _steps, out in _per_dlid(net):
+        _keep(net, keep, dlid, own, out)
+    return keep
+
+
 def outcomes(snap: Snapshot) -> dict:
     """{(source, DLID): outcome} for every pair `check` counts: a source is ("ca", (guid,
     port)) or ("sw", switch GUID); the outcome is "delivered", or (kind, switch GUID) where
     kind is "loop", "misdelivered" or a dead-end cause and the switch where it happens."""
-    net = _Net.of(snap)
-    _check_lids_and_sources(net, _Defects(0))
-    guids = [s.guid for s in net.st]
-    res = {}
-    for dlid in sorted(net.owner):
-        own = net.owner[dlid]
-        out = _resolve(_steps_for(net, dlid))
-        for place, srcs in net.sources.items():
-            o = out[place]
-            for src in srcs:
-                if src != own:
-                    name = ("sw", guids[src[1]]) if src[0] == "sw" else src
-                    res[(name, dlid)] = "delivered" if o == DELIVERED else (o[0], guids[o[1]])
-    return res
+    return place_outcomes(snap).pairs()
 
 
-def lid_owners(snap: Snapshot) -> dict:
-    """{LID: owner} for every LID assigned (first claim wins, as `check` counts): an
-    owner is ("ca", (guid, port)) or ("sw", switch GUID), as `outcomes` names sources."""
-    net = _Net.of(snap)
-    _check_lids_and_sources(net, _Defects(0))
-    return {lid: ("sw", net.st[o[1]].guid) if o[0] == "sw" else o for lid, o in net.owner.items()}
-
-
-def _check_unicast(net: _Net, D: _Defects) -> dict:
+def _check_unicast(net: _Net, D: _Defects, keep: PlaceOutcomes | None = None) -> dict:
     pairs = bad = 0
     by_cause: dict[str, int] = {}
     seen: set = set()
     deps: dict[int, dict[int, int]] = {}  # channel -> {channel: first DLID}
-    for dlid in sorted(net.owner):
-        own = net.owner[dlid]
-        steps = _steps_for(net, dlid)
-        out = _resolve(steps)
+    for dlid, own, steps, out in _per_dlid(net):
+        if keep is not None:
+            _keep(net, keep, dlid, own, out)
         for place, srcs in net.sources.items():
             srcs = [s for s in srcs if s != own]
             pairs += len(srcs)

@@ -11,6 +11,7 @@ import signal
 import sys
 
 import click
+from click.core import ParameterSource
 
 from smagent import paths
 from smagent.errors import BadInput
@@ -35,6 +36,16 @@ def _key(value: str) -> int:
     if not 0 <= key < 1 << 64:
         raise click.BadParameter("an SM_Key is 64 bits")
     return key
+
+
+def _given(**values) -> dict:
+    """The sweep settings given on the command line (a default is not given: a desired
+    state's own value wins over it; `smagent.desired.sweep_settings`). ``routing`` is the
+    --routing option (parameter ``engine``)."""
+    ctx = click.get_current_context()
+    param = {"routing": "engine"}
+    return {k: (None if ctx.get_parameter_source(param.get(k, k)) == ParameterSource.DEFAULT else v)
+            for k, v in values.items()}
 
 
 @click.command("run")
@@ -75,14 +86,13 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # checked before any SMP
     ds = desired.load(desired_file) if desired_file else None
-    sw = sweepmod.SweepOptions(lmc=lmc, lid_file=lid_file, routing=engine, mcast_groups=spec,
-                               multicast=not no_multicast, desired=ds)
-    if ds is not None:
-        sw.lmc, sw.routing, sw.lid_file = ds.lmc, ds.routing, ds.lid_file or lid_file
+    given = _given(lmc=lmc, lid_file=lid_file, routing=engine)
+    sw = sweepmod.SweepOptions(**desired.sweep_settings(ds, **given), mcast_groups=spec, multicast=not no_multicast)
     state_dir = state_dir or default_state_dir()
     paths.check_state_dir(state_dir)
     opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,
-                         poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw)
+                         poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw,
+                         given=given)
     server = control.ControlServer(control.socket_path(state_dir))
     handler = _setup_logging(log_file)
     o = obj.opts

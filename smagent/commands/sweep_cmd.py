@@ -95,6 +95,13 @@ def _run_sweep(obj, state_dir, progress=None, **kw):
                           progress)
 
 
+def warn_kept_groups(summary: dict) -> None:
+    """A desired state that does not mention a group keeps it: say which (issue 16 item 3)."""
+    if summary.get("multicast_kept"):
+        click.echo(f"warning: multicast groups not in the desired state are kept: "
+                   f"{', '.join(summary['multicast_kept'])} (multicast_prune: true removes them)", err=True)
+
+
 def print_plan_defects(r) -> None:
     """What the check of the planned tables found that the current tables lack
     (`smagent.sweep.SweepResult.plan_defects`), as warnings."""
@@ -220,6 +227,7 @@ def plan_cmd(obj, file, force, state_dir, as_json):
     else:
         click.echo("\n".join(r.plan_lines()) or "# the fabric holds the desired state: nothing to change")
         print_summary(summary)
+        warn_kept_groups(summary)
         print_plan_defects(r)
     _exit(r)
 
@@ -244,9 +252,11 @@ def apply_cmd(obj, file, force, allow_defects, state_dir, as_json):
         emit_json(summary)
     else:
         print_summary(summary)
+        warn_kept_groups(summary)
+        print_plan_defects(r)
         for line in a.left_after_apply:
             click.echo(f"error: still differs after apply: {line}", err=True)
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
-    if a.left_after_apply:
+    if a.left_after_apply or r.plan_defects:  # written with --allow-defects: the fabric has them now
         sys.exit(EXIT_DEFECTS)

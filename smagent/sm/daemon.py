@@ -35,7 +35,7 @@ from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
 from smagent.sm import repair, traps
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
-from smagent.errors import SmagentError
+from smagent.errors import BadInput, SmagentError
 from smagent.transport.base import Request, Transport, TransportError
 
 log = logging.getLogger("smagent.sm")
@@ -55,6 +55,7 @@ class DaemonOptions:
     trap_settle: float = 0.05  # traps of one event come in bursts (both ends of a link): repair once
     state_dir: str | None = None
     desired_file: str | None = None  # re-read on SIGHUP
+    given: dict = dataclasses.field(default_factory=dict)  # lmc, lid_file, routing from the command line
     sweep: sweepmod.SweepOptions = dataclasses.field(default_factory=sweepmod.SweepOptions)
 
 
@@ -512,14 +513,12 @@ class Daemon:
         if f:
             from smagent import desired
             try:
-                ds = desired.load(f)
-            except desired.DesiredStateError as e:
+                settings = desired.sweep_settings(desired.load(f), **self.opts.given)
+            except BadInput as e:  # a bad file, or one contradicting the command line
                 log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, e)
                 return
-            sw = self.opts.sweep
-            sw.desired, sw.lmc, sw.routing = ds, ds.lmc, ds.routing
-            if ds.lid_file:
-                sw.lid_file = ds.lid_file
+            for k, v in settings.items():
+                setattr(self.opts.sweep, k, v)
             log.info("SIGHUP: desired state re-read from %s", f)
         else:
             log.info("SIGHUP: no desired-state file; sweeping again")
