@@ -11,7 +11,8 @@
 Errors raised by a session are subclasses of `SmagentError` (`smagent.errors`), each
 carrying its exit code: `BadInput` (the caller's input was refused and nothing was sent;
 the CLI exits 2), `FabricFailure` (the fabric or the transport failed; exit 3; ``changed``
-lists the Sets already sent), `SafetyRefusal` (another SM is MASTER; exit 4). Any other
+lists the Sets already sent), `SafetyRefusal` (another SM is MASTER, or the planned tables
+would break the fabric: `smagent.sweep.PlanDefects`; exit 4). Any other
 exception is a bug. The CLI is a thin layer over this module.
 """
 from __future__ import annotations
@@ -36,7 +37,8 @@ class SessionClosed(BadInput):
 @dataclasses.dataclass
 class ApplyResult:
     """What `Session.apply` did: ``result`` the sweep that wrote the desired state,
-    ``left_after_apply`` the plan lines of a fresh plan afterwards (empty: it holds)."""
+    ``left_after_apply`` the plan lines of a fresh plan afterwards (empty: it holds),
+    ``left`` that plan itself (``left.plan_changes()``: the same as records)."""
     result: object  # smagent.sweep.SweepResult
     left_after_apply: list[str]
     left: object = None  # the fresh plan afterwards (a SweepResult): `.plan_changes()`

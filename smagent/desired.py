@@ -1,6 +1,7 @@
 """Desired state as a file: what the fabric should hold, in YAML or JSON.
 
     routing: minhop              # minhop | updn | ftree | file:PATH
+    root: [Spine1]               # updn only: its root switches (else it chooses and says which)
     lmc: 0
     lid_file: guid2lid           # optional: keep LIDs across runs (OpenSM's format)
     lft:                         # static entries; they override routing
@@ -70,6 +71,7 @@ class Resolved:
     static_lft: dict  # switch guid -> {lid: port}
     groups: dict  # mlid -> set of (ca guid, port)
     switch_settings: dict  # switch guid -> {component: value}
+    roots: list = dataclasses.field(default_factory=list)  # updn root switch GUIDs, in the file's order
 
 
 def _int(v):
@@ -112,13 +114,15 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
         problems.append(f"unknown key {k!r} (known: {', '.join(sorted(KEYS))})")
     if "routing" in doc:
         r = doc["routing"]
-        if not isinstance(r, str) or not (r in ("minhop", "updn") or r == "ftree" or r.startswith(("file:", "ftree:"))):
-            problems.append(f"routing: {r!r} is not minhop, updn, ftree or file:PATH")
+        if not isinstance(r, str) or not (r in ("minhop", "updn", "ftree") or r.startswith(("file:", "ftree:", "updn:"))):
+            problems.append(f"routing: {r!r} is not minhop, updn, updn:GUID,..., ftree or file:PATH")
         else:
             ds.routing = r
     if "root" in doc:
         roots = doc["root"] if isinstance(doc["root"], list) else [doc["root"]]
-        ds.root = [str(x) if not isinstance(x, int) else f"{x:#018x}" for x in roots]
+        ds.root = [_ref(x) for x in roots]
+        if ds.routing != "updn":
+            problems.append(f"root: roots are for routing: updn (routing is {ds.routing!r})")
     if "lmc" in doc:
         try:
             ds.lmc = _int(doc["lmc"])
@@ -324,9 +328,10 @@ def resolve(ds: DesiredState, topo) -> Resolved:
             if k == "life_time_value" and not 0 <= v <= 31:
                 problems.append(f"switches[{ref!r}].life_time_value: {v} is not 0..31")
         settings[n.guid] = comp
+    roots = [n.guid for n in (switch_of(ref, f"root[{i}]") for i, ref in enumerate(ds.root, 1)) if n is not None]
     if problems:
         raise DesiredStateError(ds.source, problems)
-    return Resolved(static, groups, settings)
+    return Resolved(static, groups, settings, roots)
 
 
 def group_spec(ds: DesiredState, resolved: Resolved, topo):

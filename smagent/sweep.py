@@ -484,7 +484,10 @@ def _route(s: SweepState) -> None:
     topo, r, plan_ = s.topo, s.r, s.r.lid_plan
     with s.phase("route"):
         s.rin = routing.RoutingInput.build(topo, plan_)
-        routes = s.routes = routing.route(s.opts.routing, s.rin, s.engine_input)
+        engine = s.opts.routing
+        if s.resolved is not None and s.resolved.roots:  # desired state `root:` (routing updn)
+            engine = "updn:" + ",".join(f"{g:#018x}" for g in s.resolved.roots)
+        routes = s.routes = routing.route(engine, s.rin, s.engine_input)
         r.notes += routes.notes
         static = s.resolved.static_lft if s.resolved is not None else {}
         for g, entries in static.items():  # static entries override routing

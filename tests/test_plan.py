@@ -243,3 +243,24 @@ def test_run_reads_a_desired_state_by_the_same_rule(cli, tmp_path):
     assert r.exit_code == EXIT_BAD_INPUT and "routing='minhop' contradicts routing 'updn'" in r.output, r.output
     settings = desired.sweep_settings(desired.load(f), lmc=None, lid_file="g2l", routing="updn")
     assert settings == {"desired": settings["desired"], "lmc": 1, "lid_file": "g2l", "routing": "updn"}
+
+
+def test_updn_roots_of_a_desired_state_are_used(fabric):
+    """`root:` was read and then ignored; now updn takes those roots (names or GUIDs). With
+    one root, up/down routes between leaves all turn at it: L1 reaches H5 through it."""
+    _t, s = fabric
+    lid, l1 = node(s, "H5").lid(1), node(s, "L1")
+    now = s.lft_show("L1").table[lid]
+
+    def l1_spine(plan):
+        new = [c["new"] for c in plan.plan_changes() if c["table"] == "LFT" and c["switch"] == "L1" and c["lid"] == lid]
+        port = new[0] if new else now
+        return s.topology.nodes[s.topology.links[(l1.guid, port)][0]].description
+
+    for root in ("S1", "S2"):
+        assert l1_spine(s.plan({"routing": "updn", "root": [root]})) == root
+    assert l1_spine(s.plan({"routing": "updn", "root": [f"{node(s, 'S2').guid:#x}"]})) == "S2"
+    with pytest.raises(desired.DesiredStateError, match="roots are for routing: updn"):
+        s.plan({"root": ["S1"]})
+    with pytest.raises(desired.DesiredStateError, match=r"root\[1\]: 'H1' is a channel adapter"):
+        s.plan({"routing": "updn", "root": ["H1"]})
