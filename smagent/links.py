@@ -313,12 +313,12 @@ class Want:
     def desired(self, current):
         """The attribute value to write given what the port holds."""
         if self.kind == "sl2vl":
-            return SLtoVLMappingTable.cls(sl_to_vl=list(self.value))
+            return SLtoVLMappingTable(sl_to_vl=list(self.value))
         if self.kind == "vlarb":
             return vlarb_block(self.value)
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
         keys[0] = fw.PKEY_DEFAULT
-        return P_KeyTable.cls(p_keys=keys)
+        return P_KeyTable(p_keys=keys)
 
 
 def _linked(topo, node, port) -> bool:

@@ -71,7 +71,7 @@ def write_lft_blocks(transport, changes: list[BlockChange]):
     callers go through `smagent.fdb.apply`."""
     written, problems = [], []
     for c, r in set_units(transport, interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
-                          lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable.cls(ports=list(c.new))):
+                          lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable(ports=list(c.new))):
         if not r.ok:
             problems.append(f"{c.name} LFT block {c.block}: {r.error}")
             continue

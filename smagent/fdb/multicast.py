@@ -112,7 +112,7 @@ def write_mft_units(transport, changes: list[MftChange]):
     written, problems = [], []
     for c, r in set_units(transport, interleave(changes), AttrID.MULTICAST_FORWARDING_TABLE,
                           lambda c: fw.mft_modifier(c.block, c.position),
-                          lambda c: MulticastForwardingTable.cls(port_masks=list(c.new))):
+                          lambda c: MulticastForwardingTable(port_masks=list(c.new))):
         if not r.ok:
             problems.append(f"{c.name} MFT block {c.block} position {c.position}: Set failed: {r.error}")
             continue

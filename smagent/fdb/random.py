@@ -210,7 +210,7 @@ def write_rft_blocks(transport, changes: list[RftChange]):
     for phase in (1, 2):
         for c, r in set_units(transport, interleave([c for c in changes if c.phase == phase]),
                               AttrID.RANDOM_FORWARDING_TABLE, lambda c: fw.rft_modifier(c.block),
-                              lambda c: RandomForwardingTable.cls(entries=list(c.new))):
+                              lambda c: RandomForwardingTable(entries=list(c.new))):
             if not r.ok:
                 problems.append(f"{c.name} RFT block {c.block}: Set failed: {r.error}")
                 continue

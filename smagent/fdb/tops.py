@@ -69,7 +69,7 @@ class SwitchInfoChange:
 def change(switch: int, name: str, path, si, want: dict, *, clear_port_state_change: bool = False):
     """The Set turning ``si`` into ``si`` with ``want``; None when it would change nothing."""
     psc = 1 if clear_port_state_change and si.port_state_change else 0
-    c = SwitchInfoChange(switch, name, path, si, SwitchInfo.replace(si, port_state_change=psc, **want))
+    c = SwitchInfoChange(switch, name, path, si, SwitchInfo.LAYOUT.replace(si, port_state_change=psc, **want))
     return c if c.changed() else None
 
 

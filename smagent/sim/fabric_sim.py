@@ -153,10 +153,10 @@ class SimFabric:
             pi = node.pi[0]
             if not pi.lid or not pi.master_sm_lid:
                 continue
-            notice = Notice.cls(is_generic=1, type=int(NoticeType.URGENT), producer_type_or_vendor_id=int(NodeType.SWITCH),
+            notice = Notice(is_generic=1, type=int(NoticeType.URGENT), producer_type_or_vendor_id=int(NodeType.SWITCH),
                                 trap_number_or_device_id=int(TrapNumber.LINK_STATE_CHANGE), issuer_lid=pi.lid,
                                 notice_toggle=0, notice_count=0,
-                                data_details=Trap128Details.encode(Trap128Details.cls(lid=pi.lid)))
+                                data_details=Trap128Details.LAYOUT.encode(Trap128Details(lid=pi.lid)))
             raw = smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))
             for (name, port), sink in list(self.trap_sinks.items()):
                 if self.port_lid((name, port)) == pi.master_sm_lid:

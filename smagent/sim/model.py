@@ -180,7 +180,7 @@ class SimNode:
             fields = _SW_PORT0 if port == 0 else _SW_PORTN
         else:
             fields = _CA_PORT
-        pi = PortInfoExtSpeeds.cls(**fields)
+        pi = PortInfoExtSpeeds(**fields)
         if self.caps["link_reset"] == "iba" and not (self.is_switch and port == 0):
             for k, v in {**_IBA_RESET, **_IBA_CAPS}.items():
                 setattr(pi, k, v)
@@ -217,7 +217,7 @@ class SimNode:
         if not 0 <= mc <= MFT_BLOCKS * MFT_BLOCK_SIZE:
             raise SimConfigError(f"switch {self.name!r}: multicast_fdb_cap {mc} outside 0..{MFT_BLOCKS * MFT_BLOCK_SIZE}")
         lpp = c["lids_per_port"]
-        self.si = SwitchInfo.cls(
+        self.si = SwitchInfo(
             linear_fdb_cap=lin, random_fdb_cap=rnd, multicast_fdb_cap=mc, linear_fdb_top=0,
             default_port=0, default_multicast_primary_port=0, default_multicast_not_primary_port=0,
             life_time_value=0, port_state_change=1,  # ibsim (and real switches) start with it set
@@ -257,7 +257,7 @@ class SimNode:
         data = self.nodeinfo_cache.get(in_port)
         if data is None:
             c = self.caps
-            data = NodeInfo.encode(NodeInfo.cls(
+            data = NodeInfo.LAYOUT.encode(NodeInfo(
                 base_version=1, class_version=1, node_type=self.node_type, num_ports=self.num_ports,
                 system_image_guid=self.system_guid, node_guid=self.guid,
                 port_guid=self.port_guids[in_port], partition_cap=c["partition_cap"],
@@ -270,7 +270,7 @@ class SimNode:
                   state: int = SMState.NOT_ACTIVE) -> None:
         """Put an SM on `port` (a switch: port 0): IsSM is set and SMInfo answers there."""
         port = self.lid_port(port)
-        self.sm[port] = SMInfo.cls(guid=self.port_guids[port] if guid is None else guid, sm_key=0,
+        self.sm[port] = SMInfo(guid=self.port_guids[port] if guid is None else guid, sm_key=0,
                                    act_count=0, priority=priority, sm_state=int(state))
         self.pi[port].capability_mask |= CAP_IS_SM
 

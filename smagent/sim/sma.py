@@ -105,7 +105,7 @@ def _get_nodeinfo(node, in_port, smp, reveal):
 
 def _get_nodedesc(node, in_port, smp, reveal):
     _zero_modifier(smp)
-    return NodeDescription.encode(NodeDescription.cls(node_string=node.description))
+    return NodeDescription.LAYOUT.encode(NodeDescription(node_string=node.description))
 
 
 # -- PortInfo ---------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def _portinfo_port(node, in_port, smp) -> int:
     return port
 
 
-_BASE_NAMES = PortInfo.names
+_BASE_NAMES = PortInfo.LAYOUT.names
 
 
 def _encode_portinfo(node, port, in_port, ext: bool, reveal: bool) -> bytes:
@@ -132,8 +132,8 @@ def _encode_portinfo(node, port, in_port, ext: bool, reveal: bool) -> bytes:
     if not reveal:
         pi = dataclasses.replace(pi, m_key=0)
     if ext:
-        return PortInfoExtSpeeds.encode(pi)
-    return PortInfo.encode(PortInfo.cls(**{n: getattr(pi, n) for n in _BASE_NAMES}))
+        return PortInfoExtSpeeds.LAYOUT.encode(pi)
+    return PortInfo.LAYOUT.encode(PortInfo(**{n: getattr(pi, n) for n in _BASE_NAMES}))
 
 
 def _get_portinfo(node, in_port, smp, reveal):
@@ -249,7 +249,7 @@ def _pkey_table(node, in_port, smp) -> tuple[list[int], int]:
 def _get_pkeys(node, in_port, smp, reveal):
     table, first = _pkey_table(node, in_port, smp)
     keys = table[first:first + PKEY_BLOCK_SIZE]
-    return P_KeyTable.encode(P_KeyTable.cls(p_keys=keys + [0] * (PKEY_BLOCK_SIZE - len(keys))))
+    return P_KeyTable.LAYOUT.encode(P_KeyTable(p_keys=keys + [0] * (PKEY_BLOCK_SIZE - len(keys))))
 
 
 def _set_pkeys(node, in_port, smp, reveal):
@@ -276,7 +276,7 @@ def _sl2vl_key(node, in_port, smp) -> tuple[int, int]:
 
 def _get_sl2vl(node, in_port, smp, reveal):
     table = node.sl2vl.get(_sl2vl_key(node, in_port, smp), node.sl2vl_default)
-    return SLtoVLMappingTable.encode(SLtoVLMappingTable.cls(sl_to_vl=list(table)))
+    return SLtoVLMappingTable.LAYOUT.encode(SLtoVLMappingTable(sl_to_vl=list(table)))
 
 
 def _set_sl2vl(node, in_port, smp, reveal):
@@ -318,7 +318,7 @@ def _set_vlarb(node, in_port, smp, reveal):
 # -- SwitchInfo ------------------------------------------------------------------------------
 def _get_switchinfo(node, in_port, smp, reveal):
     _zero_modifier(smp)
-    return SwitchInfo.encode(node.si)
+    return SwitchInfo.LAYOUT.encode(node.si)
 
 
 def _set_switchinfo(node, in_port, smp, reveal):
@@ -332,7 +332,7 @@ def _set_switchinfo(node, in_port, smp, reveal):
         setattr(si, name, getattr(new, name))
     if new.port_state_change:
         si.port_state_change = 0  # write 1 to clear
-    return SwitchInfo.encode(si)
+    return SwitchInfo.LAYOUT.encode(si)
 
 
 # -- LinearForwardingTable ----------------------------------------------------------------------
@@ -348,7 +348,7 @@ def _lft_block(node, smp) -> int:
 def _get_lft(node, in_port, smp, reveal):
     first = _lft_block(node, smp)
     ports = bytes(node.lft[first:first + LFT_BLOCK_SIZE]).ljust(LFT_BLOCK_SIZE, bytes([LFT_NO_PORT]))
-    return LinearForwardingTable.encode(LinearForwardingTable.cls(ports=list(ports)))
+    return LinearForwardingTable.LAYOUT.encode(LinearForwardingTable(ports=list(ports)))
 
 
 def _set_lft(node, in_port, smp, reveal):
@@ -372,7 +372,7 @@ def _rft_block(node, smp) -> int:
 def _get_rft(node, in_port, smp, reveal):
     first = _rft_block(node, smp)
     entries = node.rft[first:first + RFT_BLOCK_SIZE]
-    return RandomForwardingTable.encode(RandomForwardingTable.cls(entries=entries + [0] * (RFT_BLOCK_SIZE - len(entries))))
+    return RandomForwardingTable.LAYOUT.encode(RandomForwardingTable(entries=entries + [0] * (RFT_BLOCK_SIZE - len(entries))))
 
 
 def _set_rft(node, in_port, smp, reveal):
@@ -415,7 +415,7 @@ def _get_mft(node, in_port, smp, reveal):
     first, shift = _mft_slot(node, smp)
     mft = node.mft
     masks = [(mft[i] >> shift) & 0xFFFF if i < len(mft) else 0 for i in range(first, first + MFT_BLOCK_SIZE)]
-    return MulticastForwardingTable.encode(MulticastForwardingTable.cls(port_masks=masks))
+    return MulticastForwardingTable.LAYOUT.encode(MulticastForwardingTable(port_masks=masks))
 
 
 def _set_mft(node, in_port, smp, reveal):
@@ -447,7 +447,7 @@ def _sm(node, in_port):
 def _encode_sminfo(sm, req) -> bytes:
     # SM_Key is shown only to a requester that already knows it.
     shown = sm if req.sm_key == sm.sm_key else dataclasses.replace(sm, sm_key=0)
-    return SMInfo.encode(shown)
+    return SMInfo.LAYOUT.encode(shown)
 
 
 def _get_sminfo(node, in_port, smp, reveal):

@@ -61,9 +61,9 @@ def repress(trap_smp) -> bytes:
 
 def trap_144(our_lid: int, capability_mask: int, node_type: int = NodeType.CA) -> bytes:
     """Our SubnTrap 144 to the master: our port's CapabilityMask (IsSM set) changed."""
-    details = Trap144Details.cls(lid=our_lid, other_local_changes=0, capability_mask=capability_mask,
+    details = Trap144Details(lid=our_lid, other_local_changes=0, capability_mask=capability_mask,
                                  change_flags=0, capability_mask2=0)
-    notice = Notice.cls(is_generic=1, type=int(NoticeType.INFO), producer_type_or_vendor_id=int(node_type),
+    notice = Notice(is_generic=1, type=int(NoticeType.INFO), producer_type_or_vendor_id=int(node_type),
                         trap_number_or_device_id=int(TrapNumber.CAPABILITY_CHANGE), issuer_lid=our_lid,
-                        notice_toggle=0, notice_count=0, data_details=Trap144Details.encode(details))
+                        notice_toggle=0, notice_count=0, data_details=Trap144Details.LAYOUT.encode(details))
     return smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))
