@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from typing import Any, ClassVar, Iterable, TypeVar
+from typing import Any, ClassVar, Iterable, Literal, TypeVar, overload
 
 from construct import BitsInteger, Bytes, Bytewise, Padding
 
@@ -19,6 +19,7 @@ from mad.header import (
 from mad.layout import ZEROS, Layout, LayoutValue, layout
 
 S = TypeVar("S", "LidSmp", "DrSmp")
+AT = TypeVar("AT", bound=Attribute)
 
 MAX_HOPS = 63  # InitialPath/ReturnPath have 64 entries; entry 0 is unused
 D_BIT = 0x8000
@@ -63,9 +64,19 @@ class Smp(LayoutValue):
         """Status as the wire carries it."""
         return self.status
 
-    def attribute(self) -> Attribute:
-        """Decode the data area by AttributeID (and modifier, for PortInfo)."""
-        return decode_attribute(self.attribute_id, self.data, self.attribute_modifier)
+    @overload
+    def attribute(self) -> Attribute: ...
+    @overload
+    def attribute(self, kind: type[AT]) -> AT: ...
+
+    def attribute(self, kind: type[Attribute] = Attribute) -> Attribute:
+        """Decode the data area by AttributeID (and modifier, for PortInfo). ``kind``: the
+        attribute class expected (another one raises MadFieldError)."""
+        value = decode_attribute(self.attribute_id, self.data, self.attribute_modifier)
+        if not isinstance(value, kind):
+            raise MadFieldError("attribute_id", f"{self.attribute_id:#06x} ({type(value).__name__})",
+                                f"a {kind.__name__}")
+        return value
 
     def encode(self) -> bytes:
         return encode(self)
@@ -83,6 +94,7 @@ class Smp(LayoutValue):
 )
 class LidSmp(Smp):
     """LID-routed SMP (management class 0x01)."""
+    directed: ClassVar[Literal[False]] = False
     base_version: int = 0
     mgmt_class: int = 0
     class_version: int = 0
@@ -111,7 +123,7 @@ class LidSmp(Smp):
 )
 class DrSmp(Smp):
     """Directed-route SMP (management class 0x81)."""
-    directed: ClassVar[bool] = True
+    directed: ClassVar[Literal[True]] = True
     base_version: int = 0
     mgmt_class: int = 0
     class_version: int = 0
@@ -146,11 +158,14 @@ class DrSmp(Smp):
 
 assert LidSmp.LAYOUT.size == DrSmp.LAYOUT.size == MAD_SIZE
 
+# Either SMP: ``smp.directed`` tells them apart (and narrows the type for mypy)
+AnySmp = LidSmp | DrSmp
+
 _BY_CLASS: dict[int, Layout[LidSmp] | Layout[DrSmp]] = {
     MgmtClass.SUBN_LID_ROUTED: LidSmp.LAYOUT, MgmtClass.SUBN_DIRECTED_ROUTE: DrSmp.LAYOUT}
 
 
-def decode(buf: bytes | bytearray | memoryview) -> LidSmp | DrSmp:
+def decode(buf: bytes | bytearray | memoryview) -> AnySmp:
     """Decode one 256-byte SMP. Only codec errors (MadError) escape."""
     if not isinstance(buf, (bytes, bytearray, memoryview)):
         raise MadLengthError(f"MAD: expected bytes, got {type(buf).__name__}")
@@ -161,7 +176,7 @@ def decode(buf: bytes | bytearray | memoryview) -> LidSmp | DrSmp:
     lay = _BY_CLASS.get(buf[1])
     if lay is None:
         raise UnknownVersionError(f"mgmt_class={buf[1]:#04x}: not a subnet management class (0x01, 0x81)")
-    smp: LidSmp | DrSmp = lay._decode(buf, 0)
+    smp: AnySmp = lay._decode(buf, 0)
     return smp
 
 
@@ -251,5 +266,5 @@ def response_to(req: S, *, status: int = 0, value: Attribute | bytes | bytearray
     return dataclasses.replace(req, **fields)
 
 
-__all__ = ["Smp", "LidSmp", "DrSmp", "decode", "encode", "dr", "lid_routed", "response_to", "parse_path",
+__all__ = ["Smp", "AnySmp", "LidSmp", "DrSmp", "decode", "encode", "dr", "lid_routed", "response_to", "parse_path",
            "next_tid", "MAX_HOPS", "MadError"]
