@@ -210,6 +210,9 @@ def plan_restore_saved(transport, saved: Saved, topology=None):
                 if [fw.rft_norm(x) for x in cur_r[(c.switch, c.block)]] != [fw.rft_norm(x) for x in c.new]]
     for g, _name, _path, fields in saved.tops:
         n = topo.nodes[g]
+        if n.switch_info is None:  # discovery could not read it: nothing to echo the saved fields into
+            raise RestoreFailed(f"{n.description or hex(g)}: SwitchInfo could not be read; its saved "
+                                f"SwitchInfo fields cannot be restored")
         t = tops.change(g, n.description, n.path, n.switch_info, fields)
         if t is not None:
             plan.tops.append(t)
