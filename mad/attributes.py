@@ -141,7 +141,7 @@ class Trap144Details(LayoutValue):
     capability_mask2: int = 0
 
 
-TRAP_DETAILS: dict[TrapNumber, type[Trap128Details | Trap129Details | Trap144Details]] = {
+TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details]] = {
     TrapNumber.LINK_STATE_CHANGE: Trap128Details, TrapNumber.LINK_INTEGRITY: Trap129Details,
     TrapNumber.BUFFER_OVERRUN: Trap129Details, TrapNumber.FLOW_CONTROL_WATCHDOG: Trap129Details,
     TrapNumber.CAPABILITY_CHANGE: Trap144Details}

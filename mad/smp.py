@@ -18,7 +18,7 @@ from mad.header import (
 )
 from mad.layout import ZEROS, Layout, LayoutValue, layout
 
-S = TypeVar("S", "LidSmp", "DrSmp")
+S = TypeVar("S", bound="LidSmp | DrSmp")
 AT = TypeVar("AT", bound=Attribute)
 
 MAX_HOPS = 63  # InitialPath/ReturnPath have 64 entries; entry 0 is unused

@@ -182,17 +182,17 @@ class SweepResult:
     def plan_lines(self) -> list[str]:
         master = self.lid_plan.master_lid
         out = [f"SubnSet(PortInfo) {c.describe(master, self.lid_plan.lmc)}" for c in self.port_changes]
-        for c in self.switch_changes:
-            out.append(f"SubnSet(SwitchInfo) {c.name}: " + ", ".join(c.diffs()))
-        for c in interleave(self.lft_changes):
-            ch = c.changed_lids()
+        for sc in self.switch_changes:
+            out.append(f"SubnSet(SwitchInfo) {sc.name}: " + ", ".join(sc.diffs()))
+        for lc in interleave(self.lft_changes):
+            ch = lc.changed_lids()
             shown = ", ".join(f"{lid}: {'?' if o is None else o} -> {n}" for lid, o, n in ch[:4])
             more = f" (+{len(ch) - 4} more)" if len(ch) > 4 else ""
-            out.append(f"SubnSet(LinearForwardingTable) {c.name} block {c.block}: {shown}{more}")
-        for c in interleave(self.rft_changes):
-            out.append(f"SubnSet(RandomForwardingTable) {c.describe()}")
-        for c in interleave(self.mft_changes):
-            out.append(f"SubnSet(MulticastForwardingTable) {c.describe()}")
+            out.append(f"SubnSet(LinearForwardingTable) {lc.name} block {lc.block}: {shown}{more}")
+        for rc in interleave(self.rft_changes):
+            out.append(f"SubnSet(RandomForwardingTable) {rc.describe()}")
+        for mc in interleave(self.mft_changes):
+            out.append(f"SubnSet(MulticastForwardingTable) {mc.describe()}")
         out += [c.describe() for c in self.link_changes]
         return out
 
@@ -536,7 +536,7 @@ def _read_lfts(s: SweepState) -> None:
                     wanted.append((n.guid, n.path, b))
         if s.opts.known is not None:
             known = s.opts.known.lft
-            current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, []
+            current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, list[str]()
         else:
             current, errors = linear.read_lft_blocks(s.transport, wanted)
         r.problems += errors
@@ -630,7 +630,7 @@ def _read_mfts(s: SweepState) -> None:
                 s.mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
         if s.opts.known is not None:
             known = s.opts.known.mft
-            current, errors = {(g, b, p): known[(g, b, p)] for g, _path, b, p in wanted if (g, b, p) in known}, []
+            current, errors = {(g, b, p): known[(g, b, p)] for g, _path, b, p in wanted if (g, b, p) in known}, list[str]()
         else:
             current, errors = mfttab.read_mft_units(s.transport, wanted)
         r.mft_current = current
