@@ -40,11 +40,14 @@ it alone does not trigger one, because ibsim (and so possibly other SMAs) ignore
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from mad import codes
 from mad import forwarding as fw
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, vlarb_block, vlarb_entries
+from mad.attributes import (
+    AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, VLArbitrationTable, vlarb_block, vlarb_entries,
+)
 from mad.header import Method
 from smagent.transport.base import Request
 from smagent.errors import BadInput
@@ -157,7 +160,8 @@ def options_from_mapping(doc, where: str = "links") -> LinkOptions:
     sl2vl and vlarb_* in OpenSM's text syntax or as lists). Every problem in one error."""
     if not isinstance(doc, dict):
         raise LinkConfigError(f"{where}: expected a mapping of {', '.join(OPTION_KEYS)}")
-    kw, problems = {}, []
+    kw: dict[str, Any] = {}
+    problems: list[str] = []
     for k, v in doc.items():
         try:
             if k not in OPTION_KEYS:
@@ -242,32 +246,37 @@ class TableChange:
     kind: str  # "sl2vl" | "vlarb" | "pkeys"
     guid: int
     name: str
-    path: tuple
+    path: tuple[int, ...]
     modifier: int
-    old: object
-    new: object
+    old: LinkTable | None  # None: not read
+    new: LinkTable
 
     def describe(self) -> str:
-        if self.kind == "sl2vl":
+        new, old = self.new, self.old  # both of the class ``kind`` names
+        if isinstance(new, SLtoVLMappingTable):
             inp, outp = fw.sl2vl_from_modifier(self.modifier)
             where = f"in {inp} out {outp}" if self.modifier else "port"
-            old = "?" if self.old is None else ",".join(map(str, self.old.sl_to_vl))
-            return f"SubnSet(SLtoVLMappingTable) {self.name} {where}: {old} -> {','.join(map(str, self.new.sl_to_vl))}"
-        if self.kind == "vlarb":
+            was = ",".join(map(str, old.sl_to_vl)) if isinstance(old, SLtoVLMappingTable) else "?"
+            return f"SubnSet(SLtoVLMappingTable) {self.name} {where}: {was} -> {','.join(map(str, new.sl_to_vl))}"
+        if isinstance(new, VLArbitrationTable):
             table, half, port = fw.vlarb_from_modifier(self.modifier)
-            def fmt(b):
-                return "?" if b is None else (",".join(f"{vl}:{w}" for vl, w in vlarb_entries(b) if w or vl)
-                                              or "(all 0:0)")
+            def fmt(b: LinkTable | None) -> str:
+                return "?" if not isinstance(b, VLArbitrationTable) else (
+                    ",".join(f"{vl}:{w}" for vl, w in vlarb_entries(b) if w or vl) or "(all 0:0)")
             return (f"SubnSet(VLArbitrationTable) {self.name} port {port} {table} {half * 32}-{half * 32 + 31}: "
-                    f"{fmt(self.old)} -> {fmt(self.new)}")
+                    f"{fmt(old)} -> {fmt(new)}")
         block, port = fw.pkey_from_modifier(self.modifier)
-        old = "?" if self.old is None else f"{self.old.p_keys[0]:#06x}"
-        return f"SubnSet(P_KeyTable) {self.name} port {port} block {block}: [0] {old} -> {self.new.p_keys[0]:#06x}"
+        was = f"{old.p_keys[0]:#06x}" if isinstance(old, P_KeyTable) else "?"
+        return f"SubnSet(P_KeyTable) {self.name} port {port} block {block}: [0] {was} -> {new.p_keys[0]:#06x}"
 
     def request(self) -> Request:
         return Request(smpcodec.dr(Method.SET, _ATTR[self.kind], self.path, self.modifier, self.new))
 
 
+LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable
+# the attribute class of each kind of table
+LINK_TABLES: dict[str, type[LinkTable]] = {"sl2vl": SLtoVLMappingTable, "vlarb": VLArbitrationTable,
+                                           "pkeys": P_KeyTable}
 _ATTR = {"sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE, "vlarb": AttrID.VL_ARBITRATION_TABLE,
          "pkeys": AttrID.P_KEY_TABLE}
 
@@ -349,7 +358,7 @@ def table_wants(topo, opts: LinkOptions, op_vls: dict) -> list[Want]:
 
 
 def _switch_wants(topo, n, opts, op_vls) -> list[Want]:
-    out = []
+    out: list[Want] = []
     p0 = n.ports.get(0)
     if p0 is None:
         return out
@@ -393,7 +402,7 @@ def read_and_diff(transport, wants: list[Want]) -> tuple[list[TableChange], list
         if not rep.ok:  # never write a table we could not read (nor one the port lacks)
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")
             continue
-        cur = rep.value()
+        cur = rep.value(LINK_TABLES[w.kind])
         new = w.desired(cur)
         if not _same(w.kind, cur, new):
             changes.append(TableChange(w.kind, w.guid, w.name, w.path, w.modifier, cur, new))
@@ -412,6 +421,6 @@ def write(transport, changes: list[TableChange]) -> list[str]:
     for c, rep in zip(changes, transport.execute([c.request() for c in changes])):
         if not rep.ok:
             problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
-        elif not _same(c.kind, rep.value(), c.new):
+        elif not _same(c.kind, rep.value(LINK_TABLES[c.kind]), c.new):
             problems.append(f"{c.name}: {c.describe()}: reads back differently")
     return problems

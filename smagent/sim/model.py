@@ -148,7 +148,7 @@ class SimNode:
         self.system_guid = node.system_guid if node.system_guid is not None else guid
         self.port_guids = port_guids  # index = port; a switch's are all port 0's GUID
         # ibsim truncates to the 64-byte NodeDescription; so do we (UTF-8 safe).
-        self.description = node.description.encode("utf-8")[:64].decode("utf-8", "ignore")
+        self.description = (node.description or node.name).encode("utf-8")[:64].decode("utf-8", "ignore")
         self.caps = caps
         if caps["link_reset"] not in LINK_RESETS:
             raise SimConfigError(f"node {self.name!r}: link_reset {caps['link_reset']!r} is not one of "
@@ -168,7 +168,12 @@ class SimNode:
         self.sm: dict[int, object] = {}  # port -> SMInfo value, where an SM is attached
         self.lease_start: dict[int, float] = {}  # port -> when the M_Key lease timer started
         self.nodeinfo_cache: dict[int, bytes] = {}
-        self.si = self.lft = self.rft = self.mft = self.rft_map = None
+        # the switch's tables (None on a CA, and for a table the switch lacks)
+        self.si: SwitchInfo | None = None
+        self.lft: bytearray | None = None
+        self.rft: list[int] | None = None
+        self.rft_map: dict[int, int] | None = None
+        self.mft: list[int] | None = None
         if self.is_switch:
             self._init_switch()
             self.state[0] = ACTIVE  # base switch port 0 has no link; ibsim reports it Active/LinkUp
@@ -248,7 +253,7 @@ class SimNode:
         pi = self.pi[self.lid_port(port)]
         if not pi.lid:
             return 0, -1
-        lmc = pi.lmc if (not self.is_switch or self.si.enhanced_port0) else 0
+        lmc = pi.lmc if (self.si is None or self.si.enhanced_port0) else 0
         base = pi.lid & ~((1 << lmc) - 1)
         return base, base + (1 << lmc) - 1
 
@@ -381,6 +386,6 @@ def link_up(node: SimNode, port: int) -> bool:
 def _state_changed(node: SimNode) -> None:
     # SwitchInfo.PortStateChange: set when the link state machine moves a port to or from
     # DOWN (cables, link bounces, disabled ports); ARMED/ACTIVE by SubnSet leave it alone.
-    if node.is_switch:
+    if node.si is not None:  # a switch
         node.si.port_state_change = 1
 

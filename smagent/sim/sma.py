@@ -10,6 +10,7 @@ modifier. Error responses carry an all-zero data area, as ibsim's do.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from mad.attributes import (
     AttrID, LinearForwardingTable, MulticastForwardingTable, NodeDescription, P_KeyTable, PortInfo,
@@ -81,7 +82,8 @@ def process(sim, node, in_port: int, smp) -> tuple[int, bytes]:
 
 
 def method_label(method: int) -> str:
-    return {Method.GET: "Get", Method.SET: "Set"}.get(method, f"method {method:#04x}")
+    labels: dict[int, str] = {Method.GET: "Get", Method.SET: "Set"}
+    return labels.get(method, f"method {method:#04x}")
 
 
 def _attribute(smp):
@@ -474,7 +476,7 @@ def _set_sminfo(node, in_port, smp, reveal):
 
 
 # attribute -> (Get handler, Set handler or None, switches only)
-_HANDLERS = {
+_HANDLERS: dict[int, tuple[Any, Any, bool]] = {
     AttrID.NODE_INFO: (_get_nodeinfo, None, False),
     AttrID.NODE_DESCRIPTION: (_get_nodedesc, None, False),
     AttrID.PORT_INFO: (_get_portinfo, _set_portinfo, False),
