@@ -265,6 +265,7 @@ def spanning_tree(adj, root: int, member_switches) -> dict[int, set[int]]:
 
 @dataclasses.dataclass
 class GroupTree:
+    """One group's spanning tree: its root switch, member ports and each switch's MFT ports."""
     group: Group
     root: int
     members: list[tuple[int, int]]  # (switch, port) of every member
@@ -273,6 +274,8 @@ class GroupTree:
 
 @dataclasses.dataclass
 class MulticastPlan:
+    """The multicast a sweep programs: a tree per group, the MFT entries every switch
+    should hold ({switch: {mlid: ports}}) and the default multicast ports."""
     trees: list[GroupTree]
     desired: dict[int, dict[int, frozenset[int]]]  # switch -> {mlid: ports}
     defaults: dict[int, tuple[int, int]]  # switch -> (primary, not primary), from the file

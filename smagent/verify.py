@@ -178,17 +178,22 @@ class Snapshot:
 
 @dataclasses.dataclass
 class Report:
-    summary: dict
-    defects: dict  # class -> {"count": n, "examples": [dict, ...], ...}
-    texts: dict = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
-    balance: dict | None = None  # smagent.balance figures, when asked for
-    warnings: dict = dataclasses.field(default_factory=dict)  # WARNINGS classes, as defects
+    """What `verify` found tracing every source to every destination on the tables the
+    switches hold: ``summary`` (counts), ``defects`` by class (each a count and examples;
+    empty: ``ok``), ``texts`` the examples as readable lines, ``warnings`` (classes that
+    do not fail the fabric), ``balance`` (route balance figures, when asked for).
+    `as_json` is what ``smagent verify --json`` prints."""
+    summary: dict[str, Any]
+    defects: dict[str, Any]  # class -> {"count": n, "examples": [dict, ...], ...}
+    texts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
+    balance: dict[str, Any] | None = None  # smagent.balance figures, when asked for
+    warnings: dict[str, Any] = dataclasses.field(default_factory=dict)  # WARNINGS classes, as defects
 
     @property
     def ok(self) -> bool:
         return not self.defects
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         out = {"ok": self.ok, "summary": self.summary, "defects": self.defects, "warnings": self.warnings}
         if self.balance is not None:
             out["balance"] = self.balance

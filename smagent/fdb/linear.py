@@ -18,6 +18,7 @@ B = fw.LFT_BLOCK_SIZE
 
 @dataclasses.dataclass
 class BlockChange:
+    """One LFT block Set: the 64 ports as read (``old``) and as written (``new``)."""
     switch: int  # node GUID
     name: str  # node description, for people
     path: Where  # DR path tuple, or a Target

@@ -167,6 +167,7 @@ def changes(plan: RftPlan, path, current: list[int], si) -> list["RftChange"]:
 
 @dataclasses.dataclass
 class RftChange:
+    """One RFT block Set: 16 packed entries as read (``old``) and as written (``new``)."""
     switch: int
     name: str
     path: Where  # DR path tuple, or a Target

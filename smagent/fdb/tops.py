@@ -33,6 +33,8 @@ def fmt(field: str, value: int) -> str:
 
 @dataclasses.dataclass
 class SwitchInfoChange:
+    """One SwitchInfo Set: the attribute as read (``old``) and as it is written (``new``),
+    which differ only in the fields an SM writes (`changed`, `diffs`)."""
     switch: int  # node GUID
     name: str
     path: Where  # DR path tuple, or a Target
