@@ -13,7 +13,7 @@ from mad.attributes import ATTRIBUTE_NAMES, SMP_DATA_SIZE, Attribute, decode_att
 from mad.errors import MadError, MadFieldError, MadLengthError, UnknownVersionError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import (
-    BASE_VERSION, HEADER_LEAD, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, Method, MgmtClass, Status,
+    BASE_VERSION, HEADER_LEAD, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, MadHeader, Method, MgmtClass, Status,
     method_name,
 )
 from mad.layout import ZEROS, Layout, LayoutValue, layout
@@ -92,18 +92,9 @@ class Smp(LayoutValue):
     "m_key" / BitsInteger(64), Padding(32 * 8),
     "data" / Bytewise(Bytes(SMP_DATA_SIZE)), Padding(128 * 8),
 )
-class LidSmp(Smp):
-    """LID-routed SMP (management class 0x01)."""
+class LidSmp(Smp, MadHeader):
+    """LID-routed SMP (management class 0x01): the common header's fields, then these."""
     directed: ClassVar[Literal[False]] = False
-    base_version: int = 0
-    mgmt_class: int = 0
-    class_version: int = 0
-    method: int = 0
-    status: int = 0
-    class_specific: int = 0
-    transaction_id: int = 0
-    attribute_id: int = 0
-    attribute_modifier: int = 0
     m_key: int = 0
     data: bytes = ZEROS
 
