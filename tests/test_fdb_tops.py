@@ -16,7 +16,7 @@ class _Reply:
     def __init__(self, value):
         self._v = value
 
-    def value(self):
+    def value(self, kind=None):  # as smagent.transport.base.Reply.value
         return self._v
 
 
