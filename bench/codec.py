@@ -101,10 +101,10 @@ def cases(vec: dict[str, bytes]):
     assert lft_encode() == lft_raw, "LFT SubnSet does not re-encode to OpenSM's bytes"
 
     # construct's own compiled parsers/builders for the same work
-    dr_c = S.DrSmp.construct.compile()
-    si_c = A.SwitchInfo.construct.compile()
-    lft_c = A.LinearForwardingTable.construct.compile()
-    dr_names, si_names, lft_names = S.DrSmp.names, A.SwitchInfo.names, A.LinearForwardingTable.names
+    dr_c = S.DrSmp.LAYOUT.construct.compile()
+    si_c = A.SwitchInfo.LAYOUT.construct.compile()
+    lft_c = A.LinearForwardingTable.LAYOUT.construct.compile()
+    dr_names, si_names, lft_names = S.DrSmp.LAYOUT.names, A.SwitchInfo.LAYOUT.names, A.LinearForwardingTable.LAYOUT.names
 
     def c_decode(attr_c):
         def run(raw):
@@ -131,7 +131,7 @@ def cases(vec: dict[str, bytes]):
     assert c_lft_dec(lft_raw)[1].ports == lft_value.ports
 
     def ref_decode(raw):
-        smp = S.DrSmp.decode_construct(raw)
+        smp = S.DrSmp.LAYOUT.decode_construct(raw)
         return A.layout_for(smp.attribute_id).decode_construct(smp.data)
 
     return [

@@ -7,11 +7,12 @@ AttributeModifier bit 31).
 from __future__ import annotations
 
 import enum
+from typing import Any, Callable, ClassVar, Iterable, TypeVar, dataclass_transform
 
 from construct import Array, Bytes, BitsInteger, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
-from mad.layout import Layout, NulText, bit_size
+from mad.layout import ZEROS, Layout, LayoutValue, NulText, T, bit_size, layout
 
 SMP_DATA_SIZE = 64
 # PortInfo's AttributeModifier bit 31 (SMSupportExtendedSpeeds, IBA 1.4+) selects the
@@ -34,34 +35,53 @@ class AttrID(enum.IntEnum):
     SM_INFO = 0x0020
 
 
-class _Attr:
-    """Mixin for attribute values: which attribute they are."""
+class Attribute(LayoutValue):
+    """Base of attribute values: which attribute they are (``ATTR_ID``)."""
     __slots__ = ()
-    ATTR_ID: int = 0
+    ATTR_ID: ClassVar[int] = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in self.LAYOUT.names}
 
 
-def _attr(attr_id: AttrID, name: str, *subcons, doc: str = "") -> Layout:
-    used = bit_size(subcons)
-    pad = SMP_DATA_SIZE * 8 - used
-    lay = Layout(name, *subcons, *( [Padding(pad)] if pad else []), base=_Attr, doc=doc)
-    lay.cls.ATTR_ID = int(attr_id)
-    return lay
+A = TypeVar("A", bound=Attribute)
+
+
+@dataclass_transform(eq_default=True)
+def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
+    """Class decorator: an attribute's layout, padded to the SMP data area."""
+    pad = SMP_DATA_SIZE * 8 - bit_size(subcons)
+    bind = layout(*subcons, *([Padding(pad)] if pad else []))
+
+    def attr(cls: type[A]) -> type[A]:
+        cls.ATTR_ID = int(attr_id)
+        return bind(cls)
+    return attr
+
 
 
 B = BitsInteger
 
-Notice = _attr(
-    AttrID.NOTICE, "Notice",
+
+@_attribute(
+    AttrID.NOTICE,
     "is_generic" / B(1), "type" / B(7), "producer_type_or_vendor_id" / B(24),
     "trap_number_or_device_id" / B(16), "issuer_lid" / B(16),
     "notice_toggle" / B(1), "notice_count" / B(15),
     # IssuerGID (bytes 64-79 of the 80-byte Notice) does not fit an SMP's data area.
     "data_details" / Bytewise(Bytes(54)),
-    doc="Notice (IBA 13.4.8.2), the 64 bytes an SMP carries.",
 )
+class Notice(Attribute):
+    """Notice (IBA 13.4.8.2), the 64 bytes an SMP carries."""
+    is_generic: int = 0
+    type: int = 0
+    producer_type_or_vendor_id: int = 0
+    trap_number_or_device_id: int = 0
+    issuer_lid: int = 0
+    notice_toggle: int = 0
+    notice_count: int = 0
+    data_details: bytes = ZEROS
+
 
 NOTICE_DETAILS_SIZE = 54
 
@@ -88,39 +108,76 @@ class NoticeType(enum.IntEnum):
     INFO = 4
 
 
-def _details(name: str, *subcons, doc: str = "") -> Layout:
+@dataclass_transform(eq_default=True)
+def _details(*subcons: Any) -> Callable[[type[T]], type[T]]:
+    """Class decorator: a trap's DataDetails layout, padded to Notice.DataDetails."""
     pad = NOTICE_DETAILS_SIZE * 8 - bit_size(subcons)
-    return Layout(name, *subcons, *([Padding(pad)] if pad else []), doc=doc)
+    return layout(*subcons, *([Padding(pad)] if pad else []))
 
 
 # Notice.DataDetails of the traps an SM acts on (IBA 14.2.5.1, Table 119 and on)
-Trap128Details = _details("Trap128Details", "lid" / B(16),
-                          doc="Trap 128: the LID of the switch whose PortStateChange was set.")
-Trap129Details = _details("Trap129Details", Padding(16), "lid" / B(16), "port_num" / B(8),
-                          doc="Traps 129-131: the LID and port of the faulty link.")
-Trap144Details = _details("Trap144Details", Padding(16), "lid" / B(16), Padding(15), "other_local_changes" / B(1),
-                          "capability_mask" / B(32), Padding(10), "change_flags" / B(6),
-                          "capability_mask2" / B(16),
-                          doc="Trap 144: a port's CapabilityMask (IsSM among them) or other local change.")
-TRAP_DETAILS = {TrapNumber.LINK_STATE_CHANGE: Trap128Details, TrapNumber.LINK_INTEGRITY: Trap129Details,
-                TrapNumber.BUFFER_OVERRUN: Trap129Details, TrapNumber.FLOW_CONTROL_WATCHDOG: Trap129Details,
-                TrapNumber.CAPABILITY_CHANGE: Trap144Details}
+@_details("lid" / B(16))
+class Trap128Details(LayoutValue):
+    """Trap 128: the LID of the switch whose PortStateChange was set."""
+    lid: int = 0
 
-NodeDescription = _attr(
-    AttrID.NODE_DESCRIPTION, "NodeDescription",
-    "node_string" / Bytewise(NulText(64)),
-)
 
-NodeInfo = _attr(
-    AttrID.NODE_INFO, "NodeInfo",
+@_details(Padding(16), "lid" / B(16), "port_num" / B(8))
+class Trap129Details(LayoutValue):
+    """Traps 129-131: the LID and port of the faulty link."""
+    lid: int = 0
+    port_num: int = 0
+
+
+@_details(Padding(16), "lid" / B(16), Padding(15), "other_local_changes" / B(1),
+          "capability_mask" / B(32), Padding(10), "change_flags" / B(6),
+          "capability_mask2" / B(16))
+class Trap144Details(LayoutValue):
+    """Trap 144: a port's CapabilityMask (IsSM among them) or other local change."""
+    lid: int = 0
+    other_local_changes: int = 0
+    capability_mask: int = 0
+    change_flags: int = 0
+    capability_mask2: int = 0
+
+
+TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details]] = {
+    TrapNumber.LINK_STATE_CHANGE: Trap128Details, TrapNumber.LINK_INTEGRITY: Trap129Details,
+    TrapNumber.BUFFER_OVERRUN: Trap129Details, TrapNumber.FLOW_CONTROL_WATCHDOG: Trap129Details,
+    TrapNumber.CAPABILITY_CHANGE: Trap144Details}
+
+
+@_attribute(AttrID.NODE_DESCRIPTION, "node_string" / Bytewise(NulText(64)))
+class NodeDescription(Attribute):
+    """NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8, NUL padded."""
+    node_string: str = ""
+
+
+@_attribute(
+    AttrID.NODE_INFO,
     "base_version" / B(8), "class_version" / B(8), "node_type" / B(8), "num_ports" / B(8),
     "system_image_guid" / B(64), "node_guid" / B(64), "port_guid" / B(64),
     "partition_cap" / B(16), "device_id" / B(16), "revision" / B(32),
     "local_port_num" / B(8), "vendor_id" / B(24),
 )
+class NodeInfo(Attribute):
+    """NodeInfo (IBA 14.2.5.3)."""
+    base_version: int = 0
+    class_version: int = 0
+    node_type: int = 0
+    num_ports: int = 0
+    system_image_guid: int = 0
+    node_guid: int = 0
+    port_guid: int = 0
+    partition_cap: int = 0
+    device_id: int = 0
+    revision: int = 0
+    local_port_num: int = 0
+    vendor_id: int = 0
 
-SwitchInfo = _attr(
-    AttrID.SWITCH_INFO, "SwitchInfo",
+
+@_attribute(
+    AttrID.SWITCH_INFO,
     "linear_fdb_cap" / B(16), "random_fdb_cap" / B(16), "multicast_fdb_cap" / B(16),
     "linear_fdb_top" / B(16),
     "default_port" / B(8), "default_multicast_primary_port" / B(8),
@@ -133,6 +190,27 @@ SwitchInfo = _attr(
     "enhanced_port0" / B(1), Padding(3), Padding(8),
     "multicast_fdb_top" / B(16),
 )
+class SwitchInfo(Attribute):
+    """SwitchInfo (IBA 14.2.5.4)."""
+    linear_fdb_cap: int = 0
+    random_fdb_cap: int = 0
+    multicast_fdb_cap: int = 0
+    linear_fdb_top: int = 0
+    default_port: int = 0
+    default_multicast_primary_port: int = 0
+    default_multicast_not_primary_port: int = 0
+    life_time_value: int = 0
+    port_state_change: int = 0
+    optimized_sl_to_vl_mapping_programming: int = 0
+    lids_per_port: int = 0
+    partition_enforcement_cap: int = 0
+    inbound_enforcement_cap: int = 0
+    outbound_enforcement_cap: int = 0
+    filter_raw_inbound_cap: int = 0
+    filter_raw_outbound_cap: int = 0
+    enhanced_port0: int = 0
+    multicast_fdb_top: int = 0
+
 
 # PortInfo: one list of components; the extended-speeds form (AttributeModifier bit 31)
 # gives meaning to byte 56, which the base form reserves.
@@ -166,70 +244,216 @@ _PORTINFO_TAIL = [
     "link_speed_ext_active" / B(4), "link_speed_ext_supported" / B(4), Padding(3),
     "link_speed_ext_enabled" / B(5),
 ]
-PortInfo = _attr(AttrID.PORT_INFO, "PortInfo", *_PORTINFO_HEAD, *_PORTINFO_BYTE56_BASE, *_PORTINFO_TAIL)
-PortInfoExtSpeeds = _attr(
-    AttrID.PORT_INFO, "PortInfoExtSpeeds", *_PORTINFO_HEAD, *_PORTINFO_BYTE56_EXT, *_PORTINFO_TAIL,
-    doc="PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds) set.",
-)
 
-P_KeyTable = _attr(
-    AttrID.P_KEY_TABLE, "P_KeyTable",
-    # each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
-    "p_keys" / Array(32, B(16)),
-)
 
-SLtoVLMappingTable = _attr(
-    AttrID.SL_TO_VL_MAPPING_TABLE, "SLtoVLMappingTable",
-    "sl_to_vl" / Array(16, B(4)),  # entry i: the VL for SL i
-)
+@_attribute(AttrID.PORT_INFO, *_PORTINFO_HEAD, *_PORTINFO_BYTE56_BASE, *_PORTINFO_TAIL)
+class PortInfo(Attribute):
+    """PortInfo (IBA 14.2.5.6). ``port_state`` is a `PortState` value where the session
+    API decodes it (`smagent.Session.query`, `read_portinfos`)."""
+    m_key: int = 0
+    gid_prefix: int = 0
+    lid: int = 0
+    master_sm_lid: int = 0
+    capability_mask: int = 0
+    diag_code: int = 0
+    m_key_lease_period: int = 0
+    local_port_num: int = 0
+    link_width_enabled: int = 0
+    link_width_supported: int = 0
+    link_width_active: int = 0
+    link_speed_supported: int = 0
+    port_state: int = 0
+    port_physical_state: int = 0
+    link_down_default_state: int = 0
+    m_key_protect_bits: int = 0
+    lmc: int = 0
+    link_speed_active: int = 0
+    link_speed_enabled: int = 0
+    neighbor_mtu: int = 0
+    master_sm_sl: int = 0
+    vl_cap: int = 0
+    init_type: int = 0
+    vl_high_limit: int = 0
+    vl_arbitration_high_cap: int = 0
+    vl_arbitration_low_cap: int = 0
+    init_type_reply: int = 0
+    mtu_cap: int = 0
+    vl_stall_count: int = 0
+    hoq_life: int = 0
+    operational_vls: int = 0
+    partition_enforcement_inbound: int = 0
+    partition_enforcement_outbound: int = 0
+    filter_raw_inbound: int = 0
+    filter_raw_outbound: int = 0
+    m_key_violations: int = 0
+    p_key_violations: int = 0
+    q_key_violations: int = 0
+    guid_cap: int = 0
+    client_reregister: int = 0
+    multicast_pkey_trap_suppression_enabled: int = 0
+    subnet_timeout: int = 0
+    resp_time_value: int = 0
+    local_phy_errors: int = 0
+    overrun_errors: int = 0
+    max_credit_hint: int = 0
+    link_round_trip_latency: int = 0
+    capability_mask2: int = 0
+    link_speed_ext_active: int = 0
+    link_speed_ext_supported: int = 0
+    link_speed_ext_enabled: int = 0
+
+
+@_attribute(AttrID.PORT_INFO, *_PORTINFO_HEAD, *_PORTINFO_BYTE56_EXT, *_PORTINFO_TAIL)
+class PortInfoExtSpeeds(PortInfo):
+    """PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds) set."""
+    link_speed_ext_active2: int = 0
+    link_speed_ext_supported2: int = 0
+    link_speed_ext_enabled2: int = 0
+
+
+# each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
+@_attribute(AttrID.P_KEY_TABLE, "p_keys" / Array(32, B(16)))
+class P_KeyTable(Attribute):
+    """P_KeyTable (IBA 14.2.5.7): one block of 32 P_Keys."""
+    p_keys: list[int] = ZEROS
+
+
+@_attribute(AttrID.SL_TO_VL_MAPPING_TABLE, "sl_to_vl" / Array(16, B(4)))  # entry i: the VL for SL i
+class SLtoVLMappingTable(Attribute):
+    """SLtoVLMappingTable (IBA 14.2.5.8)."""
+    sl_to_vl: list[int] = ZEROS
+
 
 # 32 entries of 16 bits: reserved 4, VL 4, Weight 8 (IBA 14.2.5.9); flattened into parallel
-# arrays so the layout stays one construct, like the RFT below.
-VLArbitrationTable = _attr(
-    AttrID.VL_ARBITRATION_TABLE, "VLArbitrationTable",
-    *[c for i in range(32) for c in (Padding(4), f"vl_{i}" / B(4), f"weight_{i}" / B(8))],
-    doc="VLArbitrationTable: one part (32 entries) of a port's low or high priority table.",
-)
+# fields so the layout stays one construct, like the RFT below.
+@_attribute(AttrID.VL_ARBITRATION_TABLE,
+            *[c for i in range(32) for c in (Padding(4), f"vl_{i}" / B(4), f"weight_{i}" / B(8))])
+class VLArbitrationTable(Attribute):
+    """VLArbitrationTable: one part (32 entries) of a port's low or high priority table."""
+    vl_0: int = 0
+    weight_0: int = 0
+    vl_1: int = 0
+    weight_1: int = 0
+    vl_2: int = 0
+    weight_2: int = 0
+    vl_3: int = 0
+    weight_3: int = 0
+    vl_4: int = 0
+    weight_4: int = 0
+    vl_5: int = 0
+    weight_5: int = 0
+    vl_6: int = 0
+    weight_6: int = 0
+    vl_7: int = 0
+    weight_7: int = 0
+    vl_8: int = 0
+    weight_8: int = 0
+    vl_9: int = 0
+    weight_9: int = 0
+    vl_10: int = 0
+    weight_10: int = 0
+    vl_11: int = 0
+    weight_11: int = 0
+    vl_12: int = 0
+    weight_12: int = 0
+    vl_13: int = 0
+    weight_13: int = 0
+    vl_14: int = 0
+    weight_14: int = 0
+    vl_15: int = 0
+    weight_15: int = 0
+    vl_16: int = 0
+    weight_16: int = 0
+    vl_17: int = 0
+    weight_17: int = 0
+    vl_18: int = 0
+    weight_18: int = 0
+    vl_19: int = 0
+    weight_19: int = 0
+    vl_20: int = 0
+    weight_20: int = 0
+    vl_21: int = 0
+    weight_21: int = 0
+    vl_22: int = 0
+    weight_22: int = 0
+    vl_23: int = 0
+    weight_23: int = 0
+    vl_24: int = 0
+    weight_24: int = 0
+    vl_25: int = 0
+    weight_25: int = 0
+    vl_26: int = 0
+    weight_26: int = 0
+    vl_27: int = 0
+    weight_27: int = 0
+    vl_28: int = 0
+    weight_28: int = 0
+    vl_29: int = 0
+    weight_29: int = 0
+    vl_30: int = 0
+    weight_30: int = 0
+    vl_31: int = 0
+    weight_31: int = 0
 
 
-def vlarb_entries(block) -> list[tuple[int, int]]:
+def vlarb_entries(block: VLArbitrationTable) -> list[tuple[int, int]]:
     """A VLArbitrationTable part as 32 (VL, Weight) pairs."""
     return [(getattr(block, f"vl_{i}"), getattr(block, f"weight_{i}")) for i in range(32)]
 
 
-def vlarb_block(entries) -> "VLArbitrationTable.cls":
+def vlarb_block(entries: Iterable[tuple[int, int]]) -> VLArbitrationTable:
     """Up to 32 (VL, Weight) pairs as a part; missing entries are (0, 0)."""
-    entries = list(entries)
-    if len(entries) > 32:
-        raise MadFieldError("entries", len(entries), "at most 32 per VLArbitrationTable part")
-    entries += [(0, 0)] * (32 - len(entries))
-    return VLArbitrationTable.cls(**{k: v for i, (vl, w) in enumerate(entries)
+    pairs = list(entries)
+    if len(pairs) > 32:
+        raise MadFieldError("entries", len(pairs), "at most 32 per VLArbitrationTable part")
+    pairs += [(0, 0)] * (32 - len(pairs))
+    return VLArbitrationTable(**{k: v for i, (vl, w) in enumerate(pairs)
                                      for k, v in ((f"vl_{i}", vl), (f"weight_{i}", w))})
 
 
-LinearForwardingTable = _attr(
-    AttrID.LINEAR_FORWARDING_TABLE, "LinearForwardingTable",
-    "ports" / Array(64, B(8)),  # port for LID 64*block + i; 0xFF = none
-)
+@_attribute(AttrID.LINEAR_FORWARDING_TABLE, "ports" / Array(64, B(8)))  # port for LID 64*block + i; 0xFF = none
+class LinearForwardingTable(Attribute):
+    """LinearForwardingTable (IBA 14.2.5.10): the ports of 64 LIDs."""
+    ports: list[int] = ZEROS
+
 
 # One RFT entry is 32 bits: BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8. The block is
 # 16 of them; they are flattened into parallel arrays so the layout stays one construct.
 RFT_ENTRY = ["base_lid" / B(16), "valid" / B(1), "lmc" / B(3), Padding(4), "port" / B(8)]
-RandomForwardingEntry = Layout("RandomForwardingEntry", *RFT_ENTRY, doc="One RFT entry (4 bytes).")
-RandomForwardingTable = _attr(
-    AttrID.RANDOM_FORWARDING_TABLE, "RandomForwardingTable",
-    "entries" / Array(16, B(32)),  # each a packed RandomForwardingEntry; see mad.forwarding.rft_decode
-)
 
-MulticastForwardingTable = _attr(
-    AttrID.MULTICAST_FORWARDING_TABLE, "MulticastForwardingTable",
-    "port_masks" / Array(32, B(16)),  # entry i: MLID 0xC000+32*block+i, bit j: port 16*position+j
-)
 
-SMInfo = _attr(
-    AttrID.SM_INFO, "SMInfo",
-    "guid" / B(64), "sm_key" / B(64), "act_count" / B(32), "priority" / B(4), "sm_state" / B(4),
-)
+@layout(*RFT_ENTRY)
+class RandomForwardingEntry(LayoutValue):
+    """One RFT entry (4 bytes)."""
+    base_lid: int = 0
+    valid: int = 0
+    lmc: int = 0
+    port: int = 0
+
+
+# each entry a packed RandomForwardingEntry; see mad.forwarding.rft_decode
+@_attribute(AttrID.RANDOM_FORWARDING_TABLE, "entries" / Array(16, B(32)))
+class RandomForwardingTable(Attribute):
+    """RandomForwardingTable (IBA 14.2.5.12): 16 packed entries."""
+    entries: list[int] = ZEROS
+
+
+# entry i: MLID 0xC000+32*block+i, bit j: port 16*position+j
+@_attribute(AttrID.MULTICAST_FORWARDING_TABLE, "port_masks" / Array(32, B(16)))
+class MulticastForwardingTable(Attribute):
+    """MulticastForwardingTable (IBA 14.2.5.11): 32 PortMasks of 16 ports."""
+    port_masks: list[int] = ZEROS
+
+
+@_attribute(AttrID.SM_INFO, "guid" / B(64), "sm_key" / B(64), "act_count" / B(32), "priority" / B(4),
+            "sm_state" / B(4))
+class SMInfo(Attribute):
+    """SMInfo (IBA 14.2.5.13)."""
+    guid: int = 0
+    sm_key: int = 0
+    act_count: int = 0
+    priority: int = 0
+    sm_state: int = 0
 
 
 class SMState(enum.IntEnum):
@@ -255,9 +479,9 @@ class NodeType(enum.IntEnum):
 
 CAP_IS_SM = 1 << 1  # PortInfo.CapabilityMask bit 1: IsSM
 
-_BY_ID: dict[int, Layout] = {
-    lay.cls.ATTR_ID: lay
-    for lay in (Notice, NodeDescription, NodeInfo, SwitchInfo, PortInfo, P_KeyTable,
+_BY_ID: dict[int, Layout[Any]] = {
+    cls.ATTR_ID: cls.LAYOUT
+    for cls in (Notice, NodeDescription, NodeInfo, SwitchInfo, PortInfo, P_KeyTable,
                 SLtoVLMappingTable, VLArbitrationTable, LinearForwardingTable, RandomForwardingTable,
                 MulticastForwardingTable, SMInfo)
 }
@@ -265,28 +489,29 @@ ATTRIBUTE_NAMES = {i: lay.name for i, lay in _BY_ID.items()}
 ATTRIBUTE_IDS = {lay.name.lower(): i for i, lay in _BY_ID.items()}
 
 
-def layout_for(attr_id: int, modifier: int = 0) -> Layout:
+def layout_for(attr_id: int, modifier: int = 0) -> Layout[Any]:
     if not isinstance(attr_id, int) or not 0 <= attr_id <= 0xFFFF:
         raise MadFieldError("attribute_id", attr_id, "0..65535 (0xffff)")
     if not isinstance(modifier, int) or not 0 <= modifier <= 0xFFFFFFFF:
         raise MadFieldError("attribute_modifier", modifier, "0..4294967295 (0xffffffff)")
     if attr_id == AttrID.PORT_INFO and modifier & PORTINFO_EXT_SPEEDS:
-        return PortInfoExtSpeeds
+        return PortInfoExtSpeeds.LAYOUT
     try:
         return _BY_ID[attr_id]
     except KeyError:
         raise UnknownAttributeError(f"attribute_id={attr_id:#06x}: no layout for this attribute") from None
 
 
-def decode_attribute(attr_id: int, data, modifier: int = 0):
+def decode_attribute(attr_id: int, data: bytes | bytearray | memoryview, modifier: int = 0) -> Attribute:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise MadLengthError(f"SMP data: expected bytes, got {type(data).__name__}")
     if len(data) != SMP_DATA_SIZE:
         raise MadLengthError(f"SMP data: {len(data)} bytes, must be {SMP_DATA_SIZE}")
-    return layout_for(attr_id, modifier).decode(data)
+    value: Attribute = layout_for(attr_id, modifier).decode(data)
+    return value
 
 
-def encode_attribute(value, modifier: int = 0) -> bytes:
+def encode_attribute(value: Attribute, modifier: int = 0) -> bytes:
     """Encode an attribute value into the 64-byte SMP data area."""
     lay = getattr(value, "LAYOUT", None)
     if lay is None or getattr(value, "ATTR_ID", None) is None:

@@ -179,13 +179,13 @@ def rft_decode(packed: int):
 
 def rft_encode(entry) -> int:
     """A RandomForwardingEntry value as the 32-bit word RandomForwardingTable.entries holds."""
-    return int.from_bytes(RandomForwardingEntry.encode(entry), "big")
+    return int.from_bytes(RandomForwardingEntry.LAYOUT.encode(entry), "big")
 
 
 def rft_pack(base_lid: int, lmc: int, port: int) -> int:
     """One valid entry as its 32-bit word."""
     rft_lid_range(base_lid, lmc)  # checks the LMC
-    return rft_encode(RandomForwardingEntry.cls(base_lid=base_lid, valid=1, lmc=lmc, port=port))
+    return rft_encode(RandomForwardingEntry(base_lid=base_lid, valid=1, lmc=lmc, port=port))
 
 
 def rft_unpack(packed: int) -> tuple[int, int, int] | None:
@@ -210,7 +210,7 @@ def rft_block_of(entries):
     if len(entries) > RFT_BLOCK_SIZE:
         raise MadFieldError("entries", len(entries), f"at most {RFT_BLOCK_SIZE} per RFT block")
     packed = [rft_encode(e) for e in entries]
-    return RandomForwardingTable.cls(entries=packed + [0] * (RFT_BLOCK_SIZE - len(packed)))
+    return RandomForwardingTable(entries=packed + [0] * (RFT_BLOCK_SIZE - len(packed)))
 
 
 # PortInfo: port number in bits 7:0; bit 31 = SMSupportExtendedSpeeds (IBA 1.4+), PORTINFO_EXT_SPEEDS

@@ -27,28 +27,48 @@ from construct import BitsInteger, Padding
 
 from mad.errors import MadError, MadLengthError
 from mad.header import MAD_SIZE
-from mad.layout import Layout
+from mad.layout import LayoutValue, layout
 
 B = BitsInteger
 
-LRH = Layout(
-    "LRH",
-    "vl" / B(4), "lver" / B(4), "sl" / B(4), Padding(2), "lnh" / B(2),
-    "dlid" / B(16), Padding(5), "pkt_len" / B(11), "slid" / B(16),
-    doc="Local Route Header (IBA 7.7).",
-)
-BTH = Layout(
-    "BTH",
-    "opcode" / B(8), "se" / B(1), "mig_req" / B(1), "pad_count" / B(2), "tver" / B(4),
-    "p_key" / B(16), "resv8a" / B(8), "dest_qp" / B(24),
-    "ack_req" / B(1), Padding(7), "psn" / B(24),
-    doc="Base Transport Header (IBA 9.2).",
-)
-DETH = Layout(
-    "DETH",
-    "q_key" / B(32), Padding(8), "src_qp" / B(24),
-    doc="Datagram Extended Transport Header (IBA 9.3.3).",
-)
+
+
+@layout("vl" / B(4), "lver" / B(4), "sl" / B(4), Padding(2), "lnh" / B(2),
+        "dlid" / B(16), Padding(5), "pkt_len" / B(11), "slid" / B(16))
+class LRH(LayoutValue):
+    """Local Route Header (IBA 7.7)."""
+    vl: int = 0
+    lver: int = 0
+    sl: int = 0
+    lnh: int = 0
+    dlid: int = 0
+    pkt_len: int = 0
+    slid: int = 0
+
+
+@layout("opcode" / B(8), "se" / B(1), "mig_req" / B(1), "pad_count" / B(2), "tver" / B(4),
+        "p_key" / B(16), "resv8a" / B(8), "dest_qp" / B(24),
+        "ack_req" / B(1), Padding(7), "psn" / B(24))
+class BTH(LayoutValue):
+    """Base Transport Header (IBA 9.2)."""
+    opcode: int = 0
+    se: int = 0
+    mig_req: int = 0
+    pad_count: int = 0
+    tver: int = 0
+    p_key: int = 0
+    resv8a: int = 0
+    dest_qp: int = 0
+    ack_req: int = 0
+    psn: int = 0
+
+
+@layout("q_key" / B(32), Padding(8), "src_qp" / B(24))
+class DETH(LayoutValue):
+    """Datagram Extended Transport Header (IBA 9.3.3)."""
+    q_key: int = 0
+    src_qp: int = 0
+
 
 VL_MANAGEMENT = 15
 LNH_IBA_LOCAL = 2  # BTH follows the LRH
@@ -58,7 +78,7 @@ DEFAULT_P_KEY = 0xFFFF
 MAD_QPS = (0, 1)  # QP0 (SMI) and QP1 (GSI) carry MADs
 ICRC_SIZE = 4
 VCRC_SIZE = 2
-HEADERS_SIZE = LRH.size + BTH.size + DETH.size  # 28
+HEADERS_SIZE = LRH.LAYOUT.size + BTH.LAYOUT.size + DETH.LAYOUT.size  # 28
 PACKET_SIZE = HEADERS_SIZE + MAD_SIZE + ICRC_SIZE + VCRC_SIZE  # 290
 PKT_LEN_WORDS = (HEADERS_SIZE + MAD_SIZE + ICRC_SIZE) // 4  # 72
 
@@ -95,7 +115,7 @@ def vcrc(data: bytes) -> int:
     return crc ^ 0xFFFF
 
 
-_MASKED_LRH = b"\xff" * LRH.size
+_MASKED_LRH = b"\xff" * LRH.LAYOUT.size
 
 
 def icrc(bth: bytes, rest: bytes) -> int:
@@ -103,7 +123,7 @@ def icrc(bth: bytes, rest: bytes) -> int:
     then DETH and payload (``rest``)."""
     masked = BTH.decode(bth)
     masked.resv8a = 0xFF
-    return zlib.crc32(rest, zlib.crc32(BTH.encode(masked), zlib.crc32(_MASKED_LRH)))
+    return zlib.crc32(rest, zlib.crc32(BTH.LAYOUT.encode(masked), zlib.crc32(_MASKED_LRH)))
 
 
 # -- frame / unframe -----------------------------------------------------------------------
@@ -114,10 +134,10 @@ def frame(mad: bytes, slid: int, dlid: int, *, psn: int = 0, crc: bool = True) -
         got = f"{len(mad)} bytes" if isinstance(mad, (bytes, bytearray, memoryview)) else type(mad).__name__
         raise MadLengthError(f"frame: a MAD is exactly {MAD_SIZE} bytes, got {got}")
     words = PKT_LEN_WORDS if crc else PKT_LEN_WORDS - ICRC_SIZE // 4
-    lrh = LRH.encode(LRH.cls(vl=VL_MANAGEMENT, lver=0, sl=0, lnh=LNH_IBA_LOCAL,
+    lrh = LRH.LAYOUT.encode(LRH(vl=VL_MANAGEMENT, lver=0, sl=0, lnh=LNH_IBA_LOCAL,
                              dlid=dlid, pkt_len=words, slid=slid))
-    bth = BTH.encode(BTH.cls(opcode=OPCODE_UD_SEND_ONLY, p_key=DEFAULT_P_KEY, dest_qp=0, psn=psn))
-    deth = DETH.encode(DETH.cls(q_key=0, src_qp=0))
+    bth = BTH.LAYOUT.encode(BTH(opcode=OPCODE_UD_SEND_ONLY, p_key=DEFAULT_P_KEY, dest_qp=0, psn=psn))
+    deth = DETH.LAYOUT.encode(DETH(q_key=0, src_qp=0))
     body = deth + bytes(mad)
     if not crc:
         return lrh + bth + body
@@ -135,8 +155,8 @@ def unframe(packet, *, verify_crc: bool = False) -> tuple[bytes, int, int]:
         raise FramingError(f"packet: expected bytes, got {type(packet).__name__}")
     packet = bytes(packet)
     n = len(packet)
-    if n < LRH.size:
-        raise FramingError(f"packet: {n} bytes, shorter than the {LRH.size}-byte LRH")
+    if n < LRH.LAYOUT.size:
+        raise FramingError(f"packet: {n} bytes, shorter than the {LRH.LAYOUT.size}-byte LRH")
     lrh = LRH.decode(packet)
     if lrh.lver != 0:
         raise FramingError(f"LRH: link version {lrh.lver}, only 0 is defined")
@@ -149,7 +169,7 @@ def unframe(packet, *, verify_crc: bool = False) -> tuple[bytes, int, int]:
                            f"(expected {covered} or {covered + VCRC_SIZE} with VCRC)")
     if covered < HEADERS_SIZE:
         raise FramingError(f"LRH: PktLen {lrh.pkt_len} words is shorter than LRH+BTH+DETH ({HEADERS_SIZE} bytes)")
-    bth = BTH.decode(packet, LRH.size)
+    bth = BTH.decode(packet, LRH.LAYOUT.size)
     if bth.opcode != OPCODE_UD_SEND_ONLY:
         raise NotAMadPacket(f"BTH: opcode {bth.opcode:#04x}, MADs travel as UD SEND only (0x64)")
     if bth.tver != 0:
@@ -170,7 +190,7 @@ def unframe(packet, *, verify_crc: bool = False) -> tuple[bytes, int, int]:
         if not has_icrc:
             raise FramingError("packet: no ICRC to verify")
         want = struct.unpack_from("<I", packet, start + MAD_SIZE)[0]
-        got = icrc(packet[LRH.size:LRH.size + BTH.size], packet[LRH.size + BTH.size:start + MAD_SIZE])
+        got = icrc(packet[LRH.LAYOUT.size:LRH.LAYOUT.size + BTH.LAYOUT.size], packet[LRH.LAYOUT.size + BTH.LAYOUT.size:start + MAD_SIZE])
         if want != got:
             raise FramingError(f"ICRC {want:#010x} does not match the packet ({got:#010x})")
         if n == covered + VCRC_SIZE:

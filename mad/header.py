@@ -6,7 +6,7 @@ import enum
 
 from construct import BitsInteger, Padding
 
-from mad.layout import Layout
+from mad.layout import LayoutValue, layout
 
 MAD_SIZE = 256
 BASE_VERSION = 1
@@ -63,17 +63,31 @@ HEADER_TAIL = [
     "attribute_modifier" / BitsInteger(32),
 ]
 
-MadHeader = Layout("MadHeader", *HEADER_LEAD, *HEADER_STATUS, *HEADER_TAIL,
-                   doc="Common MAD header (24 bytes).")
-HEADER_SIZE = MadHeader.size
-MGMT_CLASS_OFFSET = MadHeader.byte_slice("mgmt_class").start
-METHOD_OFFSET = MadHeader.byte_slice("method").start
+
+
+@layout(*HEADER_LEAD, *HEADER_STATUS, *HEADER_TAIL)
+class MadHeader(LayoutValue):
+    """Common MAD header (24 bytes)."""
+    base_version: int = 0
+    mgmt_class: int = 0
+    class_version: int = 0
+    method: int = 0
+    status: int = 0
+    class_specific: int = 0
+    transaction_id: int = 0
+    attribute_id: int = 0
+    attribute_modifier: int = 0
+
+
+HEADER_SIZE = MadHeader.LAYOUT.size
+MGMT_CLASS_OFFSET = MadHeader.LAYOUT.byte_slice("mgmt_class").start
+METHOD_OFFSET = MadHeader.LAYOUT.byte_slice("method").start
 RESPONSE_BIT = 0x80  # the R bit of the method byte
-TID_SLICE = MadHeader.byte_slice("transaction_id")
+TID_SLICE = MadHeader.LAYOUT.byte_slice("transaction_id")
 _TID32 = slice(TID_SLICE.stop - 4, TID_SLICE.stop)
 
 
-def tid32_of(buf) -> int:
+def tid32_of(buf: bytes | bytearray | memoryview) -> int:
     """The low 32 bits of a MAD's TransactionID, read from the bytes. The kernel and
     umad2sim rewrite the high half, so replies are matched on this."""
     return int.from_bytes(buf[_TID32], "big")

@@ -10,13 +10,18 @@ From that single list we build
   compiled parsers. Offsets and widths come from walking the subcons, never from a
   second hand-written table; a test checks the two paths agree on every layout.
 
-Values are plain dataclasses (slots) whose fields are the named subcons, in order.
+Values are classes declared in the source (so `isinstance` and type checkers know them):
+``@layout(*subcons)`` turns a `LayoutValue` subclass whose annotations name the fields into
+a slots dataclass and binds it to its layout. The declared names and types are checked
+against the subcons when the module loads; every default (zeros of the field's size) comes
+from the layout.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import struct
-from typing import Any
+from typing import Any, Callable, ClassVar, Generic, Self, TypeVar, cast, dataclass_transform
 
 import construct as cs
 
@@ -53,7 +58,7 @@ class _Field:
     count: int = 1  # array length
 
 
-def _walk(subcons) -> tuple[list[_Field], int]:
+def _walk(subcons: Any) -> tuple[list[_Field], int]:
     fields: list[_Field] = []
     pos = 0
     for sc in subcons:
@@ -80,10 +85,22 @@ def _walk(subcons) -> tuple[list[_Field], int]:
     return fields, pos
 
 
-class Layout:
-    """One layout: its construct definition, a dataclass for values, a fast codec."""
+T = TypeVar("T", bound="LayoutValue")
 
-    def __init__(self, name: str, *subcons, base: type | None = None, doc: str = ""):
+# A field's Python type, by kind (checked against the declared annotations)
+_KIND_TYPES = {"int": "int", "array": "list[int]", "bytes": "bytes", "text": "str"}
+
+# Declared in a value class for fields whose default is zeros of the field's size
+# (the layout replaces it: an array of zeros, zero bytes, "", 0)
+ZEROS: Any = object()
+
+
+class Layout(Generic[T]):
+    """One layout: its construct definition, the value class bound to it, a fast codec."""
+
+    cls: type[T]
+
+    def __init__(self, name: str, *subcons: Any):
         self.name = name
         self.fields, bits = _walk(subcons)
         if bits % 8:
@@ -91,17 +108,32 @@ class Layout:
         self.size = bits // 8
         self.construct = cs.BitStruct(*subcons)
         named = [f for f in self.fields if f.name]
-        self.names = tuple(f.name for f in named)
-        self.cls = dataclasses.make_dataclass(
-            name,
-            [(f.name, Any, _default(f)) for f in named],
-            bases=(base,) if base else (),
-            slots=True,
-            eq=True,
-        )
-        self.cls.__doc__ = doc or f"{name} ({self.size} bytes)."
-        self.cls.LAYOUT = self
+        self.names: tuple[str, ...] = tuple(f.name for f in named if f.name)
+
+    def bind(self, cls: type[T]) -> type[T]:
+        """Make ``cls`` (its annotations: the named fields, in any order) the slots
+        dataclass of this layout's values and compile the codec for it."""
+        own = inspect.get_annotations(cls)
+        declared = {n: t for c in reversed(cls.__mro__) for n, t in inspect.get_annotations(c).items()
+                    if not str(t).startswith(("ClassVar", "typing.ClassVar"))}
+        kinds = {f.name: f.kind for f in self.fields if f.name}
+        if set(declared) != set(kinds):
+            raise TypeError(f"{cls.__name__}: fields {sorted(set(declared) ^ set(kinds))} differ from its layout")
+        for f in self.fields:
+            if f.name is None:
+                continue
+            if str(declared[f.name]) != _KIND_TYPES[f.kind]:
+                raise TypeError(f"{cls.__name__}.{f.name}: declared {declared[f.name]}, "
+                                f"the layout holds {_KIND_TYPES[f.kind]}")
+            if f.name in own:
+                setattr(cls, f.name, _default(f))
+        new = dataclasses.dataclass(cls, slots=True, eq=True)
+        new.LAYOUT = self
+        self.cls = new
+        # the constructor's argument order
+        self.order = tuple(f.name for f in dataclasses.fields(cast(Any, new)))
         self._compile()
+        return new
 
     # -- code generation -------------------------------------------------------
     def _segments(self):
@@ -124,7 +156,6 @@ class Layout:
                               "MadFieldError": MadFieldError, "struct": struct}
         dec = ["def decode(buf, off=0):"]
         enc = ["def encode(obj):", "    parts = []"]
-        args: list[str] = []
         for i, (kind, flds) in enumerate(self._segments()):
             start = flds[0].offset
             end = flds[-1].offset + flds[-1].width * flds[-1].count
@@ -143,7 +174,6 @@ class Layout:
                         expr = f"(v{i} >> {sh}) & {m:#x}" if sh else f"v{i} & {m:#x}"
                         var = f"f_{f.name}"
                         dec.append(f"    {var} = {expr}")
-                        args.append(var)
                         enc.append(f"    x = obj.{f.name}")
                         enc.append(f"    if not ((x.__class__ is int or isinstance(x, int)) and 0 <= x <= {m:#x}): x = _bad({f.name!r}, x, {m:#x})")
                         terms.append(f"(x << {sh})" if sh else "x")
@@ -154,7 +184,6 @@ class Layout:
                         sh0 = end - f.offset - f.width
                         var = f"f_{f.name}"
                         dec.append(f"    {var} = [(v{i} >> ({sh0} - {f.width} * k)) & {m:#x} for k in range({f.count})]")
-                        args.append(var)
                         enc.append(f"    xs = obj.{f.name}")
                         enc.append(f"    if not isinstance(xs, (list, tuple)) or len(xs) != {f.count}: _bad({f.name!r}, xs, 'exactly {f.count} entries')")
                         enc.append(f"    t_{f.name} = 0")
@@ -188,32 +217,31 @@ class Layout:
                     enc.append(f"    xs = obj.{f.name}")
                     enc.append(f"    try: parts.append(s_{f.name}.pack(*xs))")
                     enc.append(f"    except (struct.error, TypeError): _bad({f.name!r}, xs, 'exactly {f.count} integers 0..{(1 << f.width) - 1}')")
-                args.append(var)
-        dec.append(f"    return cls({', '.join(args)})")
+        dec.append(f"    return cls({', '.join('f_' + n for n in self.order)})")
         enc.append("    return b''.join(parts)")
         exec("\n".join(dec), ns)  # noqa: S102 - generated from the construct definition above
         exec("\n".join(enc), ns)  # noqa: S102
         self._decode = ns["decode"]
         self._encode = ns["encode"]
         # a shallow copy with changes, several times faster than dataclasses.replace
-        src = f"def copy(o):\n    return cls({', '.join('o.' + n for n in self.names)})"
+        src = f"def copy(o):\n    return cls({', '.join('o.' + n for n in self.order)})"
         exec(src, ns)  # noqa: S102
         self._copy = ns["copy"]
 
     # -- public codec ----------------------------------------------------------
-    def decode(self, buf, off: int = 0):
+    def decode(self, buf: bytes | bytearray | memoryview, off: int = 0) -> T:
         """Decode ``self.size`` bytes of ``buf`` at ``off`` into a value."""
         if len(buf) - off < self.size:
             raise MadLengthError(f"{self.name}: needs {self.size} bytes, got {max(len(buf) - off, 0)}")
         return self._decode(buf, off)
 
-    def encode(self, obj) -> bytes:
+    def encode(self, obj: T) -> bytes:
         """Encode a value; any field out of range raises MadFieldError naming it."""
         if not isinstance(obj, self.cls):
             raise MadFieldError(self.name, type(obj).__name__, f"a {self.name} value")
         return self._encode(obj)
 
-    def replace(self, obj, **changes):
+    def replace(self, obj: T, **changes: Any) -> T:
         """A copy of ``obj`` with some fields changed (lists are shared, not copied)."""
         new = self._copy(obj)
         for k, v in changes.items():
@@ -222,7 +250,7 @@ class Layout:
             setattr(new, k, v)
         return new
 
-    def decode_construct(self, buf):
+    def decode_construct(self, buf: bytes | bytearray | memoryview) -> T:
         """The reference path: construct's own parser (tests compare it to `decode`)."""
         try:
             c = self.construct.parse(bytes(buf[: self.size]))
@@ -230,13 +258,13 @@ class Layout:
             raise MadLengthError(f"{self.name}: {e}") from None
         return self.cls(**{n: (list(c[n]) if isinstance(c[n], list) else c[n]) for n in self.names})
 
-    def encode_construct(self, obj) -> bytes:
+    def encode_construct(self, obj: T) -> bytes:
         try:
             return self.construct.build({n: getattr(obj, n) for n in self.names})
         except cs.ConstructError as e:
             raise MadFieldError(self.name, obj, str(e)) from None
 
-    def field_info(self):
+    def field_info(self) -> list[tuple[str | None, int, int, int]]:
         """(name, bit offset, bit width, count) for every named field: docs and dumps."""
         return [(f.name, f.offset, f.width, f.count) for f in self.fields if f.name]
 
@@ -252,20 +280,51 @@ class Layout:
         raise KeyError(name)
 
 
-def bit_size(subcons) -> int:
+class LayoutValue:
+    """Base of layout values: what `layout` makes of a declared class."""
+    __slots__ = ()
+    LAYOUT: ClassVar[Layout[Any]]
+
+    @classmethod
+    def decode(cls, buf: bytes | bytearray | memoryview, off: int = 0) -> Self:
+        """Decode ``LAYOUT.size`` bytes of ``buf`` at ``off``."""
+        value: Self = cls.LAYOUT.decode(buf, off)
+        return value
+
+    def encode(self) -> bytes:
+        """The value's bytes; a field out of range raises MadFieldError naming it."""
+        return self.LAYOUT.encode(self)
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with some fields changed (lists are shared, not copied)."""
+        value: Self = self.LAYOUT.replace(self, **changes)
+        return value
+
+
+@dataclass_transform(eq_default=True)
+def layout(*subcons: Any) -> Callable[[type[T]], type[T]]:
+    """Class decorator: the declared class becomes the values of ``Layout(name, *subcons)``
+    (see `Layout.bind`); ``cls.LAYOUT`` is that layout."""
+    def bind(cls: type[T]) -> type[T]:
+        return Layout[T](cls.__name__, *subcons).bind(cls)
+    return bind
+
+
+def bit_size(subcons: Any) -> int:
     """Total bits a list of subcons occupies."""
     return _walk(subcons)[1]
 
 
-def _default(f: _Field):
+def _default(f: _Field) -> Any:
     if f.kind == "array":
-        return dataclasses.field(default_factory=lambda n=f.count: [0] * n)
+        n = f.count
+        return dataclasses.field(default_factory=lambda: [0] * n)
     if f.kind == "bytes":  # full length, so a default value round-trips and construct builds it
         return dataclasses.field(default=bytes(f.count))
     return dataclasses.field(default={"int": 0, "text": ""}[f.kind])
 
 
-def _bad(name, value, limit):
+def _bad(name: str, value: Any, limit: Any) -> Any:
     if isinstance(limit, int):
         limit = f"0..{limit} ({limit:#x})"
     raise MadFieldError(name, value, limit)

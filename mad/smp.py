@@ -5,24 +5,38 @@ from __future__ import annotations
 import itertools
 import random
 
+from typing import Any, ClassVar, Iterable, Literal, TypeVar, overload
+
 from construct import BitsInteger, Bytes, Bytewise, Padding
 
-from mad.attributes import ATTRIBUTE_NAMES, SMP_DATA_SIZE, decode_attribute, encode_attribute
+from mad.attributes import ATTRIBUTE_NAMES, SMP_DATA_SIZE, Attribute, decode_attribute, encode_attribute
 from mad.errors import MadError, MadFieldError, MadLengthError, UnknownVersionError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import (
-    BASE_VERSION, HEADER_LEAD, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, Method, MgmtClass, Status,
+    BASE_VERSION, HEADER_LEAD, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, MadHeader, Method, MgmtClass, Status,
     method_name,
 )
-from mad.layout import Layout
+from mad.layout import ZEROS, Layout, LayoutValue, layout
+
+S = TypeVar("S", bound="LidSmp | DrSmp")
+AT = TypeVar("AT", bound=Attribute)
 
 MAX_HOPS = 63  # InitialPath/ReturnPath have 64 entries; entry 0 is unused
 D_BIT = 0x8000
 
 
-class _Smp:
-    """Behaviour shared by both SMP formats."""
+class Smp(LayoutValue):
+    """Behaviour shared by both SMP formats (`LidSmp`, `DrSmp`)."""
     __slots__ = ()
+    directed: ClassVar[bool] = False
+    # the fields both formats have (declared again by each)
+    method: int
+    status: int
+    transaction_id: int
+    attribute_id: int
+    attribute_modifier: int
+    m_key: int
+    data: bytes
 
     @property
     def is_response(self) -> bool:
@@ -41,37 +55,83 @@ class _Smp:
         """The low 32 bits of the TID: the kernel and umad2sim rewrite the high half."""
         return self.transaction_id & 0xFFFFFFFF
 
-    def attribute(self):
-        """Decode the data area by AttributeID (and modifier, for PortInfo)."""
-        return decode_attribute(self.attribute_id, self.data, self.attribute_modifier)
-
-    def encode(self) -> bytes:
-        return encode(self)
-
-
-class _LidSmp(_Smp):
-    __slots__ = ()
-    directed = False
-
     @property
     def status_info(self) -> Status:
         return Status.from_word(self.status)
 
     @property
     def status_word(self) -> int:
+        """Status as the wire carries it."""
         return self.status
+
+    @overload
+    def attribute(self) -> Attribute: ...
+    @overload
+    def attribute(self, kind: type[AT]) -> AT: ...
+
+    def attribute(self, kind: type[Attribute] = Attribute) -> Attribute:
+        """Decode the data area by AttributeID (and modifier, for PortInfo). ``kind``: the
+        attribute class expected (another one raises MadFieldError)."""
+        value = decode_attribute(self.attribute_id, self.data, self.attribute_modifier)
+        if not isinstance(value, kind):
+            raise MadFieldError("attribute_id", f"{self.attribute_id:#06x} ({type(value).__name__})",
+                                f"a {kind.__name__}")
+        return value
+
+    def encode(self) -> bytes:
+        return encode(self)
+
+    def target(self) -> str:
+        raise NotImplementedError
+
+
+# The SMP-specific tail: M_Key, then either reserved space around the 64-byte data
+# (LID-routed) or DrSLID/DrDLID and the two 64-entry paths (directed route).
+@layout(
+    *HEADER_LEAD, *HEADER_STATUS, *HEADER_TAIL,
+    "m_key" / BitsInteger(64), Padding(32 * 8),
+    "data" / Bytewise(Bytes(SMP_DATA_SIZE)), Padding(128 * 8),
+)
+class LidSmp(Smp, MadHeader):
+    """LID-routed SMP (management class 0x01): the common header's fields, then these."""
+    directed: ClassVar[Literal[False]] = False
+    m_key: int = 0
+    data: bytes = ZEROS
 
     def target(self) -> str:
         return "LID-routed"
 
 
-class _DrSmp(_Smp):
-    __slots__ = ()
-    directed = True
-
-    @property
-    def status_info(self) -> Status:
-        return Status.from_word(self.status)
+@layout(
+    *HEADER_LEAD,
+    "d" / BitsInteger(1), "status" / BitsInteger(15),  # Status: D bit + 15 bits
+    "hop_pointer" / BitsInteger(8), "hop_count" / BitsInteger(8),  # ClassSpecific
+    *HEADER_TAIL,
+    "m_key" / BitsInteger(64), "dr_slid" / BitsInteger(16), "dr_dlid" / BitsInteger(16),
+    Padding(28 * 8),
+    "data" / Bytewise(Bytes(SMP_DATA_SIZE)),
+    "initial_path" / Bytewise(Bytes(64)), "return_path" / Bytewise(Bytes(64)),
+)
+class DrSmp(Smp):
+    """Directed-route SMP (management class 0x81)."""
+    directed: ClassVar[Literal[True]] = True
+    base_version: int = 0
+    mgmt_class: int = 0
+    class_version: int = 0
+    method: int = 0
+    d: int = 0
+    status: int = 0
+    hop_pointer: int = 0
+    hop_count: int = 0
+    transaction_id: int = 0
+    attribute_id: int = 0
+    attribute_modifier: int = 0
+    m_key: int = 0
+    dr_slid: int = 0
+    dr_dlid: int = 0
+    data: bytes = ZEROS
+    initial_path: bytes = ZEROS
+    return_path: bytes = ZEROS
 
     @property
     def status_word(self) -> int:
@@ -87,31 +147,16 @@ class _DrSmp(_Smp):
         return "DR " + ",".join(map(str, self.path))
 
 
-# The SMP-specific tail: M_Key, then either reserved space around the 64-byte data
-# (LID-routed) or DrSLID/DrDLID and the two 64-entry paths (directed route).
-LidSmp = Layout(
-    "LidSmp", *HEADER_LEAD, *HEADER_STATUS, *HEADER_TAIL,
-    "m_key" / BitsInteger(64), Padding(32 * 8),
-    "data" / Bytewise(Bytes(SMP_DATA_SIZE)), Padding(128 * 8),
-    base=_LidSmp, doc="LID-routed SMP (management class 0x01).",
-)
-DrSmp = Layout(
-    "DrSmp", *HEADER_LEAD,
-    "d" / BitsInteger(1), "status" / BitsInteger(15),  # Status: D bit + 15 bits
-    "hop_pointer" / BitsInteger(8), "hop_count" / BitsInteger(8),  # ClassSpecific
-    *HEADER_TAIL,
-    "m_key" / BitsInteger(64), "dr_slid" / BitsInteger(16), "dr_dlid" / BitsInteger(16),
-    Padding(28 * 8),
-    "data" / Bytewise(Bytes(SMP_DATA_SIZE)),
-    "initial_path" / Bytewise(Bytes(64)), "return_path" / Bytewise(Bytes(64)),
-    base=_DrSmp, doc="Directed-route SMP (management class 0x81).",
-)
-assert LidSmp.size == DrSmp.size == MAD_SIZE
+assert LidSmp.LAYOUT.size == DrSmp.LAYOUT.size == MAD_SIZE
 
-_BY_CLASS = {MgmtClass.SUBN_LID_ROUTED: LidSmp, MgmtClass.SUBN_DIRECTED_ROUTE: DrSmp}
+# Either SMP: ``smp.directed`` tells them apart (and narrows the type for mypy)
+AnySmp = LidSmp | DrSmp
+
+_BY_CLASS: dict[int, Layout[LidSmp] | Layout[DrSmp]] = {
+    MgmtClass.SUBN_LID_ROUTED: LidSmp.LAYOUT, MgmtClass.SUBN_DIRECTED_ROUTE: DrSmp.LAYOUT}
 
 
-def decode(buf) -> "_LidSmp | _DrSmp":
+def decode(buf: bytes | bytearray | memoryview) -> AnySmp:
     """Decode one 256-byte SMP. Only codec errors (MadError) escape."""
     if not isinstance(buf, (bytes, bytearray, memoryview)):
         raise MadLengthError(f"MAD: expected bytes, got {type(buf).__name__}")
@@ -122,18 +167,20 @@ def decode(buf) -> "_LidSmp | _DrSmp":
     lay = _BY_CLASS.get(buf[1])
     if lay is None:
         raise UnknownVersionError(f"mgmt_class={buf[1]:#04x}: not a subnet management class (0x01, 0x81)")
-    return lay._decode(buf, 0)
+    smp: AnySmp = lay._decode(buf, 0)
+    return smp
 
 
-def encode(smp) -> bytes:
+def encode(smp: Smp) -> bytes:
     lay = getattr(smp, "LAYOUT", None)
-    if lay not in (LidSmp, DrSmp):
+    if lay not in (LidSmp.LAYOUT, DrSmp.LAYOUT):
         raise MadFieldError("smp", type(smp).__name__, "an SMP from mad.smp")
     data = smp.data
     if not isinstance(data, (bytes, bytearray)) or len(data) != SMP_DATA_SIZE:
         what = f"{len(data)} bytes" if isinstance(data, (bytes, bytearray)) else type(data).__name__
         raise MadFieldError("data", what, f"exactly {SMP_DATA_SIZE} bytes")
-    return lay._encode(smp)
+    raw: bytes = lay._encode(smp)
+    return raw
 
 
 # -- request builders --------------------------------------------------------------
@@ -145,7 +192,7 @@ def next_tid() -> int:
     return next(_tids) & 0xFFFFFFFF or next(_tids) & 0xFFFFFFFF
 
 
-def _payload(value, modifier: int) -> bytes:
+def _payload(value: Attribute | bytes | bytearray | None, modifier: int) -> bytes:
     if value is None:
         return bytes(SMP_DATA_SIZE)
     if isinstance(value, (bytes, bytearray)):
@@ -155,7 +202,7 @@ def _payload(value, modifier: int) -> bytes:
     return encode_attribute(value, modifier)
 
 
-def parse_path(path) -> tuple[int, ...]:
+def parse_path(path: str | Iterable[int]) -> tuple[int, ...]:
     """A DR path in infiniband-diags form ("0,1,3" or a sequence): 0, then exit ports."""
     if isinstance(path, str):
         try:
@@ -174,12 +221,12 @@ def parse_path(path) -> tuple[int, ...]:
     return hops
 
 
-def dr(method: int, attribute_id: int, path, modifier: int = 0, value=None, *,
-       m_key: int = 0, tid: int | None = None):
+def dr(method: int, attribute_id: int, path: str | Iterable[int], modifier: int = 0,
+       value: Attribute | bytes | bytearray | None = None, *, m_key: int = 0, tid: int | None = None) -> DrSmp:
     """A directed-route SMP from the local port along ``path`` (permissive DrSLID/DrDLID)."""
     hops = parse_path(path)
     ipath = bytes(hops).ljust(64, b"\0")
-    return DrSmp.cls(
+    return DrSmp(
         base_version=BASE_VERSION, mgmt_class=MgmtClass.SUBN_DIRECTED_ROUTE, class_version=1,
         method=int(method), d=0, status=0, hop_pointer=0, hop_count=len(hops) - 1,
         transaction_id=next_tid() if tid is None else tid, attribute_id=int(attribute_id),
@@ -188,10 +235,11 @@ def dr(method: int, attribute_id: int, path, modifier: int = 0, value=None, *,
     )
 
 
-def lid_routed(method: int, attribute_id: int, modifier: int = 0, value=None, *,
-               m_key: int = 0, tid: int | None = None):
+def lid_routed(method: int, attribute_id: int, modifier: int = 0,
+               value: Attribute | bytes | bytearray | None = None, *, m_key: int = 0,
+               tid: int | None = None) -> LidSmp:
     """A LID-routed SMP (the destination LID travels in the LRH, not in the MAD)."""
-    return LidSmp.cls(
+    return LidSmp(
         base_version=BASE_VERSION, mgmt_class=MgmtClass.SUBN_LID_ROUTED, class_version=1,
         method=int(method), status=0, class_specific=0,
         transaction_id=next_tid() if tid is None else tid, attribute_id=int(attribute_id),
@@ -199,15 +247,15 @@ def lid_routed(method: int, attribute_id: int, modifier: int = 0, value=None, *,
     )
 
 
-def response_to(req, *, status: int = 0, value=None):
+def response_to(req: S, *, status: int = 0, value: Attribute | bytes | bytearray | None = None) -> S:
     """The GetResp a responder builds for ``req`` (same TID, attribute and modifier)."""
     import dataclasses
     data = _payload(value, req.attribute_modifier) if value is not None else req.data
-    fields = dict(method=Method.GET_RESP, status=status, data=data)
+    fields: dict[str, Any] = dict(method=Method.GET_RESP, status=status, data=data)
     if req.directed:
         fields["d"] = 1
     return dataclasses.replace(req, **fields)
 
 
-__all__ = ["LidSmp", "DrSmp", "decode", "encode", "dr", "lid_routed", "response_to", "parse_path",
+__all__ = ["Smp", "AnySmp", "LidSmp", "DrSmp", "decode", "encode", "dr", "lid_routed", "response_to", "parse_path",
            "next_tid", "MAX_HOPS", "MadError"]

@@ -18,13 +18,31 @@ exception is a bug. The CLI is a thin layer over this module.
 from __future__ import annotations
 
 import dataclasses
+import os
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 from mad import forwarding as fw
+from mad.attributes import Attribute, PortInfo, PortState
 from mad.errors import MadError
 from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError, after_sets
 from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
-from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, open_transport
+from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Transport, open_transport
+
+if TYPE_CHECKING:
+    from mad.smp import AnySmp
+    from smagent.desired import DesiredState
+    from smagent.discovery import Topology
+    from smagent.sweep import SweepResult
+    from smagent.targets import Target
+    from smagent.transport.base import Request
+    from smagent.verify import Report
+
+# a switch or node as the session methods take it: a LID, a DR path (tuple or "0,1,3"),
+# a node GUID or a node description
+TargetArg = int | str | Sequence[int]
+PathArg = str | os.PathLike[str]
+A = TypeVar("A", bound=Attribute)
 
 __all__ = ["connect", "check_query", "Session", "SessionClosed", "ApplyResult", "LftTable", "MftTable", "RftEntry",
            "RftTable", "WriteResult", "SmagentError", "BadInput", "FabricFailure", "SafetyRefusal"]
@@ -39,7 +57,7 @@ class ApplyResult:
     """What `Session.apply` did: ``result`` the sweep that wrote the desired state,
     ``left_after_apply`` the plan lines of a fresh plan afterwards (empty: it holds),
     ``left`` that plan itself (``left.plan_changes()``: the same as records)."""
-    result: object  # smagent.sweep.SweepResult
+    result: SweepResult
     left_after_apply: list[str]
     left: object = None  # the fresh plan afterwards (a SweepResult): `.plan_changes()`
 
@@ -53,9 +71,9 @@ class Session:
     """One open transport and what has been learnt through it. ``state_dir``: where table
     writes save what they overwrite and keep their journal (None: no backups)."""
 
-    def __init__(self, transport, *, state_dir=None):
+    def __init__(self, transport: Transport, *, state_dir: PathArg | None = None):
         self.transport = transport
-        self.topology = None
+        self.topology: Topology | None = None
         self.state_dir = state_dir
         self.closed = False
 
@@ -66,53 +84,55 @@ class Session:
             self.closed = True
             self.transport.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _open(self):
+    def _open(self) -> Transport:
         if self.closed:
             raise SessionClosed("this session is closed: open a new one with smagent.connect()")
         return self.transport
 
     @property
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """SMPs sent/received, retries, timeouts, per attribute and method."""
         return self._open().stats.snapshot()
 
     # -- operations ------------------------------------------------------------------
-    def discover(self):
+    def discover(self) -> Topology:
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
         from smagent import discovery
         self.topology = discovery.discover(self._open())
         return self.topology
 
-    def query(self, attribute: str, target, *, port=None, block=None, position=None,
-              ext_speeds=False, in_port=None):
+    def query(self, attribute: str, target: TargetArg, *, port: int | None = None, block: int | None = None,
+              position: int | None = None, ext_speeds: bool = False, in_port: int | None = None) -> Attribute:
         """Read one attribute (nodeinfo, nodedesc, portinfo, switchinfo, sminfo, lft, rft,
         mft, pkeys, sl2vl, vlarb) from a LID (an int or text), a DR path (a tuple or
-        "0,1,3"), a node GUID or a node description. Returns the decoded attribute (a
-        dataclass with the IBA snake_case names)."""
-        return self.query_reply(attribute, target, port=port, block=block, position=position,
-                                ext_speeds=ext_speeds, in_port=in_port)[1].attribute()
+        "0,1,3"), a node GUID or a node description. Returns the decoded attribute: an
+        instance of its class in `mad.attributes` (`NodeInfo`, `PortInfo`, ...), a dataclass
+        with the IBA snake_case names; a PortInfo's ``port_state`` is a `PortState`."""
+        return _decoded(self.query_reply(attribute, target, port=port, block=block, position=position,
+                                         ext_speeds=ext_speeds, in_port=in_port)[1].attribute())
 
-    def query_reply(self, attribute: str, target, *, port=None, block=None, position=None,
-                    ext_speeds=False, in_port=None):
+    def query_reply(self, attribute: str, target: TargetArg, *, port: int | None = None, block: int | None = None,
+                    position: int | None = None, ext_speeds: bool = False,
+                    in_port: int | None = None) -> tuple[Target, AnySmp]:
         """`query`, returning ``(Target, response SMP)``: the resolved target and the whole
         answer (attribute name, modifier). Every argument is checked before the first SMP
         (a GUID or description is then found by discovery: Gets only)."""
         from smagent import targets
         t = self._open()
-        kw = dict(port=port, block=block, position=position, ext_speeds=ext_speeds, in_port=in_port)
+        kw: dict[str, Any] = dict(port=port, block=block, position=position, ext_speeds=ext_speeds, in_port=in_port)
         tgt = check_query(attribute, target, **kw)
         if tgt is None:
             tgt = targets.resolve_target(target_text(target), t, topology=self.topology)
         return tgt, t.query(_query_request(attribute, tgt, **kw))
 
-    def sweep(self, *, dry_run: bool = False, lmc: int | None = None, lid_file=None, routing: str | None = None,
-              force: bool = False, desired=None, **more):
+    def sweep(self, *, dry_run: bool = False, lmc: int | None = None, lid_file: PathArg | None = None,
+              routing: str | None = None, force: bool = False, desired: Any = None, **more: Any) -> SweepResult:
         """Discover, assign LIDs, route, program and activate (or, with ``dry_run``, plan
         only). ``desired``: a desired state (a YAML/JSON path, a mapping, or a
         `smagent.desired.DesiredState`); its ``routing``, ``lmc`` and ``lid_file`` are used
@@ -136,12 +156,13 @@ class Session:
         self.topology = result.topology
         return result
 
-    def plan(self, desired=None, *, force: bool = False, **kw):
+    def plan(self, desired: Any = None, *, force: bool = False, **kw: Any) -> SweepResult:
         """The plan of a sweep: every Get, no Set: ``sweep(dry_run=True, desired=desired, **kw)``.
         ``desired``: a desired-state path, mapping or `smagent.desired.DesiredState`."""
         return self.sweep(dry_run=True, force=force, desired=desired, **kw)
 
-    def apply(self, desired, *, force: bool = False, state_dir=None, **kw) -> ApplyResult:
+    def apply(self, desired: Any, *, force: bool = False, state_dir: PathArg | None = None,
+              **kw: Any) -> ApplyResult:
         """Make the fabric hold a desired state (as for `plan`), then plan again:
         ``left_after_apply`` must be empty. Another MASTER SM: SafetyRefusal unless ``force``;
         planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
@@ -153,14 +174,14 @@ class Session:
         left = self.sweep(desired=ds, force=force, dry_run=True, **kw)
         return ApplyResult(r, left.plan_lines(), left)
 
-    def verify(self, *, mcast: bool = True, examples: int = 5):
+    def verify(self, *, mcast: bool = True, examples: int = 5) -> Report:
         """Trace every source to every destination on the tables the switches hold.
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent import verify as verifymod
         return verifymod.verify(self._open(), mcast=mcast, examples=examples)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
-    def target(self, switch):
+    def target(self, switch: TargetArg) -> Target:
         """A switch argument as a `smagent.targets.Target`: a LID, a DR path, a node GUID
         or a node description (those two through discovery: Gets only)."""
         from smagent import targets
@@ -173,31 +194,31 @@ class Session:
         except MadError as e:
             raise BadInput(str(e)) from None
 
-    def lft_show(self, switch) -> ops.LftTable:
+    def lft_show(self, switch: TargetArg) -> ops.LftTable:
         """One switch's LFT (LIDs 0..LinearFDBTop), as ``ibroute -n`` reads it."""
         return ops.lft_show(self._open(), self.target(switch))
 
-    def lft_set(self, switch, lid: int, port: int, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
+    def lft_set(self, switch: TargetArg, lid: int, port: int, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
         """Route LID out of PORT on SWITCH (255: no route); LinearFDBTop is raised if needed.
         Refused (SafetyRefusal) while another SM is MASTER, unless ``force``."""
         ops.check_lft_args(lid, port)
         return ops.lft_set(self._open(), self.target(switch), lid, port, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
 
-    def _fresh(self, topology):
+    def _fresh(self, topology: Topology | None) -> Topology:
         """The topology to read on: the one given, else a fresh discovery (a sweep changes
         LIDs and LinearFDBTop, so an older topology would read the wrong blocks)."""
         self._open()
         return topology if topology is not None else self.discover()
 
-    def read_lfts(self, topology=None) -> dict[int, bytes]:
+    def read_lfts(self, topology: Topology | None = None) -> dict[int, bytes]:
         """Every switch's LFT (LIDs 0..LinearFDBTop), all blocks in one windowed batch:
         {switch GUID: table bytes}. On ``topology`` (a `discover()` result: a monitor
         reuses it), else on a fresh discovery."""
         from smagent.fdb import linear, text
         return linear.read_all(self.transport, text.dump_order(self._fresh(topology)))
 
-    def lft_dump(self, dump_all: bool = False, *, topology=None) -> str:
+    def lft_dump(self, dump_all: bool = False, *, topology: Topology | None = None) -> str:
         """Every switch's LFT as ``dump_lfts`` prints it (what `lft_load` and OpenSM's
         ``-R file -U`` read), ``dump_all``: also LIDs without a valid port. On ``topology``,
         else on a fresh discovery."""
@@ -217,64 +238,66 @@ class Session:
         text, self.topology = backup.backup_lfts(self._open())
         return text
 
-    def lft_restore(self, path, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
+    def lft_restore(self, path: PathArg, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
         """Write back a dump or a block backup saved before an apply: only blocks that differ."""
         return ops.lft_restore(self._open(), str(path), dry_run=dry_run, force=force, state_dir=self.state_dir,
                                discover=lambda _t: self.discover())
 
-    def mft_show(self, switch) -> ops.MftTable:
+    def mft_show(self, switch: TargetArg) -> ops.MftTable:
         """One switch's MFT (``.groups()``: {mlid: ports})."""
         return ops.mft_show(self._open(), self.target(switch))
 
-    def mft_set(self, switch, mlid: int, ports, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
+    def mft_set(self, switch: TargetArg, mlid: int, ports: Sequence[int], *, dry_run: bool = False,
+                force: bool = False) -> ops.WriteResult:
         """Make PORTS the whole port set of MLID on SWITCH (no ports: remove the MLID)."""
         ops.check_mft_args(mlid, ports)
         return ops.mft_set(self._open(), self.target(switch), mlid, ports, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
 
-    def read_mfts(self, topology=None) -> dict[int, dict[tuple[int, int], list[int]]]:
+    def read_mfts(self, topology: Topology | None = None) -> dict[int, dict[tuple[int, int], list[int]]]:
         """Every switch's MFT up to MulticastFDBTop, all units in one windowed batch:
         {switch GUID: {(block, position): [32 PortMasks]}}. On ``topology``, else on a
         fresh discovery."""
         from smagent.fdb import multicast as mfttab
         from smagent.fdb.switch import TableFailure
-        sws = [n for n in self._fresh(topology).switches() if n.switch_info is not None]
+        sws = [(n, n.switch_info) for n in self._fresh(topology).switches() if n.switch_info is not None]
         t = self.transport
-        wanted = [(n.guid, n.path, b, p) for n in sws
-                  for b in mfttab.mft_blocks_to_read(n.switch_info.multicast_fdb_cap, n.switch_info.multicast_fdb_top)
+        wanted = [(n.guid, n.path, b, p) for n, si in sws
+                  for b in mfttab.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
                   for p in range(fw.mft_positions_for(n.num_ports))]
         got, errors = mfttab.read_mft_units(t, wanted)
         if errors:
             raise TableFailure("reading MFTs: " + "; ".join(errors[:5]))
-        out: dict = {n.guid: {} for n in sws}
+        out: dict[int, dict[tuple[int, int], list[int]]] = {n.guid: {} for n, _si in sws}
         for (g, b, p), masks in got.items():
             out[g][(b, p)] = masks
         return out
 
-    def read_portinfos(self, topology=None) -> dict[tuple[int, int], object]:
+    def read_portinfos(self, topology: Topology | None = None) -> dict[tuple[int, int], PortInfo]:
         """PortInfo of every port of every node (a switch: 0..NumPorts), one windowed batch:
-        {(node GUID, port): PortInfo}. Ports that do not answer are left out. On
-        ``topology``, else on a fresh discovery."""
+        {(node GUID, port): PortInfo} (``port_state`` a `PortState`). Ports that do not
+        answer are left out. On ``topology``, else on a fresh discovery."""
         from mad import smp as smpcodec
         from mad.attributes import AttrID
         from mad.header import Method
         from smagent.transport.base import Request
         topo = self._fresh(topology)
         t = self.transport
-        keys, reqs = [], []
+        keys: list[tuple[int, int]] = []
+        reqs: list[Request] = []
         for n in topo.nodes.values():
             ports = range(n.num_ports + 1) if n.is_switch else sorted(n.port_paths)
             for p in ports:
                 path = n.path if n.is_switch else n.port_paths[p]
                 keys.append((n.guid, p))
                 reqs.append(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, path, fw.portinfo_modifier(p))))
-        return {k: r.value() for k, r in zip(keys, t.execute(reqs)) if r.ok}
+        return {k: _decoded(r.value(PortInfo)) for k, r in zip(keys, t.execute(reqs)) if r.ok}
 
-    def rft_show(self, switch) -> ops.RftTable:
+    def rft_show(self, switch: TargetArg) -> ops.RftTable:
         """One switch's valid RFT entries (BadInput for a switch without an RFT)."""
         return ops.rft_show(self._open(), self.target(switch))
 
-    def rft_set(self, switch, lid: int, port: int, *, lmc: int = 0, dry_run: bool = False,
+    def rft_set(self, switch: TargetArg, lid: int, port: int, *, lmc: int = 0, dry_run: bool = False,
                 force: bool = False) -> ops.WriteResult:
         """LIDs LID..LID+2^LMC-1 out of PORT on SWITCH's RFT (255 removes them)."""
         ops.check_rft_args(lid, port, lmc)
@@ -282,7 +305,16 @@ class Session:
                            state_dir=self.state_dir)
 
 
-def sweep_options(desired=None, *, lmc=None, lid_file=None, routing=None, more=None) -> dict:
+def _decoded(value: A) -> A:
+    """The attribute as the API returns it: a PortInfo's ``port_state`` as a `PortState`
+    (an IntEnum: ``== 4`` still holds; a reserved value stays an int)."""
+    if isinstance(value, PortInfo) and value.port_state in PortState._value2member_map_:
+        value.port_state = PortState(value.port_state)
+    return value
+
+
+def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: PathArg | None = None,
+                  routing: str | None = None, more: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `smagent.sweep.SweepOptions` fields of a sweep, plan or apply (the CLI's plan
     and apply call the session, so this is their path too): ``desired`` as
     `smagent.desired.coerce` takes it, its settings as `smagent.desired.sweep_settings`
@@ -302,7 +334,7 @@ def sweep_options(desired=None, *, lmc=None, lid_file=None, routing=None, more=N
     return out
 
 
-def target_text(target) -> str:
+def target_text(target: object) -> str:
     """A target as text: an int is a LID, a tuple or list of ints a DR path."""
     if isinstance(target, bool):
         raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
@@ -315,7 +347,7 @@ def target_text(target) -> str:
     raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
 
 
-def _query_request(attribute, tgt, **kw):
+def _query_request(attribute: str, tgt: Target, **kw: Any) -> Request:
     from smagent import targets
     try:  # the codec's limits (block, port, hop count) are the caller's input here
         return targets.build_query(attribute, tgt, **kw)
@@ -323,8 +355,8 @@ def _query_request(attribute, tgt, **kw):
         raise BadInput(str(e)) from None
 
 
-def check_query(attribute: str, target, *, port=None, block=None, position=None, ext_speeds=False,
-                in_port=None):
+def check_query(attribute: str, target: TargetArg, *, port: int | None = None, block: int | None = None,
+                position: int | None = None, ext_speeds: bool = False, in_port: int | None = None) -> Target | None:
     """Check a query's arguments with no fabric at hand (BadInput for the first problem).
     Returns the Target, or None when it is a GUID or a description (found by discovery)."""
     from smagent import targets
@@ -342,9 +374,10 @@ def check_query(attribute: str, target, *, port=None, block=None, position=None,
     return tgt
 
 
-def connect(transport: str = "sim", *, topology=None, fixture=None, ca=None, port=None, record=None,
+def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture: PathArg | None = None,
+            ca: str | None = None, port: int | None = None, record: PathArg | None = None,
             window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES,
-            m_key: int = 0, m_key_file=None, state_dir=None) -> Session:
+            m_key: int = 0, m_key_file: PathArg | None = None, state_dir: PathArg | None = None) -> Session:
     """Open a session. ``transport``: "sim" (in-process simulator; ``topology`` a net file,
     default the bundled one), "umad" (live, ``ca``/``port``), or "replay" (``fixture``).
     ``m_key``: the M_Key for every SMP; ``m_key_file``: keys per node GUID (format in

@@ -25,6 +25,8 @@ problem and raise one DesiredStateError listing them all, before anything is sen
 """
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 import json
 import os
@@ -226,7 +228,7 @@ def sweep_settings(ds: DesiredState | None, **given) -> dict:
     ``lmc``, ``lid_file``, ``routing``): one rule for the API, the CLI and the running SM.
     A key the state sets wins over the default; ``given`` (the caller's values, None: not
     given) fills the keys it does not set, and one that contradicts it is BadInput."""
-    out = {"desired": ds}
+    out: dict[str, Any] = {"desired": ds}
     for key, default in SWEEP_KEYS.items():
         value = given.get(key)
         if ds is not None and ds.sets(key):

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
-from mad.attributes import AttrID, NodeType, PortState
+from mad.attributes import AttrID, NodeDescription, NodeInfo, NodeType, PortInfo, PortState, SwitchInfo
 from mad import codes
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from mad import smp as smpcodec
-from smagent.transport.base import Request, SmpTimeout, Transport
+from smagent.transport.base import Reply, Request, SmpTimeout, Transport
+
+if TYPE_CHECKING:
+    from smagent.fabric import Fabric
 
 PHYS_LINK_UP = 5
 
@@ -38,10 +42,10 @@ class DNode:
     node_type: int
     num_ports: int
     path: tuple[int, ...]  # shortest DR path reaching it (for a CA: via its first-seen port)
-    node_info: object
+    node_info: NodeInfo
     description: str = ""
-    switch_info: object | None = None
-    ports: dict[int, object] = dataclasses.field(default_factory=dict)  # port -> PortInfo
+    switch_info: SwitchInfo | None = None
+    ports: dict[int, PortInfo] = dataclasses.field(default_factory=dict)  # port -> PortInfo
     port_paths: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # CA port -> DR path
     port_guids: dict[int, int] = dataclasses.field(default_factory=dict)
 
@@ -85,7 +89,7 @@ class Topology:
     def cas(self) -> list[DNode]:
         return [n for n in self.nodes.values() if not n.is_switch]
 
-    def neighbor(self, guid: int, port: int):
+    def neighbor(self, guid: int, port: int) -> tuple[int, int] | None:
         return self.links.get((guid, port))
 
     def num_links(self) -> int:
@@ -109,7 +113,7 @@ def _get(attr_id, path, modifier=0) -> Request:
     return Request(smpcodec.dr(Method.GET, attr_id, path, modifier))
 
 
-def _node_infos(transport: Transport, paths: list[tuple[int, ...]]) -> tuple[list, dict]:
+def _node_infos(transport: Transport, paths: list[tuple[int, ...]]) -> tuple[list[Reply], dict[tuple[int, ...], int]]:
     """NodeInfo down every path, one batch. A path that times out is tried once more
     with each other candidate M_Key of the transport's key chain (one batch); the key
     it answers is learnt for the path and the node. Every node that answers has its
@@ -129,21 +133,21 @@ def _node_infos(transport: Transport, paths: list[tuple[int, ...]]) -> tuple[lis
             for (i, k), r in zip(probes, transport.execute(reqs, retries=0)):
                 if r.ok and not replies[i].ok:
                     replies[i] = r
-                    ni = r.value()
+                    ni = r.value(NodeInfo)
                     keys.learn(path=paths[i], guid=ni.node_guid, port_guid=ni.port_guid, key=k)
                     tried.pop(paths[i], None)
     for p, r in zip(paths, replies):
         if r.ok and keys.per_node:  # (re-)learnt: a path may lead elsewhere since the last discovery
-            ni = r.value()
+            ni = r.value(NodeInfo)
             keys.learn(path=p, guid=ni.node_guid, port_guid=ni.port_guid)
     return replies, tried
 
 
-def _port_up(pi) -> bool:
+def _port_up(pi: PortInfo) -> bool:
     return pi.port_state != PortState.DOWN or pi.port_physical_state == PHYS_LINK_UP
 
 
-Frontier = list[tuple[tuple[int, ...], "int | None", "int | None"]]  # (path, parent GUID, parent exit port)
+Frontier = list[tuple[tuple[int, ...], int | None, int | None]]  # (path, parent GUID, parent exit port)
 
 
 class _Walk:
@@ -163,32 +167,34 @@ class _Walk:
                                "node": node and (node.description or hex(node.guid)),
                                "guid": node and f"0x{node.guid:016x}", "port": port, "error": str(error)})
 
-    def node_infos(self, frontier: Frontier, known: dict) -> dict:
+    def node_infos(self, frontier: Frontier, known: dict[tuple[int, ...], NodeInfo]) -> dict[tuple[int, ...], NodeInfo]:
         """NodeInfo down every path of the frontier that ``known`` lacks: {path: NodeInfo}."""
         todo = [f for f in frontier if f[0] not in known]
         replies, tried = _node_infos(self.t, [f[0] for f in todo]) if todo else ([], {})
         infos = dict(known)
         for (path, parent, pport), r in zip(todo, replies):
             if r.ok:
-                infos[path] = r.value()
+                infos[path] = r.value(NodeInfo)
                 continue
-            behind = self.nodes.get(parent)
-            where = f" (behind {behind.description or hex(parent)} port {pport})" if behind else ""
-            why = r.error
+            behind = self.nodes.get(parent) if parent is not None else None
+            where = f" (behind {behind.description or hex(behind.guid)} port {pport})" if behind else ""
+            why: object = r.error
             if isinstance(why, SmpTimeout):
                 n = tried.get(path, 1)
                 why = NO_ANSWER + (f"; {n} M_Keys tried" if n > 1 else "")
             self.lost(f"DR {','.join(map(str, path))}{where}", why, path, behind, pport if behind else None)
         return infos
 
-    def learn(self, frontier: Frontier, infos: dict) -> tuple[list[DNode], list[tuple[DNode, int]]]:
+    def learn(self, frontier: Frontier, infos: dict[tuple[int, ...], NodeInfo]
+              ) -> tuple[list[DNode], list[tuple[DNode, int]]]:
         """Record the links and nodes the NodeInfos show: (new nodes, new CA ports)."""
-        new_nodes, new_ca_ports = [], []
+        new_nodes: list[DNode] = []
+        new_ca_ports: list[tuple[DNode, int]] = []
         for path, parent, pport in frontier:
             ni = infos.get(path)
             if ni is None:
                 continue
-            if parent is not None:
+            if parent is not None and pport is not None:
                 a, b = (parent, pport), (ni.node_guid, ni.local_port_num)
                 if a == b:
                     self.loopbacks.append(a)
@@ -208,7 +214,8 @@ class _Walk:
 
     def details(self, new_nodes: list[DNode], new_ca_ports: list[tuple[DNode, int]]) -> None:
         """NodeDescription, SwitchInfo and PortInfo of what is new, in one batch."""
-        reqs, sinks = [], []
+        reqs: list[Request] = []
+        sinks: list[tuple[DNode, str, int | None]] = []
         for n in new_nodes:
             reqs.append(_get(AttrID.NODE_DESCRIPTION, n.path))
             sinks.append((n, "desc", None))
@@ -221,16 +228,16 @@ class _Walk:
         for n, p in new_ca_ports:
             reqs.append(_get(AttrID.PORT_INFO, n.port_paths[p], portinfo_modifier(p)))
             sinks.append((n, "port", p))
-        for (n, what, p), r in zip(sinks, self.t.execute(reqs)):
+        for (n, what, port), r in zip(sinks, self.t.execute(reqs)):
             if not r.ok:
-                label = {"desc": "NodeDescription", "swinfo": "SwitchInfo"}.get(what, f"PortInfo of port {p}")
-                self.lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, p)
+                label = {"desc": "NodeDescription", "swinfo": "SwitchInfo"}.get(what, f"PortInfo of port {port}")
+                self.lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, port)
             elif what == "desc":
-                n.description = r.value().node_string
+                n.description = r.value(NodeDescription).node_string
             elif what == "swinfo":
-                n.switch_info = r.value()
-            else:
-                n.ports[p] = r.value()
+                n.switch_info = r.value(SwitchInfo)
+            elif port is not None:
+                n.ports[port] = r.value(PortInfo)
 
     def next_frontier(self, new_nodes: list[DNode], local: tuple[int, int]) -> Frontier:
         """Every up port of a new switch but the one we came in by; from a CA, its local port."""
@@ -268,11 +275,11 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     (root_reply,), _ = _node_infos(transport, [(0,)])
     if isinstance(root_reply.error, SmpTimeout):
         raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}")
-    root = root_reply.value()  # the local port must answer: raise if not
+    root = root_reply.value(NodeInfo)  # the local port must answer: raise if not
     local = (root.node_guid, root.local_port_num)
     w = _Walk(transport)
     frontier: Frontier = [((0,), None, None)]
-    known = {(0,): root}
+    known: dict[tuple[int, ...], NodeInfo] = {(0,): root}
     while frontier:
         new_nodes, new_ca_ports = w.learn(frontier, w.node_infos(frontier, known))
         known = {}
@@ -340,7 +347,7 @@ def degraded_links(topo: Topology) -> list[tuple[DNode, int, DNode, int, list[st
     return out
 
 
-def to_fabric(topo: Topology):
+def to_fabric(topo: Topology) -> "Fabric":
     """The discovered graph as a `smagent.fabric.Fabric`.
 
     Names are the node descriptions where they are valid, unique net-file names,
@@ -353,7 +360,8 @@ def to_fabric(topo: Topology):
     names = node_names(topo)
     ordered = sorted(topo.nodes.values(), key=lambda n: (n.path != (0,), len(n.path), n.path))
     for n in ordered:
-        kind = {NodeType.SWITCH: SWITCH, NodeType.ROUTER: ROUTER}.get(n.node_type, HCA)
+        kinds: dict[int, str] = {NodeType.SWITCH: SWITCH, NodeType.ROUTER: ROUTER}
+        kind = kinds.get(n.node_type, HCA)
         node = Node(name=names[n.guid], node_type=kind, num_ports=n.num_ports,
                     description=_clean_description(n.description),
                     guid=n.guid, system_guid=n.node_info.system_image_guid)
@@ -366,11 +374,11 @@ def to_fabric(topo: Topology):
         for p, g in n.port_guids.items():
             node.port_guids[p] = g
         for p in n.lid_ports():
-            pi = n.ports.get(p)
-            if pi is not None and pi.lid:
-                node.lids[p] = pi.lid
-                if pi.lmc:
-                    node.lmcs[p] = pi.lmc
+            lpi = n.ports.get(p)
+            if lpi is not None and lpi.lid:
+                node.lids[p] = lpi.lid
+                if lpi.lmc:
+                    node.lmcs[p] = lpi.lmc
         fab.add_node(node)
     done = set()
     for (g, p), (g2, p2) in topo.links.items():

@@ -300,7 +300,7 @@ class Fabric:
             return NotImplemented
         return self.nodes == other.nodes and self._peer == other._peer
 
-    __hash__ = None  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, as object.__hash__ = None declares
 
     def __repr__(self) -> str:
         return (

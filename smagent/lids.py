@@ -56,11 +56,14 @@ def save_guid2lid(path, table: dict[int, tuple[int, int]]) -> None:
 
 @dataclasses.dataclass
 class LidPlan:
-    """Port GUID -> base LID, the LMC, and what was decided on the way."""
+    """Port GUID -> base LID, the LMC, the highest LID (LinearFDBTop), what was decided on
+    the way, and the SM's own LID (``master_lid``: every port's MasterSMLID; set by the
+    sweep once it knows the local port)."""
     lids: dict[int, int]
     lmc: int
     top: int
     notes: list[str]
+    master_lid: int = 0
 
     def range_of(self, guid: int, is_switch: bool) -> range:
         base = self.lids[guid]

@@ -40,11 +40,14 @@ it alone does not trigger one, because ibsim (and so possibly other SMAs) ignore
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from mad import codes
 from mad import forwarding as fw
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, vlarb_block, vlarb_entries
+from mad.attributes import (
+    AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, VLArbitrationTable, vlarb_block, vlarb_entries,
+)
 from mad.header import Method
 from smagent.transport.base import Request
 from smagent.errors import BadInput
@@ -157,7 +160,8 @@ def options_from_mapping(doc, where: str = "links") -> LinkOptions:
     sl2vl and vlarb_* in OpenSM's text syntax or as lists). Every problem in one error."""
     if not isinstance(doc, dict):
         raise LinkConfigError(f"{where}: expected a mapping of {', '.join(OPTION_KEYS)}")
-    kw, problems = {}, []
+    kw: dict[str, Any] = {}
+    problems: list[str] = []
     for k, v in doc.items():
         try:
             if k not in OPTION_KEYS:
@@ -242,50 +246,57 @@ class TableChange:
     kind: str  # "sl2vl" | "vlarb" | "pkeys"
     guid: int
     name: str
-    path: tuple
+    path: tuple[int, ...]
     modifier: int
-    old: object
-    new: object
+    old: LinkTable | None  # None: not read
+    new: LinkTable
 
     def describe(self) -> str:
-        if self.kind == "sl2vl":
+        new, old = self.new, self.old  # both of the class ``kind`` names
+        if isinstance(new, SLtoVLMappingTable):
             inp, outp = fw.sl2vl_from_modifier(self.modifier)
             where = f"in {inp} out {outp}" if self.modifier else "port"
-            old = "?" if self.old is None else ",".join(map(str, self.old.sl_to_vl))
-            return f"SubnSet(SLtoVLMappingTable) {self.name} {where}: {old} -> {','.join(map(str, self.new.sl_to_vl))}"
-        if self.kind == "vlarb":
+            was = ",".join(map(str, old.sl_to_vl)) if isinstance(old, SLtoVLMappingTable) else "?"
+            return f"SubnSet(SLtoVLMappingTable) {self.name} {where}: {was} -> {','.join(map(str, new.sl_to_vl))}"
+        if isinstance(new, VLArbitrationTable):
             table, half, port = fw.vlarb_from_modifier(self.modifier)
-            def fmt(b):
-                return "?" if b is None else (",".join(f"{vl}:{w}" for vl, w in vlarb_entries(b) if w or vl)
-                                              or "(all 0:0)")
+            def fmt(b: LinkTable | None) -> str:
+                return "?" if not isinstance(b, VLArbitrationTable) else (
+                    ",".join(f"{vl}:{w}" for vl, w in vlarb_entries(b) if w or vl) or "(all 0:0)")
             return (f"SubnSet(VLArbitrationTable) {self.name} port {port} {table} {half * 32}-{half * 32 + 31}: "
-                    f"{fmt(self.old)} -> {fmt(self.new)}")
+                    f"{fmt(old)} -> {fmt(new)}")
         block, port = fw.pkey_from_modifier(self.modifier)
-        old = "?" if self.old is None else f"{self.old.p_keys[0]:#06x}"
-        return f"SubnSet(P_KeyTable) {self.name} port {port} block {block}: [0] {old} -> {self.new.p_keys[0]:#06x}"
+        was = f"{old.p_keys[0]:#06x}" if isinstance(old, P_KeyTable) else "?"
+        return f"SubnSet(P_KeyTable) {self.name} port {port} block {block}: [0] {was} -> {new.p_keys[0]:#06x}"
 
     def request(self) -> Request:
         return Request(smpcodec.dr(Method.SET, _ATTR[self.kind], self.path, self.modifier, self.new))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The Set as one plan record (`smagent.sweep.SweepResult.plan_changes`): table
         SL2VL (in_port, out_port; 0/0: a CA port's own), VLArb (port, priority, entries
         first..last) or P_Key (port, block; whole blocks); old None: not read."""
         rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "path": list(self.path)}
+        old: Any = self.old  # the table of this Set's kind
+        new: Any = self.new
         if self.kind == "sl2vl":
             inp, outp = fw.sl2vl_from_modifier(self.modifier)
             return {**rec, "table": "SL2VL", "in_port": inp, "out_port": outp,
-                    "old": None if self.old is None else list(self.old.sl_to_vl), "new": list(self.new.sl_to_vl)}
+                    "old": None if self.old is None else list(old.sl_to_vl), "new": list(new.sl_to_vl)}
         if self.kind == "vlarb":
             table, half, port = fw.vlarb_from_modifier(self.modifier)
             return {**rec, "table": "VLArb", "port": port, "priority": table, "entries": [half * 32, half * 32 + 31],
-                    "old": None if self.old is None else [list(e) for e in vlarb_entries(self.old)],
-                    "new": [list(e) for e in vlarb_entries(self.new)]}
+                    "old": None if self.old is None else [list(e) for e in vlarb_entries(old)],
+                    "new": [list(e) for e in vlarb_entries(new)]}
         block, port = fw.pkey_from_modifier(self.modifier)
         return {**rec, "table": "P_Key", "port": port, "block": block,
-                "old": None if self.old is None else list(self.old.p_keys), "new": list(self.new.p_keys)}
+                "old": None if self.old is None else list(old.p_keys), "new": list(new.p_keys)}
 
 
+LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable
+# the attribute class of each kind of table
+LINK_TABLES: dict[str, type[LinkTable]] = {"sl2vl": SLtoVLMappingTable, "vlarb": VLArbitrationTable,
+                                           "pkeys": P_KeyTable}
 _ATTR = {"sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE, "vlarb": AttrID.VL_ARBITRATION_TABLE,
          "pkeys": AttrID.P_KEY_TABLE}
 
@@ -331,12 +342,12 @@ class Want:
     def desired(self, current):
         """The attribute value to write given what the port holds."""
         if self.kind == "sl2vl":
-            return SLtoVLMappingTable.cls(sl_to_vl=list(self.value))
+            return SLtoVLMappingTable(sl_to_vl=list(self.value))
         if self.kind == "vlarb":
             return vlarb_block(self.value)
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
         keys[0] = fw.PKEY_DEFAULT
-        return P_KeyTable.cls(p_keys=keys)
+        return P_KeyTable(p_keys=keys)
 
 
 def _linked(topo, node, port) -> bool:
@@ -367,7 +378,7 @@ def table_wants(topo, opts: LinkOptions, op_vls: dict) -> list[Want]:
 
 
 def _switch_wants(topo, n, opts, op_vls) -> list[Want]:
-    out = []
+    out: list[Want] = []
     p0 = n.ports.get(0)
     if p0 is None:
         return out
@@ -411,7 +422,7 @@ def read_and_diff(transport, wants: list[Want]) -> tuple[list[TableChange], list
         if not rep.ok:  # never write a table we could not read (nor one the port lacks)
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")
             continue
-        cur = rep.value()
+        cur = rep.value(LINK_TABLES[w.kind])
         new = w.desired(cur)
         if not _same(w.kind, cur, new):
             changes.append(TableChange(w.kind, w.guid, w.name, w.path, w.modifier, cur, new))
@@ -430,6 +441,6 @@ def write(transport, changes: list[TableChange]) -> list[str]:
     for c, rep in zip(changes, transport.execute([c.request() for c in changes])):
         if not rep.ok:
             problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
-        elif not _same(c.kind, rep.value(), c.new):
+        elif not _same(c.kind, rep.value(LINK_TABLES[c.kind]), c.new):
             problems.append(f"{c.name}: {c.describe()}: reads back differently")
     return problems

@@ -103,8 +103,8 @@ def parse_groups(text: str, source: str = "<groups>") -> GroupSpec:
         if not toks:
             continue
         if toks[0].lower() == "default-multicast":
-            vals = [_num(t) for t in toks[1:]]
-            if len(toks) != 4 or None in vals:
+            vals = [v for v in map(_num, toks[1:]) if v is not None]
+            if len(toks) != 4 or len(vals) != 3:
                 problems.append(f"{where}: expected 'default-multicast SWITCH_GUID PRIMARY NOT_PRIMARY' "
                                 f"(numbers, hex with 0x), got {raw.strip()!r}")
                 continue
@@ -136,6 +136,7 @@ def parse_groups(text: str, source: str = "<groups>") -> GroupSpec:
         members: list = []
         ok = True
         for tok in toks[1:]:
+            m: int | str | None
             if tok.lower() == ALL:
                 m = ALL
             else:
@@ -219,14 +220,16 @@ def choose_root(adj, member_switches) -> int:
     """The switch minimizing (max distance, sum of distances, GUID) to the member switches,
     among the switches that reach all of them. Callers check connectivity first."""
     dists = [_bfs(adj, m) for m in sorted(member_switches)]
-    best = None
+    best: tuple[int, int, int] | None = None
     for g in sorted(adj):
-        ds = [d.get(g) for d in dists]
-        if None in ds:
+        ds = [d[g] for d in dists if g in d]
+        if len(ds) < len(dists):  # g does not reach every member switch
             continue
         key = (max(ds), sum(ds), g)
         if best is None or key < best:
             best = key
+    if best is None:
+        raise ValueError("no switch reaches every member switch")  # callers check connectivity first
     return best[2]
 
 
@@ -262,6 +265,7 @@ def spanning_tree(adj, root: int, member_switches) -> dict[int, set[int]]:
 
 @dataclasses.dataclass
 class GroupTree:
+    """One group's spanning tree: its root switch, member ports and each switch's MFT ports."""
     group: Group
     root: int
     members: list[tuple[int, int]]  # (switch, port) of every member
@@ -270,6 +274,8 @@ class GroupTree:
 
 @dataclasses.dataclass
 class MulticastPlan:
+    """The multicast a sweep programs: a tree per group, the MFT entries every switch
+    should hold ({switch: {mlid: ports}}) and the default multicast ports."""
     trees: list[GroupTree]
     desired: dict[int, dict[int, frozenset[int]]]  # switch -> {mlid: ports}
     defaults: dict[int, tuple[int, int]]  # switch -> (primary, not primary), from the file

@@ -151,7 +151,7 @@ class _Parser:
         self.directive(line)
 
     def directive(self, line: str) -> None:
-        word = re.match(r"[A-Za-z_-]*", line).group(0)
+        word = _leading_word(line)
         value = line.split("#", 1)[0]
         if line.startswith("switchguid"):
             self.guid_line(SWITCH, value)
@@ -187,7 +187,7 @@ class _Parser:
             raise self.error(f"{word}: {m.group(1)!r} is not a number") from None
 
     def guid_line(self, node_type: str, text: str) -> None:
-        word = re.match(r"[A-Za-z]+", text).group(0)
+        word = _leading_word(text, r"[A-Za-z]+")
         guid = self.assignment(text, word)
         port0 = None
         m = re.search(r"\(\s*(" + _GUIDHEX + r")\s*\)", text)
@@ -225,7 +225,7 @@ class _Parser:
         except FabricError as e:
             raise self.error(str(e)) from None
         self.node = node
-        self.ports_seen: dict[int, int] = {}
+        self.ports_seen = {}
 
     def desc_trailer(self, rest: str) -> tuple[str | None, str]:
         """Split ``  # "desc" base port 0 lid 1 lmc 0`` into desc and tail."""
@@ -402,6 +402,12 @@ class _Parser:
                 )
 
 
+def _leading_word(text: str, pattern: str = r"[A-Za-z_-]*") -> str:
+    """The keyword a line starts with ("" when none)."""
+    m = re.match(pattern, text)
+    return m.group(0) if m else ""
+
+
 def loads(text: str, source: str = "<string>") -> Fabric:
     """Parse topology text. `source` names it in error messages."""
     return _Parser(text, source).run()
@@ -413,8 +419,8 @@ def load(src: str | os.PathLike | TextIO, source: str | None = None) -> Fabric:
     A ``str`` containing a newline is taken as the text itself; any other
     ``str`` (or a PathLike) is a file name.
     """
-    if hasattr(src, "read"):
-        return loads(src.read(), source or getattr(src, "name", "<stream>"))
+    if not isinstance(src, (str, os.PathLike)):  # an open text stream
+        return loads(src.read(), source or str(getattr(src, "name", "<stream>")))
     if isinstance(src, str) and "\n" in src:
         return loads(src, source or "<string>")
     path = os.fspath(src)
@@ -440,7 +446,7 @@ def _check_names(fabric: Fabric) -> None:
                 f"node name {n.name!r} cannot be written to a net file: it must be 1..{_MAX_NAME} "
                 "characters without '\"', '#', '@', newlines or surrounding blanks"
             )
-        if set(n.description) & set('"\n\r'):
+        if set(n.description or "") & set('"\n\r'):
             raise FabricError(
                 f"node {n.name!r}: description {n.description!r} contains '\"' or a newline"
             )

@@ -33,12 +33,15 @@ from __future__ import annotations
 import os
 import struct
 import time
-from typing import IO, Iterator, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.framing import NotAMadPacket, frame, unframe
 from smagent.errors import BadInput
+
+if TYPE_CHECKING:
+    from scapy.utils import RawPcapWriter
 
 ERF_TYPE_INFINIBAND = 21
 ERF_TYPE_META = 27  # provenance records newer DAG software writes: skipped
@@ -104,10 +107,12 @@ class CaptureWriter:
     """
 
     def __init__(self, path: str | os.PathLike | IO[bytes]):
-        self._pcap = None
-        if hasattr(path, "write"):
-            self._f, self._owned = path, False
-            self.path = getattr(path, "name", "<stream>")
+        self._pcap: RawPcapWriter | None = None  # a .pcap file
+        self._erf: IO[bytes] | None = None  # else an ERF file or stream
+        self._owned = True
+        if not isinstance(path, (str, os.PathLike)):  # an open binary stream
+            self._erf, self._owned = path, False
+            self.path = str(getattr(path, "name", "<stream>"))
         else:
             self.path = os.fspath(path)
             try:
@@ -115,16 +120,15 @@ class CaptureWriter:
                     from scapy.utils import RawPcapWriter
                     self._pcap = RawPcapWriter(self.path, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
                     self._pcap.write_header(None)  # write_packet alone never writes the file header
-                    self._f, self._owned = self._pcap, True
                 else:
-                    self._f, self._owned = open(self.path, "wb"), True
+                    self._erf = open(self.path, "wb")
             except OSError as e:  # --record: refused before the first SMP
                 raise CaptureError(f"{self.path}: {e.strerror or e}") from None
         self._psn = 0
         self.count = 0
 
     def write(self, mad: bytes, *, inbound: bool, dlid: int, slid: int = 0, ts: float | None = None) -> None:
-        if self._f is None:
+        if self.closed:
             raise ValueError(f"{self.path}: capture already closed")
         if dlid == PERMISSIVE_LID:
             src = dst = PERMISSIVE_LID
@@ -138,22 +142,24 @@ class CaptureWriter:
         if self._pcap is not None:
             sec = int(ts)
             self._pcap.write_packet(_EXPORTED_PDU_TAGS + packet, sec=sec, usec=int((ts - sec) * 1e6))
-        else:
-            self._f.write(erf_record(packet, ts))
-            self._f.flush()
+        elif self._erf is not None:
+            self._erf.write(erf_record(packet, ts))
+            self._erf.flush()
         self.count += 1
 
     def close(self) -> None:
-        if self._f is not None:
+        if self._pcap is not None:
+            self._pcap.close()
+        elif self._erf is not None:
             if self._owned:
-                self._f.close()
+                self._erf.close()
             else:
-                self._f.flush()
-            self._f = None
+                self._erf.flush()
+        self._pcap = self._erf = None
 
     @property
     def closed(self) -> bool:
-        return self._f is None
+        return self._pcap is None and self._erf is None
 
     def __enter__(self):
         return self
@@ -278,8 +284,10 @@ def _pcapng_packets(path: str):
         raise CaptureError(f"{path}: not a readable pcapng file: {e}") from None
     try:
         n = 0
-        for packet, meta in reader:
+        for packet, pmeta in reader:
             n += 1
+            # scapy types the records as PacketMetadata; pcapng's carry the link type and timestamp parts
+            meta: Any = pmeta
             if meta.linktype != LINKTYPE_INFINIBAND:
                 raise CaptureError(f"{path}: record {n}: pcapng link type {meta.linktype}, "
                                    f"expected {LINKTYPE_INFINIBAND} (InfiniBand)")

@@ -25,6 +25,8 @@ The check is pure and in memory: O(switches x LIDs), like `verify.check` (648 ho
 """
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 import time
 
@@ -140,10 +142,11 @@ def _broken(cur: verify.Snapshot, new: verify.Snapshot, report: verify.Report, e
     loops among them, as defect classes in `verify.Report.defects`' shape. Compared
     place by place (every source entering a switch there shares the route)."""
     pc, pn = verify.place_outcomes(cur), report.outcomes
+    assert pn is not None  # check(..., keep_outcomes=True)
     before = _before(pc)
     was_source = {place: set(srcs) for place, srcs in pc.sources.items()}
     name = _names(new)
-    unreachable = {"count": 0, "by_cause": {}, "examples": []}
+    unreachable: dict[str, Any] = {"count": 0, "by_cause": {}, "examples": []}
     texts: dict = {"unreachable": []}
     loops: set = set()
     for dlid, at in pn.at.items():

@@ -35,11 +35,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from mad import codes
 from mad import forwarding as fw
 from mad import smp as smpcodec
-from mad.attributes import CAP_IS_SM, AttrID, PortState, SMState
+from mad.attributes import CAP_IS_SM, AttrID, PortInfo, PortState, SMInfo, SMState, SwitchInfo
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from smagent import discovery, lids, links, multicast, paths, routing
@@ -50,7 +51,10 @@ from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
 from smagent.fdb.switch import interleave
 from smagent.errors import FabricFailure, SafetyRefusal
-from smagent.transport.base import Request, Transport
+from smagent.transport.base import Reply, Request, Transport
+
+if TYPE_CHECKING:
+    from smagent.desired import DesiredState, Resolved
 
 JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
 LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
@@ -89,21 +93,21 @@ class SweepOptions:
     force: bool = False
     # multicast: a group file path, a parsed multicast.GroupSpec, or None for the default
     # group (0xC000, every CA port); multicast=False leaves every MFT alone
-    mcast_groups: object = None
+    mcast_groups: str | os.PathLike[str] | multicast.GroupSpec | None = None
     multicast: bool = True
     # where LFT blocks are saved before they are overwritten, the apply journal lives
     # (smagent.fdb.backup, smagent.fdb.journal) and, without lid_file, the LIDs are kept
     # (<state_dir>/guid2lid); None: none of these (the in-process simulator's default)
     state_dir: str | None = None
-    progress: object = None  # callable(phase name) when a phase starts: the CLI's status line
-    desired: object = None  # a desired.DesiredState: static LFT entries, groups, SwitchInfo settings
-    links: object = None  # links.LinkOptions (None: OpenSM's defaults); False: configure no link
+    progress: Callable[[str], object] | None = None  # called with the phase name when a phase starts: the CLI's status line
+    desired: DesiredState | None = None  # static LFT entries, groups, SwitchInfo settings
+    links: links.LinkOptions | Literal[False] | None = None  # None: OpenSM's defaults; False: configure no link
     # MFT entries of MLIDs outside the configured groups: kept and reported (False), or
     # removed (True; also desired state `multicast_prune: true`)
     prune_multicast: bool = False
     # a KnownState (what an earlier sweep left): plan against it with no discovery and no
     # table reads; the running SM's repairs, after it updated the topology itself
-    known: object = None
+    known: KnownState | None = None
     # write even if the planned tables break pairs the current tables deliver, or loop
     # (smagent.plancheck); a dry run only reports them
     allow_defects: bool = False
@@ -114,18 +118,20 @@ class KnownState:
     """What the switches hold as far as our own sweeps know: the topology (PortInfo and
     SwitchInfo as the last Sets answered), LFT blocks {(switch, block): bytes} and MFT
     units {(switch, block, position): masks}. A block missing is unknown (it is written)."""
-    topology: object
-    lft: dict
-    mft: dict
+    topology: discovery.Topology
+    lft: dict[tuple[int, int], bytes]
+    mft: dict[tuple[int, int, int], list[int]]
 
 
 @dataclasses.dataclass
 class PortChange:
+    """One PortInfo Set of a sweep: LID, LMC, MasterSMLID and link fields, and whether
+    the port goes INIT -> ARMED -> ACTIVE."""
     guid: int
     name: str
     port: int
     path: tuple[int, ...]
-    current: object  # PortInfo as read
+    current: PortInfo  # as read
     lid: int | None  # new base LID (None: not a LID-carrying port)
     arm: bool
     link: dict = dataclasses.field(default_factory=dict)  # link fields every Set to it carries (links.py)
@@ -148,7 +154,7 @@ class PortChange:
     def to_json(self, master_lid: int, lmc: int) -> list[dict]:
         """One plan record per PortInfo field the Set changes (as `describe`; numbers as
         the attribute holds them; port_state: the state reached, ACTIVE, via ARMED)."""
-        pi, new = self.current, {}
+        pi, new = self.current, dict[str, Any]()
         if self.lid is not None:
             new.update(lid=self.lid, lmc=lmc, master_sm_lid=master_lid)
         new.update({k: n for k, (_o, n) in self.link_diff.items()})
@@ -160,33 +166,44 @@ class PortChange:
 
 @dataclasses.dataclass
 class SweepResult:
-    topology: object
-    lid_plan: object
-    port_changes: list = dataclasses.field(default_factory=list)
-    switch_changes: list = dataclasses.field(default_factory=list)  # (name, path, old, new)
-    lft_changes: list = dataclasses.field(default_factory=list)
-    mft_changes: list = dataclasses.field(default_factory=list)
-    rft_changes: list = dataclasses.field(default_factory=list)
-    link_changes: list = dataclasses.field(default_factory=list)  # links.TableChange: SL2VL, VLArb, P_Key
-    multicast: object = None  # multicast.MulticastPlan
-    multicast_kept: dict = dataclasses.field(default_factory=dict)  # "0xMLID" -> switches, not pruned
-    rft_plans: list = dataclasses.field(default_factory=list)
-    missing: dict = dataclasses.field(default_factory=dict)  # port GUID -> (lo, hi) from the LID file, not found
+    """What a sweep (or its dry run, the plan) found, planned and did.
+
+    ``topology``: what discovery found; ``lid_plan``: the LIDs, LMC, LinearFDBTop and the
+    SM's LID; the planned Sets by attribute (``port_changes``, ``switch_changes``,
+    ``lft_changes``, ``rft_changes``, ``mft_changes``, ``link_changes``); ``multicast``:
+    the groups' spanning trees (None when multicast was left alone). ``problems``: what
+    failed (empty: everything read back as written); ``notes``: what was decided on the
+    way; ``phases``: SMPs and seconds per phase; ``stats``: the transport's counters.
+    `summary` is the JSON the CLI prints, `plan_lines` the plan as text."""
+    topology: discovery.Topology
+    lid_plan: lids.LidPlan
+    port_changes: list[PortChange] = dataclasses.field(default_factory=list)
+    switch_changes: list[tops.SwitchInfoChange] = dataclasses.field(default_factory=list)
+    lft_changes: list[linear.BlockChange] = dataclasses.field(default_factory=list)
+    mft_changes: list[mfttab.MftChange] = dataclasses.field(default_factory=list)
+    rft_changes: list[rft.RftChange] = dataclasses.field(default_factory=list)
+    link_changes: list[links.TableChange] = dataclasses.field(default_factory=list)  # SL2VL, VLArb, P_Key
+    multicast: multicast.MulticastPlan | None = None
+    multicast_kept: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # "0xMLID" -> switches, not pruned
+    rft_plans: list[rft.RftPlan] = dataclasses.field(default_factory=list)
+    # port GUID -> (lo, hi) from the LID file, not found
+    missing: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
     backup_file: str | None = None
-    lft_current: dict = dataclasses.field(default_factory=dict)  # what the plan diffed against
-    mft_current: dict = dataclasses.field(default_factory=dict)
-    rft_current: dict = dataclasses.field(default_factory=dict)  # {(switch, block): 16 packed entries}
-    plan_check: object = None  # plancheck.PlanCheck: the planned tables, checked before the first Set
+    # what the plan diffed against
+    lft_current: dict[tuple[int, int], bytes] = dataclasses.field(default_factory=dict)
+    mft_current: dict[tuple[int, int, int], list[int]] = dataclasses.field(default_factory=dict)
+    rft_current: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)  # {(switch, block): 16 packed entries}
+    plan_check: Any = None  # plancheck.PlanCheck: the planned tables, checked before the first Set
     known: KnownState | None = None  # after an apply: the state it left, for the next repair
     lft_written: int = 0
-    progress: object = None
+    progress: Callable[[str], object] | None = None
     activations: int = 0
-    phases: dict = dataclasses.field(default_factory=dict)
-    problems: list = dataclasses.field(default_factory=list)
-    notes: list = dataclasses.field(default_factory=list)
+    phases: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
     dry_run: bool = False
     seconds: float = 0.0
-    stats: dict = dataclasses.field(default_factory=dict)
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def sets_planned(self) -> int:
@@ -196,21 +213,21 @@ class SweepResult:
     def plan_lines(self) -> list[str]:
         master = self.lid_plan.master_lid
         out = [f"SubnSet(PortInfo) {c.describe(master, self.lid_plan.lmc)}" for c in self.port_changes]
-        for c in self.switch_changes:
-            out.append(f"SubnSet(SwitchInfo) {c.name}: " + ", ".join(c.diffs()))
-        for c in interleave(self.lft_changes):
-            ch = c.changed_lids()
+        for sc in self.switch_changes:
+            out.append(f"SubnSet(SwitchInfo) {sc.name}: " + ", ".join(sc.diffs()))
+        for lc in interleave(self.lft_changes):
+            ch = lc.changed_lids()
             shown = ", ".join(f"{lid}: {'?' if o is None else o} -> {n}" for lid, o, n in ch[:4])
             more = f" (+{len(ch) - 4} more)" if len(ch) > 4 else ""
-            out.append(f"SubnSet(LinearForwardingTable) {c.name} block {c.block}: {shown}{more}")
-        for c in interleave(self.rft_changes):
-            out.append(f"SubnSet(RandomForwardingTable) {c.describe()}")
-        for c in interleave(self.mft_changes):
-            out.append(f"SubnSet(MulticastForwardingTable) {c.describe()}")
+            out.append(f"SubnSet(LinearForwardingTable) {lc.name} block {lc.block}: {shown}{more}")
+        for rc in interleave(self.rft_changes):
+            out.append(f"SubnSet(RandomForwardingTable) {rc.describe()}")
+        for mc in interleave(self.mft_changes):
+            out.append(f"SubnSet(MulticastForwardingTable) {mc.describe()}")
         out += [c.describe() for c in self.link_changes]
         return out
 
-    def plan_changes(self) -> list[dict]:
+    def plan_changes(self) -> list[dict[str, Any]]:
         """The plan as records, one per changed field or entry (what ``--json`` prints as
         "plan"; the README's "The JSON of a plan"): PortInfo fields, then the tables'
         records as the table commands give them (SwitchInfo, LFT, RFT, MFT), then the
@@ -221,7 +238,7 @@ class SweepResult:
         return out
 
     @property
-    def plan_defects(self) -> dict:
+    def plan_defects(self) -> dict[str, Any]:
         """What the planned tables would break (`smagent.plancheck`): class -> {"count",
         "examples", ...}; empty when nothing, or when the check did not run."""
         return self.plan_check.defects if self.plan_check is not None else {}
@@ -229,7 +246,7 @@ class SweepResult:
     def plan_defect_lines(self) -> list[str]:
         return self.plan_check.lines() if self.plan_check is not None else []
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         topo = self.topology
         return {
             "dry_run": self.dry_run,
@@ -254,7 +271,7 @@ class SweepResult:
             "seconds": round(self.seconds, 3),
         }
 
-    def _multicast_summary(self) -> list[dict]:
+    def _multicast_summary(self) -> list[dict[str, Any]]:
         if self.multicast is None:
             return []
         names = {n.guid: n.description for n in self.topology.nodes.values()}
@@ -277,11 +294,12 @@ class _Phase:
                                     "seconds": round(time.monotonic() - self.t0, 4)}
 
 
-def _dr(method, attr, path, mod=0, value=None) -> Request:
+def _dr(method: int, attr: int, path: tuple[int, ...], mod: int = 0, value: Any = None) -> Request:
     return Request(smpcodec.dr(method, attr, path, mod, value))
 
 
-def find_sms(transport: Transport, topo) -> list[tuple]:
+def find_sms(transport: Transport, topo: discovery.Topology
+             ) -> list[tuple[discovery.DNode, int, PortInfo, Reply]]:
     """Every other port with IsSM, asked for its SMInfo: (node, port, PortInfo, Reply).
     The local port is skipped only when the transport itself is the SM there
     (`Transport.owns_sm_port`): else its IsSM is another SM on the same port (OpenSM on
@@ -300,14 +318,14 @@ def find_sms(transport: Transport, topo) -> list[tuple]:
     return [(n, p, pi, r) for (n, p, pi), r in zip(who, transport.execute(reqs))]
 
 
-def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
+def check_other_sms(transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
     """Find ports with IsSM and ask their SMInfo (`find_sms`); refuse while another is MASTER."""
     notes = []
     for n, p, pi, r in find_sms(transport, topo):
         if not r.ok:
             notes.append(f"{n.description} port {p} has IsSM but SMInfo did not answer: {r.error}")
             continue
-        sm = r.value()
+        sm = r.value(SMInfo)
         state = SMState(sm.sm_state).name if sm.sm_state in SMState._value2member_map_ else str(sm.sm_state)
         desc = (f"{n.description} port {p}: SM GUID {sm.guid:#018x}, LID {pi.lid}, priority {sm.priority}, "
                 f"state {state}")
@@ -321,7 +339,7 @@ def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
     return notes
 
 
-def _no_switch_reason(topo) -> str:
+def _no_switch_reason(topo: discovery.Topology) -> str:
     """Why discovery found no switch: most often the local port has no link."""
     g, p = topo.local
     n = topo.nodes[g]
@@ -344,22 +362,33 @@ class SweepState:
     r: SweepResult
     t0: float
     lid_file: str | None = None  # --lid-file, else <state_dir>/guid2lid, else None
-    spec: object = None  # multicast.GroupSpec, or None for the default group
-    persisted: dict = dataclasses.field(default_factory=dict)  # LID file: port GUID -> (lo, hi)
+    spec: multicast.GroupSpec | None = None  # None for the default group
+    persisted: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)  # LID file: port GUID -> (lo, hi)
     engine_input: object = None  # routing.preload's output
-    resolved: object = None  # desired.Resolved: the desired state against this fabric
-    rin: object = None  # routing.RoutingInput
-    routes: object = None  # switch GUID -> routing.RouteTable
-    link_opts: object = None  # links.LinkOptions, or None: configure no link
-    op_vls: dict = dataclasses.field(default_factory=dict)  # (guid, port) -> OperationalVLs wanted
-    mplan: object = None  # multicast.MulticastPlan
-    default_port: dict = dataclasses.field(default_factory=dict)  # RFT switch GUID -> DefaultPort
-    mft_top: dict = dataclasses.field(default_factory=dict)  # switch GUID -> MulticastFDBTop
-    applied: object = None  # the fdb.apply.Apply of the write phase
+    resolved: Resolved | None = None  # the desired state against this fabric
+    rin: routing.RoutingInput | None = None
+    routes: routing.Routes | None = None  # switch GUID -> routing.RouteTable
+    link_opts: links.LinkOptions | None = None  # None: configure no link
+    op_vls: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)  # (guid, port) -> OperationalVLs wanted
+    mplan: multicast.MulticastPlan | None = None
+    default_port: dict[int, int] = dataclasses.field(default_factory=dict)  # RFT switch GUID -> DefaultPort
+    mft_top: dict[int, int] = dataclasses.field(default_factory=dict)  # switch GUID -> MulticastFDBTop
+    applied: fdbapply.Apply | None = None  # the write phase's
 
     @property
-    def topo(self):
+    def topo(self) -> discovery.Topology:
         return self.r.topology
+
+    # what the route and multicast phases leave for the later ones
+    @property
+    def routing_input(self) -> routing.RoutingInput:
+        assert self.rin is not None, "the route phase runs first"
+        return self.rin
+
+    @property
+    def routed(self) -> routing.Routes:
+        assert self.routes is not None, "the route phase runs first"
+        return self.routes
 
     def phase(self, name: str) -> "_Phase":
         return _Phase(self.r, self.transport, name)
@@ -417,10 +446,14 @@ def _prepare(transport: Transport, opts: SweepOptions) -> SweepState:
     """Read and check every input file before any SMP: the group file, the LID file, the
     routing spec, and whatever a sweep writes after its Sets (refused now, not half-way)."""
     transport.check_writable(opts.dry_run)  # a recording: refused before the first Get
-    s = SweepState(transport, opts, SweepResult(None, None, progress=opts.progress), time.monotonic())
-    s.spec = opts.mcast_groups
-    if opts.multicast and (isinstance(s.spec, str) or hasattr(s.spec, "__fspath__")):
-        s.spec = multicast.load_groups(s.spec)
+    # empty until discovery and the LID phase fill them
+    empty = SweepResult(discovery.Topology({}, {}, (0, 0)), lids.LidPlan({}, 0, 0, []), progress=opts.progress)
+    s = SweepState(transport, opts, empty, time.monotonic())
+    groups = opts.mcast_groups
+    if opts.multicast and isinstance(groups, (str, os.PathLike)):
+        s.spec = multicast.load_groups(groups)
+    elif not isinstance(groups, (str, os.PathLike)):
+        s.spec = groups
     # LIDs survive port resets and restarts: kept in the state directory unless a file is named
     s.lid_file = opts.lid_file or (os.path.join(opts.state_dir, GUID2LID) if opts.state_dir else None)
     s.persisted = lids.load_guid2lid(s.lid_file) if s.lid_file else {}
@@ -551,14 +584,14 @@ def _read_lfts(s: SweepState) -> None:
         for n in topo.switches():
             if not n.switch_info or not n.switch_info.linear_fdb_cap:
                 continue
-            desired[n.guid] = linear.desired_lft(s.routes[n.guid], top)
+            desired[n.guid] = linear.desired_lft(s.routed[n.guid], top)
             cur_top = n.switch_info.linear_fdb_top
             for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
                 if b * fw.LFT_BLOCK_SIZE <= cur_top:
                     wanted.append((n.guid, n.path, b))
         if s.opts.known is not None:
             known = s.opts.known.lft
-            current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, []
+            current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, list[str]()
         else:
             current, errors = linear.read_lft_blocks(s.transport, wanted)
         r.problems += errors
@@ -581,7 +614,8 @@ def _keep_unreached_routes(s: SweepState, block: int, old: bytes, new: bytes) ->
     """Part of the fabric did not answer: keep the routes a block had to LIDs this sweep
     did not find, rather than cut off hosts that may be alive behind a flaky link."""
     base = block * fw.LFT_BLOCK_SIZE
-    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and base + i not in s.rin.lid_homes else nw
+    homes = s.routing_input.lid_homes
+    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and base + i not in homes else nw
                  for i, (o, nw) in enumerate(zip(old, new)))
     return kept, sum(1 for x, y in zip(kept, new) if x != y)
 
@@ -592,23 +626,21 @@ def _read_rfts(s: SweepState) -> None:
     table is read, since a stale valid entry anywhere in it would still match."""
     topo, r = s.topo, s.r
     with s.phase("rft_read"):
-        rft_switches = [n for n in topo.switches() if n.switch_info and not n.switch_info.linear_fdb_cap
-                        and n.switch_info.random_fdb_cap]
+        rft_switches = [(n, n.switch_info) for n in topo.switches() if n.switch_info
+                        and not n.switch_info.linear_fdb_cap and n.switch_info.random_fdb_cap]
         plans = {}
-        for n in rft_switches:
+        for n, si in rft_switches:
             sw_ports = {p for p in range(1, n.num_ports + 1)
                         if (n.guid, p) in topo.links and topo.nodes[topo.links[(n.guid, p)][0]].is_switch}
             try:
-                plans[n.guid] = rft.plan_switch(n.guid, n.description, s.routes.get(n.guid, {}), sw_ports,
-                                                n.switch_info)
+                plans[n.guid] = rft.plan_switch(n.guid, n.description, s.routed.get(n.guid, {}), sw_ports, si)
             except rft.RftError as e:
                 raise SweepError(f"{e}; nothing was sent") from None
-        wanted = [(n.guid, n.path, b) for n in rft_switches
-                  for b in range(rft.blocks_for(n.switch_info.random_fdb_cap))]
+        wanted = [(n.guid, n.path, b) for n, si in rft_switches for b in range(rft.blocks_for(si.random_fdb_cap))]
         current, errors = rft.read_rft_blocks(s.transport, wanted)
         r.rft_current = current
-        for n in rft_switches:
-            nb = rft.blocks_for(n.switch_info.random_fdb_cap)
+        for n, si in rft_switches:
+            nb = rft.blocks_for(si.random_fdb_cap)
             missing = [b for b in range(nb) if (n.guid, b) not in current]
             if missing:
                 r.problems.append(f"{n.description}: RFT blocks {missing[:8]} could not be read; its RFT is not "
@@ -617,7 +649,7 @@ def _read_rfts(s: SweepState) -> None:
             table = [e for b in range(nb) for e in current[(n.guid, b)]]
             pl = plans[n.guid]
             r.rft_plans.append(pl)
-            r.rft_changes += rft.changes(pl, n.path, table, n.switch_info)
+            r.rft_changes += rft.changes(pl, n.path, table, si)
             if pl.default_port is not None:
                 s.default_port[n.guid] = pl.default_port
         r.problems += [f"RFT read: {e}" for e in errors]
@@ -640,7 +672,7 @@ def _read_mfts(s: SweepState) -> None:
         group_blocks = {fw.mft_block(m)[0] for m in (mplan.mlids() if mplan else [])}
         for n in (topo.switches() if mplan and (mplan.trees or mplan.defaults) else []):
             si = n.switch_info
-            if si is None or not si.multicast_fdb_cap:
+            if mplan is None or si is None or not si.multicast_fdb_cap:
                 continue
             entries = mplan.desired.get(n.guid, {})
             top_ok = bool(n.ports.get(0) and n.ports[0].capability_mask & CAP_IS_MCAST_FDB_TOP)
@@ -654,7 +686,7 @@ def _read_mfts(s: SweepState) -> None:
                 s.mft_top[n.guid] = max(entries, default=MFT_TOP_NONE)
         if s.opts.known is not None:
             known = s.opts.known.mft
-            current, errors = {(g, b, p): known[(g, b, p)] for g, _path, b, p in wanted if (g, b, p) in known}, []
+            current, errors = {(g, b, p): known[(g, b, p)] for g, _path, b, p in wanted if (g, b, p) in known}, list[str]()
         else:
             current, errors = mfttab.read_mft_units(s.transport, wanted)
         r.mft_current = current
@@ -667,10 +699,11 @@ def _diff_mfts(s: SweepState, units: dict, current: dict) -> None:
     r, opts = s.r, s.opts
     prune = opts.prune_multicast or bool(opts.desired is not None and opts.desired.multicast_prune)
     foreign: dict[int, list[str]] = {}  # MLID -> switches holding it
+    group_mlids = set(s.mplan.mlids()) if s.mplan else set()
     for g, desired_units in units.items():
         n = s.topo.nodes[g]
         if not prune:
-            kept = mfttab.keep_unconfigured(desired_units, current, g, set(s.mplan.mlids()))
+            kept = mfttab.keep_unconfigured(desired_units, current, g, group_mlids)
             for mlid in kept:
                 foreign.setdefault(mlid, []).append(n.description)
             if kept and g in s.mft_top:  # MulticastFDBTop must not cut them off
@@ -769,11 +802,11 @@ def _known_after(r: SweepResult, ap) -> KnownState:
         lft.pop((c.switch, c.block), None)
     lft.update(((c.switch, c.block), bytes(c.new)) for c in ap.written["lft"])
     mft = dict(r.mft_current)
-    for c in r.mft_changes:
-        mft.pop((c.switch, c.block, c.position), None)
-    mft.update(((c.switch, c.block, c.position), list(c.new)) for c in ap.written["mft"])
-    for c, back in ap.written["tops"]:
-        r.topology.nodes[c.switch].switch_info = back
+    for m in r.mft_changes:
+        mft.pop((m.switch, m.block, m.position), None)
+    mft.update(((m.switch, m.block, m.position), list(m.new)) for m in ap.written["mft"])
+    for t, back in ap.written["tops"]:
+        r.topology.nodes[t.switch].switch_info = back
     return KnownState(r.topology, lft, mft)
 
 
@@ -802,7 +835,7 @@ def _arm_ports(s: SweepState) -> None:
             if not rep.ok:
                 failed.append((c, rep.error))
                 continue
-            back = rep.value()
+            back = rep.value(PortInfo)
             r.topology.nodes[c.guid].ports[c.port] = back  # what the port holds now (a repair plans on it)
             if c.lid is not None and back.lid != c.lid:
                 r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
@@ -847,12 +880,12 @@ def _activate(s: SweepState) -> None:
         failed = []
         for c, rep in zip(arming, s.transport.execute(reqs)):
             if rep.ok:
-                r.topology.nodes[c.guid].ports[c.port] = rep.value()
+                r.topology.nodes[c.guid].ports[c.port] = rep.value(PortInfo)
             if not rep.ok:
                 failed.append((c, rep.error))
-            elif rep.value().port_state != PortState.ACTIVE:
+            elif rep.value(PortInfo).port_state != PortState.ACTIVE:
                 r.problems.append(f"{c.name} port {c.port}: port state reads back "
-                                  f"{PortState(rep.value().port_state).name}, not ACTIVE")
+                                  f"{PortState(rep.value(PortInfo).port_state).name}, not ACTIVE")
         for c, err in _confirm_port_sets(s.transport, failed, PortState.ACTIVE, lp.master_lid,
                                          lambda c: _lmc_for(s, c)):
             r.problems.append(f"{c.name} port {c.port}: Set ACTIVE failed: {err}")

@@ -14,7 +14,7 @@ import re
 
 from mad import forwarding as fw
 from mad import smp as smpcodec
-from mad.attributes import AttrID
+from mad.attributes import AttrID, Attribute
 from mad.errors import MadFieldError
 from mad.header import Method
 from smagent.errors import BadInput
@@ -35,17 +35,22 @@ class TargetNotFound(BadInput):
 
 @dataclasses.dataclass(frozen=True)
 class Target:
+    """Where an SMP goes: a LID (LID-routed) or a DR path (directed route); ``label``: the
+    GUID or description the user named, when it was resolved through discovery."""
     lid: int | None = None
     path: tuple[int, ...] | None = None
     label: str | None = None  # what the user named (GUID, description), when resolved
 
     def describe(self) -> str:
-        where = f"LID {self.lid}" if self.lid is not None else "DR path " + ",".join(map(str, self.path))
+        where = f"LID {self.lid}" if self.lid is not None else "DR path " + ",".join(map(str, self.path or ()))
         return f"{self.label} ({where})" if self.label else where
 
-    def request(self, method, attr_id, modifier=0, value=None) -> Request:
+    def request(self, method: int, attr_id: int, modifier: int = 0,
+                value: Attribute | bytes | None = None) -> Request:
         if self.path is not None:
             return Request(smpcodec.dr(method, attr_id, self.path, modifier, value))
+        if self.lid is None:
+            raise ValueError("a Target has a LID or a DR path")
         return Request(smpcodec.lid_routed(method, attr_id, modifier, value), dlid=self.lid)
 
 
@@ -59,7 +64,7 @@ def _unquote(t: str) -> str | None:
     return None
 
 
-def classify(text: str) -> tuple[str, object]:
+def classify(text: str) -> tuple[str, int | str | tuple[int, ...]]:
     """('lid', int) | ('path', tuple) | ('guid', int) | ('description', str); raises
     MadFieldError for an empty target or a malformed DR path."""
     t = text.strip()
@@ -90,9 +95,9 @@ def parse_target(text: str) -> Target:
     A GUID or a description raises `NeedsDiscovery` (a ValueError): use `resolve_target`.
     """
     kind, key = classify(text)
-    if kind == "path":
+    if kind == "path" and isinstance(key, tuple):
         return Target(path=key)
-    if kind == "lid":
+    if kind == "lid" and isinstance(key, int):
         return Target(lid=fw.check_unicast_lid(key))
     raise NeedsDiscovery(text, kind, key)
 

@@ -88,10 +88,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 from mad import codes
 from mad import forwarding as fw
-from mad.attributes import PortState
+from mad.attributes import P_KeyTable, PortState, SLtoVLMappingTable
 from smagent.fdb import linear, multicast
 from smagent.fdb.random import read_rft_blocks
 from smagent.transport.base import Transport
@@ -177,18 +178,23 @@ class Snapshot:
 
 @dataclasses.dataclass
 class Report:
-    summary: dict
-    defects: dict  # class -> {"count": n, "examples": [dict, ...], ...}
-    texts: dict = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
-    balance: dict | None = None  # smagent.balance figures, when asked for
-    warnings: dict = dataclasses.field(default_factory=dict)  # WARNINGS classes, as defects
+    """What `verify` found tracing every source to every destination on the tables the
+    switches hold: ``summary`` (counts), ``defects`` by class (each a count and examples;
+    empty: ``ok``), ``texts`` the examples as readable lines, ``warnings`` (classes that
+    do not fail the fabric), ``balance`` (route balance figures, when asked for).
+    `as_json` is what ``smagent verify --json`` prints."""
+    summary: dict[str, Any]
+    defects: dict[str, Any]  # class -> {"count": n, "examples": [dict, ...], ...}
+    texts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
+    balance: dict[str, Any] | None = None  # smagent.balance figures, when asked for
+    warnings: dict[str, Any] = dataclasses.field(default_factory=dict)  # WARNINGS classes, as defects
     outcomes: "PlaceOutcomes | None" = None  # check(..., keep_outcomes=True): unicast outcomes per place
 
     @property
     def ok(self) -> bool:
         return not self.defects
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         out = {"ok": self.ok, "summary": self.summary, "defects": self.defects, "warnings": self.warnings}
         if self.balance is not None:
             out["balance"] = self.balance
@@ -244,7 +250,8 @@ class _Net:
         return net
 
     def _exits(self, s) -> dict:
-        snap, ex = self.snap, {}
+        snap = self.snap
+        ex: dict[int, str | tuple[Any, ...]] = {}
         for p in range(1, s.num_ports + 1):
             peer = snap.links.get((s.guid, p))
             if peer is None:
@@ -359,9 +366,9 @@ def _check_lids_and_sources(net: _Net, D: _Defects) -> None:
             continue
         for lid in c.lid_range():
             claim(lid, ("ca", key))
-        i = net.idx.get(peer[0])
-        if c.active and i is not None and peer[1] in net.st[i].active:
-            net.sources.setdefault(net.place(i, peer[1]), []).append(("ca", key))
+        si = net.idx.get(peer[0])
+        if c.active and si is not None and peer[1] in net.st[si].active:
+            net.sources.setdefault(net.place(si, peer[1]), []).append(("ca", key))
     for place in net.sources:  # CA ports first, then the switch itself: the order examples show
         net.sources[place].sort(key=lambda s: (s[0] == "sw", s[1]))
 
@@ -445,7 +452,9 @@ def _resolve(steps: dict) -> dict:
     DELIVERED, or (kind, switch index, detail); a loop's detail is its cycle of switches."""
     out: dict = {}
     for p0 in steps:
-        path, pos, cur = [], {}, p0
+        path: list[Any] = []
+        pos: dict[Any, int] = {}
+        cur = p0
         while True:
             if cur in out:
                 res = out[cur]
@@ -890,14 +899,12 @@ def _mcast_flood(net: _Net, D: _Defects, mlid: int, src, reported: set) -> dict:
                 got[("sw", g)] = got.get(("sw", g), 0) + 1
                 continue
             peer = snap.links.get((g, p))
-            ok = peer is not None and p in s.active
-            if ok and peer[0] in snap.switches:
-                ok = peer[1] in snap.switches[peer[0]].active
-            elif ok:
-                ok = peer in snap.ca_ports and snap.ca_ports[peer].active
+            ok = peer is not None and p in s.active and (
+                peer[1] in snap.switches[peer[0]].active if peer[0] in snap.switches
+                else peer in snap.ca_ports and snap.ca_ports[peer].active)
             if not ok and (g, p) in net.silent:
                 continue  # the member behind it did not answer: listed as unreached
-            if not ok:
+            if not ok or peer is None:
                 if ("branch", g, p) not in reported:
                     reported.add(("branch", g, p))
                     state = "not linked" if peer is None else "not ACTIVE"
@@ -1014,9 +1021,9 @@ def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
                                    "node": n.description, "guid": f"0x{w.guid:016x}", "port": None,
                                    "error": rep.error})
         elif w.kind == "sl2vl":
-            snap.sl2vl[key] = tuple(rep.value().sl_to_vl)
+            snap.sl2vl[key] = tuple(rep.value(SLtoVLMappingTable).sl_to_vl)
         else:
-            snap.pkeys[key] = tuple(rep.value().p_keys)
+            snap.pkeys[key] = tuple(rep.value(P_KeyTable).p_keys)
     snap.tables_read = True
 
 

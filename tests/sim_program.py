@@ -91,7 +91,7 @@ def program(t, *, activate=True):
         for block in range(top // 64 + 1):
             ports = [table.get(64 * block + i, 0xFF) for i in range(64)]
             reqs.append(Request(smp.dr(Method.SET, AttrID.LINEAR_FORWARDING_TABLE, path, block,
-                                       LinearForwardingTable.cls(ports=ports))))
+                                       LinearForwardingTable(ports=ports))))
     t.execute(reqs, check=True)
     if activate:
         for state in (PortState.ARMED, PortState.ACTIVE):

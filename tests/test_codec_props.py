@@ -16,20 +16,21 @@ from mad import attributes as A
 from mad import errors as E
 from mad import smp as S
 from mad.header import MadHeader
-from mad.layout import Layout
+from mad.layout import Layout, LayoutValue
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # -- the layouts under test ----------------------------------------------------------
 def _module_layouts(mod) -> list[Layout]:
-    return [x for x in vars(mod).values() if isinstance(x, Layout)]
+    return [x.LAYOUT for x in vars(mod).values()
+            if isinstance(x, type) and issubclass(x, LayoutValue) and "LAYOUT" in vars(x)]
 
 
 REGISTRY = {A.layout_for(i) for i in A.ATTRIBUTE_NAMES}
 ATTR_LAYOUTS = sorted(set(_module_layouts(A)) | REGISTRY, key=lambda lay: lay.name)
-SMP_LAYOUTS = [S.LidSmp, S.DrSmp]
-ALL_LAYOUTS = ATTR_LAYOUTS + SMP_LAYOUTS + [MadHeader]
+SMP_LAYOUTS = [S.LidSmp.LAYOUT, S.DrSmp.LAYOUT]
+ALL_LAYOUTS = ATTR_LAYOUTS + SMP_LAYOUTS + [MadHeader.LAYOUT]
 DATA_LAYOUTS = [lay for lay in ATTR_LAYOUTS if getattr(lay.cls, "ATTR_ID", None) is not None]
 
 
@@ -41,8 +42,8 @@ def test_layout_inventory():
     assert REGISTRY <= set(ATTR_LAYOUTS)
     for lay in DATA_LAYOUTS:
         assert lay.size == A.SMP_DATA_SIZE, lay.name
-    assert S.LidSmp.size == S.DrSmp.size == 256 and MadHeader.size == 24
-    assert A.layout_for(A.AttrID.PORT_INFO, 1 << 31) is A.PortInfoExtSpeeds
+    assert S.LidSmp.LAYOUT.size == S.DrSmp.LAYOUT.size == 256 and MadHeader.LAYOUT.size == 24
+    assert A.layout_for(A.AttrID.PORT_INFO, 1 << 31) is A.PortInfoExtSpeeds.LAYOUT
 
 
 def _ids(lays):
@@ -95,9 +96,9 @@ def test_roundtrip_every_layout(lv):
 @given(layout_and_value(DATA_LAYOUTS), st.sampled_from([0, 1, 0x1F, 0x10000003]))
 def test_roundtrip_attribute_api(lv, modifier):
     lay, value = lv
-    if lay is A.PortInfoExtSpeeds:
+    if lay is A.PortInfoExtSpeeds.LAYOUT:
         modifier |= 1 << 31
-    elif lay is A.PortInfo:
+    elif lay is A.PortInfo.LAYOUT:
         modifier &= 0x7FFFFFFF
     data = A.encode_attribute(value, modifier)
     assert A.decode_attribute(value.ATTR_ID, data, modifier) == value
@@ -107,7 +108,7 @@ def test_roundtrip_attribute_api(lv, modifier):
 @given(st.data())
 def test_roundtrip_smp_api(data):
     lay = data.draw(st.sampled_from(SMP_LAYOUTS))
-    cls = 0x01 if lay is S.LidSmp else 0x81
+    cls = 0x01 if lay is S.LidSmp.LAYOUT else 0x81
     value = data.draw(value_strategy(lay, base_version=1, mgmt_class=cls))
     raw = S.encode(value)
     back = S.decode(raw)
@@ -257,9 +258,9 @@ def test_encode_junk_in_fields(lay, data):
 
 def test_wrong_layout_value_rejected():
     with pytest.raises(E.MadFieldError):
-        A.SwitchInfo.encode(A.NodeInfo.cls())
+        A.SwitchInfo.LAYOUT.encode(A.NodeInfo())
     with pytest.raises(E.MadFieldError):
-        S.encode(A.SwitchInfo.cls())
+        S.encode(A.SwitchInfo())
     with pytest.raises(E.MadFieldError):
         A.encode_attribute(S.dr(1, 0x12, "0"))
     with pytest.raises(E.UnknownAttributeError):
@@ -309,17 +310,17 @@ def test_out_of_range_names_field_and_limit(lay, f):
 
 
 def test_out_of_range_examples():
-    si = A.SwitchInfo.cls(life_time_value=32)
+    si = A.SwitchInfo(life_time_value=32)
     with pytest.raises(E.MadFieldError, match=r"life_time_value=32 .*0\.\.31"):
         A.encode_attribute(si)
     with pytest.raises(E.MadFieldError, match=r"lid=65536 .*65535"):
-        A.encode_attribute(A.PortInfo.cls(lid=0x10000))
+        A.encode_attribute(A.PortInfo(lid=0x10000))
     with pytest.raises(E.MadFieldError, match=r"node_string"):
-        A.encode_attribute(A.NodeDescription.cls(node_string="x" * 65))
+        A.encode_attribute(A.NodeDescription(node_string="x" * 65))
     with pytest.raises(E.MadFieldError, match=r"ports.*64"):
-        A.encode_attribute(A.LinearForwardingTable.cls(ports=[0] * 63))
+        A.encode_attribute(A.LinearForwardingTable(ports=[0] * 63))
     with pytest.raises(E.MadFieldError, match=r"ports.*255"):
-        A.encode_attribute(A.LinearForwardingTable.cls(ports=[256] * 64))
+        A.encode_attribute(A.LinearForwardingTable(ports=[256] * 64))
     smp = S.dr(1, 0x12, "0")
     smp.data = b"\0" * 65
     with pytest.raises(E.MadFieldError, match="data"):
@@ -360,7 +361,7 @@ def test_dr_builder_roundtrip(hops, tid):
 @given(st.text(max_size=80))
 def test_node_description_text(text):
     raw = text.encode("utf-8", "surrogateescape") if _encodable(text) else None
-    value = A.NodeDescription.cls(node_string=text)
+    value = A.NodeDescription(node_string=text)
     if raw is None or len(raw) > 64:
         with pytest.raises(E.MadFieldError):
             A.encode_attribute(value)

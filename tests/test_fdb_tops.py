@@ -7,7 +7,7 @@ def _si(**kw):
     base = dict(linear_fdb_cap=0xC000, multicast_fdb_cap=1024, linear_fdb_top=6, life_time_value=18,
                 port_state_change=1)
     base.update(kw)
-    return SwitchInfo.cls(**base)
+    return SwitchInfo(**base)
 
 
 class _Reply:
@@ -16,7 +16,7 @@ class _Reply:
     def __init__(self, value):
         self._v = value
 
-    def value(self):
+    def value(self, kind=None):  # as smagent.transport.base.Reply.value
         return self._v
 
 
@@ -28,7 +28,7 @@ class _Echo:
 
     def execute(self, reqs):
         self.sent += [r.smp.attribute() for r in reqs]
-        return [_Reply(SwitchInfo.replace(r.smp.attribute(), **self.stuck)) for r in reqs]
+        return [_Reply(SwitchInfo.LAYOUT.replace(r.smp.attribute(), **self.stuck)) for r in reqs]
 
 
 def test_port_state_change_one_rule():

@@ -222,10 +222,10 @@ def test_desired_state_links_problems_are_listed():
 def test_query_renders_the_tables_readably():
     from mad.attributes import P_KeyTable, SLtoVLMappingTable, vlarb_block
     from smagent import render
-    text = render.attribute_text(P_KeyTable.cls(p_keys=[0xFFFF, 0x7FFF, 0x8000] + [0] * 29))
+    text = render.attribute_text(P_KeyTable(p_keys=[0xFFFF, 0x7FFF, 0x8000] + [0] * 29))
     assert "[0]:" in text and "0xffff (full member, base 0x7fff)" in text and "0x7fff (limited member" in text
     assert "[2]" not in text  # base 0 is no P_Key
-    text = render.attribute_text(SLtoVLMappingTable.cls(sl_to_vl=list(range(16))))
+    text = render.attribute_text(SLtoVLMappingTable(sl_to_vl=list(range(16))))
     assert text.splitlines()[1].startswith("SL1:") and text.splitlines()[1].endswith("VL1")
     assert "VL15 (dropped: management VL)" in text.splitlines()[15]
     text = render.attribute_text(vlarb_block([(0, 0), (1, 4)]))

@@ -180,7 +180,7 @@ def _get_desc(path=(0,)):
 
 
 def _answer(req, text):
-    return smpcodec.encode(smpcodec.response_to(req.smp, value=NodeDescription.cls(node_string=text)))
+    return smpcodec.encode(smpcodec.response_to(req.smp, value=NodeDescription(node_string=text)))
 
 
 def _capture(path, exchanges):
@@ -253,21 +253,21 @@ def test_undelivered_requests_replay_as_timeouts(tmp_path):
 def test_set_refused_at_the_transport(tmp_path):
     a = _get_desc()
     t = ReplayTransport(_capture(tmp_path / "s.erf", [(a, _answer(a, "x"))]))
-    setreq = Request(smpcodec.dr(Method.SET, AttrID.NODE_DESCRIPTION, (0,), value=NodeDescription.cls(node_string="y")))
+    setreq = Request(smpcodec.dr(Method.SET, AttrID.NODE_DESCRIPTION, (0,), value=NodeDescription(node_string="y")))
     with pytest.raises(ReplayRefusesSet, match="cannot take writes.*--dry-run"):
         t.execute([setreq])
     assert t.stats.sent == 0
 
 
 def test_a_recorded_set_is_indexed_but_still_refused(tmp_path):
-    s = Request(smpcodec.dr(Method.SET, AttrID.NODE_DESCRIPTION, (0,), value=NodeDescription.cls(node_string="y")))
+    s = Request(smpcodec.dr(Method.SET, AttrID.NODE_DESCRIPTION, (0,), value=NodeDescription(node_string="y")))
     a = _get_desc()
     fx = _capture(tmp_path / "s2.erf", [(s, _answer(s, "y")), (a, _answer(a, "y"))])
     t = ReplayTransport(fx)
     assert _desc(t, _get_desc()) == "y"
     with pytest.raises(ReplayRefusesSet):
         t.query(Request(smpcodec.dr(Method.SET, AttrID.NODE_DESCRIPTION, (0,),
-                                    value=NodeDescription.cls(node_string="y"))))
+                                    value=NodeDescription(node_string="y"))))
 
 
 def test_ibdump_style_capture_with_other_classes_and_orphans(tmp_path):

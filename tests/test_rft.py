@@ -19,7 +19,7 @@ from smagent.transport.sim import SimTransport
 
 
 def si(cap=32, lpp=1, default=0):
-    return SwitchInfo.cls(linear_fdb_cap=0, random_fdb_cap=cap, multicast_fdb_cap=0, linear_fdb_top=0,
+    return SwitchInfo(linear_fdb_cap=0, random_fdb_cap=cap, multicast_fdb_cap=0, linear_fdb_top=0,
                           default_port=default, default_multicast_primary_port=0,
                           default_multicast_not_primary_port=0, life_time_value=0, port_state_change=0,
                           optimized_sl_to_vl_mapping_programming=0, lids_per_port=lpp, partition_enforcement_cap=0,

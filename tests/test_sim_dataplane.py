@@ -138,7 +138,7 @@ E = RandomForwardingEntry
 def _set_rft(sim, name, entries):
     node = sim.node(name)
     for i, (base, valid, lmc, port) in enumerate(entries):
-        node.rft[i] = int.from_bytes(E.encode(E.cls(base_lid=base, valid=valid, lmc=lmc, port=port)), "big")
+        node.rft[i] = int.from_bytes(E.LAYOUT.encode(E(base_lid=base, valid=valid, lmc=lmc, port=port)), "big")
     node.rft_map = None
 
 

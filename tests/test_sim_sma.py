@@ -281,7 +281,7 @@ def test_lft_get_set():
     t = transport()
     assert value(ask(t, GET, AttrID.LINEAR_FORWARDING_TABLE, "0", 0)).ports == [0xFF] * 64
     ports = [0, 1, 2, 3, 4, 5, 0xFF] + [3] * 57
-    got = value(ask(t, SET, AttrID.LINEAR_FORWARDING_TABLE, "0", 1, LinearForwardingTable.cls(ports=ports)))
+    got = value(ask(t, SET, AttrID.LINEAR_FORWARDING_TABLE, "0", 1, LinearForwardingTable(ports=ports)))
     assert got.ports == ports
     assert bytes(t.sim.lft("Switch1")[64:128]) == bytes(ports)
     assert value(ask(t, GET, AttrID.LINEAR_FORWARDING_TABLE, "0", 1)).ports == ports
@@ -307,7 +307,7 @@ def _rft_sim(**caps):
 
 def test_rft_get_set():
     t = transport(_rft_sim())
-    E = RandomForwardingEntry.cls
+    E = RandomForwardingEntry
     block = rft_block([E(base_lid=0x10, valid=1, lmc=2, port=1), E(base_lid=0x20, valid=1, lmc=0, port=3)])
     got = value(ask(t, SET, AttrID.RANDOM_FORWARDING_TABLE, "0,3", 2, block))
     entries = rft_entries(got)
@@ -321,7 +321,7 @@ def test_rft_get_set():
 def test_rft_errors():
     t = transport(_rft_sim(lids_per_port=2))
     assert status(ask(t, GET, AttrID.RANDOM_FORWARDING_TABLE, "0,3", 4)) == BAD_VALUE  # 64 entries = 4 blocks
-    E = RandomForwardingEntry.cls
+    E = RandomForwardingEntry
     three = rft_block([E(base_lid=i + 1, valid=1, lmc=0, port=1) for i in range(3)])
     assert status(ask(t, SET, AttrID.RANDOM_FORWARDING_TABLE, "0,3", 0, three)) == BAD_VALUE  # LIDsPerPort 2
     # LIDsPerPort does not apply to port 0, nor to invalid entries.
@@ -339,12 +339,12 @@ def test_mft_get_set_positions():
     t = transport(sim)  # SM on H1 port 1; S36 at 0,1
     masks = [0x1E] + [0] * 30 + [0x8001]
     got = value(ask(t, SET, AttrID.MULTICAST_FORWARDING_TABLE, "0,1", mft_modifier(0, 1),
-                    MulticastForwardingTable.cls(port_masks=masks)))
+                    MulticastForwardingTable(port_masks=masks)))
     assert got.port_masks == masks
     assert sim.node("S36").mft[0] == 0x1E << 16 and sim.node("S36").mft[31] == 0x8001 << 16
     assert value(ask(t, GET, AttrID.MULTICAST_FORWARDING_TABLE, "0,1", mft_modifier(0, 0))).port_masks == [0] * 32
     p2 = [0x000A] * 32
-    ask(t, SET, AttrID.MULTICAST_FORWARDING_TABLE, "0,1", mft_modifier(0, 2), MulticastForwardingTable.cls(port_masks=p2))
+    ask(t, SET, AttrID.MULTICAST_FORWARDING_TABLE, "0,1", mft_modifier(0, 2), MulticastForwardingTable(port_masks=p2))
     assert sim.node("S36").mft[0] == (0x1E << 16) | (0x000A << 32)  # positions are independent
 
 
@@ -380,7 +380,7 @@ def test_pkey_table():
     t = transport(link_reset="ibsim")
     assert value(ask(t, GET, AttrID.P_KEY_TABLE, "0,1", 0)).p_keys == [0xFFFF] + [0] * 31
     keys = [0x8001, 0x7FFF] + [0] * 30
-    assert value(ask(t, SET, AttrID.P_KEY_TABLE, "0,1", 1, P_KeyTable.cls(p_keys=keys))).p_keys == keys
+    assert value(ask(t, SET, AttrID.P_KEY_TABLE, "0,1", 1, P_KeyTable(p_keys=keys))).p_keys == keys
     assert value(ask(t, GET, AttrID.P_KEY_TABLE, "0,1", 1)).p_keys == keys
     assert status(ask(t, GET, AttrID.P_KEY_TABLE, "0,1", 2)) == BAD_VALUE  # PartitionCap 64 = 2 blocks
     # Switch: the port is in bits 23:16; port 0 has PartitionCap 8, cable ports 64 entries.
@@ -396,7 +396,7 @@ def test_sl2vl_table(reset, default):
     t = transport(link_reset=reset)
     assert value(ask(t, GET, AttrID.SL_TO_VL_MAPPING_TABLE, "0", sl2vl_modifier(1, 3))).sl_to_vl == default
     table = [15 - i for i in range(16)]
-    v = SLtoVLMappingTable.cls(sl_to_vl=table)
+    v = SLtoVLMappingTable(sl_to_vl=table)
     assert value(ask(t, SET, AttrID.SL_TO_VL_MAPPING_TABLE, "0", sl2vl_modifier(1, 3), v)).sl_to_vl == table
     assert value(ask(t, GET, AttrID.SL_TO_VL_MAPPING_TABLE, "0", sl2vl_modifier(1, 3))).sl_to_vl == table
     assert value(ask(t, GET, AttrID.SL_TO_VL_MAPPING_TABLE, "0", sl2vl_modifier(3, 1))).sl_to_vl == default
@@ -416,7 +416,7 @@ def test_sminfo_at_the_sm_port_only():
 
 def test_sminfo_set():
     t = transport()
-    mine = SMInfo.cls(guid=0xABC, sm_key=7, act_count=0, priority=12, sm_state=SMState.DISCOVERING)
+    mine = SMInfo(guid=0xABC, sm_key=7, act_count=0, priority=12, sm_state=SMState.DISCOVERING)
     got = value(ask(t, SET, AttrID.SM_INFO, "0", 0, mine))
     assert (got.guid, got.priority, got.sm_state, got.sm_key) == (0xABC, 12, SMState.DISCOVERING, 7)
     assert value(ask(t, GET, AttrID.SM_INFO, "0")).sm_key == 0  # hidden from who does not know it

@@ -204,7 +204,7 @@ def test_standby_takes_over_when_the_master_stops_answering():
 
 
 def _sminfo_set(control, guid, state, priority=1):
-    value = SMInfo.cls(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
+    value = SMInfo(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
     return smpcodec.dr(Method.SET, AttrID.SM_INFO, (0, 1, 3, 2, 1), int(control), value)
 
 

@@ -15,7 +15,7 @@ def sm(priority=5, **kw) -> StateMachine:
 
 
 def info(state, guid=0x10, priority=5):
-    return SMInfo.cls(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
+    return SMInfo(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
 
 
 @pytest.mark.parametrize("a,b,want", [((6, 0x99), (5, 0x01), True), ((5, 0x01), (5, 0x99), True),

@@ -156,7 +156,7 @@ def _si(**kw):
     base = dict(linear_fdb_cap=0xC000, multicast_fdb_cap=1024, linear_fdb_top=6, life_time_value=18,
                 port_state_change=1)
     base.update(kw)
-    return SwitchInfo.cls(**base)
+    return SwitchInfo(**base)
 
 
 def _facts(**kw):
@@ -279,34 +279,34 @@ class FakeFabric(Transport):
             self.sets.append((a, mod))
         sw = node == "sw"
         if a == AttrID.NODE_INFO:
-            return NodeInfo.cls(base_version=1, class_version=1, node_type=NodeType.SWITCH if sw else NodeType.CA,
+            return NodeInfo(base_version=1, class_version=1, node_type=NodeType.SWITCH if sw else NodeType.CA,
                                 num_ports=self.num_ports if sw else 1, node_guid=SW_GUID if sw else CA_GUID,
                                 port_guid=SW_GUID if sw else CA_GUID + 1, local_port_num=1), None
         if a == AttrID.NODE_DESCRIPTION:
-            return NodeDescription.cls(node_string="Switch1" if sw else "Hca1"), None
+            return NodeDescription(node_string="Switch1" if sw else "Hca1"), None
         if a == AttrID.PORT_INFO:
             port = mod & 0xFF
             up = port in (0, 1) if sw else port == 1
-            return PortInfo.cls(lid=(2 if sw else 1) if port in (0, 1) else 0, master_sm_lid=1,
+            return PortInfo(lid=(2 if sw else 1) if port in (0, 1) else 0, master_sm_lid=1,
                                 port_state=4 if up else 1, port_physical_state=5 if up else 2,
                                 local_port_num=port), None
         if not sw:
             return None, 0x000C
         if a == AttrID.SWITCH_INFO:
             if is_set:
-                self.swinfo = SwitchInfo.replace(req.attribute(), port_state_change=0)
+                self.swinfo = SwitchInfo.LAYOUT.replace(req.attribute(), port_state_change=0)
             return self.swinfo, None
         if a == AttrID.LINEAR_FORWARDING_TABLE:
             if mod >= 768:
                 return None, 0x001C
             if is_set:
                 self.lft[mod * 64:(mod + 1) * 64] = bytes(req.attribute().ports)
-            return LinearForwardingTable.cls(ports=list(self.lft[mod * 64:(mod + 1) * 64])), None
+            return LinearForwardingTable(ports=list(self.lft[mod * 64:(mod + 1) * 64])), None
         if a == AttrID.MULTICAST_FORWARDING_TABLE:
             block, pos = fw.mft_from_modifier(mod)
             if is_set:
                 self.mft[(block, pos)] = list(req.attribute().port_masks)
-            return MulticastForwardingTable.cls(port_masks=list(self.mft.get((block, pos), [0] * 32))), None
+            return MulticastForwardingTable(port_masks=list(self.mft.get((block, pos), [0] * 32))), None
         return None, None  # SMInfo etc.: nobody home
 
 
@@ -369,7 +369,7 @@ def test_cli_lft_set_bad_input(cli, fake, lid, port, needle):
 
 
 def test_cli_lft_set_beyond_cap(cli, fake):
-    fake.swinfo = SwitchInfo.replace(fake.swinfo, linear_fdb_cap=64)
+    fake.swinfo = SwitchInfo.LAYOUT.replace(fake.swinfo, linear_fdb_cap=64)
     r = cli("lft", "set", "2", "64", "1")
     assert r.exit_code == 2 and "LinearFDBCap 64" in r.output and fake.sets == []
 

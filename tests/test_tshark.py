@@ -67,13 +67,13 @@ def test_frame_layout():
     lrh = FR.LRH.decode(pkt)
     assert (lrh.vl, lrh.lver, lrh.sl, lrh.lnh, lrh.pkt_len) == (15, 0, 0, 2, 72)
     assert (lrh.dlid, lrh.slid) == (0xFFFF, 0xFFFF)
-    bth = FR.BTH.decode(pkt, FR.LRH.size)
+    bth = FR.BTH.decode(pkt, FR.LRH.LAYOUT.size)
     assert (bth.opcode, bth.p_key, bth.dest_qp, bth.resv8a, bth.tver) == (0x64, 0xFFFF, 0, 0, 0)
-    deth = FR.DETH.decode(pkt, FR.LRH.size + FR.BTH.size)
+    deth = FR.DETH.decode(pkt, FR.LRH.LAYOUT.size + FR.BTH.LAYOUT.size)
     assert (deth.q_key, deth.src_qp) == (0, 0)
     assert pkt[28:284] == mad
     assert FR.unframe(pkt, verify_crc=True) == (mad, 0xFFFF, 0xFFFF)
-    assert FR.LRH.size == 8 and FR.BTH.size == 12 and FR.DETH.size == 8
+    assert FR.LRH.LAYOUT.size == 8 and FR.BTH.LAYOUT.size == 12 and FR.DETH.LAYOUT.size == 8
 
 
 def test_frame_without_crc():
@@ -216,7 +216,7 @@ def _patch_lrh(data: bytes, record: int, **fields) -> bytes:
     lrh = FR.LRH.decode(data, off)
     for k, x in fields.items():
         setattr(lrh, k, x)
-    return data[:off] + FR.LRH.encode(lrh) + data[off + FR.LRH.size:]
+    return data[:off] + FR.LRH.LAYOUT.encode(lrh) + data[off + FR.LRH.LAYOUT.size:]
 
 
 def test_malformed_packets_name_the_record(tmp_path):

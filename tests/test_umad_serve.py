@@ -150,7 +150,7 @@ def test_requests_go_to_the_handler_with_their_source_lid_and_responses_are_unti
     assert t.poll(0.5) == 1
     assert got == [(get, 0x17)]
     req = smpcodec.decode(get)
-    answer = smpcodec.encode(smpcodec.response_to(req, value=SMInfo.cls(guid=1, sm_key=0, act_count=0,
+    answer = smpcodec.encode(smpcodec.response_to(req, value=SMInfo(guid=1, sm_key=0, act_count=0,
                                                                          priority=1, sm_state=3)))
     t.respond(answer, 0x17)
     agent, buf, timeout_ms, retries = fake.sent[-1]

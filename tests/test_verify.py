@@ -306,7 +306,7 @@ def test_command_defects_exit_1(cli, swept_sim):
     ports = list(get.ports)
     ports[i] = 255
     t.execute([Request(smpcodec.dr(Method.SET, AttrID.LINEAR_FORWARDING_TABLE, leaf.path, fw.lft_modifier(block),
-                                   LinearForwardingTable.cls(ports=ports)))])
+                                   LinearForwardingTable(ports=ports)))])
     r = cli("verify", "--no-mcast")
     assert r.exit_code == 1, r.output
     assert "defect unreachable: 3 (source, LID) pairs not delivered" in r.output  # H0, H1, L0

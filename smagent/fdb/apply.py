@@ -63,9 +63,9 @@ class Apply:
         self.journal = Journal(self.state / "apply.journal", keep=keep)
         try:
             interrupted = Journal.pending(self.journal.path)
-        except JournalError:
-            interrupted = False  # unreadable: which backup it needs is unknown, so delete none
-        if interrupted is not False:
+        except JournalError:  # unreadable: which backup it needs is unknown, so delete none
+            pass
+        else:
             backup.prune(self.state / "backups", keep, [saved, interrupted and interrupted.backup])
         self.journal.begin(p.lft + p.rft + p.mft, backup=self.backup_file)
 

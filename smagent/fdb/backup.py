@@ -22,6 +22,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mad import forwarding as fw
 from smagent import paths
@@ -33,6 +34,10 @@ from smagent.fdb.journal import path_json
 from smagent.fdb.plan import Plan
 from smagent.fdb.switch import TableFailure
 from smagent.errors import BadInput
+
+if TYPE_CHECKING:
+    from smagent.discovery import Topology
+    from smagent.transport.base import Transport
 
 BACKUP_FORMAT = "smagent-fdb-backup/1"
 BACKUP_GLOB = "lft-before-*.json"
@@ -54,7 +59,7 @@ def _now() -> str:
 
 
 # -- whole-table backup in the lft dump format ------------------------------------------------
-def backup_lfts(transport, topology=None) -> tuple[str, object]:
+def backup_lfts(transport: Transport, topology: Topology | None = None) -> tuple[str, Topology]:
     """Every switch's LFT (LIDs 0..LinearFDBTop) as ``lft dump`` prints it.
     Returns (text, topology). Raises RestoreFailed if a block cannot be read."""
     from smagent import discovery
@@ -210,6 +215,9 @@ def plan_restore_saved(transport, saved: Saved, topology=None):
                 if [fw.rft_norm(x) for x in cur_r[(c.switch, c.block)]] != [fw.rft_norm(x) for x in c.new]]
     for g, _name, _path, fields in saved.tops:
         n = topo.nodes[g]
+        if n.switch_info is None:  # discovery could not read it: nothing to echo the saved fields into
+            raise RestoreFailed(f"{n.description or hex(g)}: SwitchInfo could not be read; its saved "
+                                f"SwitchInfo fields cannot be restored")
         t = tops.change(g, n.description, n.path, n.switch_info, fields)
         if t is not None:
             plan.tops.append(t)

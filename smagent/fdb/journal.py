@@ -23,6 +23,7 @@ import dataclasses
 import json
 import os
 import time
+from typing import Any, TextIO
 from pathlib import Path
 
 from smagent import paths
@@ -110,7 +111,7 @@ class Journal:
     def __init__(self, path, keep: int | None = None):
         self.path = Path(path)
         self.keep = keep
-        self._f = None
+        self._f: TextIO | None = None
 
     @property
     def archive(self) -> Path:
@@ -189,9 +190,12 @@ class Journal:
     def _record(self, *objs) -> None:
         if not objs:
             return
-        self._f.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        f = self._f
+        if f is None:
+            raise RuntimeError("journal: begin() first")
+        f.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
+        f.flush()
+        os.fsync(f.fileno())
 
     @staticmethod
     def pending(path) -> PendingApply | None:
@@ -231,7 +235,8 @@ def _finished(path: Path) -> bool:
 
 
 def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
-    begin, confirmed, done = None, set(), False
+    confirmed: set[tuple[Any, ...]] = set()
+    begin, done = None, False
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

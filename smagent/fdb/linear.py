@@ -4,11 +4,13 @@ plans of `lft load` (a whole dump) and `lft set` (one entry)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, LinearForwardingTable
 from smagent.fdb import tops as topsmod
-from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
+from smagent.fdb.switch import TableFailure, Where, interleave, read_units, set_units
+from smagent.transport.base import Transport
 from smagent.fdb.text import LftSection
 
 B = fw.LFT_BLOCK_SIZE
@@ -16,9 +18,10 @@ B = fw.LFT_BLOCK_SIZE
 
 @dataclasses.dataclass
 class BlockChange:
+    """One LFT block Set: the 64 ports as read (``old``) and as written (``new``)."""
     switch: int  # node GUID
     name: str  # node description, for people
-    path: object  # DR path tuple, or a Target (see `switch.request`)
+    path: Where  # DR path tuple, or a Target
     block: int
     old: bytes | None  # None: not read (above the switch's LinearFDBTop, so unknown)
     new: bytes
@@ -38,11 +41,12 @@ def desired_lft(routes, top: int) -> bytearray:
     return table
 
 
-def read_lft_blocks(transport, wanted: list[tuple[int, object, int]]):
+def read_lft_blocks(transport: Transport, wanted: Sequence[tuple[int, Where, int]]
+                    ) -> tuple[dict[tuple[int, int], bytes], list[str]]:
     """Read (switch, path, block) triples, interleaved across switches so the window
     stays full; returns {(switch, block): bytes} for those that answered, and errors."""
     return read_units(transport, wanted, AttrID.LINEAR_FORWARDING_TABLE, fw.lft_modifier,
-                      lambda v: bytes(v.ports), lambda b: f"LFT block {b}")
+                      lambda v: bytes(v.ports), lambda b: f"LFT block {b}")  # v: LinearForwardingTable
 
 
 def read_lft(transport, target, blocks) -> dict[int, bytes]:
@@ -71,11 +75,11 @@ def write_lft_blocks(transport, changes: list[BlockChange]):
     callers go through `smagent.fdb.apply`."""
     written, problems = [], []
     for c, r in set_units(transport, interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
-                          lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable.cls(ports=list(c.new))):
+                          lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable(ports=list(c.new))):
         if not r.ok:
             problems.append(f"{c.name} LFT block {c.block}: {r.error}")
             continue
-        back = bytes(r.value().ports)
+        back = bytes(r.value(LinearForwardingTable).ports)
         if back != c.new:
             bad = [c.block * B + i for i in range(B) if back[i] != c.new[i]]
             problems.append(f"{c.name} LFT block {c.block}: read back differs at LIDs {bad[:8]}")

@@ -5,10 +5,12 @@ Groups and their spanning trees are `smagent.multicast`."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, MulticastForwardingTable
-from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
+from smagent.fdb.switch import TableFailure, Where, interleave, read_units, set_units
+from smagent.transport.base import Transport
 
 
 def _ports_str(ports) -> str:
@@ -20,7 +22,7 @@ class MftChange:
     """One (block, position) of a switch's MFT: its 32 PortMasks as read and as wanted."""
     switch: int
     name: str
-    path: object  # DR path tuple, or a Target
+    path: Where  # DR path tuple, or a Target
     block: int
     position: int
     old: list[int] | None  # the 32 PortMasks as read (None: not read)
@@ -44,9 +46,10 @@ class MftChange:
 
     def lines(self) -> list[str]:
         """`mft set`'s plan lines: PortMasks as ibroute shows them."""
+        old: list[int | None] = list(self.old) if self.old is not None else [None] * fw.MFT_BLOCK_SIZE
         return [f"{self.name} MFT block {self.block} position {self.position}: "
-                f"mlid 0x{fw.mft_mlid(self.block, i):04x}: 0x{o:04x} -> 0x{n:04x}"
-                for i, (o, n) in enumerate(zip(self.old, self.new)) if o != n]
+                f"mlid 0x{fw.mft_mlid(self.block, i):04x}: {'?' if o is None else f'0x{o:04x}'} -> 0x{n:04x}"
+                for i, (o, n) in enumerate(zip(old, self.new)) if o != n]
 
 
 def mft_units(entries: dict[int, frozenset[int]], blocks, positions: int) -> dict[tuple[int, int], list[int]]:
@@ -66,7 +69,8 @@ def mft_units(entries: dict[int, frozenset[int]], blocks, positions: int) -> dic
     return units
 
 
-def read_mft_units(transport, wanted: list[tuple[int, object, int, int]]):
+def read_mft_units(transport: Transport, wanted: Sequence[tuple[int, Where, int, int]]
+                   ) -> tuple[dict[tuple[int, int, int], list[int]], list[str]]:
     """Read (switch, path, block, position); returns {(switch, block, position): [32 masks]}
     for those that answered, and errors."""
     return read_units(transport, wanted, AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier,
@@ -112,11 +116,11 @@ def write_mft_units(transport, changes: list[MftChange]):
     written, problems = [], []
     for c, r in set_units(transport, interleave(changes), AttrID.MULTICAST_FORWARDING_TABLE,
                           lambda c: fw.mft_modifier(c.block, c.position),
-                          lambda c: MulticastForwardingTable.cls(port_masks=list(c.new))):
+                          lambda c: MulticastForwardingTable(port_masks=list(c.new))):
         if not r.ok:
             problems.append(f"{c.name} MFT block {c.block} position {c.position}: Set failed: {r.error}")
             continue
-        back = list(r.value().port_masks)
+        back = list(r.value(MulticastForwardingTable).port_masks)
         if back != c.new:
             bad = [fw.mft_mlid(c.block, i) for i in range(fw.MFT_BLOCK_SIZE) if back[i] != c.new[i]]
             problems.append(f"{c.name} MFT block {c.block} position {c.position}: read back differs at MLIDs "
@@ -181,4 +185,5 @@ def plan_mft_set(f, mlid: int, ports, current: dict[tuple[int, int], list[int]])
 def mft_changes_json(changes: list[MftChange], mlid: int) -> list[dict]:
     i = fw.mft_block(mlid)[1]
     return [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFT", "block": c.block,
-             "position": c.position, "mlid": f"0x{mlid:04x}", "old": c.old[i], "new": c.new[i]} for c in changes]
+             "position": c.position, "mlid": f"0x{mlid:04x}", "old": None if c.old is None else c.old[i], "new": c.new[i]}
+            for c in changes]

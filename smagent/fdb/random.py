@@ -33,10 +33,12 @@ A routing engine's answer (LID -> exit port) becomes entries like this:
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, RandomForwardingTable
-from smagent.fdb.switch import TableFailure, interleave, read_units, set_units
+from smagent.fdb.switch import TableFailure, Where, interleave, read_units, set_units
+from smagent.transport.base import Transport
 from smagent.errors import BadInput
 
 
@@ -62,7 +64,7 @@ class Entry:
 
 def cover(routes: dict[int, int]) -> list[Entry]:
     """Aligned ranges covering exactly the LIDs of `routes`, each leaving by one port."""
-    out = []
+    out: list[Entry] = []
     for lid in sorted(routes):
         port = routes[lid]
         if out and lid in out[-1].lids():
@@ -165,9 +167,10 @@ def changes(plan: RftPlan, path, current: list[int], si) -> list["RftChange"]:
 
 @dataclasses.dataclass
 class RftChange:
+    """One RFT block Set: 16 packed entries as read (``old``) and as written (``new``)."""
     switch: int
     name: str
-    path: object  # DR path tuple, or a Target
+    path: Where  # DR path tuple, or a Target
     block: int
     old: list[int] | None  # 16 packed entries as read
     new: list[int]
@@ -199,7 +202,8 @@ def _entry_str(packed: int | None) -> str:
     return f"lid {base}/lmc {lmc} port {port}"
 
 
-def read_rft_blocks(transport, wanted: list[tuple[int, tuple[int, ...], int]]):
+def read_rft_blocks(transport: Transport, wanted: Sequence[tuple[int, Where, int]]
+                    ) -> tuple[dict[tuple[int, int], list[int]], list[str]]:
     return read_units(transport, wanted, AttrID.RANDOM_FORWARDING_TABLE, fw.rft_modifier,
                       lambda v: list(v.entries), lambda b: f"RFT block {b}")
 
@@ -210,11 +214,11 @@ def write_rft_blocks(transport, changes: list[RftChange]):
     for phase in (1, 2):
         for c, r in set_units(transport, interleave([c for c in changes if c.phase == phase]),
                               AttrID.RANDOM_FORWARDING_TABLE, lambda c: fw.rft_modifier(c.block),
-                              lambda c: RandomForwardingTable.cls(entries=list(c.new))):
+                              lambda c: RandomForwardingTable(entries=list(c.new))):
             if not r.ok:
                 problems.append(f"{c.name} RFT block {c.block}: Set failed: {r.error}")
                 continue
-            back = [fw.rft_norm(e) for e in r.value().entries]
+            back = [fw.rft_norm(e) for e in r.value(RandomForwardingTable).entries]
             if back != [fw.rft_norm(e) for e in c.new]:
                 bad = [c.block * fw.RFT_BLOCK_SIZE + i for i in range(fw.RFT_BLOCK_SIZE)
                        if back[i] != fw.rft_norm(c.new[i])]

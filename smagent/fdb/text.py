@@ -15,7 +15,7 @@ from mad import forwarding as fw
 from mad.attributes import NodeType
 from smagent.errors import BadInput
 
-NODE_TYPE_NAMES = {NodeType.CA: "Channel Adapter", NodeType.SWITCH: "Switch", NodeType.ROUTER: "Router"}
+NODE_TYPE_NAMES: dict[int, str] = {NodeType.CA: "Channel Adapter", NodeType.SWITCH: "Switch", NodeType.ROUTER: "Router"}
 
 
 def portid_str(target) -> str:
@@ -259,7 +259,7 @@ class _DumpParser:
         if port > fw.LFT_NO_PORT:
             problems.append(f"{where}: port {port} is not a port (0..254, or 255 for none)")
         self.problems += problems
-        if problems:
+        if problems or cur is None:
             return
         prev = cur.entries.get(lid)
         if prev is not None and prev[0] != port:

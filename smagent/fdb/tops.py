@@ -18,7 +18,8 @@ import dataclasses
 
 from mad.attributes import AttrID, SwitchInfo
 from mad.header import Method
-from smagent.fdb.switch import request
+from smagent.fdb.switch import SwitchFacts, Where, request
+from smagent.transport.base import Transport
 
 # the fields an SM writes; everything else of SwitchInfo is echoed as read
 FIELDS = ("linear_fdb_top", "default_port", "multicast_fdb_top", "default_multicast_primary_port",
@@ -32,11 +33,13 @@ def fmt(field: str, value: int) -> str:
 
 @dataclasses.dataclass
 class SwitchInfoChange:
+    """One SwitchInfo Set: the attribute as read (``old``) and as it is written (``new``),
+    which differ only in the fields an SM writes (`changed`, `diffs`)."""
     switch: int  # node GUID
     name: str
-    path: object  # DR path tuple, or a Target
-    old: object  # SwitchInfo as read
-    new: object  # SwitchInfo to write
+    path: Where  # DR path tuple, or a Target
+    old: SwitchInfo  # as read
+    new: SwitchInfo  # to write
 
     def changed(self) -> list[str]:
         """The fields this Set alters (PortStateChange: when it clears a set flag)."""
@@ -66,14 +69,15 @@ class SwitchInfoChange:
                 for k in self.changed()]
 
 
-def change(switch: int, name: str, path, si, want: dict, *, clear_port_state_change: bool = False):
+def change(switch: int, name: str, path: Where, si: SwitchInfo, want: dict[str, int], *,
+           clear_port_state_change: bool = False) -> SwitchInfoChange | None:
     """The Set turning ``si`` into ``si`` with ``want``; None when it would change nothing."""
     psc = 1 if clear_port_state_change and si.port_state_change else 0
-    c = SwitchInfoChange(switch, name, path, si, SwitchInfo.replace(si, port_state_change=psc, **want))
+    c = SwitchInfoChange(switch, name, path, si, SwitchInfo.LAYOUT.replace(si, port_state_change=psc, **want))
     return c if c.changed() else None
 
 
-def raise_top(f, *, lft_top: int | None = None, mft_top: int | None = None):
+def raise_top(f: SwitchFacts, *, lft_top: int | None = None, mft_top: int | None = None) -> SwitchInfoChange | None:
     """For a table command: raise a switch's LinearFDBTop / MulticastFDBTop (never lower
     them; MulticastFDBTop only where the switch uses it, i.e. holds a non-zero top) so a
     new entry is forwarded. ``f`` is a `switch.SwitchFacts`. None: nothing to raise."""
@@ -86,7 +90,8 @@ def raise_top(f, *, lft_top: int | None = None, mft_top: int | None = None):
     return change(f.guid, f.name, f.where(), si, want) if want else None
 
 
-def write(transport, changes: list[SwitchInfoChange], *, written: list | None = None) -> list[str]:
+def write(transport: Transport, changes: list[SwitchInfoChange], *,
+          written: list[tuple[SwitchInfoChange, SwitchInfo]] | None = None) -> list[str]:
     """Send every Set; returns the problems (a failed Set, a field that reads back wrong).
     ``written`` collects (change, SwitchInfo read back) for every Set answered."""
     reqs = [request(c.path, Method.SET, AttrID.SWITCH_INFO, 0, c.new) for c in changes]
@@ -95,7 +100,7 @@ def write(transport, changes: list[SwitchInfoChange], *, written: list | None = 
         if not rep.ok:
             problems.append(f"{c.name}: SwitchInfo Set failed: {rep.error}")
             continue
-        back = rep.value()
+        back = rep.value(SwitchInfo)
         if written is not None:
             written.append((c, back))
         bad = [f"{k} reads back {fmt(k, getattr(back, k))}, expected {fmt(k, getattr(c.new, k))}"

@@ -57,6 +57,7 @@ def preload(engine: str):
     name, arg = parse_spec(engine)
     if name == "file":
         from smagent.routing.file import load
+        assert arg is not None  # parse_spec refuses file without a path
         return load(arg)
     return None
 
@@ -75,4 +76,5 @@ def route(engine: str, rin: RoutingInput, preloaded=None) -> Routes:
     if name == "ftree":
         return _ftree(rin, arg)
     from smagent.routing.file import route as from_file
+    assert arg is not None  # parse_spec refuses file without a path
     return from_file(rin, arg, preloaded)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from typing import Sequence
 
 from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
 
@@ -142,7 +143,9 @@ class Graph:
         self.lmc_size: list[int] = []
         self.lmc_runs: list[list[tuple[int, int]]] = []
         for hl in self.home_lids:
-            offs, runs, n = [], [], 0
+            offs: list[int] = []
+            runs: list[tuple[int, int]] = []
+            n = 0
             for lids in hl:
                 offs.append(n)
                 n += len(lids)
@@ -219,10 +222,11 @@ def next_hop_mask(lx: list[int], ly: list[int]) -> int:
     return m
 
 
-def group_destinations(everything: int, port_masks: list[tuple[tuple[int, ...], int]]):
+def group_destinations(everything: int, port_masks: list[tuple[tuple[int, ...], int]]
+                       ) -> list[tuple[int, tuple[int, ...]]]:
     """Split ``everything`` into (bitset, ports) groups: the destinations in a group are
     exactly those for which each of ``ports`` (and no other) is a candidate."""
-    groups = [(everything, ())]
+    groups: list[tuple[int, tuple[int, ...]]] = [(everything, ())]
     for ports, m in port_masks:
         if not m:
             continue
@@ -240,7 +244,7 @@ def group_destinations(everything: int, port_masks: list[tuple[tuple[int, ...], 
     return groups
 
 
-def fill(ports: list[int], load: list[int], n: int) -> list[int]:
+def fill(ports: list[int] | tuple[int, ...], load: list[int], n: int) -> list[int]:
     """The exits the greedy rule (fewest routes, then lowest port) gives n LIDs in a row,
     all with candidates ``ports`` (sorted): the n smallest slots (load + i, port).
     Updates ``load``."""
@@ -267,7 +271,11 @@ def fill(ports: list[int], load: list[int], n: int) -> list[int]:
     return out
 
 
-def _components_of(groups: list[tuple[list[int], list[int], list[int]]]) -> list[list[int]]:
+# (candidate ports, destinations, their CA LIDs: None when `_assign_lmc` works per destination)
+Counted = tuple[list[int] | tuple[int, ...], list[int], list[int] | None]
+
+
+def _components_of(groups: Sequence[Counted]) -> list[list[int]]:
     """Indices of ``groups`` (ports, dests, lids) bunched where their port sets overlap."""
     parent: dict[int, int] = {}
 
@@ -300,54 +308,55 @@ def assign_switch(G: Graph, x: int, groups, table: bytearray) -> list[int]:
         if port:
             load[port] += 1
     unreachable: list[int] = []
-    counted = []  # (ports, dests, lids)
-    uncounted = []  # (ports, lids)
+    counted: list[Counted] = []
+    uncounted: list[tuple[list[int], list[int]]] = []  # (ports, lids)
     for mask, ports in groups:
         dests = bits(mask)
         if not ports:
             unreachable.extend(dests)
             continue
-        ports = sorted(ports)
+        exits = sorted(ports)
         ca = G.ca_lids
         if G.lmc_homes:  # `_assign_lmc` works per destination, never builds the LID list
             with_ca = [d for d in dests if ca[d]]
             if with_ca:
-                counted.append((tuple(ports), with_ca, None))
+                counted.append((tuple(exits), with_ca, None))
         else:
             lids = [lid for d in dests for lid in ca[d]]
             if lids:
-                counted.append((ports, dests, lids))
+                counted.append((exits, dests, lids))
         sw = [lid for d in dests for lid in G.sw_lids[d]]
         if sw:
-            uncounted.append((ports, sw))
+            uncounted.append((exits, sw))
     if G.lmc_homes:
         _assign_lmc(G, x, counted, uncounted, load, table)
         return unreachable
     else:
         for comp in _components_of(counted):
             if len(comp) == 1:
-                ports, _d, lids = counted[comp[0]]
-                if len(ports) == 1:
-                    p = ports[0]
-                    for lid in lids:
+                cports, _d, clids = counted[comp[0]]
+                assert clids is not None  # without LMC homes every group lists its LIDs
+                if len(cports) == 1:
+                    p = cports[0]
+                    for lid in clids:
                         table[lid] = p
-                    load[p] += len(lids)
+                    load[p] += len(clids)
                 else:
-                    for lid, p in zip(lids, fill(ports, load, len(lids))):
+                    for lid, p in zip(clids, fill(cports, load, len(clids))):
                         table[lid] = p
                 continue
             # overlapping candidate sets: per LID, in the global order
-            seq = []
+            seq: list[tuple[int, int, int, list[int] | tuple[int, ...]]] = []
             for i in comp:
-                ports, dests, _l = counted[i]
-                for d in dests:
+                cports, cdests, _l = counted[i]
+                for d in cdests:
                     for pos, lid in enumerate(G.ca_lids[d]):
-                        seq.append((d, pos, lid, ports))
+                        seq.append((d, pos, lid, cports))
             seq.sort()
-            for _d, _pos, lid, ports in seq:
-                best = ports[0]
+            for _dest, _pos, lid, cports in seq:
+                best = cports[0]
                 bl = load[best]
-                for p in ports:
+                for p in cports:
                     if load[p] < bl:
                         best, bl = p, load[p]
                 table[lid] = best
@@ -390,6 +399,7 @@ def _assign_lmc(G: Graph, x: int, counted, uncounted, load: list[int], table: by
                     table[lo:lo + n] = bytes((p,)) * n
                 load[p] += size[d]
             continue
+        order: int | tuple[int, ...]  # the destinations' group pattern (see `_lmc_component`)
         if len(groups) == 1:  # the usual case (a fat tree's up ports): dests already in order
             dests, gi_of, order = groups[0][1], None, len(groups[0][1])
         else:
@@ -483,7 +493,7 @@ def _lmc_choice(ports, load: list[int], used: dict[int, int], nbr: dict[int, int
     start %= nports
     k = bisect_left(ports, start)
     least_paths = least_other = least_fwd = 1 << 62
-    best = best_other = None
+    best, best_other = -1, None  # best: set by the first candidate (there is always one)
     for p in ports[k:] + ports[:k]:  # the candidates in scan order: start, start+1, ... round
         c = load[p]
         f = used.get(nbr.get(p, -1), 0)

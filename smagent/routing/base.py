@@ -50,11 +50,11 @@ class RoutingInput:
                 lid_homes[plan.lids[pg]] = (g, 0)
         for n in topo.cas():
             for p in n.lid_ports():
-                pg = n.port_guids.get(p)
+                ca_pg = n.port_guids.get(p)
                 peer = topo.links.get((n.guid, p))
-                if pg not in plan.lids or peer is None or peer[0] not in sw:
+                if ca_pg is None or ca_pg not in plan.lids or peer is None or peer[0] not in sw:
                     continue  # a CA-to-CA cable or an unassigned port: nothing to route to
-                base = plan.lids[pg]
+                base = plan.lids[ca_pg]
                 for lid in range(base, base + (1 << plan.lmc)):
                     lid_homes[lid] = peer
         return cls(switches, adjacency, lid_homes, {g: topo.nodes[g].num_ports for g in switches},
@@ -78,7 +78,7 @@ class RoutingInput:
         switches = sorted(guid[n.name] for n in fabric.switches())
         adjacency: dict[int, list[tuple[int, int]]] = {g: [] for g in switches}
         lid_homes: dict[int, tuple[int, int]] = {}
-        used = set()
+        used: set[int] = set()
         for n in fabric:
             for p, lid in n.lids.items():
                 size = 1 if n.is_switch else 1 << lmc

@@ -223,7 +223,7 @@ def _choose(cand: np.ndarray, pref: np.ndarray, hk: np.ndarray, pk: np.ndarray, 
         ca = members[is_ca[members]]
         if len(ca) and (preferred or rotate is None):
             table[ca] = fill(ports, load, len(ca))
-        elif len(ca):
+        elif len(ca) and rotate is not None:
             picked = np.array(ports)[(rotate + np.arange(len(ca))) % len(ports)]
             rotate += len(ca)
             table[ca] = picked

@@ -199,7 +199,8 @@ class _Plan:
         self.dreach = dreach = [_union(lv) for lv in dd]
         # rl[x][k]: destinations x reaches by a legal route of k hops. The up-phase part
         # depends on the up-neighbours' routes, so go from the top (smallest key) down.
-        self.rl = rl = [[] for _ in range(G.S)]
+        self.rl: list[list[int]] = [[] for _ in range(G.S)]
+        rl = self.rl
         for x in sorted(range(G.S), key=lambda i: key[i]):
             lv = list(dd[x])
             rest = comp[x] & ~dreach[x]
@@ -305,9 +306,9 @@ def route(rin: RoutingInput, roots: list[int] | None = None) -> Routes:
         groups = group_destinations(G.all & ~(1 << x), port_masks)
         table = new_table(G)
         missing = assign_switch(G, x, groups, table)
-        bad = [d for d in missing if comp[x] >> d & 1]
-        if bad:  # cannot happen if the levels above are right; never route half a fabric
-            raise RoutingError(f"updn: internal error, no exit from {G.name(x)} towards {G.name(bad[0])}")
+        stuck = [d for d in missing if comp[x] >> d & 1]
+        if stuck:  # cannot happen if the levels above are right; never route half a fabric
+            raise RoutingError(f"updn: internal error, no exit from {G.name(x)} towards {G.name(stuck[0])}")
         tables.append(table)
     return finish(G, tables, notes)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import Any
 
 from mad.codes import DATA_VLS, VL15
 from mad.codes import MTUS as MTU_BYTES
@@ -295,7 +296,7 @@ def _trace_multicast(node, port, mlid) -> Trace:
     drops: list = []
     seen: set = set()
     looped = False
-    work = collections.deque()
+    work: collections.deque[tuple[Any, int, bool]] = collections.deque()
     if node.is_switch:
         work.append((node, 0, True))
     else:

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import random
 import time
+from typing import Callable
 
 from mad import smp as smpcodec
 from mad.attributes import AttrID, Notice, NoticeType, NodeType, Trap128Details, TrapNumber
@@ -47,14 +48,14 @@ class SimFabric:
         self.rng = random.Random(seed)
         self.clock = time.monotonic  # M_Key lease timers; tests may substitute a fake clock
         self.drops: collections.deque[Drop] = collections.deque(maxlen=1000)
-        self.counters = collections.Counter()
+        self.counters: collections.Counter[str] = collections.Counter()
         # observer(event, node name, port, hop_pointer, d) sees a directed-route SMP leave a
         # node ("out": port = exit port, hop_pointer as on that link), reach the start of its
         # directed part by LID ("lid"), reach the SMA ("sma") and the requester ("deliver").
         self.observer = None
         # SMs that receive traps: (node name, port) -> callable(raw MAD, source LID); a switch
         # sends trap 128 to its MasterSMLID when a link of its goes down or comes up
-        self.trap_sinks: dict[tuple[str, int], object] = {}
+        self.trap_sinks: dict[tuple[str, int], Callable[[bytes, int], None]] = {}
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -114,7 +115,7 @@ class SimFabric:
         node, port = self.resolve(where) if not isinstance(where[0], SimNode) else where
         return node.pi[node.lid_port(port)].lid
 
-    def lft(self, name) -> bytearray:
+    def lft(self, name) -> bytearray | None:
         return self.node(name).lft
 
     @property
@@ -138,8 +139,9 @@ class SimFabric:
         for n, p in ((na, pa), (nb, pb)):
             if not 1 <= p <= n.num_ports:
                 raise SimConfigError(f"{n.name!r} has no cable port {p}")
-            if n.peers[p] is not None:
-                raise SimConfigError(f"{n.name!r} port {p} is already cabled to {n.peers[p][0].name!r}")
+            peer = n.peers[p]
+            if peer is not None:
+                raise SimConfigError(f"{n.name!r} port {p} is already cabled to {peer[0].name!r}")
         model.connect(na, pa, nb, pb)
         self._trap_128(na, nb)
 
@@ -153,10 +155,10 @@ class SimFabric:
             pi = node.pi[0]
             if not pi.lid or not pi.master_sm_lid:
                 continue
-            notice = Notice.cls(is_generic=1, type=int(NoticeType.URGENT), producer_type_or_vendor_id=int(NodeType.SWITCH),
+            notice = Notice(is_generic=1, type=int(NoticeType.URGENT), producer_type_or_vendor_id=int(NodeType.SWITCH),
                                 trap_number_or_device_id=int(TrapNumber.LINK_STATE_CHANGE), issuer_lid=pi.lid,
                                 notice_toggle=0, notice_count=0,
-                                data_details=Trap128Details.encode(Trap128Details.cls(lid=pi.lid)))
+                                data_details=Trap128Details.LAYOUT.encode(Trap128Details(lid=pi.lid)))
             raw = smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))
             for (name, port), sink in list(self.trap_sinks.items()):
                 if self.port_lid((name, port)) == pi.master_sm_lid:

@@ -148,7 +148,7 @@ class SimNode:
         self.system_guid = node.system_guid if node.system_guid is not None else guid
         self.port_guids = port_guids  # index = port; a switch's are all port 0's GUID
         # ibsim truncates to the 64-byte NodeDescription; so do we (UTF-8 safe).
-        self.description = node.description.encode("utf-8")[:64].decode("utf-8", "ignore")
+        self.description = (node.description or node.name).encode("utf-8")[:64].decode("utf-8", "ignore")
         self.caps = caps
         if caps["link_reset"] not in LINK_RESETS:
             raise SimConfigError(f"node {self.name!r}: link_reset {caps['link_reset']!r} is not one of "
@@ -168,7 +168,12 @@ class SimNode:
         self.sm: dict[int, object] = {}  # port -> SMInfo value, where an SM is attached
         self.lease_start: dict[int, float] = {}  # port -> when the M_Key lease timer started
         self.nodeinfo_cache: dict[int, bytes] = {}
-        self.si = self.lft = self.rft = self.mft = self.rft_map = None
+        # the switch's tables (None on a CA, and for a table the switch lacks)
+        self.si: SwitchInfo | None = None
+        self.lft: bytearray | None = None
+        self.rft: list[int] | None = None
+        self.rft_map: dict[int, int] | None = None
+        self.mft: list[int] | None = None
         if self.is_switch:
             self._init_switch()
             self.state[0] = ACTIVE  # base switch port 0 has no link; ibsim reports it Active/LinkUp
@@ -180,7 +185,7 @@ class SimNode:
             fields = _SW_PORT0 if port == 0 else _SW_PORTN
         else:
             fields = _CA_PORT
-        pi = PortInfoExtSpeeds.cls(**fields)
+        pi = PortInfoExtSpeeds(**fields)
         if self.caps["link_reset"] == "iba" and not (self.is_switch and port == 0):
             for k, v in {**_IBA_RESET, **_IBA_CAPS}.items():
                 setattr(pi, k, v)
@@ -217,7 +222,7 @@ class SimNode:
         if not 0 <= mc <= MFT_BLOCKS * MFT_BLOCK_SIZE:
             raise SimConfigError(f"switch {self.name!r}: multicast_fdb_cap {mc} outside 0..{MFT_BLOCKS * MFT_BLOCK_SIZE}")
         lpp = c["lids_per_port"]
-        self.si = SwitchInfo.cls(
+        self.si = SwitchInfo(
             linear_fdb_cap=lin, random_fdb_cap=rnd, multicast_fdb_cap=mc, linear_fdb_top=0,
             default_port=0, default_multicast_primary_port=0, default_multicast_not_primary_port=0,
             life_time_value=0, port_state_change=1,  # ibsim (and real switches) start with it set
@@ -248,7 +253,7 @@ class SimNode:
         pi = self.pi[self.lid_port(port)]
         if not pi.lid:
             return 0, -1
-        lmc = pi.lmc if (not self.is_switch or self.si.enhanced_port0) else 0
+        lmc = pi.lmc if (self.si is None or self.si.enhanced_port0) else 0
         base = pi.lid & ~((1 << lmc) - 1)
         return base, base + (1 << lmc) - 1
 
@@ -257,7 +262,7 @@ class SimNode:
         data = self.nodeinfo_cache.get(in_port)
         if data is None:
             c = self.caps
-            data = NodeInfo.encode(NodeInfo.cls(
+            data = NodeInfo.LAYOUT.encode(NodeInfo(
                 base_version=1, class_version=1, node_type=self.node_type, num_ports=self.num_ports,
                 system_image_guid=self.system_guid, node_guid=self.guid,
                 port_guid=self.port_guids[in_port], partition_cap=c["partition_cap"],
@@ -270,7 +275,7 @@ class SimNode:
                   state: int = SMState.NOT_ACTIVE) -> None:
         """Put an SM on `port` (a switch: port 0): IsSM is set and SMInfo answers there."""
         port = self.lid_port(port)
-        self.sm[port] = SMInfo.cls(guid=self.port_guids[port] if guid is None else guid, sm_key=0,
+        self.sm[port] = SMInfo(guid=self.port_guids[port] if guid is None else guid, sm_key=0,
                                    act_count=0, priority=priority, sm_state=int(state))
         self.pi[port].capability_mask |= CAP_IS_SM
 
@@ -381,6 +386,6 @@ def link_up(node: SimNode, port: int) -> bool:
 def _state_changed(node: SimNode) -> None:
     # SwitchInfo.PortStateChange: set when the link state machine moves a port to or from
     # DOWN (cables, link bounces, disabled ports); ARMED/ACTIVE by SubnSet leave it alone.
-    if node.is_switch:
+    if node.si is not None:  # a switch
         node.si.port_state_change = 1
 

@@ -10,6 +10,7 @@ modifier. Error responses carry an all-zero data area, as ibsim's do.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from mad.attributes import (
     AttrID, LinearForwardingTable, MulticastForwardingTable, NodeDescription, P_KeyTable, PortInfo,
@@ -81,7 +82,8 @@ def process(sim, node, in_port: int, smp) -> tuple[int, bytes]:
 
 
 def method_label(method: int) -> str:
-    return {Method.GET: "Get", Method.SET: "Set"}.get(method, f"method {method:#04x}")
+    labels: dict[int, str] = {Method.GET: "Get", Method.SET: "Set"}
+    return labels.get(method, f"method {method:#04x}")
 
 
 def _attribute(smp):
@@ -105,7 +107,7 @@ def _get_nodeinfo(node, in_port, smp, reveal):
 
 def _get_nodedesc(node, in_port, smp, reveal):
     _zero_modifier(smp)
-    return NodeDescription.encode(NodeDescription.cls(node_string=node.description))
+    return NodeDescription.LAYOUT.encode(NodeDescription(node_string=node.description))
 
 
 # -- PortInfo ---------------------------------------------------------------------------
@@ -121,7 +123,7 @@ def _portinfo_port(node, in_port, smp) -> int:
     return port
 
 
-_BASE_NAMES = PortInfo.names
+_BASE_NAMES = PortInfo.LAYOUT.names
 
 
 def _encode_portinfo(node, port, in_port, ext: bool, reveal: bool) -> bytes:
@@ -132,8 +134,8 @@ def _encode_portinfo(node, port, in_port, ext: bool, reveal: bool) -> bytes:
     if not reveal:
         pi = dataclasses.replace(pi, m_key=0)
     if ext:
-        return PortInfoExtSpeeds.encode(pi)
-    return PortInfo.encode(PortInfo.cls(**{n: getattr(pi, n) for n in _BASE_NAMES}))
+        return PortInfoExtSpeeds.LAYOUT.encode(pi)
+    return PortInfo.LAYOUT.encode(PortInfo(**{n: getattr(pi, n) for n in _BASE_NAMES}))
 
 
 def _get_portinfo(node, in_port, smp, reveal):
@@ -249,7 +251,7 @@ def _pkey_table(node, in_port, smp) -> tuple[list[int], int]:
 def _get_pkeys(node, in_port, smp, reveal):
     table, first = _pkey_table(node, in_port, smp)
     keys = table[first:first + PKEY_BLOCK_SIZE]
-    return P_KeyTable.encode(P_KeyTable.cls(p_keys=keys + [0] * (PKEY_BLOCK_SIZE - len(keys))))
+    return P_KeyTable.LAYOUT.encode(P_KeyTable(p_keys=keys + [0] * (PKEY_BLOCK_SIZE - len(keys))))
 
 
 def _set_pkeys(node, in_port, smp, reveal):
@@ -276,7 +278,7 @@ def _sl2vl_key(node, in_port, smp) -> tuple[int, int]:
 
 def _get_sl2vl(node, in_port, smp, reveal):
     table = node.sl2vl.get(_sl2vl_key(node, in_port, smp), node.sl2vl_default)
-    return SLtoVLMappingTable.encode(SLtoVLMappingTable.cls(sl_to_vl=list(table)))
+    return SLtoVLMappingTable.LAYOUT.encode(SLtoVLMappingTable(sl_to_vl=list(table)))
 
 
 def _set_sl2vl(node, in_port, smp, reveal):
@@ -318,7 +320,7 @@ def _set_vlarb(node, in_port, smp, reveal):
 # -- SwitchInfo ------------------------------------------------------------------------------
 def _get_switchinfo(node, in_port, smp, reveal):
     _zero_modifier(smp)
-    return SwitchInfo.encode(node.si)
+    return SwitchInfo.LAYOUT.encode(node.si)
 
 
 def _set_switchinfo(node, in_port, smp, reveal):
@@ -332,7 +334,7 @@ def _set_switchinfo(node, in_port, smp, reveal):
         setattr(si, name, getattr(new, name))
     if new.port_state_change:
         si.port_state_change = 0  # write 1 to clear
-    return SwitchInfo.encode(si)
+    return SwitchInfo.LAYOUT.encode(si)
 
 
 # -- LinearForwardingTable ----------------------------------------------------------------------
@@ -348,7 +350,7 @@ def _lft_block(node, smp) -> int:
 def _get_lft(node, in_port, smp, reveal):
     first = _lft_block(node, smp)
     ports = bytes(node.lft[first:first + LFT_BLOCK_SIZE]).ljust(LFT_BLOCK_SIZE, bytes([LFT_NO_PORT]))
-    return LinearForwardingTable.encode(LinearForwardingTable.cls(ports=list(ports)))
+    return LinearForwardingTable.LAYOUT.encode(LinearForwardingTable(ports=list(ports)))
 
 
 def _set_lft(node, in_port, smp, reveal):
@@ -372,7 +374,7 @@ def _rft_block(node, smp) -> int:
 def _get_rft(node, in_port, smp, reveal):
     first = _rft_block(node, smp)
     entries = node.rft[first:first + RFT_BLOCK_SIZE]
-    return RandomForwardingTable.encode(RandomForwardingTable.cls(entries=entries + [0] * (RFT_BLOCK_SIZE - len(entries))))
+    return RandomForwardingTable.LAYOUT.encode(RandomForwardingTable(entries=entries + [0] * (RFT_BLOCK_SIZE - len(entries))))
 
 
 def _set_rft(node, in_port, smp, reveal):
@@ -415,7 +417,7 @@ def _get_mft(node, in_port, smp, reveal):
     first, shift = _mft_slot(node, smp)
     mft = node.mft
     masks = [(mft[i] >> shift) & 0xFFFF if i < len(mft) else 0 for i in range(first, first + MFT_BLOCK_SIZE)]
-    return MulticastForwardingTable.encode(MulticastForwardingTable.cls(port_masks=masks))
+    return MulticastForwardingTable.LAYOUT.encode(MulticastForwardingTable(port_masks=masks))
 
 
 def _set_mft(node, in_port, smp, reveal):
@@ -447,7 +449,7 @@ def _sm(node, in_port):
 def _encode_sminfo(sm, req) -> bytes:
     # SM_Key is shown only to a requester that already knows it.
     shown = sm if req.sm_key == sm.sm_key else dataclasses.replace(sm, sm_key=0)
-    return SMInfo.encode(shown)
+    return SMInfo.LAYOUT.encode(shown)
 
 
 def _get_sminfo(node, in_port, smp, reveal):
@@ -474,7 +476,7 @@ def _set_sminfo(node, in_port, smp, reveal):
 
 
 # attribute -> (Get handler, Set handler or None, switches only)
-_HANDLERS = {
+_HANDLERS: dict[int, tuple[Any, Any, bool]] = {
     AttrID.NODE_INFO: (_get_nodeinfo, None, False),
     AttrID.NODE_DESCRIPTION: (_get_nodedesc, None, False),
     AttrID.PORT_INFO: (_get_portinfo, _set_portinfo, False),

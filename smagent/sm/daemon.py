@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeType, SMState
+from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState, SwitchInfo
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method
@@ -36,7 +36,7 @@ from smagent.sm import state as smstate
 from smagent.sm import repair, traps
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
-from smagent.transport.base import Request, Transport, TransportError
+from smagent.transport.base import Reply, Request, Transport, TransportError
 
 log = logging.getLogger("smagent.sm")
 
@@ -80,10 +80,10 @@ class Daemon:
     def __init__(self, transport: Transport, opts: DaemonOptions, *, clock=time.monotonic):
         self.t, self.opts, self.clock = transport, opts, clock
         transport.on_request = self._on_request
-        self.sm: StateMachine | None = None
-        self.local_pi = None  # our port's PortInfo until discovery has the topology
-        self._early: list = []  # SMInfo requests that came before we knew who we are
-        self.topo = None
+        self._sm: StateMachine | None = None  # `start` makes it
+        self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
+        self._early: list[tuple[bytes, int]] = []  # SMInfo requests that came before we knew who we are
+        self.topo: discovery.Topology | None = None
         self.peers: dict[int, Peer] = {}
         self.events: collections.deque = collections.deque()
         self.counters = Counters()
@@ -92,7 +92,7 @@ class Daemon:
         self.next_census = self.next_refresh = 0.0
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
-        self.known = None  # sweep.KnownState after a clean sweep: repairs plan against it
+        self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
         self.last_change: dict | None = None
         self.last_sweep: dict | None = None
         self.started = time.time()
@@ -102,13 +102,20 @@ class Daemon:
             opts.sweep.lid_file = opts.sweep.lid_file or str(Path(opts.state_dir) / LID_FILE)
         opts.sweep.force = True  # the state machine decided we are MASTER; sweep must not refuse
 
+    @property
+    def sm(self) -> StateMachine:
+        """The SM state machine (from `start` on)."""
+        if self._sm is None:
+            raise RuntimeError("the daemon has not started")
+        return self._sm
+
     # -- the loop ------------------------------------------------------------------
     def start(self) -> None:
         """Learn our port GUID and run the first discovery."""
-        ni = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,)))).attribute()
+        ni = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,)))).attribute(NodeInfo)
         port = 0 if ni.node_type == NodeType.SWITCH else ni.local_port_num
-        self.local_pi = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), port))).attribute()
-        self.sm = StateMachine(ni.port_guid, self.opts.priority, sm_key=self.opts.sm_key,
+        self.local_pi = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), port))).attribute(PortInfo)
+        self._sm = StateMachine(ni.port_guid, self.opts.priority, sm_key=self.opts.sm_key,
                                poll_retries=self.opts.poll_retries)
         early, self._early = self._early, []
         for raw, slid in early:
@@ -171,11 +178,11 @@ class Daemon:
             # is never timed out, and its sender would wait for ever
             self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)), dlid)
             return
-        if self.sm is None:
+        if self._sm is None:
             self._early.append((raw, slid))  # before we know our GUID: answered by `start`
             return
         try:
-            remote = req.attribute()
+            remote: SMInfo | None = req.attribute(SMInfo)
         except MadError:
             remote = None
         act = self.t.stats.sent
@@ -271,13 +278,13 @@ class Daemon:
             self._announce_to_master()
             self.next_poll = self.clock() + self.opts.poll_interval
 
-    def _ask_sms(self, topo) -> list[Peer]:
+    def _ask_sms(self, topo: discovery.Topology) -> list[Peer]:
         peers = []
         for n, p, pi, r in sweepmod.find_sms(self.t, topo):
             if not r.ok:
                 log.info("%s port %d has IsSM but SMInfo did not answer: %s", n.description, p, r.error)
                 continue
-            s = r.value()
+            s = r.value(SMInfo)
             peers.append(Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), pi.lid, n.description))
         self.peers = {p.guid: p for p in peers}
         return peers
@@ -320,7 +327,7 @@ class Daemon:
                 return n.guid
         return None
 
-    def _sweep(self, why: str, known=None, smps_before: int | None = None) -> None:
+    def _sweep(self, why: str, known: sweepmod.KnownState | None = None, smps_before: int | None = None) -> None:
         st = self.t.stats
         sent0, kinds0 = st.sent if smps_before is None else smps_before, collections.Counter(st.by_kind)
         t0 = self.clock()
@@ -353,7 +360,7 @@ class Daemon:
     def _light_sweep(self) -> None:
         """SwitchInfo of every switch (PortStateChange) and SMInfo of every known SM."""
         self.next_light = self.clock() + self.opts.sweep_interval if self.opts.sweep_interval else math.inf
-        switches = self.topo.switches() if self.topo else []
+        switches: list[discovery.DNode] = self.topo.switches() if self.topo else []
         peers = list(self.peers.values())
         reqs = [Request(smpcodec.dr(Method.GET, AttrID.SWITCH_INFO, n.path)) for n in switches]
         reqs += [Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, p.path)) for p in peers]
@@ -361,11 +368,11 @@ class Daemon:
         replies = self.t.execute(reqs)
         self.counters.light_sweeps += 1
         self.counters.light_sweep_gets = self.t.stats.sent - sent0
-        moved = [n for n, r in zip(switches, replies) if not r.ok or r.value().port_state_change]
+        moved = [n for n, r in zip(switches, replies) if not r.ok or r.value(SwitchInfo).port_state_change]
         unread = any(not r.ok for r in replies[:len(switches)])
         for p, r in zip(peers, replies[len(switches):]):
             if r.ok:
-                s = r.value()
+                s = r.value(SMInfo)
                 p.state, p.priority, p.act_count = s.sm_state, s.priority, s.act_count
             else:
                 log.info("light sweep: %s no longer answers", p.describe())
@@ -385,13 +392,13 @@ class Daemon:
         for p, r in zip(peers, self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, p.path))
                                                for p in peers])):
             if r.ok:
-                s = r.value()
+                s = r.value(SMInfo)
                 p.state, p.priority, p.act_count = s.sm_state, s.priority, s.act_count
         self._check_peers(peers)
 
     def _check_peers(self, peers: list[Peer]) -> None:
         action, peer = self.sm.check_peers(peers)
-        if action == Action.HAND_OVER:
+        if action == Action.HAND_OVER and peer is not None:
             self._hand_over(peer)
 
     def _hand_over(self, peer: Peer) -> None:
@@ -413,7 +420,7 @@ class Daemon:
                 if n.lid(p) == lid:
                     r = self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))])[0]
                     if r.ok:
-                        s = r.value()
+                        s = r.value(SMInfo)
                         peer = Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), lid, n.description)
                         self.peers[peer.guid] = peer
                         log.info("SM announced itself: %s", peer.describe())
@@ -436,7 +443,7 @@ class Daemon:
                     where.append((n, p))
         for (n, p), r in zip(where, self.t.execute(reqs)):
             if r.ok:
-                n.ports[p] = r.value()
+                n.ports[p] = r.value(PortInfo)
         log.info("SM census (%s): %d PortInfo Gets", why, len(reqs))
         self._check_peers(self._ask_sms(self.topo))
 
@@ -448,7 +455,7 @@ class Daemon:
             return
         self.counters.polls += 1
         r = self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, m.path))], retries=0)[0]
-        remote = r.value() if r.ok else None
+        remote = r.value(SMInfo) if r.ok else None
         if remote is None:
             self.counters.poll_failures += 1
         old = self.sm.state
@@ -461,7 +468,7 @@ class Daemon:
             self._discover()
 
     # -- helpers --------------------------------------------------------------------
-    def _send_sminfo_set(self, peer: Peer, control: Control, as_state: int):
+    def _send_sminfo_set(self, peer: Peer, control: Control, as_state: int) -> Reply | None:
         if not peer.path and not peer.lid:
             return None
         value = self.sm.sminfo(self.t.stats.sent, state=as_state)
@@ -470,20 +477,24 @@ class Daemon:
         log.info("sent SubnSet(SMInfo) %s to %s: %s", control.name, peer.describe(), "ok" if rep.ok else rep.error)
         return rep
 
-    def _peer_from_topology(self, remote) -> Peer | None:
+    def _peer_from_topology(self, remote: SMInfo) -> Peer | None:
         found = self.topo.by_guid(remote.guid) if self.topo else None
-        if not found or found[1] is None:
+        if not found:
             return None
         n, p = found
+        if p is None:
+            return None
         return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
                     n.lid(p), n.description)
 
     def _reveal_key(self, request_m_key: int) -> bool:
         local = self._local()
         pi = local[2] if local is not None else self.local_pi
+        if pi is None:  # an SMInfo Get before `start` read our PortInfo: reveal nothing
+            return False
         return smstate.reveal_sm_key(pi.m_key, pi.m_key_protect_bits, request_m_key)
 
-    def _local(self):
+    def _local(self) -> tuple[discovery.DNode, int, PortInfo] | None:
         if self.topo is None:
             return None
         g, p = self.topo.local

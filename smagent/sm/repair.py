@@ -19,9 +19,10 @@ import collections
 import dataclasses
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, PortState
+from mad.attributes import AttrID, NodeInfo, PortInfo, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
+from smagent.discovery import DNode
 from smagent.transport.base import Request
 
 
@@ -33,8 +34,8 @@ def recompute_paths(topo) -> bool:
     """Shortest DR paths from the local port over `topo.links`; False if a node is cut off."""
     lg, lp = topo.local
     root = topo.nodes[lg]
-    paths = {lg: (0,)}
-    ca_ports = collections.defaultdict(dict)
+    paths: dict[int, tuple[int, ...]] = {lg: (0,)}
+    ca_ports: collections.defaultdict[int, dict[int, tuple[int, ...]]] = collections.defaultdict(dict)
     if not root.is_switch:
         ca_ports[lg][lp] = (0,)
     queue = collections.deque([lg])
@@ -91,7 +92,9 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
     nodes = [topo.nodes.get(g) for g in switches]
     if not nodes or any(n is None or not n.is_switch for n in nodes):
         return False, ["a reporting switch is not in the topology"]
-    changes, flagged, new_links = [], set(switches), []
+    changes: list[str] = []
+    flagged = set(switches)
+    new_links: list[tuple[DNode, int]] = []
     pending = nodes
     for _round in range(2):  # a switch whose DR path crossed a cut link is read again on a new path
         where = [(n, p) for n in pending for p in range(1, n.num_ports + 1)]
@@ -101,7 +104,7 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
         for (n, p), r in zip(where, replies):
             if n.guid in failed:
                 continue
-            why = _port_changed(topo, n, p, r.value(), flagged, changes, new_links)
+            why = _port_changed(topo, n, p, r.value(PortInfo), flagged, changes, new_links)
             if why:
                 return False, [why]
         pending = [n for n in pending if n.guid in failed]
@@ -116,7 +119,7 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
         for (n, p), r in zip(new_links, infos):
             if not r.ok:
                 return False, [f"{n.description} port {p}: the new neighbour does not answer"]
-            ni = r.value()
+            ni = r.value(NodeInfo)
             pn = topo.nodes.get(ni.node_guid)
             if pn is None or not pn.is_switch:
                 return False, [f"{n.description} port {p}: a node we do not know came up"]
@@ -134,7 +137,7 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
             if not r.ok:
                 return False, ["a new neighbour's PortInfo read failed"]
             pg, pp = topo.links[(n.guid, p)]
-            topo.nodes[pg].ports[pp] = r.value()
+            topo.nodes[pg].ports[pp] = r.value(PortInfo)
     if not recompute_paths(topo):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it

@@ -100,7 +100,7 @@ class StateMachine:
     def sminfo(self, act_count: int, *, reveal_key: bool = True, state: int | None = None):
         """Our SMInfo. The SM_Key is zeroed for a requester that failed M_Key
         authentication (IBA 14.4.1; see `reveal_sm_key`)."""
-        return SMInfo.cls(guid=self.guid, sm_key=self.sm_key if reveal_key else 0, act_count=act_count & 0xFFFFFFFF,
+        return SMInfo(guid=self.guid, sm_key=self.sm_key if reveal_key else 0, act_count=act_count & 0xFFFFFFFF,
                           priority=self.priority, sm_state=self.state if state is None else state)
 
     def _go(self, new: int, why: str) -> None:

@@ -7,10 +7,12 @@ import dataclasses
 
 from mad import smp as smpcodec
 from mad.attributes import (
-    CAP_IS_SM, TRAP_DETAILS, AttrID, Notice, NoticeType, NodeType, Trap144Details, TrapNumber,
+    CAP_IS_SM, TRAP_DETAILS, AttrID, Notice, NoticeType, NodeType, Trap128Details, Trap129Details, Trap144Details,
+    TrapNumber,
 )
 from mad.errors import MadError
 from mad.header import Method
+from mad.smp import AnySmp
 
 # traps after which the fabric's links or routes may differ: the master repairs
 REPAIR_TRAPS = frozenset({TrapNumber.LINK_STATE_CHANGE, TrapNumber.LINK_INTEGRITY,
@@ -22,8 +24,8 @@ class Trap:
     number: int  # trap number (generic) or device ID (vendor)
     generic: bool
     issuer_lid: int
-    details: object | None  # the decoded DataDetails of a trap we know, else None
-    smp: object  # the request, for the TrapRepress
+    details: Trap128Details | Trap129Details | Trap144Details | None  # decoded DataDetails of a trap we know
+    smp: AnySmp  # the request, for the TrapRepress
 
     def describe(self) -> str:
         name = TrapNumber(self.number).name.lower() if self.generic and self.number in TrapNumber._value2member_map_ \
@@ -38,32 +40,33 @@ class Trap:
     def announces_sm(self) -> bool:
         """Trap 144 from a port with IsSM: an SM telling the master it is there."""
         d = self.details
-        return self.number == TrapNumber.CAPABILITY_CHANGE and d is not None and bool(d.capability_mask & CAP_IS_SM)
+        return (self.number == TrapNumber.CAPABILITY_CHANGE and isinstance(d, Trap144Details)
+                and bool(d.capability_mask & CAP_IS_SM))
 
 
-def parse(smp) -> Trap:
+def parse(smp: AnySmp) -> Trap:
     """A decoded SubnTrap SMP -> Trap; raises MadError on a malformed Notice."""
-    n = smp.attribute()
-    details = None
-    layout = TRAP_DETAILS.get(n.trap_number_or_device_id) if n.is_generic else None
-    if layout is not None:
+    n = smp.attribute(Notice)
+    details: Trap128Details | Trap129Details | Trap144Details | None = None
+    kind = TRAP_DETAILS.get(n.trap_number_or_device_id) if n.is_generic else None
+    if kind is not None:
         try:
-            details = layout.decode(n.data_details)
+            details = kind.decode(n.data_details)
         except MadError:
             details = None
     return Trap(n.trap_number_or_device_id, bool(n.is_generic), n.issuer_lid, details, smp)
 
 
-def repress(trap_smp) -> bytes:
+def repress(trap_smp: AnySmp) -> bytes:
     """The TrapRepress for a trap: the same TID, attribute and Notice, method 0x07."""
     return smpcodec.encode(dataclasses.replace(trap_smp, method=Method.TRAP_REPRESS, status=0))
 
 
 def trap_144(our_lid: int, capability_mask: int, node_type: int = NodeType.CA) -> bytes:
     """Our SubnTrap 144 to the master: our port's CapabilityMask (IsSM set) changed."""
-    details = Trap144Details.cls(lid=our_lid, other_local_changes=0, capability_mask=capability_mask,
+    details = Trap144Details(lid=our_lid, other_local_changes=0, capability_mask=capability_mask,
                                  change_flags=0, capability_mask2=0)
-    notice = Notice.cls(is_generic=1, type=int(NoticeType.INFO), producer_type_or_vendor_id=int(node_type),
+    notice = Notice(is_generic=1, type=int(NoticeType.INFO), producer_type_or_vendor_id=int(node_type),
                         trap_number_or_device_id=int(TrapNumber.CAPABILITY_CHANGE), issuer_lid=our_lid,
-                        notice_toggle=0, notice_count=0, data_details=Trap144Details.encode(details))
+                        notice_toggle=0, notice_count=0, data_details=Trap144Details.LAYOUT.encode(details))
     return smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))

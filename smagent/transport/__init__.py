@@ -28,20 +28,23 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     if record:
         from smagent.pcap import CaptureWriter
         recorder = CaptureWriter(record)
-    common = dict(window=window, timeout_ms=timeout_ms, retries=retries, recorder=recorder)
+    t: Transport
     if kind == "umad":
         from smagent.transport.umad import UmadTransport
-        t = UmadTransport(ca=ca, port=port, serve=serve, **common)
+        t = UmadTransport(ca=ca, port=port, serve=serve, window=window, timeout_ms=timeout_ms, retries=retries,
+                          recorder=recorder)
     elif kind == "sim":
         from smagent.transport.sim import SimTransport
-        t = SimTransport(topology=topology, local=local, **common)
+        sim = SimTransport(topology=topology, local=local, window=window, timeout_ms=timeout_ms, retries=retries,
+                           recorder=recorder)
         if serve:
-            t.serve()
+            sim.serve()
+        t = sim
     elif kind == "replay":
         from smagent.transport.replay import ReplayTransport
         if not fixture:
             raise BadInput("--transport replay needs --fixture FILE")
-        t = ReplayTransport(fixture, **common)
+        t = ReplayTransport(fixture, window=window, timeout_ms=timeout_ms, retries=retries, recorder=recorder)
     else:
         raise BadInput(f"unknown transport {kind!r}: choose one of {', '.join(KINDS)}")
     t.keys = keys

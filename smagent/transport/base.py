@@ -23,15 +23,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar, overload
 
 from mad import smp as smpcodec
+from mad.smp import AnySmp
 from mad.errors import MadError
-from mad.attributes import AttrID
+from mad.attributes import AttrID, Attribute, PortInfo
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import METHOD_OFFSET, RESPONSE_BIT, Method, method_name, tid32_of
 from smagent.errors import BadInput, FabricFailure
 from smagent.mkeys import KeyChain
+
+A = TypeVar("A", bound=Attribute)
 
 UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back an undelivered send
 
@@ -57,7 +60,7 @@ class SmpTimeout(TransportError):
 class SmpStatusError(TransportError):
     """The SMA answered with a non-zero status."""
 
-    def __init__(self, message: str, response):
+    def __init__(self, message: str, response: AnySmp):
         super().__init__(message)
         self.response = response
 
@@ -66,7 +69,7 @@ class SmpStatusError(TransportError):
 class Request:
     """One SMP to send. ``dlid`` is the LRH destination: a LID for LID-routed SMPs, the
     permissive LID for directed route."""
-    smp: object
+    smp: AnySmp
     dlid: int = PERMISSIVE_LID
 
     def describe(self) -> str:
@@ -82,7 +85,7 @@ class Request:
 @dataclasses.dataclass(slots=True)
 class Reply:
     request: Request
-    response: object | None = None  # decoded SMP
+    response: AnySmp | None = None  # decoded SMP
     error: TransportError | None = None
 
     @property
@@ -92,12 +95,19 @@ class Reply:
     def __repr__(self) -> str:  # not the SMPs' fields: they hold the M_Key
         return f"Reply({self.request.describe()}: {'ok' if self.error is None else self.error})"
 
-    def value(self):
-        """The decoded attribute of the response, or raise the error."""
+    @overload
+    def value(self) -> Attribute: ...
+    @overload
+    def value(self, kind: type[A]) -> A: ...
+
+    def value(self, kind: type[Attribute] = Attribute) -> Attribute:
+        """The decoded attribute of the response (``kind``: the class expected), or raise
+        the error."""
         if self.error is not None:
             raise self.error
+        assert self.response is not None  # a Reply without error holds its response
         try:
-            return self.response.attribute()
+            return self.response.attribute(kind)
         except MadError as e:  # the fabric's answer, not the caller's input
             raise TransportError(f"{self.request.describe()}: malformed response: {e}") from None
 
@@ -299,7 +309,7 @@ class Transport:
                     raise r.error
         return replies
 
-    def query(self, request: Request):
+    def query(self, request: Request) -> AnySmp:
         """One request; returns the decoded response SMP or raises. A node that does not
         answer, at a path or LID whose key is not known yet, is asked once more with each
         other key the key chain holds (as discovery does); the key that answers is learnt."""
@@ -314,7 +324,7 @@ class Transport:
                     continue
                 probe = Request(dataclasses.replace(s, m_key=key, transaction_id=smpcodec.next_tid()), request.dlid)
                 (alt,) = self.execute([probe], retries=0)
-                if alt.ok:
+                if alt.response is not None and alt.error is None:
                     if s.directed:
                         self.keys.learn(path=s.path, key=key)
                     else:
@@ -322,6 +332,7 @@ class Transport:
                     return alt.response
         if reply.error is not None:
             raise reply.error
+        assert reply.response is not None  # a Reply without error holds its response
         return reply.response
 
     # -- internals ----------------------------------------------------------------------
@@ -358,15 +369,16 @@ class Transport:
             reply.error = SmpTimeout(f"{req.describe()}: no response after {attempts + 1} tries "
                                      f"({self.timeout_ms} ms each){hint}")
 
-    def _learn_lids(self, req: Request, resp) -> None:
+    def _learn_lids(self, req: Request, resp: AnySmp) -> None:
         """A PortInfo answered through a path whose node's key is known: that port's
         LIDs take the same key (the LID a Set just assigned included)."""
-        path = req.smp.path
+        smp = req.smp
         keys = self.keys
-        if not keys.path_known(path):
+        if not smp.directed or not keys.path_known(smp.path):
             return
+        path = smp.path
         try:
-            pi = resp.attribute()
+            pi = resp.attribute(PortInfo)
         except MadError:
             return
         port = resp.attribute_modifier & 0xFF

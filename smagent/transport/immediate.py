@@ -3,6 +3,7 @@ answers wait in a queue until the base class asks for them."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from smagent.transport.base import UMAD_STATUS_TIMEOUT, Transport
 
@@ -11,9 +12,10 @@ class ImmediateTransport(Transport):
     """Subclasses implement `_answer(raw, dlid) -> response bytes | None`; None hands the
     request back undelivered (umad status 110), as umad2sim does."""
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any):
         super().__init__(**kw)
-        self._queue: list[tuple[bytes, int]] = []
+        # (MAD, umad status) or (MAD, status, source LID): see Transport._recv
+        self._queue: list[tuple[bytes, int] | tuple[bytes, int, int]] = []
 
     def _answer(self, raw: bytes, dlid: int) -> bytes | None:
         raise NotImplementedError
@@ -22,7 +24,7 @@ class ImmediateTransport(Transport):
         resp = self._answer(raw, dlid)
         self._queue.append((raw, UMAD_STATUS_TIMEOUT) if resp is None else (resp, 0))
 
-    def _recv(self, timeout_s: float) -> list[tuple[bytes, int]]:
+    def _recv(self, timeout_s: float) -> list[tuple[bytes, int] | tuple[bytes, int, int]]:
         if not self._queue:
             # every send is answered at once, so an empty queue means nothing is coming:
             # wait out the caller's deadline instead of spinning

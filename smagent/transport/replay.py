@@ -26,6 +26,7 @@ import dataclasses
 import os
 
 from mad import smp as smpcodec
+from mad.smp import AnySmp
 from mad.attributes import ATTRIBUTE_NAMES
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
@@ -52,13 +53,14 @@ class ReplayRefusesSet(TransportError):
     """A SubnSet reached a replay transport: a recording cannot take writes."""
 
 
-def exchange_key(smp, dlid: int) -> tuple:
+def exchange_key(smp: AnySmp, dlid: int) -> tuple:
     """The key of a request (a decoded SMP): (mgmt_class, method, attribute_id, modifier,
     where).
 
     ``where`` is ("DR", path, dr_slid, dr_dlid) for directed route (path as
     infiniband-diags writes it: 0, then one exit port per hop) and ("LID", dlid) for a
     LID-routed SMP (``dlid`` is the LRH destination)."""
+    where: tuple[object, ...]
     if smp.directed:
         where = ("DR", smp.path, smp.dr_slid, smp.dr_dlid)
     else:
