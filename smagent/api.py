@@ -16,13 +16,16 @@ exception is a bug. The CLI is a thin layer over this module.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import Iterator
 
 from mad import forwarding as fw
 from mad.errors import MadError
 from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError, after_sets
 from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
+from smagent.targets import target_text
 from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, open_transport
 
 __all__ = ["connect", "check_query", "Session", "SessionClosed", "ApplyResult", "LftTable", "MftTable", "RftEntry",
@@ -78,6 +81,42 @@ class Session:
     def stats(self) -> dict:
         """SMPs sent/received, retries, timeouts, per attribute and method."""
         return self._open().stats.snapshot()
+
+    # -- recording ---------------------------------------------------------------------
+    def start_recording(self, path) -> None:
+        """Record every SMP sent and received from now on to ``path`` (ERF; ``.pcap``:
+        pcap with link type 252), e.g. the Gets of a plan, for a later offline dry run
+        (``connect("replay", fixture=path)``). The file is written as ``PATH.partial``
+        and gets its name at `stop_recording`, so a file at ``path`` is a whole
+        recording. BadInput if this session records already (``connect(record=...)``
+        or an earlier start) or ``path`` cannot be written."""
+        from smagent import paths
+        from smagent.pcap import CaptureWriter
+        t = self._open()
+        if t.recorder is not None:
+            raise BadInput(f"this session records already, to {t.recorder.path}: stop that first")
+        paths.check_output(path, "recording")
+        t.recorder = CaptureWriter(path, atomic=True)
+
+    def stop_recording(self) -> str:
+        """Stop recording and close the file; returns its path. BadInput if not recording."""
+        t = self._open()
+        rec, t.recorder = t.recorder, None
+        if rec is None:
+            raise BadInput("this session is not recording: start_recording(path) first")
+        rec.close()
+        return rec.path
+
+    @contextlib.contextmanager
+    def recording(self, path) -> Iterator[None]:
+        """``with session.recording(path): ...``: `start_recording`, then `stop_recording`
+        when the block ends (also on an error: what was exchanged is recorded)."""
+        self.start_recording(path)
+        try:
+            yield
+        finally:
+            if not self.closed:
+                self.stop_recording()
 
     # -- operations ------------------------------------------------------------------
     def discover(self):
@@ -286,19 +325,6 @@ def _desired_options(desired) -> dict:
     from smagent import desired as desiredmod
     ds = desired if isinstance(desired, desiredmod.DesiredState) else desiredmod.load(desired)
     return dict(lmc=ds.lmc, lid_file=ds.lid_file, routing=ds.routing, desired=ds)
-
-
-def target_text(target) -> str:
-    """A target as text: an int is a LID, a tuple or list of ints a DR path."""
-    if isinstance(target, bool):
-        raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
-    if isinstance(target, int):
-        return str(target)
-    if isinstance(target, (tuple, list)) and all(isinstance(x, int) for x in target):
-        return ",".join(map(str, target))
-    if isinstance(target, str):
-        return target
-    raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
 
 
 def _query_request(attribute, tgt, **kw):

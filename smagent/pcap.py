@@ -101,23 +101,31 @@ class CaptureWriter:
     slid -> dlid, inbound ones dlid -> slid; a directed-route SMP (permissive ``dlid``)
     gets the permissive LID at both ends, as the vectors' framing does. Records are
     flushed as they are written, so a capture is readable while a session runs.
+
+    ``atomic``: write to ``PATH.partial`` and rename it to PATH on `close`, so a file at
+    PATH is always a whole recording (`Session.start_recording`); a run that dies
+    leaves only the ``.partial`` file.
     """
 
-    def __init__(self, path: str | os.PathLike | IO[bytes]):
+    def __init__(self, path: str | os.PathLike | IO[bytes], *, atomic: bool = False):
         self._pcap = None
+        self._final = None  # atomic: the name the file gets on close
         if hasattr(path, "write"):
             self._f, self._owned = path, False
             self.path = getattr(path, "name", "<stream>")
         else:
             self.path = os.fspath(path)
+            target = self.path
+            if atomic:
+                self._final, target = self.path, self.path + ".partial"
             try:
                 if self.path.endswith(".pcap"):
                     from scapy.utils import RawPcapWriter
-                    self._pcap = RawPcapWriter(self.path, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
+                    self._pcap = RawPcapWriter(target, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
                     self._pcap.write_header(None)  # write_packet alone never writes the file header
                     self._f, self._owned = self._pcap, True
                 else:
-                    self._f, self._owned = open(self.path, "wb"), True
+                    self._f, self._owned = open(target, "wb"), True
             except OSError as e:  # --record: refused before the first SMP
                 raise CaptureError(f"{self.path}: {e.strerror or e}") from None
         self._psn = 0
@@ -150,6 +158,8 @@ class CaptureWriter:
             else:
                 self._f.flush()
             self._f = None
+            if self._final is not None:
+                os.replace(self._final + ".partial", self._final)
 
     @property
     def closed(self) -> bool:
