@@ -10,6 +10,7 @@ With ``--json``, a failed command still prints exactly one JSON document on stdo
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
@@ -127,6 +128,24 @@ class SmagentGroup(click.Group):
 
 
 # -- output ---------------------------------------------------------------------------------
+def log_to_stderr(verbose: int):
+    """``-v``: the ``smagent`` loggers at INFO on stderr, ``-vv``: DEBUG; without it no
+    log line (the command's own output says what a user needs). Returns the undo."""
+    logger = logging.getLogger("smagent")
+    if not verbose:
+        return lambda: None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    old = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
+
+    def undo():
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+    return undo
+
+
 def emit_json(obj) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 

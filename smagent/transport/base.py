@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import time
 from typing import Callable, Iterable, Sequence
 
@@ -44,6 +45,7 @@ MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
              "(protected SMAs drop SMPs with a wrong M_Key)")
 _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
+log = logging.getLogger("smagent.transport")
 
 
 class TransportError(FabricFailure):
@@ -279,6 +281,7 @@ class Transport:
                 if st.busy and attempts < retries:
                     stats.busy += 1
                     stats.retries += 1
+                    log.debug("%s: busy, retry %d of %d", reqs[i].describe(), attempts + 1, retries)
                     self._post(reqs[i], inflight, i, attempts + 1, timeout_s)
                     continue
                 replies[i].response = resp
@@ -350,6 +353,7 @@ class Transport:
         self.stats.timeouts += 1
         if attempts < retries:
             self.stats.retries += 1
+            log.debug("%s: timed out, retry %d of %d", req.describe(), attempts + 1, retries)
             self._post(req, inflight, i, attempts + 1, timeout_s)
         else:
             # a Get may die of a lost link as often as of a key; a refused write is the
@@ -357,6 +361,7 @@ class Transport:
             hint = f"; {MKEY_HINT}" if req.smp.method in _WRITES else ""
             reply.error = SmpTimeout(f"{req.describe()}: no response after {attempts + 1} tries "
                                      f"({self.timeout_ms} ms each){hint}")
+            log.warning("%s", reply.error)
 
     def _learn_lids(self, req: Request, resp) -> None:
         """A PortInfo answered through a path whose node's key is known: that port's
