@@ -142,6 +142,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos))
     summary = r.summary()
+    summary.update(obj.transient_write(dry_run))
     if dry_run:
         summary["plan"] = r.plan_lines()
     if as_json:
@@ -209,6 +210,7 @@ def apply_cmd(obj, file, force, state_dir, as_json):
     left = obj.session().sweep(**opts, dry_run=True)
     summary = r.summary()
     summary["left_after_apply"] = left.plan_lines()
+    summary.update(obj.transient_write(False))
     if as_json:
         emit_json(summary)
     else:
