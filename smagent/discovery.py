@@ -270,7 +270,8 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     t0, sent0 = time.monotonic(), transport.stats.sent
     (root_reply,), _ = _node_infos(transport, [(0,)])
     if isinstance(root_reply.error, SmpTimeout):
-        raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}")
+        raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}",
+                         request=root_reply.request.describe())
     root = root_reply.value()  # the local port must answer: raise if not
     local = (root.node_guid, root.local_port_num)
     w = _Walk(transport)

@@ -60,3 +60,12 @@ def test_unreachable_is_fabric_failure():
         with pytest.raises(smagent.FabricFailure) as ei:
             fabric.query("nodeinfo", "0,1,7,7,7")
         assert ei.value.exit_code == 3
+
+
+def test_transport_errors_name_their_request():
+    """A timeout names the request that failed, as a replay miss does (``request``)."""
+    with smagent.connect("sim", retries=0, timeout_ms=5) as f:
+        with pytest.raises(smagent.FabricFailure) as ei:
+            f.query("nodeinfo", "0,1,7,7")
+    assert ei.value.request == "SubnGet(NodeInfo, modifier 0x0) to DR 0,1,7,7"
+    assert ei.value.changed == [] and ei.value.exit_code == 3

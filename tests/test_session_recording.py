@@ -78,3 +78,4 @@ def test_a_truncated_recording_is_refused_whole(tmp_path):
     with pytest.raises(CaptureError, match=r"cut\.erf: record \d+ \(offset \d+\): truncated") as ei:
         smagent.connect("replay", fixture=cut)
     assert ei.value.exit_code == 2
+

@@ -49,18 +49,24 @@ log = logging.getLogger("smagent.transport")
 
 
 class TransportError(FabricFailure):
-    """A fabric or transport failure (exit status 3 at the CLI)."""
+    """A fabric or transport failure (exit status 3 at the CLI). ``request``: the SMP
+    that failed as an operator reads it ("SubnGet(NodeInfo, modifier 0x0) to DR 0,1"),
+    empty when the failure is not one request's."""
+
+    def __init__(self, message: str = "", changed: list[str] | None = None, *, request: str = ""):
+        super().__init__(message, changed)
+        self.request = request
 
 
 class SmpTimeout(TransportError):
-    pass
+    """No response after every try (``request`` names it)."""
 
 
 class SmpStatusError(TransportError):
-    """The SMA answered with a non-zero status."""
+    """The SMA answered with a non-zero status; ``response``: its decoded SMP."""
 
-    def __init__(self, message: str, response):
-        super().__init__(message)
+    def __init__(self, message: str, response, *, request: str = ""):
+        super().__init__(message, request=request)
         self.response = response
 
 
@@ -101,7 +107,8 @@ class Reply:
         try:
             return self.response.attribute()
         except MadError as e:  # the fabric's answer, not the caller's input
-            raise TransportError(f"{self.request.describe()}: malformed response: {e}") from None
+            raise TransportError(f"{self.request.describe()}: malformed response: {e}",
+                                 request=self.request.describe()) from None
 
 
 @dataclasses.dataclass
@@ -269,7 +276,8 @@ class Transport:
                 except MadError as e:
                     del inflight[tid32]
                     stats.errors += 1
-                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: {e}")
+                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: {e}",
+                                                      request=reqs[i].describe())
                     continue
                 if not resp.is_response:
                     continue  # our own request looped back by a permissive route: ignore
@@ -290,7 +298,8 @@ class Transport:
                 if not st.ok:
                     stats.errors += 1
                     replies[i].error = SmpStatusError(
-                        f"{reqs[i].describe()}: status {resp.status_word:#06x} ({st.describe()})", resp)
+                        f"{reqs[i].describe()}: status {resp.status_word:#06x} ({st.describe()})", resp,
+                        request=reqs[i].describe())
             now = time.monotonic()
             for tid32, (i, deadline, attempts) in list(inflight.items()):
                 if deadline <= now:
@@ -360,7 +369,7 @@ class Transport:
             # classic M_Key symptom (levels 0 and 1 answer every Get), so say it there
             hint = f"; {MKEY_HINT}" if req.smp.method in _WRITES else ""
             reply.error = SmpTimeout(f"{req.describe()}: no response after {attempts + 1} tries "
-                                     f"({self.timeout_ms} ms each){hint}")
+                                     f"({self.timeout_ms} ms each){hint}", request=req.describe())
             log.warning("%s", reply.error)
 
     def _learn_lids(self, req: Request, resp) -> None:

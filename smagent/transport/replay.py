@@ -179,7 +179,7 @@ class ReplayTransport(ImmediateTransport):
         if smp.method == Method.SET:
             raise ReplayRefusesSet(
                 f"{describe_key(key)}: refused: a recording ({self.fixture}) cannot take writes; "
-                f"use --dry-run to see the plan without sending any Set")
+                f"use --dry-run to see the plan without sending any Set", request=describe_key(key))
         ex = self.index.next_answer(key)
         if ex is None:
             raise ReplayMiss(
