@@ -7,12 +7,15 @@
         print(plan.sets_planned, plan.plan_lines()[:3])
         fabric.sweep()                         # bring it up
         print(fabric.query("portinfo", "0,1", port=1).lid)
+        with fabric.recording("plan.erf"):     # these Gets, for an offline dry run:
+            fabric.plan("desired.yaml")        # connect("replay", fixture="plan.erf")
 
 Errors raised by a session are subclasses of `SmagentError` (`smagent.errors`), each
 carrying its exit code: `BadInput` (the caller's input was refused and nothing was sent;
 the CLI exits 2), `FabricFailure` (the fabric or the transport failed; exit 3; ``changed``
 lists the Sets already sent), `SafetyRefusal` (another SM is MASTER; exit 4). Any other
-exception is a bug. The CLI is a thin layer over this module.
+exception is a bug. The CLI is a thin layer over this module. The session logs to the
+``smagent`` loggers (see `smagent`) and never prints.
 """
 from __future__ import annotations
 

@@ -65,7 +65,12 @@ class SweepError(FabricFailure):
 
 
 class OtherMasterSM(SafetyRefusal):
-    """Another subnet manager is MASTER: refused before the first Set (--force overrides)."""
+    """Another subnet manager is MASTER: refused before the first Set (--force overrides).
+    ``node`` (its node's description and port), ``lid``, ``guid``, ``priority``: that SM."""
+
+    def __init__(self, message: str, *, node: str = "", lid: int = 0, guid: int = 0, priority: int = 0):
+        super().__init__(message)
+        self.node, self.lid, self.guid, self.priority = node, lid, guid, priority
 
 
 @dataclasses.dataclass
@@ -268,7 +273,8 @@ def check_other_sms(transport: Transport, topo, *, force: bool) -> list[str]:
         if sm.sm_state == SMState.MASTER:
             if not force:
                 raise OtherMasterSM(f"another subnet manager is MASTER: {desc}. It would undo our changes on "
-                                    f"its next sweep; stop it, or pass --force")
+                                    f"its next sweep; stop it, or pass --force",
+                                    node=f"{n.description} port {p}", lid=pi.lid, guid=sm.guid, priority=sm.priority)
             notes.append(f"--force: proceeding although another SM is MASTER ({desc})")
         else:
             notes.append(f"other SM present: {desc}")
