@@ -7,19 +7,23 @@
         print(plan.sets_planned, plan.plan_lines()[:3])
         fabric.sweep()                         # bring it up
         print(fabric.query("portinfo", "0,1", port=1).lid)
+        with fabric.recording("plan.erf"):     # these Gets, for an offline dry run:
+            fabric.plan("desired.yaml")        # connect("replay", fixture="plan.erf")
 
 Errors raised by a session are subclasses of `SmagentError` (`smagent.errors`), each
 carrying its exit code: `BadInput` (the caller's input was refused and nothing was sent;
 the CLI exits 2), `FabricFailure` (the fabric or the transport failed; exit 3; ``changed``
 lists the Sets already sent), `SafetyRefusal` (another SM is MASTER, or the planned tables
 would break the fabric: `smagent.sweep.PlanDefects`; exit 4). Any other
-exception is a bug. The CLI is a thin layer over this module.
+exception is a bug. The CLI is a thin layer over this module. The session logs to the
+``smagent`` loggers (see `smagent`) and never prints.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, TypeVar
 
 from mad import forwarding as fw
 from mad.attributes import Attribute, PortInfo, PortState
@@ -27,6 +31,7 @@ from mad.errors import MadError
 from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError, after_sets
 from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
+from smagent.targets import target_text
 from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Transport, open_transport
 
 if TYPE_CHECKING:
@@ -99,6 +104,42 @@ class Session:
     def stats(self) -> dict[str, Any]:
         """SMPs sent/received, retries, timeouts, per attribute and method."""
         return self._open().stats.snapshot()
+
+    # -- recording ---------------------------------------------------------------------
+    def start_recording(self, path) -> None:
+        """Record every SMP sent and received from now on to ``path`` (ERF; ``.pcap``:
+        pcap with link type 252), e.g. the Gets of a plan, for a later offline dry run
+        (``connect("replay", fixture=path)``). The file is written as ``PATH.partial``
+        and gets its name at `stop_recording`, so a file at ``path`` is a whole
+        recording. BadInput if this session records already (``connect(record=...)``
+        or an earlier start) or ``path`` cannot be written."""
+        from smagent import paths
+        from smagent.pcap import CaptureWriter
+        t = self._open()
+        if t.recorder is not None:
+            raise BadInput(f"this session records already, to {t.recorder.path}: stop that first")
+        paths.check_output(path, "recording")
+        t.recorder = CaptureWriter(path, atomic=True)
+
+    def stop_recording(self) -> str:
+        """Stop recording and close the file; returns its path. BadInput if not recording."""
+        t = self._open()
+        rec, t.recorder = t.recorder, None
+        if rec is None:
+            raise BadInput("this session is not recording: start_recording(path) first")
+        rec.close()
+        return rec.path
+
+    @contextlib.contextmanager
+    def recording(self, path) -> Iterator[None]:
+        """``with session.recording(path): ...``: `start_recording`, then `stop_recording`
+        when the block ends (also on an error: what was exchanged is recorded)."""
+        self.start_recording(path)
+        try:
+            yield
+        finally:
+            if not self.closed:
+                self.stop_recording()
 
     # -- operations ------------------------------------------------------------------
     def discover(self) -> Topology:
@@ -332,19 +373,6 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
     if not 0 <= out["lmc"] <= 7:
         raise BadInput(f"lmc {out['lmc']}: the LMC is 0..7")
     return out
-
-
-def target_text(target: object) -> str:
-    """A target as text: an int is a LID, a tuple or list of ints a DR path."""
-    if isinstance(target, bool):
-        raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
-    if isinstance(target, int):
-        return str(target)
-    if isinstance(target, (tuple, list)) and all(isinstance(x, int) for x in target):
-        return ",".join(map(str, target))
-    if isinstance(target, str):
-        return target
-    raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
 
 
 def _query_request(attribute: str, tgt: Target, **kw: Any) -> Request:

@@ -12,7 +12,7 @@ import click
 
 from smagent.commands import backup_cmd, decode_cmd, discover_cmd, query_cmd, rft_cmd, sweep_cmd, tables_cmd
 from smagent.commands import report_cmd, run_cmd, status_cmd, topology_cmd, verify_cmd
-from smagent.commands.common import Context, SmagentGroup, int_arg
+from smagent.commands.common import Context, SmagentGroup, int_arg, log_to_stderr
 from smagent.errors import (  # noqa: F401 - the documented codes, importable from here
     EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SAFETY,
 )
@@ -38,11 +38,14 @@ from smagent.errors import (  # noqa: F401 - the documented codes, importable fr
               help="M_Keys per node: lines 'GUID MKEY' (node or port GUID, hex) and 'default MKEY'; "
                    "see smagent.mkeys.")
 @click.option("--debug", is_flag=True, help="On an internal error, print the traceback (also: SMAGENT_DEBUG=1).")
+@click.option("-v", "--verbose", count=True,
+              help="Log to stderr: -v phases, discovery and SMPs given up (INFO), -vv every retry (DEBUG).")
 @click.pass_context
-def main(ctx, debug, **opts):
+def main(ctx, debug, verbose, **opts):
     """smagent: discover, route and program an InfiniBand subnet over SMPs."""
     ctx.obj = Context(**opts)
     ctx.call_on_close(ctx.obj.close)
+    ctx.call_on_close(log_to_stderr(verbose))
 
 
 for _cmd in (decode_cmd.decode, query_cmd.query, topology_cmd.topology, discover_cmd.discover, sweep_cmd.sweep,

@@ -6,8 +6,9 @@
     lid_file: guid2lid           # optional: keep LIDs across runs (OpenSM's format)
     lft:                         # static entries; they override routing
       - {switch: Switch1, lid: 5, port: 3}
-    multicast:                   # groups; members are CA descriptions (every port) or port GUIDs
-      - {mlid: 0xC001, members: [Hca1, 0x0000000000100004]}
+      - {switch: "0,1", lid: 6, port: 2}
+    multicast:                   # groups; members are CA ports, or all (every CA port)
+      - {mlid: 0xC001, members: [Hca1, 0x0000000000100004, "0,1,3", 7]}
     multicast_prune: false       # true: remove MFT entries of MLIDs not listed (default: keep them)
     switches:                    # SwitchInfo components a master SM owns
       Switch1: {linear_fdb_top: 200, default_port: 0}
@@ -18,7 +19,11 @@
       sl2vl: "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7"
       vlarb_high: "0:4,1:0"      # OpenSM's syntax; qos: false leaves SL2VL/VLArb alone
 
-Switches are named by node description or node GUID. `load()` checks the shape of the
+Switches and members are targets in the CLI's syntax (`smagent.targets`, one lookup:
+`targets.find_node`): a LID (the node holding it now), a DR path ("0,1,3"), a node or
+port GUID, a node description (quoted to force it, e.g. '"5"'); members also ``all``.
+A CA named by node GUID or description joins with every port, by port GUID, LID or DR
+path with that port. `load()` checks the shape of the
 file; `resolve()` checks it against a discovered fabric (unknown switch, LID out of
 range, a port the switch lacks, an MLID outside 0xC000-0xFFFE, ...). Both collect every
 problem and raise one DesiredStateError listing them all, before anything is sent.
@@ -32,7 +37,8 @@ import json
 import os
 
 from mad import forwarding as fw
-from smagent import multicast
+from mad.errors import MadError
+from smagent import multicast, targets
 from smagent.errors import BadInput
 
 KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links"}
@@ -71,7 +77,7 @@ class DesiredState:
 class Resolved:
     """The desired state with names turned into GUIDs of a discovered fabric."""
     static_lft: dict  # switch guid -> {lid: port}
-    groups: dict  # mlid -> set of (ca guid, port)
+    groups: dict  # mlid -> set of (ca guid, port), or multicast.ALL: every CA port
     switch_settings: dict  # switch guid -> {component: value}
     roots: list = dataclasses.field(default_factory=list)  # updn root switch GUIDs, in the file's order
 
@@ -242,41 +248,39 @@ def sweep_settings(ds: DesiredState | None, **given) -> dict:
 
 
 def _ref(x) -> str:
-    """A switch/node/port reference as text: GUIDs normalised to 0x%016x."""
-    if isinstance(x, int) and not isinstance(x, bool):
+    """A switch/node/port reference as text, in the CLI's target syntax
+    (`smagent.targets`): an int is a LID (a GUID above 0xFFFF, written 0x%016x), a
+    list of ints a DR path."""
+    if isinstance(x, int) and not isinstance(x, bool) and x > 0xFFFF:
         return f"{x:#018x}"
-    return str(x)
+    try:
+        return targets.target_text(x)
+    except BadInput:
+        return str(x)  # resolve() names it as not found
 
 
 def resolve(ds: DesiredState, topo) -> Resolved:
     """Check the desired state against a discovered fabric; names -> GUIDs."""
     problems: list[str] = []
 
-    def by_guid(ref: str):
-        """(node, port or None) when ``ref`` is a node or port GUID of this fabric."""
-        if ref.lower().startswith("0x"):
-            try:
-                return topo.by_guid(int(ref, 16))
-            except ValueError:
-                return None
-        return None
-
-    def node_of(ref: str, where: str):
-        hit = by_guid(ref)
-        if hit is not None:
-            return hit[0]
-        hits = topo.by_description(ref)
-        if len(hits) == 1:
-            return hits[0]
-        if len(hits) > 1:
-            problems.append(f"{where}: {ref!r} names {len(hits)} nodes "
-                            f"({', '.join(f'{n.guid:#018x}' for n in hits)}); use a GUID")
-        else:
-            problems.append(f"{where}: no node {ref!r} in the fabric")
-        return None
+    def locate(ref: str, where: str):
+        """(node, port or None) for a target in the CLI's syntax (`smagent.targets`)."""
+        try:
+            return targets.find_node(ref, topo)
+        except targets.NodeNotFound as e:
+            if e.matches:
+                problems.append(f"{where}: {ref!r} names {len(e.matches)} nodes "
+                                f"({', '.join(f'{n.guid:#018x}' for n in e.matches)}); use a GUID")
+            elif e.kind in ("guid", "description"):
+                problems.append(f"{where}: no node {ref!r} in the fabric")
+            else:
+                problems.append(f"{where}: {e}")
+        except MadError as e:
+            problems.append(f"{where}: {ref!r}: {e}")
+        return None, None
 
     def switch_of(ref, where):
-        n = node_of(ref, where)
+        n, _p = locate(ref, where)
         if n is not None and not n.is_switch:
             problems.append(f"{where}: {ref!r} is a channel adapter, not a switch")
             return None
@@ -302,19 +306,19 @@ def resolve(ds: DesiredState, topo) -> Resolved:
         if caps and mlid - fw.MULTICAST_LID_MIN >= min(caps):
             problems.append(f"multicast[{i}]: MLID {mlid:#06x} is beyond the smallest MulticastFDBCap "
                             f"({min(caps)} entries, up to {fw.MULTICAST_LID_MIN + min(caps) - 1:#06x})")
-        ports = set()
+        ports: set = set()
         for m in members:
-            hit = by_guid(m)
-            if hit is not None and hit[1] is not None and not hit[0].is_switch:  # a CA port GUID
-                ports.add((hit[0].guid, hit[1]))
+            if m.lower() == multicast.ALL:  # every CA port, as in a group file
+                ports.add(multicast.ALL)
                 continue
-            n = node_of(m, f"multicast[{i}] member")
+            n, p = locate(m, f"multicast[{i}] member")
             if n is None:
                 continue
             if n.is_switch:
                 problems.append(f"multicast[{i}]: member {m!r} is a switch; members are CA ports")
                 continue
-            ports.update((n.guid, p) for p in n.lid_ports())
+            # a port GUID, LID or DR path names one port; a node GUID or description all of them
+            ports.update((n.guid, q) for q in ([p] if p is not None else n.lid_ports()))
         groups[mlid] = ports
     settings: dict[int, dict] = {}
     for ref, comp in ds.switches.items():
@@ -339,8 +343,11 @@ def resolve(ds: DesiredState, topo) -> Resolved:
 def group_spec(ds: DesiredState, resolved: Resolved, topo):
     """The multicast groups of a resolved desired state as a `multicast.GroupSpec`
     (members by port GUID), which replaces the default group or a group file."""
+    def member_key(m):
+        return multicast.ALL if m == multicast.ALL else topo.nodes[m[0]].port_guids[m[1]]
+
     return multicast.GroupSpec(
-        [multicast.Group(mlid, tuple(sorted(topo.nodes[g].port_guids[p] for g, p in members)),
+        [multicast.Group(mlid, tuple(sorted((member_key(m) for m in members), key=str)),
                          f"{ds.source} multicast[{i}]")
          for i, (mlid, members) in enumerate(sorted(resolved.groups.items()), 1)],
         source=ds.source)

@@ -16,6 +16,7 @@ learnt for that path and the node's GUID. A node that answers no key is listed i
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from smagent.fabric import Fabric
 
 PHYS_LINK_UP = 5
+log = logging.getLogger("smagent.discovery")
 
 NO_ANSWER = ("no response: the node did not answer; if its port is M_Key-protected the key was refused "
              "(protected SMAs drop SMPs with a wrong M_Key)")
@@ -162,6 +164,7 @@ class _Walk:
         self.unreached: list[dict] = []
 
     def lost(self, where: str, error, path=None, node=None, port=None) -> None:
+        log.warning("unreachable: %s: %s", where, error)
         self.unreachable.append(f"{where}: {error}")
         self.unreached.append({"where": where, "path": list(path) if path else None,
                                "node": node and (node.description or hex(node.guid)),
@@ -274,7 +277,8 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     t0, sent0 = time.monotonic(), transport.stats.sent
     (root_reply,), _ = _node_infos(transport, [(0,)])
     if isinstance(root_reply.error, SmpTimeout):
-        raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}")
+        raise SmpTimeout(f"{root_reply.request.describe()} (the local port): {NO_ANSWER}",
+                         request=root_reply.request.describe())
     root = root_reply.value(NodeInfo)  # the local port must answer: raise if not
     local = (root.node_guid, root.local_port_num)
     w = _Walk(transport)
@@ -285,11 +289,15 @@ def discover(transport: Transport, *, progress=None) -> Topology:
         known = {}
         w.details(new_nodes, new_ca_ports)
         frontier = w.next_frontier(new_nodes, local)
+        log.debug("discovery: %d nodes after a BFS level, %d SMPs", len(w.nodes), transport.stats.sent - sent0)
         if progress is not None:
             progress(len(w.nodes), transport.stats.sent - sent0)
     topo = Topology(w.nodes, w.links, local, w.unreachable, w.loopbacks, w.unreached)
     topo.smps = transport.stats.sent - sent0
     topo.seconds = time.monotonic() - t0
+    log.info("discovered %d nodes (%d switches), %d links: %d SMPs, %.3f s%s", len(topo.nodes),
+             len(topo.switches()), topo.num_links(), topo.smps, topo.seconds,
+             f"; {len(topo.unreachable)} part(s) unreachable" if topo.unreachable else "")
     return topo
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "loads",
     "dump",
     "dumps",
+    "save",
     "assign_ibsim_guids",
     "ibsim_size_args",
     "IBSIM_DEFAULT_LIMITS",
@@ -570,6 +571,15 @@ def dumps(fabric: Fabric, style: str = "ibsim") -> str:
     buf = io.StringIO()
     dump(fabric, buf, style)
     return buf.getvalue()
+
+
+def save(fabric: Fabric, path: str | os.PathLike, style: str = "ibsim") -> None:
+    """Write `fabric` to the file `path` (what ``smagent topology generate -o`` writes,
+    e.g. a `smagent.topogen` shape); the path is checked first, a problem is BadInput
+    naming it. ibsim and ``connect("sim", topology=path)`` load it."""
+    paths.check_output(path, "topology file")
+    text = dumps(fabric, style)
+    paths.write_text(path, text, "topology file")
 
 
 # --------------------------------------------------------------------------

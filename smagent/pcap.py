@@ -104,24 +104,32 @@ class CaptureWriter:
     slid -> dlid, inbound ones dlid -> slid; a directed-route SMP (permissive ``dlid``)
     gets the permissive LID at both ends, as the vectors' framing does. Records are
     flushed as they are written, so a capture is readable while a session runs.
+
+    ``atomic``: write to ``PATH.partial`` and rename it to PATH on `close`, so a file at
+    PATH is always a whole recording (`Session.start_recording`); a run that dies
+    leaves only the ``.partial`` file.
     """
 
-    def __init__(self, path: str | os.PathLike | IO[bytes]):
+    def __init__(self, path: str | os.PathLike | IO[bytes], *, atomic: bool = False):
         self._pcap: RawPcapWriter | None = None  # a .pcap file
         self._erf: IO[bytes] | None = None  # else an ERF file or stream
         self._owned = True
+        self._final: str | None = None  # atomic: the name the file gets on close
         if not isinstance(path, (str, os.PathLike)):  # an open binary stream
             self._erf, self._owned = path, False
             self.path = str(getattr(path, "name", "<stream>"))
         else:
             self.path = os.fspath(path)
+            target = self.path
+            if atomic:
+                self._final, target = self.path, self.path + ".partial"
             try:
                 if self.path.endswith(".pcap"):
                     from scapy.utils import RawPcapWriter
-                    self._pcap = RawPcapWriter(self.path, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
+                    self._pcap = RawPcapWriter(target, linktype=LINKTYPE_WIRESHARK_UPPER_PDU, sync=True)
                     self._pcap.write_header(None)  # write_packet alone never writes the file header
                 else:
-                    self._erf = open(self.path, "wb")
+                    self._erf = open(target, "wb")
             except OSError as e:  # --record: refused before the first SMP
                 raise CaptureError(f"{self.path}: {e.strerror or e}") from None
         self._psn = 0
@@ -156,6 +164,9 @@ class CaptureWriter:
             else:
                 self._erf.flush()
         self._pcap = self._erf = None
+        if self._final is not None:
+            os.replace(self._final + ".partial", self._final)
+            self._final = None
 
     @property
     def closed(self) -> bool:

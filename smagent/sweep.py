@@ -33,6 +33,7 @@ SwitchInfo fields a sweep writes, and why (everything else is echoed as read):
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Literal
@@ -61,6 +62,7 @@ LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
 CAP_IS_MCAST_FDB_TOP = 1 << 30  # PortInfo.CapabilityMask: IsMulticastFDBTopSupported
 MFT_TOP_NONE = fw.MULTICAST_LID_MIN - 1  # MulticastFDBTop with no valid entry (OpenSM's value)
 GUID2LID = "guid2lid"  # the LID file in the state directory (OpenSM's name and format)
+log = logging.getLogger("smagent.sweep")
 
 
 class SweepError(FabricFailure):
@@ -68,7 +70,12 @@ class SweepError(FabricFailure):
 
 
 class OtherMasterSM(SafetyRefusal):
-    """Another subnet manager is MASTER: refused before the first Set (--force overrides)."""
+    """Another subnet manager is MASTER: refused before the first Set (--force overrides).
+    ``node`` (its node's description and port), ``lid``, ``guid``, ``priority``: that SM."""
+
+    def __init__(self, message: str, *, node: str = "", lid: int = 0, guid: int = 0, priority: int = 0):
+        super().__init__(message)
+        self.node, self.lid, self.guid, self.priority = node, lid, guid, priority
 
 
 class PlanDefects(SafetyRefusal):
@@ -285,13 +292,16 @@ class _Phase:
 
     def __enter__(self):
         self.t0, self.s0 = time.monotonic(), self.t.stats.sent
+        log.debug("phase %s", self.name)
         if self.r.progress is not None:
             self.r.progress(self.name)
         return self
 
     def __exit__(self, *exc):
-        self.r.phases[self.name] = {"smps": self.t.stats.sent - self.s0,
-                                    "seconds": round(time.monotonic() - self.t0, 4)}
+        done = self.r.phases[self.name] = {"smps": self.t.stats.sent - self.s0,
+                                           "seconds": round(time.monotonic() - self.t0, 4)}
+        log.info("phase %s: %d SMPs, %.3f s%s", self.name, done["smps"], done["seconds"],
+                 "" if exc[0] is None else f" (failed: {exc[0].__name__})")
 
 
 def _dr(method: int, attr: int, path: tuple[int, ...], mod: int = 0, value: Any = None) -> Request:
@@ -332,7 +342,8 @@ def check_other_sms(transport: Transport, topo: discovery.Topology, *, force: bo
         if sm.sm_state == SMState.MASTER:
             if not force:
                 raise OtherMasterSM(f"another subnet manager is MASTER: {desc}. It would undo our changes on "
-                                    f"its next sweep; stop it, or pass --force")
+                                    f"its next sweep; stop it, or pass --force",
+                                    node=f"{n.description} port {p}", lid=pi.lid, guid=sm.guid, priority=sm.priority)
             notes.append(f"--force: proceeding although another SM is MASTER ({desc})")
         else:
             notes.append(f"other SM present: {desc}")
@@ -420,7 +431,13 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
                                 changed=transport.stats.sets_sent()) from e
     s.r.stats = transport.stats.snapshot()
     s.r.seconds = time.monotonic() - s.t0
-    return s.r
+    r = s.r
+    log.info("%s: %d Sets planned, %d SMPs sent (retries %d, timeouts %d), %.3f s",
+             "plan" if opts.dry_run else "sweep", r.sets_planned, r.stats.get("sent", 0),
+             r.stats.get("retries", 0), r.stats.get("timeouts", 0), r.seconds)
+    for p in r.problems:
+        log.warning("problem: %s", p)
+    return r
 
 
 def _plan(s: SweepState) -> None:

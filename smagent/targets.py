@@ -3,9 +3,11 @@
 A target is a LID (``5``, ``0x5``), a DR path (``0``, ``0,1,3``: infiniband-diags'
 notation), a GUID (``0x0000000000200001``: more than 4 hex digits after ``0x``, or a
 number above 0xFFFF) or a node description (``Switch2``, ``"Switch2"``: anything else;
-quotes force a description, e.g. a node called ``"5"``). LIDs and paths need nothing
-but the text (`parse_target`); GUIDs and descriptions are looked up by discovering the
-fabric (`resolve_target`) and become the node's directed route.
+quotes force a description, e.g. a node called ``"5"``). The same syntax everywhere: the
+CLI's arguments, the API's, a desired-state file's switches and multicast members.
+LIDs and paths need nothing but the text (`parse_target`); GUIDs and descriptions are
+looked up by discovering the fabric (`resolve_target`) and become the node's directed
+route. `find_node` finds any of them in a discovered topology.
 """
 from __future__ import annotations
 
@@ -102,6 +104,87 @@ def parse_target(text: str) -> Target:
     raise NeedsDiscovery(text, kind, key)
 
 
+def target_text(target) -> str:
+    """A target given in Python as text: an int is a LID (a GUID above 0xFFFF), a tuple
+    or list of ints a DR path, text as it is. BadInput for anything else."""
+    if isinstance(target, bool):
+        raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
+    if isinstance(target, int):
+        return str(target)
+    if isinstance(target, (tuple, list)) and target and all(isinstance(x, int) and not isinstance(x, bool)
+                                                            for x in target):
+        return ",".join(map(str, target))
+    if isinstance(target, str):
+        return target
+    raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
+
+
+class NodeNotFound(TargetNotFound):
+    """`find_node` found no node for a target (``matches`` empty) or several (a shared
+    description: ``matches`` lists them). ``text`` and ``kind`` as `classify` saw them."""
+
+    def __init__(self, message: str, text: str, kind: str, matches=()):
+        super().__init__(message)
+        self.text, self.kind, self.matches = text, kind, list(matches)
+
+
+def find_node(text: str, topology) -> tuple:
+    """Any target against a discovered topology: ``(node, port)``, port None when the
+    target names a whole node. A LID is the node holding it now (a CA: that port); a DR
+    path is walked over the topology's links from the local port (a CA reached by it:
+    the port it enters by); a port GUID gives its port. The one lookup behind the CLI's
+    targets, the API's and a desired state's. Raises `NodeNotFound` (BadInput);
+    `MadError` for a malformed LID or path."""
+    kind, key = classify(text)
+    nodes = topology.nodes
+    partial = (f" (discovery could not reach {len(topology.unreachable)} part(s) of the fabric: "
+               f"{'; '.join(topology.unreachable[:3])})") if topology.unreachable else ""
+    if kind == "guid":
+        hit = topology.by_guid(key)
+        if hit is None:
+            raise NodeNotFound(f"no node or port with GUID {key:#018x} among the {len(nodes)} nodes "
+                               f"discovered{partial}", text, kind)
+        return hit
+    if kind == "description":
+        matches = sorted(topology.by_description(key), key=lambda n: n.guid)
+        if len(matches) == 1:
+            return matches[0], None
+        if not matches:
+            raise NodeNotFound(f"no node has the description {key!r} among the {len(nodes)} nodes "
+                               f"discovered{partial}", text, kind)
+        raise NodeNotFound(f"description {key!r} is ambiguous: {len(matches)} nodes carry it (GUIDs "
+                           + ", ".join(f"{n.guid:#018x}" for n in matches) + "); give a GUID instead",
+                           text, kind, matches)
+    if kind == "lid":
+        assert isinstance(key, int)
+        fw.check_unicast_lid(key)
+        for n in nodes.values():
+            for p in n.lid_ports():
+                pi = n.ports.get(p)
+                if pi is not None and pi.lid and pi.lid <= key < pi.lid + (1 << pi.lmc):
+                    return n, (None if n.is_switch else p)
+        raise NodeNotFound(f"no port holds LID {key} among the {len(nodes)} nodes discovered{partial}",
+                           text, kind)
+    assert isinstance(key, tuple)
+    return _walk(key, topology, text)
+
+
+def _walk(path: tuple, topology, text: str) -> tuple:
+    """The node at the end of a DR path, following the discovered links."""
+    g, port = topology.local
+    node = topology.nodes[g]
+    for hop, out in enumerate(path[1:], 1):
+        if hop > 1 and not node.is_switch:
+            raise NodeNotFound(f"DR path {text}: hop {hop} leaves {node.description!r}, a channel adapter "
+                               f"(only switches forward)", text, "path")
+        peer = topology.links.get((node.guid, out))
+        if peer is None:
+            raise NodeNotFound(f"DR path {text}: port {out} of {node.description!r} has no discovered link "
+                               f"(hop {hop})", text, "path")
+        node, port = topology.nodes[peer[0]], peer[1]
+    return node, (None if node.is_switch else port)
+
+
 def resolve_target(text: str, transport, *, topology=None) -> Target:
     """Any target, GUIDs and descriptions included: those are found by discovering the
     fabric (or in `topology`, if given) and become the DR path of the node (a CA's
@@ -115,28 +198,13 @@ def resolve_target(text: str, transport, *, topology=None) -> Target:
     if topology is None:
         from smagent import discovery
         topology = discovery.discover(transport)
-    nodes = topology.nodes
-    partial = (f" (discovery could not reach {len(topology.unreachable)} part(s) of the fabric: "
-               f"{'; '.join(topology.unreachable[:3])})") if topology.unreachable else ""
+    n, p = find_node(text, topology)
     if kind == "guid":
-        hit = topology.by_guid(key)
-        if hit is not None:
-            n, p = hit
-            if p is None:
-                return Target(path=n.path, label=f"{n.description!r} GUID {key:#018x}")
-            path = n.path_to_port(p) if not n.is_switch else n.path
-            return Target(path=path, label=f"{n.description!r} port {p} GUID {key:#018x}")
-        raise TargetNotFound(f"no node or port with GUID {key:#018x} among the {len(nodes)} nodes "
-                             f"discovered{partial}")
-    matches = sorted(topology.by_description(key), key=lambda n: n.guid)
-    if len(matches) == 1:
-        n = matches[0]
-        return Target(path=n.path, label=f"{key!r} GUID {n.guid:#018x}")
-    if not matches:
-        raise TargetNotFound(f"no node has the description {key!r} among the {len(nodes)} nodes "
-                             f"discovered{partial}")
-    raise TargetNotFound(f"description {key!r} is ambiguous: {len(matches)} nodes carry it (GUIDs "
-                         + ", ".join(f"{n.guid:#018x}" for n in matches) + "); give a GUID instead")
+        if p is None:
+            return Target(path=n.path, label=f"{n.description!r} GUID {key:#018x}")
+        path = n.path_to_port(p) if not n.is_switch else n.path
+        return Target(path=path, label=f"{n.description!r} port {p} GUID {key:#018x}")
+    return Target(path=n.path, label=f"{key!r} GUID {n.guid:#018x}")
 
 
 QUERY_ATTRIBUTES = {

@@ -1,16 +1,9 @@
 """The scripting face: smagent.connect() sessions on the in-process simulator, typed
-results and typed errors, and the README's provisioning example run for real."""
-import json
-import pathlib
-import subprocess
-import sys
-
+results and typed errors (the examples run for real in test_examples.py)."""
 import pytest
 
 import smagent
 from mad.attributes import NodeType
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_session_discover_query_sweep_converges():
@@ -69,11 +62,10 @@ def test_unreachable_is_fabric_failure():
         assert ei.value.exit_code == 3
 
 
-def test_readme_provisioning_example():
-    r = subprocess.run([sys.executable, str(ROOT / "examples" / "provision.py")], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    summary = json.loads(r.stdout)
-    assert summary["left_after_apply"] == 0
-    assert summary["sets"]["lft_blocks"] > 0
-    assert "Sets planned" in r.stderr
+def test_transport_errors_name_their_request():
+    """A timeout names the request that failed, as a replay miss does (``request``)."""
+    with smagent.connect("sim", retries=0, timeout_ms=5) as f:
+        with pytest.raises(smagent.FabricFailure) as ei:
+            f.query("nodeinfo", "0,1,7,7")
+    assert ei.value.request == "SubnGet(NodeInfo, modifier 0x0) to DR 0,1,7,7"
+    assert ei.value.changed == [] and ei.value.exit_code == 3

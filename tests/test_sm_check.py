@@ -24,6 +24,7 @@ def test_master_on_the_local_port_is_refused_before_any_set(local):
     assert "another subnet manager is MASTER" in msg and "SM GUID 0x000000000000abcd" in msg, msg
     assert "priority 7" in msg and "state MASTER" in msg and "--force" in msg
     assert t.local[0] in msg  # names the node it sits on
+    assert (e.value.guid, e.value.priority) == (0xABCD, 7) and e.value.node.startswith(t.local[0])
     assert t.stats.sets_sent() == []
 
 

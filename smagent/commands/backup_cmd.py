@@ -56,7 +56,7 @@ def lft_restore(obj, file, dry_run, force, as_json):
     """Write back a backup: an `lft backup`/`lft dump`/dump_lfts file (each switch's whole
     table) or a block file saved before an apply (only those blocks). Only blocks that
     differ are written; every problem with the file is reported before anything is sent."""
-    tc.report_write(obj.session().lft_restore(file, dry_run=dry_run, force=force), as_json)
+    tc.report_write(obj, obj.session().lft_restore(file, dry_run=dry_run, force=force), as_json)
 
 
 tc.lft.add_command(lft_backup)

@@ -10,6 +10,7 @@ With ``--json``, a failed command still prints exactly one JSON document on stdo
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
@@ -50,6 +51,19 @@ class Context:
     def close(self):
         if self._session is not None:
             self._session.close()
+
+    def transient_write(self, dry_run: bool) -> dict:
+        """A write with ``--transport sim`` changes a fabric that lives in this process
+        only: say so on stderr, and return the JSON field that says it ({} otherwise)."""
+        if dry_run or self.opts["transport"] != "sim" or self._session is None:  # None: a session given from outside
+            return {}
+        click.echo(SIM_TRANSIENT, err=True)
+        return {"lost_on_exit": True}
+
+
+SIM_TRANSIENT = ("note: --transport sim: the simulated fabric lives in this process only; what this command "
+                 "wrote is gone when it exits (a Python session keeps one fabric across calls: "
+                 "smagent.connect('sim'); ibsim keeps one across runs: --transport umad)")
 
 
 # -- the one translation point ------------------------------------------------------------
@@ -127,6 +141,24 @@ class SmagentGroup(click.Group):
 
 
 # -- output ---------------------------------------------------------------------------------
+def log_to_stderr(verbose: int):
+    """``-v``: the ``smagent`` loggers at INFO on stderr, ``-vv``: DEBUG; without it no
+    log line (the command's own output says what a user needs). Returns the undo."""
+    logger = logging.getLogger("smagent")
+    if not verbose:
+        return lambda: None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    old = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
+
+    def undo():
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+    return undo
+
+
 def emit_json(obj) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 
@@ -153,14 +185,15 @@ def int_arg(ctx, param, value):
 
 
 def finish_write(as_json: bool, dry_run: bool, plan: list[str], changes: list[dict], sets: dict, problems: list[str],
-                 warnings: list[str]) -> None:
-    """The end of a table-writing command: the plan, what was sent, problems (exit 3)."""
+                 warnings: list[str], extra: dict | None = None) -> None:
+    """The end of a table-writing command: the plan, what was sent, problems (exit 3).
+    ``extra``: more JSON fields (`Context.transient_write`)."""
     for w in warnings:
         click.echo(w, err=True)
     if as_json:
         emit_json({"dry_run": dry_run, "plan": plan, "changes": changes,
                    "sets": {k: (0 if dry_run else v) for k, v in sets.items()},
-                   "planned": sets, "problems": problems, "warnings": warnings})
+                   "planned": sets, "problems": problems, "warnings": warnings, **(extra or {})})
     else:
         click.echo("\n".join(plan) if plan else "# nothing to change")
         if not dry_run and plan:

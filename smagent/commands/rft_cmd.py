@@ -63,9 +63,10 @@ def rft_set(obj, switch, lid, port, lmc, dry_run, force, as_json):
     r = obj.session().rft_set(switch, lid, port, lmc=lmc, dry_run=dry_run, force=force)
     for n in r.notes:
         click.echo(n, err=True)
+    transient = obj.transient_write(r.dry_run)
     if as_json:
         click.echo(json.dumps({"dry_run": r.dry_run, "plan": r.plan, "sets": r.sets_sent,
-                               "problems": r.problems}, indent=2))
+                               "problems": r.problems, **transient}, indent=2))
     else:
         click.echo("\n".join(r.plan) if r.plan else "# nothing to change")
     if r.problems:

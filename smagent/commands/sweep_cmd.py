@@ -186,6 +186,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos),
                    allow_defects=allow_defects)
     summary = r.summary()
+    summary.update(obj.transient_write(dry_run))
     if dry_run:
         summary["plan"] = r.plan_changes()
     if as_json:
@@ -248,6 +249,7 @@ def apply_cmd(obj, file, force, allow_defects, state_dir, as_json):
     r = a.result
     summary = r.summary()
     summary["left_after_apply"] = a.left.plan_changes()
+    summary.update(obj.transient_write(False))
     if as_json:
         emit_json(summary)
     else:

@@ -31,11 +31,12 @@ from smagent.fdb import text
 FORCE_HELP = "Write even if another SM is MASTER (it will overwrite the change on its next re-route)."
 
 
-def report_write(r, as_json: bool) -> None:
+def report_write(obj, r, as_json: bool) -> None:
     """The end of a table-writing command: the plan, what was sent, problems (exit 3)."""
     for u in r.unreachable:
         click.echo(f"warning: unreachable: {u}", err=True)
-    finish_write(as_json, r.dry_run, r.plan, r.changes, r.planned, r.problems, r.notes)
+    finish_write(as_json, r.dry_run, r.plan, r.changes, r.planned, r.problems, r.notes,
+                 obj.transient_write(r.dry_run))
 
 
 def _switch_json(f, target) -> dict:
@@ -114,8 +115,7 @@ def lft_load(obj, file, dry_run, force, as_json):
 
     Each section is its switch's whole table, as OpenSM's file routing engine reads it:
     LIDs it does not list forward nowhere (255). Switches are matched by GUID."""
-    report_write(obj.session().lft_load(file, dry_run=dry_run, force=force),
-                 as_json)
+    report_write(obj, obj.session().lft_load(file, dry_run=dry_run, force=force), as_json)
 
 
 @lft.command("set")
@@ -128,7 +128,7 @@ def lft_load(obj, file, dry_run, force, as_json):
 @click.pass_obj
 def lft_set(obj, switch, lid, port, dry_run, force, as_json):
     """Route LID out of PORT on SWITCH (PORT 255: no route). Raises LinearFDBTop if needed."""
-    report_write(obj.session().lft_set(switch, lid, port, dry_run=dry_run, force=force), as_json)
+    report_write(obj, obj.session().lft_set(switch, lid, port, dry_run=dry_run, force=force), as_json)
 
 
 @click.group()
@@ -165,4 +165,4 @@ def mft_show(obj, switch, as_json):
 @click.pass_obj
 def mft_set(obj, switch, mlid, ports, dry_run, force, as_json):
     """Make PORTS the whole port set of MLID on SWITCH (no PORTS: remove the MLID)."""
-    report_write(obj.session().mft_set(switch, mlid, ports, dry_run=dry_run, force=force), as_json)
+    report_write(obj, obj.session().mft_set(switch, mlid, ports, dry_run=dry_run, force=force), as_json)

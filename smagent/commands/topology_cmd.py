@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from smagent.commands.common import check_output, emit_json, write_output
+from smagent.commands.common import check_output, emit_json
 
 
 @click.group()
@@ -41,10 +41,11 @@ def topology_generate(shape, radix, hosts, x, y, hosts_per_switch, switch_ports,
     from smagent import netfile
     check_output(output)
     fab = _build(shape, radix, hosts, x, y, hosts_per_switch, switch_ports)
-    text = netfile.dumps(fab, style=style)
     size = netfile.ibsim_size_args(fab)
     if output:
-        write_output(output, text)
+        netfile.save(fab, output, style=style)
+    else:
+        text = netfile.dumps(fab, style=style)
     if as_json:
         emit_json({"shape": shape, "switches": len(fab.switches()), "hosts": len(fab.cas()),
                    "links": fab.num_links, "ibsim_args": size, "file": output, "net": None if output else text})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import time
 from typing import Callable, Iterable, Sequence, TypeVar, overload
 
@@ -47,21 +48,28 @@ MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
              "(protected SMAs drop SMPs with a wrong M_Key)")
 _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
+log = logging.getLogger("smagent.transport")
 
 
 class TransportError(FabricFailure):
-    """A fabric or transport failure (exit status 3 at the CLI)."""
+    """A fabric or transport failure (exit status 3 at the CLI). ``request``: the SMP
+    that failed as an operator reads it ("SubnGet(NodeInfo, modifier 0x0) to DR 0,1"),
+    empty when the failure is not one request's."""
+
+    def __init__(self, message: str = "", changed: list[str] | None = None, *, request: str = ""):
+        super().__init__(message, changed)
+        self.request = request
 
 
 class SmpTimeout(TransportError):
-    pass
+    """No response after every try (``request`` names it)."""
 
 
 class SmpStatusError(TransportError):
-    """The SMA answered with a non-zero status."""
+    """The SMA answered with a non-zero status; ``response``: its decoded SMP."""
 
-    def __init__(self, message: str, response: AnySmp):
-        super().__init__(message)
+    def __init__(self, message: str, response: AnySmp, *, request: str = ""):
+        super().__init__(message, request=request)
         self.response = response
 
 
@@ -109,7 +117,8 @@ class Reply:
         try:
             return self.response.attribute(kind)
         except MadError as e:  # the fabric's answer, not the caller's input
-            raise TransportError(f"{self.request.describe()}: malformed response: {e}") from None
+            raise TransportError(f"{self.request.describe()}: malformed response: {e}",
+                                 request=self.request.describe()) from None
 
 
 @dataclasses.dataclass
@@ -277,7 +286,8 @@ class Transport:
                 except MadError as e:
                     del inflight[tid32]
                     stats.errors += 1
-                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: {e}")
+                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: {e}",
+                                                      request=reqs[i].describe())
                     continue
                 if not resp.is_response:
                     continue  # our own request looped back by a permissive route: ignore
@@ -289,6 +299,7 @@ class Transport:
                 if st.busy and attempts < retries:
                     stats.busy += 1
                     stats.retries += 1
+                    log.debug("%s: busy, retry %d of %d", reqs[i].describe(), attempts + 1, retries)
                     self._post(reqs[i], inflight, i, attempts + 1, timeout_s)
                     continue
                 replies[i].response = resp
@@ -297,7 +308,8 @@ class Transport:
                 if not st.ok:
                     stats.errors += 1
                     replies[i].error = SmpStatusError(
-                        f"{reqs[i].describe()}: status {resp.status_word:#06x} ({st.describe()})", resp)
+                        f"{reqs[i].describe()}: status {resp.status_word:#06x} ({st.describe()})", resp,
+                        request=reqs[i].describe())
             now = time.monotonic()
             for tid32, (i, deadline, attempts) in list(inflight.items()):
                 if deadline <= now:
@@ -361,13 +373,15 @@ class Transport:
         self.stats.timeouts += 1
         if attempts < retries:
             self.stats.retries += 1
+            log.debug("%s: timed out, retry %d of %d", req.describe(), attempts + 1, retries)
             self._post(req, inflight, i, attempts + 1, timeout_s)
         else:
             # a Get may die of a lost link as often as of a key; a refused write is the
             # classic M_Key symptom (levels 0 and 1 answer every Get), so say it there
             hint = f"; {MKEY_HINT}" if req.smp.method in _WRITES else ""
             reply.error = SmpTimeout(f"{req.describe()}: no response after {attempts + 1} tries "
-                                     f"({self.timeout_ms} ms each){hint}")
+                                     f"({self.timeout_ms} ms each){hint}", request=req.describe())
+            log.warning("%s", reply.error)
 
     def _learn_lids(self, req: Request, resp: AnySmp) -> None:
         """A PortInfo answered through a path whose node's key is known: that port's

@@ -18,7 +18,15 @@ once, when the transport opens:
 the request's. A request the recording never saw raises `ReplayMiss`; a SubnSet raises
 `ReplayRefusesSet` (a recording cannot take writes: use ``--dry-run``). Both are
 `TransportError`s (exit 3 at the CLI); an unreadable or malformed fixture raises
-`CaptureError` (a ValueError: exit 2) naming the file and the record.
+`CaptureError` (a ValueError: exit 2) naming the file and the record: the whole file is
+read and checked when the transport opens, so a truncated recording is refused before
+the first request (a cut at a record boundary cannot be told from a shorter session:
+`Session.start_recording` gives a file its name only once it is complete).
+
+A recording that holds no SubnGet(SMInfo) to DR path 0 was made by a session that was
+the SM on its own port (the simulator's attached SM, `smagent run`): such a session
+never asks its own SMInfo, so the replay owns that port too (`owns_sm_port`), and a
+sweep replayed from it does not take the recorder's own SM for another one.
 """
 from __future__ import annotations
 
@@ -27,7 +35,7 @@ import os
 
 from mad import smp as smpcodec
 from mad.smp import AnySmp
-from mad.attributes import ATTRIBUTE_NAMES
+from mad.attributes import ATTRIBUTE_NAMES, AttrID
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import MGMT_CLASS_OFFSET, TID_SLICE, Method, MgmtClass, method_name
@@ -155,6 +163,12 @@ class ReplayTransport(ImmediateTransport):
                 self.recorder.close()
             raise
         self.fixture = self.index.path
+        # A session that owned its SM port (the simulator's attached SM, `smagent run`)
+        # never asks that port's SMInfo; one that did not, asks it whenever the port has
+        # IsSM. So a recording without that Get replays as the owner did (see find_sms).
+        own = (MgmtClass.SUBN_DIRECTED_ROUTE, Method.GET, AttrID.SM_INFO, 0,
+               ("DR", (0,), PERMISSIVE_LID, PERMISSIVE_LID))
+        self.owns_sm_port = own not in self.index.exchanges
         self.read_only_reason = (f"a recording ({self.fixture}) cannot take writes; use --dry-run to see the "
                                  f"plan without sending any Set")
 
@@ -167,7 +181,7 @@ class ReplayTransport(ImmediateTransport):
         if smp.method == Method.SET:
             raise ReplayRefusesSet(
                 f"{describe_key(key)}: refused: a recording ({self.fixture}) cannot take writes; "
-                f"use --dry-run to see the plan without sending any Set")
+                f"use --dry-run to see the plan without sending any Set", request=describe_key(key))
         ex = self.index.next_answer(key)
         if ex is None:
             raise ReplayMiss(
