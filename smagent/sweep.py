@@ -47,7 +47,7 @@ from smagent.fdb import apply as fdbapply
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
-from smagent.fdb.switch import interleave
+from smagent.fdb.switch import failed_units_lines, interleave
 from smagent.errors import FabricFailure, SafetyRefusal
 from smagent.transport.base import Request, Transport
 
@@ -575,7 +575,7 @@ def _read_lfts(s: SweepState) -> None:
             current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, []
         else:
             current, errors = linear.read_lft_blocks(s.transport, wanted)
-        r.problems += errors
+        r.problems += _read_failures(s, wanted, current, errors, "LFT block")
         r.lft_current = current
         for g, table in desired.items():
             n = topo.nodes[g]
@@ -589,6 +589,16 @@ def _read_lfts(s: SweepState) -> None:
                     r.lft_changes.append(linear.BlockChange(g, n.description, n.path, b, old, new))
     if kept_routes:
         r.notes.append(f"discovery was incomplete: kept {kept_routes} existing routes to LIDs it did not reach")
+
+
+def _read_failures(s: SweepState, wanted: list, current: dict, errors: list[str], unit: str) -> list[str]:
+    """The errors of a table read, one line per switch: a switch that stopped answering is
+    one report, not one per block. ``errors`` come in the order of the units of ``wanted``
+    missing from ``current``."""
+    failed = [w for w in wanted if (w[0], *w[2:]) not in current]
+    nodes = s.topo.nodes
+    return failed_units_lines([(nodes[w[0]].description, " position ".join(map(str, w[2:])), e, e)
+                               for w, e in zip(failed, errors)], unit)
 
 
 def _keep_unreached_routes(s: SweepState, block: int, old: bytes, new: bytes) -> tuple[bytes, int]:
@@ -633,7 +643,7 @@ def _read_rfts(s: SweepState) -> None:
             r.rft_changes += rft.changes(pl, n.path, table, n.switch_info)
             if pl.default_port is not None:
                 s.default_port[n.guid] = pl.default_port
-        r.problems += [f"RFT read: {e}" for e in errors]
+        r.problems += [f"RFT read: {e}" for e in _read_failures(s, wanted, current, errors, "RFT block")]
 
 
 def _read_mfts(s: SweepState) -> None:
@@ -671,7 +681,7 @@ def _read_mfts(s: SweepState) -> None:
         else:
             current, errors = mfttab.read_mft_units(s.transport, wanted)
         r.mft_current = current
-        r.problems += [f"MFT read: {e}" for e in errors]
+        r.problems += [f"MFT read: {e}" for e in _read_failures(s, wanted, current, errors, "MFT block")]
         _diff_mfts(s, units, current)
 
 
