@@ -63,25 +63,21 @@ def walk(lfts: dict, ports: dict, lids: dict, src: int, dst: int) -> bool:
     """Can a packet from LID ``src`` reach LID ``dst`` through the tables (``lfts``, by
     switch) and cables (``ports``)? ``lids``: LID -> (guid, port), a switch's port 0."""
     node, port = lids[src]
-    if node not in lfts:  # a CA port sends into its cable
-        info = ports.get((node, port))
-        if info is None:
-            return False
-        node, port = info["peer"]
-        if node not in lfts:
-            return (node, port) == lids[dst]
+    out = None if node in lfts else port  # a CA port sends into its cable
     for _hop in range(64):
-        out = lfts[node].get(dst)
-        if out is None:
-            return False
-        if out == 0:
-            return lids[dst] == (node, 0)
+        if out is None:  # at a switch: its table decides
+            out = lfts[node].get(dst)
+            if out is None:
+                return False
+            if out == 0:
+                return lids[dst] == (node, 0)
         info = ports.get((node, out))
         if info is None:
             return False
         node, port = info["peer"]
-        if node not in lfts:
+        if node not in lfts:  # arrived at a CA port: delivered if it owns dst
             return (node, port) == lids[dst]
+        out = None
     return False  # a loop
 
 
