@@ -326,6 +326,7 @@ class SweepState:
     arm_failed: set = dataclasses.field(default_factory=set)
     not_active: list = dataclasses.field(default_factory=list)
     links_failed: set = dataclasses.field(default_factory=set)
+    unread: list = dataclasses.field(default_factory=list)  # (problem line, units) of failed table reads
 
     @property
     def topo(self):
@@ -339,6 +340,7 @@ def plan(transport: Transport, opts: SweepOptions) -> SweepResult:
     """Every Get a sweep needs, and the plan of Sets; sends no Set."""
     s = _prepare(transport, opts)
     _plan(s)
+    s.r.problems += [line for line, _keys in s.unread]  # nothing will write them
     return s.r
 
 
@@ -347,7 +349,9 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     s = _prepare(transport, opts)
     _plan(s)
     s.r.dry_run = opts.dry_run
-    if not opts.dry_run:
+    if opts.dry_run:
+        s.r.problems += [line for line, _keys in s.unread]  # nothing will write them
+    else:
         try:
             _note_interrupted_apply(s)
             _write_pass(s)
@@ -366,6 +370,7 @@ def _write_pass(s: SweepState) -> None:
     """The Sets of one pass, in the safe order: LIDs and ARMED, tables, link tables, ACTIVE."""
     _arm_ports(s)
     _write_tables(s)
+    _settle_unread(s)
     _write_links(s)
     s.r.known = _known_after(s.r, s.applied)
     s.r.known.links = set(s.links_failed)
@@ -575,7 +580,7 @@ def _read_lfts(s: SweepState) -> None:
             current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, []
         else:
             current, errors = linear.read_lft_blocks(s.transport, wanted)
-        r.problems += _read_failures(s, wanted, current, errors, "LFT block")
+        s.unread += _read_failures(s, wanted, current, errors, "LFT block")  # see _settle_unread
         r.lft_current = current
         for g, table in desired.items():
             n = topo.nodes[g]
@@ -591,14 +596,31 @@ def _read_lfts(s: SweepState) -> None:
         r.notes.append(f"discovery was incomplete: kept {kept_routes} existing routes to LIDs it did not reach")
 
 
-def _read_failures(s: SweepState, wanted: list, current: dict, errors: list[str], unit: str) -> list[str]:
-    """The errors of a table read, one line per switch: a switch that stopped answering is
-    one report, not one per block. ``errors`` come in the order of the units of ``wanted``
-    missing from ``current``."""
-    failed = [w for w in wanted if (w[0], *w[2:]) not in current]
-    nodes = s.topo.nodes
-    return failed_units_lines([(nodes[w[0]].description, " position ".join(map(str, w[2:])), e, e)
-                               for w, e in zip(failed, errors)], unit)
+def _read_failures(s: SweepState, wanted: list, current: dict, errors: list[str], unit: str) -> list[tuple]:
+    """The errors of a table read, one line per switch (a switch that stopped answering is
+    one report, not one per block), with the units it covers: [(line, {(switch, *unit)})].
+    ``errors`` come in the order of the units of ``wanted`` missing from ``current``."""
+    by: dict = {}
+    for w, e in zip([w for w in wanted if (w[0], *w[2:]) not in current], errors):
+        by.setdefault(w[0], []).append((w, e))
+    name = s.topo.nodes
+    return [(failed_units_lines([(name[g].description, " position ".join(map(str, w[2:])), e, e)
+                                 for w, e in items], unit)[0], {(g, *w[2:]) for w, _e in items})
+            for g, items in by.items()]
+
+
+def _settle_unread(s: SweepState) -> None:
+    """A unit that could not be read is written all the same (it cannot hold the plan):
+    once its write is confirmed the switch holds the plan, and the failed read only cost
+    the backup of that unit, a note; else it stays a problem."""
+    written = ({(c.switch, c.block) for c in s.applied.written["lft"]}
+               | {(c.switch, c.block, c.position) for c in s.applied.written["mft"]})
+    for line, keys in s.unread:
+        if keys <= written:
+            s.r.notes.append(f"{line} (written since and read back; not in the backup)")
+        else:
+            s.r.problems.append(line)
+    s.unread = []
 
 
 def _keep_unreached_routes(s: SweepState, block: int, old: bytes, new: bytes) -> tuple[bytes, int]:
@@ -643,7 +665,7 @@ def _read_rfts(s: SweepState) -> None:
             r.rft_changes += rft.changes(pl, n.path, table, n.switch_info)
             if pl.default_port is not None:
                 s.default_port[n.guid] = pl.default_port
-        r.problems += [f"RFT read: {e}" for e in _read_failures(s, wanted, current, errors, "RFT block")]
+        r.problems += [f"RFT read: {line}" for line, _keys in _read_failures(s, wanted, current, errors, "RFT block")]
 
 
 def _read_mfts(s: SweepState) -> None:
@@ -681,7 +703,8 @@ def _read_mfts(s: SweepState) -> None:
         else:
             current, errors = mfttab.read_mft_units(s.transport, wanted)
         r.mft_current = current
-        r.problems += [f"MFT read: {e}" for e in _read_failures(s, wanted, current, errors, "MFT block")]
+        s.unread += [(f"MFT read: {line}", keys) for line, keys in _read_failures(s, wanted, current, errors,
+                                                                                   "MFT block")]
         _diff_mfts(s, units, current)
 
 

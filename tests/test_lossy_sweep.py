@@ -188,3 +188,32 @@ def test_no_repair_pass_on_a_fabric_that_loses_nothing():
 
     r = sweepmod.sweep(t, sweepmod.SweepOptions(progress=progress))
     assert r.passes == 1 and r.problems and not r.repairs
+
+
+class _LoseGets(SimTransport):
+    """Loses every Get of one attribute (never its Sets)."""
+
+    def __init__(self, *a, attr, **kw):
+        super().__init__(*a, **kw)
+        self.attr = attr
+
+    def _answer(self, raw, dlid):
+        s = smpcodec.decode(raw)
+        if s.method == Method.GET and s.attribute_id == self.attr:
+            return None
+        return super()._answer(raw, dlid)
+
+
+def test_a_table_read_that_failed_is_a_note_once_its_write_is_confirmed():
+    """Blocks that could not be read are written all the same; when the GetResp of the
+    Set confirms them, the switch holds the plan: the failed read is a note (the block is
+    not in the backup), not a failure. A dry run, which writes nothing, reports it."""
+    fab = topogen.fat_tree_2(4)
+    t = _LoseGets(fab, attr=AttrID.LINEAR_FORWARDING_TABLE, retries=1, timeout_ms=5)
+    sweepmod.sweep(SimTransport(t.sim), sweepmod.SweepOptions())  # LinearFDBTop set: blocks are read
+    dry = sweepmod.sweep(t, sweepmod.SweepOptions(dry_run=True))
+    assert len([p for p in dry.problems if "LFT block 0" in p]) == len(fab.switches()), dry.problems
+    r = sweepmod.sweep(t, sweepmod.SweepOptions())
+    assert r.problems == [], r.problems
+    assert sum("not in the backup" in n for n in r.notes) == len(fab.switches()), r.notes
+    assert len(r.lft_changes) == len(fab.switches())  # written (unread blocks cannot be trusted)
