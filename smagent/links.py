@@ -46,7 +46,7 @@ from mad import forwarding as fw
 from mad import smp as smpcodec
 from mad.attributes import AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, vlarb_block, vlarb_entries
 from mad.header import Method
-from smagent.transport.base import Request
+from smagent.transport.base import Request, SmpTimeout
 from smagent.errors import BadInput
 
 DEFAULT_SUBNET_PREFIX = 0xFE80000000000000
@@ -384,7 +384,7 @@ def _same(kind, cur, new) -> bool:
 def read_and_diff(transport, wants: list[Want], failed: set | None = None) -> tuple[list[TableChange], list[str]]:
     """Get every wanted unit (one batch) and return the Sets needed, and problems. A
     switch output port's unread SL2VL pairs are written when its representative differs.
-    ``failed`` collects the GUIDs of nodes a Get failed for."""
+    ``failed`` collects the GUIDs of nodes a Get got no answer from (worth asking again)."""
     changes, problems = [], []
     groups: dict = {}  # (switch, output port) -> [want with the siblings, the representative differs]
     for w, rep in zip(wants, transport.execute([w.get() for w in wants])):
@@ -393,7 +393,7 @@ def read_and_diff(transport, wants: list[Want], failed: set | None = None) -> tu
             group[0] = w
         if not rep.ok:  # never write a table we could not read (nor one the port lacks)
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")
-            if failed is not None:
+            if failed is not None and isinstance(rep.error, SmpTimeout):
                 failed.add(w.guid)
             continue
         cur = rep.value()
@@ -416,7 +416,7 @@ def write(transport, changes: list[TableChange], failed: set | None = None) -> l
     for c, rep in zip(changes, transport.execute([c.request() for c in changes])):
         if not rep.ok:
             problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
-            if failed is not None:
+            if failed is not None and isinstance(rep.error, SmpTimeout):
                 failed.add(c.guid)
         elif not _same(c.kind, rep.value(), c.new):
             problems.append(f"{c.name}: {c.describe()}: reads back differently")

@@ -45,6 +45,7 @@ MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
              "(protected SMAs drop SMPs with a wrong M_Key)")
 _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
+_POLICY_BATCH = 32  # answers handed to the retry policy at a time
 
 
 class TransportError(FabricFailure):
@@ -249,6 +250,7 @@ class Transport:
         pending = collections.deque(range(len(reqs)))
         inflight: dict[int, list] = {}  # tid32 -> [index, deadline, attempts]
         lost = [0] * len(reqs) if adapt else None  # tries of each request that were lost
+        answered: list = []  # (distance class, tries lost) handed to the policy in small batches
         stats = self.stats
         while pending or inflight:
             while pending and len(inflight) < self.window:
@@ -284,8 +286,10 @@ class Transport:
                 del inflight[tid32]
                 stats.received += 1
                 if lost is not None:
-                    klass = distance_class(reqs[i].smp, reqs[i].dlid)
-                    self.policy.answered(klass, lost[i], self.policy.retries(klass, retries) + 1)
+                    answered.append((distance_class(reqs[i].smp, reqs[i].dlid), lost[i]))
+                    if len(answered) >= _POLICY_BATCH:
+                        self.policy.answered_many(answered, retries)
+                        answered = []
                 if self.recorder is not None:
                     self.recorder.write(raw, inbound=True, dlid=reqs[i].dlid)
                 st = resp.status_info
@@ -306,6 +310,8 @@ class Transport:
                 if deadline <= now:
                     del inflight[tid32]
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
+        if answered:
+            self.policy.answered_many(answered, retries)
         if check:
             for r in replies:
                 if r.error is not None:

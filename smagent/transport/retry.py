@@ -28,13 +28,14 @@ from __future__ import annotations
 import collections
 import math
 
-LOSS_WINDOW = 512  # answered requests per class the estimate looks at
+LOSS_WINDOW = 512  # about how many answered requests per class the estimate looks at
 MIN_SAMPLES = 24  # below this a class borrows the estimate of all classes together
 TARGET_FAILURE = 1e-3  # wanted chance that a live request loses every try
 MAX_RETRIES = 48  # the bound; repair passes of a sweep deal with what still fails
 BACKOFF_CAP = 4  # a try waits at most this many times the configured timeout
 LATE_TO_RAISE = 4  # late answers that double the base timeout
 _REFRESH = 16  # new samples in a class before its estimate is recomputed
+_DECAY = 1 - 1 / LOSS_WINDOW  # weight an answer loses per newer one
 
 
 def truncated_geometric_loss(samples: collections.Counter) -> float:
@@ -62,13 +63,30 @@ def truncated_geometric_loss(samples: collections.Counter) -> float:
 
 
 class _Class:
-    __slots__ = ("window", "counts", "fresh", "loss")
+    """The answered requests of one distance class: {(failures, tries allowed): weight},
+    older ones weighing less (each new answer multiplies the rest by `_DECAY`, so about
+    the last `LOSS_WINDOW` count), and the loss estimated from them."""
+    __slots__ = ("counts", "weight", "fresh", "loss")
 
     def __init__(self):
-        self.window: collections.deque = collections.deque()
-        self.counts: collections.Counter = collections.Counter()
+        self.counts: dict = {}
+        self.weight = 0.0
         self.fresh = 0
         self.loss = 0.0
+
+    def add(self, samples: collections.Counter, n: int) -> None:
+        counts = self.counts
+        for key, v in samples.items():
+            counts[key] = counts.get(key, 0.0) + v
+        self.weight += n
+        self.fresh += n
+        if self.fresh >= _REFRESH or (not self.loss and any(k for k, _n in samples)):
+            f = _DECAY ** self.fresh
+            self.fresh = 0
+            for key in list(counts):
+                counts[key] *= f
+            self.weight *= f
+            self.loss = truncated_geometric_loss(counts)
 
 
 class RetryPolicy:
@@ -86,15 +104,24 @@ class RetryPolicy:
     # -- observing -----------------------------------------------------------------------
     def answered(self, klass, failures: int, allowed: int) -> None:
         """A request of ``klass`` was answered after ``failures`` lost tries, of ``allowed``."""
-        for c in (self.classes.setdefault(klass, _Class()), self.all):
-            c.window.append((failures, allowed))
-            c.counts[(failures, allowed)] += 1
-            if len(c.window) > LOSS_WINDOW:
-                c.counts[c.window.popleft()] -= 1
-            c.fresh += 1
-            if c.fresh >= _REFRESH or (failures and not c.loss):
-                c.fresh = 0
-                c.loss = truncated_geometric_loss(+c.counts)
+        self.answered_many([(klass, failures)], allowed - 1)
+
+    def answered_many(self, samples: list, configured: int) -> None:
+        """`answered` for [(klass, failures)], each allowed the tries `retries` gives its
+        class now (the transport hands answers over in small batches: cheaper)."""
+        per_class: dict = {}
+        for (klass, failures), v in collections.Counter(samples).items():
+            per_class.setdefault(klass, collections.Counter())[failures] += v
+        pooled = collections.Counter()
+        for klass, by_failures in per_class.items():
+            c = self.classes.get(klass)
+            if c is None:
+                c = self.classes[klass] = _Class()
+            n = self.retries(klass, configured) + 1
+            got = collections.Counter({(k, max(n, k + 1)): v for k, v in by_failures.items()})
+            c.add(got, sum(by_failures.values()))
+            pooled.update(got)
+        self.all.add(pooled, len(samples))
 
     def late_answer(self) -> None:
         """An answer came after its request was retried or given up: the timeout is short."""
@@ -106,7 +133,7 @@ class RetryPolicy:
     def loss(self, klass=None) -> float:
         """The estimated chance that one try of ``klass`` (or of any request) is lost."""
         c = self.classes.get(klass)
-        if c is not None and len(c.window) >= MIN_SAMPLES:
+        if c is not None and c.weight >= MIN_SAMPLES:
             return c.loss
         return max(self.all.loss, c.loss if c is not None else 0.0)
 
