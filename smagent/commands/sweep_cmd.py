@@ -68,7 +68,8 @@ def print_summary(s: dict) -> None:
                f"RFT blocks {sets.get('rft_blocks', 0)}, MFT blocks {sets.get('mft_blocks', 0)}")
     phases = ", ".join(f"{k} {v['smps']}" for k, v in s["phases"].items())
     # on a lossy fabric: how lossy, and how many passes it took (a clean run prints as before)
-    loss = f" (SMPs lost; about {s['loss_estimate']:.0%} of tries)" if s.get("loss_estimate") else ""
+    est = s.get("loss_estimate") or 0
+    loss = f" (SMPs lost; about {est:.{0 if est >= 0.1 else 1}%} of tries)" if est else ""
     passes = (f"; passes {s['passes']}, discovery passes {s['discovery_passes']}"
               if s.get("passes", 1) > 1 or s.get("discovery_passes", 1) > 1 else "")
     click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}{loss}"
