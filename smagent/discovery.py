@@ -12,13 +12,19 @@ Gets, a sweep's Sets) carries it. A path that does not answer is asked once more
 each other key the chain holds (one batch for the whole level); the key it answers is
 learnt for that path and the node's GUID. A node that answers no key is listed in
 `Topology.unreachable` with where it is (DR path, behind which node and port).
+
+Loss: when the transport has seen SMPs lost and then answered (its retry policy says the
+fabric is lossy), what failed is asked again, up to `REPAIR_PASSES` times: the NodeInfos
+and details that got no answer, then the walk goes on from what they found. A fabric that
+loses nothing is not asked twice: a node that never answers there is gone or refuses our
+key, and asking again would only cost time (and M_Key violations).
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable
 
 from mad.attributes import AttrID, NodeDescription, NodeInfo, NodeType, PortInfo, PortState, SwitchInfo
 from mad import codes
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
 
 PHYS_LINK_UP = 5
 log = logging.getLogger("smagent.discovery")
+REPAIR_PASSES = 3  # extra passes over what got no answer, on a lossy fabric
 
 NO_ANSWER = ("no response: the node did not answer; if its port is M_Key-protected the key was refused "
              "(protected SMAs drop SMPs with a wrong M_Key)")
@@ -84,6 +91,7 @@ class Topology:
     unreached: list[dict] = dataclasses.field(default_factory=list)
     smps: int = 0
     seconds: float = 0.0
+    passes: int = 1  # discovery passes: 1 + repair passes over what got no answer
 
     def switches(self) -> list[DNode]:
         return [n for n in self.nodes.values() if n.is_switch]
@@ -155,20 +163,34 @@ Frontier = list[tuple[tuple[int, ...], int | None, int | None]]  # (path, parent
 class _Walk:
     """What a breadth-first discovery has learnt so far, and its steps per BFS level."""
 
-    def __init__(self, transport: Transport):
-        self.t = transport
+    def __init__(self, transport: Transport, sent0: int = 0):
+        self.t, self.sent0 = transport, sent0  # SMPs sent before the walk: progress counts from there
         self.nodes: dict[int, DNode] = {}
         self.links: dict[tuple[int, int], tuple[int, int]] = {}
-        self.unreachable: list[str] = []
         self.loopbacks: list[tuple[int, int]] = []
-        self.unreached: list[dict] = []
+        self.fixed: list[tuple[str, dict]] = []  # what no pass can reach (beyond 63 hops)
+        # what got no answer, and how to ask again: (("path", frontier entry) or
+        # ("detail", (node, what, port)), readable, fields)
+        self.pending: list[tuple[tuple, str, dict]] = []
+        self.passes = 0  # repair passes made
 
-    def lost(self, where: str, error, path=None, node=None, port=None) -> None:
+    def lost(self, where: str, error, path=None, node=None, port=None, retry=None) -> None:
         log.warning("unreachable: %s: %s", where, error)
-        self.unreachable.append(f"{where}: {error}")
-        self.unreached.append({"where": where, "path": list(path) if path else None,
-                               "node": node and (node.description or hex(node.guid)),
-                               "guid": node and f"0x{node.guid:016x}", "port": port, "error": str(error)})
+        item = (f"{where}: {error}", {"where": where, "path": list(path) if path else None,
+                                      "node": node and (node.description or hex(node.guid)),
+                                      "guid": node and f"0x{node.guid:016x}", "port": port, "error": str(error)})
+        if retry is None:
+            self.fixed.append(item)
+        else:
+            self.pending.append((retry, *item))
+
+    @property
+    def unreachable(self) -> list[str]:
+        return [text for text, _ in self.fixed] + [text for _r, text, _ in self.pending]
+
+    @property
+    def unreached(self) -> list[dict[str, Any]]:
+        return [d for _, d in self.fixed] + [d for _r, _t, d in self.pending]
 
     def node_infos(self, frontier: Frontier, known: dict[tuple[int, ...], NodeInfo]) -> dict[tuple[int, ...], NodeInfo]:
         """NodeInfo down every path of the frontier that ``known`` lacks: {path: NodeInfo}."""
@@ -185,7 +207,8 @@ class _Walk:
             if isinstance(why, SmpTimeout):
                 n = tried.get(path, 1)
                 why = NO_ANSWER + (f"; {n} M_Keys tried" if n > 1 else "")
-            self.lost(f"DR {','.join(map(str, path))}{where}", why, path, behind, pport if behind else None)
+            self.lost(f"DR {','.join(map(str, path))}{where}", why, path, behind, pport if behind else None,
+                      retry=("path", (path, parent, pport)))
         return infos
 
     def learn(self, frontier: Frontier, infos: dict[tuple[int, ...], NodeInfo]
@@ -215,26 +238,25 @@ class _Walk:
                 node.port_guids[0] = ni.port_guid
         return new_nodes, new_ca_ports
 
-    def details(self, new_nodes: list[DNode], new_ca_ports: list[tuple[DNode, int]]) -> None:
-        """NodeDescription, SwitchInfo and PortInfo of what is new, in one batch."""
-        reqs: list[Request] = []
-        sinks: list[tuple[DNode, str, int | None]] = []
+    def details(self, new_nodes: list[DNode], new_ca_ports: list[tuple[DNode, int]],
+                again: Iterable[tuple[DNode, str, int | None]] = ()) -> None:
+        """NodeDescription, SwitchInfo and PortInfo of what is new (and the (node, what,
+        port) of ``again``), in one batch."""
+        sinks: list[tuple[DNode, str, int | None]] = list(again)
         for n in new_nodes:
-            reqs.append(_get(AttrID.NODE_DESCRIPTION, n.path))
             sinks.append((n, "desc", None))
             if n.is_switch:
-                reqs.append(_get(AttrID.SWITCH_INFO, n.path))
                 sinks.append((n, "swinfo", None))
-                for p in range(n.num_ports + 1):
-                    reqs.append(_get(AttrID.PORT_INFO, n.path, portinfo_modifier(p)))
-                    sinks.append((n, "port", p))
-        for n, p in new_ca_ports:
-            reqs.append(_get(AttrID.PORT_INFO, n.port_paths[p], portinfo_modifier(p)))
-            sinks.append((n, "port", p))
+                sinks += [(n, "port", p) for p in range(n.num_ports + 1)]
+        sinks += [(n, "port", p) for n, p in new_ca_ports]
+        reqs = [_get(AttrID.NODE_DESCRIPTION, n.path) if what == "desc" else
+                _get(AttrID.SWITCH_INFO, n.path) if what == "swinfo" else
+                _port_get(n, p) for n, what, p in sinks]
         for (n, what, port), r in zip(sinks, self.t.execute(reqs)):
             if not r.ok:
                 label = {"desc": "NodeDescription", "swinfo": "SwitchInfo"}.get(what, f"PortInfo of port {port}")
-                self.lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, port)
+                self.lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, port,
+                          retry=("detail", (n, what, port)))
             elif what == "desc":
                 n.description = r.value(NodeDescription).node_string
             elif what == "swinfo":
@@ -255,10 +277,10 @@ class _Walk:
                     if pi is None or not _port_up(pi) or p == came_in or (n.guid, p) in self.links:
                         continue
                     if len(n.path) > smpcodec.MAX_HOPS:
-                        self.unreachable.append(f"beyond {smpcodec.MAX_HOPS} hops from {n.description}")
-                        self.unreached.append({"where": f"{n.description} port {p}", "path": None,
-                                               "node": n.description, "guid": f"0x{n.guid:016x}", "port": p,
-                                               "error": f"beyond {smpcodec.MAX_HOPS} hops"})
+                        self.fixed.append((f"beyond {smpcodec.MAX_HOPS} hops from {n.description}",
+                                           {"where": f"{n.description} port {p}", "path": None,
+                                            "node": n.description, "guid": f"0x{n.guid:016x}", "port": p,
+                                            "error": f"beyond {smpcodec.MAX_HOPS} hops"}))
                         continue
                     nxt.append((n.path + (p,), n.guid, p))
             elif len(n.path) == 1:
@@ -266,6 +288,73 @@ class _Walk:
                 if pi is not None and _port_up(pi):
                     nxt.append(((0, local[1]), n.guid, local[1]))
         return nxt
+
+    def walk(self, frontier: Frontier, known: dict, local, progress=None, again=()) -> None:
+        """Breadth first from ``frontier`` (``known``: NodeInfos already in hand), the
+        details ``again`` asked with the first level."""
+        while frontier or again:
+            new_nodes, new_ca_ports = self.learn(frontier, self.node_infos(frontier, known))
+            known = {}
+            self.details(new_nodes, new_ca_ports, again)
+            # a switch whose PortInfo came only now: its up ports lead on
+            new = {n.guid for n in new_nodes}
+            redone = {n.guid: n for n, what, _p in again if what == "port" and n.is_switch and n.guid not in new}
+            again = ()
+            frontier = self.next_frontier(new_nodes + list(redone.values()), local)
+            log.debug("discovery: %d nodes after a BFS level, %d SMPs", len(self.nodes), self.t.stats.sent - self.sent0)
+            if progress is not None:
+                progress(len(self.nodes), self.t.stats.sent - self.sent0)
+
+    def repair(self, local, progress=None) -> None:
+        """Ask again what got no answer, while the fabric is lossy (see the module doc);
+        then give every node its shortest path again (a node first reached the long way
+        round, because its short path lost the NodeInfo, would pay the loss of every
+        extra hop on every later SMP)."""
+        while self.pending and self.passes < REPAIR_PASSES and self.t.policy.lossy():
+            self.passes += 1
+            items, self.pending = self.pending, []
+            paths = [entry for (kind, entry), _t, _d in items if kind == "path"]
+            again = [entry for (kind, entry), _t, _d in items if kind == "detail"]
+            self.walk(paths, {}, local, progress, again)
+        if self.passes:
+            self.shortest_paths(local)
+
+    def shortest_paths(self, local) -> None:
+        """Breadth first over the links learnt, from the local node: each switch's path,
+        each CA port's path, the shortest (the key chain learns the new paths)."""
+        root = self.nodes[local[0]]
+        seen, queue = {root.guid}, [root]
+        while queue:
+            nxt = []
+            for n in queue:
+                if not n.is_switch and n is not root:
+                    continue  # a CA does not forward directed-route SMPs
+                base, ports = (n.path, range(1, n.num_ports + 1)) if n.is_switch else ((0,), [local[1]])
+                for p in ports:
+                    peer = self.links.get((n.guid, p))
+                    if peer is None:
+                        continue
+                    m = self.nodes[peer[0]]
+                    path = base + (p,)
+                    if m.is_switch and m.guid not in seen:
+                        m.path = path
+                    elif not m.is_switch and peer[1] in m.port_paths and len(path) < len(m.port_paths[peer[1]]):
+                        m.port_paths[peer[1]] = path
+                        if m.path != (0,) and len(path) < len(m.path):
+                            m.path = path
+                    else:
+                        continue
+                    if self.t.keys.per_node:
+                        self.t.keys.learn(path=path, guid=m.guid, port_guid=m.port_guids.get(peer[1] if not m.is_switch else 0))
+                    if m.guid not in seen:
+                        seen.add(m.guid)
+                        nxt.append(m)
+            queue = nxt
+
+
+def _port_get(n: DNode, port: int | None) -> Request:
+    assert port is not None  # a "port" sink names its port
+    return _get(AttrID.PORT_INFO, n.path_to_port(port), portinfo_modifier(port))
 
 
 def discover(transport: Transport, *, progress=None) -> Topology:
@@ -281,18 +370,11 @@ def discover(transport: Transport, *, progress=None) -> Topology:
                          request=root_reply.request.describe())
     root = root_reply.value(NodeInfo)  # the local port must answer: raise if not
     local = (root.node_guid, root.local_port_num)
-    w = _Walk(transport)
-    frontier: Frontier = [((0,), None, None)]
-    known: dict[tuple[int, ...], NodeInfo] = {(0,): root}
-    while frontier:
-        new_nodes, new_ca_ports = w.learn(frontier, w.node_infos(frontier, known))
-        known = {}
-        w.details(new_nodes, new_ca_ports)
-        frontier = w.next_frontier(new_nodes, local)
-        log.debug("discovery: %d nodes after a BFS level, %d SMPs", len(w.nodes), transport.stats.sent - sent0)
-        if progress is not None:
-            progress(len(w.nodes), transport.stats.sent - sent0)
+    w = _Walk(transport, sent0)
+    w.walk([((0,), None, None)], {(0,): root}, local, progress)
+    w.repair(local, progress)
     topo = Topology(w.nodes, w.links, local, w.unreachable, w.loopbacks, w.unreached)
+    topo.passes = 1 + w.passes
     topo.smps = transport.stats.sent - sent0
     topo.seconds = time.monotonic() - t0
     log.info("discovered %d nodes (%d switches), %d links: %d SMPs, %.3f s%s", len(topo.nodes),

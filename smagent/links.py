@@ -49,7 +49,7 @@ from mad.attributes import (
     AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, VLArbitrationTable, vlarb_block, vlarb_entries,
 )
 from mad.header import Method
-from smagent.transport.base import Request
+from smagent.transport.base import Request, SmpTimeout
 from smagent.errors import BadInput
 
 DEFAULT_SUBNET_PREFIX = 0xFE80000000000000
@@ -410,9 +410,10 @@ def _same(kind, cur, new) -> bool:
     return cur == new
 
 
-def read_and_diff(transport, wants: list[Want]) -> tuple[list[TableChange], list[str]]:
+def read_and_diff(transport, wants: list[Want], failed: set | None = None) -> tuple[list[TableChange], list[str]]:
     """Get every wanted unit (one batch) and return the Sets needed, and problems. A
-    switch output port's unread SL2VL pairs are written when its representative differs."""
+    switch output port's unread SL2VL pairs are written when its representative differs.
+    ``failed`` collects the GUIDs of nodes a Get got no answer from (worth asking again)."""
     changes, problems = [], []
     groups: dict = {}  # (switch, output port) -> [want with the siblings, the representative differs]
     for w, rep in zip(wants, transport.execute([w.get() for w in wants])):
@@ -421,6 +422,8 @@ def read_and_diff(transport, wants: list[Want]) -> tuple[list[TableChange], list
             group[0] = w
         if not rep.ok:  # never write a table we could not read (nor one the port lacks)
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")
+            if failed is not None and isinstance(rep.error, SmpTimeout):
+                failed.add(w.guid)
             continue
         cur = rep.value(LINK_TABLES[w.kind])
         new = w.desired(cur)
@@ -435,12 +438,15 @@ def read_and_diff(transport, wants: list[Want]) -> tuple[list[TableChange], list
     return changes, problems
 
 
-def write(transport, changes: list[TableChange]) -> list[str]:
-    """Send the Sets (one batch) and check each GetResp holds what was written."""
+def write(transport, changes: list[TableChange], failed: set | None = None) -> list[str]:
+    """Send the Sets (one batch) and check each GetResp holds what was written.
+    ``failed`` collects the GUIDs of nodes a Set got no answer from."""
     problems = []
     for c, rep in zip(changes, transport.execute([c.request() for c in changes])):
         if not rep.ok:
             problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
+            if failed is not None and isinstance(rep.error, SmpTimeout):
+                failed.add(c.guid)
         elif not _same(c.kind, rep.value(LINK_TABLES[c.kind]), c.new):
             problems.append(f"{c.name}: {c.describe()}: reads back differently")
     return problems

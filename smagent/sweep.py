@@ -50,7 +50,7 @@ from smagent.fdb import plan as fdbplan
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
-from smagent.fdb.switch import interleave
+from smagent.fdb.switch import failed_units_lines, interleave
 from smagent.errors import FabricFailure, SafetyRefusal
 from smagent.transport.base import Reply, Request, Transport
 
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from smagent.desired import DesiredState, Resolved
 
 JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
+REPAIR_PASSES = 4  # passes after the first over what did not finish, on a lossy fabric
 LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
 CAP_IS_MCAST_FDB_TOP = 1 << 30  # PortInfo.CapabilityMask: IsMulticastFDBTopSupported
 MFT_TOP_NONE = fw.MULTICAST_LID_MIN - 1  # MulticastFDBTop with no valid entry (OpenSM's value)
@@ -118,16 +119,21 @@ class SweepOptions:
     # write even if the planned tables break pairs the current tables deliver, or loop
     # (smagent.plancheck); a dry run only reports them
     allow_defects: bool = False
+    # passes after the first over what did not finish (Sets lost, ports not ACTIVE), made
+    # only while the transport observes loss (`smagent.transport.retry`); 0: none
+    repair_passes: int = REPAIR_PASSES
 
 
 @dataclasses.dataclass
 class KnownState:
     """What the switches hold as far as our own sweeps know: the topology (PortInfo and
     SwitchInfo as the last Sets answered), LFT blocks {(switch, block): bytes} and MFT
-    units {(switch, block, position): masks}. A block missing is unknown (it is written)."""
+    units {(switch, block, position): masks}. A block missing is unknown (it is written).
+    ``links``: GUIDs of nodes whose SL2VL/VLArb/P_Key tables are unknown (read again)."""
     topology: discovery.Topology
     lft: dict[tuple[int, int], bytes]
     mft: dict[tuple[int, int, int], list[int]]
+    links: set[int] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass
@@ -155,7 +161,8 @@ class PortChange:
                 parts.append(f"master_sm_lid {self.current.master_sm_lid} -> {master_lid}")
         parts += links.describe_diff(self.link_diff)
         if self.arm:
-            parts.append(f"port_state {PortState(self.current.port_state).name} -> ARMED -> ACTIVE")
+            via = "" if self.current.port_state == PortState.ARMED else " -> ARMED"
+            parts.append(f"port_state {PortState(self.current.port_state).name}{via} -> ACTIVE")
         return f"{self.name} port {self.port}: " + ", ".join(parts)
 
     def to_json(self, master_lid: int, lmc: int) -> list[dict]:
@@ -211,6 +218,9 @@ class SweepResult:
     dry_run: bool = False
     seconds: float = 0.0
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    passes: int = 1  # write passes: the first, then repairs over what did not finish
+    repairs: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # per repair pass: what it redid
+    retry_policy: dict[str, Any] = dataclasses.field(default_factory=dict)  # the transport's loss estimate
 
     @property
     def sets_planned(self) -> int:
@@ -272,6 +282,12 @@ class SweepResult:
                      "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),
             "retries": self.stats.get("retries", 0), "timeouts": self.stats.get("timeouts", 0),
+            # convergence: passes of discovery and of the writes, SMPs lost (every try that
+            # got no answer), and what each repair pass redid
+            "passes": self.passes, "discovery_passes": getattr(topo, "passes", 1),
+            "losses": self.stats.get("timeouts", 0), "repairs": self.repairs,
+            "loss_estimate": self.retry_policy.get("loss_estimate", 0.0),
+            "highest_retries": self.retry_policy.get("highest_retries", 0),
             "unreachable": topo.unreachable, "problems": self.problems, "notes": self.notes,
             "missing": {f"{g:#018x}": lo for g, (lo, _hi) in sorted(self.missing.items())},
             "backup": self.backup_file,
@@ -385,6 +401,12 @@ class SweepState:
     default_port: dict[int, int] = dataclasses.field(default_factory=dict)  # RFT switch GUID -> DefaultPort
     mft_top: dict[int, int] = dataclasses.field(default_factory=dict)  # switch GUID -> MulticastFDBTop
     applied: fdbapply.Apply | None = None  # the write phase's
+    # what this pass could not finish: (guid, port) whose ARMED (or LID) Set failed, the
+    # PortChanges not ACTIVE, GUIDs whose link tables failed
+    arm_failed: set[tuple[int, int]] = dataclasses.field(default_factory=set)
+    not_active: list[PortChange] = dataclasses.field(default_factory=list)
+    links_failed: set[int] = dataclasses.field(default_factory=set)
+    unread: list[tuple[str, Any]] = dataclasses.field(default_factory=list)  # (problem line, units) of failed table reads
 
     @property
     def topo(self) -> discovery.Topology:
@@ -409,6 +431,7 @@ def plan(transport: Transport, opts: SweepOptions) -> SweepResult:
     """Every Get a sweep needs, and the plan of Sets; sends no Set."""
     s = _prepare(transport, opts)
     _plan(s)
+    s.r.problems += [line for line, _keys in s.unread]  # nothing will write them
     return s.r
 
 
@@ -417,19 +440,19 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     s = _prepare(transport, opts)
     _plan(s)
     s.r.dry_run = opts.dry_run
-    if not opts.dry_run:
+    if opts.dry_run:
+        s.r.problems += [line for line, _keys in s.unread]  # nothing will write them
+    else:
         try:
             _note_interrupted_apply(s)
-            _arm_ports(s)
-            _write_tables(s)
-            _write_links(s)
-            s.r.known = _known_after(s.r, s.applied)
-            _activate(s)
+            _write_pass(s)
+            _repair(s)
             _save_lids(s)
         except OSError as e:  # a backup, the journal or the LID file, after Sets began
             raise FabricFailure(f"writing {e.filename or 'a file'}: {e.strerror or e}",
                                 changed=transport.stats.sets_sent()) from e
     s.r.stats = transport.stats.snapshot()
+    s.r.retry_policy = transport.policy.snapshot()
     s.r.seconds = time.monotonic() - s.t0
     r = s.r
     log.info("%s: %d Sets planned, %d SMPs sent (retries %d, timeouts %d), %.3f s",
@@ -438,6 +461,60 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     for p in r.problems:
         log.warning("problem: %s", p)
     return r
+
+
+def _write_pass(s: SweepState) -> None:
+    """The Sets of one pass, in the safe order: LIDs and ARMED, tables, link tables, ACTIVE."""
+    _arm_ports(s)
+    _write_tables(s)
+    _settle_unread(s)
+    _write_links(s)
+    s.r.known = _known_after(s.r, s.applied)
+    s.r.known.links = set(s.links_failed)
+    _activate(s)
+
+
+def _unfinished(s: SweepState) -> dict:
+    """What the last pass left undone, counted: {} when everything was confirmed."""
+    ap = s.applied
+    assert ap is not None  # _write_pass ran
+    tables = (len(ap.plan.tops) - len(ap.written["tops"]) + sum(
+        len(getattr(ap.plan, k)) - len(ap.written[k]) for k in ("lft", "rft", "mft")))
+    left = {"ports_not_armed": len(s.arm_failed), "ports_not_active": len(s.not_active),
+            "table_units": tables, "link_tables": len(s.links_failed)}
+    return {k: v for k, v in left.items() if v}
+
+
+def _repair(s: SweepState) -> None:
+    """Passes over what did not finish, planned against what the earlier passes confirmed
+    (`KnownState`: no discovery, no table reads; unconfirmed blocks are written again,
+    ports not ARMED are armed, ports ARMED are activated), while the transport sees loss:
+    on a fabric that loses nothing a failure is not one a retry fixes."""
+    r, t = s.r, s.transport
+    left = _unfinished(s)
+    while left and r.passes <= s.opts.repair_passes and t.policy.lossy():
+        r.passes += 1
+        t0, sent0 = time.monotonic(), t.stats.sent
+        name = f"repair_{r.passes}"
+        cb = s.opts.progress
+        progress = (lambda phase, name=name, cb=cb: cb(f"{name}: {phase}")) if cb is not None else None
+        blank = SweepResult(None, None, progress=progress)  # type: ignore[arg-type]  # _plan fills them in
+        sub = SweepState(t, dataclasses.replace(s.opts, known=r.known), blank,
+                         t0, lid_file=s.lid_file, spec=s.spec, persisted=s.persisted, engine_input=s.engine_input)
+        _plan(sub)
+        _write_pass(sub)
+        q = sub.r
+        r.known, r.problems = q.known, q.problems  # the last pass holds what is still wrong
+        r.activations += q.activations
+        r.lft_written += q.lft_written
+        r.notes += [n for n in q.notes if n not in r.notes]
+        r.phases[name] = {"smps": t.stats.sent - sent0, "seconds": round(time.monotonic() - t0, 4)}
+        r.repairs.append({"pass": r.passes, "left_before": left, "sets": q.sets_planned,
+                          "smps": t.stats.sent - sent0})
+        left = _unfinished(sub)
+    if left and r.passes > 1:
+        r.problems.append(f"after {r.passes} passes still not done: "
+                          + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in left.items()))
 
 
 def _plan(s: SweepState) -> None:
@@ -570,7 +647,7 @@ def _plan_ports(s: SweepState) -> None:
             lid = plan_.lids[n.port_guids.get(p, n.guid)] if carries_lid else None
             want_lmc = 0 if n.is_switch else plan_.lmc
             lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
-            arm = pi.port_state == PortState.INIT
+            arm = pi.port_state in (PortState.INIT, PortState.ARMED)  # ARMED: left there earlier
             link = links.port_fields(topo, n, p, s.link_opts) if s.link_opts else {}
             s.op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
             link_diff = links.port_diff(pi, link)
@@ -585,9 +662,9 @@ def _read_links(s: SweepState) -> None:
     with s.phase("link_read"):
         wants = links.table_wants(s.topo, s.link_opts, s.op_vls)
         if s.opts.known is not None:  # a repair: the tables of the nodes whose ports come up again
-            armed = {c.guid for c in s.r.port_changes if c.arm}
+            armed = {c.guid for c in s.r.port_changes if c.arm} | s.opts.known.links
             wants = [w for w in wants if w.guid in armed]
-        s.r.link_changes, problems = links.read_and_diff(s.transport, wants)
+        s.r.link_changes, problems = links.read_and_diff(s.transport, wants, s.links_failed)
         s.r.problems += problems
 
 
@@ -611,7 +688,7 @@ def _read_lfts(s: SweepState) -> None:
             current, errors = {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, list[str]()
         else:
             current, errors = linear.read_lft_blocks(s.transport, wanted)
-        r.problems += errors
+        s.unread += _read_failures(s, wanted, current, errors, "LFT block")  # see _settle_unread
         r.lft_current = current
         for g, table in desired.items():
             n = topo.nodes[g]
@@ -625,6 +702,34 @@ def _read_lfts(s: SweepState) -> None:
                     r.lft_changes.append(linear.BlockChange(g, n.description, n.path, b, old, new))
     if kept_routes:
         r.notes.append(f"discovery was incomplete: kept {kept_routes} existing routes to LIDs it did not reach")
+
+
+def _read_failures(s: SweepState, wanted: list, current: dict, errors: list[str], unit: str) -> list[tuple]:
+    """The errors of a table read, one line per switch (a switch that stopped answering is
+    one report, not one per block), with the units it covers: [(line, {(switch, *unit)})].
+    ``errors`` come in the order of the units of ``wanted`` missing from ``current``."""
+    by: dict = {}
+    for w, e in zip([w for w in wanted if (w[0], *w[2:]) not in current], errors):
+        by.setdefault(w[0], []).append((w, e))
+    name = s.topo.nodes
+    return [(failed_units_lines([(name[g].description, " position ".join(map(str, w[2:])), e, e)
+                                 for w, e in items], unit)[0], {(g, *w[2:]) for w, _e in items})
+            for g, items in by.items()]
+
+
+def _settle_unread(s: SweepState) -> None:
+    """A unit that could not be read is written all the same (it cannot hold the plan):
+    once its write is confirmed the switch holds the plan, and the failed read only cost
+    the backup of that unit, a note; else it stays a problem."""
+    assert s.applied is not None  # the write phase ran
+    written = ({(c.switch, c.block) for c in s.applied.written["lft"]}
+               | {(c.switch, c.block, c.position) for c in s.applied.written["mft"]})
+    for line, keys in s.unread:
+        if keys <= written:
+            s.r.notes.append(f"{line} (written since and read back; not in the backup)")
+        else:
+            s.r.problems.append(line)
+    s.unread = []
 
 
 def _keep_unreached_routes(s: SweepState, block: int, old: bytes, new: bytes) -> tuple[bytes, int]:
@@ -669,7 +774,7 @@ def _read_rfts(s: SweepState) -> None:
             r.rft_changes += rft.changes(pl, n.path, table, si)
             if pl.default_port is not None:
                 s.default_port[n.guid] = pl.default_port
-        r.problems += [f"RFT read: {e}" for e in errors]
+        r.problems += [f"RFT read: {line}" for line, _keys in _read_failures(s, wanted, current, errors, "RFT block")]
 
 
 def _read_mfts(s: SweepState) -> None:
@@ -707,7 +812,8 @@ def _read_mfts(s: SweepState) -> None:
         else:
             current, errors = mfttab.read_mft_units(s.transport, wanted)
         r.mft_current = current
-        r.problems += [f"MFT read: {e}" for e in errors]
+        s.unread += [(f"MFT read: {line}", keys) for line, keys in _read_failures(s, wanted, current, errors,
+                                                                                   "MFT block")]
         _diff_mfts(s, units, current)
 
 
@@ -786,11 +892,12 @@ def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Reque
     return _dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), pi.LAYOUT.replace(pi, **fields))
 
 
-def _confirm_port_sets(transport, failed, want, master_lid, lmc_for):
+def _confirm_port_sets(transport, failed, want, master_lid, lmc_for, topo=None):
     """A PortInfo Set whose response was lost may have been applied, and its retry then
     asks for a state transition the port has already made (ARMED -> ARMED), which the SMA
     refuses. So a failed Set is re-read: if the port already holds what we wanted, it is
-    done. Returns the (change, error) pairs that really failed."""
+    done. What is read goes into ``topo`` (a repair pass plans on it). Returns the
+    (change, error) pairs that really failed."""
     if not failed:
         return []
     reqs = [_dr(Method.GET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port)) for c, _e in failed]
@@ -798,6 +905,8 @@ def _confirm_port_sets(transport, failed, want, master_lid, lmc_for):
     for (c, err), rep in zip(failed, transport.execute(reqs)):
         if rep.ok:
             pi = rep.value()
+            if topo is not None:
+                topo.nodes[c.guid].ports[c.port] = pi
             want_state = want(c) if callable(want) else want
             lid_ok = c.lid is None or (pi.lid == c.lid and pi.lmc == lmc_for(c) and pi.master_sm_lid == master_lid)
             state_ok = want_state is None or pi.port_state == want_state or (
@@ -841,14 +950,25 @@ def _note_interrupted_apply(s: SweepState) -> None:
                          f"table blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
 
 
+def _needs_set(c: PortChange, master_lid: int, lmc: int) -> bool:
+    """Does the arming phase send this port anything? Not a port already ARMED with its
+    LID fields and link fields as wanted (a repair pass only activates it)."""
+    if c.arm and c.current.port_state != PortState.ARMED:
+        return True
+    pi = c.current
+    return bool(c.link_diff) or (c.lid is not None and (pi.lid != c.lid or pi.lmc != lmc
+                                                        or pi.master_sm_lid != master_lid))
+
+
 def _arm_ports(s: SweepState) -> None:
     """LIDs, LMC, MasterSMLID and link fields to every changed port; INIT ports to ARMED."""
     r, lp = s.r, s.r.lid_plan
     with s.phase("lids_arm"):
-        reqs = [_portinfo_set(c, PortState.ARMED if c.arm else PortState.NO_CHANGE, lp.master_lid, _lmc_for(s, c))
-                for c in r.port_changes]
+        todo = [c for c in r.port_changes if _needs_set(c, lp.master_lid, _lmc_for(s, c))]
+        reqs = [_portinfo_set(c, PortState.ARMED if c.arm and c.current.port_state == PortState.INIT
+                              else PortState.NO_CHANGE, lp.master_lid, _lmc_for(s, c)) for c in todo]
         failed = []
-        for c, rep in zip(r.port_changes, s.transport.execute(reqs)):
+        for c, rep in zip(todo, s.transport.execute(reqs)):
             if not rep.ok:
                 failed.append((c, rep.error))
                 continue
@@ -857,8 +977,9 @@ def _arm_ports(s: SweepState) -> None:
             if c.lid is not None and back.lid != c.lid:
                 r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
         for c, err in _confirm_port_sets(s.transport, failed, lambda c: PortState.ARMED if c.arm else None,
-                                         lp.master_lid, lambda c: _lmc_for(s, c)):
+                                         lp.master_lid, lambda c: _lmc_for(s, c), r.topology):
             r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {err}")
+            s.arm_failed.add((c.guid, c.port))
 
 
 def _write_tables(s: SweepState) -> None:
@@ -884,27 +1005,42 @@ def _write_tables(s: SweepState) -> None:
 
 def _write_links(s: SweepState) -> None:
     with s.phase("link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
-        s.r.problems += links.write(s.transport, s.r.link_changes)
+        s.r.problems += links.write(s.transport, s.r.link_changes, s.links_failed)
 
 
 def _activate(s: SweepState) -> None:
     """ARMED -> ACTIVE, each response read back."""
-    r, lp = s.r, s.r.lid_plan
+    r, lp, topo = s.r, s.r.lid_plan, s.r.topology
     with s.phase("activate"):
-        arming = [c for c in r.port_changes if c.arm]
+        arming = []
+        for c in r.port_changes:
+            if not c.arm:
+                continue
+            if (c.guid, c.port) in s.arm_failed:
+                s.not_active.append(c)  # reported with its failed Set
+                continue
+            peer = topo.links.get((c.guid, c.port))
+            if peer in s.arm_failed:  # ACTIVE needs the neighbour ARMED: it would be refused
+                s.not_active.append(c)  # the neighbour's failed Set is the problem reported
+                r.notes.append(f"{c.name} port {c.port}: not activated: its neighbour "
+                               f"{topo.nodes[peer[0]].description} port {peer[1]} did not reach ARMED")
+                continue
+            arming.append(c)
         # the same LID fields again: a Set writes the whole attribute
         reqs = [_portinfo_set(c, PortState.ACTIVE, lp.master_lid, _lmc_for(s, c)) for c in arming]
         failed = []
         for c, rep in zip(arming, s.transport.execute(reqs)):
             if rep.ok:
-                r.topology.nodes[c.guid].ports[c.port] = rep.value(PortInfo)
+                topo.nodes[c.guid].ports[c.port] = rep.value(PortInfo)
             if not rep.ok:
                 failed.append((c, rep.error))
             elif rep.value(PortInfo).port_state != PortState.ACTIVE:
+                s.not_active.append(c)
                 r.problems.append(f"{c.name} port {c.port}: port state reads back "
                                   f"{PortState(rep.value(PortInfo).port_state).name}, not ACTIVE")
         for c, err in _confirm_port_sets(s.transport, failed, PortState.ACTIVE, lp.master_lid,
-                                         lambda c: _lmc_for(s, c)):
+                                         lambda c: _lmc_for(s, c), topo):
+            s.not_active.append(c)
             r.problems.append(f"{c.name} port {c.port}: Set ACTIVE failed: {err}")
         r.activations = len(arming)
 

@@ -95,6 +95,7 @@ from mad import forwarding as fw
 from mad.attributes import P_KeyTable, PortState, SLtoVLMappingTable
 from smagent.fdb import linear, multicast
 from smagent.fdb.random import read_rft_blocks
+from smagent.fdb.switch import per_switch
 from smagent.transport.base import Transport
 
 EXAMPLES = 5
@@ -1037,10 +1038,8 @@ def _lft_blocks(si) -> int:
 def _first_errors(errors: list[str], keys: list) -> list[tuple[int, str]]:
     """One error per switch: (GUID, its first error and how many more); `keys` are the
     switches of the failed reads, in the order of `errors`."""
-    out: dict[int, list[str]] = {}
-    for g, e in zip(keys, errors):
-        out.setdefault(g, []).append(e)
-    return [(g, es[0] + (f" (+{len(es) - 1} more)" if len(es) > 1 else "")) for g, es in out.items()]
+    return [(g, es[0] + (f" (+{len(es) - 1} more)" if len(es) > 1 else ""))
+            for g, es in per_switch(errors, keys).items()]
 
 
 def _read_lfts(transport: Transport, switches) -> tuple[dict, list]:

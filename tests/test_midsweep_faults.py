@@ -80,3 +80,27 @@ def test_switch_removed_mid_sweep_then_back():
         lid = h.ports[1].lid if 1 in h.ports else None
         if lid:
             assert trace(t.sim, src, lid).outcome == "delivered"
+
+
+
+@pytest.mark.parametrize("phase", ["lft_read", "lft_write"])
+def test_switch_vanishing_mid_sweep_is_reported_once(phase):
+    """A switch that stops answering while its LFT blocks are read or written is one
+    problem line per phase naming it and how many blocks were lost, not one per block
+    (issue 11 item 12). LMC 2 gives every switch 3 LFT blocks here."""
+    fab = fat_tree()
+    t = SimTransport(fab, retries=1, timeout_ms=5)
+    spine = "S1"
+    if phase == "lft_read":  # blocks are read up to LinearFDBTop: a fabric swept once has 3
+        assert sweepmod.sweep(t, sweepmod.SweepOptions(lmc=2)).problems == []
+
+    def progress(ph):
+        if ph == phase:
+            for p, _peer in fab.connected_ports(fab.node(spine)):
+                t.sim.unlink(spine, p)
+
+    r = sweepmod.sweep(t, sweepmod.SweepOptions(lmc=2, progress=progress))
+    lft_lines = [p for p in r.problems if "LFT block" in p]
+    # reading: the read fails, so the blocks are written, and that fails too: one line each
+    assert len(lft_lines) == (2 if phase == "lft_read" else 1), r.problems
+    assert all(line.startswith(f"{spine}: 3 LFT blocks failed (0, 1, 2); the first: ") for line in lft_lines)

@@ -67,8 +67,13 @@ def print_summary(s: dict) -> None:
                f"SwitchInfo {sets['switchinfo']}, LFT blocks {sets['lft_blocks']}, "
                f"RFT blocks {sets.get('rft_blocks', 0)}, MFT blocks {sets.get('mft_blocks', 0)}")
     phases = ", ".join(f"{k} {v['smps']}" for k, v in s["phases"].items())
-    click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}; "
-               f"{s['seconds']:.3f} s")
+    # on a lossy fabric: how lossy, and how many passes it took (a clean run prints as before)
+    est = s.get("loss_estimate") or 0
+    loss = f" (SMPs lost; about {est:.{0 if est >= 0.1 else 1}%} of tries)" if est else ""
+    passes = (f"; passes {s['passes']}, discovery passes {s['discovery_passes']}"
+              if s.get("passes", 1) > 1 or s.get("discovery_passes", 1) > 1 else "")
+    click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}{loss}"
+               f"{passes}; {s['seconds']:.3f} s")
     for n in s["notes"]:
         click.echo(f"# note: {n}")
     for u in s["unreachable"]:
@@ -165,10 +170,14 @@ def _state_dir(obj, state_dir):
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where LFT blocks are saved before they are overwritten, the apply journal and the LIDs "
                    "(guid2lid) are kept (default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
+@click.option("--repair-passes", type=click.IntRange(0, 20), default=None,
+              help="Passes after the first over Sets that got no answer and ports not ACTIVE (default: "
+                   "smagent.sweep.REPAIR_PASSES); made only while SMPs are being lost (retries also rise "
+                   "with the loss seen, see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
-def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast, subnet_prefix,
-          max_mtu, max_vls, no_qos, state_dir, as_json):
+def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast,
+          subnet_prefix, max_mtu, max_vls, no_qos, state_dir, repair_passes, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
@@ -184,7 +193,8 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos),
-                   allow_defects=allow_defects)
+                   allow_defects=allow_defects,
+                   **({} if repair_passes is None else {"repair_passes": repair_passes}))
     summary = r.summary()
     summary.update(obj.transient_write(dry_run))
     if dry_run:

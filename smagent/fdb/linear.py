@@ -9,7 +9,7 @@ from typing import Sequence
 from mad import forwarding as fw
 from mad.attributes import AttrID, LinearForwardingTable
 from smagent.fdb import tops as topsmod
-from smagent.fdb.switch import TableFailure, Where, interleave, read_units, set_units
+from smagent.fdb.switch import TableFailure, Where, failed_units_lines, interleave, read_units, set_units
 from smagent.transport.base import Transport
 from smagent.fdb.text import LftSection
 
@@ -73,18 +73,18 @@ def write_lft_blocks(transport, changes: list[BlockChange]):
     """SubnSet every changed block; the GetResp of a Set carries what the switch now
     holds, which is our read-back. Returns (written, [problems]). No backup or journal:
     callers go through `smagent.fdb.apply`."""
-    written, problems = [], []
+    written, problems, failed = [], [], []
     for c, r in set_units(transport, interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
                           lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable(ports=list(c.new))):
         if not r.ok:
-            problems.append(f"{c.name} LFT block {c.block}: {r.error}")
+            failed.append((c.name, str(c.block), r.error))
             continue
         back = bytes(r.value(LinearForwardingTable).ports)
         if back != c.new:
             bad = [c.block * B + i for i in range(B) if back[i] != c.new[i]]
             problems.append(f"{c.name} LFT block {c.block}: read back differs at LIDs {bad[:8]}")
         written.append(c)
-    return written, problems
+    return written, failed_units_lines(failed, "LFT block") + problems
 
 
 # -- checks and plans of the lft commands ---------------------------------------------------

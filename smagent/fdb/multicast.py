@@ -9,7 +9,7 @@ from typing import Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, MulticastForwardingTable
-from smagent.fdb.switch import TableFailure, Where, interleave, read_units, set_units
+from smagent.fdb.switch import TableFailure, Where, failed_units_lines, interleave, read_units, set_units
 from smagent.transport.base import Transport
 
 
@@ -113,12 +113,12 @@ def keep_unconfigured(desired: dict[tuple[int, int], list[int]], current: dict[t
 
 def write_mft_units(transport, changes: list[MftChange]):
     """SubnSet every changed (block, position); the GetResp is the read-back."""
-    written, problems = [], []
+    written, problems, failed = [], [], []
     for c, r in set_units(transport, interleave(changes), AttrID.MULTICAST_FORWARDING_TABLE,
                           lambda c: fw.mft_modifier(c.block, c.position),
                           lambda c: MulticastForwardingTable(port_masks=list(c.new))):
         if not r.ok:
-            problems.append(f"{c.name} MFT block {c.block} position {c.position}: Set failed: {r.error}")
+            failed.append((c.name, f"{c.block} position {c.position}", f"Set failed: {r.error}"))
             continue
         back = list(r.value(MulticastForwardingTable).port_masks)
         if back != c.new:
@@ -126,7 +126,7 @@ def write_mft_units(transport, changes: list[MftChange]):
             problems.append(f"{c.name} MFT block {c.block} position {c.position}: read back differs at MLIDs "
                             + ", ".join(f"0x{m:04x}" for m in bad[:8]))
         written.append(c)
-    return written, problems
+    return written, failed_units_lines(failed, "MFT block") + problems
 
 
 # -- what ibroute -M shows, and the `mft set` command ----------------------------------------

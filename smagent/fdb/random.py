@@ -37,7 +37,7 @@ from typing import Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, RandomForwardingTable
-from smagent.fdb.switch import TableFailure, Where, interleave, read_units, set_units
+from smagent.fdb.switch import TableFailure, Where, failed_units_lines, interleave, read_units, set_units
 from smagent.transport.base import Transport
 from smagent.errors import BadInput
 
@@ -210,13 +210,13 @@ def read_rft_blocks(transport: Transport, wanted: Sequence[tuple[int, Where, int
 
 def write_rft_blocks(transport, changes: list[RftChange]):
     """Phase-1 (clearing) writes of every switch first, then the rest; read-back checked."""
-    written, problems = [], []
+    written, problems, failed = [], [], []
     for phase in (1, 2):
         for c, r in set_units(transport, interleave([c for c in changes if c.phase == phase]),
                               AttrID.RANDOM_FORWARDING_TABLE, lambda c: fw.rft_modifier(c.block),
                               lambda c: RandomForwardingTable(entries=list(c.new))):
             if not r.ok:
-                problems.append(f"{c.name} RFT block {c.block}: Set failed: {r.error}")
+                failed.append((c.name, str(c.block), f"Set failed: {r.error}"))
                 continue
             back = [fw.rft_norm(e) for e in r.value(RandomForwardingTable).entries]
             if back != [fw.rft_norm(e) for e in c.new]:
@@ -224,7 +224,7 @@ def write_rft_blocks(transport, changes: list[RftChange]):
                        if back[i] != fw.rft_norm(c.new[i])]
                 problems.append(f"{c.name} RFT block {c.block}: read back differs at entries {bad[:8]}")
             written.append(c)
-    return written, problems
+    return written, failed_units_lines(failed, "RFT block") + problems
 
 
 def read_table(transport, target, si) -> list[int]:

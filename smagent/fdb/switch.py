@@ -57,6 +57,36 @@ def where_str(where: Where) -> str:
     return where.describe() if isinstance(where, Target) else "DR " + ",".join(map(str, where))
 
 
+def per_switch(errors: list[Any], keys: list[Any]) -> dict[Any, list[Any]]:
+    """{switch: [its errors, in order]}: ``keys`` are the switches of ``errors``, in the
+    same order (a batch's failures, grouped so a switch that stopped answering is one
+    report, not one per table unit)."""
+    out: dict = {}
+    for g, e in zip(keys, errors):
+        out.setdefault(g, []).append(e)
+    return out
+
+
+def failed_units_lines(failures: list[Any], unit: str) -> list[str]:
+    """One line per switch for table units that got no (good) answer: ``failures`` holds
+    (switch name, which unit ("3", "0 position 1"), error[, the line when it is the
+    switch's only failure]) in order; ``unit`` names the kind ("LFT block"). A single
+    failure reads as before (default "NAME UNIT WHICH: ERROR"); several, as one line
+    naming how many and the first error."""
+    by: dict[str, list[tuple[str, Any, str]]] = {}
+    for name, label, err, *alone in failures:
+        by.setdefault(name, []).append((label, err, alone[0] if alone else f"{name} {unit} {label}: {err}"))
+    out = []
+    for name, items in by.items():
+        if len(items) == 1:
+            out.append(items[0][2])
+            continue
+        labels = [label for label, _e, _a in items]
+        shown = ", ".join(labels[:4]) + (f" (+{len(labels) - 4} more)" if len(labels) > 4 else "")
+        out.append(f"{name}: {len(items)} {unit}s failed ({shown}); the first: {items[0][1]}")
+    return out
+
+
 def read_units(transport: Transport, wanted: Sequence[tuple[Any, ...]], attr_id: int, modifier: Callable[..., int],
                content: Callable[[Any], C], label: Callable[..., str]) -> tuple[dict[Any, C], list[str]]:
     """Get table units: ``wanted`` holds (switch, where, *unit) tuples (unit: the block,

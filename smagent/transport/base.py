@@ -34,6 +34,7 @@ from mad.forwarding import PERMISSIVE_LID
 from mad.header import METHOD_OFFSET, RESPONSE_BIT, Method, method_name, tid32_of
 from smagent.errors import BadInput, FabricFailure
 from smagent.mkeys import KeyChain
+from smagent.transport.retry import RetryPolicy, distance_class
 
 A = TypeVar("A", bound=Attribute)
 
@@ -49,6 +50,7 @@ MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
 _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
 log = logging.getLogger("smagent.transport")
+_POLICY_BATCH = 32  # answers handed to the retry policy at a time
 
 
 class TransportError(FabricFailure):
@@ -129,6 +131,7 @@ class Stats:
     timeouts: int = 0
     busy: int = 0
     errors: int = 0
+    late: int = 0  # answers that came after their request was retried or given up
     by_kind: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
     def count(self, smp) -> None:
@@ -175,6 +178,9 @@ class Transport:
         if retries < 0:
             raise BadInput("retries must be 0 or more")
         self.window, self.timeout_ms, self.retries = window, timeout_ms, retries
+        # retries and timeouts that follow the loss observed (smagent.transport.retry)
+        self.policy = RetryPolicy()
+        self.send_timeout_ms = timeout_ms  # the wait of the SMP being sent (umad hands it to the kernel)
         self.recorder = recorder
         # the M_Key of every SMP that carries none; `m_key` is its default
         self.keys = keys if keys is not None else KeyChain()
@@ -254,18 +260,21 @@ class Transport:
                 retries: int | None = None) -> list[Reply]:
         """Send every request, keeping up to ``window`` in flight; return one Reply per
         request, in order. With ``check`` the first failure is raised instead.
-        ``retries`` overrides the transport's for this batch (0: one try each)."""
+        ``retries`` overrides the transport's for this batch (0: one try each); without
+        it the transport's `policy` raises the configured retries as loss is observed."""
         reqs = list(requests)
+        adapt = retries is None and self.retries > 0
         retries = self.retries if retries is None else retries
         replies = [Reply(r) for r in reqs]
         pending = collections.deque(range(len(reqs)))
         inflight: dict[int, list] = {}  # tid32 -> [index, deadline, attempts]
-        timeout_s = self.timeout_ms / 1000.0
+        lost = [0] * len(reqs) if adapt else None  # tries of each request that were lost
+        answered: list = []  # (distance class, tries lost) handed to the policy in small batches
         stats = self.stats
         while pending or inflight:
             while pending and len(inflight) < self.window:
                 i = pending.popleft()
-                self._post(reqs[i], inflight, i, 0, timeout_s)
+                self._post(reqs[i], inflight, i, 0, retries)
             now = time.monotonic()
             wait = max(0.0, min(v[1] for v in inflight.values()) - now)
             for item in self._recv(wait):
@@ -275,11 +284,14 @@ class Transport:
                 tid32 = tid32_of(raw)
                 slot = inflight.get(tid32)
                 if slot is None:
-                    continue  # a late answer to something already retried or given up
+                    if status != UMAD_STATUS_TIMEOUT:  # a late answer to something retried or given up
+                        stats.late += 1
+                        self.policy.late_answer()
+                    continue
                 i, _deadline, attempts = slot
                 if status == UMAD_STATUS_TIMEOUT:
                     del inflight[tid32]
-                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, timeout_s, retries)
+                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
                     continue
                 try:
                     resp = smpcodec.decode(raw)
@@ -293,6 +305,11 @@ class Transport:
                     continue  # our own request looped back by a permissive route: ignore
                 del inflight[tid32]
                 stats.received += 1
+                if lost is not None:
+                    answered.append((distance_class(reqs[i].smp, reqs[i].dlid), lost[i]))
+                    if len(answered) >= _POLICY_BATCH:
+                        self.policy.answered_many(answered, retries)
+                        answered = []
                 if self.recorder is not None:
                     self.recorder.write(raw, inbound=True, dlid=reqs[i].dlid)
                 st = resp.status_info
@@ -300,7 +317,7 @@ class Transport:
                     stats.busy += 1
                     stats.retries += 1
                     log.debug("%s: busy, retry %d of %d", reqs[i].describe(), attempts + 1, retries)
-                    self._post(reqs[i], inflight, i, attempts + 1, timeout_s)
+                    self._post(reqs[i], inflight, i, attempts + 1, retries)
                     continue
                 replies[i].response = resp
                 if st.ok and resp.attribute_id == _PORT_INFO and resp.directed and self.keys.per_node:
@@ -314,7 +331,9 @@ class Transport:
             for tid32, (i, deadline, attempts) in list(inflight.items()):
                 if deadline <= now:
                     del inflight[tid32]
-                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, timeout_s, retries)
+                    self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
+        if answered:
+            self.policy.answered_many(answered, retries)
         if check:
             for r in replies:
                 if r.error is not None:
@@ -348,7 +367,7 @@ class Transport:
         return reply.response
 
     # -- internals ----------------------------------------------------------------------
-    def _post(self, req: Request, inflight: dict, i: int, attempts: int, timeout_s: float) -> None:
+    def _post(self, req: Request, inflight: dict, i: int, attempts: int, retries: int) -> None:
         s = req.smp
         if attempts:
             # a fresh TID per retry, so a late answer to the old one is not mistaken
@@ -362,25 +381,32 @@ class Transport:
         raw = smpcodec.encode(s)
         if self.on_send is not None:
             self.on_send(s)
+        # the configured tries wait the configured timeout; adaptive ones back off
+        self.send_timeout_ms = timeout_ms = self.policy.timeout_ms(attempts, retries, self.timeout_ms)
         self._send(raw, req.dlid)
         self.stats.sent += 1
         self.stats.count(s)
         if self.recorder is not None:
             self.recorder.write(raw, inbound=False, dlid=req.dlid)
-        inflight[s.transaction_id & 0xFFFFFFFF] = [i, time.monotonic() + timeout_s, attempts]
+        inflight[s.transaction_id & 0xFFFFFFFF] = [i, time.monotonic() + timeout_ms / 1000.0, attempts]
 
-    def _timed_out(self, req, reply, inflight, i, attempts, timeout_s, retries) -> None:
+    def _timed_out(self, req, reply, inflight, i, attempts, retries, lost) -> None:
         self.stats.timeouts += 1
-        if attempts < retries:
+        allowed = retries
+        if lost is not None:  # adaptive: as many as the loss seen so far calls for
+            lost[i] += 1
+            allowed = self.policy.retries(distance_class(req.smp, req.dlid), retries)
+        if attempts < allowed:
             self.stats.retries += 1
-            log.debug("%s: timed out, retry %d of %d", req.describe(), attempts + 1, retries)
-            self._post(req, inflight, i, attempts + 1, timeout_s)
+            log.debug("%s: timed out, retry %d of %d", req.describe(), attempts + 1, allowed)
+            self._post(req, inflight, i, attempts + 1, retries)
         else:
             # a Get may die of a lost link as often as of a key; a refused write is the
             # classic M_Key symptom (levels 0 and 1 answer every Get), so say it there
             hint = f"; {MKEY_HINT}" if req.smp.method in _WRITES else ""
             reply.error = SmpTimeout(f"{req.describe()}: no response after {attempts + 1} tries "
-                                     f"({self.timeout_ms} ms each){hint}", request=req.describe())
+                                     f"({self.timeout_ms} ms each{', then longer' if attempts > retries else ''})"
+                                     f"{hint}", request=req.describe())
             log.warning("%s", reply.error)
 
     def _learn_lids(self, req: Request, resp: AnySmp) -> None:

@@ -39,7 +39,7 @@ class UmadTransport(Transport):
     def _send(self, raw: bytes, dlid: int) -> None:
         # The kernel times the request out (status 110) and we retry ourselves, so
         # umad's own retries stay 0: the counts then mean what they say.
-        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.timeout_ms, 0)
+        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms, 0)
 
     def _send_unsolicited(self, raw: bytes, dlid: int) -> None:
         # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it
