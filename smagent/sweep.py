@@ -478,12 +478,11 @@ def _read_links(s: SweepState) -> None:
     if not s.link_opts:
         return
     with s.phase("link_read"):
-        wants = links.table_wants(s.topo, s.link_opts, s.op_vls)
-        if s.opts.known is not None:  # a repair: the tables of the nodes whose ports come up again
-            armed = {c.guid for c in s.r.port_changes if c.arm}
-            wants = [w for w in wants if w.guid in armed]
-        s.r.link_changes, problems = links.read_and_diff(s.transport, wants)
+        # a repair: the tables of the nodes whose ports come up again
+        only = {c.guid for c in s.r.port_changes if c.arm} if s.opts.known is not None else None
+        s.r.link_changes, problems, notes = links.plan_tables(s.transport, s.topo, s.link_opts, s.op_vls, only)
         s.r.problems += problems
+        s.r.notes += notes
 
 
 def _read_lfts(s: SweepState) -> None:
