@@ -260,7 +260,9 @@ class TableChange:
     """One Set of a per-port table: what the port holds (old) and what it gets (new).
     ``port``: the CA port the path leads to (0 for a switch: its modifier names ports).
     ``same_as``: for a switch SL2VL pair written unread, the modifier of the pair read in
-    its place (its representative); ``old`` is then None."""
+    its place (its representative); ``old`` is then None. ``also``: on that
+    representative, the modifiers of those pairs (the journal and the backup record them
+    with it, as one unit: one record each would be 72k on a 648-host fat tree)."""
     kind: str  # "sl2vl" | "vlarb" | "pkeys"
     guid: int
     name: str
@@ -270,6 +272,7 @@ class TableChange:
     new: object
     port: int = 0
     same_as: int | None = None
+    also: tuple = ()
 
     # the names the apply journal and the backups use for every unit they record
     @property
@@ -280,12 +283,21 @@ class TableChange:
     def block(self) -> int:
         return self.modifier
 
+    @property
+    def unit(self) -> tuple:
+        """(node GUID, port, modifier): which table this is, among all of a fabric's."""
+        return self.guid, self.port, self.modifier
+
     def journal_record(self) -> dict:
-        """This change as an apply-journal unit (`smagent.fdb.journal`)."""
-        return {"table": self.kind, "switch": f"0x{self.guid:016x}", "name": self.name,
-                "path": None if self.path is None else list(self.path), "block": self.modifier, "port": self.port,
-                "old": None if self.old is None else table_json(self.kind, self.old),
-                "new": table_json(self.kind, self.new)}
+        """This change as an apply-journal unit (`smagent.fdb.journal`); the pairs written
+        with it (``also``) are in the same record."""
+        d = {"table": self.kind, "switch": f"0x{self.guid:016x}", "name": self.name,
+             "path": None if self.path is None else list(self.path), "block": self.modifier, "port": self.port,
+             "old": None if self.old is None else table_json(self.kind, self.old),
+             "new": table_json(self.kind, self.new)}
+        if self.also:
+            d["also"] = list(self.also)
+        return d
 
     def describe(self) -> str:
         if self.kind == "sl2vl":
@@ -560,7 +572,7 @@ def _diff(read: list) -> list[TableChange]:
         new = w.desired(cur)
         if _same(w.kind, cur, new):
             continue
-        changes.append(w.change(cur, new))
+        changes.append(w.change(cur, new, also=w.siblings))
         if w.siblings:
             changes += [w.change(None, new, modifier=m, same_as=w.modifier) for m in w.siblings]
     return changes
@@ -621,3 +633,11 @@ def write(transport, changes: list[TableChange], written: list | None = None) ->
         elif written is not None:
             written.append(c)
     return problems
+
+
+def confirmed_units(written: list[TableChange]) -> list[TableChange]:
+    """The journal units among the changes ``written`` confirmed: every change that is
+    not a representative's unread pair, a representative only when its pairs were
+    confirmed too."""
+    done = {c.unit for c in written}
+    return [c for c in written if c.same_as is None and all((c.guid, c.port, m) in done for m in c.also)]

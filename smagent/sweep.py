@@ -739,9 +739,11 @@ def _arm_ports(s: SweepState) -> None:
 
 def _write_tables(s: SweepState) -> None:
     """SwitchInfo, LFT, RFT and MFT blocks through `smagent.fdb.apply`: what is about to
-    be overwritten is saved first, and the apply is journalled as blocks come back."""
+    be overwritten (the link tables of `_write_links` too) is saved first, and the apply
+    is journalled as blocks come back."""
     r = s.r
-    ap = fdbapply.Apply(s.transport, fdbapply.Plan(r.switch_changes, r.lft_changes, r.rft_changes, r.mft_changes),
+    ap = fdbapply.Apply(s.transport, fdbapply.Plan(r.switch_changes, r.lft_changes, r.rft_changes, r.mft_changes,
+                                                   r.link_changes),
                         state_dir=s.opts.state_dir, topology=r.topology, chunk=JOURNAL_CHUNK)
     with s.phase("switchinfo"):
         ap.start()
@@ -754,13 +756,16 @@ def _write_tables(s: SweepState) -> None:
         r.problems += ap.rft()
     with s.phase("mft_write"):
         r.problems += ap.mft()
-    ap.finish(ok=not r.problems)
     s.applied = ap
 
 
 def _write_links(s: SweepState) -> None:
-    with s.phase("link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
-        s.r.problems += links.write(s.transport, s.r.link_changes)
+    """SL2VL, VLArb and P_Key tables, before any port is ACTIVE: the last step of the
+    apply `_write_tables` began (backed up and journalled with it)."""
+    ap = s.applied
+    with s.phase("link_write"):
+        s.r.problems += ap.links()
+    ap.finish(ok=not s.r.problems)
 
 
 def _activate(s: SweepState) -> None:

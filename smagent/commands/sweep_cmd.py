@@ -161,7 +161,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, mcast_groups, no_multicast
                                   f"{render.count(g['switches'], 'switch')}, root {g['root']})"
                                 for g in summary["multicast"]) or "none"))
         if summary.get("backup"):
-            click.echo(f"# LFT blocks overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
+            click.echo(f"# tables overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
 
