@@ -27,9 +27,30 @@ Per-port tables (their own Sets, written before any port goes ACTIVE):
   port (CA ports, switch port 0), where OpenSM's P_Key manager puts it. Other entries
   are left as they are: partitions are not this module's to manage.
 
-OpenSM writes the SL2VL and VLArb tables only with QoS on (`opensm -Q`); without it it
-leaves what the port holds. smagent writes them by default (`qos=True`): on a port at
-reset values (`smagent.sim.model`), SLs 1-15 land on VLs the port does not run.
+Which ports get SL2VL and VLArb tables (`LinkOptions.qos`). OpenSM writes them only with
+QoS on (`opensm -Q`), on every port and every switch (input, output) pair: on a 648-host
+fat tree that is 8 times the SMPs of the rest of a bring-up. Without -Q it leaves what
+the port holds, and on a port at reset values (`smagent.sim.model`: identity SL2VL, zero
+VLArb) SLs 1-15 land on VLs the port does not run. So there are three modes:
+
+* ``True`` ("always", `--qos`): OpenSM's QoS tables everywhere, as `opensm -Q`;
+* ``False`` ("never", `--no-qos`): tables left alone, as `opensm -o`;
+* ``"auto"`` (the default): read a probe per CA port and per switch (per group of its
+  output ports running the same VLs; `qos_units` says why one port speaks for its
+  switch) and, where its tables are unusable (an SL, SL15 included, maps to VL15 or a
+  VL at or above the VLs the port will run: `codes.unmapped_sls`, the rule `verify`
+  applies; or a VL that SLs use has no weight in the low or high VLArb table:
+  `codes.starved_vls`), plan for those ports exactly what "always" plans. Usable tables
+  are left as they are, as `opensm -o` does. VLHighLimit is left too (its reset value,
+  0, is OpenSM's default). Tables of one's own (`sl2vl`/`vlarb_*` not OpenSM's) make
+  "auto" "always": a usable table would otherwise stay in their place.
+
+ibsim pre-sets SL i -> VL i (SL15 -> VL7) on links running VL0-7, so SLs 8-14 are
+unusable there and "auto" repairs every port, as -Q does; on a fabric an SM already
+configured, "auto" costs its probes only (3 Gets a CA port or switch with VLArb).
+
+Every table Set goes through the one apply path (`smagent.fdb.apply`): what it
+overwrites (the value read to diff) is backed up and the Sets are journalled.
 
 Fields deliberately not written: RespTimeValue (read-only), LocalPhyErrors /
 OverrunErrors thresholds (ibsim does not store them; a value a port cannot hold would

@@ -260,7 +260,7 @@ def lft_load(transport, path_or_text: str, *, dry_run=False, force=False, state_
 
 
 def lft_restore(transport, path: str, *, dry_run=False, force=False, state_dir=None, discover=None) -> WriteResult:
-    """Write back a dump or a block backup saved before an apply (only blocks that differ)."""
+    """Write back a dump or a backup saved before an apply (only what differs; link tables too)."""
     body = paths.read_text(path, "backup", errors="replace")
     transport.check_writable(dry_run)
     is_blocks = body.lstrip().startswith("{")
