@@ -37,17 +37,18 @@ VLArb) SLs 1-15 land on VLs the port does not run. So there are three modes:
 * ``False`` ("never", `--no-qos`): tables left alone, as `opensm -o`;
 * ``"auto"`` (the default): read a probe per CA port and per switch (per group of its
   output ports running the same VLs; `qos_units` says why one port speaks for its
-  switch) and, where its tables are unusable (an SL, SL15 included, maps to VL15 or a
-  VL at or above the VLs the port will run: `codes.unmapped_sls`, the rule `verify`
-  applies; or a VL that SLs use has no weight in the low or high VLArb table:
-  `codes.starved_vls`), plan for those ports exactly what "always" plans. Usable tables
+  switch, `QosUnit.probe` why its SL2VL table speaks for its VLArb tables) and, where
+  the probe is unusable (an SL, SL15 included, maps to VL15 or a VL at or above the VLs
+  the port will run: `codes.unmapped_sls`, the rule `verify` applies; on a port without
+  an SL2VL table, VL0 has no weight in its VLArb tables: `codes.starved_vls`), plan for
+  those ports exactly what "always" plans. Usable tables
   are left as they are, as `opensm -o` does. VLHighLimit is left too (its reset value,
   0, is OpenSM's default). Tables of one's own (`sl2vl`/`vlarb_*` not OpenSM's) make
   "auto" "always": a usable table would otherwise stay in their place.
 
 ibsim pre-sets SL i -> VL i (SL15 -> VL7) on links running VL0-7, so SLs 8-14 are
 unusable there and "auto" repairs every port, as -Q does; on a fabric an SM already
-configured, "auto" costs its probes only (3 Gets a CA port or switch with VLArb).
+configured, "auto" costs its probes only: one Get a CA port and a switch.
 
 Every table Set goes through the one apply path (`smagent.fdb.apply`): what it
 overwrites (the value read to diff) is backed up and the Sets are journalled.
@@ -446,11 +447,26 @@ def _linked(topo, node, port) -> bool:
 class QosUnit:
     """Ports whose SL2VL and VLArb tables "auto" judges together: one CA port, or the
     linked output ports of one switch that run the same VLs (see `qos_units`). ``ports``:
-    each port's wants, as "always" would read them; the first port's are read (the
-    probe), the rest only when the probe shows unusable tables."""
+    each port's wants, as "always" would read them. Only the `probe` is read first; the
+    rest only when the probe shows unusable tables."""
     ports: list  # [[Want, ...], ...]
     data_vls: int  # data VLs the ports will run (OperationalVLs as planned)
     where: str  # the first port, for notes
+
+    @property
+    def probe(self) -> list[Want]:
+        """The first port's SL2VL table; its VLArb tables only where it has no SL2VL table.
+        Why SL2VL alone tells: a port at reset maps SL15 to VL15 (identity), which
+        `codes.unmapped_sls` refuses, so a table that carries every SL was written by an
+        SM, and SMs write VLArb with SL2VL (OpenSM's QoS manager writes both or neither).
+        Reading VLArb too would cost 2 more Gets a probe (+12 % SMPs on a 648-host fat tree)."""
+        first = self.ports[0]
+        return [w for w in first if w.kind == "sl2vl"] or first
+
+    def rest(self) -> list[Want]:
+        """Every want but the probe's: read when the probe shows unusable tables."""
+        probe = {id(w) for w in self.probe}
+        return [w for ws in self.ports for w in ws if id(w) not in probe]
 
 
 def _ca_qos_wants(n, p, pi, path, vls, opts) -> list[Want]:
@@ -561,7 +577,7 @@ def _unusable(unit: QosUnit, read: list) -> str | None:
         if w.kind == "vlarb":
             arb[fw.vlarb_from_modifier(w.modifier)[0]] += vlarb_entries(v)[:len(w.value)]  # the implemented ones
     if not (arb["low"] or arb["high"]):
-        return None  # one data VL: nothing to arbitrate
+        return None  # VLArb not read (the SL2VL probe speaks for it), or one data VL
     used = set(sl2vl) if sl2vl is not None else {0}  # without a table every SL rides VL0
     starved = codes.starved_vls(used, arb["low"], arb["high"])
     return f"VLArbitration gives VL{', VL'.join(map(str, starved))} no weight" if starved else None
@@ -607,25 +623,25 @@ def read_and_diff(transport, wants: list[Want]) -> tuple[list[TableChange], list
 
 def read_and_repair(transport, units: list[QosUnit]) -> tuple[list[TableChange], list[str], list[str]]:
     """qos "auto": read each unit's probe (one batch); where its tables are unusable, read
-    the unit's other ports (one batch) and plan for all of them what "always" plans.
+    the unit's other tables (one batch) and plan for all of them what "always" plans.
     Returns (changes, problems, notes)."""
-    probes, problems = _read(transport, [w for u in units for w in u.ports[0]])
-    by_unit = {id(w): u for u in units for w in u.ports[0]}
-    judged: dict = {}
+    flat = [(i, w) for i, u in enumerate(units) for w in u.probe]
+    probes, problems = _read(transport, [w for _i, w in flat])
+    unit_of = {id(w): i for i, w in flat}
+    judged: list[list] = [[] for _u in units]  # per unit: [(want, value)] of its probe
     for w, v in probes:
-        judged.setdefault(id(by_unit[id(w)]), []).append((w, v))
+        judged[unit_of[id(w)]].append((w, v))
     # a unit whose probe could not be read whole is not judged (the problem names it)
-    bad = [(u, why) for u in units if len(judged.get(id(u), ())) == len(u.ports[0])
-           for why in [_unusable(u, judged[id(u)])] if why]
-    rest, more = _read(transport, [w for u, _why in bad for ws in u.ports[1:] for w in ws])
-    broken = {id(u) for u, _why in bad}
-    changes = _diff([(w, v) for w, v in probes if id(by_unit[id(w)]) in broken] + rest)
+    bad = [(i, why) for i, u in enumerate(units) if len(judged[i]) == len(u.probe)
+           for why in [_unusable(u, judged[i])] if why]
+    rest, more = _read(transport, [w for i, _why in bad for w in units[i].rest()])
+    changes = _diff([x for i, _why in bad for x in judged[i]] + rest)
     notes = []
     if bad:
-        ports = sum(len(u.ports) for u, _w in bad)
+        ports = sum(len(units[i].ports) for i, _why in bad)
         notes.append(f"QoS tables (qos auto): {ports} port{'s' if ports != 1 else ''} held SL2VL/VLArb tables that "
-                     f"cannot carry every SL, e.g. {bad[0][0].where}: {bad[0][1]}; they get OpenSM's QoS tables "
-                     f"(--no-qos leaves them)")
+                     f"cannot carry every SL, e.g. {units[bad[0][0]].where}: {bad[0][1]}; they get OpenSM's QoS "
+                     f"tables (--no-qos leaves them)")
     return changes, problems + more, notes
 
 

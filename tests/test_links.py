@@ -257,7 +257,7 @@ def _sweep(q, reset="iba", topo=None):
 def test_auto_leaves_usable_tables_for_a_probe_per_ca_port_and_switch():
     """ibsim's pre-set tables (the simulator's "ibsim" profile: SL i -> VL i mod 8, OpenSM's
     VLArb) carry every SL: "auto" writes none and reads one probe per CA port and per
-    switch (its SL2VL pair and its 2 VLArb parts), not one per output port."""
+    switch (one SL2VL table), not every output port's tables."""
     topo = topogen.fat_tree_2(4)
     _t, never = _sweep(False, "ibsim", topo)
     t, auto = _sweep("auto", "ibsim", topo)
@@ -265,10 +265,9 @@ def test_auto_leaves_usable_tables_for_a_probe_per_ca_port_and_switch():
     units = links.qos_units(auto.topology, links.LinkOptions(), {})
     cas, switches = len(topo.cas()), len(topo.switches())
     assert len(units) == cas + switches  # every switch port runs VL0-7: one group each
-    per_probe = 3  # SL2VL + VLArb low + high (caps 8)
-    assert auto.stats["sent"] - never.stats["sent"] == per_probe * (cas + switches)
+    assert auto.stats["sent"] - never.stats["sent"] == cas + switches  # one SL2VL Get each
     _t, always = _sweep(True, "ibsim", topo)  # "always" reads every output port's tables
-    assert always.stats["sent"] - never.stats["sent"] > 2 * (auto.stats["sent"] - never.stats["sent"])
+    assert always.stats["sent"] - never.stats["sent"] > 3 * (auto.stats["sent"] - never.stats["sent"])
     assert verify.verify(t, mcast=False).ok
 
 
@@ -288,27 +287,46 @@ def test_auto_repairs_reset_tables_as_always_does():
 
 
 def test_auto_repairs_only_what_is_broken():
-    """A CA port whose table sends SL 3 to a VL it does not run, and a switch whose VLArb
-    gives no weight to a VL its SLs use: those (the CA port; the switch's ports of that VL
-    group) get OpenSM's tables, nothing else is written."""
+    """A CA port whose table sends SL 3 to a VL it does not run, and a switch whose probe
+    pair does too: that CA port, and the switch's ports of that VL group, are read and
+    written as --qos does; nothing else is read beyond the probes, nothing else written."""
     t, r = _sweep("auto", "ibsim")
     assert _table_sets(r) == (0, 0)
     sim = t.sim
-    ca = sim.node("H0")
-    ca.sl2vl[(0, 1)] = [0, 1, 2, 12] + [0] * 12
+    sim.node("H0").sl2vl[(0, 1)] = [0, 1, 2, 12] + [0] * 12
     sw = next(n for n in sim.nodes.values() if n.is_switch)
     linked = [p for p in range(1, sw.num_ports + 1) if sw.peers[p] is not None]
-    for p in linked:
-        sw.vlarb[(p, "low")] = [(vl, 4 if vl != 3 else 0) for vl in range(8)] + [(0, 0)] * 56
-        sw.vlarb[(p, "high")] = [(0, 0)] * 64
+    sw.sl2vl[(linked[1], linked[0])] = [15] * 16  # the probe: first linked output, from the next input
+    sw.vlarb[(linked[0], "high")] = [(0, 0)] * 64  # unread while the SL2VL probe is fine; written now
     again = sweep.sweep(t, sweep.SweepOptions())
     assert again.problems == []
     by_node = collections.Counter((c.name, c.kind) for c in again.link_changes)
-    assert by_node[("H0", "sl2vl")] == 1 and by_node[(sw.name, "vlarb")] == 2 * len(linked)  # low and high
-    assert by_node[(sw.name, "sl2vl")] == 0  # its SL2VL tables were fine: equal to OpenSM's
+    assert by_node[("H0", "sl2vl")] == 1 and by_node[("H0", "vlarb")] == 0  # H0's VLArb is OpenSM's
+    # the group's tables are read and diffed as --qos does: the probe's output differs
+    # (all its pairs are written), the other outputs hold OpenSM's tables already
+    assert by_node[(sw.name, "sl2vl")] == sw.num_ports + 1
+    assert by_node[(sw.name, "vlarb")] == 1  # the one that differs from OpenSM's
     assert {n for n, _k in by_node} == {"H0", sw.name}, by_node
-    assert any("SL 3 -> VL12" in n or "no weight" in n for n in again.notes), again.notes
+    assert any("SL 3 -> VL12" in n or "SL 0 -> VL15" in n for n in again.notes), again.notes
     assert set(sweep.sweep(t, sweep.SweepOptions()).summary()["sets"].values()) == {0}
+    for sl in range(16):
+        ok, reasons, total = all_pairs(sim, Packet(sl=sl, size=2048))
+        assert ok == total, (sl, reasons)
+
+
+def test_auto_judges_vlarb_where_there_is_no_sl2vl_table():
+    """A CA port without IsSLMappingSupported sends every SL on VL0: its probe is its VLArb
+    tables, and an all-zero pair (the reset value) gives VL0 no weight."""
+    topo = topogen.fat_tree_2(4)
+    t = SimTransport(topo, link_reset="ibsim")
+    h0 = t.sim.node("H0")
+    h0.pi[1].capability_mask &= ~links.CAP_SL_MAPPING
+    for table in ("low", "high"):
+        h0.vlarb[(1, table)] = [(0, 0)] * 64
+    r = sweep.sweep(t, sweep.SweepOptions())
+    assert r.problems == []
+    assert {(c.name, c.kind) for c in r.link_changes} == {("H0", "vlarb")}
+    assert any("VLArbitration gives VL0 no weight" in n for n in r.notes), r.notes
 
 
 def test_auto_judges_a_port_whose_vls_change_on_its_own():
