@@ -62,6 +62,7 @@ it alone does not trigger one, because ibsim (and so possibly other SMAs) ignore
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 from mad import codes
 from mad import forwarding as fw
@@ -350,12 +351,17 @@ _ATTR = {"sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE, "vlarb": AttrID.VL_ARBITRATION_
          "pkeys": AttrID.P_KEY_TABLE}
 
 
+# VL0, weight0, VL1, ...: one C call per part (a backup of a 648-host fat tree holds thousands)
+_VLARB_FIELDS = operator.attrgetter(*(f"{k}_{i}" for i in range(fw.VLARB_BLOCK_SIZE) for k in ("vl", "weight")))
+
+
 def table_json(kind: str, value) -> list:
-    """A table value as JSON: sl2vl 16 VLs, vlarb 32 [VL, weight] pairs, pkeys 32 keys."""
+    """A table value as JSON: sl2vl 16 VLs, vlarb its 32 entries flat (VL0, weight0, VL1,
+    weight1, ...: one list, not 32, per part), pkeys 32 keys."""
     if kind == "sl2vl":
         return list(value.sl_to_vl)
     if kind == "vlarb":
-        return [list(e) for e in vlarb_entries(value)]
+        return list(_VLARB_FIELDS(value))
     return list(value.p_keys)
 
 
@@ -367,11 +373,10 @@ def table_from_json(kind: str, data):
             raise ValueError("sl2vl: 16 VLs 0..15 expected")
         return SLtoVLMappingTable.cls(sl_to_vl=list(data))
     if kind == "vlarb":
-        if not (isinstance(data, list) and len(data) == fw.VLARB_BLOCK_SIZE and all(
-                isinstance(e, list) and len(e) == 2 and all(isinstance(x, int) for x in e)
-                and 0 <= e[0] <= 15 and 0 <= e[1] <= 255 for e in data)):
-            raise ValueError("vlarb: 32 [VL 0..15, weight 0..255] pairs expected")
-        return vlarb_block([tuple(e) for e in data])
+        if not (isinstance(data, list) and len(data) == 2 * fw.VLARB_BLOCK_SIZE
+                and all(isinstance(x, int) and 0 <= x <= (15 if i % 2 == 0 else 255) for i, x in enumerate(data))):
+            raise ValueError("vlarb: 32 (VL 0..15, weight 0..255) entries, flat, expected")
+        return vlarb_block(zip(data[::2], data[1::2]))
     if kind == "pkeys":
         if not (isinstance(data, list) and len(data) == fw.PKEY_BLOCK_SIZE
                 and all(isinstance(v, int) and 0 <= v <= 0xFFFF for v in data)):

@@ -132,12 +132,19 @@ def save_before_apply(transport, topology, changes, directory, *, switchinfo=(),
         rec = {"table": c.kind, "port": c.port, "modifier": c.modifier, "path": path_json(c.path),
                "value": linktab.table_json(c.kind, c.old)}
         entry(c).setdefault("links", []).append(dict(rec, also=list(c.also)) if c.also else rec)
-    doc = {"format": BACKUP_FORMAT, "created": _now(), "switches": switches}
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / BACKUP_GLOB.replace("*", paths.stamp())
-    _write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    _write_atomic(path, _backup_text(switches))
     return path
+
+
+def _backup_text(switches: dict) -> str:
+    """The backup document, one node a line: readable, and written by json's C encoder
+    (an indented dump of a 648-host fat tree's link tables took seconds)."""
+    head = json.dumps({"format": BACKUP_FORMAT, "created": _now()})[:-1]
+    nodes = ",\n".join(f" {json.dumps(g)}: {json.dumps(sw, separators=(',', ':'))}" for g, sw in switches.items())
+    return f'{head},\n"switches": {{\n{nodes}\n}}}}\n'
 
 
 def prune(directory, keep: int | None = None, protect=()) -> list[Path]:
