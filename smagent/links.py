@@ -645,8 +645,8 @@ def read_and_repair(transport, units: list[QosUnit]) -> tuple[list[TableChange],
     if bad:
         ports = sum(len(units[i].ports) for i, _why in bad)
         notes.append(f"QoS tables (qos auto): {ports} port{'s' if ports != 1 else ''} held SL2VL/VLArb tables that "
-                     f"cannot carry every SL, e.g. {units[bad[0][0]].where}: {bad[0][1]}; they get OpenSM's QoS "
-                     f"tables (--no-qos leaves them)")
+                     f"cannot carry every SL, e.g. {units[bad[0][0]].where}: {bad[0][1]}; they get the tables "
+                     f"--qos writes (--no-qos leaves them)")
     return changes, problems + more, notes
 
 
