@@ -99,3 +99,20 @@ def degraded(a, b) -> list[str]:
     if best is not None and now is not None and now[1] < best[2]:
         why.append(f"speed {now[0]} of {best[1]} possible")
     return why
+
+
+def unmapped_sls(sl_to_vl, data_vls: int) -> list[tuple[int, int]]:
+    """(SL, VL) of the SLs an SLtoVLMappingTable sends to a VL a link with `data_vls`
+    data VLs does not run (VL15, the management VL, included: data on it is dropped).
+    Every SL counts, SL15 too: it is a data SL (OpenSM maps it to VL7). [] if usable.
+    The one rule for both the sweep (which repairs such tables) and `verify`."""
+    return [(sl, vl) for sl, vl in enumerate(sl_to_vl) if vl == VL15 or vl >= data_vls]
+
+
+def starved_vls(used_vls, low, high) -> list[int]:
+    """The VLs in `used_vls` that no VLArbitration entry serves: no (VL, weight > 0) in
+    the low or the high table (`low`/`high`: the (VL, weight) pairs a port implements).
+    A VL without weight in either table never gets to send: an all-zero table (the IBA
+    reset value) starves every data VL of a port that runs more than VL0."""
+    served = {vl for vl, w in list(low) + list(high) if w}
+    return sorted(set(used_vls) - served)

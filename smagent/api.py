@@ -280,7 +280,8 @@ class Session:
         return text
 
     def lft_restore(self, path: PathArg, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
-        """Write back a dump or a block backup saved before an apply: only blocks that differ."""
+        """Write back a dump or a block backup saved before an apply (forwarding table
+        blocks, SwitchInfo fields, SL2VL/VLArb/P_Key tables): only what differs."""
         return ops.lft_restore(self._open(), str(path), dry_run=dry_run, force=force, state_dir=self.state_dir,
                                discover=lambda _t: self.discover())
 

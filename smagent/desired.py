@@ -17,7 +17,9 @@
       max_mtu: 4096              # bytes
       max_vls: 8                 # data VLs: 1, 2, 4, 8 or 15
       sl2vl: "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7"
-      vlarb_high: "0:4,1:0"      # OpenSM's syntax; qos: false leaves SL2VL/VLArb alone
+      vlarb_high: "0:4,1:0"      # OpenSM's syntax
+      qos: auto                  # SL2VL/VLArb: auto (default) repairs unusable tables only;
+                                 # true writes them everywhere (opensm -Q); false leaves them
 
 Switches and members are targets in the CLI's syntax (`smagent.targets`, one lookup:
 `targets.find_node`): a LID (the node holding it now), a DR path ("0,1,3"), a node or

@@ -660,12 +660,12 @@ def _read_links(s: SweepState) -> None:
     if not s.link_opts:
         return
     with s.phase("link_read"):
-        wants = links.table_wants(s.topo, s.link_opts, s.op_vls)
-        if s.opts.known is not None:  # a repair: the tables of the nodes whose ports come up again
-            armed = {c.guid for c in s.r.port_changes if c.arm} | s.opts.known.links
-            wants = [w for w in wants if w.guid in armed]
-        s.r.link_changes, problems = links.read_and_diff(s.transport, wants, s.links_failed)
+        # a repair: the tables of the nodes whose ports come up again, and of those whose tables got no answer
+        only = ({c.guid for c in s.r.port_changes if c.arm} | s.opts.known.links) if s.opts.known is not None else None
+        s.r.link_changes, problems, notes = links.plan_tables(s.transport, s.topo, s.link_opts, s.op_vls, only,
+                                                              s.links_failed)
         s.r.problems += problems
+        s.r.notes += notes
 
 
 def _read_lfts(s: SweepState) -> None:
@@ -984,9 +984,11 @@ def _arm_ports(s: SweepState) -> None:
 
 def _write_tables(s: SweepState) -> None:
     """SwitchInfo, LFT, RFT and MFT blocks through `smagent.fdb.apply`: what is about to
-    be overwritten is saved first, and the apply is journalled as blocks come back."""
+    be overwritten (the link tables of `_write_links` too) is saved first, and the apply
+    is journalled as blocks come back."""
     r = s.r
-    ap = fdbapply.Apply(s.transport, fdbapply.Plan(r.switch_changes, r.lft_changes, r.rft_changes, r.mft_changes),
+    ap = fdbapply.Apply(s.transport, fdbapply.Plan(r.switch_changes, r.lft_changes, r.rft_changes, r.mft_changes,
+                                                   r.link_changes),
                         state_dir=s.opts.state_dir, topology=r.topology, chunk=JOURNAL_CHUNK)
     with s.phase("switchinfo"):
         ap.start()
@@ -999,13 +1001,17 @@ def _write_tables(s: SweepState) -> None:
         r.problems += ap.rft()
     with s.phase("mft_write"):
         r.problems += ap.mft()
-    ap.finish(ok=not r.problems)
     s.applied = ap
 
 
 def _write_links(s: SweepState) -> None:
-    with s.phase("link_write"):  # SL2VL, VLArb, P_Keys: before any port is ACTIVE
-        s.r.problems += links.write(s.transport, s.r.link_changes, s.links_failed)
+    """SL2VL, VLArb and P_Key tables, before any port is ACTIVE: the last step of the
+    apply `_write_tables` began (backed up and journalled with it)."""
+    ap = s.applied
+    assert ap is not None  # _write_tables began it
+    with s.phase("link_write"):
+        s.r.problems += ap.links(s.links_failed)
+    ap.finish(ok=not s.r.problems)
 
 
 def _activate(s: SweepState) -> None:

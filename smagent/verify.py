@@ -731,7 +731,7 @@ def _check_sl_to_vl(net: _Net, D: _Defects) -> int:
             continue  # not read: listed as unreached, or the port has no SL2VL table
         checked += 1
         vls = _link_vls(snap, (g, out))
-        bad = [[sl, vl] for sl, vl in enumerate(table) if vl == codes.VL15 or vl >= vls]
+        bad = [list(x) for x in codes.unmapped_sls(table, vls)]
         if bad:
             sw = g in snap.switches
             name = net.port_name((g, out))

@@ -17,7 +17,7 @@ import pytest
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, NodeType
-from smagent import links, sweep, topogen
+from smagent import links, sweep, topogen, verify
 from smagent.sim.dataplane import Packet, pkey_matches
 from smagent.transport.sim import SimTransport
 
@@ -241,3 +241,125 @@ def test_sweep_link_flags_refused_with_exit_2(args, msg):
     import sys
     r = subprocess.run([sys.executable, "-m", "smagent.cli", "sweep", *args], capture_output=True, text=True)
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# -- qos "auto" (the default): repair unusable SL2VL/VLArb tables, leave usable ones -------
+def _table_sets(r):
+    s = r.summary()["sets"]
+    return s["sl2vl"], s["vlarb"]
+
+
+def _sweep(q, reset="iba", topo=None):
+    t = SimTransport(topo or topogen.fat_tree_2(4), link_reset=reset)
+    return t, sweep.sweep(t, sweep.SweepOptions(links=links.LinkOptions(qos=q)))
+
+
+def test_auto_leaves_usable_tables_for_a_probe_per_ca_port_and_switch():
+    """ibsim's pre-set tables (the simulator's "ibsim" profile: SL i -> VL i mod 8, OpenSM's
+    VLArb) carry every SL: "auto" writes none and reads one probe per CA port and per
+    switch (one SL2VL table), not every output port's tables."""
+    topo = topogen.fat_tree_2(4)
+    _t, never = _sweep(False, "ibsim", topo)
+    t, auto = _sweep("auto", "ibsim", topo)
+    assert auto.problems == [] and _table_sets(auto) == (0, 0)
+    units = links.qos_units(auto.topology, links.LinkOptions(), {})
+    cas, switches = len(topo.cas()), len(topo.switches())
+    assert len(units) == cas + switches  # every switch port runs VL0-7: one group each
+    assert auto.stats["sent"] - never.stats["sent"] == cas + switches  # one SL2VL Get each
+    _t, always = _sweep(True, "ibsim", topo)  # "always" reads every output port's tables
+    assert always.stats["sent"] - never.stats["sent"] > 3 * (auto.stats["sent"] - never.stats["sent"])
+    assert verify.verify(t, mcast=False).ok
+
+
+def test_auto_repairs_reset_tables_as_always_does():
+    t, auto = _sweep("auto")
+    _t, always = _sweep(True)
+    assert auto.problems == [] and _table_sets(auto) == _table_sets(always) != (0, 0)
+    assert sorted(c.describe() for c in auto.link_changes) == sorted(c.describe() for c in always.link_changes)
+    assert any("QoS tables (qos auto)" in n and "SL 8 -> VL8" in n for n in auto.notes), auto.notes
+    for sl in (0, 7, 8, 14, 15):
+        ok, reasons, total = all_pairs(t.sim, Packet(sl=sl, size=4096))
+        assert ok == total, (sl, reasons)
+    rep = verify.verify(t, mcast=False)
+    assert rep.ok and "sl_unmapped" not in rep.defects, rep.defects
+    again = sweep.sweep(t, sweep.SweepOptions())
+    assert set(again.summary()["sets"].values()) == {0} and not again.notes
+
+
+def test_auto_repairs_only_what_is_broken():
+    """A CA port whose table sends SL 3 to a VL it does not run, and a switch whose probe
+    pair does too: that CA port, and the switch's ports of that VL group, are read and
+    written as --qos does; nothing else is read beyond the probes, nothing else written."""
+    t, r = _sweep("auto", "ibsim")
+    assert _table_sets(r) == (0, 0)
+    sim = t.sim
+    sim.node("H0").sl2vl[(0, 1)] = [0, 1, 2, 12] + [0] * 12
+    sw = next(n for n in sim.nodes.values() if n.is_switch)
+    linked = [p for p in range(1, sw.num_ports + 1) if sw.peers[p] is not None]
+    sw.sl2vl[(linked[1], linked[0])] = [15] * 16  # the probe: first linked output, from the next input
+    sw.vlarb[(linked[0], "high")] = [(0, 0)] * 64  # unread while the SL2VL probe is fine; written now
+    again = sweep.sweep(t, sweep.SweepOptions())
+    assert again.problems == []
+    by_node = collections.Counter((c.name, c.kind) for c in again.link_changes)
+    assert by_node[("H0", "sl2vl")] == 1 and by_node[("H0", "vlarb")] == 0  # H0's VLArb is OpenSM's
+    # the group's tables are read and diffed as --qos does: the probe's output differs
+    # (all its pairs are written), the other outputs hold OpenSM's tables already
+    assert by_node[(sw.name, "sl2vl")] == sw.num_ports + 1
+    assert by_node[(sw.name, "vlarb")] == 1  # the one that differs from OpenSM's
+    assert {n for n, _k in by_node} == {"H0", sw.name}, by_node
+    assert any("SL 3 -> VL12" in n or "SL 0 -> VL15" in n for n in again.notes), again.notes
+    assert set(sweep.sweep(t, sweep.SweepOptions()).summary()["sets"].values()) == {0}
+    for sl in range(16):
+        ok, reasons, total = all_pairs(sim, Packet(sl=sl, size=2048))
+        assert ok == total, (sl, reasons)
+
+
+def test_auto_judges_vlarb_where_there_is_no_sl2vl_table():
+    """A CA port without IsSLMappingSupported sends every SL on VL0: its probe is its VLArb
+    tables, and an all-zero pair (the reset value) gives VL0 no weight."""
+    topo = topogen.fat_tree_2(4)
+    t = SimTransport(topo, link_reset="ibsim")
+    h0 = t.sim.node("H0")
+    h0.pi[1].capability_mask &= ~links.CAP_SL_MAPPING
+    for table in ("low", "high"):
+        h0.vlarb[(1, table)] = [(0, 0)] * 64
+    r = sweep.sweep(t, sweep.SweepOptions())
+    assert r.problems == []
+    assert {(c.name, c.kind) for c in r.link_changes} == {("H0", "vlarb")}
+    assert any("VLArbitration gives VL0 no weight" in n for n in r.notes), r.notes
+
+
+def test_auto_judges_a_port_whose_vls_change_on_its_own():
+    """A switch port whose OperationalVLs the sweep changes is probed by itself: its table
+    was chosen for other VLs (here VL0-7 on a link capped to 2 VLs)."""
+    topo = topogen.fat_tree_2(4)
+    t, r = _sweep("auto", "ibsim", topo)
+    sw = next(n for n in r.topology.switches())
+    op_vls = {(sw.guid, p): sw.ports[p].operational_vls for p in sw.ports if p}
+    first = min(p for _g, p in op_vls if (sw.guid, p) in r.topology.links)
+    op_vls[(sw.guid, first)] = 2  # planned: VL0-1
+    units = [u for u in links.qos_units(r.topology, links.LinkOptions(), op_vls) if u.ports[0][0].guid == sw.guid]
+    alone = [u for u in units if u.data_vls == 2]
+    assert len(alone) == 1 and len(alone[0].ports) == 1 and len(units) == 2
+    (probe,) = [w for w in alone[0].ports[0] if w.kind == "sl2vl"]
+    assert fw.sl2vl_from_modifier(probe.modifier)[1] == first and probe.value[:4] == (0, 1, 0, 1)
+
+
+def test_auto_with_tables_of_ones_own_writes_them():
+    assert links.LinkOptions().qos_mode == "auto"
+    assert links.LinkOptions(sl2vl=tuple([0] * 16)).qos_mode == "always"
+    assert links.LinkOptions(qos=False, sl2vl=tuple([0] * 16)).qos_mode == "never"
+    assert links.options_from_mapping({"qos": "auto"}).qos_mode == "auto"
+    assert links.options_from_mapping({"qos": True}).qos_mode == "always"
+    with pytest.raises(links.LinkConfigError, match="qos 'sometimes' is not true, false or 'auto'"):
+        links.LinkOptions(qos="sometimes").check()
+
+
+@pytest.mark.parametrize("flag, sl2vl_sets", [([], True), (["--qos"], True), (["--no-qos"], False)])
+def test_sweep_qos_flags(flag, sl2vl_sets):
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "smagent.cli", "sweep", "--json", *flag], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert bool(json.loads(r.stdout)["sets"]["sl2vl"]) == sl2vl_sets

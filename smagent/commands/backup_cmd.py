@@ -2,7 +2,7 @@
 
     smagent lft backup -o tables.dump     # dump_lfts format (also what `lft load` reads)
     smagent lft restore tables.dump --dry-run
-    smagent lft restore lft-before-....json   # saved before an apply (smagent.fdb.backup)
+    smagent lft restore lft-before-....json   # saved before an apply (smagent.fdb.backup), link tables too
 
 The commands are attached to the existing `lft` group (smagent.commands.tables_cmd);
 `backup_commands` is what smagent.cli registers.
@@ -54,8 +54,9 @@ def lft_backup(obj, output, as_json):
 @click.pass_obj
 def lft_restore(obj, file, dry_run, force, as_json):
     """Write back a backup: an `lft backup`/`lft dump`/dump_lfts file (each switch's whole
-    table) or a block file saved before an apply (only those blocks). Only blocks that
-    differ are written; every problem with the file is reported before anything is sent."""
+    table) or a file saved before an apply (only what it overwrote: LFT/MFT/RFT blocks,
+    SwitchInfo fields, SL2VL/VLArb/P_Key tables). Only what differs is written; every
+    problem with the file is reported before anything is sent."""
     tc.report_write(obj, obj.session().lft_restore(file, dry_run=dry_run, force=force), as_json)
 
 

@@ -114,13 +114,16 @@ def print_plan_defects(r) -> None:
         click.echo(f"warning: planned tables: {line}", err=True)
 
 
-def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: bool):
+def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: str | None):
+    """LinkOptions from the flags; ``qos``: "always" (--qos), "never" (--no-qos) or None
+    (the default: repair unusable SL2VL/VLArb tables only, see smagent.links)."""
     from smagent import links
     try:
         prefix = int(subnet_prefix, 0)
     except ValueError:
         raise BadInput(f"--subnet-prefix {subnet_prefix!r}: not a number (e.g. 0xfe80000000000000)") from None
-    return links.LinkOptions(subnet_prefix=prefix, max_mtu=max_mtu, max_vls=max_vls, qos=qos).check()
+    return links.LinkOptions(subnet_prefix=prefix, max_mtu=max_mtu, max_vls=max_vls,
+                             qos=True if qos == "always" else False if qos == "never" else links.QOS_AUTO).check()
 
 
 def _exit(r) -> None:
@@ -166,7 +169,10 @@ def _state_dir(obj, state_dir):
               show_default=True, help="Cap on every link's NeighborMTU (bytes).")
 @click.option("--max-vls", type=click.Choice(["1", "2", "4", "8", "15"]), default="15", show_default=True,
               help="Cap on every link's OperationalVLs (data VLs; OpenSM's max_op_vls 5 = 15).")
-@click.option("--no-qos", is_flag=True, help="Leave SL2VL and VLArb tables as they are (OpenSM without -Q).")
+@click.option("--qos", "qos", flag_value="always",
+              help="Write OpenSM's QoS SL2VL and VLArb tables on every port (opensm -Q).")
+@click.option("--no-qos", "qos", flag_value="never",
+              help="Leave SL2VL and VLArb tables as they are (OpenSM without -Q).")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where LFT blocks are saved before they are overwritten, the apply journal and the LIDs "
                    "(guid2lid) are kept (default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
@@ -177,7 +183,7 @@ def _state_dir(obj, state_dir):
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
 def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast,
-          subnet_prefix, max_mtu, max_vls, no_qos, state_dir, repair_passes, as_json):
+          subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
@@ -192,7 +198,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     progress = Progress(obj.transport(), "sweep") if sys.stderr.isatty() and not as_json else None
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
-                   links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), not no_qos),
+                   links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), qos),
                    allow_defects=allow_defects,
                    **({} if repair_passes is None else {"repair_passes": repair_passes}))
     summary = r.summary()
@@ -210,7 +216,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
                                   f"{render.count(g['switches'], 'switch')}, root {g['root']})"
                                 for g in summary["multicast"]) or "none"))
         if summary.get("backup"):
-            click.echo(f"# LFT blocks overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
+            click.echo(f"# tables overwritten were saved to {summary['backup']} (smagent lft restore FILE)")
         print_plan_defects(r)
     _exit(r)
 

@@ -10,7 +10,8 @@ An apply, in order:
    ``STATE_DIR/journals`` when it finishes, the newest ``keep`` kept);
 3. **write** SwitchInfo, then LFT blocks in chunks of ``chunk`` (each chunk's confirmed
    units journalled as it comes back, so an interrupted run is known to within a chunk),
-   then RFT blocks (clearing phase first), then MFT units;
+   then RFT blocks (clearing phase first), then MFT units, then the link phase's per-port
+   tables (SL2VL, VLArb, P_Key: `smagent.links`; backed up and journalled alike);
 4. **check the read-back**: the GetResp of every Set is what the switch now holds, and
    must equal what was written; a difference is a problem.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from smagent import links as linktab
 from smagent import paths
 from smagent.fdb import backup, linear, tops
 from smagent.fdb import multicast as mft
@@ -36,7 +38,7 @@ JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
 
 class Apply:
     """One apply, step by step: `start` (backup, journal), `switchinfo`, `lft`, `rft`,
-    `mft` (each returns its problems), `finish`."""
+    `mft`, `links` (each returns its problems), `finish`."""
 
     def __init__(self, transport, plan: Plan, *, state_dir=None, topology=None, chunk: int = JOURNAL_CHUNK,
                  keep: int | None = None):
@@ -48,7 +50,7 @@ class Apply:
         self.problems: list[str] = []
         self.lft_written = 0
         # what each step confirmed: SwitchInfo (change, value read back), LFT/RFT/MFT changes
-        self.written: dict[str, list] = {"tops": [], "lft": [], "rft": [], "mft": []}
+        self.written: dict[str, list] = {"tops": [], "lft": [], "rft": [], "mft": [], "links": []}
 
     def start(self) -> None:
         """Back up what the plan overwrites and journal what it writes; nothing to do
@@ -58,7 +60,7 @@ class Apply:
             return
         keep = self.keep if self.keep is not None else paths.state_keep()
         saved = backup.save_before_apply(self.t, self.topology, p.lft, self.state / "backups",
-                                         switchinfo=p.tops, mft_units=p.mft, rft_blocks=p.rft)
+                                         switchinfo=p.tops, mft_units=p.mft, rft_blocks=p.rft, link_tables=p.links)
         self.backup_file = str(saved) if saved else None
         self.journal = Journal(self.state / "apply.journal", keep=keep)
         try:
@@ -67,7 +69,9 @@ class Apply:
             pass
         else:
             backup.prune(self.state / "backups", keep, [saved, interrupted and interrupted.backup])
-        self.journal.begin(p.lft + p.rft + p.mft, backup=self.backup_file)
+        # a switch's SL2VL pairs written unread ride in their representative's record
+        units = p.lft + p.rft + p.mft + [c for c in p.links if c.same_as is None]
+        self.journal.begin(units, backup=self.backup_file)
 
     def switchinfo(self) -> list[str]:
         return self._note(tops.write(self.t, self.plan.tops, written=self.written["tops"]))
@@ -90,6 +94,17 @@ class Apply:
 
     def mft(self) -> list[str]:
         return self._write(mft.write_mft_units, self.plan.mft, "mft")
+
+    def links(self, failed: set[int] | None = None) -> list[str]:
+        """The per-port tables of the link phase, one batch; journalled by unit.
+        ``failed`` collects the GUIDs of nodes a Set got no answer from."""
+        with self._closing_on_error():
+            written: list = []
+            problems = linktab.write(self.t, self.plan.links, written, failed)
+            self.written["links"] += written
+            if self.journal is not None:
+                self.journal.written_many(linktab.confirmed_units(written))
+        return self._note(problems)
 
     def _write(self, writer, changes, kind: str) -> list[str]:
         with self._closing_on_error():
@@ -130,5 +145,6 @@ def apply(transport, plan: Plan, *, state_dir=None, topology=None, chunk: int = 
     a.lft()
     a.rft()
     a.mft()
+    a.links()
     a.finish()
     return a

@@ -4,16 +4,21 @@
   `lft load`, `lft restore` and OpenSM's ``-R file -U`` read).
 * `save_before_apply(...)`: before an apply (`smagent.fdb.apply`) overwrites anything, save
   what it overwrites into one JSON file per apply: LFT blocks (hex), MFT units and RFT
-  blocks (lists of words), and the SwitchInfo fields it changes (LinearFDBTop,
-  MulticastFDBTop, DefaultPort, ...). `load_backup` reads it back and `plan_restore_saved`
-  plans putting exactly that back (``smagent lft restore FILE``).
+  blocks (lists of words), the SwitchInfo fields it changes (LinearFDBTop,
+  MulticastFDBTop, DefaultPort, ...), and the link phase's per-port tables (section
+  ``links`` of a node, CA or switch: SL2VL, VLArb and P_Key tables as the sweep read them
+  before writing; a switch's SL2VL pairs written unread are listed, as ``also``, with the
+  pair read in their place). `load_backup` reads it back and `plan_restore_saved` plans
+  putting exactly that back (``smagent lft restore FILE``); the unread pairs get the
+  table of the pair read in their place, and the restore says so.
 
 Retention: `prune` keeps the newest `paths.state_keep()` files ``lft-before-*.json`` of a
 backup directory, and never the one an unfinished apply names (the apply's own, and the one
 of an apply the journal says was interrupted).
 
-What a restore cannot undo: PortInfo (the LIDs, LMC and MasterSMLID a sweep assigned) is
-not a table and is not saved; `CANNOT_UNDO` says so wherever a restore is planned.
+What a restore cannot undo: PortInfo (the LIDs, LMC and MasterSMLID a sweep assigned, and
+the link fields: GidPrefix, NeighborMTU, OperationalVLs, HOQLife, ...) is not a table and
+is not saved; `CANNOT_UNDO` says so wherever a restore is planned.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mad import forwarding as fw
+from smagent import links as linktab
 from smagent import paths
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mft
@@ -39,11 +45,15 @@ if TYPE_CHECKING:
     from smagent.discovery import Topology
     from smagent.transport.base import Transport
 
-BACKUP_FORMAT = "smagent-fdb-backup/1"
+BACKUP_FORMAT = "smagent-fdb-backup/2"  # /2: nodes may have a "links" section
 BACKUP_GLOB = "lft-before-*.json"
-_OLD_FORMATS = {"smagent-lft-blocks/1"}  # LFT blocks only: still restored
-CANNOT_UNDO = ("a restore puts back forwarding tables and SwitchInfo; it cannot undo the LIDs, LMC and "
-               "MasterSMLID a sweep assigned (PortInfo is not saved): run a sweep with the old settings for those")
+# still restored: /1 (no links section), LFT blocks only
+_OLD_FORMATS = {"smagent-fdb-backup/1", "smagent-lft-blocks/1"}
+# what a node's entry may hold; anything else is a file from a newer smagent: refused whole
+_NODE_KEYS = {"name", "path", "blocks", "switchinfo", "mft", "rft", "links"}
+CANNOT_UNDO = ("a restore puts back forwarding tables, SwitchInfo and the SL2VL, VLArb and P_Key tables; it "
+               "cannot undo the LIDs, LMC and MasterSMLID a sweep assigned nor the PortInfo link fields (MTU, "
+               "VLs, HOQLife, GidPrefix: PortInfo is not saved): run a sweep with the old settings for those")
 
 
 class BackupError(BadInput):
@@ -81,13 +91,15 @@ class Saved:
     tops: list = dataclasses.field(default_factory=list)  # (switch, name, path, {field: value})
     mft: list = dataclasses.field(default_factory=list)
     rft: list = dataclasses.field(default_factory=list)
+    links: list = dataclasses.field(default_factory=list)  # links.TableChange (also: the unread pairs)
 
 
 def save_before_apply(transport, topology, changes, directory, *, switchinfo=(), mft_units=(), rft_blocks=(),
-                      read_above_top: bool = False) -> Path | None:
+                      link_tables=(), read_above_top: bool = False) -> Path | None:
     """Save what an apply is about to overwrite into a new JSON file under ``directory``;
     returns its path (None when there is nothing to save). ``changes``: LFT BlockChanges;
-    ``switchinfo``/``mft_units``/``rft_blocks``: the other changes of the apply. LFT blocks
+    ``switchinfo``/``mft_units``/``rft_blocks``/``link_tables``: the other changes of the
+    apply (link tables: those read before, with the unread pairs in ``also``). LFT blocks
     with ``old`` None lie above the switch's LinearFDBTop (not in use); they are skipped
     unless ``read_above_top``, which reads them first. Raises RestoreFailed if a block
     cannot be read (better not to apply what cannot be undone)."""
@@ -98,7 +110,8 @@ def save_before_apply(transport, topology, changes, directory, *, switchinfo=(),
     mft_units = [c for c in mft_units if c.old is not None]
     # PortStateChange is an event flag, not a setting: a Set that only clears it saves nothing
     switchinfo = [c for c in switchinfo if set(c.changed()) - {"port_state_change"}]
-    if not (changes or switchinfo or mft_units or rft_blocks):
+    link_tables = [c for c in link_tables if c.old is not None]
+    if not (changes or switchinfo or mft_units or rft_blocks or link_tables):
         return None
     unread = [(c.switch, c.path, c.block) for c in changes if c.old is None]
     got, errors = linear.read_lft_blocks(transport, unread) if unread else ({}, [])
@@ -120,12 +133,23 @@ def save_before_apply(transport, topology, changes, directory, *, switchinfo=(),
         entry(c).setdefault("mft", {})[f"{c.block},{c.position}"] = list(c.old)
     for c in rft_blocks:
         entry(c).setdefault("rft", {})[str(c.block)] = list(c.old)
-    doc = {"format": BACKUP_FORMAT, "created": _now(), "switches": switches}
+    for c in link_tables:
+        rec = {"table": c.kind, "port": c.port, "modifier": c.modifier, "path": path_json(c.path),
+               "value": linktab.table_json(c.kind, c.old)}
+        entry(c).setdefault("links", []).append(dict(rec, also=list(c.also)) if c.also else rec)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / BACKUP_GLOB.replace("*", paths.stamp())
-    _write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    _write_atomic(path, _backup_text(switches))
     return path
+
+
+def _backup_text(switches: dict) -> str:
+    """The backup document, one node a line: readable, and written by json's C encoder
+    (an indented dump of a 648-host fat tree's link tables took seconds)."""
+    head = json.dumps({"format": BACKUP_FORMAT, "created": _now()})[:-1]
+    nodes = ",\n".join(f" {json.dumps(g)}: {json.dumps(sw, separators=(',', ':'))}" for g, sw in switches.items())
+    return f'{head},\n"switches": {{\n{nodes}\n}}}}\n'
 
 
 def prune(directory, keep: int | None = None, protect=()) -> list[Path]:
@@ -153,6 +177,8 @@ def load_backup(path) -> Saved:
 
 
 def _load_switch(out: Saved, g: int, sw: dict) -> None:
+    if set(sw) - _NODE_KEYS:
+        raise ValueError(f"unknown sections {sorted(set(sw) - _NODE_KEYS)}")
     name, path = sw.get("name", ""), tuple(sw.get("path") or ())
     for b, hexdata in sw["blocks"].items():
         blk, data = int(b), bytes.fromhex(hexdata)
@@ -176,6 +202,18 @@ def _load_switch(out: Saved, g: int, sw: dict) -> None:
         raise ValueError(f"SwitchInfo fields {bad}")
     if si:
         out.tops.append((g, name, path, dict(si)))
+    for u in sw.get("links", ()):
+        kind, port, modifier = u["table"], u["port"], u["modifier"]
+        if kind not in linktab.TABLES or not isinstance(port, int) or not 0 <= port <= 254:
+            raise ValueError(f"link table {kind!r} port {port!r}")
+        linktab.check_modifier(kind, modifier)
+        also = tuple(u.get("also", ()))
+        for m in also:
+            if kind != "sl2vl":
+                raise ValueError(f"{kind}: 'also' is for SL2VL pairs")
+            linktab.check_modifier(kind, m)
+        out.links.append(linktab.TableChange(kind, g, name, tuple(u.get("path") or path), modifier, None,
+                                             linktab.table_from_json(kind, u["value"]), port=port, also=also))
 
 
 def load_block_backup(path) -> list:
@@ -194,6 +232,7 @@ def plan_restore_saved(transport, saved: Saved, topology=None):
         n = topo.nodes.get(g)
         if n is None or not n.is_switch:
             problems.append(f"switch GUID 0x{g:016x} ({name}) is not a switch in this fabric")
+    link_want = _links_here(topo, saved.links, problems)
     if problems:
         return Plan(), problems
 
@@ -221,7 +260,48 @@ def plan_restore_saved(transport, saved: Saved, topology=None):
         t = tops.change(g, n.description, n.path, n.switch_info, fields)
         if t is not None:
             plan.tops.append(t)
+    plan.links = _plan_links(transport, link_want)
     return plan, []
+
+
+def _links_here(topo, saved_links, problems) -> list:
+    """The saved link tables addressed in this fabric (the node by GUID; a CA's port by
+    number); what cannot be found goes to ``problems``."""
+    out = []
+    for c in saved_links:
+        n = topo.nodes.get(c.guid)
+        path = None if n is None else (n.path if n.is_switch else n.port_paths.get(c.port))
+        if path is None:
+            where = f"node GUID 0x{c.guid:016x} ({c.name})" + ("" if n is None else f" port {c.port}")
+            problems.append(f"{where} is not in this fabric (its saved {c.kind} table cannot be put back)")
+        else:
+            out.append(dataclasses.replace(c, path=path, name=n.description or c.name))
+    return out
+
+
+def _plan_links(transport, wanted) -> list:
+    """Read each saved link table's unit; where it differs, write the saved table back,
+    and to the SL2VL pairs the sweep wrote unread with it (``also``) the same table."""
+    reps = transport.execute([c.get() for c in wanted])
+    failed = [f"{c.name}: {r.request.describe()}: {r.error}" for c, r in zip(wanted, reps) if not r.ok]
+    if failed:
+        raise RestoreFailed("reading tables: " + "; ".join(failed[:5]))
+    out = []
+    for c, r in zip(wanted, reps):
+        if r.value() == c.new:  # the whole table: a restore puts back every P_Key, not only index 0
+            continue
+        out.append(dataclasses.replace(c, old=r.value()))
+        out += [dataclasses.replace(c, modifier=m, old=None, also=(), same_as=c.modifier) for m in c.also]
+    return out
+
+
+def restore_notes(plan: Plan) -> list[str]:
+    """What a restore of link tables assumes, said where it is planned."""
+    unread = sum(1 for c in plan.links if c.same_as is not None)
+    if not unread:
+        return []
+    return [f"note: {unread} SL2VL tables (a switch's other input ports of an output port) were not read before "
+            f"the sweep wrote them; they get the table saved from the input port read in their place"]
 
 
 def plan_restore_text(transport, text: str, source: str = "<backup>", topology=None):

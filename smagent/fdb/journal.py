@@ -1,7 +1,11 @@
 """The apply journal: which table units an apply was about to write, which came back.
 
 ``begin(changes)`` records every unit about to be written (LFT blocks, MFT (block,
-position) units, RFT blocks: each with its table, switch, old and new content),
+position) units, RFT blocks, and the link phase's per-port tables: SL2VL, VLArb and
+P_Key, with ``block`` their AttributeModifier, ``port`` the CA port their path leads to
+(0 on a switch) and, for a switch's SL2VL pairs written unread with a representative,
+``also`` their modifiers; each with its table, node GUID (key ``switch``), old and new
+content),
 ``written_many(changes)`` those confirmed by their GetResp (one record and one fsync per
 chunk of Sets), ``done()`` the end. The file is JSON lines, flushed and fsynced per
 record, so a crash leaves a readable prefix. `Journal.pending(path)` returns the
@@ -28,6 +32,7 @@ from pathlib import Path
 
 from smagent import paths
 from smagent.errors import BadInput
+from smagent.links import TABLES as LINK_TABLES
 
 JOURNAL_FORMAT = "smagent-apply-journal/1"
 JOURNALS_DIR = "journals"  # finished (and superseded) journals, next to the live one
@@ -43,8 +48,13 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+TABLES = ("lft", "mft", "rft") + LINK_TABLES  # every "table" a journal may name
+
+
 def table_of(c) -> str:
-    """Which table a change object writes: lft, mft or rft."""
+    """Which table a change object writes: lft, mft, rft, or a link table (its kind)."""
+    if getattr(c, "kind", None) in LINK_TABLES:
+        return c.kind
     if hasattr(c, "position"):
         return "mft"
     if hasattr(c, "phase"):
@@ -52,8 +62,10 @@ def table_of(c) -> str:
     return "lft"
 
 
-def _key(table: str, switch: int, block: int, position=None) -> tuple:
-    return (table, switch, block, position if table == "mft" else None)
+def _key(table: str, switch: int, block: int, position=None, port=None) -> tuple:
+    """A unit's identity: MFT units have a position; link tables a port (a CA's ports
+    share its GUID and their modifiers)."""
+    return (table, switch, block, position if table == "mft" else (port or 0) if table in LINK_TABLES else None)
 
 
 def _content_json(v):
@@ -70,6 +82,8 @@ def path_json(where):
 
 def unit_dict(c) -> dict:
     """A change (or a dict already in journal form) as its journal record."""
+    if hasattr(c, "journal_record"):  # smagent.links.TableChange: its tables have their own JSON
+        return c.journal_record()
     if isinstance(c, dict):
         d = dict(c)
         if not isinstance(d["switch"], str):
@@ -101,7 +115,8 @@ class PendingApply:
     @property
     def remaining(self) -> list[dict]:
         return [u for u in self.plan
-                if _key(u.get("table", "lft"), u["switch"], u["block"], u.get("position")) not in self.confirmed]
+                if _key(u.get("table", "lft"), u["switch"], u["block"], u.get("position"), u.get("port"))
+                not in self.confirmed]
 
 
 class Journal:
@@ -131,9 +146,10 @@ class Journal:
             rec["backup"] = str(backup)
         self._record(dict(rec, blocks=units))
 
-    def written(self, switch: int, block: int, table: str = "lft", position: int | None = None) -> None:
+    def written(self, switch: int, block: int, table: str = "lft", position: int | None = None,
+                port: int | None = None) -> None:
         self._need()
-        self._record(self._written_record(table, switch, block, position))
+        self._record(self._written_record(table, switch, block, position, port))
 
     def written_many(self, units) -> None:
         """Record many confirmed writes with one fsync: change objects, or (switch, block)
@@ -141,17 +157,20 @@ class Journal:
         costs more than the Sets."""
         self._need()
         recs = [self._written_record("lft", *u) if isinstance(u, tuple)
-                else self._written_record(table_of(u), u.switch, u.block, getattr(u, "position", None))
+                else self._written_record(table_of(u), u.switch, u.block, getattr(u, "position", None),
+                                          getattr(u, "port", None))
                 for u in units]
         self._record(*recs)
 
     @staticmethod
-    def _written_record(table, switch, block, position=None) -> dict:
+    def _written_record(table, switch, block, position=None, port=None) -> dict:
         rec = {"event": "written", "switch": f"0x{switch:016x}", "block": block}
         if table != "lft":
             rec["table"] = table
         if table == "mft":
             rec["position"] = position
+        if table in LINK_TABLES:
+            rec["port"] = port or 0
         return rec
 
     def done(self) -> None:
@@ -245,7 +264,9 @@ def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
             ev = rec["event"]
             if ev == "written":
                 table = rec.get("table", "lft")
-                key = _key(table, int(rec["switch"], 16), int(rec["block"]), rec.get("position"))
+                if table not in TABLES:
+                    raise ValueError(table)  # a table this smagent does not know: not its journal
+                key = _key(table, int(rec["switch"], 16), int(rec["block"]), rec.get("position"), rec.get("port"))
         except (ValueError, KeyError, TypeError, AttributeError):
             if n == len(lines):
                 break  # torn tail
@@ -262,6 +283,8 @@ def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
         return None
     try:
         plan = [dict(u, switch=int(u["switch"], 16)) for u in begin["blocks"]]
+        if any(u.get("table", "lft") not in TABLES for u in plan):
+            raise ValueError("unknown table")
     except (KeyError, TypeError, ValueError, AttributeError):
         raise JournalError(f"{path}: malformed 'begin' record") from None
     return PendingApply(path, begin.get("time", ""), plan, confirmed, begin.get("backup"))

@@ -179,7 +179,7 @@ def _check_topology(transport, topo, guids, *, force, dry_run) -> list[str]:
 
 
 def _plan_switches(plan: fdbapply.Plan) -> set[int]:
-    return {c.switch for c in plan.tops + plan.lft + plan.rft + plan.mft}
+    return {c.switch for c in plan.tops + plan.lft + plan.rft + plan.mft + plan.links}
 
 
 def _write(transport, plan: fdbapply.Plan, *, dry_run, state_dir, topology, notes, planned,
@@ -260,7 +260,7 @@ def lft_load(transport, path_or_text: str, *, dry_run=False, force=False, state_
 
 
 def lft_restore(transport, path: str, *, dry_run=False, force=False, state_dir=None, discover=None) -> WriteResult:
-    """Write back a dump or a block backup saved before an apply (only blocks that differ)."""
+    """Write back a dump or a backup saved before an apply (only what differs; link tables too)."""
     body = paths.read_text(path, "backup", errors="replace")
     transport.check_writable(dry_run)
     is_blocks = body.lstrip().startswith("{")
@@ -277,7 +277,7 @@ def lft_restore(transport, path: str, *, dry_run=False, force=False, state_dir=N
         raise BadInput(problems=problems)
     # a restore is not a full undo: say what it leaves as the sweep made it
     notes = _check_topology(transport, topo, _plan_switches(plan), force=force, dry_run=dry_run) if plan else []
-    notes += [f"note: {backup.CANNOT_UNDO}"] if is_blocks else []
+    notes += [f"note: {backup.CANNOT_UNDO}"] + backup.restore_notes(plan) if is_blocks else []
     return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=topo, notes=notes,
                   planned=plan.sets())
 

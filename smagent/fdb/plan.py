@@ -15,21 +15,25 @@ class Plan:
     lft: list = dataclasses.field(default_factory=list)  # linear.BlockChange
     rft: list = dataclasses.field(default_factory=list)  # random.RftChange
     mft: list = dataclasses.field(default_factory=list)  # multicast.MftChange
+    links: list = dataclasses.field(default_factory=list)  # links.TableChange: SL2VL, VLArb, P_Key
 
     def __bool__(self) -> bool:
-        return bool(self.tops or self.lft or self.rft or self.mft)
+        return bool(self.tops or self.lft or self.rft or self.mft or self.links)
 
     def sets(self) -> dict:
         """Sets by kind (RFT and MFT only when there are some: the lft commands' keys)."""
         out = {"switchinfo": len(self.tops), "lft_blocks": len(self.lft)}
         out.update({k: len(v) for k, v in (("rft_blocks", self.rft), ("mft_blocks", self.mft)) if v})
+        for c in self.links:
+            out[c.kind] = out.get(c.kind, 0) + 1
         return out
 
     def lines(self) -> list[str]:
         """The plan as the table commands print it."""
         return (linear.lft_plan_lines(self.lft, self.tops)
                 + [f"SubnSet(RandomForwardingTable) {c.describe()}" for c in interleave(self.rft)]
-                + [line for c in interleave(self.mft) for line in c.lines()])
+                + [line for c in interleave(self.mft) for line in c.lines()]
+                + [c.describe() for c in self.links])
 
     def to_json(self) -> list[dict]:
         """One record per changed entry (SwitchInfo field, LID, MLID, RFT slot)."""
@@ -41,4 +45,8 @@ class Plan:
             out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFT", "block": c.block,
                      "position": c.position, "mlid": f"0x{m:04x}", "old": None if o is None else sorted(o),
                      "new": sorted(n)} for m, o, n in c.changed_mlids()]
+        for c in self.links:
+            rec = c.journal_record()
+            out.append({"switch": c.name, "guid": rec["switch"], "table": c.kind.upper() if c.kind != "pkeys"
+                        else "P_KEY", "modifier": c.modifier, "port": c.port, "old": rec["old"], "new": rec["new"]})
         return out
