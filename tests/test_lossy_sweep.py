@@ -105,7 +105,8 @@ def test_default_sweep_converges_on_a_lossy_fabric(rate, seed):
     r = sweepmod.sweep(t, sweepmod.SweepOptions())
     assert r.problems == [] and r.topology.unreachable == [], (r.problems[:3], r.topology.unreachable[:3])
     s = r.summary()
-    assert s["losses"] > 0 and s["retries"] >= s["losses"] - 5 and s["passes"] >= 1
+    # nearly every lost try is tried again (the few left are SMPs given up, then repaired)
+    assert s["losses"] > 0 and s["retries"] >= 0.99 * s["losses"] and s["passes"] >= 1
     assert 0 < s["loss_estimate"] < 1
     t.sim.drop_rate = 0
     assert converged(t) and all_reachable(t, r)
