@@ -106,7 +106,7 @@ class Session:
         return self._open().stats.snapshot()
 
     # -- recording ---------------------------------------------------------------------
-    def start_recording(self, path) -> None:
+    def start_recording(self, path: PathArg) -> None:
         """Record every SMP sent and received from now on to ``path`` (ERF; ``.pcap``:
         pcap with link type 252), e.g. the Gets of a plan, for a later offline dry run
         (``connect("replay", fixture=path)``). The file is written as ``PATH.partial``
@@ -131,7 +131,7 @@ class Session:
         return rec.path
 
     @contextlib.contextmanager
-    def recording(self, path) -> Iterator[None]:
+    def recording(self, path: PathArg) -> Iterator[None]:
         """``with session.recording(path): ...``: `start_recording`, then `stop_recording`
         when the block ends (also on an error: what was exchanged is recorded)."""
         self.start_recording(path)
