@@ -364,18 +364,16 @@ class TableChange:
                 f"{self.new.p_keys[0]:#06x}")
 
     def get(self) -> Request:
-        return Request(smpcodec.dr(Method.GET, _ATTR[self.kind], self.path, self.modifier))
+        return Request(smpcodec.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier))
 
     def request(self) -> Request:
-        return Request(smpcodec.dr(Method.SET, _ATTR[self.kind], self.path, self.modifier, self.new))
+        return Request(smpcodec.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier, self.new))
 
 
 LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable
 # the attribute class of each kind of table
 LINK_TABLES: dict[str, type[LinkTable]] = {"sl2vl": SLtoVLMappingTable, "vlarb": VLArbitrationTable,
                                            "pkeys": P_KeyTable}
-_ATTR = {"sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE, "vlarb": AttrID.VL_ARBITRATION_TABLE,
-         "pkeys": AttrID.P_KEY_TABLE}
 
 
 # VL0, weight0, VL1, ...: one C call per part (a backup of a 648-host fat tree holds thousands)
@@ -454,7 +452,7 @@ class Want:
     port: int = 0  # the CA port the path leads to (0: a switch)
 
     def get(self) -> Request:
-        return Request(smpcodec.dr(Method.GET, _ATTR[self.kind], self.path, self.modifier))
+        return Request(smpcodec.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier))
 
     def desired(self, current):
         """The attribute value to write given what the port holds."""

@@ -284,7 +284,7 @@ class SweepResult:
             "retries": self.stats.get("retries", 0), "timeouts": self.stats.get("timeouts", 0),
             # convergence: passes of discovery and of the writes, SMPs lost (every try that
             # got no answer), and what each repair pass redid
-            "passes": self.passes, "discovery_passes": getattr(topo, "passes", 1),
+            "passes": self.passes, "discovery_passes": topo.passes,
             "losses": self.stats.get("timeouts", 0), "repairs": self.repairs,
             "loss_estimate": self.retry_policy.get("loss_estimate", 0.0),
             "highest_retries": self.retry_policy.get("highest_retries", 0),
@@ -431,7 +431,7 @@ def plan(transport: Transport, opts: SweepOptions) -> SweepResult:
     """Every Get a sweep needs, and the plan of Sets; sends no Set."""
     s = _prepare(transport, opts)
     _plan(s)
-    s.r.problems += [line for line, _keys in s.unread]  # nothing will write them
+    _unread_are_problems(s)
     return s.r
 
 
@@ -441,7 +441,7 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     _plan(s)
     s.r.dry_run = opts.dry_run
     if opts.dry_run:
-        s.r.problems += [line for line, _keys in s.unread]  # nothing will write them
+        _unread_are_problems(s)
     else:
         try:
             _note_interrupted_apply(s)
@@ -715,6 +715,12 @@ def _read_failures(s: SweepState, wanted: list, current: dict, errors: list[str]
     return [(failed_units_lines([(name[g].description, " position ".join(map(str, w[2:])), e, e)
                                  for w, e in items], unit)[0], {(g, *w[2:]) for w, _e in items})
             for g, items in by.items()]
+
+
+def _unread_are_problems(s: SweepState) -> None:
+    """A plan with no write phase: the units that could not be read stay problems
+    (nothing will write them, see `_settle_unread`)."""
+    s.r.problems += [line for line, _keys in s.unread]
 
 
 def _settle_unread(s: SweepState) -> None:
