@@ -3,10 +3,18 @@
 
 SMPs are counted by the same independent method for both tools: ibsim -v logs one
 `sim_read_pkt: replying`/`forwarding` line per packet it handles (DESIGN.md). -v slows
-ibsim, so counting and timing are separate runs. Wall time is the median of --runs.
+ibsim, so counting and timing are separate runs. Wall time is the median of --runs; the
+two tools take turns run by run, so the ratio holds on a machine whose load changes.
+
+smagent runs as an installed package would: its modules are byte-compiled first
+(compileall, what pip does on install; the __pycache__ directories are git-ignored).
+Without that, under PYTHONDONTWRITEBYTECODE=1 every run would compile every module from
+source, a cost no installed smagent pays.
 
     python bench/sweep_vs_opensm.py                    # 648-host 2-level fat tree (k=36)
     python bench/sweep_vs_opensm.py --fabric ft3-1000  # 3-level fat tree, ~1000 hosts
+    python bench/sweep_vs_opensm.py --fabric ft3-1024  # the full 3-level tree of 16-port switches
+    python bench/sweep_vs_opensm.py --fabric ft3-11664 --runs 1   # the full k=36 3-level tree (minutes)
     python bench/sweep_vs_opensm.py --fabric ft3-1623  # 2,146 LIDs (any ft3-HOSTS works)
     python bench/sweep_vs_opensm.py --smagent-args=--no-qos           # links without SL2VL/VLArb
     python bench/sweep_vs_opensm.py --opensm-args=-Q                  # OpenSM with QoS (SL2VL/VLArb)
@@ -30,6 +38,8 @@ from smagent import netfile, topogen  # noqa: E402
 FABRICS = {
     "ft2-648": lambda: topogen.fat_tree_2(36),
     "ft3-1000": lambda: topogen.fat_tree_3(36, hosts=1000),
+    "ft3-1024": lambda: topogen.fat_tree_3(16),  # the full k=16 3-level tree: 1,024 hosts, 320 switches
+    "ft3-11664": lambda: topogen.fat_tree_3(36),  # 11,664 hosts, 1,620 switches
     "2sw": topogen.two_switch,
 }
 
@@ -67,26 +77,38 @@ def make_fabric(name: str):
     raise SystemExit(f"unknown fabric {name!r}: one of {', '.join(sorted(FABRICS))} or ft3-HOSTS")
 
 
+def byte_compile() -> None:
+    """Compile the checkout's packages as an install would (see the module doc)."""
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "smagent"), str(root / "mad")],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def measure(fabric_name: str, runs: int, extra: dict | None = None) -> dict:
     extra = extra or {}
     fabric = make_fabric(fabric_name)
+    byte_compile()
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         net = tmp / f"{fabric_name}.net"
         net.write_text(netfile.dumps(fabric))
         size = netfile.ibsim_size_args(fabric)
-        for tool in ("smagent", "opensm"):
+        tools = ("smagent", "opensm")
+        for tool in tools:
             with IbSim(net, tmp / f"count-{tool}", extra_args=[*size, "-v"]) as sim:
                 before = count_packets(sim.log)
                 run_tool(sim, tool, tmp, extra.get(tool, ()))
                 time.sleep(0.5)
                 smps = count_packets(sim.log) - before
-            times = []
-            for i in range(runs):
+            out[tool] = {"smps": smps, "runs": []}
+        # the tools take turns, so a change in the machine's load hits both alike
+        for i in range(runs):
+            for tool in tools:
                 with IbSim(net, tmp / f"time-{tool}-{i}", extra_args=size) as sim:
-                    times.append(run_tool(sim, tool, tmp, extra.get(tool, ())))
-            out[tool] = {"smps": smps, "median_s": statistics.median(times), "runs": times}
+                    out[tool]["runs"].append(run_tool(sim, tool, tmp, extra.get(tool, ())))
+        for tool in tools:
+            out[tool]["median_s"] = statistics.median(out[tool]["runs"])
     out["fabric"] = fabric_name
     out["hosts"] = len(fabric.cas())
     out["switches"] = len(fabric.switches())

@@ -115,6 +115,11 @@ _INVALID_TEXT = {
 }
 
 
+# The status bits that make an answer not ok (busy, redirect, InvalidField): for hot
+# paths that read the word without building a Status; `Status.ok` is these bits clear
+STATUS_ERROR_BITS = 0x1F
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Status:
     """The MAD status word decoded. For a directed-route SMP pass the 15 bits below D."""

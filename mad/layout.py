@@ -95,10 +95,22 @@ _KIND_TYPES = {"int": "int", "array": "list[int]", "bytes": "bytes", "text": "st
 ZEROS: Any = object()
 
 
+# What a Layout builds on first use (see Layout.__getattr__)
+_LAZY = frozenset({"construct", "_decode", "_encode", "_copy"})
+
+
 class Layout(Generic[T]):
-    """One layout: its construct definition, the value class bound to it, a fast codec."""
+    """One layout: its construct definition, the value class bound to it, a fast codec.
+
+    The generated codec and the construct BitStruct are built the first time one of
+    them is used: a command that never touches a layout (the CLI's start-up, most
+    layouts in most commands) does not pay for their code generation."""
 
     cls: type[T]
+    construct: Any
+    _decode: Callable[..., T]
+    _encode: Callable[[T], bytes]
+    _copy: Callable[[T], T]
 
     def __init__(self, name: str, *subcons: Any):
         self.name = name
@@ -106,9 +118,20 @@ class Layout(Generic[T]):
         if bits % 8:
             raise TypeError(f"layout {name}: {bits} bits is not whole bytes")
         self.size = bits // 8
-        self.construct = cs.BitStruct(*subcons)
+        self._subcons = subcons
         named = [f for f in self.fields if f.name]
         self.names: tuple[str, ...] = tuple(f.name for f in named if f.name)
+        self._ints = {f.name: f for f in self.fields if f.name and f.kind == "int"}
+
+    def __getattr__(self, name: str) -> Any:
+        # only called for attributes not built yet
+        if name not in _LAZY:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        if name == "construct":
+            self.construct = cs.BitStruct(*self._subcons)
+        else:
+            self._compile()
+        return self.__dict__[name]
 
     def bind(self, cls: type[T]) -> type[T]:
         """Make ``cls`` (its annotations: the named fields, in any order) the slots
@@ -132,7 +155,6 @@ class Layout(Generic[T]):
         self.cls = new
         # the constructor's argument order
         self.order = tuple(f.name for f in dataclasses.fields(cast(Any, new)))
-        self._compile()
         return new
 
     # -- code generation -------------------------------------------------------
@@ -223,10 +245,33 @@ class Layout(Generic[T]):
         exec("\n".join(enc), ns)  # noqa: S102
         self._decode = ns["decode"]
         self._encode = ns["encode"]
+        # one struct call for the whole layout where it fits: several times faster still
+        fast = _struct_items(self.fields)
+        if fast is not None:
+            self._encode = _struct_encoder(fast, dict(ns))
+            self._decode = _struct_decoder(fast, self.order, dict(ns))
         # a shallow copy with changes, several times faster than dataclasses.replace
         src = f"def copy(o):\n    return cls({', '.join('o.' + n for n in self.order)})"
         exec(src, ns)  # noqa: S102
         self._copy = ns["copy"]
+
+    def patch(self, buf: bytes | bytearray, **changes: int) -> bytes:
+        """``buf`` (an encoding of this layout) with some integer fields set: the bytes
+        ``encode(replace(decode(buf), **changes))`` gives, without the round trip. For hot
+        paths that send one value twice with one field changed (ARMED, then ACTIVE)."""
+        if len(buf) != self.size:
+            raise MadLengthError(f"{self.name}: needs {self.size} bytes, got {len(buf)}")
+        v = int.from_bytes(buf, "big")
+        for name, x in changes.items():
+            f = self._ints.get(name)
+            if f is None:
+                raise MadFieldError(name, x, f"an integer field of {self.name}")
+            m = (1 << f.width) - 1
+            if not (isinstance(x, int) and 0 <= x <= m):
+                _bad(name, x, m)
+            sh = self.size * 8 - f.offset - f.width
+            v = (v & ~(m << sh)) | (x << sh)
+        return v.to_bytes(self.size, "big")
 
     # -- public codec ----------------------------------------------------------
     def decode(self, buf: bytes | bytearray | memoryview, off: int = 0) -> T:
@@ -308,6 +353,123 @@ def layout(*subcons: Any) -> Callable[[type[T]], type[T]]:
     def bind(cls: type[T]) -> type[T]:
         return Layout[T](cls.__name__, *subcons).bind(cls)
     return bind
+
+
+# -- one struct call per layout ----------------------------------------------------
+# (struct code, kind, fields): kind "pad", "int", "array", "bytes", or "group" (a run of
+# bit fields filling one unit, split with shifts)
+_Item = tuple[str, str, list[_Field]]
+
+
+def _struct_items(fields: list[_Field]) -> list[_Item] | None:
+    """The layout as one `struct` format, or None when some field does not fit one
+    (text, a run of bit fields that does not end on a byte)."""
+    items: list[_Item] = []
+    run: list[_Field] = []
+    for f in fields:
+        aligned = not run and f.offset % 8 == 0
+        if f.kind == "bytes" and aligned:
+            items.append((f"{f.count}s", "bytes", [f]))
+        elif f.kind == "array" and aligned and f.width in _STRUCT_CODES:
+            items.append((f"{f.count}{_STRUCT_CODES[f.width]}", "array", [f]))
+        elif f.kind == "int" and aligned and f.name is None and f.width % 8 == 0:
+            items.append((f"{f.width // 8}x", "pad", [f]))
+        elif f.kind == "int" and aligned and f.width in _STRUCT_CODES:
+            items.append((_STRUCT_CODES[f.width], "int", [f]))
+        elif f.kind == "int" or (f.kind == "array" and f.width * f.count <= 64):
+            run.append(f)
+            end = f.offset + f.width * f.count
+            if end % 8 == 0:  # the run fills whole bytes: one unit (odd widths as bytes)
+                bits = end - run[0].offset
+                items.append((_STRUCT_CODES.get(bits) or f"{bits // 8}s", "group", run))
+                run = []
+        else:
+            return None
+    return None if run else items
+
+
+def _group_bits(flds: list[_Field]) -> tuple[int, int]:
+    """(first bit, end bit) of a group's unit."""
+    return flds[0].offset, flds[-1].offset + flds[-1].width * flds[-1].count
+
+
+def _struct_encoder(items: list[_Item], ns: dict[str, Any]) -> Callable[[Any], bytes]:
+    """An encoder packing the whole layout with one `struct` call. Range checks are
+    struct's own, plus explicit ones for bit fields sharing a unit; a value it refuses
+    (or a wrong type) goes to the checked encoder, which names the field: the bytes and
+    the errors are the same as the checked encoder's."""
+    ns["_S"] = struct.Struct(">" + "".join(code for code, _k, _f in items))
+    ns["_checked"] = ns["encode"]
+    guards, args = [], []
+    for code, kind, flds in items:
+        if kind == "pad":
+            continue
+        if kind != "group":
+            (f,) = flds
+            args.append(f"*obj.{f.name}" if kind == "array" else f"obj.{f.name}")
+            if kind == "bytes":  # struct pads a short value and would cut a long one
+                guards.append(f"len(obj.{f.name}) <= {f.count}")
+            continue
+        start, end = _group_bits(flds)
+        terms = []
+        for f in flds:
+            if f.name is None:
+                continue
+            m, sh = (1 << f.width) - 1, end - f.offset - f.width
+            if f.kind == "array":  # a short array of odd-width entries: every entry checked
+                guards.append(f"len(obj.{f.name}) == {f.count}")
+                for k in range(f.count):
+                    guards.append(f"0 <= obj.{f.name}[{k}] <= {m:#x}")
+                    terms.append(f"(obj.{f.name}[{k}] << {sh - f.width * k})")
+                continue
+            guards.append(f"0 <= obj.{f.name} <= {m:#x}")
+            terms.append(f"(obj.{f.name} << {sh})" if sh else f"obj.{f.name}")
+        expr = " | ".join(terms) or "0"
+        args.append(expr if code in _STRUCT_CODES.values() else f"({expr}).to_bytes({(end - start) // 8}, 'big')")
+    src = ["def encode_fast(obj):", "    try:"]
+    if guards:
+        src.append(f"        if not ({' and '.join(guards)}): return _checked(obj)")
+    src += [f"        return _S.pack({', '.join(args)})",
+            "    except (struct.error, TypeError, AttributeError, OverflowError):",
+            "        return _checked(obj)"]
+    exec("\n".join(src), ns)  # noqa: S102 - generated from the construct definition
+    fn: Callable[[Any], bytes] = ns["encode_fast"]
+    return fn
+
+
+def _struct_decoder(items: list[_Item], order: tuple[str, ...], ns: dict[str, Any]) -> Callable[..., Any]:
+    """A decoder unpacking the whole layout with one `struct` call, splitting bit-field
+    units with shifts on small integers."""
+    ns["_S"] = struct.Struct(">" + "".join(code for code, _k, _f in items))
+    src = ["def decode_fast(buf, off=0):", "    t = _S.unpack_from(buf, off)"]
+    i = 0
+    for code, kind, flds in items:
+        if kind == "pad":
+            continue
+        if kind == "array":
+            (f,) = flds
+            src.append(f"    f_{f.name} = list(t[{i}:{i + f.count}])")
+            i += f.count
+            continue
+        if kind in ("int", "bytes"):
+            src.append(f"    f_{flds[0].name} = t[{i}]")
+            i += 1
+            continue
+        start, end = _group_bits(flds)
+        src.append(f"    v = t[{i}]" if code in _STRUCT_CODES.values() else f"    v = from_bytes(t[{i}], 'big')")
+        i += 1
+        for f in flds:
+            if f.name is None:
+                continue
+            m, sh = (1 << f.width) - 1, end - f.offset - f.width
+            if f.kind == "array":
+                src.append(f"    f_{f.name} = [(v >> ({sh} - {f.width} * k)) & {m:#x} for k in range({f.count})]")
+            else:
+                src.append(f"    f_{f.name} = (v >> {sh}) & {m:#x}" if sh else f"    f_{f.name} = v & {m:#x}")
+    src.append(f"    return cls({', '.join('f_' + n for n in order)})")
+    exec("\n".join(src), ns)  # noqa: S102 - generated from the construct definition
+    fn: Callable[..., Any] = ns["decode_fast"]
+    return fn
 
 
 def bit_size(subcons: Any) -> int:

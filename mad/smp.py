@@ -44,7 +44,7 @@ class Smp(LayoutValue):
 
     @property
     def attribute_name(self) -> str:
-        return ATTRIBUTE_NAMES.get(self.attribute_id, f"attribute {self.attribute_id:#06x}")
+        return attribute_name(self.attribute_id)
 
     @property
     def method_name(self) -> str:
@@ -72,11 +72,8 @@ class Smp(LayoutValue):
     def attribute(self, kind: type[Attribute] = Attribute) -> Attribute:
         """Decode the data area by AttributeID (and modifier, for PortInfo). ``kind``: the
         attribute class expected (another one raises MadFieldError)."""
-        value = decode_attribute(self.attribute_id, self.data, self.attribute_modifier)
-        if not isinstance(value, kind):
-            raise MadFieldError("attribute_id", f"{self.attribute_id:#06x} ({type(value).__name__})",
-                                f"a {kind.__name__}")
-        return value
+        return _of_kind(decode_attribute(self.attribute_id, self.data, self.attribute_modifier),
+                        self.attribute_id, kind)
 
     def encode(self) -> bytes:
         return encode(self)
@@ -156,6 +153,60 @@ _BY_CLASS: dict[int, Layout[LidSmp] | Layout[DrSmp]] = {
     MgmtClass.SUBN_LID_ROUTED: LidSmp.LAYOUT, MgmtClass.SUBN_DIRECTED_ROUTE: DrSmp.LAYOUT}
 
 
+def attribute_name(attr_id: int) -> str:
+    """The attribute's name as the codec calls it (NodeInfo, PortInfo, ...)."""
+    return ATTRIBUTE_NAMES.get(attr_id, f"attribute {attr_id:#06x}")
+
+
+# -- reading a few fields straight from the bytes ---------------------------------------
+# A transport matches and checks every response; decoding all of it (two 64-byte paths
+# included) only to look at the status would cost more than the round trip. These read
+# the header fields in place, at offsets taken from the layouts above.
+DATA_SLICE = DrSmp.LAYOUT.byte_slice("data")
+assert DATA_SLICE == LidSmp.LAYOUT.byte_slice("data")
+_STATUS_SLICE = MadHeader.LAYOUT.byte_slice("status")
+_ATTR_ID_SLICE = MadHeader.LAYOUT.byte_slice("attribute_id")
+_ATTR_MOD_SLICE = MadHeader.LAYOUT.byte_slice("attribute_modifier")
+_DR_CLASS = int(MgmtClass.SUBN_DIRECTED_ROUTE)
+_STATUS_BITS = 0x7FFF  # a directed-route SMP's status below the D bit
+
+
+def is_smp(buf: bytes | bytearray) -> bool:
+    """Whether `decode` would accept ``buf`` (length, version, class); `decode` says why not."""
+    return len(buf) == MAD_SIZE and buf[0] == BASE_VERSION and buf[1] in _BY_CLASS
+
+
+def status_of(buf: bytes | bytearray) -> int:
+    """The status as `Smp.status` holds it (a directed-route SMP's 15 bits below D)."""
+    word = int.from_bytes(buf[_STATUS_SLICE], "big")
+    return word & _STATUS_BITS if buf[1] == _DR_CLASS else word
+
+
+def attribute_id_of(buf: bytes | bytearray) -> int:
+    return int.from_bytes(buf[_ATTR_ID_SLICE], "big")
+
+
+@overload
+def attribute_of(buf: bytes | bytearray) -> Attribute: ...
+@overload
+def attribute_of(buf: bytes | bytearray, kind: type[AT]) -> AT: ...
+
+
+def attribute_of(buf: bytes | bytearray, kind: type[Attribute] = Attribute) -> Attribute:
+    """The attribute an SMP's bytes carry, decoded by AttributeID and modifier: what
+    ``decode(buf).attribute(kind)`` returns, without decoding the rest of the SMP."""
+    attr_id = int.from_bytes(buf[_ATTR_ID_SLICE], "big")
+    return _of_kind(decode_attribute(attr_id, bytes(buf[DATA_SLICE]), int.from_bytes(buf[_ATTR_MOD_SLICE], "big")),
+                    attr_id, kind)
+
+
+def _of_kind(value: Attribute, attr_id: int, kind: type[Attribute]) -> Attribute:
+    """``value``, if it is the attribute class the caller expects (MadFieldError if not)."""
+    if not isinstance(value, kind):
+        raise MadFieldError("attribute_id", f"{attr_id:#06x} ({type(value).__name__})", f"a {kind.__name__}")
+    return value
+
+
 def decode(buf: bytes | bytearray | memoryview) -> AnySmp:
     """Decode one 256-byte SMP. Only codec errors (MadError) escape."""
     if not isinstance(buf, (bytes, bytearray, memoryview)):
@@ -202,6 +253,12 @@ def _payload(value: Attribute | bytes | bytearray | None, modifier: int) -> byte
     return encode_attribute(value, modifier)
 
 
+# a checked DR path -> (that tuple, its InitialPath bytes): `dr` builds many SMPs per path,
+# mostly from the same tuple (a node's path), which is then not checked again
+_PATHS: dict[tuple[int, ...], tuple[tuple[int, ...], bytes]] = {}
+_PATHS_MAX = 1 << 17
+
+
 def parse_path(path: str | Iterable[int]) -> tuple[int, ...]:
     """A DR path in infiniband-diags form ("0,1,3" or a sequence): 0, then exit ports."""
     if isinstance(path, str):
@@ -224,8 +281,16 @@ def parse_path(path: str | Iterable[int]) -> tuple[int, ...]:
 def dr(method: int, attribute_id: int, path: str | Iterable[int], modifier: int = 0,
        value: Attribute | bytes | bytearray | None = None, *, m_key: int = 0, tid: int | None = None) -> DrSmp:
     """A directed-route SMP from the local port along ``path`` (permissive DrSLID/DrDLID)."""
-    hops = parse_path(path)
-    ipath = bytes(hops).ljust(64, b"\0")
+    known = _PATHS.get(path) if path.__class__ is tuple else None  # type: ignore[arg-type]
+    if known is not None and known[0] is path:  # this very tuple was checked: (0, 1.0) == (0, 1) is not
+        hops, ipath = known
+    else:
+        hops = parse_path(path)
+        ipath = bytes(hops).ljust(64, b"\0")
+        if path.__class__ is tuple:
+            if len(_PATHS) >= _PATHS_MAX:
+                _PATHS.clear()
+            _PATHS[hops] = (hops, ipath)
     return DrSmp(
         base_version=BASE_VERSION, mgmt_class=MgmtClass.SUBN_DIRECTED_ROUTE, class_version=1,
         method=int(method), d=0, status=0, hop_pointer=0, hop_count=len(hops) - 1,
@@ -258,4 +323,5 @@ def response_to(req: S, *, status: int = 0, value: Attribute | bytes | bytearray
 
 
 __all__ = ["Smp", "AnySmp", "LidSmp", "DrSmp", "decode", "encode", "dr", "lid_routed", "response_to", "parse_path",
-           "next_tid", "MAX_HOPS", "MadError"]
+           "next_tid", "MAX_HOPS", "MadError", "attribute_name", "is_smp", "status_of", "attribute_id_of",
+           "attribute_of", "DATA_SLICE"]

@@ -149,6 +149,8 @@ class PortChange:
     arm: bool
     link: dict = dataclasses.field(default_factory=dict)  # link fields every Set to it carries (links.py)
     link_diff: dict = dataclasses.field(default_factory=dict)  # {field: (old, new)} of those that change
+    # (PortInfo read, (LID, master, LMC), bytes) of the last Set built for this port (`_portinfo_set`)
+    encoded: tuple | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def describe(self, master_lid: int, lmc: int) -> str:
         parts = []
@@ -307,7 +309,7 @@ class _Phase:
         self.r, self.t, self.name = result, transport, name
 
     def __enter__(self):
-        self.t0, self.s0 = time.monotonic(), self.t.stats.sent
+        self.t0, self.c0, self.s0 = time.monotonic(), time.process_time(), self.t.stats.sent
         log.debug("phase %s", self.name)
         if self.r.progress is not None:
             self.r.progress(self.name)
@@ -315,7 +317,8 @@ class _Phase:
 
     def __exit__(self, *exc):
         done = self.r.phases[self.name] = {"smps": self.t.stats.sent - self.s0,
-                                           "seconds": round(time.monotonic() - self.t0, 4)}
+                                           "seconds": round(time.monotonic() - self.t0, 4),
+                                           "cpu_seconds": round(time.process_time() - self.c0, 4)}
         log.info("phase %s: %d SMPs, %.3f s%s", self.name, done["smps"], done["seconds"],
                  "" if exc[0] is None else f" (failed: {exc[0].__name__})")
 
@@ -890,12 +893,19 @@ def _check_planned_tables(s: SweepState) -> None:
 
 def _portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:
     pi = c.current
-    fields = dict(port_state=state, port_physical_state=0, link_down_default_state=0,
-                  link_width_enabled=0, link_speed_enabled=0)  # 0 = no change for these
-    if c.lid is not None:
-        fields.update(lid=c.lid, lmc=lmc, master_sm_lid=master_lid)
-    fields.update(c.link)
-    return _dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), pi.LAYOUT.replace(pi, **fields))
+    key = (c.lid, master_lid, lmc)
+    if c.encoded is not None and c.encoded[0] is pi and c.encoded[1] == key:
+        # the Set built before (ARMED) but for its PortState (ACTIVE): patch its bytes
+        data = pi.LAYOUT.patch(c.encoded[2], port_state=state)
+    else:
+        fields = dict(port_state=state, port_physical_state=0, link_down_default_state=0,
+                      link_width_enabled=0, link_speed_enabled=0)  # 0 = no change for these
+        if c.lid is not None:
+            fields.update(lid=c.lid, lmc=lmc, master_sm_lid=master_lid)
+        fields.update(c.link)
+        data = pi.LAYOUT.replace(pi, **fields).encode()
+        c.encoded = (pi, key, data)
+    return _dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), data)
 
 
 def _confirm_port_sets(transport, failed, want, master_lid, lmc_for, topo=None):
@@ -1042,14 +1052,14 @@ def _activate(s: SweepState) -> None:
         reqs = [_portinfo_set(c, PortState.ACTIVE, lp.master_lid, _lmc_for(s, c)) for c in arming]
         failed = []
         for c, rep in zip(arming, s.transport.execute(reqs)):
-            if rep.ok:
-                topo.nodes[c.guid].ports[c.port] = rep.value(PortInfo)
             if not rep.ok:
                 failed.append((c, rep.error))
-            elif rep.value(PortInfo).port_state != PortState.ACTIVE:
+                continue
+            back = topo.nodes[c.guid].ports[c.port] = rep.value(PortInfo)
+            if back.port_state != PortState.ACTIVE:
                 s.not_active.append(c)
                 r.problems.append(f"{c.name} port {c.port}: port state reads back "
-                                  f"{PortState(rep.value(PortInfo).port_state).name}, not ACTIVE")
+                                  f"{PortState(back.port_state).name}, not ACTIVE")
         for c, err in _confirm_port_sets(s.transport, failed, PortState.ACTIVE, lp.master_lid,
                                          lambda c: _lmc_for(s, c), topo):
             s.not_active.append(c)

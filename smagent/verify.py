@@ -239,6 +239,8 @@ class _Net:
     owner: dict = dataclasses.field(default_factory=dict)  # LID -> ("sw", i) | ("ca", key)
     sources: dict = dataclasses.field(default_factory=dict)  # place -> [("ca", key) | ("sw", i)]
     silent: set = dataclasses.field(default_factory=set)  # (GUID, port) behind which nothing answered
+    # per switch: what `_steps_for` decides without `_step` (see `_fast_hops`), or None
+    fast: list = dataclasses.field(default_factory=list)
 
     @classmethod
     def of(cls, snap: Snapshot) -> "_Net":
@@ -248,7 +250,22 @@ class _Net:
         net.silent = {(int(u["guid"], 16), u["port"]) for u in snap.unreached if u.get("guid") and u.get("port")}
         net.exits = [net._exits(s) for s in st]
         net.rft_maps = [_rft_map(s.rft) if s.rft is not None and not s.cap else None for s in st]
+        net.fast = [net._fast_hops(i) for i in range(len(st))]
         return net
+
+    def _fast_hops(self, i: int) -> tuple | None:
+        """For a read LFT switch: (its own DLIDs, LinearFDBTop, LinearFDBCap, LFT, the
+        step for each LFT entry that forwards to another switch: (port, next place), else
+        None). `_steps_for` decides with it what `_step` would, for the DLIDs most
+        switches only pass on; every other case goes to `_step`."""
+        s = self.st[i]
+        if not s.read or not s.cap or self.rft_maps[i] is not None:
+            return None
+        hops: list = [None] * 256
+        for p, x in self.exits[i].items():
+            if isinstance(x, tuple) and x[0] == "sw" and p <= s.num_ports:
+                hops[p] = (p, self.place(x[1], x[2]))
+        return s.lid_range(), s.top, s.cap, s.lft, hops
 
     def _exits(self, s) -> dict:
         snap = self.snap
@@ -464,7 +481,7 @@ def _resolve(steps: dict) -> dict:
                 res = ("loop", cur >> 1, tuple(x >> 1 for x in path[pos[cur]:]))
                 break
             stp = steps[cur]
-            if _stops(stp):
+            if stp.__class__ is int or stp[0].__class__ is str:  # `_stops`, inlined (hot)
                 res = DELIVERED if stp == DELIVERED else (stp[0], cur >> 1, stp[1])
                 break
             pos[cur] = len(path)
@@ -480,7 +497,14 @@ def _steps_for(net: _Net, dlid: int) -> dict:
     """The decision at every place a packet for `dlid` can stand (place 2i+1 only exists
     at RFT switches: packets there came in on DefaultPort)."""
     steps = {}
-    for i in range(len(net.st)):
+    for i, fast in enumerate(net.fast):
+        if fast is not None:
+            own, top, cap, lft, hops = fast
+            if dlid <= top and dlid < cap and dlid < len(lft) and dlid not in own:
+                stp = hops[lft[dlid]]
+                if stp is not None:
+                    steps[2 * i] = stp
+                    continue
         steps[2 * i] = _step(net, 2 * i, dlid)
         if net.rft_maps[i] is not None:
             steps[2 * i + 1] = _step(net, 2 * i + 1, dlid)
@@ -556,19 +580,23 @@ def _check_unicast(net: _Net, D: _Defects, keep: PlaceOutcomes | None = None) ->
     by_cause: dict[str, int] = {}
     seen: set = set()
     deps: dict[int, dict[int, int]] = {}  # channel -> {channel: first DLID}
+    entry = {src: place for place, srcs in net.sources.items() for src in srcs}  # where each source enters
+    sending = [place for place, srcs in net.sources.items() if any(s[0] == "ca" for s in srcs)]
     for dlid, own, steps, out in _per_dlid(net):
         if keep is not None:
             _keep(net, keep, dlid, own, out)
+        own_place = entry.get(own)
         for place, srcs in net.sources.items():
-            srcs = [s for s in srcs if s != own]
-            pairs += len(srcs)
+            n = len(srcs) if place != own_place else len(srcs) - srcs.count(own)
+            pairs += n
             res = out[place]
-            if res == DELIVERED or not srcs:
+            if res == DELIVERED or not n:
                 continue
+            srcs = [s for s in srcs if s != own]
             bad += len(srcs)
             by_cause[res[0]] = by_cause.get(res[0], 0) + len(srcs)
             _report_stop(net, D, dlid, res, srcs, seen)
-        _add_deps(net, steps, dlid, deps)
+        _add_deps(sending, steps, dlid, deps)
     if bad:
         D.d["unreachable"]["by_cause"] = dict(sorted(by_cause.items(), key=lambda kv: -kv[1]))
     return {"pairs": pairs, "bad": bad, "deps": deps}
@@ -604,29 +632,32 @@ def _report_stop(net: _Net, D: _Defects, dlid: int, res, srcs: list, seen: set) 
               f"{sname} -> LID {dlid} ({dest}): {why}", count=0)
 
 
-def _add_deps(net: _Net, steps: dict, dlid: int, deps: dict) -> None:
-    """Channel dependencies of data traffic to `dlid`: the routes from places where CA
-    ports send."""
+def _add_deps(sending: list, steps: dict, dlid: int, deps: dict) -> None:
+    """Channel dependencies of data traffic to `dlid`: the routes from the places where
+    CA ports send (`sending`). A step stops where `_stops` says (inlined: this runs once
+    per DLID and place)."""
     hot: set = set()
-    for place, srcs in net.sources.items():
-        if not any(s[0] == "ca" for s in srcs):
-            continue
-        cur = place
+    for cur in sending:
         while cur not in hot:
             hot.add(cur)
-            if _stops(steps[cur]):
+            stp = steps[cur]
+            if stp.__class__ is int or stp[0].__class__ is str:
                 break
-            cur = steps[cur][1]
+            cur = stp[1]
     for place in hot:
         stp = steps[place]
-        if _stops(stp):
+        if stp.__class__ is int or stp[0].__class__ is str:
             continue
         p, nxt = stp
         nstp = steps[nxt]
-        if _stops(nstp):
+        if nstp.__class__ is int or nstp[0].__class__ is str:
             continue
         a, b = ((place >> 1) << 8) | p, ((nxt >> 1) << 8) | nstp[0]
-        deps.setdefault(a, {}).setdefault(b, dlid)
+        d = deps.get(a)
+        if d is None:
+            deps[a] = {b: dlid}
+        elif b not in d:
+            d[b] = dlid
 
 
 def _detail_fields(kind: str, detail) -> dict:

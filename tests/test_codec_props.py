@@ -131,6 +131,61 @@ def test_fast_encode_equals_construct(lv):
     assert lay.encode(value) == lay.encode_construct(value)
 
 
+def test_one_struct_call_for_all_but_text_layouts():
+    """The struct-based codec (mad.layout._struct_items) covers every layout without text,
+    so the properties above test it, not only the per-field fallback."""
+    from mad.layout import _struct_items
+    for lay in ALL_LAYOUTS:
+        has_text = any(f.kind == "text" for f in lay.fields)
+        assert (_struct_items(lay.fields) is None) == has_text, lay.name
+
+
+@SETTINGS
+@given(layout_and_value(ALL_LAYOUTS), st.data())
+def test_patch_equals_replace_and_encode(lv, data):
+    """`Layout.patch` (the ACTIVE Set built from the ARMED one's bytes) gives exactly
+    what decode-replace-encode gives, for any integer field and value."""
+    lay, value = lv
+    ints = [f for f in lay.fields if f.name and f.kind == "int"]
+    assume(ints)
+    chosen = data.draw(st.lists(st.sampled_from(ints), min_size=1, max_size=3, unique_by=lambda f: f.name))
+    changes = {f.name: data.draw(st.integers(0, (1 << f.width) - 1)) for f in chosen}
+    assert lay.patch(lay.encode(value), **changes) == lay.encode(lay.replace(value, **changes))
+
+
+def test_patch_refuses_what_encode_refuses():
+    lay = A.PortInfo.LAYOUT
+    raw = A.PortInfo().encode()
+    with pytest.raises(E.MadFieldError, match="port_state"):
+        lay.patch(raw, port_state=16)
+    with pytest.raises(E.MadFieldError, match="no_such_field"):
+        lay.patch(raw, no_such_field=1)
+    with pytest.raises(E.MadLengthError):
+        lay.patch(raw[:10], port_state=1)
+
+
+@SETTINGS
+@given(st.data())
+def test_raw_readers_equal_decode(data):
+    """What a transport reads from the bytes (mad.smp.is_smp, status_of, attribute_id_of,
+    attribute_of) is what the full decode says."""
+    lay = data.draw(st.sampled_from(SMP_LAYOUTS))
+    cls = 0x01 if lay is S.LidSmp.LAYOUT else 0x81
+    attr = data.draw(st.sampled_from(sorted(A.ATTRIBUTE_NAMES)))
+    value = data.draw(value_strategy(lay, base_version=1, mgmt_class=cls, attribute_id=attr))
+    raw = S.encode(value)
+    back = S.decode(raw)
+    assert S.is_smp(raw) and not S.is_smp(raw[:255]) and not S.is_smp(b"\x02" + raw[1:])
+    assert S.status_of(raw) == back.status and S.attribute_id_of(raw) == attr
+    try:
+        want = back.attribute()
+    except E.MadError as e:
+        with pytest.raises(type(e)):
+            S.attribute_of(raw)
+    else:
+        assert S.attribute_of(raw) == want
+
+
 @pytest.mark.parametrize("lay", ALL_LAYOUTS, ids=_ids(ALL_LAYOUTS))
 @pytest.mark.parametrize("fill", [0x00, 0xFF, 0x5A, 0xA5])
 def test_fast_equals_construct_patterns(lay, fill):
@@ -377,3 +432,9 @@ def _encodable(text):
         return True
     except UnicodeError:
         return False
+
+
+@given(st.integers(0, 0x7FFF))
+def test_status_error_bits_are_status_ok(word):
+    from mad.header import STATUS_ERROR_BITS, Status
+    assert Status.from_word(word).ok == (not word & STATUS_ERROR_BITS)

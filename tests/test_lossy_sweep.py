@@ -76,7 +76,9 @@ def test_default_retries_follow_the_loss():
     t = SimTransport(topogen.fat_tree_2(4), drop_rate=0.5, seed=3)
     reqs = [Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0, 1))) for _ in range(400)]
     replies = t.execute(reqs)
-    assert all(r.ok for r in replies[200:])  # once the loss is known, 3 retries (4 tries) are not the limit
+    # once the loss is known, 3 retries (4 tries) are not the limit: they would lose about
+    # 0.5^4 = 6 % (12 of 200); the policy aims at 1e-3 per request
+    assert sum(not r.ok for r in replies[200:]) <= 2
     assert t.policy.highest > 3
     # an explicit retry count is obeyed
     t2 = SimTransport(topogen.fat_tree_2(4), drop_rate=0.5, seed=3)

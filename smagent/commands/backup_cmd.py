@@ -5,7 +5,7 @@
     smagent lft restore lft-before-....json   # saved before an apply (smagent.fdb.backup), link tables too
 
 The commands are attached to the existing `lft` group (smagent.commands.tables_cmd);
-`backup_commands` is what smagent.cli registers.
+`lft` here is that group with them, what smagent.cli registers.
 """
 from __future__ import annotations
 
@@ -64,4 +64,4 @@ tc.lft.add_command(lft_backup)
 tc.lft.add_command(lft_restore)
 
 # what smagent.cli adds to `main`: nothing new at the top level (both live under `lft`)
-backup_commands: list = []
+lft = tc.lft

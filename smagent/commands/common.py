@@ -15,10 +15,15 @@ import os
 import sys
 import traceback
 
+from typing import TYPE_CHECKING
+
 import click
 
-from smagent import api, paths
+from smagent import paths
 from smagent.errors import EXIT_FABRIC, InternalError, Interrupted, SmagentError, after_sets
+
+if TYPE_CHECKING:  # imported when a command first needs a session (start-up time)
+    from smagent import api
 
 
 class Context:
@@ -31,6 +36,7 @@ class Context:
     def session(self) -> api.Session:
         """The API session (smagent.api): the CLI is a thin layer over it."""
         if self._session is None:
+            from smagent import api
             o = self.opts
             self._session = api.connect(
                 o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"], fixture=o["fixture"],

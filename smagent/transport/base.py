@@ -31,7 +31,7 @@ from mad.smp import AnySmp
 from mad.errors import MadError
 from mad.attributes import AttrID, Attribute, PortInfo
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import METHOD_OFFSET, RESPONSE_BIT, Method, method_name, tid32_of
+from mad.header import METHOD_OFFSET, RESPONSE_BIT, STATUS_ERROR_BITS, Method, Status, method_name, tid32_of
 from smagent.errors import BadInput, FabricFailure
 from smagent.mkeys import KeyChain
 from smagent.transport.retry import RetryPolicy, distance_class
@@ -40,7 +40,13 @@ A = TypeVar("A", bound=Attribute)
 
 UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back an undelivered send
 
-DEFAULT_WINDOW = 8
+# The window: at most DEFAULT_WINDOW SMPs in flight (--window). A transport starts with
+# START_WINDOW and doubles it after each window's worth of answered SMPs, up to the cap;
+# a timeout or a busy answer halves it (AIMD, as TCP does): a fabric that answers
+# everything (ibsim, a healthy subnet) gets the whole cap, a struggling one backs off to
+# what OpenSM sends (max_wire_smps 4) or less.
+DEFAULT_WINDOW = 32
+START_WINDOW = 8
 DEFAULT_TIMEOUT_MS = 200
 DEFAULT_RETRIES = 3
 
@@ -50,6 +56,15 @@ MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
 _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
 log = logging.getLogger("smagent.transport")
+
+
+def _decode_error(raw: bytes) -> str:
+    """Why the codec refuses ``raw`` as an SMP."""
+    try:
+        smpcodec.decode(raw)
+    except MadError as e:
+        return str(e)
+    return "not an SMP"
 _POLICY_BATCH = 32  # answers handed to the retry policy at a time
 
 
@@ -95,12 +110,21 @@ class Request:
 @dataclasses.dataclass(slots=True)
 class Reply:
     request: Request
-    response: AnySmp | None = None  # decoded SMP
+    raw: bytes | None = None  # the response MAD as it arrived (the transport checked it decodes)
     error: TransportError | None = None
+    _response: AnySmp | None = None  # `raw` decoded, on first use
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def response(self) -> AnySmp | None:
+        """The decoded response SMP (None if there is none). Decoded when first asked:
+        most callers only want the attribute (`value`)."""
+        if self._response is None and self.raw is not None:
+            self._response = smpcodec.decode(self.raw)
+        return self._response
 
     def __repr__(self) -> str:  # not the SMPs' fields: they hold the M_Key
         return f"Reply({self.request.describe()}: {'ok' if self.error is None else self.error})"
@@ -115,9 +139,11 @@ class Reply:
         the error."""
         if self.error is not None:
             raise self.error
-        assert self.response is not None  # a Reply without error holds its response
+        assert self.raw is not None  # a Reply without error holds its response
         try:
-            return self.response.attribute(kind)
+            if self._response is None:
+                return smpcodec.attribute_of(self.raw, kind)
+            return self._response.attribute(kind)
         except MadError as e:  # the fabric's answer, not the caller's input
             raise TransportError(f"{self.request.describe()}: malformed response: {e}",
                                  request=self.request.describe()) from None
@@ -132,10 +158,19 @@ class Stats:
     busy: int = 0
     errors: int = 0
     late: int = 0  # answers that came after their request was retried or given up
-    by_kind: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    # SMPs sent by (method, AttributeID): counted as numbers on the hot path, named in `by_kind`
+    kinds: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
 
     def count(self, smp) -> None:
-        self.by_kind[f"{method_name(smp.method)}({smp.attribute_name})"] += 1
+        self.kinds[(smp.method, smp.attribute_id)] += 1
+
+    @property
+    def by_kind(self) -> collections.Counter:
+        """SMPs sent per kind, named as "SubnGet(PortInfo)" (a fresh Counter each time)."""
+        out: collections.Counter = collections.Counter()
+        for (m, a), v in self.kinds.items():
+            out[f"{method_name(m)}({smpcodec.attribute_name(a)})"] += v
+        return out
 
     def sets_sent(self, since: dict | None = None) -> list[str]:
         """What has been sent that may have changed a node, one line per attribute
@@ -147,6 +182,7 @@ class Stats:
 
     def snapshot(self) -> dict:
         d = dataclasses.asdict(self)
+        del d["kinds"]
         d["by_kind"] = dict(sorted(self.by_kind.items()))
         return d
 
@@ -178,6 +214,7 @@ class Transport:
         if retries < 0:
             raise BadInput("retries must be 0 or more")
         self.window, self.timeout_ms, self.retries = window, timeout_ms, retries
+        self._cwnd, self._clean = min(window, START_WINDOW), 0  # the current window (see DEFAULT_WINDOW)
         # retries and timeouts that follow the loss observed (smagent.transport.retry)
         self.policy = RetryPolicy()
         self.send_timeout_ms = timeout_ms  # the wait of the SMP being sent (umad hands it to the kernel)
@@ -272,7 +309,7 @@ class Transport:
         answered: list = []  # (distance class, tries lost) handed to the policy in small batches
         stats = self.stats
         while pending or inflight:
-            while pending and len(inflight) < self.window:
+            while pending and len(inflight) < min(self._cwnd, self.window):
                 i = pending.popleft()
                 self._post(reqs[i], inflight, i, 0, retries)
             now = time.monotonic()
@@ -293,15 +330,14 @@ class Transport:
                     del inflight[tid32]
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
                     continue
-                try:
-                    resp = smpcodec.decode(raw)
-                except MadError as e:
+                # checked and matched on the bytes; decoded only when a caller asks (Reply)
+                if not smpcodec.is_smp(raw):
                     del inflight[tid32]
                     stats.errors += 1
-                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: {e}",
-                                                      request=reqs[i].describe())
+                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: "
+                                                      f"{_decode_error(raw)}", request=reqs[i].describe())
                     continue
-                if not resp.is_response:
+                if not raw[METHOD_OFFSET] & RESPONSE_BIT:
                     continue  # our own request looped back by a permissive route: ignore
                 del inflight[tid32]
                 stats.received += 1
@@ -312,21 +348,7 @@ class Transport:
                         answered = []
                 if self.recorder is not None:
                     self.recorder.write(raw, inbound=True, dlid=reqs[i].dlid)
-                st = resp.status_info
-                if st.busy and attempts < retries:
-                    stats.busy += 1
-                    stats.retries += 1
-                    log.debug("%s: busy, retry %d of %d", reqs[i].describe(), attempts + 1, retries)
-                    self._post(reqs[i], inflight, i, attempts + 1, retries)
-                    continue
-                replies[i].response = resp
-                if st.ok and resp.attribute_id == _PORT_INFO and resp.directed and self.keys.per_node:
-                    self._learn_lids(reqs[i], resp)
-                if not st.ok:
-                    stats.errors += 1
-                    replies[i].error = SmpStatusError(
-                        f"{reqs[i].describe()}: status {resp.status_word:#06x} ({st.describe()})", resp,
-                        request=reqs[i].describe())
+                self._answered(reqs[i], replies[i], raw, inflight, i, attempts, retries)
             now = time.monotonic()
             for tid32, (i, deadline, attempts) in list(inflight.items()):
                 if deadline <= now:
@@ -367,6 +389,39 @@ class Transport:
         return reply.response
 
     # -- internals ----------------------------------------------------------------------
+    def _answered(self, req: Request, reply: Reply, raw: bytes, inflight: dict, i: int, attempts: int,
+                  retries: int) -> None:
+        """A response matched to its request: its status read from the bytes, busy
+        retried, an error kept; the window widens after a whole window answered."""
+        status = smpcodec.status_of(raw)
+        if not status & STATUS_ERROR_BITS:
+            reply.raw = raw
+            self._clean += 1
+            if self._clean >= self._cwnd:  # a whole window answered: widen
+                self._cwnd, self._clean = min(2 * self._cwnd, self.window), 0
+            if self.keys.per_node and req.smp.directed and smpcodec.attribute_id_of(raw) == _PORT_INFO:
+                self._learn_lids(req, smpcodec.decode(raw))
+            return
+        st = Status.from_word(status)
+        if st.busy:
+            self._narrow()
+            if attempts < retries:
+                self.stats.busy += 1
+                self.stats.retries += 1
+                log.debug("%s: busy, retry %d of %d", req.describe(), attempts + 1, retries)
+                self._post(req, inflight, i, attempts + 1, retries)
+                return
+        reply.raw = raw
+        resp = reply.response
+        assert resp is not None
+        self.stats.errors += 1
+        reply.error = SmpStatusError(f"{req.describe()}: status {resp.status_word:#06x} ({st.describe()})", resp,
+                                     request=req.describe())
+
+    def _narrow(self) -> None:
+        """A timeout or a busy answer: halve the window (see DEFAULT_WINDOW)."""
+        self._cwnd, self._clean = max(1, min(self._cwnd, self.window) // 2), 0
+
     def _post(self, req: Request, inflight: dict, i: int, attempts: int, retries: int) -> None:
         s = req.smp
         if attempts:
@@ -384,14 +439,16 @@ class Transport:
         # the configured tries wait the configured timeout; adaptive ones back off
         self.send_timeout_ms = timeout_ms = self.policy.timeout_ms(attempts, retries, self.timeout_ms)
         self._send(raw, req.dlid)
-        self.stats.sent += 1
-        self.stats.count(s)
+        stats = self.stats
+        stats.sent += 1
+        stats.kinds[(s.method, s.attribute_id)] += 1
         if self.recorder is not None:
             self.recorder.write(raw, inbound=False, dlid=req.dlid)
         inflight[s.transaction_id & 0xFFFFFFFF] = [i, time.monotonic() + timeout_ms / 1000.0, attempts]
 
     def _timed_out(self, req, reply, inflight, i, attempts, retries, lost) -> None:
         self.stats.timeouts += 1
+        self._narrow()
         allowed = retries
         if lost is not None:  # adaptive: as many as the loss seen so far calls for
             lost[i] += 1
