@@ -5,6 +5,9 @@ SMPs are counted by the same independent method for both tools: ibsim -v logs on
 `sim_read_pkt: replying`/`forwarding` line per packet it handles (DESIGN.md). -v slows
 ibsim, so counting and timing are separate runs. Wall time is the median of --runs; the
 two tools take turns run by run, so the ratio holds on a machine whose load changes.
+CPU time (user + system of the tool's process) is reported too: it is steadier than wall
+time on a shared machine, where stolen vCPU time stretches the wall time of a tool that
+waits on ibsim (OpenSM keeps 4 SMPs in flight) more than that of one that computes.
 
 smagent runs as an installed package would: its modules are byte-compiled first
 (compileall, what pip does on install; the __pycache__ directories are git-ignored).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,7 +57,8 @@ def count_packets(log: Path) -> int:
     return n
 
 
-def run_tool(sim: IbSim, tool: str, scratch: Path, extra=()) -> float:
+def run_tool(sim: IbSim, tool: str, scratch: Path, extra=()) -> tuple[float, float]:
+    """One run: (wall seconds, CPU seconds of the tool's process, user + system)."""
     if tool == "smagent":
         cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", *extra]
         env = sim.env
@@ -61,12 +66,14 @@ def run_tool(sim: IbSim, tool: str, scratch: Path, extra=()) -> float:
         d = scratch / f"osm-{time.monotonic_ns()}"
         env = sim.opensm_env(d)
         cmd = ["opensm", "-o", "-f", str(d / "osm.log"), "-R", "minhop", *extra]
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=env, cwd=sim.cwd, capture_output=True, text=True, timeout=900)
     dt = time.monotonic() - t0
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"{tool} failed ({r.returncode}): {r.stderr[-2000:]}")
-    return dt
+    return dt, (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
 
 
 def make_fabric(name: str):
@@ -101,19 +108,23 @@ def measure(fabric_name: str, runs: int, extra: dict | None = None) -> dict:
                 run_tool(sim, tool, tmp, extra.get(tool, ()))
                 time.sleep(0.5)
                 smps = count_packets(sim.log) - before
-            out[tool] = {"smps": smps, "runs": []}
+            out[tool] = {"smps": smps, "runs": [], "cpu": []}
         # the tools take turns, so a change in the machine's load hits both alike
         for i in range(runs):
             for tool in tools:
                 with IbSim(net, tmp / f"time-{tool}-{i}", extra_args=size) as sim:
-                    out[tool]["runs"].append(run_tool(sim, tool, tmp, extra.get(tool, ())))
+                    wall, cpu = run_tool(sim, tool, tmp, extra.get(tool, ()))
+                    out[tool]["runs"].append(wall)
+                    out[tool]["cpu"].append(cpu)
         for tool in tools:
             out[tool]["median_s"] = statistics.median(out[tool]["runs"])
+            out[tool]["median_cpu_s"] = statistics.median(out[tool]["cpu"])
     out["fabric"] = fabric_name
     out["hosts"] = len(fabric.cas())
     out["switches"] = len(fabric.switches())
     out["smp_ratio"] = out["smagent"]["smps"] / out["opensm"]["smps"]
     out["time_ratio"] = out["smagent"]["median_s"] / out["opensm"]["median_s"]
+    out["cpu_ratio"] = out["smagent"]["median_cpu_s"] / out["opensm"]["median_cpu_s"]
     return out
 
 
@@ -127,9 +138,11 @@ def main():
     r = measure(a.fabric, a.runs, {"smagent": a.smagent_args.split(), "opensm": a.opensm_args.split()})
     print(f"fabric {r['fabric']}: {r['hosts']} hosts, {r['switches']} switches")
     for tool in ("smagent", "opensm"):
-        print(f"  {tool:8s} SMPs {r[tool]['smps']:7d}   wall {r[tool]['median_s']:.3f} s "
-              f"(median of {len(r[tool]['runs'])})")
-    print(f"  ratio smagent/opensm: SMPs {r['smp_ratio']:.3f}, wall time {r['time_ratio']:.3f}")
+        print(f"  {tool:8s} SMPs {r[tool]['smps']:7d}   wall {r[tool]['median_s']:.3f} s   "
+              f"CPU {r[tool]['median_cpu_s']:.3f} s (medians of {len(r[tool]['runs'])}; walls "
+              f"{', '.join(f'{x:.2f}' for x in r[tool]['runs'])})")
+    print(f"  ratio smagent/opensm: SMPs {r['smp_ratio']:.3f}, wall time {r['time_ratio']:.3f}, "
+          f"CPU time {r['cpu_ratio']:.3f}")
 
 
 if __name__ == "__main__":

@@ -218,19 +218,43 @@ def _bfs(adj, start) -> dict[int, int]:
 
 def choose_root(adj, member_switches) -> int:
     """The switch minimizing (max distance, sum of distances, GUID) to the member switches,
-    among the switches that reach all of them. Callers check connectivity first."""
-    dists = [_bfs(adj, m) for m in sorted(member_switches)]
-    best: tuple[int, int, int] | None = None
-    for g in sorted(adj):
-        ds = [d[g] for d in dists if g in d]
-        if len(ds) < len(dists):  # g does not reach every member switch
-            continue
-        key = (max(ds), sum(ds), g)
-        if best is None or key < best:
-            best = key
-    if best is None:
+    among the switches that reach all of them. Callers check connectivity first.
+
+    One breadth-first search from all members at once: each switch holds the set of
+    members whose search has reached it (a bit per member in an int), and each level a
+    switch takes its neighbours' sets. A member newly in the set at level L is at
+    distance L; the set is full at the switch's largest distance. (A search per member
+    costs members x links: 648 x 58,000 on the 11,664-host tree.)"""
+    members = sorted(member_switches)
+    full = (1 << len(members)) - 1
+    reach = {g: 0 for g in adj}
+    for k, m in enumerate(members):
+        reach[m] |= 1 << k
+    total = dict.fromkeys(adj, 0)
+    far = {g: 0 for g in adj if reach[g] == full}
+    level = 0
+    while True:
+        level += 1
+        grown = {}
+        for g, ports in adj.items():
+            r = reach[g]
+            if r == full:
+                continue
+            got = r
+            for _p, y, _q in ports:
+                got |= reach[y]
+            if got != r:
+                grown[g] = got
+        if not grown:
+            break
+        for g, got in grown.items():
+            total[g] += level * (got & ~reach[g]).bit_count()
+            reach[g] = got
+            if got == full:
+                far[g] = level
+    if not far:
         raise ValueError("no switch reaches every member switch")  # callers check connectivity first
-    return best[2]
+    return min((d, total[g], g) for g, d in far.items())[2]
 
 
 def spanning_tree(adj, root: int, member_switches) -> dict[int, set[int]]:

@@ -93,6 +93,7 @@ from typing import Any
 from mad import codes
 from mad import forwarding as fw
 from mad.attributes import P_KeyTable, PortState, SLtoVLMappingTable
+from smagent import lftwalk
 from smagent.fdb import linear, multicast
 from smagent.fdb.random import read_rft_blocks
 from smagent.fdb.switch import per_switch
@@ -518,38 +519,59 @@ class PlaceOutcomes:
     DLID. ``sources``: place -> the sources entering there; ``owner``: DLID -> its owner;
     ``at``: DLID -> {place: outcome}. A place is (switch GUID, entered on DefaultPort); a
     source or owner ("ca", (guid, port)) or ("sw", switch GUID); an outcome "delivered" or
-    (kind, switch GUID): "loop", "misdelivered" or a dead-end cause, where it happens."""
+    (kind, switch GUID): "loop", "misdelivered" or a dead-end cause, where it happens.
+    ``at`` holds only the places a DLID is not delivered from: every other place of
+    ``sources`` delivers it (`outcome`)."""
     sources: dict
     owner: dict
     at: dict
 
+    def outcome(self, dlid: int, place) -> Any:
+        """The outcome of ``dlid`` from ``place``: "delivered" unless `at` says otherwise."""
+        return self.at.get(dlid, {}).get(place, "delivered")
+
     def pairs(self) -> dict:
         """{(source, DLID): outcome} for every pair `check` counts (a source never to its own LID)."""
         res = {}
-        for dlid, at in self.at.items():
-            own = self.owner[dlid]
-            for place, o in at.items():
-                for src in self.sources[place]:
+        for dlid, own in self.owner.items():
+            at = self.at.get(dlid, {})
+            for place, srcs in self.sources.items():
+                o = at.get(place, "delivered")
+                for src in srcs:
                     if src != own:
                         res[(src, dlid)] = o
         return res
 
 
-def _per_dlid(net: _Net):
-    """(DLID, its owner, the decision at every place, every place's outcome), DLID by DLID:
-    the one walk `check`, `place_outcomes` and `outcomes` share."""
-    for dlid in sorted(net.owner):
+def _failing(net: _Net, deps: dict | None = None):
+    """(DLID, its owner, {source place: outcome} of the places sources enter that it is
+    not delivered from), DLID by DLID: the one walk `check`, `place_outcomes` and
+    `outcomes` share. With ``deps``, the channel dependencies of the routes from where CA
+    ports send are added (`_add_deps`). A fabric of LFT switches is walked for many DLIDs
+    at once (`smagent.lftwalk`, the same outcomes), any other DLID by DLID."""
+    sending = [place for place, srcs in net.sources.items() if any(s[0] == "ca" for s in srcs)]
+
+    def one(dlid: int, deps: dict | None) -> dict:
         steps = _steps_for(net, dlid)
-        yield dlid, net.owner[dlid], steps, _resolve(steps)
+        out = _resolve(steps)
+        if deps is not None:
+            _add_deps(sending, steps, dlid, deps)
+        return {p: out[p] for p in net.sources if out[p] != DELIVERED}
+
+    walker = lftwalk.Walker.of(net)
+    if walker is not None:
+        yield from walker.failing(_step, one, [p >> 1 for p in sending], deps)
+        return
+    for dlid in sorted(net.owner):
+        yield dlid, net.owner[dlid], one(dlid, deps)
 
 
-def _keep(net: _Net, keep: PlaceOutcomes, dlid: int, own, out: dict) -> None:
+def _keep(net: _Net, keep: PlaceOutcomes, dlid: int, own, failing: dict) -> None:
     """One DLID's outcomes at the places sources enter, in `PlaceOutcomes` terms."""
     def name(x):
         return ("sw", net.st[x[1]].guid) if x[0] == "sw" else x
     keep.owner[dlid] = name(own)
-    keep.at[dlid] = {(net.st[p >> 1].guid, bool(p & 1)): "delivered" if out[p] == DELIVERED
-                     else (out[p][0], net.st[out[p][1]].guid) for p in net.sources}
+    keep.at[dlid] = {(net.st[p >> 1].guid, bool(p & 1)): (o[0], net.st[o[1]].guid) for p, o in failing.items()}
 
 
 def _place_sources(net: _Net) -> dict:
@@ -563,8 +585,8 @@ def place_outcomes(snap: Snapshot) -> PlaceOutcomes:
     net = _Net.of(snap)
     _check_lids_and_sources(net, _Defects(0))
     keep = PlaceOutcomes(_place_sources(net), {}, {})
-    for dlid, own, _steps, out in _per_dlid(net):
-        _keep(net, keep, dlid, own, out)
+    for dlid, own, failing in _failing(net):
+        _keep(net, keep, dlid, own, failing)
     return keep
 
 
@@ -581,22 +603,19 @@ def _check_unicast(net: _Net, D: _Defects, keep: PlaceOutcomes | None = None) ->
     seen: set = set()
     deps: dict[int, dict[int, int]] = {}  # channel -> {channel: first DLID}
     entry = {src: place for place, srcs in net.sources.items() for src in srcs}  # where each source enters
-    sending = [place for place, srcs in net.sources.items() if any(s[0] == "ca" for s in srcs)]
-    for dlid, own, steps, out in _per_dlid(net):
+    everyone = sum(len(srcs) for srcs in net.sources.values())
+    for dlid, own, failing in _failing(net, deps):
         if keep is not None:
-            _keep(net, keep, dlid, own, out)
+            _keep(net, keep, dlid, own, failing)
         own_place = entry.get(own)
-        for place, srcs in net.sources.items():
-            n = len(srcs) if place != own_place else len(srcs) - srcs.count(own)
-            pairs += n
-            res = out[place]
-            if res == DELIVERED or not n:
+        pairs += everyone - (net.sources[own_place].count(own) if own_place is not None else 0)
+        for place, res in failing.items():
+            srcs = [s for s in net.sources[place] if s != own]
+            if not srcs:
                 continue
-            srcs = [s for s in srcs if s != own]
             bad += len(srcs)
             by_cause[res[0]] = by_cause.get(res[0], 0) + len(srcs)
             _report_stop(net, D, dlid, res, srcs, seen)
-        _add_deps(sending, steps, dlid, deps)
     if bad:
         D.d["unreachable"]["by_cause"] = dict(sorted(by_cause.items(), key=lambda kv: -kv[1]))
     return {"pairs": pairs, "bad": bad, "deps": deps}

@@ -438,3 +438,10 @@ def _encodable(text):
 def test_status_error_bits_are_status_ok(word):
     from mad.header import STATUS_ERROR_BITS, Status
     assert Status.from_word(word).ok == (not word & STATUS_ERROR_BITS)
+
+
+@given(st.binary(min_size=64, max_size=64))
+def test_lft_block_bytes_are_its_ports(raw):
+    """fdb.linear sends and reads LFT blocks as raw bytes: the layout must agree."""
+    value = A.LinearForwardingTable(ports=list(raw))
+    assert value.encode() == raw and A.LinearForwardingTable.decode(raw) == value

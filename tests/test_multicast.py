@@ -345,3 +345,26 @@ def test_switch_guid_member_is_its_port_0(tmp_path):
     assert small.mft[2] == 1 << 0 | 1 << 1  # port 0 and the link to Big
     tr = trace(sim, ("H17", 1), 0xC002, multicast=True)
     assert tr.delivered and tr.dest == frozenset({("Small", 0)})
+
+
+def _root_by_searches(adj, members):
+    """choose_root's rule the plain way: one breadth-first search per member switch."""
+    dists = [multicast._bfs(adj, m) for m in sorted(members)]
+    keys = [(max(d[g] for d in dists), sum(d[g] for d in dists), g)
+            for g in adj if all(g in d for d in dists)]
+    return min(keys)[2]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_choose_root_equals_one_search_per_member(seed):
+    import random
+    rng = random.Random(seed)
+    n = rng.randint(1, 40)
+    adj = {g: [] for g in range(1, n + 1)}
+    for g in range(2, n + 1):  # connected: a random tree plus extra links
+        for h in [rng.randint(1, g - 1)] + [rng.randint(1, n) for _ in range(rng.randint(0, 2))]:
+            if h != g:
+                adj[g].append((len(adj[g]) + 1, h, len(adj[h]) + 1))
+                adj[h].append((len(adj[h]) + 1, g, len(adj[g])))
+    members = set(rng.sample(sorted(adj), rng.randint(1, n)))
+    assert multicast.choose_root(adj, members) == _root_by_searches(adj, members)

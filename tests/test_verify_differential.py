@@ -9,6 +9,10 @@ the tables it read must equal what `trace` makes of a packet: delivered, or the 
 kind of failure at the same switch. The set of pairs is derived from the simulator, not
 from verify, so a source or LID verify forgets fails the test too.
 
+Half the cases have LFT switches only: verify walks those for many DLIDs at once
+(`smagent.lftwalk`, numpy), the other half DLID by DLID; `test_bulk_walk_equals_the_reference`
+also checks the two walks give the same report (defects, examples, credit loops).
+
 `test_an_injected_bug_is_caught` proves the comparison can fail: it breaks one RFT rule
 in verify or in the simulator (no discard on DefaultPort ingress; BaseLID ranges without
 clearing the low LMC bits) and expects disagreements.
@@ -29,9 +33,9 @@ CASES = 40
 PORTS = 8
 
 
-def random_fabric(rng: random.Random) -> Fabric:
+def random_fabric(rng: random.Random, rft: float = 0.5) -> Fabric:
     """2..6 switches of 8 ports on a random spanning tree plus a few extra links, 0..3
-    hosts each (at least 2, the first the SM's), about half the switches RFT-only."""
+    hosts each (at least 2, the first the SM's), each switch RFT-only with chance ``rft``."""
     f = Fabric()
     n_sw = rng.randint(2, 6)
     hosts = [rng.randint(0, 3) for _ in range(n_sw)]
@@ -44,7 +48,7 @@ def random_fabric(rng: random.Random) -> Fabric:
         f.add_node(name=f"S{i}", node_type=SWITCH, num_ports=PORTS)
         free[i] = list(range(1, PORTS + 1))
         rng.shuffle(free[i])
-        if rng.random() < 0.5:
+        if rng.random() < rft:
             f.node(f"S{i}").caps.update(linear_fdb_cap=0, random_fdb_cap=rng.choice([32, 48, 64]),
                                         lids_per_port=0)
     for i in range(1, n_sw):
@@ -180,14 +184,15 @@ def compare(t) -> tuple[int, list]:
 
 
 def swept(seed: int):
+    """Seeds from CASES on: LFT switches only (the bulk walk)."""
     rng = random.Random(seed)
-    t = SimTransport(topology=random_fabric(rng))
+    t = SimTransport(topology=random_fabric(rng, rft=0.5 if seed < CASES else 0.0))
     r = sweep.sweep(t, sweep.SweepOptions(lmc=rng.choice([0, 0, 1])))
     assert r.problems == [], r.problems
     return t, rng
 
 
-@pytest.mark.parametrize("seed", range(CASES))
+@pytest.mark.parametrize("seed", range(2 * CASES))
 def test_verify_agrees_with_the_data_plane(seed):
     t, rng = swept(seed)
     n, bad = compare(t)
@@ -198,6 +203,51 @@ def test_verify_agrees_with_the_data_plane(seed):
         done = damage(t.sim, rng)
         n, bad = compare(t)
         assert n and not bad, (done, bad[:5])
+
+
+def _report(snap):
+    rep = verify.check(snap, 50)
+    summary = {k: v for k, v in rep.summary.items() if not k.endswith("seconds")}
+    return summary, rep.defects, rep.texts
+
+
+@pytest.mark.parametrize("seed", range(CASES, 2 * CASES))
+def test_bulk_walk_equals_the_reference(seed, monkeypatch):
+    """On LFT-only fabrics, damaged or not, the bulk walk (`lftwalk`) and verify's own
+    DLID-by-DLID walk give the same report, examples and credit loops included."""
+    from smagent import lftwalk
+    t, rng = swept(seed)
+    if seed % 2:
+        damage(t.sim, rng)
+    snap = verify.collect(t, mcast=False)
+    net = verify._Net.of(snap)
+    verify._check_lids_and_sources(net, verify._Defects(0))
+    assert lftwalk.Walker.of(net) is not None  # the bulk walk is the one under test
+    bulk = _report(snap)
+    monkeypatch.setattr(lftwalk.Walker, "of", classmethod(lambda cls, net: None))
+    assert _report(snap) == bulk
+
+
+def test_bulk_walk_falls_back_on_loops(monkeypatch):
+    """A loop sends its DLID to verify's own walk, which names the cycle."""
+    from smagent import lftwalk
+    calls = []
+    real = lftwalk.Walker.failing
+
+    def spy(self, step, fallback, sending, deps):
+        def fb(dlid, deps):
+            calls.append(dlid)
+            return fallback(dlid, deps)
+        return real(self, step, fb, sending, deps)
+    monkeypatch.setattr(lftwalk.Walker, "failing", spy)
+    t, _rng = swept(CASES + 1)
+    sw = next(n for n in t.sim.switches() if any(p and p[0].is_switch for p in n.peers[1:]))
+    peer_port = next(q for q, p in enumerate(sw.peers) if q and p is not None and p[0].is_switch)
+    other, back = sw.peers[peer_port][0], sw.peers[peer_port][1]
+    lid = next(n.lid_range(1)[0] for n in t.sim if not n.is_switch)
+    sw.lft[lid], other.lft[lid] = peer_port, back  # LID bounces between the two
+    rep = verify.check(verify.collect(t, mcast=False))
+    assert calls == [lid] and "loop" in rep.defects, (calls, rep.defects.keys())
 
 
 def test_damage_makes_defects():

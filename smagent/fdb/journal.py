@@ -6,8 +6,11 @@ P_Key, with ``block`` their AttributeModifier, ``port`` the CA port their path l
 (0 on a switch) and, for a switch's SL2VL pairs written unread with a representative,
 ``also`` their modifiers; each with its table, node GUID (key ``switch``), old and new
 content),
-``written_many(changes)`` those confirmed by their GetResp (one record and one fsync per
-chunk of Sets), ``done()`` the end. The file is JSON lines, flushed and fsynced per
+``written_many(changes)`` those confirmed by their GetResp (one record per table and one
+fsync per chunk of Sets: ``{"event": "written", "table": T, "units": [[switch, block],
+...]}``, an MFT unit with its position and a link table's with its port as a third
+item; a journal of format /1 has one record per unit, and is still read), ``done()``
+the end. The file is JSON lines, flushed and fsynced per
 record, so a crash leaves a readable prefix. `Journal.pending(path)` returns the
 interrupted apply (a `PendingApply`) or None.
 
@@ -34,7 +37,7 @@ from smagent import paths
 from smagent.errors import BadInput
 from smagent.links import TABLES as LINK_TABLES
 
-JOURNAL_FORMAT = "smagent-apply-journal/1"
+JOURNAL_FORMAT = "smagent-apply-journal/2"  # /2: "written" records list their units
 JOURNALS_DIR = "journals"  # finished (and superseded) journals, next to the live one
 _BEGIN_PREFIX = b'{"event":"begin"'  # how `_record` writes a begin record (keys in order)
 _TAIL = 256  # bytes read from the end: more than a done record with its newline
@@ -149,29 +152,29 @@ class Journal:
     def written(self, switch: int, block: int, table: str = "lft", position: int | None = None,
                 port: int | None = None) -> None:
         self._need()
-        self._record(self._written_record(table, switch, block, position, port))
+        item = [f"0x{switch:016x}", block]
+        if table == "mft" or table in LINK_TABLES:
+            item.append(position if table == "mft" else port or 0)
+        self._record({"event": "written", "table": table, "units": [item]})
 
     def written_many(self, units) -> None:
         """Record many confirmed writes with one fsync: change objects, or (switch, block)
-        pairs of LFT blocks. A batch of Sets comes back together, and an fsync per unit
-        costs more than the Sets."""
+        pairs of LFT blocks. A batch of Sets comes back together, and an fsync (and a
+        record) per unit would cost more than the Sets: one record per table."""
         self._need()
-        recs = [self._written_record("lft", *u) if isinstance(u, tuple)
-                else self._written_record(table_of(u), u.switch, u.block, getattr(u, "position", None),
-                                          getattr(u, "port", None))
-                for u in units]
-        self._record(*recs)
-
-    @staticmethod
-    def _written_record(table, switch, block, position=None, port=None) -> dict:
-        rec = {"event": "written", "switch": f"0x{switch:016x}", "block": block}
-        if table != "lft":
-            rec["table"] = table
-        if table == "mft":
-            rec["position"] = position
-        if table in LINK_TABLES:
-            rec["port"] = port or 0
-        return rec
+        by_table: dict[str, list] = {}
+        for u in units:
+            if isinstance(u, tuple):
+                by_table.setdefault("lft", []).append([f"0x{u[0]:016x}", u[1]])
+                continue
+            table = table_of(u)
+            item = [f"0x{u.switch:016x}", u.block]
+            if table == "mft":
+                item.append(u.position)
+            elif table in LINK_TABLES:
+                item.append(getattr(u, "port", 0) or 0)
+            by_table.setdefault(table, []).append(item)
+        self._record(*({"event": "written", "table": t, "units": items} for t, items in by_table.items()))
 
     def done(self) -> None:
         """Record the end and move the journal into ``journals/``: a finished apply leaves
@@ -253,6 +256,18 @@ def _finished(path: Path) -> bool:
     return isinstance(rec, dict) and rec.get("event") == "done"
 
 
+def _written_keys(rec: dict) -> list[tuple]:
+    """The units a "written" record confirms: a list of them (format /2) or one (/1)."""
+    table = rec.get("table", "lft")
+    if table not in TABLES:
+        raise ValueError(table)  # a table this smagent does not know: not its journal
+    if "units" not in rec:
+        return [_key(table, int(rec["switch"], 16), int(rec["block"]), rec.get("position"), rec.get("port"))]
+    third = table == "mft" or table in LINK_TABLES
+    return [_key(table, int(u[0], 16), int(u[1]), u[2] if third else None, u[2] if third else None)
+            for u in rec["units"]]
+
+
 def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
     confirmed: set[tuple[Any, ...]] = set()
     begin, done = None, False
@@ -263,10 +278,7 @@ def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
             rec = json.loads(line)
             ev = rec["event"]
             if ev == "written":
-                table = rec.get("table", "lft")
-                if table not in TABLES:
-                    raise ValueError(table)  # a table this smagent does not know: not its journal
-                key = _key(table, int(rec["switch"], 16), int(rec["block"]), rec.get("position"), rec.get("port"))
+                keys = _written_keys(rec)
         except (ValueError, KeyError, TypeError, AttributeError):
             if n == len(lines):
                 break  # torn tail
@@ -274,7 +286,7 @@ def _read_records(path: Path, lines: list[str]) -> PendingApply | None:
         if ev == "begin":
             begin, confirmed, done = rec, set(), False
         elif ev == "written":
-            confirmed.add(key)
+            confirmed.update(keys)
         elif ev == "done":
             done = True
     if begin is None:

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Sequence
 
 from mad import forwarding as fw
-from mad.attributes import AttrID, LinearForwardingTable
+from mad.attributes import AttrID
 from smagent.fdb import tops as topsmod
 from smagent.fdb.switch import TableFailure, Where, failed_units_lines, interleave, read_units, set_units
 from smagent.transport.base import Transport
@@ -74,12 +74,14 @@ def write_lft_blocks(transport, changes: list[BlockChange]):
     holds, which is our read-back. Returns (written, [problems]). No backup or journal:
     callers go through `smagent.fdb.apply`."""
     written, problems, failed = [], [], []
+    # an LFT block's bytes are its 64 port entries (IBA 14.2.5.10): sent and read back as
+    # they are (tests/test_codec_props.py checks the layout says the same)
     for c, r in set_units(transport, interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
-                          lambda c: fw.lft_modifier(c.block), lambda c: LinearForwardingTable(ports=list(c.new))):
+                          lambda c: fw.lft_modifier(c.block), lambda c: bytes(c.new)):
         if not r.ok:
             failed.append((c.name, str(c.block), r.error))
             continue
-        back = bytes(r.value(LinearForwardingTable).ports)
+        back = r.data
         if back != c.new:
             bad = [c.block * B + i for i in range(B) if back[i] != c.new[i]]
             problems.append(f"{c.name} LFT block {c.block}: read back differs at LIDs {bad[:8]}")

@@ -104,7 +104,7 @@ def read_units(transport: Transport, wanted: Sequence[tuple[Any, ...]], attr_id:
 
 
 def set_units(transport: Transport, order: Sequence[K], attr_id: int, modifier: Callable[[K], int],
-              value: Callable[[K], Attribute]) -> list[tuple[K, Reply]]:
+              value: Callable[[K], Attribute | bytes]) -> list[tuple[K, Reply]]:
     """SubnSet every change of ``order``; (change, reply) pairs. The reply's value is what
     the switch now holds: the caller checks it against what it wrote."""
     reqs = [request(c.path, Method.SET, attr_id, modifier(c), value(c)) for c in order]

@@ -119,6 +119,15 @@ class Reply:
         return self.error is None
 
     @property
+    def data(self) -> bytes:
+        """The response's 64-byte data area as it arrived (raise the error if there is
+        none): for attributes whose bytes are their value (LFT blocks)."""
+        if self.error is not None:
+            raise self.error
+        assert self.raw is not None  # a Reply without error holds its response
+        return self.raw[smpcodec.DATA_SLICE]
+
+    @property
     def response(self) -> AnySmp | None:
         """The decoded response SMP (None if there is none). Decoded when first asked:
         most callers only want the attribute (`value`)."""

@@ -169,4 +169,4 @@ class RetryPolicy:
 
 def distance_class(smp, dlid: int):
     """The class a request's loss is estimated in: its directed-route hop count, or 'lid'."""
-    return len(smp.path) if smp.directed else "lid"
+    return smp.hop_count + 1 if smp.directed else "lid"  # len(smp.path), without building the path
