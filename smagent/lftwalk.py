@@ -81,10 +81,14 @@ class Walker:
         indices) are added, the first (lowest) DLID kept per dependency. ``fallback(dlid,
         deps)`` is verify's own walk, for DLIDs that loop."""
         src_rows = np.array(sorted(p >> 1 for p in self.net.sources), np.int64)
+        found: list = []  # (keys, first DLIDs) of the dependencies, chunk by chunk
         for k in range(0, len(self.dlids), CHUNK):
-            yield from self._chunk(self.dlids[k:k + CHUNK], step, fallback, src_rows, sending, deps)
+            yield from self._chunk(self.dlids[k:k + CHUNK], step, fallback, src_rows, sending,
+                                   found if deps is not None else None, deps)
+        if deps is not None and found:
+            _merge(deps, np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]))
 
-    def _chunk(self, dl: list[int], step, fallback, src_rows, sending, deps):
+    def _chunk(self, dl: list[int], step, fallback, src_rows, sending, found, deps):
         net, S = self.net, self.S
         d = np.array(dl, np.int64)
         cols = np.arange(len(dl))
@@ -94,8 +98,8 @@ class Walker:
         looping = set(np.nonzero((nxt[pos, cols] >= 0).any(axis=0))[0].tolist())
         # how each walk ends: `_step` at (stopping switch, DLID), once per distinct pair
         ends = pos[src_rows] if len(src_rows) else np.zeros((0, len(dl)), np.int64)
-        if deps is not None:
-            self._deps(nxt, port, d, sending, looping, deps)
+        if found is not None:
+            found.append(self._deps(nxt, port, d, sending, looping))
         lo = ends.min(axis=0).tolist() if len(src_rows) else [0] * len(dl)
         hi = ends.max(axis=0).tolist() if len(src_rows) else [0] * len(dl)
         rows = src_rows.tolist()
@@ -121,10 +125,11 @@ class Walker:
                 hit = np.nonzero(np.isin(col, list(res)))[0].tolist()
                 yield dlid, own, {2 * rows[k]: res[int(col[k])] for k in hit}
 
-    def _deps(self, nxt, port, d, sending: list[int], looping: set, deps: dict) -> None:
+    def _deps(self, nxt, port, d, sending: list[int], looping: set):
         """Channel dependencies along the walks from ``sending``: (switch, exit port) ->
-        (next switch, its exit port), where both forward; looping DLIDs are left to the
-        fallback (it adds theirs)."""
+        (next switch, its exit port), where both forward, as (keys, DLIDs) arrays (a key:
+        the two channels, `_merge` splits it); looping DLIDs are left to the fallback (it
+        adds theirs)."""
         S, C = nxt.shape
         cols = np.arange(C)
         hot = np.zeros((S, C), bool)
@@ -147,15 +152,33 @@ class Walker:
         i, c, j = i[both], c[both], j[both]
         a = (i << 8) | port[i, c]
         b = (j << 8) | port[j, c]
-        key = (a << 24) | b
-        order = np.lexsort((d[c], key))
-        key, first = key[order], d[c][order]
-        keep = np.ones(len(key), bool)
-        keep[1:] = key[1:] != key[:-1]
-        for kk, x in zip(key[keep].tolist(), first[keep].tolist()):
-            a_, b_ = kk >> 24, kk & 0xFFFFFF
-            have = deps.get(a_)
-            if have is None:
-                deps[a_] = {b_: x}
-            elif b_ not in have or have[b_] > x:
-                have[b_] = x
+        return _first((a << 24) | b, d[c])
+
+
+def _first(key, dlid):
+    """Each key once, with its lowest DLID."""
+    order = np.lexsort((dlid, key))
+    key, dlid = key[order], dlid[order]
+    keep = np.ones(len(key), bool)
+    keep[1:] = key[1:] != key[:-1]
+    return key[keep], dlid[keep]
+
+
+def _merge(deps: dict, key, dlid) -> None:
+    """Add the (keys, DLIDs) of `Walker._deps` to ``deps`` ({channel: {channel: first
+    DLID}}, as `verify._add_deps` builds it), keeping the lowest DLID of each."""
+    key, dlid = _first(key, dlid)
+    a = key >> 24
+    cuts = np.nonzero(a[1:] != a[:-1])[0] + 1
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), len(a)]
+    bs, ds, heads = (key & 0xFFFFFF).tolist(), dlid.tolist(), a[starts].tolist() if len(a) else []
+    for head, lo, hi in zip(heads, starts, ends):
+        new = dict(zip(bs[lo:hi], ds[lo:hi]))
+        have = deps.get(head)
+        if have is None:
+            deps[head] = new
+            continue
+        for b, x in new.items():  # a looping DLID's walk (the fallback) added some already
+            if b not in have or have[b] > x:
+                have[b] = x

@@ -93,13 +93,15 @@ from typing import Any
 from mad import codes
 from mad import forwarding as fw
 from mad.attributes import P_KeyTable, PortState, SLtoVLMappingTable
-from smagent import lftwalk
 from smagent.fdb import linear, multicast
 from smagent.fdb.random import read_rft_blocks
 from smagent.fdb.switch import per_switch
 from smagent.transport.base import Transport
 
 EXAMPLES = 5
+# switches x DLIDs from which LFT-only fabrics are walked in bulk (`_failing`): below it
+# the DLID-by-DLID walk is done before numpy is imported (648 hosts: 54 x 702 = 37,908)
+BULK_MIN = 100_000
 WARNINGS = frozenset({"degraded_link", "link_below_capability"})  # listed; not defects
 
 # why a packet stops (dead_end causes)
@@ -548,7 +550,8 @@ def _failing(net: _Net, deps: dict | None = None):
     not delivered from), DLID by DLID: the one walk `check`, `place_outcomes` and
     `outcomes` share. With ``deps``, the channel dependencies of the routes from where CA
     ports send are added (`_add_deps`). A fabric of LFT switches is walked for many DLIDs
-    at once (`smagent.lftwalk`, the same outcomes), any other DLID by DLID."""
+    at once (`smagent.lftwalk`, the same outcomes) when it is large enough to pay for
+    numpy (`BULK_MIN`), any other DLID by DLID."""
     sending = [place for place, srcs in net.sources.items() if any(s[0] == "ca" for s in srcs)]
 
     def one(dlid: int, deps: dict | None) -> dict:
@@ -558,7 +561,10 @@ def _failing(net: _Net, deps: dict | None = None):
             _add_deps(sending, steps, dlid, deps)
         return {p: out[p] for p in net.sources if out[p] != DELIVERED}
 
-    walker = lftwalk.Walker.of(net)
+    walker = None
+    if len(net.st) * len(net.owner) >= BULK_MIN:
+        from smagent import lftwalk  # numpy: imported where it pays (its import alone is ~0.1 s)
+        walker = lftwalk.Walker.of(net)
     if walker is not None:
         yield from walker.failing(_step, one, [p >> 1 for p in sending], deps)
         return
