@@ -57,7 +57,7 @@ from smagent.transport.base import Reply, Request, Transport
 if TYPE_CHECKING:
     from smagent.desired import DesiredState, Resolved
 
-JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
+JOURNAL_CHUNK = fdbapply.JOURNAL_CHUNK  # LFT blocks between two journal records (tests lower it)
 REPAIR_PASSES = 4  # passes after the first over what did not finish, on a lossy fabric
 LIFE_TIME_VALUE = 18  # what OpenSM programs (packet lifetime 2^18 * 4.096 us)
 CAP_IS_MCAST_FDB_TOP = 1 << 30  # PortInfo.CapabilityMask: IsMulticastFDBTopSupported

@@ -272,7 +272,7 @@ def test_apply_keeps_last_n_and_an_interrupted_applys_backup(tmp_path, monkeypat
 
     class T:  # every change carries its old content: nothing is read
         pass
-    monkeypatch.setattr(linear, "write_lft_blocks", lambda t, cs: (list(cs), []))
+    monkeypatch.setattr(linear, "write_lft_blocks", lambda t, cs, **_: (list(cs), []))
     state, keep = tmp_path / "state", 3
 
     def run(block, finish=True):

@@ -33,7 +33,7 @@ from smagent.fdb.journal import Journal, JournalError
 from smagent.fdb.plan import Plan  # noqa: F401 - also the name callers use (fdb.apply.Plan)
 from smagent.fdb.switch import interleave
 
-JOURNAL_CHUNK = 256  # LFT blocks written between two journal records
+JOURNAL_CHUNK = 1024  # LFT blocks written between two journal records (and fsyncs)
 
 
 class Apply:
@@ -81,7 +81,7 @@ class Apply:
         problems = []
         with self._closing_on_error():
             for i in range(0, len(order), self.chunk):
-                written, p = linear.write_lft_blocks(self.t, order[i:i + self.chunk])
+                written, p = linear.write_lft_blocks(self.t, order[i:i + self.chunk], ordered=True)
                 problems += p
                 self.lft_written += len(written)
                 self.written["lft"] += written

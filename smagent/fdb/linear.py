@@ -69,14 +69,14 @@ def read_all(transport, switches) -> dict[int, bytes]:
     return {n.guid: b"".join(got[(n.guid, b)] for b in range(top(n) // B + 1)) for n in switches}
 
 
-def write_lft_blocks(transport, changes: list[BlockChange]):
-    """SubnSet every changed block; the GetResp of a Set carries what the switch now
-    holds, which is our read-back. Returns (written, [problems]). No backup or journal:
-    callers go through `smagent.fdb.apply`."""
+def write_lft_blocks(transport, changes: list[BlockChange], *, ordered: bool = False):
+    """SubnSet every changed block (``ordered``: already in `interleave` order); the
+    GetResp of a Set carries what the switch now holds, which is our read-back. Returns
+    (written, [problems]). No backup or journal: callers go through `smagent.fdb.apply`."""
     written, problems, failed = [], [], []
     # an LFT block's bytes are its 64 port entries (IBA 14.2.5.10): sent and read back as
     # they are (tests/test_codec_props.py checks the layout says the same)
-    for c, r in set_units(transport, interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
+    for c, r in set_units(transport, changes if ordered else interleave(changes), AttrID.LINEAR_FORWARDING_TABLE,
                           lambda c: fw.lft_modifier(c.block), lambda c: bytes(c.new)):
         if not r.ok:
             failed.append((c.name, str(c.block), r.error))
