@@ -23,6 +23,7 @@ from smagent.errors import (  # noqa: F401 - the documented codes, importable fr
 
 
 GC_THRESHOLD = 20000  # allocations between two young-generation collections (Python's default: 700)
+ONE_SHOT_WITHOUT_GC = frozenset({"sweep", "plan", "apply", "verify", "discover"})  # see `main`
 
 # command name -> (module in smagent.commands, attribute): imported on first use
 COMMANDS = {
@@ -33,6 +34,13 @@ COMMANDS = {
     "mft": ("tables_cmd", "mft"), "rft": ("rft_cmd", "rft_group"), "verify": ("verify_cmd", "verify"),
     "report": ("report_cmd", "report"), "run": ("run_cmd", "run"), "status": ("status_cmd", "status"),
 }
+
+
+def _restore_gc(enabled: bool, threshold: tuple) -> None:
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+    if enabled:
+        gc.enable()
 
 
 class LazyGroup(SmagentGroup):
@@ -77,10 +85,19 @@ def main(ctx, debug, verbose, **opts):
     """smagent: discover, route and program an InfiniBand subnet over SMPs."""
     # A sweep allocates a few objects per SMP and frees almost all of them by reference
     # counting; the cyclic collector, run every 700 allocations by default, would spend
-    # about a tenth of a sweep's CPU walking the modules and the topology. Collect less
-    # often, and never over what start-up imported (it lives as long as the process).
+    # about a tenth of a sweep's CPU walking the modules and the topology (its full
+    # passes grow with the fabric: 11,664 hosts, several seconds). Never over what
+    # start-up imported (it lives as long as the process); a one-shot command runs
+    # without it (its few cycles die with the process); the daemon (`run`) collects,
+    # less often.
+    # (Restored when the command ends: a caller may run `main` in its own process.)
+    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
     gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    if ctx.invoked_subcommand in ONE_SHOT_WITHOUT_GC:
+        gc.disable()
+    else:
+        gc.set_threshold(GC_THRESHOLD, *threshold[1:])
+    ctx.call_on_close(lambda: _restore_gc(was_enabled, threshold))
     ctx.obj = Context(**opts)
     ctx.call_on_close(ctx.obj.close)
     ctx.call_on_close(log_to_stderr(verbose))

@@ -5,9 +5,10 @@ import subprocess
 import sys
 
 import click
+from click.testing import CliRunner
 import pytest
 
-from smagent.cli import EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_OK, main
+from smagent.cli import COMMANDS, EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_OK, main
 
 
 def _commands(cmd=main, path=()):
@@ -62,3 +63,26 @@ def test_bad_routing_is_refused_before_any_smp(live_cli, tmp_path, spec, needle)
     r = live_cli("--record", str(cap), "sweep", "--routing", spec)
     assert r.returncode == EXIT_BAD_INPUT and needle in r.stderr
     assert not cap.exists() or cap.stat().st_size == 0
+
+
+@pytest.mark.parametrize("args", [["discover"], ["decode", "--help"], ["sweep", "--dry-run"]])
+def test_collector_settings_restored_after_a_command(args):
+    """The CLI runs one-shot commands without the cyclic collector (smagent.cli.main):
+    whoever runs `main` in its own process gets its collector back as it was."""
+    import gc
+    from click.testing import CliRunner
+    before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code in (0, 1), r.output
+    assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_commands_load_lazily():
+    """A command imports its own module, not the others' (start-up time); help lists all."""
+    code = ("import sys, smagent.cli as c; from click.testing import CliRunner; "
+            "r = CliRunner().invoke(c.main, ['decode', '--help']); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in sys.modules if m.startswith('smagent.commands.') and m != 'smagent.commands.common'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['smagent.commands.decode_cmd']", out
+    r = CliRunner().invoke(main, ["--help"])
+    assert r.exit_code == 0 and all(name in r.output for name in COMMANDS), r.output
