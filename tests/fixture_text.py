@@ -20,6 +20,7 @@ def normalize(args: list[str], stdout: str) -> str:
         doc.pop("seconds", None)
         for ph in doc.get("phases", {}).values():
             ph.pop("seconds", None)
+            ph.pop("cpu_seconds", None)
         return json.dumps(doc, indent=2) + "\n"
     if "sweep" in args:
         return _TIMING.sub("; <seconds> s", stdout)
