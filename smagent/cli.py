@@ -69,7 +69,7 @@ class LazyGroup(SmagentGroup):
               help="Write every SMP sent and received to this capture (ERF, opens in Wireshark).")
 @click.option("--window", type=click.IntRange(1, 256), default=32, show_default=True,
               help="SMPs in flight at most: the transport starts at 8 and widens while every SMP is answered, "
-                   "halving on a timeout or busy answer.")
+                   "halving on a timeout or busy answer (not below 8).")
 @click.option("--timeout", type=click.IntRange(1, 60000), default=200, show_default=True, help="Per-SMP timeout, ms.")
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True, help="Retries per SMP.")
 @click.option("--mkey", default="0", callback=int_arg,

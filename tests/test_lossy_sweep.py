@@ -220,3 +220,34 @@ def test_a_table_read_that_failed_is_a_note_once_its_write_is_confirmed():
     assert r.problems == [], r.problems
     assert sum("not in the backup" in n for n in r.notes) == len(fab.switches()), r.notes
     assert len(r.lft_changes) == len(fab.switches())  # written (unread blocks cannot be trusted)
+
+
+def _max_in_flight(t, reqs) -> int:
+    """The most SMPs the transport had in flight at once during one batch."""
+    from smagent.transport import base
+    seen = [0]
+    real = base.Transport._post
+
+    def post(self, req, inflight, *a):
+        real(self, req, inflight, *a)
+        seen[0] = max(seen[0], len(inflight))
+    base.Transport._post = post
+    try:
+        t.execute(reqs)
+    finally:
+        base.Transport._post = real
+    return seen[0]
+
+
+def test_window_widens_on_a_clean_fabric_and_narrows_not_below_the_start():
+    from smagent.transport.base import DEFAULT_WINDOW, START_WINDOW
+
+    def batch(n=400):
+        return [Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0, 1))) for _ in range(n)]
+    clean = SimTransport(topogen.fat_tree_2(4))
+    assert clean.window == DEFAULT_WINDOW == 32 and START_WINDOW == 8
+    assert _max_in_flight(clean, batch()) == DEFAULT_WINDOW  # started at 8, doubled to the cap
+    lossy = SimTransport(topogen.fat_tree_2(4), drop_rate=0.5, seed=1)
+    assert _max_in_flight(lossy, batch()) <= 16 and lossy._cwnd == START_WINDOW  # halved, floored
+    small = SimTransport(topogen.fat_tree_2(4), window=3)
+    assert _max_in_flight(small, batch()) == 3  # --window below the start is obeyed
