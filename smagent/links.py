@@ -366,8 +366,10 @@ class TableChange:
     def get(self) -> Request:
         return Request(smpcodec.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier))
 
-    def request(self) -> Request:
-        return Request(smpcodec.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier, self.new))
+    def request(self, data: bytes | None = None) -> Request:
+        """The Set; ``data``: ``self.new`` already encoded (many changes share one table)."""
+        return Request(smpcodec.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier,
+                                   self.new if data is None else data))
 
 
 LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable
@@ -702,7 +704,14 @@ def write(transport, changes: list[TableChange], written: list | None = None,
     changes confirmed are appended to ``written``; ``failed`` collects the GUIDs of
     nodes a Set got no answer from."""
     problems = []
-    for c, rep in zip(changes, transport.execute([c.request() for c in changes])):
+    encoded: dict[int, bytes] = {}  # id(new) -> its bytes: a switch's SL2VL pairs share one table
+    reqs = []
+    for c in changes:
+        data = encoded.get(id(c.new))
+        if data is None:
+            data = encoded[id(c.new)] = c.new.encode()
+        reqs.append(c.request(data))
+    for c, rep in zip(changes, transport.execute(reqs)):
         if not rep.ok:
             problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
             if failed is not None and isinstance(rep.error, SmpTimeout):
