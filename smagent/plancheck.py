@@ -111,8 +111,8 @@ def _planned_topology(r):
             fields.update(lid=c.lid, lmc=0 if n.is_switch else r.lid_plan.lmc)
         if c.arm:
             fields["port_state"] = PortState.ACTIVE
-        fields.update({k: v for k, v in c.link.items() if hasattr(pi, k)})
-        n.ports[c.port] = pi.LAYOUT.replace(pi, **fields)
+        if fields:  # link fields left out: the check is of routes (see `_snapshot`)
+            n.ports[c.port] = pi.LAYOUT.replace(pi, **fields)
     for c in r.switch_changes:
         nodes[c.switch].switch_info = c.new
     return dataclasses.replace(topo, nodes=nodes)

@@ -4,7 +4,7 @@ plans of `lft load` (a whole dump) and `lft set` (one entry)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID
@@ -19,6 +19,7 @@ B = fw.LFT_BLOCK_SIZE
 @dataclasses.dataclass
 class BlockChange:
     """One LFT block Set: the 64 ports as read (``old``) and as written (``new``)."""
+    TABLE: ClassVar[str] = "lft"  # what `fdb.journal.table_of` names it
     switch: int  # node GUID
     name: str  # node description, for people
     path: Where  # DR path tuple, or a Target

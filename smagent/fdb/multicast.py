@@ -5,7 +5,7 @@ Groups and their spanning trees are `smagent.multicast`."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, MulticastForwardingTable
@@ -20,6 +20,7 @@ def _ports_str(ports) -> str:
 @dataclasses.dataclass
 class MftChange:
     """One (block, position) of a switch's MFT: its 32 PortMasks as read and as wanted."""
+    TABLE: ClassVar[str] = "mft"  # what `fdb.journal.table_of` names it
     switch: int
     name: str
     path: Where  # DR path tuple, or a Target

@@ -33,7 +33,7 @@ A routing engine's answer (LID -> exit port) becomes entries like this:
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from mad import forwarding as fw
 from mad.attributes import AttrID, RandomForwardingTable
@@ -168,6 +168,7 @@ def changes(plan: RftPlan, path, current: list[int], si) -> list["RftChange"]:
 @dataclasses.dataclass
 class RftChange:
     """One RFT block Set: 16 packed entries as read (``old``) and as written (``new``)."""
+    TABLE: ClassVar[str] = "rft"  # what `fdb.journal.table_of` names it
     switch: int
     name: str
     path: Where  # DR path tuple, or a Target
