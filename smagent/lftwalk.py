@@ -6,7 +6,7 @@ the 11,664-host tree. On a fabric whose switches all hold linear tables (no RFT)
 every decision is "forward out of port e to the switch behind it", and which switch that
 is depends only on (switch, LFT entry). This module follows those forwards for a chunk
 of DLIDs and every starting switch at once, as array lookups, and leaves every other
-decision to `verify._step` (the rules stay in one place): where a walk stops, `_step`
+decision to verify (the rules stay in one place): where a walk stops, verify's ``stop``
 says how (delivered, a dead end, a misdelivery), once per (stopping switch, DLID).
 
 A walk still moving after S hops (S switches) is a loop: its DLID goes back to verify's
@@ -21,7 +21,6 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 CHUNK = 1024  # DLIDs per batch: S x CHUNK arrays (1,620 switches: a few MB each)
-DELIVERED = 0  # verify.DELIVERED
 
 
 def _ends(nxt, cols):
@@ -41,8 +40,9 @@ def _ends(nxt, cols):
 
 
 class Walker:
-    """The forwards of every LFT switch: ``nxt(d0, d1)`` is the (switch, DLID) -> next
-    switch array (-1: the walk stops there), ``port`` the LFT entries."""
+    """The forwards of every LFT switch: ``lft`` holds each switch's entry per DLID (255
+    where verify's fast rule does not apply: `verify._Net._fast_hops`), ``to`` the switch
+    behind each (switch, port) (-1: none); a chunk's next-switch array comes from both."""
 
     def __init__(self, net: Any):
         self.net = net
@@ -73,22 +73,24 @@ class Walker:
             return None
         return cls(net)
 
-    def failing(self, step: Callable, fallback: Callable, sending: list[int], deps: dict | None
+    def failing(self, stop: Callable, fallback: Callable, sending: list[int], deps: dict | None
                 ) -> Iterator[tuple[int, Any, dict]]:
         """(DLID, its owner, {source place: outcome} where it is not delivered) for every
-        DLID in order: what `verify._resolve` gives at the places sources enter. With
+        DLID in order: what `verify._resolve` gives at the places sources enter.
+        ``stop(switch, dlid)``: the outcome of a walk that stops at that switch (None:
+        delivered). With
         ``deps`` the channel dependencies of the routes from ``sending`` (switch
         indices) are added, the first (lowest) DLID kept per dependency. ``fallback(dlid,
         deps)`` is verify's own walk, for DLIDs that loop."""
         src_rows = np.array(sorted(p >> 1 for p in self.net.sources), np.int64)
         found: list = []  # (keys, first DLIDs) of the dependencies, chunk by chunk
         for k in range(0, len(self.dlids), CHUNK):
-            yield from self._chunk(self.dlids[k:k + CHUNK], step, fallback, src_rows, sending,
+            yield from self._chunk(self.dlids[k:k + CHUNK], stop, fallback, src_rows, sending,
                                    found if deps is not None else None, deps)
         if deps is not None and found:
             _merge(deps, np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]))
 
-    def _chunk(self, dl: list[int], step, fallback, src_rows, sending, found, deps):
+    def _chunk(self, dl: list[int], stop, fallback, src_rows, sending, found, deps):
         net, S = self.net, self.S
         d = np.array(dl, np.int64)
         cols = np.arange(len(dl))
@@ -96,7 +98,7 @@ class Walker:
         nxt = np.take_along_axis(self.to, port.astype(np.int64), axis=1)  # S x C: next switch or -1
         pos = _ends(nxt, cols)
         looping = set(np.nonzero((nxt[pos, cols] >= 0).any(axis=0))[0].tolist())
-        # how each walk ends: `_step` at (stopping switch, DLID), once per distinct pair
+        # how each walk ends: ``stop`` at (stopping switch, DLID), once per distinct pair
         ends = pos[src_rows] if len(src_rows) else np.zeros((0, len(dl)), np.int64)
         if found is not None:
             found.append(self._deps(nxt, port, d, sending, looping))
@@ -108,13 +110,13 @@ class Walker:
             if c in looping:
                 yield dlid, own, fallback(dlid, deps)
                 continue
-            # usually every walk ends at one switch (the destination's): one `_step`
+            # usually every walk ends at one switch (the destination's): one ``stop``
             stops = [lo[c]] if lo[c] == hi[c] else np.unique(ends[:, c]).tolist()
             res = {}
             for t in stops:
-                stp = step(net, 2 * t, dlid)
-                if stp != DELIVERED:
-                    res[t] = (stp[0], t, stp[1])
+                o = stop(t, dlid)
+                if o is not None:
+                    res[t] = o
             if not res:
                 yield dlid, own, {}
             elif len(stops) == 1:

@@ -485,7 +485,7 @@ def _resolve(steps: dict) -> dict:
                 break
             stp = steps[cur]
             if stp.__class__ is int or stp[0].__class__ is str:  # `_stops`, inlined (hot)
-                res = DELIVERED if stp == DELIVERED else (stp[0], cur >> 1, stp[1])
+                res = _outcome(stp, cur >> 1)
                 break
             pos[cur] = len(path)
             path.append(cur)
@@ -494,6 +494,11 @@ def _resolve(steps: dict) -> dict:
             out[x] = res
         out.setdefault(p0, res)
     return out
+
+
+def _outcome(stp, i: int):
+    """A walk's outcome where it stops, at switch i: DELIVERED or (kind, i, detail)."""
+    return DELIVERED if stp == DELIVERED else (stp[0], i, stp[1])
 
 
 def _steps_for(net: _Net, dlid: int) -> dict:
@@ -566,7 +571,10 @@ def _failing(net: _Net, deps: dict | None = None):
         from smagent import lftwalk  # numpy: imported where it pays (its import alone is ~0.1 s)
         walker = lftwalk.Walker.of(net)
     if walker is not None:
-        yield from walker.failing(_step, one, [p >> 1 for p in sending], deps)
+        def stop(i: int, dlid: int):
+            o = _outcome(_step(net, 2 * i, dlid), i)
+            return None if o == DELIVERED else o
+        yield from walker.failing(stop, one, [p >> 1 for p in sending], deps)
         return
     for dlid in sorted(net.owner):
         yield dlid, net.owner[dlid], one(dlid, deps)
