@@ -55,18 +55,21 @@ TABLES = ("lft", "mft", "rft") + LINK_TABLES  # every "table" a journal may name
 
 
 def table_of(c) -> str:
-    """Which table a change object writes: lft, mft, rft (the class's ``TABLE``), or a
-    link table (its kind)."""
+    """Which table a change object writes: lft, mft, rft (the class's ``TABLE``: a
+    journal lists 337k of them on a large fabric), or a link table (its kind)."""
     table = getattr(type(c), "TABLE", None)
-    if table is not None:  # the forwarding-table changes say it (cheap: a journal lists 337k)
-        return table
-    if getattr(c, "kind", None) in LINK_TABLES:
-        return c.kind
-    if hasattr(c, "position"):
-        return "mft"
-    if hasattr(c, "phase"):
-        return "rft"
-    return "lft"
+    return table if table is not None else c.kind
+
+
+def _unit_item(table: str, switch: int, block: int, position=None, port=None) -> list:
+    """A confirmed unit in a "written" record: [switch, block], an MFT unit's position
+    or a link table's port third (`_written_keys` reads it back)."""
+    item: list = [f"0x{switch:016x}", block]
+    if table == "mft":
+        item.append(position)
+    elif table in LINK_TABLES:
+        item.append(port or 0)
+    return item
 
 
 def _key(table: str, switch: int, block: int, position=None, port=None) -> tuple:
@@ -95,14 +98,12 @@ def unit_dict(c) -> dict:
     if table is None:
         if hasattr(c, "journal_record"):  # smagent.links.TableChange: its tables have their own JSON
             return c.journal_record()
-        if isinstance(c, dict):
-            d = dict(c)
-            if not isinstance(d["switch"], str):
-                d["switch"] = f"0x{d['switch']:016x}"
-            for k in ("old", "new"):
-                d[k] = _content_json(d.get(k))
-            return d
-        table = table_of(c)
+        d = dict(c)  # a record already in journal form
+        if not isinstance(d["switch"], str):
+            d["switch"] = f"0x{d['switch']:016x}"
+        for k in ("old", "new"):
+            d[k] = _content_json(d.get(k))
+        return d
     d = {"table": table, "switch": f"0x{c.switch:016x}", "name": c.name, "path": path_json(c.path),
          "block": c.block, "old": _content_json(c.old), "new": _content_json(c.new)}
     if table == "mft":
@@ -161,10 +162,7 @@ class Journal:
     def written(self, switch: int, block: int, table: str = "lft", position: int | None = None,
                 port: int | None = None) -> None:
         self._need()
-        item = [f"0x{switch:016x}", block]
-        if table == "mft" or table in LINK_TABLES:
-            item.append(position if table == "mft" else port or 0)
-        self._record({"event": "written", "table": table, "units": [item]})
+        self._record({"event": "written", "table": table, "units": [_unit_item(table, switch, block, position, port)]})
 
     def written_many(self, units) -> None:
         """Record many confirmed writes with one fsync: change objects, or (switch, block)
@@ -174,15 +172,11 @@ class Journal:
         by_table: dict[str, list] = {}
         for u in units:
             if isinstance(u, tuple):
-                by_table.setdefault("lft", []).append([f"0x{u[0]:016x}", u[1]])
+                by_table.setdefault("lft", []).append(_unit_item("lft", *u))
                 continue
             table = table_of(u)
-            item = [f"0x{u.switch:016x}", u.block]
-            if table == "mft":
-                item.append(u.position)
-            elif table in LINK_TABLES:
-                item.append(getattr(u, "port", 0) or 0)
-            by_table.setdefault(table, []).append(item)
+            by_table.setdefault(table, []).append(
+                _unit_item(table, u.switch, u.block, getattr(u, "position", None), getattr(u, "port", None)))
         self._record(*({"event": "written", "table": t, "units": items} for t, items in by_table.items()))
 
     def done(self) -> None:
