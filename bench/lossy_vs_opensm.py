@@ -11,6 +11,7 @@ the same run (-v slows ibsim a little; wall times here are of that run).
 
     python bench/lossy_vs_opensm.py                       # fat_tree_2(8): 12 switches, 32 hosts
     python bench/lossy_vs_opensm.py --rates 10 30 --k 8
+    python bench/lossy_vs_opensm.py --levels 3 --k 8      # fat_tree_3(8): 80 switches, 128 hosts
 """
 from __future__ import annotations
 
@@ -51,9 +52,13 @@ def run_tool(sim: IbSim, tool: str, scratch: Path) -> dict:
     return out
 
 
-def measure(k: int, rate: int, tool: str, tmp: Path) -> dict:
-    fabric = topogen.fat_tree_2(k)
-    net = tmp / f"ft2-{k}.net"
+def make_fabric(levels: int, k: int):
+    return topogen.fat_tree_2(k) if levels == 2 else topogen.fat_tree_3(k)
+
+
+def measure(levels: int, k: int, rate: int, tool: str, tmp: Path) -> dict:
+    fabric = make_fabric(levels, k)
+    net = tmp / f"ft{levels}-{k}.net"
     net.write_text(netfile.dumps(fabric))
     with IbSim(net, tmp / f"{tool}-{rate}", extra_args=[*netfile.ibsim_size_args(fabric), "-v"],
                console=True) as sim:
@@ -71,11 +76,12 @@ def measure(k: int, rate: int, tool: str, tmp: Path) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--k", type=int, default=8, help="switch ports of the 2-level fat tree (k/2 hosts per leaf)")
+    ap.add_argument("--k", type=int, default=8, help="switch ports of the fat tree (k/2 hosts per leaf)")
+    ap.add_argument("--levels", type=int, choices=(2, 3), default=2, help="levels of the fat tree")
     ap.add_argument("--rates", type=int, nargs="+", default=[10, 30], help="percent lost at every switch port")
     a = ap.parse_args()
-    fabric = topogen.fat_tree_2(a.k)
-    print(f"fabric fat_tree_2({a.k}): {len(fabric.switches())} switches, {len(fabric.cas())} hosts; "
+    fabric = make_fabric(a.levels, a.k)
+    print(f"fabric fat_tree_{a.levels}({a.k}): {len(fabric.switches())} switches, {len(fabric.cas())} hosts; "
           f"loss at every port of every switch")
     print("| loss | tool | exit | SMPs | passes (sweep/discovery) | retries | wall s | ports no LID | "
           "ports not Active | unreachable LID pairs |")
@@ -83,7 +89,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for rate in a.rates:
             for tool in ("smagent", "opensm"):
-                r = measure(a.k, rate, tool, Path(tmp))
+                r = measure(a.levels, a.k, rate, tool, Path(tmp))
                 passes = f"{r['passes']}/{r['discovery_passes']}" if "passes" in r else "-"
                 print(f"| {rate} % | {tool} | {r['exit']} | {r['smps']} | {passes} | {r.get('retries', '-')} | "
                       f"{r['seconds']:.2f} | {r['no_lid']} | {r['not_active']} | {r['unreachable_pairs']} |",
