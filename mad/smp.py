@@ -13,8 +13,8 @@ from mad.attributes import ATTRIBUTE_NAMES, SMP_DATA_SIZE, Attribute, decode_att
 from mad.errors import MadError, MadFieldError, MadLengthError, UnknownVersionError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import (
-    BASE_VERSION, HEADER_LEAD, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, MadHeader, Method, MgmtClass, Status,
-    method_name,
+    BASE_VERSION, HEADER_LEAD, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, TID_SLICE, MadHeader, Method, MgmtClass,
+    Status, method_name,
 )
 from mad.layout import ZEROS, Layout, LayoutValue, layout
 
@@ -167,6 +167,10 @@ assert DATA_SLICE == LidSmp.LAYOUT.byte_slice("data")
 _STATUS_SLICE = MadHeader.LAYOUT.byte_slice("status")
 _ATTR_ID_SLICE = MadHeader.LAYOUT.byte_slice("attribute_id")
 _ATTR_MOD_SLICE = MadHeader.LAYOUT.byte_slice("attribute_modifier")
+_METHOD_AT = MadHeader.LAYOUT.byte_slice("method").start
+_HOP_COUNT_AT = DrSmp.LAYOUT.byte_slice("hop_count").start
+_M_KEY_SLICE = DrSmp.LAYOUT.byte_slice("m_key")
+assert _M_KEY_SLICE == LidSmp.LAYOUT.byte_slice("m_key")
 _DR_CLASS = int(MgmtClass.SUBN_DIRECTED_ROUTE)
 _STATUS_BITS = 0x7FFF  # a directed-route SMP's status below the D bit
 
@@ -184,6 +188,28 @@ def status_of(buf: bytes | bytearray) -> int:
 
 def attribute_id_of(buf: bytes | bytearray) -> int:
     return int.from_bytes(buf[_ATTR_ID_SLICE], "big")
+
+
+def method_of(buf: bytes | bytearray) -> int:
+    return buf[_METHOD_AT]
+
+
+def hop_count_of(buf: bytes | bytearray) -> int | None:
+    """A directed-route SMP's hop count (None for a LID-routed one)."""
+    return buf[_HOP_COUNT_AT] if buf[1] == _DR_CLASS else None
+
+
+def m_key_of(buf: bytes | bytearray) -> int:
+    return int.from_bytes(buf[_M_KEY_SLICE], "big")
+
+
+def with_tid(buf: bytes, tid: int) -> bytes:
+    """``buf`` with another TransactionID (a retry's)."""
+    return b"".join((buf[:TID_SLICE.start], tid.to_bytes(8, "big"), buf[TID_SLICE.stop:]))
+
+
+def with_m_key(buf: bytes, m_key: int) -> bytes:
+    return b"".join((buf[:_M_KEY_SLICE.start], m_key.to_bytes(8, "big"), buf[_M_KEY_SLICE.stop:]))
 
 
 @overload
@@ -300,6 +326,31 @@ def dr(method: int, attribute_id: int, path: str | Iterable[int], modifier: int 
     )
 
 
+# (method, attribute, path) -> the bytes of its SMP around TID, modifier and data: a sweep
+# sends many SMPs of one kind down each path (LFT blocks, a node's ports), so `dr_raw`
+# joins five pieces instead of building and encoding an SMP
+_TEMPLATES: dict[tuple[int, int, tuple[int, ...]], tuple[bytes, bytes, bytes, bytes]] = {}
+assert TID_SLICE.stop <= _ATTR_MOD_SLICE.start and _ATTR_MOD_SLICE.stop <= DATA_SLICE.start
+
+
+def dr_raw(method: int, attribute_id: int, path: tuple[int, ...], modifier: int = 0,
+           value: Attribute | bytes | bytearray | None = None, *, tid: int | None = None) -> bytes:
+    """``encode(dr(method, attribute_id, path, modifier, value, tid=tid))``, M_Key 0, for
+    less: the bytes are joined from a template per (method, attribute, path)."""
+    key = (method, attribute_id, path)
+    t = _TEMPLATES.get(key)
+    if t is None:
+        proto = encode(dr(method, attribute_id, path, tid=0))  # checks the path
+        if len(_TEMPLATES) >= _PATHS_MAX:
+            _TEMPLATES.clear()
+        t = _TEMPLATES[key] = (proto[:TID_SLICE.start], proto[TID_SLICE.stop:_ATTR_MOD_SLICE.start],
+                               proto[_ATTR_MOD_SLICE.stop:DATA_SLICE.start], proto[DATA_SLICE.stop:])
+    if not isinstance(value, bytes) or len(value) != SMP_DATA_SIZE:
+        value = _payload(value, modifier)
+    return b"".join((t[0], (next_tid() if tid is None else tid).to_bytes(8, "big"), t[1],
+                     modifier.to_bytes(4, "big"), t[2], value, t[3]))
+
+
 def lid_routed(method: int, attribute_id: int, modifier: int = 0,
                value: Attribute | bytes | bytearray | None = None, *, m_key: int = 0,
                tid: int | None = None) -> LidSmp:
@@ -324,4 +375,4 @@ def response_to(req: S, *, status: int = 0, value: Attribute | bytes | bytearray
 
 __all__ = ["Smp", "AnySmp", "LidSmp", "DrSmp", "decode", "encode", "dr", "lid_routed", "response_to", "parse_path",
            "next_tid", "MAX_HOPS", "MadError", "attribute_name", "is_smp", "status_of", "attribute_id_of",
-           "attribute_of", "DATA_SLICE"]
+           "attribute_of", "DATA_SLICE", "dr_raw", "method_of", "hop_count_of", "m_key_of", "with_tid", "with_m_key"]

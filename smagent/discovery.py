@@ -120,7 +120,7 @@ class Topology:
 
 
 def _get(attr_id, path, modifier=0) -> Request:
-    return Request(smpcodec.dr(Method.GET, attr_id, path, modifier))
+    return Request.dr(Method.GET, attr_id, path, modifier)
 
 
 def _node_infos(transport: Transport, paths: list[tuple[int, ...]]) -> tuple[list[Reply], dict[tuple[int, ...], int]]:

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from mad import codes
 from mad import forwarding as fw
-from mad import smp as smpcodec
 from mad.attributes import CAP_IS_SM, AttrID, PortInfo, PortState, SMInfo, SMState, SwitchInfo
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
@@ -324,7 +323,7 @@ class _Phase:
 
 
 def _dr(method: int, attr: int, path: tuple[int, ...], mod: int = 0, value: Any = None) -> Request:
-    return Request(smpcodec.dr(method, attr, path, mod, value))
+    return Request.dr(method, attr, path, mod, value)
 
 
 def find_sms(transport: Transport, topo: discovery.Topology

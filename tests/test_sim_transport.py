@@ -120,3 +120,23 @@ def test_capability_keywords_need_a_fresh_simulator():
         SimTransport(SimFabric.load(), linear_fdb_cap=64)
     t = SimTransport(linear_fdb_cap=64)
     assert t.query(Request(smp.dr(Method.GET, AttrID.SWITCH_INFO, "0,1"))).attribute().linear_fdb_cap == 64
+
+
+def test_requests_built_as_bytes_retry_with_fresh_tids_and_carry_keys():
+    """`Request.dr` (bytes from a template, patched on send) behaves as `Request(smp)`:
+    a retry has a fresh TID, the key chain's key for the path is written in, and a lossy
+    batch of both kinds is retried away."""
+    t = SimTransport(retries=10, drop_rate=0.3, seed=11)
+    sent = []
+    send = t._send
+    t._send = lambda raw, dlid: (sent.append(smp.decode(raw)), send(raw, dlid))[1]
+    t.keys.learn(path=(0, 1), guid=0x99, key=0xABCD)  # L1 (any node: the sim checks no key here)
+    paths = [(0, 1), (0, 1, 5), (0, 1, 6, 3)]
+    reqs = [Request.dr(Method.GET, AttrID.NODE_INFO, paths[i % 3]) for i in range(60)]
+    reqs += [nodeinfo(paths[i % 3]) for i in range(60)]
+    replies = t.execute(reqs)
+    assert all(r.ok for r in replies) and t.stats.retries > 10
+    assert len({s.transaction_id for s in sent}) == len(sent)  # every try its own TID
+    assert {(s.path, s.m_key) for s in sent} == {((0, 1), 0xABCD), ((0, 1, 5), 0), ((0, 1, 6, 3), 0)}
+    assert [r.value().node_guid for r in replies[:3]] == [r.value().node_guid for r in replies[60:63]]
+    assert replies[0].request.smp.path == (0, 1) and replies[0].request.raw == smp.encode(replies[0].request.smp)

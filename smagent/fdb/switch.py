@@ -50,7 +50,7 @@ def request(where: Where, method: int, attr_id: int, modifier: int = 0,
     """An SMP to a switch addressed by a DR path tuple or by a Target."""
     if isinstance(where, Target):
         return where.request(method, attr_id, modifier, value)
-    return Request(smpcodec.dr(method, attr_id, where, modifier, value))
+    return Request.dr(method, attr_id, where, modifier, value)
 
 
 def where_str(where: Where) -> str:

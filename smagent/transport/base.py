@@ -92,12 +92,36 @@ class SmpStatusError(TransportError):
         self.response = response
 
 
-@dataclasses.dataclass(slots=True)
 class Request:
     """One SMP to send. ``dlid`` is the LRH destination: a LID for LID-routed SMPs, the
-    permissive LID for directed route."""
-    smp: AnySmp
-    dlid: int = PERMISSIVE_LID
+    permissive LID for directed route.
+
+    Built from an SMP (``Request(smp)``), or already encoded (`Request.dr`: what the
+    sweep's bulk phases send); then ``raw`` is the truth, ``path`` its DR path, and
+    `smp` decodes it when first asked."""
+    __slots__ = ("_smp", "raw", "dlid", "path")
+
+    def __init__(self, smp: AnySmp | None = None, dlid: int = PERMISSIVE_LID, *, raw: bytes | None = None,
+                 path: tuple[int, ...] | None = None):
+        if (smp is None) == (raw is None):
+            raise TypeError("Request: an SMP or its bytes, one of them")
+        self._smp, self.raw, self.dlid, self.path = smp, raw, dlid, path
+
+    @classmethod
+    def dr(cls, method: int, attr_id: int, path: tuple[int, ...], modifier: int = 0,
+           value: Attribute | bytes | None = None) -> Request:
+        """A directed-route request, encoded at once (`mad.smp.dr_raw`)."""
+        if path.__class__ is not tuple:  # "0,1,3" or a list: the checked tuple is the key
+            path = smpcodec.parse_path(path)
+        return cls(raw=smpcodec.dr_raw(method, attr_id, path, modifier, value), path=path)
+
+    @property
+    def smp(self) -> AnySmp:
+        s = self._smp
+        if s is None:
+            assert self.raw is not None
+            s = self._smp = smpcodec.decode(self.raw)
+        return s
 
     def describe(self) -> str:
         """Method, attribute, modifier and destination: never the M_Key."""
@@ -353,7 +377,7 @@ class Transport:
                 del inflight[tid32]
                 stats.received += 1
                 if lost is not None:
-                    answered.append((distance_class(reqs[i].smp, reqs[i].dlid), lost[i]))
+                    answered.append((distance_class(reqs[i].raw), lost[i]))
                     if len(answered) >= _POLICY_BATCH:
                         self.policy.answered_many(answered, retries)
                         answered = []
@@ -435,28 +459,51 @@ class Transport:
         self._cwnd, self._clean = max(floor, min(self._cwnd, self.window) // 2), 0
 
     def _post(self, req: Request, inflight: dict, i: int, attempts: int, retries: int) -> None:
-        s = req.smp
-        if attempts:
-            # a fresh TID per retry, so a late answer to the old one is not mistaken
-            s.transaction_id = smpcodec.next_tid()
-        if not s.m_key:
-            keys = self.keys
-            if keys.per_node:
-                s.m_key = keys.for_path(s.path) if s.directed else keys.for_lid(req.dlid)
-            else:
-                s.m_key = keys.default
-        raw = smpcodec.encode(s)
+        raw = self._patched(req, attempts) if req._smp is None else self._encoded(req, attempts)
         if self.on_send is not None:
-            self.on_send(s)
+            self.on_send(req.smp)
         # the configured tries wait the configured timeout; adaptive ones back off
         self.send_timeout_ms = timeout_ms = self.policy.timeout_ms(attempts, retries, self.timeout_ms)
         self._send(raw, req.dlid)
         stats = self.stats
         stats.sent += 1
-        stats.kinds[(s.method, s.attribute_id)] += 1
+        stats.kinds[(raw[METHOD_OFFSET], smpcodec.attribute_id_of(raw))] += 1
         if self.recorder is not None:
             self.recorder.write(raw, inbound=False, dlid=req.dlid)
-        inflight[s.transaction_id & 0xFFFFFFFF] = [i, time.monotonic() + timeout_ms / 1000.0, attempts]
+        inflight[tid32_of(raw)] = [i, time.monotonic() + timeout_ms / 1000.0, attempts]
+
+    def _key_for(self, req: Request) -> int:
+        keys = self.keys
+        if not keys.per_node:
+            return keys.default
+        if req.path is not None:  # a directed-route request built as bytes
+            return keys.for_path(req.path)
+        s = req.smp
+        return keys.for_path(s.path) if s.directed else keys.for_lid(req.dlid)
+
+    def _encoded(self, req: Request, attempts: int) -> bytes:
+        """A request built from an SMP: a fresh TID per retry (a late answer to the old
+        one is not mistaken for it), the M_Key, encoded."""
+        s = req.smp
+        if attempts:
+            s.transaction_id = smpcodec.next_tid()
+        if not s.m_key:
+            s.m_key = self._key_for(req)
+        raw = req.raw = smpcodec.encode(s)
+        return raw
+
+    def _patched(self, req: Request, attempts: int) -> bytes:
+        """The same for a request built as bytes: patched in place of re-encoded."""
+        raw = req.raw
+        assert raw is not None
+        if attempts:
+            raw = smpcodec.with_tid(raw, smpcodec.next_tid())
+        if not smpcodec.m_key_of(raw):
+            key = self._key_for(req)
+            if key:
+                raw = smpcodec.with_m_key(raw, key)
+        req.raw, req._smp = raw, None
+        return raw
 
     def _timed_out(self, req, reply, inflight, i, attempts, retries, lost) -> None:
         self.stats.timeouts += 1
@@ -464,7 +511,7 @@ class Transport:
         allowed = retries
         if lost is not None:  # adaptive: as many as the loss seen so far calls for
             lost[i] += 1
-            allowed = self.policy.retries(distance_class(req.smp, req.dlid), retries)
+            allowed = self.policy.retries(distance_class(req.raw), retries)
         if attempts < allowed:
             self.stats.retries += 1
             log.debug("%s: timed out, retry %d of %d", req.describe(), attempts + 1, allowed)

@@ -29,6 +29,8 @@ import collections
 import math
 from typing import Any, Mapping
 
+from mad.smp import hop_count_of
+
 LOSS_WINDOW = 512  # about how many answered requests per class the estimate looks at
 MIN_SAMPLES = 24  # below this a class borrows the estimate of all classes together
 TARGET_FAILURE = 1e-3  # wanted chance that a live request loses every try
@@ -171,6 +173,8 @@ class RetryPolicy:
                 "timeout_scale": self.timeout_scale, "late_answers": self.late}
 
 
-def distance_class(smp, dlid: int):
-    """The class a request's loss is estimated in: its directed-route hop count, or 'lid'."""
-    return smp.hop_count + 1 if smp.directed else "lid"  # len(smp.path), without building the path
+def distance_class(raw: bytes):
+    """The class a request's loss is estimated in (from its bytes): its directed-route
+    hop count + 1, or 'lid'."""
+    hops = hop_count_of(raw)
+    return "lid" if hops is None else hops + 1
