@@ -344,7 +344,9 @@ class Transport:
         answered: list = []  # (distance class, tries lost) handed to the policy in small batches
         stats = self.stats
         while pending or inflight:
-            while pending and len(inflight) < min(self._cwnd, self.window):
+            room = min(self._cwnd, self.window) - len(inflight)  # posting does not move the window
+            while pending and room > 0:
+                room -= 1
                 i = pending.popleft()
                 self._post(reqs[i], inflight, i, 0, retries)
             now = time.monotonic()
