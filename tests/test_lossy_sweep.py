@@ -142,9 +142,11 @@ def test_a_lost_armed_set_is_repaired_in_a_second_pass():
     host = next(n for n in probe.topology.cas() if n.description == "H5")
     t = _LoseSetsTo(fab, victim=host.port_paths[1], drop_rate=0.05, seed=2)
     order = []
-    t.on_send = lambda s: order.append((tuple(s.path), s.method, s.attribute_id,
-                                        s.attribute().port_state if s.attribute_id == AttrID.PORT_INFO
-                                        and s.method == Method.SET else None))
+    def sent(req):
+        s = req.smp
+        order.append((tuple(s.path), s.method, s.attribute_id,
+                      s.attribute().port_state if s.attribute_id == AttrID.PORT_INFO and s.method == Method.SET else None))
+    t.on_send = sent
 
     def progress(phase):
         if phase.startswith("repair_"):

@@ -170,7 +170,7 @@ def test_transport_fills_keys_by_path_and_lid_but_keeps_a_given_one():
     t.keys = mkeys.KeyChain(by_guid={GUID["Switch2"]: KEY})
     t.keys.learn(path=(0, 1, 3), guid=GUID["Switch2"])
     sent = []
-    t.on_send = lambda s: sent.append(s.m_key)
+    t.on_send = lambda r: sent.append(r.smp.m_key)
     t.execute([Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0, 1, 3))),
                Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0, 1))),
                Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0, 1, 3), m_key=WRONG))], retries=0)

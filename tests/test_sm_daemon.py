@@ -216,7 +216,7 @@ def test_handover_received_in_standby_is_acknowledged_and_we_sweep():
     req = _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER)
     t.deliver(smpcodec.encode(req))
     acks = []
-    t.on_send = lambda s: acks.append(s) if s.method == Method.SET and s.attribute_id == AttrID.SM_INFO else None
+    t.on_send = lambda r: acks.append(r.smp) if r.smp.method == Method.SET and r.smp.attribute_id == AttrID.SM_INFO else None
     d.step(max_wait=0)
     (resp,) = outbox_smps(t)
     assert resp.status_word & 0x7FFF == 0 and resp.attribute().sm_state == SMState.STANDBY  # answered first

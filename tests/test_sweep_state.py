@@ -71,7 +71,8 @@ def test_interrupted_apply_is_journalled_and_finished(tmp_path):
     sweepmod.JOURNAL_CHUNK, old_chunk = 4, sweepmod.JOURNAL_CHUNK
     count = {"lft_sets": 0}
 
-    def on_send(smp):
+    def on_send(req):
+        smp = req.smp
         if smp.method == 0x02 and smp.attribute_id == 0x19:
             count["lft_sets"] += 1
             if count["lft_sets"] == 11:

@@ -24,7 +24,7 @@ class Progress:
         self.phase = phase
         self._show()
 
-    def _sent(self, _smp) -> None:
+    def _sent(self, _request) -> None:
         if self.t.stats.sent - self.shown >= 256:
             self._show()
 

@@ -259,7 +259,7 @@ class Transport:
         if m_key:
             self.keys.default = m_key
         self.stats = Stats()
-        self.on_send: Callable[[object], None] | None = None  # hook for tests and dry runs
+        self.on_send: Callable[[Request], None] | None = None  # each request as it is sent: tests, progress
         self.on_request: Callable[[bytes, int], None] | None = None  # unsolicited requests (see module doc)
 
     @property
@@ -463,7 +463,7 @@ class Transport:
     def _post(self, req: Request, inflight: dict, i: int, attempts: int, retries: int) -> None:
         raw = self._patched(req, attempts) if req._smp is None else self._encoded(req, attempts)
         if self.on_send is not None:
-            self.on_send(req.smp)
+            self.on_send(req)  # its `smp` decodes a request built as bytes: only if asked
         # the configured tries wait the configured timeout; adaptive ones back off
         self.send_timeout_ms = timeout_ms = self.policy.timeout_ms(attempts, retries, self.timeout_ms)
         self._send(raw, req.dlid)
