@@ -13,7 +13,7 @@ from smagent import discovery, topogen
 from smagent import sweep as sweepmod
 from smagent.sim import SimFabric, trace
 from smagent.transport.base import Request
-from smagent.transport.retry import MAX_RETRIES, RetryPolicy, truncated_geometric_loss
+from smagent.transport.retry import LATE_TO_RAISE, MAX_RETRIES, RetryPolicy, truncated_geometric_loss
 from smagent.transport.sim import SimTransport
 
 
@@ -54,9 +54,16 @@ def test_policy_raises_retries_with_loss_and_bounds_them():
     for _ in range(600):
         pol.answered(5, 40, 48)
     assert pol.retries(5, 3) == MAX_RETRIES
-    # the configured tries wait the configured timeout; the extra ones back off, bounded
+    # the configured tries wait the configured timeout; the first extra ones back off,
+    # bounded; later ones are lost tries, not late ones: the base timeout again
     assert pol.timeout_ms(3, 3, 200) == 200 and pol.timeout_ms(4, 3, 200) == 400
-    assert pol.timeout_ms(40, 3, 200) == 800
+    assert pol.timeout_ms(5, 3, 200) == pol.timeout_ms(7, 3, 200) == 800
+    assert pol.timeout_ms(8, 3, 200) == pol.timeout_ms(200, 3, 200) == 200
+    waits = sum(pol.timeout_ms(a, 3, 200) for a in range(MAX_RETRIES + 1))
+    assert waits < (MAX_RETRIES + 1) * 200 * 1.05  # a dead node on a lossy fabric: ~MAX_RETRIES timeouts
+    for _ in range(LATE_TO_RAISE):
+        pol.late_answer()  # SMAs answer late: every try waits longer, the later ones too
+    assert pol.timeout_ms(0, 3, 200) == pol.timeout_ms(200, 3, 200) == 400 and pol.timeout_ms(4, 3, 200) == 800
 
 
 def test_a_silent_node_does_not_raise_the_retries():

@@ -15,11 +15,14 @@ seen when it needed fewer), so the estimate is the maximum-likelihood loss of a
 geometric distribution truncated at each sample's n: with few retries allowed, a naive
 ratio would hide most of the loss.
 
-Timeouts: the retries beyond the configured count wait longer (doubling, at most
-`BACKOFF_CAP` times the configured timeout), and answers that arrive after we gave up on
-them (`late`) double the base timeout, up to the same bound: both for SMAs and paths
-slower than configured. The configured tries keep the configured timeout, so a healthy
-fabric (and a node that is simply gone) costs what it did.
+Timeouts: the first `BACKOFF_TRIES` retries beyond the configured count wait longer
+(doubling, at most `BACKOFF_CAP` times the configured timeout), for an SMA or path slower
+than configured; answers that arrive after we gave up on them (`late`) double the base
+timeout for every request, up to the same bound. Tries after those wait the base timeout
+again: by then a try that gets no answer was lost, not late (a late one would have raised
+the base), and a node that never answers on a very lossy fabric (up to `MAX_RETRIES`)
+costs about MAX_RETRIES x the timeout, not 4 times that. The configured tries keep the
+configured timeout, so a healthy fabric (and a node that is simply gone) costs what it did.
 
 Explicit ``retries`` (a caller's per-batch override) and a configured 0 are never raised.
 """
@@ -40,6 +43,7 @@ TARGET_FAILURE = 1e-3  # wanted chance that a live request loses every try
 # (found, ARMED, ACTIVE) did not finish; 256 converges (tests/test_lossy_live.py).
 MAX_RETRIES = 256
 BACKOFF_CAP = 4  # a try waits at most this many times the configured timeout
+BACKOFF_TRIES = 4  # the extra tries that back off; later ones wait the base timeout
 LATE_TO_RAISE = 4  # late answers that double the base timeout
 _REFRESH = 16  # new samples in a class before its estimate is recomputed
 _DECAY = 1 - 1 / LOSS_WINDOW  # weight an answer loses per newer one
@@ -160,8 +164,10 @@ class RetryPolicy:
     def timeout_ms(self, attempt: int, configured: int, base_ms: int) -> int:
         """The wait for try ``attempt`` (0: the first) of a request ``configured`` retries
         were configured for: ``base_ms`` (raised by late answers), doubled per try beyond
-        the configured ones, at most `BACKOFF_CAP` times ``base_ms``."""
-        scale = self.timeout_scale << min(max(0, attempt - max(configured, 0)), 8)
+        the configured ones for `BACKOFF_TRIES` tries, at most `BACKOFF_CAP` times
+        ``base_ms``; then ``base_ms`` (raised) again."""
+        extra = attempt - max(configured, 0)
+        scale = self.timeout_scale << extra if 0 < extra <= BACKOFF_TRIES else self.timeout_scale
         return base_ms * min(scale, BACKOFF_CAP)
 
     def lossy(self) -> bool:
