@@ -330,6 +330,9 @@ def dr(method: int, attribute_id: int, path: str | Iterable[int], modifier: int 
 # sends many SMPs of one kind down each path (LFT blocks, a node's ports), so `dr_raw`
 # joins five pieces instead of building and encoding an SMP
 _TEMPLATES: dict[tuple[int, int, tuple[int, ...]], tuple[bytes, bytes, bytes, bytes]] = {}
+# equal pieces shared: a path's tail (its InitialPath) serves every attribute sent down it,
+# and the head pieces every path of a hop count (about 500 -> 170 bytes per template)
+_PIECES: dict[bytes, bytes] = {}
 assert TID_SLICE.stop <= _ATTR_MOD_SLICE.start and _ATTR_MOD_SLICE.stop <= DATA_SLICE.start
 
 
@@ -343,8 +346,11 @@ def dr_raw(method: int, attribute_id: int, path: tuple[int, ...], modifier: int 
         proto = encode(dr(method, attribute_id, path, tid=0))  # checks the path
         if len(_TEMPLATES) >= _PATHS_MAX:
             _TEMPLATES.clear()
-        t = _TEMPLATES[key] = (proto[:TID_SLICE.start], proto[TID_SLICE.stop:_ATTR_MOD_SLICE.start],
-                               proto[_ATTR_MOD_SLICE.stop:DATA_SLICE.start], proto[DATA_SLICE.stop:])
+            _PIECES.clear()
+        a, b, c, d = (proto[:TID_SLICE.start], proto[TID_SLICE.stop:_ATTR_MOD_SLICE.start],
+                      proto[_ATTR_MOD_SLICE.stop:DATA_SLICE.start], proto[DATA_SLICE.stop:])
+        share = _PIECES.setdefault
+        t = _TEMPLATES[key] = (share(a, a), share(b, b), share(c, c), share(d, d))
     if not isinstance(value, bytes) or len(value) != SMP_DATA_SIZE:
         value = _payload(value, modifier)
     return b"".join((t[0], (next_tid() if tid is None else tid).to_bytes(8, "big"), t[1],
