@@ -78,10 +78,9 @@ class Walker:
         """(DLID, its owner, {source place: outcome} where it is not delivered) for every
         DLID in order: what `verify._resolve` gives at the places sources enter.
         ``stop(switch, dlid)``: the outcome of a walk that stops at that switch (None:
-        delivered). With
-        ``deps`` the channel dependencies of the routes from ``sending`` (switch
-        indices) are added, the first (lowest) DLID kept per dependency. ``fallback(dlid,
-        deps)`` is verify's own walk, for DLIDs that loop."""
+        delivered). With ``deps`` the channel dependencies of the routes from ``sending``
+        (switch indices) are added, the first (lowest) DLID kept per dependency.
+        ``fallback(dlid, deps)`` is verify's own walk, for DLIDs that loop."""
         src_rows = np.array(sorted(p >> 1 for p in self.net.sources), np.int64)
         found: list = []  # (keys, first DLIDs) of the dependencies, chunk by chunk
         for k in range(0, len(self.dlids), CHUNK):

@@ -67,7 +67,6 @@ from typing import Any
 
 from mad import codes
 from mad import forwarding as fw
-from mad import smp as smpcodec
 from mad.attributes import (
     AttrID, NodeType, P_KeyTable, SLtoVLMappingTable, VLArbitrationTable, vlarb_block, vlarb_entries,
 )
@@ -364,12 +363,12 @@ class TableChange:
                 f"{self.new.p_keys[0]:#06x}")
 
     def get(self) -> Request:
-        return Request(smpcodec.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier))
+        return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)
 
     def request(self, data: bytes | None = None) -> Request:
         """The Set; ``data``: ``self.new`` already encoded (many changes share one table)."""
-        return Request(smpcodec.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier,
-                                   self.new if data is None else data))
+        return Request.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier,
+                          self.new if data is None else data)
 
 
 LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable
@@ -454,7 +453,7 @@ class Want:
     port: int = 0  # the CA port the path leads to (0: a switch)
 
     def get(self) -> Request:
-        return Request(smpcodec.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier))
+        return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)
 
     def desired(self, current):
         """The attribute value to write given what the port holds."""

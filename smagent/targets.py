@@ -50,7 +50,7 @@ class Target:
     def request(self, method: int, attr_id: int, modifier: int = 0,
                 value: Attribute | bytes | None = None) -> Request:
         if self.path is not None:
-            return Request(smpcodec.dr(method, attr_id, self.path, modifier, value))
+            return Request.dr(method, attr_id, self.path, modifier, value)
         if self.lid is None:
             raise ValueError("a Target has a LID or a DR path")
         return Request(smpcodec.lid_routed(method, attr_id, modifier, value), dlid=self.lid)

@@ -70,7 +70,6 @@ def test_collector_settings_restored_after_a_command(args):
     """The CLI runs one-shot commands without the cyclic collector (smagent.cli.main):
     whoever runs `main` in its own process gets its collector back as it was."""
     import gc
-    from click.testing import CliRunner
     before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
     r = CliRunner().invoke(main, args)
     assert r.exit_code in (0, 1), r.output

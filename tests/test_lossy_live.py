@@ -2,9 +2,8 @@
 the packets entering every port of every switch (console ``Error "switch" RATE``), both
 ways, so a directed-route SMP to a host two switch levels away crosses six lossy ports
 (at 30 %, about one try in eight gets through; across a 3-level tree's core, one in
-35). `smagent sweep` with no tuning must
-exit 0, and infiniband-diags (tests/fabric_witness.py), run once the drops are
-cleared, must find every port with its LID and ACTIVE, and every pair of LIDs reachable
+35). `smagent sweep` with no tuning must exit 0, and infiniband-diags
+(tests/fabric_witness.py), run once the drops are cleared, must find every port with its LID and ACTIVE, and every pair of LIDs reachable
 through the tables the switches hold; a dry run must plan no Set (every table reads
 back as planned)."""
 import json

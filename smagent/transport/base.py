@@ -58,6 +58,7 @@ MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
 _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
 log = logging.getLogger("smagent.transport")
+_POLICY_BATCH = 32  # answers handed to the retry policy at a time
 
 
 def _decode_error(raw: bytes) -> str:
@@ -67,7 +68,6 @@ def _decode_error(raw: bytes) -> str:
     except MadError as e:
         return str(e)
     return "not an SMP"
-_POLICY_BATCH = 32  # answers handed to the retry policy at a time
 
 
 class TransportError(FabricFailure):
@@ -136,7 +136,7 @@ class Request:
 @dataclasses.dataclass(slots=True)
 class Reply:
     request: Request
-    raw: bytes | None = None  # the response MAD as it arrived (the transport checked it decodes)
+    raw: bytes | None = None  # the response MAD as it arrived (checked to be an SMP: size, version, class)
     error: TransportError | None = None
     _response: AnySmp | None = None  # `raw` decoded, on first use
 
@@ -196,8 +196,9 @@ class Stats:
     # SMPs sent by (method, AttributeID): counted as numbers on the hot path, named in `by_kind`
     kinds: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
 
-    def count(self, smp) -> None:
-        self.kinds[(smp.method, smp.attribute_id)] += 1
+    def count(self, raw: bytes) -> None:
+        """One SMP sent, counted from its bytes."""
+        self.kinds[(smpcodec.method_of(raw), smpcodec.attribute_id_of(raw))] += 1
 
     @property
     def by_kind(self) -> collections.Counter:
@@ -310,10 +311,7 @@ class Transport:
         """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited."""
         self._send_unsolicited(raw, dlid)
         self.stats.sent += 1
-        try:
-            self.stats.count(smpcodec.decode(raw))
-        except MadError:
-            pass
+        self.stats.count(raw)
         if self.recorder is not None:
             self.recorder.write(raw, inbound=False, dlid=dlid)
 
@@ -469,7 +467,7 @@ class Transport:
         self._send(raw, req.dlid)
         stats = self.stats
         stats.sent += 1
-        stats.kinds[(raw[METHOD_OFFSET], smpcodec.attribute_id_of(raw))] += 1
+        stats.count(raw)
         if self.recorder is not None:
             self.recorder.write(raw, inbound=False, dlid=req.dlid)
         inflight[tid32_of(raw)] = [i, time.monotonic() + timeout_ms / 1000.0, attempts]
