@@ -6,7 +6,7 @@ Repair: each SM brings the fabric up and idles (periodic sweeps pushed out to 30
 only the trap drives what follows); the link is cut; time to repair runs from the console
 command to the end of the SM's work (smagent: its status' last sweep; OpenSM: the next
 "SUBNET UP" in its log, by the log's own timestamp). SMPs are counted the same way for
-both: `ibsim -v` packet lines (DESIGN.md), in a separate run from the timing (-v slows
+both: `ibsim -v` packet lines (docs/PITFALLS.md), in a separate run from the timing (-v slows
 ibsim).
 
 Handover (default polling: 10 s interval, 4 retries, both SMs): a higher-priority SM joins

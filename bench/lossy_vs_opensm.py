@@ -6,7 +6,7 @@ ibsim drops RATE % of the packets entering every port of every switch (console
 are cleared and infiniband-diags (tests/fabric_witness.py: iblinkinfo, ibroute and a
 walk of every LID pair through the tables) say what the tool left: cabled ports without
 a LID, ports not Active, pairs of LIDs a packet cannot cross. SMPs are counted by ibsim
--v (one `sim_read_pkt: replying`/`forwarding` line per packet handled, DESIGN.md), in
+-v (one `sim_read_pkt: replying`/`forwarding` line per packet handled, docs/PITFALLS.md), in
 the same run (-v slows ibsim a little; wall times here are of that run).
 
     python bench/lossy_vs_opensm.py                       # fat_tree_2(8): 12 switches, 32 hosts

@@ -2,7 +2,7 @@
 """smagent sweep vs `opensm -o` on the same ibsim fabric: SMPs and wall time.
 
 SMPs are counted by the same independent method for both tools: ibsim -v logs one
-`sim_read_pkt: replying`/`forwarding` line per packet it handles (DESIGN.md). -v slows
+`sim_read_pkt: replying`/`forwarding` line per packet it handles (docs/PITFALLS.md). -v slows
 ibsim, so counting and timing are separate runs. Wall time is the median of --runs; the
 two tools take turns run by run, so the ratio holds on a machine whose load changes.
 CPU time (user + system of the tool's process) is reported too: it is steadier than wall

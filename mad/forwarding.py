@@ -2,7 +2,7 @@
 per-port tables (P_KeyTable, SLtoVLMappingTable, VLArbitrationTable).
 
 All functions check their inputs and raise MadFieldError naming the limit; each mapping
-has its inverse. Constants are IBA 14.2.5.10-14.2.5.12 (see DESIGN.md, Known pitfalls).
+has its inverse. Constants are IBA 14.2.5.10-14.2.5.12 (see docs/PITFALLS.md).
 """
 from __future__ import annotations
 

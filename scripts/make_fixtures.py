@@ -108,7 +108,7 @@ def record_state(sim: IbSim, cmds: list[list[str]], scratch: Path, tag: str):
 def _same_answer(a: bytes | None, b: bytes | None) -> bool:
     if a is None or b is None:
         return a is b
-    # equal but for the TID, and for the bytes umad2sim leaves stale past 224 (DESIGN.md)
+    # equal but for the TID, and for the bytes umad2sim leaves stale past 224 (docs/PITFALLS.md)
     return a[:TID_SLICE.start] == b[:TID_SLICE.start] and a[TID_SLICE.stop:224] == b[TID_SLICE.stop:224]
 
 

@@ -14,7 +14,7 @@ In pytest, use the fixtures of tests/conftest.py (`ibsim`, `live_cli`) rather th
 this class directly. This is the one way the project starts ibsim: tests, bench/ and
 scripts/ all come here.
 
-Why it looks like this (see DESIGN.md, "Known pitfalls"):
+Why it looks like this (see docs/PITFALLS.md):
 
 * ``-n -s``: without a console ibsim would spin on stdin at EOF. With
   ``console=True`` there is no ``-n``: stdin is a pipe we keep open for ibsim's

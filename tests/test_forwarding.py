@@ -1,6 +1,6 @@
 """AttributeModifier and table-position math (mad.forwarding): values, inverses, limits.
 
-Table sizes are IBA 14.2.5.10-12 (DESIGN.md "Known pitfalls"): LFT 768 blocks of 64
+Table sizes are IBA 14.2.5.10-12 (docs/PITFALLS.md): LFT 768 blocks of 64
 ports, RFT 3072 blocks of 16 entries, MFT 512 blocks of 32 MLIDs x 16 PortMask
 positions, position in modifier bits 31:28 and block in bits 8:0.
 """

@@ -1,4 +1,4 @@
-"""Link configuration parity with OpenSM on ibsim (DESIGN.md: ibsim pre-sets what real
+"""Link configuration parity with OpenSM on ibsim (docs/PITFALLS.md: ibsim pre-sets what real
 ports leave at reset, so this proves the fields ibsim stores; tests/test_links.py proves
 the rest against the simulator's reset values).
 

@@ -330,7 +330,7 @@ def test_cli_sweep_with_group_file(cli, tmp_path):
 
 
 def test_mft_block_math_used_by_units():
-    # MLID 0xC000 + 32*b + i, position p = ports 16p..16p+15 (DESIGN.md, Known pitfalls)
+    # MLID 0xC000 + 32*b + i, position p = ports 16p..16p+15 (docs/PITFALLS.md)
     assert fw.mft_block(0xC021) == (1, 1) and fw.mft_position(35) == (2, 3)
 
 

@@ -4,7 +4,7 @@ routes (ibroute), light sweeps that send only Gets, and OpenSM as the other SM i
 priority orders: exactly one MASTER, handover both ways, the standby taking over when the
 master is killed.
 
-How ibsim plays (DESIGN.md): SMInfo requests and traps go to the client that opened the
+How ibsim plays (docs/PITFALLS.md): SMInfo requests and traps go to the client that opened the
 issm device; Trap 128 on Unlink/ReLink goes to a switch's MasterSMLID; two SMs need
 different nodes (SIM_HOST). OpenSM runs with a scratch OSM_CACHE_DIR/OSM_TMP_DIR and a
 config file with a 1 s SMInfo polling interval and 2 retries (ours likewise), so a

@@ -57,7 +57,7 @@ def test_lft_set_shows_in_ibroute(two_switch):
 
 def test_lft_set_above_top_raises_it_and_shows_lid_top(two_switch):
     # LID 64 = the new LinearFDBTop, a multiple of 64: ibroute 44 never reads block 1
-    # (DESIGN.md pitfall), smpdump and we do
+    # (docs/PITFALLS.md), smpdump and we do
     sim = two_switch
     sim.smagent("lft", "set", SW1, "64", "3")
     out = sim.run(["smpquery", "-D", "switchinfo", SW1]).stdout

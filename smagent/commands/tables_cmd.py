@@ -10,7 +10,7 @@ parses ibroute's output parses ours:
 
 One deliberate difference: ibroute 44 never reads the block holding LID LinearFDBTop when
 the top is a multiple of 64 (``ALIGN(top, 64) / 64`` blocks), so it drops that LID; we read
-blocks 0..top//64 and show it (DESIGN.md, Known pitfalls).
+blocks 0..top//64 and show it (docs/PITFALLS.md).
 
 Every writing command plans first (current state read from the switch, never assumed),
 validates everything before the first Set, and with ``--dry-run`` prints the plan and sends

@@ -1,5 +1,5 @@
 """MulticastForwardingTable: the unit one SMP carries is (block of 32 MLIDs, PortMask
-position of 16 ports) (DESIGN.md, Known pitfalls). Units from {mlid: ports}, reads,
+position of 16 ports) (docs/PITFALLS.md). Units from {mlid: ports}, reads,
 diffs, the raw writes (`apply` adds backup and journal), and the `mft set` plan.
 Groups and their spanning trees are `smagent.multicast`."""
 from __future__ import annotations

@@ -4,7 +4,7 @@ dump_fts, which OpenSM's file routing engine loads) and the parser of the unicas
 Output follows infiniband-diags byte for byte (trailing spaces included), so what parses
 ibroute's output parses ours. One deliberate difference: ibroute 44 never reads the
 block holding LID LinearFDBTop when the top is a multiple of 64, so it drops that LID; we
-read blocks 0..top//64 and show it (DESIGN.md, Known pitfalls).
+read blocks 0..top//64 and show it (docs/PITFALLS.md).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ all see the same state:
 Defaults reproduce what ibsim 0.10 reports before any SM touched it (see the
 golden vectors' README, "ibsim SwitchInfo", and the captured PortInfo/NodeInfo
 responses), so a differential test against ibsim compares like with like, except the
-link configuration: ibsim pre-sets what real ports leave at reset (DESIGN.md). The
+link configuration: ibsim pre-sets what real ports leave at reset (docs/PITFALLS.md). The
 capability ``link_reset`` picks which one a node models:
 
 * ``"iba"`` (the default): what a port holds before an SM configures it, IBA 14.2.5.6-9;

@@ -1,5 +1,5 @@
 """The live transport: SMPs on QP0 through rdma-core's libibumad (and so through ibsim's
-umad2sim preload in the tests: never os.open, see DESIGN.md)."""
+umad2sim preload in the tests: never os.open, see docs/PITFALLS.md)."""
 from __future__ import annotations
 
 from mad.header import MGMT_CLASS_OFFSET, Method, MgmtClass
