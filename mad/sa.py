@@ -37,7 +37,7 @@ RECORD_ALIGN = 8  # AttributeOffset counts 8-byte words: records in a table star
 
 
 class SaMethod(enum.IntEnum):
-    """SA methods (IBA 15.2.2), the R bit included."""
+    """SA methods (IBA 15.2), the R bit included."""
     GET = 0x01
     GET_RESP = 0x81
     SET = 0x02
@@ -103,7 +103,7 @@ def sa_status(word: int) -> SaStatus | int:
 
 
 class SaAttrID(enum.IntEnum):
-    """SA attribute IDs (IBA 15.2.5, Table 195)."""
+    """SA attribute IDs (IBA 15.2.5)."""
     NOTICE = 0x0002
     INFORM_INFO = 0x0003
     NODE_RECORD = 0x0011
@@ -192,7 +192,8 @@ def request(method: int, record: SaRecord, *, component_mask: int = 0, transacti
 @dataclasses.dataclass(frozen=True)
 class Component:
     """One component of a record: its ComponentMask bit and the bits it covers."""
-    name: str  # the field's name, or "reserved"; an Each entry: "name[i]"
+    name: str  # the field's name, or "reserved"; an Each entry "name[i]"; a Split part its own name
+    field: str  # the field it is (part of), or "reserved"
     bit: int
     offset: int  # first bit, from the start of the record
     width: int
@@ -204,7 +205,7 @@ class Each:
     def __init__(self, subcon: Any):
         self.subcons = [subcon]
         inner = subcon.subcon
-        self.parts = [(f"{subcon.name}[{i}]", inner.subcon.length) for i in range(inner.count)]
+        self.parts = [(f"{subcon.name}[{i}]", subcon.name, inner.subcon.length) for i in range(inner.count)]
 
 
 class Whole:
@@ -212,7 +213,7 @@ class Whole:
 
     def __init__(self, name: str, subcons: Sequence[Any]):
         self.subcons = list(subcons)
-        self.parts = [(name, bit_size(self.subcons))]
+        self.parts = [(name, name, bit_size(self.subcons))]
 
 
 class Split:
@@ -222,7 +223,7 @@ class Split:
         self.subcons = [subcon]
         if sum(w for _n, w in parts) != bit_size(self.subcons):
             raise TypeError(f"Split {subcon.name}: parts do not cover the field")
-        self.parts = list(parts)
+        self.parts = [(n, subcon.name, w) for n, w in parts]
 
 
 class Extra:
@@ -230,7 +231,7 @@ class Extra:
 
     def __init__(self, subcon: Any):
         self.subcons = [subcon]
-        self.parts: list[tuple[str | None, int]] = [(None, bit_size(self.subcons))]
+        self.parts: list[tuple[str | None, str, int]] = [(None, subcon.name, bit_size(self.subcons))]
 
 
 def _components(parts: Iterable[Any]) -> tuple[list[Any], tuple[Component, ...]]:
@@ -244,10 +245,11 @@ def _components(parts: Iterable[Any]) -> tuple[list[Any], tuple[Component, ...]]
             pieces = p.parts
         else:
             subcons.append(p)
-            pieces = [(getattr(p, "name", None) or "reserved", bit_size([p]))]
-        for name, width in pieces:
+            name = getattr(p, "name", None) or "reserved"
+            pieces = [(name, name, bit_size([p]))]
+        for name, field, width in pieces:
             if name is not None:
-                comps.append(Component(name, len(comps), pos, width))
+                comps.append(Component(name, field, len(comps), pos, width))
             pos += width
     if len(comps) > 64:
         raise TypeError(f"{len(comps)} components, a ComponentMask has 64 bits")
@@ -273,9 +275,7 @@ class SaRecord(LayoutValue):
         components (every entry of an Each array, both halves of a Split field)."""
         bits = 0
         for name in names:
-            hit = [c.bit for c in cls.COMPONENTS if c.name == name or c.name.startswith(name + "[")]
-            if not hit:
-                hit = [c.bit for c in cls.COMPONENTS if name in _split_fields(cls).get(c.name, ())]
+            hit = [c.bit for c in cls.COMPONENTS if name in (c.name, c.field)]
             if not hit or name == "reserved":
                 raise MadFieldError("component", name, f"a component of {cls.__name__}")
             for b in hit:
@@ -339,18 +339,6 @@ def _selector(cls: type[SaRecord], mask: int) -> int:
             _SELECTORS.clear()
         _SELECTORS[(cls, mask)] = sel
     return sel
-
-
-def _split_fields(cls: type[SaRecord]) -> dict[str, tuple[str, ...]]:
-    """Component name -> the field it belongs to, for components named apart from it."""
-    out: dict[str, tuple[str, ...]] = {}
-    for f in cls.LAYOUT.fields:
-        if f.name is None:
-            continue
-        for c in cls.COMPONENTS:
-            if c.name not in cls.LAYOUT.names and f.offset <= c.offset < f.offset + f.width * f.count:
-                out[c.name] = (f.name,)
-    return out
 
 
 @dataclass_transform(eq_default=True)

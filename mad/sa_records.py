@@ -20,7 +20,7 @@ B = BitsInteger
 @_record(SaAttrID.NODE_RECORD,
         "lid" / B(16), Padding(16), *NodeInfo.SUBCONS, *NodeDescription.SUBCONS)
 class NodeRecord(SaRecord):
-    """NodeRecord (IBA 15.2.5.2): a node's NodeInfo and NodeDescription, by LID."""
+    """NodeRecord (IBA 15.2.5): a node's NodeInfo and NodeDescription, by LID."""
     lid: int = 0
     base_version: int = 0
     class_version: int = 0
@@ -40,7 +40,7 @@ class NodeRecord(SaRecord):
 @_record(SaAttrID.PORT_INFO_RECORD,
         "endport_lid" / B(16), "port_num" / B(8), "options" / B(8), *PortInfo.SUBCONS)
 class PortInfoRecord(SaRecord):
-    """PortInfoRecord (IBA 15.2.5.3): a port's PortInfo."""
+    """PortInfoRecord (IBA 15.2.5): a port's PortInfo."""
     endport_lid: int = 0
     port_num: int = 0
     options: int = 0
@@ -98,9 +98,10 @@ class PortInfoRecord(SaRecord):
 
 
 @_record(SaAttrID.SL_TO_VL_MAPPING_TABLE_RECORD,
-        "lid" / B(16), "input_port_num" / B(8), "output_port_num" / B(8), Padding(32), Whole("sl_to_vl", SLtoVLMappingTable.SUBCONS))
+        "lid" / B(16), "input_port_num" / B(8), "output_port_num" / B(8), Padding(32),
+        Whole("sl_to_vl", SLtoVLMappingTable.SUBCONS))
 class SLtoVLMappingTableRecord(SaRecord):
-    """SLtoVLMappingTableRecord (IBA 15.2.5.4)."""
+    """SLtoVLMappingTableRecord (IBA 15.2.5)."""
     lid: int = 0
     input_port_num: int = 0
     output_port_num: int = 0
@@ -110,7 +111,7 @@ class SLtoVLMappingTableRecord(SaRecord):
 @_record(SaAttrID.SWITCH_INFO_RECORD,
         "lid" / B(16), Padding(16), *SwitchInfo.SUBCONS)
 class SwitchInfoRecord(SaRecord):
-    """SwitchInfoRecord (IBA 15.2.5.5)."""
+    """SwitchInfoRecord (IBA 15.2.5)."""
     lid: int = 0
     linear_fdb_cap: int = 0
     random_fdb_cap: int = 0
@@ -135,16 +136,17 @@ class SwitchInfoRecord(SaRecord):
 @_record(SaAttrID.LINEAR_FORWARDING_TABLE_RECORD,
         "lid" / B(16), "block_num" / B(16), Padding(32), Whole("ports", LinearForwardingTable.SUBCONS))
 class LinearForwardingTableRecord(SaRecord):
-    """LinearForwardingTableRecord (IBA 15.2.5.6): one LFT block."""
+    """LinearForwardingTableRecord (IBA 15.2.5): one LFT block."""
     lid: int = 0
     block_num: int = 0
     ports: list[int] = ZEROS
 
 
 @_record(SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD,
-        "lid" / B(16), "position" / B(4), Padding(3), "block_num" / B(9), Padding(32), Whole("port_masks", MulticastForwardingTable.SUBCONS))
+        "lid" / B(16), "position" / B(4), Padding(3), "block_num" / B(9), Padding(32),
+        Whole("port_masks", MulticastForwardingTable.SUBCONS))
 class MulticastForwardingTableRecord(SaRecord):
-    """MulticastForwardingTableRecord (IBA 15.2.5.8): one MFT block."""
+    """MulticastForwardingTableRecord (IBA 15.2.5): one MFT block."""
     lid: int = 0
     position: int = 0
     block_num: int = 0
@@ -154,7 +156,7 @@ class MulticastForwardingTableRecord(SaRecord):
 @_record(SaAttrID.SM_INFO_RECORD,
         "lid" / B(16), Padding(16), *SMInfo.SUBCONS)
 class SMInfoRecord(SaRecord):
-    """SMInfoRecord (IBA 15.2.5.9)."""
+    """SMInfoRecord (IBA 15.2.5). ``sm_key`` is a secret: never print it."""
     lid: int = 0
     guid: int = 0
     sm_key: int = 0
@@ -166,7 +168,7 @@ class SMInfoRecord(SaRecord):
 @_record(SaAttrID.LINK_RECORD,
         "from_lid" / B(16), "from_port_num" / B(8), "to_port_num" / B(8), "to_lid" / B(16))
 class LinkRecord(SaRecord):
-    """LinkRecord (IBA 15.2.5.13): one link, from a port to its neighbour."""
+    """LinkRecord (IBA 15.2.5): one link, from a port to its neighbour."""
     from_lid: int = 0
     from_port_num: int = 0
     to_port_num: int = 0
@@ -176,7 +178,7 @@ class LinkRecord(SaRecord):
 @_record(SaAttrID.GUID_INFO_RECORD,
         "lid" / B(16), "block_num" / B(8), Padding(8), Padding(32), Each("guids" / Array(8, B(64))))
 class GUIDInfoRecord(SaRecord):
-    """GUIDInfoRecord (IBA 15.2.5.18): one block of 8 port GUIDs (GUIDInfo, which mad.attributes does
+    """GUIDInfoRecord (IBA 15.2.5): one block of 8 port GUIDs (GUIDInfo, which mad.attributes does
     not hold; each GUID its own component)."""
     lid: int = 0
     block_num: int = 0
@@ -184,9 +186,12 @@ class GUIDInfoRecord(SaRecord):
 
 
 @_record(SaAttrID.SERVICE_RECORD,
-        "service_id" / B(64), "service_gid" / B(128), "service_p_key" / B(16), Padding(16), "service_lease" / B(32), "service_key" / B(128), "service_name" / Bytewise(NulText(64)), Each("service_data8" / Array(16, B(8))), Each("service_data16" / Array(8, B(16))), Each("service_data32" / Array(4, B(32))), Each("service_data64" / Array(2, B(64))))
+        "service_id" / B(64), "service_gid" / B(128), "service_p_key" / B(16), Padding(16),
+        "service_lease" / B(32), "service_key" / B(128), "service_name" / Bytewise(NulText(64)),
+        Each("service_data8" / Array(16, B(8))), Each("service_data16" / Array(8, B(16))),
+        Each("service_data32" / Array(4, B(32))), Each("service_data64" / Array(2, B(64))))
 class ServiceRecord(SaRecord):
-    """ServiceRecord (IBA 15.2.5.14); each ServiceData entry its own component."""
+    """ServiceRecord (IBA 15.2.5); each ServiceData entry its own component."""
     service_id: int = 0
     service_gid: int = 0
     service_p_key: int = 0
@@ -200,9 +205,10 @@ class ServiceRecord(SaRecord):
 
 
 @_record(SaAttrID.P_KEY_TABLE_RECORD,
-        "lid" / B(16), "block_num" / B(16), "port_num" / B(8), Padding(24), Whole("p_keys", P_KeyTable.SUBCONS))
+        "lid" / B(16), "block_num" / B(16), "port_num" / B(8), Padding(24),
+        Whole("p_keys", P_KeyTable.SUBCONS))
 class P_KeyTableRecord(SaRecord):
-    """P_KeyTableRecord (IBA 15.2.5.11): one block of 32 P_Keys."""
+    """P_KeyTableRecord (IBA 15.2.5): one block of 32 P_Keys."""
     lid: int = 0
     block_num: int = 0
     port_num: int = 0
@@ -210,9 +216,14 @@ class P_KeyTableRecord(SaRecord):
 
 
 @_record(SaAttrID.PATH_RECORD,
-        Split("service_id" / B(64), ("service_id_msb", 8), ("service_id_lsb", 56)), "dgid" / B(128), "sgid" / B(128), "dlid" / B(16), "slid" / B(16), "raw_traffic" / B(1), Padding(3), "flow_label" / B(20), "hop_limit" / B(8), "tclass" / B(8), "reversible" / B(1), "num_path" / B(7), "p_key" / B(16), "qos_class" / B(12), "sl" / B(4), "mtu_selector" / B(2), "mtu" / B(6), "rate_selector" / B(2), "rate" / B(6), "packet_life_time_selector" / B(2), "packet_life_time" / B(6), "preference" / B(8), Padding(48))
+        Split("service_id" / B(64), ("service_id_msb", 8), ("service_id_lsb", 56)), "dgid" / B(128),
+        "sgid" / B(128), "dlid" / B(16), "slid" / B(16), "raw_traffic" / B(1), Padding(3),
+        "flow_label" / B(20), "hop_limit" / B(8), "tclass" / B(8), "reversible" / B(1), "num_path" / B(7),
+        "p_key" / B(16), "qos_class" / B(12), "sl" / B(4), "mtu_selector" / B(2), "mtu" / B(6),
+        "rate_selector" / B(2), "rate" / B(6), "packet_life_time_selector" / B(2), "packet_life_time" / B(6),
+        "preference" / B(8), Padding(48))
 class PathRecord(SaRecord):
-    """PathRecord (IBA 15.2.5.16). ServiceID is one field and two components (its 8 high bits, its
+    """PathRecord (IBA 15.2.5). ServiceID is one field and two components (its 8 high bits, its
     56 low bits)."""
     service_id: int = 0
     dgid: int = 0
@@ -238,9 +249,10 @@ class PathRecord(SaRecord):
 
 
 @_record(SaAttrID.VL_ARBITRATION_TABLE_RECORD,
-        "lid" / B(16), "output_port_num" / B(8), "block_num" / B(8), Padding(32), Whole("vl_arbitration_table", VLArbitrationTable.SUBCONS))
+        "lid" / B(16), "output_port_num" / B(8), "block_num" / B(8), Padding(32),
+        Whole("vl_arbitration_table", VLArbitrationTable.SUBCONS))
 class VLArbitrationTableRecord(SaRecord):
-    """VLArbitrationTableRecord (IBA 15.2.5.15): one part of a port's VLArbitrationTable
+    """VLArbitrationTableRecord (IBA 15.2.5): one part of a port's VLArbitrationTable
     (the whole table one component)."""
     lid: int = 0
     output_port_num: int = 0
@@ -312,9 +324,12 @@ class VLArbitrationTableRecord(SaRecord):
 
 
 @_record(SaAttrID.MC_MEMBER_RECORD,
-        "mgid" / B(128), "port_gid" / B(128), "q_key" / B(32), "mlid" / B(16), "mtu_selector" / B(2), "mtu" / B(6), "tclass" / B(8), "p_key" / B(16), "rate_selector" / B(2), "rate" / B(6), "packet_life_time_selector" / B(2), "packet_life_time" / B(6), "sl" / B(4), "flow_label" / B(20), "hop_limit" / B(8), "scope" / B(4), "join_state" / B(4), "proxy_join" / B(1), Padding(23))
+        "mgid" / B(128), "port_gid" / B(128), "q_key" / B(32), "mlid" / B(16), "mtu_selector" / B(2),
+        "mtu" / B(6), "tclass" / B(8), "p_key" / B(16), "rate_selector" / B(2), "rate" / B(6),
+        "packet_life_time_selector" / B(2), "packet_life_time" / B(6), "sl" / B(4), "flow_label" / B(20),
+        "hop_limit" / B(8), "scope" / B(4), "join_state" / B(4), "proxy_join" / B(1), Padding(23))
 class MCMemberRecord(SaRecord):
-    """MCMemberRecord (IBA 15.2.5.17): a port's membership of a multicast group."""
+    """MCMemberRecord (IBA 15.2.5): a port's membership of a multicast group."""
     mgid: int = 0
     port_gid: int = 0
     q_key: int = 0
@@ -336,9 +351,14 @@ class MCMemberRecord(SaRecord):
 
 
 @_record(SaAttrID.MULTI_PATH_RECORD,
-        "raw_traffic" / B(1), Padding(3), "flow_label" / B(20), "hop_limit" / B(8), "tclass" / B(8), "reversible" / B(1), "num_path" / B(7), "p_key" / B(16), "qos_class" / B(12), "sl" / B(4), "mtu_selector" / B(2), "mtu" / B(6), "rate_selector" / B(2), "rate" / B(6), "packet_life_time_selector" / B(2), "packet_life_time" / B(6), "service_id_msb" / B(8), "independence_selector" / B(2), Padding(6), "sgid_count" / B(8), "dgid_count" / B(8), "service_id_lsb" / B(56), Extra("sdgids" / Array(MULTIPATH_GIDS, B(128))))
+        "raw_traffic" / B(1), Padding(3), "flow_label" / B(20), "hop_limit" / B(8), "tclass" / B(8),
+        "reversible" / B(1), "num_path" / B(7), "p_key" / B(16), "qos_class" / B(12), "sl" / B(4),
+        "mtu_selector" / B(2), "mtu" / B(6), "rate_selector" / B(2), "rate" / B(6),
+        "packet_life_time_selector" / B(2), "packet_life_time" / B(6), "service_id_msb" / B(8),
+        "independence_selector" / B(2), Padding(6), "sgid_count" / B(8), "dgid_count" / B(8),
+        "service_id_lsb" / B(56), Extra("sdgids" / Array(MULTIPATH_GIDS, B(128))))
 class MultiPathRecord(SaRecord):
-    """MultiPathRecord (IBA 15.2.5.20): the fixed part, then up to 11 GIDs (SGIDCount source
+    """MultiPathRecord (IBA 15.2.5): the fixed part, then up to 11 GIDs (SGIDCount source
     GIDs, then DGIDCount destination GIDs: what fits one MAD); the GIDs are no component."""
     raw_traffic: int = 0
     flow_label: int = 0
@@ -364,7 +384,9 @@ class MultiPathRecord(SaRecord):
 
 
 @_record(SaAttrID.INFORM_INFO,
-        "gid" / B(128), "lid_range_begin" / B(16), "lid_range_end" / B(16), Padding(16), "is_generic" / B(8), "subscribe" / B(8), "type" / B(16), "trap_number_or_device_id" / B(16), "qpn" / B(24), Padding(3), "resp_time_value" / B(5), Padding(8), "producer_type_or_vendor_id" / B(24))
+        "gid" / B(128), "lid_range_begin" / B(16), "lid_range_end" / B(16), Padding(16), "is_generic" / B(8),
+        "subscribe" / B(8), "type" / B(16), "trap_number_or_device_id" / B(16), "qpn" / B(24), Padding(3),
+        "resp_time_value" / B(5), Padding(8), "producer_type_or_vendor_id" / B(24))
 class InformInfo(SaRecord):
     """InformInfo (IBA 13.4.8.3): a subscription to traps (Set to the SA)."""
     gid: int = 0
@@ -382,7 +404,7 @@ class InformInfo(SaRecord):
 @_record(SaAttrID.INFORM_INFO_RECORD,
         "subscriber_gid" / B(128), "enum" / B(16), Padding(48), *InformInfo.SUBCONS)
 class InformInfoRecord(SaRecord):
-    """InformInfoRecord (IBA 15.2.5.12): a subscription as the SA keeps it."""
+    """InformInfoRecord (IBA 15.2.5): a subscription as the SA keeps it."""
     subscriber_gid: int = 0
     enum: int = 0
     gid: int = 0
@@ -397,7 +419,8 @@ class InformInfoRecord(SaRecord):
     producer_type_or_vendor_id: int = 0
 
 
-@_record(SaAttrID.NOTICE, *Notice.SUBCONS, "issuer_gid" / B(128))
+@_record(SaAttrID.NOTICE,
+        *Notice.SUBCONS, "issuer_gid" / B(128))
 class SaNotice(SaRecord):
     """Notice as an SA Report carries it (IBA 13.4.8.2): the 64 bytes `mad.attributes.Notice`
     holds, then IssuerGID (80 bytes)."""
