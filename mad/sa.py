@@ -178,7 +178,7 @@ def request(method: int, record: SaRecord, *, component_mask: int = 0, transacti
     """An SA request carrying one record (Get, GetTable, Set, Delete: the record and the
     mask are the query). A record bigger than the data area raises MadLengthError."""
     if not isinstance(record, SaRecord):
-        raise MadFieldError("record", type(record).__name__, "an SA record from mad.sa")
+        raise MadFieldError("record", type(record).__name__, "an SA record from mad.sa_records")
     record.check_mask(component_mask)
     raw = record.encode()
     if len(raw) > SA_DATA_SIZE:

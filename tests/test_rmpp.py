@@ -341,3 +341,22 @@ def test_end_to_end_clean_channel_needs_no_retransmission():
     data = bytes(range(256)) * 20
     s, r, _ = _run(data, random.Random(0), 0.0, 0.0, 4)
     assert s.state is r.state is RmppState.DONE and r.data == data and s.tries_left == s.retries
+
+
+@settings(max_examples=200, deadline=None)
+@given(junk=st.lists(st.binary(min_size=MAD_SIZE, max_size=MAD_SIZE), min_size=1, max_size=8),
+       flags=st.lists(st.integers(0, 255), min_size=8, max_size=8))
+def test_junk_from_the_peer_never_raises(junk, flags):
+    """Whatever a peer sends (a whole MAD of any bytes), both machines answer with MADs or
+    nothing, and end only in a defined state."""
+    s, r = sender(bytes(3 * SEG)), receiver()
+    s.start(0.0)
+    for i, mad in enumerate(junk):
+        # often make it look like RMPP, so the checks past the Active flag run too
+        mad = mad[:24] + bytes([1, mad[25] % 5, flags[i] | 1]) + mad[27:] if flags[i] & 2 else mad
+        for m in s.on_mad(mad, float(i)) + r.on_mad(mad, float(i)):
+            assert len(m) == MAD_SIZE and hdr(m).rmpp_type in (RmppType.ACK, RmppType.STOP, RmppType.ABORT)
+    for m in (s, r):
+        assert m.state in RmppState and (m.state is not RmppState.DONE or m.status is RmppStatus.NORMAL)
+    if r.state is RmppState.DONE:
+        assert r.data is not None
