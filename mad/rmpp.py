@@ -185,7 +185,7 @@ class _Machine:
             return self._peer_ended(hdr)
         if hdr.rmpp_status != RmppStatus.NORMAL:
             return self._fail(mad, RmppStatus.ILLEGAL_STATUS,
-                              f"RMPPStatus {hdr.rmpp_status} in a {RmppType(hdr.rmpp_type).name}", flip)
+                              f"RMPPStatus {hdr.rmpp_status} in a packet of RMPPType {hdr.rmpp_type}", flip)
         return None
 
 

@@ -353,7 +353,8 @@ def test_junk_from_the_peer_never_raises(junk, flags):
     s.start(0.0)
     for i, mad in enumerate(junk):
         # often make it look like RMPP, so the checks past the Active flag run too
-        mad = mad[:24] + bytes([1, mad[25] % 5, flags[i] | 1]) + mad[27:] if flags[i] & 2 else mad
+        kind = mad[25] if flags[i] & 4 else mad[25] % 5  # any RMPPType, or one IBA defines
+        mad = mad[:24] + bytes([1, kind, flags[i] | 1]) + mad[27:] if flags[i] & 2 else mad
         for m in s.on_mad(mad, float(i)) + r.on_mad(mad, float(i)):
             assert len(m) == MAD_SIZE and hdr(m).rmpp_type in (RmppType.ACK, RmppType.STOP, RmppType.ABORT)
     for m in (s, r):
