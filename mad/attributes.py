@@ -39,7 +39,7 @@ class Attribute(LayoutValue):
     """Base of attribute values: which attribute they are (``ATTR_ID``)."""
     __slots__ = ()
     ATTR_ID: ClassVar[int] = 0
-    # the attribute's components without the SMP padding: SA records embed them (mad.sa)
+    # the attribute's components without the SMP padding: SA records embed them (mad.sa_records)
     SUBCONS: ClassVar[tuple[Any, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
