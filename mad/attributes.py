@@ -39,6 +39,8 @@ class Attribute(LayoutValue):
     """Base of attribute values: which attribute they are (``ATTR_ID``)."""
     __slots__ = ()
     ATTR_ID: ClassVar[int] = 0
+    # the attribute's components without the SMP padding: SA records embed them (mad.sa_records)
+    SUBCONS: ClassVar[tuple[Any, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in self.LAYOUT.names}
@@ -55,6 +57,7 @@ def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
 
     def attr(cls: type[A]) -> type[A]:
         cls.ATTR_ID = int(attr_id)
+        cls.SUBCONS = tuple(subcons)
         return bind(cls)
     return attr
 
