@@ -45,7 +45,7 @@ class FakeUmad:
         for name in (
             "umad_init", "umad_done", "umad_get_cas_names", "umad_get_ca", "umad_release_ca",
             "umad_get_port", "umad_release_port", "umad_open_port", "umad_close_port", "umad_size",
-            "umad_send", "umad_recv", "umad_get_fd", "umad_register", "umad_unregister",
+            "umad_send", "umad_recv", "umad_get_fd", "umad_register", "umad_register_oui", "umad_unregister",
         ):
             setattr(self, name, mocker.MagicMock(name=name, side_effect=getattr(self, "_" + name)))
         self.open_rc = 7
@@ -128,6 +128,11 @@ class FakeUmad:
         if self.register_rc is not None:
             return self._err("umad_register", self.register_rc)
         return {0x81: 0, 0x01: 1}.get(mgmt_class, 2)
+
+    def _umad_register_oui(self, fd, mgmt_class, rmpp, oui, mask):
+        if self.register_rc is not None:
+            return self._err("umad_register_oui", self.register_rc)
+        return 3
 
     def _umad_unregister(self, fd, agent):
         return 0

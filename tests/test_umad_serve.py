@@ -146,7 +146,7 @@ def test_requests_go_to_the_handler_with_their_source_lid_and_responses_are_unti
     fake.slids = [0x0017]
     got = []
     t = UmadTransport(serve=True)
-    t.on_request = lambda raw, slid: got.append((raw, slid))
+    t.on_request = lambda m: got.append((m.raw, m.slid))
     assert t.poll(0.5) == 1
     assert got == [(get, 0x17)]
     req = smpcodec.decode(get)

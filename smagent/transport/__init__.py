@@ -13,12 +13,13 @@ KINDS = ("sim", "umad", "replay")
 def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixture=None, record=None,
                    window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                    retries: int = DEFAULT_RETRIES, m_key: int = 0, m_key_file=None, keys=None,
-                   local=None, serve: bool = False) -> Transport:
+                   local=None, serve: bool = False, classes=()) -> Transport:
     """Open a transport by name. Import lazily: `sim` needs no libibumad, `umad` no topology.
 
     M_Keys: ``m_key`` (``--mkey``) for every SMP, ``m_key_file`` (``--mkey-file``, see
     `smagent.mkeys`) per node, or a ready `smagent.mkeys.KeyChain` as ``keys``. The file
-    is read (and checked) before anything is opened; its errors are ValueErrors."""
+    is read (and checked) before anything is opened; its errors are ValueErrors.
+    ``classes``: GMP classes umad registers besides the SMP ones (`umad.AgentClass`)."""
     from smagent import mkeys
     if keys is None:
         keys = mkeys.keychain(m_key, m_key_file)
@@ -32,7 +33,7 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     if kind == "umad":
         from smagent.transport.umad import UmadTransport
         t = UmadTransport(ca=ca, port=port, serve=serve, window=window, timeout_ms=timeout_ms, retries=retries,
-                          recorder=recorder)
+                          recorder=recorder, classes=classes)
     elif kind == "sim":
         from smagent.transport.sim import SimTransport
         sim = SimTransport(topology=topology, local=local, window=window, timeout_ms=timeout_ms, retries=retries,
