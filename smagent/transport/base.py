@@ -35,8 +35,8 @@ from mad.errors import MadError
 from mad.attributes import Attribute
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import (
-    ATTRIBUTE_ID_SLICE, METHOD_OFFSET, RESPONSE_BIT, SMP_CLASSES, STATUS_ERROR_BITS, MadHeader, Status, is_mad,
-    method_name, status_word_of, tid32_of,
+    ATTRIBUTE_ID_SLICE, BASE_VERSION, MAD_SIZE, METHOD_OFFSET, RESPONSE_BIT, SMP_CLASSES, STATUS_ERROR_BITS,
+    MadHeader, Status, method_name, status_word_of, tid32_of,
 )
 from mad.layout import LayoutValue
 from smagent.errors import BadInput, FabricFailure
@@ -67,10 +67,8 @@ log = logging.getLogger("smagent.transport")
 _POLICY_BATCH = 32  # answers handed to the retry policy at a time
 
 
-def _malformed(req: "Request", raw: bytes) -> str | None:
-    """Why ``raw`` is no answer to ``req`` (None: it is a whole MAD of its class)."""
-    if is_mad(raw) and raw[1] == req.raw[1]:  # type: ignore[index]
-        return None
+def _malformed(req: "Request", raw: bytes) -> str:
+    """Why ``raw`` is no answer to ``req`` (not a whole MAD of the request's class)."""
     if req.addr is None:
         return smp_layer.decode_error(raw)
     try:
@@ -424,12 +422,11 @@ class Transport:
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
                     continue
                 # checked and matched on the bytes; decoded only when a caller asks (Reply)
-                bad = _malformed(reqs[i], raw)
-                if bad is not None:
+                if len(raw) != MAD_SIZE or raw[0] != BASE_VERSION or raw[1] != reqs[i].raw[1]:  # type: ignore[index]
                     del inflight[tid32]
                     stats.errors += 1
-                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: {bad}",
-                                                      request=reqs[i].describe())
+                    replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: "
+                                                      f"{_malformed(reqs[i], raw)}", request=reqs[i].describe())
                     continue
                 if not raw[METHOD_OFFSET] & RESPONSE_BIT:
                     continue  # our own request looped back by a permissive route: ignore
@@ -487,7 +484,7 @@ class Transport:
             self._clean += 1
             if self._clean >= self._cwnd:  # a whole window answered: widen
                 self._cwnd, self._clean = min(2 * self._cwnd, self.window), 0
-            if req.addr is None:
+            if self.keys.per_node and req.addr is None:
                 smp_layer.answered(self.keys, req, raw)
             return
         if req.addr is None:

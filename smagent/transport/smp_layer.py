@@ -82,9 +82,10 @@ def prepare(keys: KeyChain, req: Request, attempts: int) -> bytes:
 
 
 def answered(keys: KeyChain, req: Request, raw: bytes) -> None:
-    """A good response: with per-node keys, a PortInfo through a known node's path
-    teaches that port's LIDs (the LID a Set just assigned included)."""
-    if keys.per_node and smpcodec.attribute_id_of(raw) == _PORT_INFO and req.smp.directed:
+    """A good response (the caller checks `keys.per_node` first: the hot path): a
+    PortInfo through a known node's path teaches that port's LIDs (the LID a Set just
+    assigned included)."""
+    if smpcodec.attribute_id_of(raw) == _PORT_INFO and req.smp.directed:
         _learn_lids(keys, req, raw)
 
 
