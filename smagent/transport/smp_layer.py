@@ -45,7 +45,8 @@ def decode_error(raw: bytes) -> str:
 
 def timeout_hint(req: Request) -> str:
     """A refused write is the classic M_Key symptom (levels 0 and 1 answer every Get)."""
-    return f"; {MKEY_HINT}" if smpcodec.method_of(req.raw or smpcodec.encode(req.smp)) in _WRITES else ""
+    assert req.raw is not None  # sent: `prepare` left its bytes
+    return f"; {MKEY_HINT}" if smpcodec.method_of(req.raw) in _WRITES else ""
 
 
 def key_for(keys: KeyChain, req: Request) -> int:
