@@ -1,7 +1,9 @@
-"""Transports: how SMPs reach a fabric. `open_transport` picks one by name."""
+"""Transports: how MADs (SMPs, and GMPs of any class) reach a fabric. `open_transport`
+picks one by name."""
 from __future__ import annotations
 
 from smagent.errors import BadInput
+from smagent.transport.address import Address, Grh, Incoming
 from smagent.transport.base import (
     DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Reply, Request, SmpStatusError, SmpTimeout,
     Transport, TransportError,
@@ -53,4 +55,4 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
 
 
 __all__ = ["open_transport", "Transport", "Request", "Reply", "TransportError", "SmpTimeout",
-           "SmpStatusError", "KINDS"]
+           "SmpStatusError", "KINDS", "Address", "Grh", "Incoming"]
