@@ -26,7 +26,7 @@ import zlib
 from construct import BitsInteger, Padding
 
 from mad.errors import MadError, MadLengthError
-from mad.header import MAD_SIZE
+from mad.header import GSI_QKEY, GSI_QP, MAD_SIZE, SMP_CLASSES
 from mad.layout import LayoutValue, layout
 
 B = BitsInteger
@@ -134,10 +134,12 @@ def frame(mad: bytes, slid: int, dlid: int, *, psn: int = 0, crc: bool = True) -
         got = f"{len(mad)} bytes" if isinstance(mad, (bytes, bytearray, memoryview)) else type(mad).__name__
         raise MadLengthError(f"frame: a MAD is exactly {MAD_SIZE} bytes, got {got}")
     words = PKT_LEN_WORDS if crc else PKT_LEN_WORDS - ICRC_SIZE // 4
-    lrh = LRH.LAYOUT.encode(LRH(vl=VL_MANAGEMENT, lver=0, sl=0, lnh=LNH_IBA_LOCAL,
+    # SMPs: QP0 on VL15; every other class (a GMP): QP1 with the GSI Q_Key on a data VL
+    qp, q_key, vl = (0, 0, VL_MANAGEMENT) if mad[1] in SMP_CLASSES else (GSI_QP, GSI_QKEY, 0)
+    lrh = LRH.LAYOUT.encode(LRH(vl=vl, lver=0, sl=0, lnh=LNH_IBA_LOCAL,
                              dlid=dlid, pkt_len=words, slid=slid))
-    bth = BTH.LAYOUT.encode(BTH(opcode=OPCODE_UD_SEND_ONLY, p_key=DEFAULT_P_KEY, dest_qp=0, psn=psn))
-    deth = DETH.LAYOUT.encode(DETH(q_key=0, src_qp=0))
+    bth = BTH.LAYOUT.encode(BTH(opcode=OPCODE_UD_SEND_ONLY, p_key=DEFAULT_P_KEY, dest_qp=qp, psn=psn))
+    deth = DETH.LAYOUT.encode(DETH(q_key=q_key, src_qp=qp))
     body = deth + bytes(mad)
     if not crc:
         return lrh + bth + body

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from mad import attributes as A
 from mad import errors as E
+from mad import gmp, perfmgt
 from mad import smp as S
 from mad.header import MadHeader
 from mad.layout import Layout, LayoutValue
@@ -30,7 +31,8 @@ def _module_layouts(mod) -> list[Layout]:
 REGISTRY = {A.layout_for(i) for i in A.ATTRIBUTE_NAMES}
 ATTR_LAYOUTS = sorted(set(_module_layouts(A)) | REGISTRY, key=lambda lay: lay.name)
 SMP_LAYOUTS = [S.LidSmp.LAYOUT, S.DrSmp.LAYOUT]
-ALL_LAYOUTS = ATTR_LAYOUTS + SMP_LAYOUTS + [MadHeader.LAYOUT]
+GMP_LAYOUTS = [gmp.ClassPortInfo.LAYOUT, perfmgt.PortCounters.LAYOUT]  # GMP data areas (mad.gmp, mad.perfmgt)
+ALL_LAYOUTS = ATTR_LAYOUTS + SMP_LAYOUTS + [MadHeader.LAYOUT] + GMP_LAYOUTS
 DATA_LAYOUTS = [lay for lay in ATTR_LAYOUTS if getattr(lay.cls, "ATTR_ID", None) is not None]
 
 

@@ -459,3 +459,56 @@ def test_record_a_session_tshark_agrees(live_cli, tmp_path, suffix):
     bad = subprocess.run([TSHARK, "-r", str(cap), "-Y", "_ws.malformed || _ws.expert"], capture_output=True,
                          text=True, timeout=120)
     assert bad.stdout.strip() == ""
+
+
+@pytest.mark.tshark
+@needs_tshark
+def test_tshark_reads_a_recorded_gmp_session_as_we_do(tmp_path):
+    """GMPs recorded by a transport: framed on QP1 with the GSI Q_Key, and tshark's own
+    ClassPortInfo and PortCounters dissectors read the fields where mad.gmp and
+    mad.perfmgt put them (an independent witness of both layouts)."""
+    from mad import gmp, perfmgt
+    from mad.header import GSI_QKEY
+    from smagent.transport.address import Address
+    from smagent.transport.base import Request
+    from smagent.transport.immediate import ImmediateTransport
+
+    cpi = gmp.ClassPortInfo(base_version=1, class_version=1, capability_mask=0x1300, capability_mask2=0x12345,
+                            resp_time_value=0x11, redirect_lid=0x2345, redirect_qp=0x654321, trap_lid=0x77,
+                            trap_q_key=GSI_QKEY, trap_sl=5)
+    pc = perfmgt.PortCounters(port_select=3, symbol_error_counter=0x1234, link_downed_counter=9,
+                              port_xmit_discards=0x55, vl15_dropped=0x66, port_xmit_data=0x1020304,
+                              port_rcv_pkts=0x50607)
+
+    class Agents(ImmediateTransport):
+        def _answer_to(self, raw, addr):
+            return gmp.response_to(raw, data=cpi if raw[17] == 1 else pc)
+
+    path = tmp_path / "gmp.erf"
+    t = Agents(recorder=CaptureWriter(path))
+    t.execute([Request.gmp(perfmgt.get(1, tid=0x10), Address.gsi(4)),
+               Request.gmp(perfmgt.port_counters_get(3, tid=0x11), Address.gsi(4))], check=True)
+    t.close()
+    fields = ["infiniband.bth.destqp", "infiniband.deth.q_key", "infiniband.mad.mgmtclass", "infiniband.mad.method",
+              "infiniband.lrh.dlid", "infiniband.classportinfo.capabilitymask",
+              "infiniband.classportinfo.capabilitymask2", "infiniband.classportinfo.resptimevalue",
+              "infiniband.classportinfo.redirectlid", "infiniband.classportinfo.redirectqp",
+              "infiniband.classportinfo.traplid", "infiniband.classportinfo.trapqkey",
+              "infiniband.classportinfo.trapsl", "infiniband.portcounters.portselect",
+              "infiniband.portcounters.symbolerrorcounter", "infiniband.portcounters.linkdownedcounter",
+              "infiniband.portcounters.portxmitdiscards", "infiniband.portcounters.vl15dropped",
+              "infiniband.portcounters.portxmitdata", "infiniband.portcounters.portrcvpkts"]
+    rows = [dict(zip(fields, r)) for r in tshark_fields(path, fields)]
+    assert len(rows) == 4  # two requests, two answers
+    for row in rows:
+        assert _int(row["infiniband.bth.destqp"]) == 1 and _int(row["infiniband.deth.q_key"]) == GSI_QKEY
+        assert _int(row["infiniband.mad.mgmtclass"]) == 0x04
+    assert [_int(r["infiniband.mad.method"]) for r in rows] == [0x01, 0x01, 0x81, 0x81]  # one window
+    c = rows[2]
+    assert [_int(c[f"infiniband.classportinfo.{k}"]) for k in (
+        "capabilitymask", "capabilitymask2", "resptimevalue", "redirectlid", "redirectqp", "traplid", "trapqkey",
+        "trapsl")] == [0x1300, 0x12345, 0x11, 0x2345, 0x654321, 0x77, GSI_QKEY, 5]
+    p = rows[3]
+    assert [_int(p[f"infiniband.portcounters.{k}"]) for k in (
+        "portselect", "symbolerrorcounter", "linkdownedcounter", "portxmitdiscards", "vl15dropped", "portxmitdata",
+        "portrcvpkts")] == [3, 0x1234, 9, 0x55, 0x66, 0x1020304, 0x50607]

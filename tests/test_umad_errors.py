@@ -45,7 +45,7 @@ class FakeUmad:
         for name in (
             "umad_init", "umad_done", "umad_get_cas_names", "umad_get_ca", "umad_release_ca",
             "umad_get_port", "umad_release_port", "umad_open_port", "umad_close_port", "umad_size",
-            "umad_send", "umad_recv", "umad_get_fd", "umad_register", "umad_unregister",
+            "umad_send", "umad_recv", "umad_get_fd", "umad_register", "umad_register_oui", "umad_unregister",
         ):
             setattr(self, name, mocker.MagicMock(name=name, side_effect=getattr(self, "_" + name)))
         self.open_rc = 7
@@ -128,6 +128,11 @@ class FakeUmad:
         if self.register_rc is not None:
             return self._err("umad_register", self.register_rc)
         return {0x81: 0, 0x01: 1}.get(mgmt_class, 2)
+
+    def _umad_register_oui(self, fd, mgmt_class, rmpp, oui, mask):
+        if self.register_rc is not None:
+            return self._err("umad_register_oui", self.register_rc)
+        return 3
 
     def _umad_unregister(self, fd, agent):
         return 0
@@ -436,3 +441,66 @@ def test_context_manager_closes_on_error(fake):
 def test_list_ports(fake):
     fake.cas = {"mlx5_0": {1: 0x10}, "ibsim0": {0: 0x20}}
     assert umad_lib.list_ports() == {"mlx5_0": [1], "ibsim0": [0]}
+
+
+# -- GMP classes and addresses --------------------------------------------------
+
+
+def test_register_passes_class_version_and_rmpp_version(fake):
+    with UmadPort() as p:
+        p.register(0x03, 2, methods=[0x12], rmpp_version=0)
+        assert fake.umad_register.call_args.args[1:4] == (0x03, 2, 0)
+        p.register(0x04, 1, rmpp_version=1)
+        assert fake.umad_register.call_args.args[1:4] == (0x04, 1, 1)
+
+
+def test_register_oui_for_a_vendor_class(fake):
+    with UmadPort() as p:
+        assert p.register(0x30, methods=[0x01], oui=0x001405) == 3
+        fd, cls, rmpp, oui, _mask = fake.umad_register_oui.call_args.args
+        assert (cls, rmpp, bytes(oui)) == (0x30, 0, b"\x00\x14\x05")
+        fake.umad_register.assert_not_called()
+        with pytest.raises(ValueError, match="vendor class 0x30..0x4f"):
+            p.register(0x04, oui=0x001405)
+
+
+def test_register_oui_failure_names_the_oui(fake):
+    fake.register_rc = -errno.EPERM
+    fake.errno_on["umad_register_oui"] = errno.EBUSY
+    with UmadPort() as p:
+        with pytest.raises(UmadIOError, match="class 0x31 OUI 0x001405 version 1 .*EBUSY"):
+            p.register(0x31, oui=0x001405)
+
+
+def test_send_to_an_address_then_an_smp_clears_it(fake):
+    from smagent.transport.address import Address, Grh
+    addr = Address.gsi(0x22, sl=4, pkey_index=3, grh=Grh(bytes(range(16)), hop_limit=9))
+    mad = bytes(256)
+    with UmadPort() as p:
+        p.send(2, mad, 0, addr=addr.pack())
+        p.send(0, mad, 0x22)  # the same DLID as the GMP's: QP0 must still be written
+        p.send(0, mad, 0x22)
+    (_a, gmp_buf, *_), (_b, smp_buf, *_), (_c, again, *_) = fake.sent
+    assert gmp_buf[20:64] == addr.pack()
+    assert gmp_buf[20:24] == b"\x00\x00\x00\x01" and gmp_buf[24:28] == b"\x80\x01\x00\x00"
+    assert smp_buf[20:64] == again[20:64] == bytes(8) + b"\x00\x22" + bytes(34)  # QP0, Q_Key 0, no GRH
+    with UmadPort() as p:
+        with pytest.raises(ValueError, match="ib_mad_addr is 44"):
+            p.send(2, mad, 0, addr=b"\0" * 10)
+
+
+def test_recv_keeps_the_whole_source_address(fake, mocker):
+    from smagent.transport.address import Address, Grh
+    src = Address(lid=0x31, qpn=1, sl=2, pkey_index=5, grh=Grh(bytes(range(16, 32)), 1, 7, 3, 0x12345))
+    orig = fake._umad_recv
+
+    def recv(fd, addr, length, timeout_ms):
+        rc = orig(fd, addr, length, timeout_ms)
+        if rc == 0:
+            ctypes.memmove(addr + 20, src.pack(), 44)
+        return rc
+    fake.umad_recv.side_effect = recv
+    fake.recv_queue = [(0, b"\x01" * 256)]
+    with UmadPort() as p:
+        assert p.recv(100) == (b"\x01" * 256, 0)
+        assert Address.unpack(p.last_addr) == src and p.last_slid == 0x31

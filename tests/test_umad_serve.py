@@ -146,7 +146,7 @@ def test_requests_go_to_the_handler_with_their_source_lid_and_responses_are_unti
     fake.slids = [0x0017]
     got = []
     t = UmadTransport(serve=True)
-    t.on_request = lambda raw, slid: got.append((raw, slid))
+    t.on_request = lambda m: got.append((m.raw, m.slid))
     assert t.poll(0.5) == 1
     assert got == [(get, 0x17)]
     req = smpcodec.decode(get)
@@ -164,4 +164,63 @@ def test_without_a_handler_requests_are_ignored_as_before(fake):
     fake.recv_queue = [(0, smpcodec.encode(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO)))]
     t = UmadTransport()
     assert t.poll(0.2) == 0
+    t.close()
+
+
+def test_gmp_classes_are_registered_each_with_its_version_methods_and_rmpp(fake):
+    from smagent.transport.umad import PERF_CLIENT, SA_SERVER
+    t = UmadTransport(serve=True, classes=[SA_SERVER, PERF_CLIENT])
+    calls = fake.umad_register.call_args_list
+    assert [c.args[1:4] for c in calls] == [(0x81, 1, 0), (0x01, 1, 0), (0x03, 2, 0), (0x04, 1, 0)]
+    assert [_mask(c) for c in calls] == [{0x01, 0x02, 0x05}] * 2 + [{0x01, 0x02, 0x12, 0x13, 0x14, 0x15}, set()]
+    t.close()
+
+
+def test_a_class_asked_twice_is_refused_before_the_port_opens(fake):
+    from smagent.errors import BadInput
+    from smagent.transport.umad import PERF_CLIENT, AgentClass
+    with pytest.raises(BadInput, match="0x04 asked twice"):
+        UmadTransport(classes=[PERF_CLIENT, PERF_CLIENT])
+    with pytest.raises(BadInput, match="0x81 asked twice"):
+        UmadTransport(classes=[AgentClass(0x81)])
+    fake.umad_open_port.assert_not_called()
+
+
+def test_a_gmp_of_a_class_not_registered_is_refused_by_name(fake):
+    from mad import perfmgt
+    from smagent.transport.address import Address
+    from smagent.transport.base import Request, TransportError
+    t = UmadTransport()
+    with pytest.raises(TransportError, match="no agent for management class 0x04 on umad mlx5_0 port 1"):
+        t.execute([Request.gmp(perfmgt.get(1, tid=5), Address.gsi(3))])
+    assert fake.sent == []
+    t.close()
+
+
+def test_a_gmp_request_arrives_with_its_address_and_is_answered_at_it(fake):
+    from mad import gmp
+    from smagent.transport.address import Address
+    from smagent.transport.umad import SA_SERVER
+    query = gmp.build(0x03, Method.GET_TABLE, 0x0011, tid=0x77)
+    fake.recv_queue = [(0, query)]
+    fake.slids = [0x0009]
+    got = []
+    t = UmadTransport(serve=True, classes=[SA_SERVER])
+    t.on_request = got.append
+    orig = fake._umad_recv
+
+    def recv(fd, addr, length, timeout_ms):  # the sender's QP1, as the kernel reports it
+        rc = orig(fd, addr, length, timeout_ms)
+        if rc == 0:
+            ctypes.memmove(addr + 20, struct.pack(">I", 1), 4)
+        return rc
+    fake.umad_recv.side_effect = recv
+    assert t.poll(0.5) == 1
+    (m,) = got
+    assert m.raw == query and (m.address.lid, m.address.qpn) == (9, 1)
+    answer = gmp.response_to(query, status=0x000C)
+    t.respond(answer, m.address.reply())
+    agent, buf, timeout_ms, retries = fake.sent[-1]
+    assert (agent, timeout_ms, retries) == (2, 0, 0)  # the SA agent, unsolicited
+    assert buf[20:64] == Address.gsi(9).pack() and buf[64:] == answer
     t.close()

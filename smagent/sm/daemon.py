@@ -79,7 +79,7 @@ class Counters:
 class Daemon:
     def __init__(self, transport: Transport, opts: DaemonOptions, *, clock=time.monotonic):
         self.t, self.opts, self.clock = transport, opts, clock
-        transport.on_request = self._on_request
+        transport.on_request = lambda m: self._on_request(m.raw, m.slid)  # an Incoming: bytes and source
         self._sm: StateMachine | None = None  # `start` makes it
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
         self._early: list[tuple[bytes, int]] = []  # SMInfo requests that came before we knew who we are

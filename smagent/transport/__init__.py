@@ -1,7 +1,9 @@
-"""Transports: how SMPs reach a fabric. `open_transport` picks one by name."""
+"""Transports: how MADs (SMPs, and GMPs of any class) reach a fabric. `open_transport`
+picks one by name."""
 from __future__ import annotations
 
 from smagent.errors import BadInput
+from smagent.transport.address import Address, Grh, Incoming
 from smagent.transport.base import (
     DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Reply, Request, SmpStatusError, SmpTimeout,
     Transport, TransportError,
@@ -13,12 +15,13 @@ KINDS = ("sim", "umad", "replay")
 def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixture=None, record=None,
                    window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                    retries: int = DEFAULT_RETRIES, m_key: int = 0, m_key_file=None, keys=None,
-                   local=None, serve: bool = False) -> Transport:
+                   local=None, serve: bool = False, classes=()) -> Transport:
     """Open a transport by name. Import lazily: `sim` needs no libibumad, `umad` no topology.
 
     M_Keys: ``m_key`` (``--mkey``) for every SMP, ``m_key_file`` (``--mkey-file``, see
     `smagent.mkeys`) per node, or a ready `smagent.mkeys.KeyChain` as ``keys``. The file
-    is read (and checked) before anything is opened; its errors are ValueErrors."""
+    is read (and checked) before anything is opened; its errors are ValueErrors.
+    ``classes``: GMP classes umad registers besides the SMP ones (`umad.AgentClass`)."""
     from smagent import mkeys
     if keys is None:
         keys = mkeys.keychain(m_key, m_key_file)
@@ -32,7 +35,7 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     if kind == "umad":
         from smagent.transport.umad import UmadTransport
         t = UmadTransport(ca=ca, port=port, serve=serve, window=window, timeout_ms=timeout_ms, retries=retries,
-                          recorder=recorder)
+                          recorder=recorder, classes=classes)
     elif kind == "sim":
         from smagent.transport.sim import SimTransport
         sim = SimTransport(topology=topology, local=local, window=window, timeout_ms=timeout_ms, retries=retries,
@@ -52,4 +55,4 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
 
 
 __all__ = ["open_transport", "Transport", "Request", "Reply", "TransportError", "SmpTimeout",
-           "SmpStatusError", "KINDS"]
+           "SmpStatusError", "KINDS", "Address", "Grh", "Incoming"]

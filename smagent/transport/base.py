@@ -1,21 +1,23 @@
-"""One small transport interface: a batch of SMP requests in, their replies out.
+"""One small transport interface: a batch of MAD requests in, their replies out.
 
-The base class owns everything that is the same for every fabric: the window of
-outstanding SMPs, matching replies by the low 32 bits of the TID, per-request
-timeouts, retries of timeouts and busy replies, counting, and recording. A backend
-only moves bytes: `_send(raw, dlid)` and `_recv(timeout_s)`.
+The base class owns everything that is the same for every MAD class and every fabric:
+the window of outstanding requests, matching replies by the low 32 bits of the TID,
+per-request timeouts, retries of timeouts and busy replies, counting, and recording. It
+reads only the common MAD header (mad.header). What SMPs need besides (M_Keys, the key
+chain) is the SMP layer, `smagent.transport.smp_layer`; a GMP (SA, PerfMgt, any class on
+QP1) is a `Request.gmp` with its full address (`smagent.transport.address.Address`). A
+backend only moves bytes: `_send(raw, dlid)` (an SMP, QP0), `_send_to(raw, address)`
+(any MAD, addressed) and `_recv(timeout_s)`.
 
-Serving (a long-running SM): MADs that are requests, not responses (another SM's
-SubnGet/SubnSet(SMInfo), a switch's SubnTrap), go to `on_request(raw, slid)` when one is
-installed, whether they arrive while a batch is in flight or during `poll`; without a
-handler they are ignored, as before. `respond(raw, dlid)` sends a MAD that expects no
-answer (GetResp, TrapRepress, a Trap of our own): it never enters the window.
+Serving (a long-running SM, an SA): MADs that are requests, not responses (another SM's
+SubnGet/SubnSet(SMInfo), a switch's SubnTrap, an SA query), go to `on_request` as an
+`Incoming` (the bytes and the address they came from) when a handler is installed,
+whether they arrive while a batch is in flight or during `poll`; without a handler they
+are ignored. `respond(raw, to)` sends a MAD that expects no answer (GetResp, TrapRepress,
+a Trap of our own) to a LID (an SMP) or an `Address` (`incoming.address.reply()`): it
+never enters the window.
 
-M_Keys: every SMP that carries none (0) gets its key from `Transport.keys`, a
-`smagent.mkeys.KeyChain`: by DR path for directed route, by DLID for LID-routed. When
-keys differ per node, a PortInfo response through a path whose node is known maps that
-port's LIDs to the node's key, so LID-routed SMPs (and the LIDs a sweep assigns) find
-it. Keys are secrets: no message here shows one (`Request.describe` names the method,
+Keys are secrets: no message here shows one (`Request.describe` names the method,
 attribute, modifier and destination only).
 """
 from __future__ import annotations
@@ -26,17 +28,25 @@ import logging
 import time
 from typing import Callable, Iterable, Sequence, TypeVar, overload
 
+from mad import gmp
 from mad import smp as smpcodec
 from mad.smp import AnySmp
 from mad.errors import MadError
-from mad.attributes import AttrID, Attribute, PortInfo
+from mad.attributes import Attribute
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import METHOD_OFFSET, RESPONSE_BIT, STATUS_ERROR_BITS, Method, Status, method_name, tid32_of
+from mad.header import (
+    ATTRIBUTE_ID_SLICE, BASE_VERSION, MAD_SIZE, METHOD_OFFSET, RESPONSE_BIT, SMP_CLASSES, STATUS_ERROR_BITS,
+    MadHeader, Status, method_name, status_word_of, tid32_of,
+)
+from mad.layout import LayoutValue
 from smagent.errors import BadInput, FabricFailure
 from smagent.mkeys import KeyChain
+from smagent.transport import smp_layer
+from smagent.transport.address import Address, Incoming
 from smagent.transport.retry import RetryPolicy, distance_class
 
 A = TypeVar("A", bound=Attribute)
+V = TypeVar("V", bound=LayoutValue)
 
 UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back an undelivered send
 
@@ -52,22 +62,20 @@ START_WINDOW = 8
 DEFAULT_TIMEOUT_MS = 200
 DEFAULT_RETRIES = 3
 
-# What a timeout may mean besides a lost packet: said when a Set or TrapRepress times out
-MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
-             "(protected SMAs drop SMPs with a wrong M_Key)")
-_PORT_INFO = int(AttrID.PORT_INFO)
-_WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
+MKEY_HINT = smp_layer.MKEY_HINT
 log = logging.getLogger("smagent.transport")
 _POLICY_BATCH = 32  # answers handed to the retry policy at a time
 
 
-def _decode_error(raw: bytes) -> str:
-    """Why the codec refuses ``raw`` as an SMP."""
+def _malformed(req: "Request", raw: bytes) -> str:
+    """Why ``raw`` is no answer to ``req`` (not a whole MAD of the request's class)."""
+    if req.addr is None:
+        return smp_layer.decode_error(raw)
     try:
-        smpcodec.decode(raw)
+        gmp.check(raw)
     except MadError as e:
         return str(e)
-    return "not an SMP"
+    return f"management class {raw[1]:#04x}, not the request's {req.raw[1]:#04x}"  # type: ignore[index]
 
 
 class TransportError(FabricFailure):
@@ -81,31 +89,45 @@ class TransportError(FabricFailure):
 
 
 class SmpTimeout(TransportError):
-    """No response after every try (``request`` names it)."""
+    """No response after every try (``request`` names it); any MAD class."""
 
 
 class SmpStatusError(TransportError):
-    """The SMA answered with a non-zero status; ``response``: its decoded SMP."""
+    """The agent answered with a non-zero status; ``response``: its decoded SMP, or for
+    a GMP its common header (`mad.header.MadHeader`); ``raw``: the response's bytes."""
 
-    def __init__(self, message: str, response: AnySmp, *, request: str = ""):
+    def __init__(self, message: str, response: AnySmp | MadHeader, *, request: str = "", raw: bytes = b""):
         super().__init__(message, request=request)
-        self.response = response
+        self.response, self.raw = response, raw
 
 
 class Request:
-    """One SMP to send. ``dlid`` is the LRH destination: a LID for LID-routed SMPs, the
-    permissive LID for directed route.
+    """One MAD to send. For an SMP, ``dlid`` is the LRH destination (a LID for LID-routed
+    SMPs, the permissive LID for directed route) and ``addr`` is None (QP0). A GMP
+    (`Request.gmp`) has its whole ``addr``: LID, remote QP, Q_Key, P_Key index, SL, GRH.
 
-    Built from an SMP (``Request(smp)``), or already encoded (`Request.dr`: what the
-    sweep's bulk phases send); then ``raw`` is the truth, ``path`` its DR path, and
-    `smp` decodes it when first asked."""
-    __slots__ = ("_smp", "raw", "dlid", "path")
+    An SMP is built from its fields (``Request(smp)``), or already encoded (`Request.dr`:
+    what the sweep's bulk phases send); then ``raw`` is the truth, ``path`` its DR path,
+    and `smp` decodes it when first asked."""
+    __slots__ = ("_smp", "raw", "dlid", "path", "addr")
 
     def __init__(self, smp: AnySmp | None = None, dlid: int = PERMISSIVE_LID, *, raw: bytes | None = None,
-                 path: tuple[int, ...] | None = None):
+                 path: tuple[int, ...] | None = None, addr: Address | None = None):
         if (smp is None) == (raw is None):
             raise TypeError("Request: an SMP or its bytes, one of them")
-        self._smp, self.raw, self.dlid, self.path = smp, raw, dlid, path
+        self._smp, self.raw, self.dlid, self.path, self.addr = smp, raw, dlid, path, addr
+
+    @classmethod
+    def gmp(cls, raw: bytes, addr: Address) -> Request:
+        """A GMP (any class but 0x01/0x81; `mad.gmp.build`) to ``addr`` (`Address.gsi(lid)`
+        for a class agent on QP1). Checked here: a bad one never reaches the window."""
+        try:
+            gmp.check(raw)
+        except MadError as e:
+            raise BadInput(f"not a GMP request: {e}") from None
+        if raw[METHOD_OFFSET] & RESPONSE_BIT:
+            raise BadInput(f"not a GMP request: {gmp.describe(raw)} is a response")
+        return cls(raw=bytes(raw), dlid=addr.lid, addr=addr)
 
     @classmethod
     def dr(cls, method: int, attr_id: int, path: tuple[int, ...], modifier: int = 0,
@@ -117,6 +139,7 @@ class Request:
 
     @property
     def smp(self) -> AnySmp:
+        """The SMP decoded (a GMP has none: MadError)."""
         s = self._smp
         if s is None:
             assert self.raw is not None
@@ -125,6 +148,9 @@ class Request:
 
     def describe(self) -> str:
         """Method, attribute, modifier and destination: never the M_Key."""
+        if self.addr is not None:
+            assert self.raw is not None
+            return f"{gmp.describe(self.raw)} to {self.addr.describe()}"
         s = self.smp
         where = s.target() if s.directed else f"LID {self.dlid}"
         return f"{s.method_name}({s.attribute_name}, modifier {s.attribute_modifier:#x}) to {where}"
@@ -136,7 +162,7 @@ class Request:
 @dataclasses.dataclass(slots=True)
 class Reply:
     request: Request
-    raw: bytes | None = None  # the response MAD as it arrived (checked to be an SMP: size, version, class)
+    raw: bytes | None = None  # the response MAD as it arrived (checked: size, version, the request's class)
     error: TransportError | None = None
     _response: AnySmp | None = None  # `raw` decoded, on first use
 
@@ -146,20 +172,35 @@ class Reply:
 
     @property
     def data(self) -> bytes:
-        """The response's 64-byte data area as it arrived (raise the error if there is
-        none): for attributes whose bytes are their value (LFT blocks)."""
+        """The response's data area as it arrived (raise the error if there is none): an
+        SMP's 64 bytes, for attributes whose bytes are their value (LFT blocks); a GMP's
+        from its class's data offset (`mad.gmp.data_of`)."""
         if self.error is not None:
             raise self.error
         assert self.raw is not None  # a Reply without error holds its response
+        if self.request.addr is not None:
+            return gmp.data_of(self.raw)
         return self.raw[smpcodec.DATA_SLICE]
 
     @property
     def response(self) -> AnySmp | None:
-        """The decoded response SMP (None if there is none). Decoded when first asked:
-        most callers only want the attribute (`value`)."""
-        if self._response is None and self.raw is not None:
+        """The decoded response SMP (None if there is none, or for a GMP: `raw`, `gmp`).
+        Decoded when first asked: most callers only want the attribute (`value`)."""
+        if self._response is None and self.raw is not None and self.request.addr is None:
             self._response = smpcodec.decode(self.raw)
         return self._response
+
+    def gmp(self, kind: type[V]) -> V:
+        """A GMP response's data decoded as ``kind`` (`mad.gmp.ClassPortInfo`,
+        `mad.perfmgt.PortCounters`, ...), or raise the error."""
+        if self.error is not None:
+            raise self.error
+        assert self.raw is not None
+        try:
+            return gmp.value_of(self.raw, kind)
+        except MadError as e:
+            raise TransportError(f"{self.request.describe()}: malformed response: {e}",
+                                 request=self.request.describe()) from None
 
     def __repr__(self) -> str:  # not the SMPs' fields: they hold the M_Key
         return f"Reply({self.request.describe()}: {'ok' if self.error is None else self.error})"
@@ -193,19 +234,22 @@ class Stats:
     busy: int = 0
     errors: int = 0
     late: int = 0  # answers that came after their request was retried or given up
-    # SMPs sent by (method, AttributeID): counted as numbers on the hot path, named in `by_kind`
+    # MADs sent by (class, method, AttributeID): counted as numbers on the hot path, named in `by_kind`
     kinds: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
 
     def count(self, raw: bytes) -> None:
-        """One SMP sent, counted from its bytes."""
-        self.kinds[(smpcodec.method_of(raw), smpcodec.attribute_id_of(raw))] += 1
+        """One MAD sent, counted from its bytes."""
+        self.kinds[(raw[1], raw[3], raw[ATTRIBUTE_ID_SLICE])] += 1
 
     @property
     def by_kind(self) -> collections.Counter:
-        """SMPs sent per kind, named as "SubnGet(PortInfo)" (a fresh Counter each time)."""
+        """MADs sent per kind, named as "SubnGet(PortInfo)", "PerfGet(PortCounters)" (a
+        fresh Counter each time)."""
         out: collections.Counter = collections.Counter()
-        for (m, a), v in self.kinds.items():
-            out[f"{method_name(m)}({smpcodec.attribute_name(a)})"] += v
+        for (c, m, a), v in self.kinds.items():
+            a = int.from_bytes(a, "big")
+            attr = smpcodec.attribute_name(a) if c in SMP_CLASSES else gmp.attribute_name(c, a)
+            out[f"{method_name(m, c)}({attr})"] += v
         return out
 
     def sets_sent(self, since: dict | None = None) -> list[str]:
@@ -261,7 +305,7 @@ class Transport:
             self.keys.default = m_key
         self.stats = Stats()
         self.on_send: Callable[[Request], None] | None = None  # each request as it is sent: tests, progress
-        self.on_request: Callable[[bytes, int], None] | None = None  # unsolicited requests (see module doc)
+        self.on_request: Callable[[Incoming], None] | None = None  # unsolicited requests (see module doc)
 
     @property
     def m_key(self) -> int:
@@ -274,17 +318,27 @@ class Transport:
 
     # -- backend hooks --------------------------------------------------------------
     def _send(self, raw: bytes, dlid: int) -> None:
+        """Send an SMP on QP0 to ``dlid``."""
         raise NotImplementedError
+
+    def _send_to(self, raw: bytes, addr: Address) -> None:
+        """Send any MAD to a full address (a GMP: QP1, its Q_Key, ...)."""
+        raise TransportError(f"the {self.name} transport carries SMPs only, not {gmp.describe(raw)}",
+                             request=gmp.describe(raw))
 
     def _recv(self, timeout_s: float) -> list[tuple]:
         """Wait up to ``timeout_s`` and return whatever arrived: (256 MAD bytes, umad
-        status) pairs, or (bytes, status, source LID) triples. Status 110 hands back an
+        status) pairs, or (bytes, status, source) triples, the source being a packed
+        ib_mad_addr, an `Address` or a LID (`Incoming.of`). Status 110 hands back an
         undelivered request."""
         raise NotImplementedError
 
-    def _send_unsolicited(self, raw: bytes, dlid: int) -> None:
+    def _send_unsolicited(self, raw: bytes, to: int | Address) -> None:
         """Send a MAD that expects no response (the umad backend sends it untimed)."""
-        self._send(raw, dlid)
+        if isinstance(to, Address):
+            self._send_to(raw, to)
+        else:
+            self._send(raw, to)
 
     # -- serving ----------------------------------------------------------------------
     def _serve(self, item) -> bool:
@@ -293,7 +347,7 @@ class Transport:
         if (self.on_request is None or status != 0 or len(raw) <= METHOD_OFFSET
                 or raw[METHOD_OFFSET] & RESPONSE_BIT):
             return False
-        self.on_request(raw, item[2] if len(item) > 2 else 0)
+        self.on_request(Incoming.of(raw, item[2] if len(item) > 2 else None))
         return True
 
     def poll(self, timeout_s: float) -> int:
@@ -307,13 +361,15 @@ class Transport:
             if n or time.monotonic() >= deadline:
                 return n
 
-    def respond(self, raw: bytes, dlid: int) -> None:
-        """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited."""
-        self._send_unsolicited(raw, dlid)
+    def respond(self, raw: bytes, to: int | Address) -> None:
+        """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited.
+        ``to``: a LID for an SMP (QP0), or the whole address (a GMP's answer goes to
+        ``incoming.address.reply()``: the sender's QP with its Q_Key, its GRH)."""
+        self._send_unsolicited(raw, to)
         self.stats.sent += 1
         self.stats.count(raw)
         if self.recorder is not None:
-            self.recorder.write(raw, inbound=False, dlid=dlid)
+            self.recorder.write(raw, inbound=False, dlid=to.lid if isinstance(to, Address) else to)
 
     def close(self) -> None:
         if self.recorder is not None:
@@ -366,11 +422,11 @@ class Transport:
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
                     continue
                 # checked and matched on the bytes; decoded only when a caller asks (Reply)
-                if not smpcodec.is_smp(raw):
+                if len(raw) != MAD_SIZE or raw[0] != BASE_VERSION or raw[1] != reqs[i].raw[1]:  # type: ignore[index]
                     del inflight[tid32]
                     stats.errors += 1
                     replies[i].error = TransportError(f"{reqs[i].describe()}: malformed response: "
-                                                      f"{_decode_error(raw)}", request=reqs[i].describe())
+                                                      f"{_malformed(reqs[i], raw)}", request=reqs[i].describe())
                     continue
                 if not raw[METHOD_OFFSET] & RESPONSE_BIT:
                     continue  # our own request looped back by a permissive route: ignore
@@ -398,25 +454,19 @@ class Transport:
         return replies
 
     def query(self, request: Request) -> AnySmp:
-        """One request; returns the decoded response SMP or raises. A node that does not
+        """One SMP; returns the decoded response SMP or raises. A node that does not
         answer, at a path or LID whose key is not known yet, is asked once more with each
-        other key the key chain holds (as discovery does); the key that answers is learnt."""
+        other key the key chain holds (as discovery does); the key that answers is learnt.
+        (A GMP: `execute`, then `Reply.gmp`.)"""
         given = bool(request.smp.m_key)  # a key the caller chose is not second-guessed
         (reply,) = self.execute([request])
-        if isinstance(reply.error, SmpTimeout) and self.keys.per_node and not given:
+        if isinstance(reply.error, SmpTimeout) and not given:
             s = request.smp
-            known = self.keys.path_known(s.path) if s.directed else self.keys.lid_known(request.dlid)
-            tried = s.m_key
-            for key in ([] if known else self.keys.candidates()):
-                if key == tried:
-                    continue
+            for key in smp_layer.key_probes(self.keys, request):
                 probe = Request(dataclasses.replace(s, m_key=key, transaction_id=smpcodec.next_tid()), request.dlid)
                 (alt,) = self.execute([probe], retries=0)
                 if alt.response is not None and alt.error is None:
-                    if s.directed:
-                        self.keys.learn(path=s.path, key=key)
-                    else:
-                        self.keys.learn(lid=request.dlid, key=key)
+                    smp_layer.learn(self.keys, request, key)
                     return alt.response
         if reply.error is not None:
             raise reply.error
@@ -428,15 +478,17 @@ class Transport:
                   retries: int) -> None:
         """A response matched to its request: its status read from the bytes, busy
         retried, an error kept; the window widens after a whole window answered."""
-        status = smpcodec.status_of(raw)
+        status = status_word_of(raw)  # error bits are the low ones in every class (D is bit 15)
         if not status & STATUS_ERROR_BITS:
             reply.raw = raw
             self._clean += 1
             if self._clean >= self._cwnd:  # a whole window answered: widen
                 self._cwnd, self._clean = min(2 * self._cwnd, self.window), 0
-            if self.keys.per_node and req.smp.directed and smpcodec.attribute_id_of(raw) == _PORT_INFO:
-                self._learn_lids(req, smpcodec.decode(raw))
+            if self.keys.per_node and req.addr is None:
+                smp_layer.answered(self.keys, req, raw)
             return
+        if req.addr is None:
+            status = smpcodec.status_of(raw)  # a directed-route SMP's 15 bits below D
         st = Status.from_word(status)
         if st.busy:
             self._narrow()
@@ -447,11 +499,11 @@ class Transport:
                 self._post(req, inflight, i, attempts + 1, retries)
                 return
         reply.raw = raw
-        resp = reply.response
+        resp: AnySmp | MadHeader | None = reply.response if req.addr is None else MadHeader.decode(raw)
         assert resp is not None
         self.stats.errors += 1
-        reply.error = SmpStatusError(f"{req.describe()}: status {resp.status_word:#06x} ({st.describe()})", resp,
-                                     request=req.describe())
+        reply.error = SmpStatusError(f"{req.describe()}: status {status_word_of(raw):#06x} ({st.describe()})",
+                                     resp, request=req.describe(), raw=raw)
 
     def _narrow(self) -> None:
         """A timeout or a busy answer: halve the window, not below the start (DEFAULT_WINDOW)."""
@@ -459,51 +511,27 @@ class Transport:
         self._cwnd, self._clean = max(floor, min(self._cwnd, self.window) // 2), 0
 
     def _post(self, req: Request, inflight: dict, i: int, attempts: int, retries: int) -> None:
-        raw = self._patched(req, attempts) if req._smp is None else self._encoded(req, attempts)
+        addr = req.addr
+        if addr is None:
+            raw = smp_layer.prepare(self.keys, req, attempts)
+        else:  # a GMP: only a fresh TID per retry
+            raw = req.raw  # type: ignore[assignment]
+            if attempts:
+                raw = req.raw = smpcodec.with_tid(raw, smpcodec.next_tid())
         if self.on_send is not None:
             self.on_send(req)  # its `smp` decodes a request built as bytes: only if asked
         # the configured tries wait the configured timeout; adaptive ones back off
         self.send_timeout_ms = timeout_ms = self.policy.timeout_ms(attempts, retries, self.timeout_ms)
-        self._send(raw, req.dlid)
+        if addr is None:
+            self._send(raw, req.dlid)
+        else:
+            self._send_to(raw, addr)
         stats = self.stats
         stats.sent += 1
         stats.count(raw)
         if self.recorder is not None:
             self.recorder.write(raw, inbound=False, dlid=req.dlid)
         inflight[tid32_of(raw)] = [i, time.monotonic() + timeout_ms / 1000.0, attempts]
-
-    def _key_for(self, req: Request) -> int:
-        keys = self.keys
-        if not keys.per_node:
-            return keys.default
-        if req.path is not None:  # a directed-route request built as bytes
-            return keys.for_path(req.path)
-        s = req.smp
-        return keys.for_path(s.path) if s.directed else keys.for_lid(req.dlid)
-
-    def _encoded(self, req: Request, attempts: int) -> bytes:
-        """A request built from an SMP: a fresh TID per retry (a late answer to the old
-        one is not mistaken for it), the M_Key, encoded."""
-        s = req.smp
-        if attempts:
-            s.transaction_id = smpcodec.next_tid()
-        if not s.m_key:
-            s.m_key = self._key_for(req)
-        raw = req.raw = smpcodec.encode(s)
-        return raw
-
-    def _patched(self, req: Request, attempts: int) -> bytes:
-        """The same for a request built as bytes: patched in place of re-encoded."""
-        raw = req.raw
-        assert raw is not None
-        if attempts:
-            raw = smpcodec.with_tid(raw, smpcodec.next_tid())
-        if not smpcodec.m_key_of(raw):
-            key = self._key_for(req)
-            if key:
-                raw = smpcodec.with_m_key(raw, key)
-        req.raw, req._smp = raw, None
-        return raw
 
     def _timed_out(self, req, reply, inflight, i, attempts, retries, lost) -> None:
         self.stats.timeouts += 1
@@ -517,28 +545,9 @@ class Transport:
             log.debug("%s: timed out, retry %d of %d", req.describe(), attempts + 1, allowed)
             self._post(req, inflight, i, attempts + 1, retries)
         else:
-            # a Get may die of a lost link as often as of a key; a refused write is the
-            # classic M_Key symptom (levels 0 and 1 answer every Get), so say it there
-            hint = f"; {MKEY_HINT}" if req.smp.method in _WRITES else ""
+            # a Get may die of a lost link as often as of a key: a write's timeout says so
+            hint = smp_layer.timeout_hint(req) if req.addr is None else ""
             reply.error = SmpTimeout(f"{req.describe()}: no response after {attempts + 1} tries "
                                      f"({self.timeout_ms} ms each{', then longer' if attempts > retries else ''})"
                                      f"{hint}", request=req.describe())
             log.warning("%s", reply.error)
-
-    def _learn_lids(self, req: Request, resp: AnySmp) -> None:
-        """A PortInfo answered through a path whose node's key is known: that port's
-        LIDs take the same key (the LID a Set just assigned included)."""
-        smp = req.smp
-        keys = self.keys
-        if not smp.directed or not keys.path_known(smp.path):
-            return
-        path = smp.path
-        try:
-            pi = resp.attribute(PortInfo)
-        except MadError:
-            return
-        port = resp.attribute_modifier & 0xFF
-        # modifier 0 (a switch's port 0, or the CA port we came in by) or the port we
-        # came in by: a LID of the node at the end of the path
-        if pi.lid and (port == 0 or port == pi.local_port_num):
-            keys.learn(lid=pi.lid, lmc=pi.lmc, key=keys.for_path(path))

@@ -7,6 +7,7 @@ import os
 
 from smagent.fabric import Fabric
 from smagent.sim import SimFabric
+from smagent.transport.address import Address
 from smagent.transport.base import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW
 from smagent.transport.immediate import ImmediateTransport
 
@@ -57,19 +58,21 @@ class SimTransport(ImmediateTransport):
         # the SM at the local port is this transport's (attached now, or by an earlier
         # transport on the same simulator that this one continues)
         self.owns_sm_port = attach_sm
-        self.outbox: list[tuple[bytes, int]] = []  # what `respond` sent (GetResp, TrapRepress, Trap)
+        # what `respond` sent (GetResp, TrapRepress, Trap), with its LID or address
+        self.outbox: list[tuple[bytes, int | Address]] = []
 
     def serve(self) -> None:
         """Run as an SM: traps the simulated switches send to our LID reach `on_request`
         (through the receive queue, as umad would deliver them)."""
         self.sim.trap_sinks[(self._ingress[0].name, self._ingress[1])] = self.deliver
 
-    def deliver(self, raw: bytes, slid: int = 0) -> None:
-        """Queue an unsolicited MAD (a trap, another SM's request) for the next receive."""
-        self._queue.append((raw, 0, slid))
+    def deliver(self, raw: bytes, source: int | Address = 0) -> None:
+        """Queue an unsolicited MAD (a trap, another SM's request) for the next receive,
+        from ``source``: a LID (QP0) or a whole address (a GMP from some QP)."""
+        self._queue.append((raw, 0, source))
 
-    def _send_unsolicited(self, raw: bytes, dlid: int) -> None:
-        self.outbox.append((raw, dlid))
+    def _send_unsolicited(self, raw: bytes, to: int | Address) -> None:
+        self.outbox.append((raw, to))
 
     @property
     def local_lid(self) -> int:

@@ -1,29 +1,66 @@
-"""The live transport: SMPs on QP0 through rdma-core's libibumad (and so through ibsim's
-umad2sim preload in the tests: never os.open, see docs/PITFALLS.md)."""
+"""The live transport: MADs through rdma-core's libibumad (and so through ibsim's umad2sim
+preload in the tests: never os.open, see docs/PITFALLS.md). SMPs on QP0 always; GMPs of
+the classes asked for (`AgentClass`: SA, PerfMgt, ...) on QP1."""
 from __future__ import annotations
 
-from mad.header import MGMT_CLASS_OFFSET, Method, MgmtClass
-from smagent.transport.base import Transport
+import dataclasses
+
+from mad.header import CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
+from smagent.errors import BadInput
+from smagent.transport.address import Address
+from smagent.transport.base import Transport, TransportError
 from smagent.transport.umad_lib import UmadPort
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentClass:
+    """One management class to register: the request ``methods`` this process serves
+    (unsolicited MADs of other methods are not delivered; responses to our own requests
+    always are), its ``class_version`` (`mad.header.CLASS_VERSIONS` if None), its
+    ``rmpp_version`` (0: RMPP in user space, the only choice under umad2sim), and for a
+    vendor class its ``oui``."""
+    mgmt_class: int
+    methods: tuple[int, ...] = ()
+    class_version: int | None = None
+    rmpp_version: int = 0
+    oui: int | None = None
+
+
+# An SA (class 0x03) serving queries: RMPP done by smagent (mad.rmpp), so rmpp_version 0
+SA_SERVER = AgentClass(MgmtClass.SUBN_ADM, (Method.GET, Method.SET, Method.GET_TABLE, Method.GET_TRACE_TABLE,
+                                            Method.GET_MULTI, Method.DELETE))
+# A performance manager: asks class 0x04 agents, serves nothing
+PERF_CLIENT = AgentClass(MgmtClass.PERF_MGT)
+_SM_METHODS = (Method.GET, Method.SET, Method.TRAP)
 
 
 class UmadTransport(Transport):
     name = "umad"
 
     def __init__(self, *, ca: str | None = None, port: int | None = None, lib_path: str | None = None,
-                 serve: bool = False, **kw):
-        """``serve``: run as an SM. The agents also receive requests (another SM's
+                 serve: bool = False, classes: tuple[AgentClass, ...] | list[AgentClass] = (), **kw):
+        """``serve``: run as an SM. The SMP agents also receive requests (another SM's
         SubnGet/SubnSet(SMInfo), switches' SubnTrap) and the port gets IsSM through its
         issm device. Off for one-shot commands: a method registration is exclusive per
-        port, and would fail while another SM runs there."""
+        port, and would fail while another SM runs there. ``classes``: GMP classes to
+        register besides (`SA_SERVER`, `PERF_CLIENT`); each may be registered once."""
         super().__init__(**kw)
+        seen: set[int] = set()
+        for c in classes:
+            if c.mgmt_class in SMP_CLASSES or c.mgmt_class in seen:
+                raise BadInput(f"management class {c.mgmt_class:#04x} asked twice (the SMP classes are always "
+                               f"registered)")
+            seen.add(c.mgmt_class)
         self.port = UmadPort(ca, port, lib_path)
-        methods = (Method.GET, Method.SET, Method.TRAP) if serve else ()
+        methods = _SM_METHODS if serve else ()
+        wanted = [AgentClass(MgmtClass.SUBN_DIRECTED_ROUTE, methods), AgentClass(MgmtClass.SUBN_LID_ROUTED, methods),
+                  *classes]
         try:
             self._agents = {
-                MgmtClass.SUBN_DIRECTED_ROUTE: self.port.register(MgmtClass.SUBN_DIRECTED_ROUTE, methods=methods),
-                MgmtClass.SUBN_LID_ROUTED: self.port.register(MgmtClass.SUBN_LID_ROUTED, methods=methods),
-            }
+                int(c.mgmt_class): self.port.register(
+                    c.mgmt_class, CLASS_VERSIONS.get(c.mgmt_class, 1) if c.class_version is None else c.class_version,
+                    c.methods, rmpp_version=c.rmpp_version, oui=c.oui)
+                for c in wanted}
             self.issm = self.port.open_issm() if serve else None
             self.owns_sm_port = self.issm is not None  # our IsSM: the SM check skips our own port
         except BaseException:
@@ -41,18 +78,31 @@ class UmadTransport(Transport):
         # umad's own retries stay 0: the counts then mean what they say.
         self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms, 0)
 
-    def _send_unsolicited(self, raw: bytes, dlid: int) -> None:
-        # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it
-        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, 0, 0)
+    def _agent(self, raw: bytes) -> int:
+        agent = self._agents.get(raw[MGMT_CLASS_OFFSET])
+        if agent is None:
+            raise TransportError(f"no agent for management class {raw[MGMT_CLASS_OFFSET]:#04x} on "
+                                 f"{self.describe()}: open the transport with that class (classes=...)")
+        return agent
 
-    def _recv(self, timeout_s: float) -> list[tuple[bytes, int, int]]:
+    def _send_to(self, raw: bytes, addr: Address) -> None:
+        self.port.send(self._agent(raw), raw, addr.lid, self.send_timeout_ms, 0, addr=addr.pack())
+
+    def _send_unsolicited(self, raw: bytes, to: int | Address) -> None:
+        # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it
+        if isinstance(to, Address):
+            self.port.send(self._agent(raw), raw, to.lid, 0, 0, addr=to.pack())
+        else:
+            self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, to, 0, 0)
+
+    def _recv(self, timeout_s: float) -> list[tuple[bytes, int, bytes]]:
         port = self.port
         got = port.recv(int(timeout_s * 1000 + 0.999))
         if got is None:
             return []
-        out = [(*got, port.last_slid)]
+        out = [(*got, port.last_addr)]  # the whole source address: a GMP's answer needs it
         while (more := port.recv(0)) is not None:  # drain what is already queued
-            out.append((*more, port.last_slid))
+            out.append((*more, port.last_addr))
         return out
 
     def close(self) -> None:

@@ -148,6 +148,8 @@ UMAD_HEADER_SIZE = ctypes.sizeof(_IbUserMad)
 assert UMAD_HEADER_SIZE == 64, UMAD_HEADER_SIZE
 _STATUS_OFF = _IbUserMad.status.offset
 _LID_OFF = _IbUserMad.addr.offset + _IbMadAddr.lid.offset
+_ADDR = slice(_IbUserMad.addr.offset, _IbUserMad.addr.offset + ctypes.sizeof(_IbMadAddr))
+assert _ADDR.stop == UMAD_HEADER_SIZE
 _STATUS = struct.Struct("=I")  # host order, like the kernel writes it
 _BE16 = struct.Struct(">H")
 
@@ -220,6 +222,10 @@ _SIGNATURES = {
     "umad_get_fd": ([ctypes.c_int], ctypes.c_int),
     "umad_register": (
         [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint8, ctypes.POINTER(ctypes.c_long)],
+        ctypes.c_int,
+    ),
+    "umad_register_oui": (
+        [ctypes.c_int, ctypes.c_int, ctypes.c_uint8, ctypes.POINTER(ctypes.c_uint8), ctypes.POINTER(ctypes.c_long)],
         ctypes.c_int,
     ),
     "umad_unregister": ([ctypes.c_int, ctypes.c_int], ctypes.c_int),
@@ -345,7 +351,7 @@ class UmadPort:
     def __init__(self, ca: str | None = None, port: int | None = None, lib_path: str | None = None):
         self._portid = -1  # what umad_open_port returned (the fd itself in current rdma-core)
         self._issm_fd, self._issm_path = -1, ""
-        self.last_slid = 0  # source LID of the MAD `recv` returned last (whom to answer)
+        self.last_addr = bytes(_ADDR.stop - _ADDR.start)  # ib_mad_addr of the MAD `recv` returned last
         self._fd = -1
         self._agents: list[int] = []
         self._initialized = False
@@ -373,7 +379,8 @@ class UmadPort:
         self._rview = memoryview(self._rbuf).cast("B")
         self._rlen = ctypes.c_int(MAD_SIZE)
         # QP0, qkey 0, SL 0, no GRH, pkey index 0: all zero already; only the
-        # destination LID changes per send, so remember the last one written.
+        # destination LID changes per SMP, so remember the last one written (-1: the
+        # address holds a GMP's, cleared before the next SMP).
         self._last_dlid = -1
         self._send_fn = lib.umad_send
         self._recv_fn = lib.umad_recv
@@ -452,12 +459,16 @@ class UmadPort:
 
     # -- agents ------------------------------------------------------------
 
-    def register(self, mgmt_class: int, class_version: int = 1, methods=()) -> int:
+    def register(self, mgmt_class: int, class_version: int = 1, methods=(), *, rmpp_version: int = 0,
+                 oui: int | None = None) -> int:
         """Register an agent for a management class; returns its agent id.
 
-        0x81 (directed-route SMPs) and 0x01 (LID-routed SMPs) go to QP0.
-        ``methods`` lists request methods to receive unsolicited (e.g. 0x05
-        Trap); responses to our own requests arrive regardless.
+        0x81 (directed-route SMPs) and 0x01 (LID-routed SMPs) go to QP0, every
+        other class to QP1. ``methods`` lists request methods to receive
+        unsolicited (e.g. 0x05 Trap, an SA's 0x12 GetTable); responses to our
+        own requests arrive regardless. ``rmpp_version`` 0: the kernel leaves
+        RMPP to us (umad2sim knows none). ``oui``: a vendor class of the range
+        0x30-0x4F, registered with its OUI (umad_register_oui).
         """
         self._check_open()
         mask = (ctypes.c_long * 2)()
@@ -466,13 +477,22 @@ class UmadPort:
             if not 0 <= m < 128:
                 raise ValueError(f"method 0x{m:x} outside 0..0x7f")
             mask[m // bits] |= 1 << (m % bits)
-        rc = self._lib.umad_register(self._portid, mgmt_class, class_version, 0, mask)
+        what = f"management class 0x{mgmt_class:02x}"
+        if oui is None:
+            rc = self._lib.umad_register(self._portid, mgmt_class, class_version, rmpp_version, mask)
+        else:
+            if not 0x30 <= mgmt_class <= 0x4F or not 0 <= oui <= 0xFFFFFF:
+                raise ValueError(f"an OUI registers a vendor class 0x30..0x4f with a 24-bit OUI, not class "
+                                 f"0x{mgmt_class:02x} OUI 0x{oui:x}")
+            rc = self._lib.umad_register_oui(self._portid, mgmt_class, rmpp_version,
+                                             (ctypes.c_uint8 * 3)(*oui.to_bytes(3, "big")), mask)
+            what += f" OUI 0x{oui:06x}"
         if rc < 0:
             # umad_register reports every failure as -EPERM; the ioctl's errno is the real cause.
             err = ctypes.get_errno() or -rc
             raise UmadIOError(
-                f"cannot register an agent for management class 0x{mgmt_class:02x} "
-                f"version {class_version} on {self.ca} port {self.port}: {_errtext(err)}",
+                f"cannot register an agent for {what} version {class_version} on {self.ca} port "
+                f"{self.port}: {_errtext(err)}",
                 err,
             )
         self._agents.append(rc)
@@ -480,8 +500,11 @@ class UmadPort:
 
     # -- I/O ---------------------------------------------------------------
 
-    def send(self, agent_id: int, mad: bytes, dlid: int, timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = 0) -> None:
-        """Send one MAD on QP0 to ``dlid`` (0xFFFF, permissive, for directed route).
+    def send(self, agent_id: int, mad: bytes, dlid: int, timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = 0,
+             addr: bytes | None = None) -> None:
+        """Send one MAD on QP0 to ``dlid`` (0xFFFF, permissive, for directed route), or,
+        with ``addr`` (a packed ib_mad_addr: `smagent.transport.address.Address.pack`),
+        to that address (a GMP: its QP, Q_Key, SL, P_Key index, GRH; ``dlid`` unused).
 
         ``timeout_ms`` must be > 0 for a request whose response you want on
         real hardware; the request then comes back from :meth:`recv` with
@@ -492,9 +515,17 @@ class UmadPort:
         n = len(mad)
         if n > MAD_SIZE:
             raise ValueError(f"MAD is {n} bytes; at most {MAD_SIZE}")
-        if dlid != self._last_dlid:
+        if addr is not None:
+            if len(addr) != _ADDR.stop - _ADDR.start:
+                raise ValueError(f"address is {len(addr)} bytes; ib_mad_addr is {_ADDR.stop - _ADDR.start}")
+            self._sview[_ADDR] = addr
+            dlid = _BE16.unpack_from(addr, _LID_OFF - _ADDR.start)[0]
+            self._last_dlid = -1
+        elif dlid != self._last_dlid:
             if not 0 <= dlid <= 0xFFFF:
                 raise ValueError(f"dlid {dlid} outside 0..0xFFFF")
+            if self._last_dlid == -1:  # after a GMP (or first): QP0, Q_Key 0, no GRH
+                self._sview[_ADDR] = bytes(_ADDR.stop - _ADDR.start)
             _BE16.pack_into(self._sview, _LID_OFF, dlid)
             self._last_dlid = dlid
         self._sview[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + n] = mad
@@ -526,7 +557,7 @@ class UmadPort:
             if rc >= 0:
                 view = self._rview
                 mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
-                self.last_slid = _BE16.unpack_from(view, _LID_OFF)[0]
+                self.last_addr = view[_ADDR].tobytes()
                 return mad, _STATUS.unpack_from(view, _STATUS_OFF)[0]
             err = ctypes.get_errno()
             if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
@@ -545,6 +576,11 @@ class UmadPort:
             if left <= 0:
                 return None
             wait = min(_RECV_SLICE_MS, max(1, int(left * 1000 + 0.999)))
+
+    @property
+    def last_slid(self) -> int:
+        """The source LID of the MAD `recv` returned last (whom to answer)."""
+        return _BE16.unpack_from(self.last_addr, _LID_OFF - _ADDR.start)[0]
 
     def open_issm(self) -> str:
         """Set IsSM on this port the way an SM does on Linux: hold its issm device open
