@@ -24,37 +24,16 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence, TypeVar, datacla
 from construct import BitsInteger, Bytes, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError
-from mad.header import BASE_VERSION, HEADER_LEAD, HEADER_SIZE, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, MadHeader
+from mad.header import BASE_VERSION, CLASS_VERSIONS, HEADER_LEAD, HEADER_SIZE, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, MadHeader, MgmtClass
 from mad.layout import ZEROS, LayoutValue, bit_size, layout
 from mad.rmpp import RMPP_HEADER, RmppHeader
 
 B = BitsInteger
 
-SA_CLASS = 0x03  # MgmtClass SubnAdm
-SA_CLASS_VERSION = 2
+SA_CLASS = MgmtClass.SUBN_ADM
+SA_CLASS_VERSION = CLASS_VERSIONS[SA_CLASS]  # SA methods: mad.header.Method
 SA_DATA_SIZE = 200
 RECORD_ALIGN = 8  # AttributeOffset counts 8-byte words: records in a table start on them
-
-
-class SaMethod(enum.IntEnum):
-    """SA methods (IBA 15.2), the R bit included."""
-    GET = 0x01
-    GET_RESP = 0x81
-    SET = 0x02
-    REPORT = 0x06
-    REPORT_RESP = 0x86
-    GET_TABLE = 0x12
-    GET_TABLE_RESP = 0x92
-    GET_TRACE_TABLE = 0x13
-    GET_MULTI = 0x14
-    GET_MULTI_RESP = 0x94
-    DELETE = 0x15
-    DELETE_RESP = 0x95
-
-    @property
-    def api_name(self) -> str:
-        """As Wireshark and OpenSM name it: SubnAdmGetTable, ..."""
-        return "SubnAdm" + "".join(w.capitalize() for w in self.name.split("_"))
 
 
 class SaStatus(enum.IntEnum):

@@ -19,6 +19,7 @@ from mad import framing as FR
 from mad import sa as S
 from mad import sa_records as R
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
+from mad.header import Method, method_name
 from mad.rmpp import SEGMENT_SPACE, RmppFlags, RmppReceiver, RmppSender, RmppType
 from smagent.pcap import read_capture
 
@@ -79,11 +80,12 @@ def test_sa_mad_layout():
 
 
 def test_methods_and_statuses():
-    assert {m.name: m.value for m in S.SaMethod} == {
-        "GET": 0x01, "GET_RESP": 0x81, "SET": 0x02, "REPORT": 0x06, "REPORT_RESP": 0x86, "GET_TABLE": 0x12,
-        "GET_TABLE_RESP": 0x92, "GET_TRACE_TABLE": 0x13, "GET_MULTI": 0x14, "GET_MULTI_RESP": 0x94,
-        "DELETE": 0x15, "DELETE_RESP": 0x95}
-    assert S.SaMethod.GET_TABLE_RESP.api_name == "SubnAdmGetTableResp"
+    sa_methods = {"GET": 0x01, "GET_RESP": 0x81, "SET": 0x02, "REPORT": 0x06, "REPORT_RESP": 0x86,
+                  "GET_TABLE": 0x12, "GET_TABLE_RESP": 0x92, "GET_TRACE_TABLE": 0x13, "GET_MULTI": 0x14,
+                  "GET_MULTI_RESP": 0x94, "DELETE": 0x15, "DELETE_RESP": 0x95}  # IBA 15.2
+    assert {k: Method[k].value for k in sa_methods} == sa_methods
+    assert method_name(Method.GET_TABLE_RESP, S.SA_CLASS) == "SubnAdmGetTableResp"
+    assert (S.SA_CLASS, S.SA_CLASS_VERSION) == (3, 2)
     # OpenSM's IB_SA_MAD_STATUS_*: the code in bits 15:8
     assert [s.word for s in S.SaStatus] == [0, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 0x700, 0x800]
     assert S.sa_status(0x0600) is S.SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS
@@ -95,16 +97,16 @@ def test_methods_and_statuses():
 def test_request_carries_the_record_and_the_mask():
     q = R.PathRecord(dlid=4, slid=5)
     mask = R.PathRecord.mask("dlid", "slid")
-    m = S.request(S.SaMethod.GET_TABLE, q, component_mask=mask, transaction_id=9)
+    m = S.request(Method.GET_TABLE, q, component_mask=mask, transaction_id=9)
     assert (m.mgmt_class, m.class_version, m.method, m.attribute_id) == (3, 2, 0x12, 0x35)
     assert m.attribute_offset == 8 and m.component_mask == 0b110000
     assert m.record(R.PathRecord) == q
     with pytest.raises(MadFieldError, match="attribute_id"):
         m.record(R.NodeRecord)
     with pytest.raises(MadFieldError, match="component_mask"):
-        S.request(S.SaMethod.GET, q, component_mask=1 << 24)
+        S.request(Method.GET, q, component_mask=1 << 24)
     with pytest.raises(MadFieldError):
-        S.request(S.SaMethod.GET, A.NodeInfo())  # type: ignore[arg-type]
+        S.request(Method.GET, A.NodeInfo())  # type: ignore[arg-type]
 
 
 # -- records byte for byte -------------------------------------------------------------------------
@@ -367,7 +369,7 @@ def test_a_table_travels_over_rmpp():
     data reassembled and decoded into the same records."""
     recs = [R.PortInfoRecord(endport_lid=i, port_num=1, lid=i, port_state=4) for i in range(1, 41)]
     off, data = S.encode_table(recs)
-    resp = S.SaMad(base_version=1, mgmt_class=3, class_version=2, method=S.SaMethod.GET_TABLE_RESP,
+    resp = S.SaMad(base_version=1, mgmt_class=3, class_version=2, method=Method.GET_TABLE_RESP,
                    transaction_id=77, attribute_id=R.PortInfoRecord.ATTR_ID, attribute_offset=off,
                    component_mask=R.PortInfoRecord.mask("port_state"))
     raw = resp.encode()
@@ -405,7 +407,7 @@ def write_erf(path: Path, packets: list[bytes]) -> None:
 
 
 def _resp(record, tid: int, **rmpp) -> bytes:
-    m = S.request(S.SaMethod.GET_RESP, record, transaction_id=tid)
+    m = S.request(Method.GET_RESP, record, transaction_id=tid)
     for k, v in rmpp.items():
         setattr(m, k, v)
     return m.encode()
@@ -521,7 +523,7 @@ def test_tshark_reads_rmpp_segments_and_acks(tmp_path):
     wrote it and flags no frame as malformed."""
     recs = [R.NodeRecord(lid=i, node_guid=i, node_string=f"n{i}") for i in range(1, 5)]
     off, data = S.encode_table(recs)
-    raw = S.SaMad(base_version=1, mgmt_class=3, class_version=2, method=S.SaMethod.GET_TABLE_RESP,
+    raw = S.SaMad(base_version=1, mgmt_class=3, class_version=2, method=Method.GET_TABLE_RESP,
                   transaction_id=5, attribute_id=R.NodeRecord.ATTR_ID, attribute_offset=off).encode()
     s = RmppSender(raw[:24], raw[S.SA_HEADER], data, timeout=1.0)
     r = RmppReceiver(class_header_size=S.SA_HEADER_SIZE, window=1)
