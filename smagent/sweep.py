@@ -51,6 +51,7 @@ from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
 from smagent.fdb.switch import failed_units_lines, interleave
 from smagent.errors import FabricFailure, SafetyRefusal
+from smagent.smcheck import OtherMasterSM, check_other_sms, find_sms  # noqa: F401 - public names here too
 from smagent.transport.base import Reply, Request, Transport
 
 if TYPE_CHECKING:
@@ -67,15 +68,6 @@ log = logging.getLogger("smagent.sweep")
 
 class SweepError(FabricFailure):
     """The sweep could not finish; the message says what and where."""
-
-
-class OtherMasterSM(SafetyRefusal):
-    """Another subnet manager is MASTER: refused before the first Set (--force overrides).
-    ``node`` (its node's description and port), ``lid``, ``guid``, ``priority``: that SM."""
-
-    def __init__(self, message: str, *, node: str = "", lid: int = 0, guid: int = 0, priority: int = 0):
-        super().__init__(message)
-        self.node, self.lid, self.guid, self.priority = node, lid, guid, priority
 
 
 class PlanDefects(SafetyRefusal):
@@ -324,48 +316,6 @@ class _Phase:
 
 def _dr(method: int, attr: int, path: tuple[int, ...], mod: int = 0, value: Any = None) -> Request:
     return Request.dr(method, attr, path, mod, value)
-
-
-def find_sms(transport: Transport, topo: discovery.Topology
-             ) -> list[tuple[discovery.DNode, int, PortInfo, Reply]]:
-    """Every other port with IsSM, asked for its SMInfo: (node, port, PortInfo, Reply).
-    The local port is skipped only when the transport itself is the SM there
-    (`Transport.owns_sm_port`): else its IsSM is another SM on the same port (OpenSM on
-    this HCA: ibsim and the kernel hand it the SMInfo Get to DR path 0)."""
-    reqs, who = [], []
-    own = getattr(transport, "owns_sm_port", False)
-    for n in topo.nodes.values():
-        for p in n.lid_ports():
-            pi = n.ports.get(p)
-            if pi is None or not pi.capability_mask & CAP_IS_SM:
-                continue
-            if own and ((n.guid, p) == topo.local or (n.is_switch and topo.local[0] == n.guid)):
-                continue
-            reqs.append(_dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))
-            who.append((n, p, pi))
-    return [(n, p, pi, r) for (n, p, pi), r in zip(who, transport.execute(reqs))]
-
-
-def check_other_sms(transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
-    """Find ports with IsSM and ask their SMInfo (`find_sms`); refuse while another is MASTER."""
-    notes = []
-    for n, p, pi, r in find_sms(transport, topo):
-        if not r.ok:
-            notes.append(f"{n.description} port {p} has IsSM but SMInfo did not answer: {r.error}")
-            continue
-        sm = r.value(SMInfo)
-        state = SMState(sm.sm_state).name if sm.sm_state in SMState._value2member_map_ else str(sm.sm_state)
-        desc = (f"{n.description} port {p}: SM GUID {sm.guid:#018x}, LID {pi.lid}, priority {sm.priority}, "
-                f"state {state}")
-        if sm.sm_state == SMState.MASTER:
-            if not force:
-                raise OtherMasterSM(f"another subnet manager is MASTER: {desc}. It would undo our changes on "
-                                    f"its next sweep; stop it, or pass --force",
-                                    node=f"{n.description} port {p}", lid=pi.lid, guid=sm.guid, priority=sm.priority)
-            notes.append(f"--force: proceeding although another SM is MASTER ({desc})")
-        else:
-            notes.append(f"other SM present: {desc}")
-    return notes
 
 
 def _no_switch_reason(topo: discovery.Topology) -> str:
