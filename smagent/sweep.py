@@ -87,7 +87,7 @@ class PlanDefects(SafetyRefusal):
 class SweepOptions:
     lmc: int = 0
     lid_file: str | None = None
-    routing: str = "minhop"
+    routing: str | routing.RoutingSpec = "minhop"  # parsed by routing.parse_spec (a RoutingSpec as it is)
     dry_run: bool = False
     force: bool = False
     # multicast: a group file path, a parsed multicast.GroupSpec, or None for the default
@@ -344,6 +344,7 @@ class SweepState:
     spec: multicast.GroupSpec | None = None  # None for the default group
     persisted: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)  # LID file: port GUID -> (lo, hi)
     engine_input: object = None  # routing.preload's output
+    route_spec: routing.RoutingSpec = routing.DEFAULT  # opts.routing, parsed
     resolved: Resolved | None = None  # the desired state against this fabric
     rin: routing.RoutingInput | None = None
     routes: routing.Routes | None = None  # switch GUID -> routing.RouteTable
@@ -452,7 +453,8 @@ def _repair(s: SweepState) -> None:
         progress = (lambda phase, name=name, cb=cb: cb(f"{name}: {phase}")) if cb is not None else None
         blank = SweepResult(None, None, progress=progress)  # type: ignore[arg-type]  # _plan fills them in
         sub = SweepState(t, dataclasses.replace(s.opts, known=r.known), blank,
-                         t0, lid_file=s.lid_file, spec=s.spec, persisted=s.persisted, engine_input=s.engine_input)
+                         t0, lid_file=s.lid_file, spec=s.spec, persisted=s.persisted, engine_input=s.engine_input,
+                         route_spec=s.route_spec)
         _plan(sub)
         _write_pass(sub)
         q = sub.r
@@ -503,7 +505,8 @@ def _prepare(transport: Transport, opts: SweepOptions) -> SweepState:
     # LIDs survive port resets and restarts: kept in the state directory unless a file is named
     s.lid_file = opts.lid_file or (os.path.join(opts.state_dir, GUID2LID) if opts.state_dir else None)
     s.persisted = lids.load_guid2lid(s.lid_file) if s.lid_file else {}
-    s.engine_input = routing.preload(opts.routing)
+    s.route_spec = routing.parse_spec(opts.routing)
+    s.engine_input = routing.preload(s.route_spec)
     if not opts.dry_run:
         if opts.lid_file:
             paths.check_output(opts.lid_file, "--lid-file")
@@ -562,11 +565,11 @@ def _assign_lids(s: SweepState) -> None:
 def _route(s: SweepState) -> None:
     topo, r, plan_ = s.topo, s.r, s.r.lid_plan
     with s.phase("route"):
-        s.rin = routing.RoutingInput.build(topo, plan_)
-        engine = s.opts.routing
+        s.rin = routing_input(topo, plan_)
+        spec = s.route_spec
         if s.resolved is not None and s.resolved.roots:  # desired state `root:` (routing updn)
-            engine = "updn:" + ",".join(f"{g:#018x}" for g in s.resolved.roots)
-        routes = s.routes = routing.route(engine, s.rin, s.engine_input)
+            spec = spec.with_roots(s.resolved.roots)
+        routes = s.routes = routing.route(spec, s.rin, s.engine_input)
         r.notes += routes.notes
         static = s.resolved.static_lft if s.resolved is not None else {}
         for g, entries in static.items():  # static entries override routing
@@ -578,10 +581,38 @@ def _route(s: SweepState) -> None:
                     if lid not in static.get(g, ())]
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
-            cause = ("the routing file has no entry for them" if s.opts.routing.startswith("file:")
+            cause = ("the routing file has no entry for them" if spec.engine == "file"
                      else "the switch graph is split")
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
+
+
+def routing_input(topo: discovery.Topology, plan: lids.LidPlan) -> routing.RoutingInput:
+    """What the routing engines read: the switch graph and where every LID lives (port 0
+    of a switch; the switch port a CA port hangs off, for each of its 2^LMC LIDs)."""
+    switches = sorted(n.guid for n in topo.switches())
+    sw = set(switches)
+    adjacency: dict[int, list[tuple[int, int]]] = {g: [] for g in switches}
+    lid_homes: dict[int, tuple[int, int]] = {}
+    for (g, p), (g2, p2) in topo.links.items():
+        if g in sw and g2 in sw and g != g2:
+            adjacency[g].append((p, g2))
+    for g in switches:
+        adjacency[g].sort()
+        pg = topo.nodes[g].port_guids.get(0, g)
+        if pg in plan.lids:
+            lid_homes[plan.lids[pg]] = (g, 0)
+    for n in topo.cas():
+        for p in n.lid_ports():
+            ca_pg = n.port_guids.get(p)
+            peer = topo.links.get((n.guid, p))
+            if ca_pg is None or ca_pg not in plan.lids or peer is None or peer[0] not in sw:
+                continue  # a CA-to-CA cable or an unassigned port: nothing to route to
+            base = plan.lids[ca_pg]
+            for lid in range(base, base + (1 << plan.lmc)):
+                lid_homes[lid] = peer
+    return routing.RoutingInput(switches, adjacency, lid_homes, {g: topo.nodes[g].num_ports for g in switches},
+                                {g: topo.nodes[g].description for g in switches})
 
 
 def _plan_ports(s: SweepState) -> None:

@@ -187,8 +187,10 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
-    if not 0 <= lmc <= 7:
-        raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
+    from mad.forwarding import lmc_problem
+    problem = lmc_problem(lmc)
+    if problem:
+        raise BadInput(problem)
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     if prune_multicast and no_multicast:

@@ -317,8 +317,9 @@ def rft_set(transport, target: Target, lid: int, port: int, *, lmc=0, dry_run=Fa
 def check_rft_args(lid: int, port: int, lmc: int) -> None:
     """BadInput naming every problem with an `rft set` (nothing sent)."""
     pre = []
-    if not 0 <= lmc <= 7:
-        pre.append(f"LMC {lmc} is not 0..7")
+    lmc_problem = fw.lmc_problem(lmc, "LMC")
+    if lmc_problem:
+        pre.append(lmc_problem)
     elif not 1 <= lid <= fw.UNICAST_LID_MAX:
         pre.append(f"LID 0x{lid:x} ({lid}) is not a unicast LID (1..0xbfff)")
     elif lid % (1 << lmc) or lid + (1 << lmc) - 1 > fw.UNICAST_LID_MAX:
