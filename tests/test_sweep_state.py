@@ -68,7 +68,8 @@ def test_interrupted_apply_is_journalled_and_finished(tmp_path):
     from smagent.transport.sim import SimTransport
     t = SimTransport(topogen.fat_tree_3(4), retries=0)  # several LFT blocks per switch
     state = tmp_path / "state"
-    sweepmod.JOURNAL_CHUNK, old_chunk = 4, sweepmod.JOURNAL_CHUNK
+    from smagent.sweep import write as writemod  # where the write pass reads it
+    writemod.JOURNAL_CHUNK, old_chunk = 4, writemod.JOURNAL_CHUNK
     count = {"lft_sets": 0}
 
     def on_send(req):
@@ -91,7 +92,7 @@ def test_interrupted_apply_is_journalled_and_finished(tmp_path):
         assert Journal.pending(state / "apply.journal") is None
         assert sweepmod.sweep(t, sweepmod.SweepOptions(dry_run=True)).sets_planned == 0
     finally:
-        sweepmod.JOURNAL_CHUNK = old_chunk
+        writemod.JOURNAL_CHUNK = old_chunk
 
 
 def test_restoring_a_sweep_backup_puts_back_linear_fdb_top(tmp_path, monkeypatch):
