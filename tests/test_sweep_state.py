@@ -133,3 +133,19 @@ def test_lids_are_kept_in_the_state_dir_by_default(tmp_path, monkeypatch):
     assert {g: lo for g, (lo, _hi) in saved.items()} == r.lid_plan.lids
     assert sweepmod.sweep(SimTransport(), sweepmod.SweepOptions()).problems == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+
+
+def test_state_files_are_where_state_dir_names_them(tmp_path):
+    """The state directory's files have one spelling (paths.StateDir): the sweep keeps its
+    LIDs, the apply its backups and its finished journal where StateDir says."""
+    from pathlib import Path
+    from smagent import sweep as sweepmod, topogen
+    from smagent.paths import StateDir
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.two_switch())
+    state = StateDir(tmp_path / "state")
+    r = sweepmod.sweep(t, sweepmod.SweepOptions(state_dir=str(state.root)))
+    assert r.problems == [] and r.backup_file is not None
+    assert state.guid2lid.is_file() and state.guid2lid.name == sweepmod.GUID2LID == "guid2lid"
+    assert Path(r.backup_file).parent == state.backups
+    assert not state.journal.exists() and any(state.journals.iterdir())  # finished: moved aside

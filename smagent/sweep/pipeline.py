@@ -24,7 +24,7 @@ from smagent.sweep.switchinfo import plan_switchinfo
 from smagent.sweep.unicast import read_lfts, read_rfts
 from smagent.sweep.write import known_after, note_interrupted_apply, settle_unread, write_links, write_tables
 
-GUID2LID = "guid2lid"  # the LID file in the state directory (OpenSM's name and format)
+GUID2LID = paths.StateDir.GUID2LID  # the name callers knew (smagent.sweep.GUID2LID)
 log = logging.getLogger("smagent.sweep")
 
 
@@ -77,7 +77,7 @@ def prepare(transport: Transport, opts: SweepOptions) -> SweepState:
     elif not isinstance(groups, (str, os.PathLike)):
         s.spec = groups
     # LIDs survive port resets and restarts: kept in the state directory unless a file is named
-    s.lid_file = opts.lid_file or (os.path.join(opts.state_dir, GUID2LID) if opts.state_dir else None)
+    s.lid_file = opts.lid_file or (str(paths.StateDir(opts.state_dir).guid2lid) if opts.state_dir else None)
     s.persisted = lids.load_guid2lid(s.lid_file) if s.lid_file else {}
     s.route_spec = routing.parse_spec(opts.routing)
     s.engine_input = routing.preload(s.route_spec)

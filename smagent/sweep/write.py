@@ -2,13 +2,11 @@
 (`smagent.fdb.apply`: backed up, journalled, read back), and what they leave known."""
 from __future__ import annotations
 
-import os
-
+from smagent import paths
 from smagent.fdb import apply as fdbapply
 from smagent.sweep.options import KnownState
 from smagent.sweep.result import SweepResult
 from smagent.sweep.state import SweepState
-
 
 JOURNAL_CHUNK = fdbapply.JOURNAL_CHUNK  # LFT blocks between two journal records (tests lower it)
 
@@ -80,7 +78,7 @@ def note_interrupted_apply(s: SweepState) -> None:
     if not s.opts.state_dir:
         return
     from smagent.fdb.journal import Journal
-    pending = Journal.pending(os.path.join(s.opts.state_dir, "apply.journal"))
+    pending = Journal.pending(paths.StateDir(s.opts.state_dir).journal)
     if pending is not None:
         s.r.notes.append(f"the previous apply was interrupted with {len(pending.remaining)} of {len(pending.plan)} "
                          f"table blocks unconfirmed; this sweep re-plans from the live tables and finishes it")
