@@ -149,3 +149,23 @@ def test_state_files_are_where_state_dir_names_them(tmp_path):
     assert state.guid2lid.is_file() and state.guid2lid.name == sweepmod.GUID2LID == "guid2lid"
     assert Path(r.backup_file).parent == state.backups
     assert not state.journal.exists() and any(state.journals.iterdir())  # finished: moved aside
+
+
+def test_a_plan_on_the_known_state_reads_nothing():
+    """The table source (smagent.sweep.tables): a plan against the KnownState an apply left
+    (the running SM's repairs) discovers nothing, asks no SM, reads no table and checks no
+    plan; the same plan live reads the fabric. Both find nothing to change."""
+    from smagent import sweep as sweepmod, topogen
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.two_switch())
+    r = sweepmod.sweep(t, sweepmod.SweepOptions())
+    assert r.problems == [] and r.known is not None
+    sent = t.stats.sent
+    known = sweepmod.plan(t, sweepmod.SweepOptions(known=r.known))
+    assert t.stats.sent == sent and known.sets_planned == 0 and "plan_check" not in known.phases
+    live = sweepmod.plan(t, sweepmod.SweepOptions())
+    assert t.stats.sent > sent and live.sets_planned == 0 and "plan_check" in live.phases
+    assert live.phases["discover"]["smps"] > 0 and live.phases["lft_read"]["smps"] > 0
+    # a block the known state lacks is unknown: planned for writing
+    r.known.lft.pop(next(iter(r.known.lft)))
+    assert len(sweepmod.plan(t, sweepmod.SweepOptions(known=r.known)).lft_changes) == 1

@@ -7,6 +7,8 @@ from smagent.sweep.state import SweepState
 
 
 def route(s: SweepState) -> None:
+    """Routes for every switch by the spec's engine (a desired state's roots make it updn
+    from them), static entries over them; LIDs left without a route are a problem."""
     topo, r, plan_ = s.topo, s.r, s.r.lid_plan
     with s.phase("route"):
         s.rin = routing_input(topo, plan_)
