@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from mad import forwarding as fw
 from mad import smp as smpcodec
-from mad.attributes import CAP_IS_SM, AttrID, PortInfo, SMInfo, SMState
+from mad.attributes import CAP_IS_SM, AttrID, NodeType, PortInfo, SMInfo, SMState
 from mad.header import Method
 from smagent.errors import SafetyRefusal
 from smagent.transport.base import Reply, Request, Transport
@@ -147,7 +147,6 @@ def local_portinfo(transport: Transport, local_info) -> PortInfo | None:
     the local NodeInfo (None: unknown, nothing read)."""
     if local_info is None:
         return None
-    from mad.attributes import NodeType
     lp = 0 if local_info.node_type == NodeType.SWITCH else local_info.local_port_num
     r = transport.execute([Request.dr(Method.GET, AttrID.PORT_INFO, (0,), fw.portinfo_modifier(lp))])[0]
     return r.value(PortInfo) if r.ok else None
