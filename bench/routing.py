@@ -30,6 +30,7 @@ from mad.attributes import NodeType  # noqa: E402
 from smagent import lids, routing, topogen  # noqa: E402
 from smagent.fdb import linear  # noqa: E402
 from smagent.discovery import DNode, Topology  # noqa: E402
+from smagent.sweep import routing_input  # noqa: E402
 
 
 class _NI:  # the one NodeInfo field anything downstream of discovery reads here
@@ -88,7 +89,7 @@ def run_one(k: int, engine: str, lmc: int, do_verify: bool) -> dict:
         return out
     cpu = time.process_time()
     t = time.perf_counter()
-    rin = routing.RoutingInput.build(topo, plan)
+    rin = routing_input(topo, plan)
     t_build = time.perf_counter() - t
     t = time.perf_counter()
     routes = routing.route(engine, rin)

@@ -11,6 +11,17 @@ from mad.errors import MadFieldError
 
 # -- LIDs ------------------------------------------------------------------------
 UNICAST_LID_MAX = 0xBFFF
+LMC_MAX = 7  # PortInfo.LMC is 3 bits: a port has 2^LMC LIDs
+
+
+def lmc_problem(lmc: object, what: str = "--lmc") -> str | None:
+    """The one LMC rule: why ``lmc`` is not an LMC (an integer 0..7), or None. ``what``
+    names the input in the message."""
+    if isinstance(lmc, int) and not isinstance(lmc, bool) and 0 <= lmc <= LMC_MAX:
+        return None
+    return f"{what} {lmc!r}: the LMC is 0..{LMC_MAX}"
+
+
 MULTICAST_LID_MIN = 0xC000
 MULTICAST_LID_MAX = 0xFFFE
 PERMISSIVE_LID = 0xFFFF

@@ -371,8 +371,9 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
         raise BadInput(f"sweep() got unknown keyword(s) {', '.join(unknown)}: the options are "
                        f"{', '.join(sorted(fields))}")
     out.update(desiredmod.sweep_settings(desiredmod.coerce(desired), lmc=lmc, lid_file=lid_file, routing=routing))
-    if not 0 <= out["lmc"] <= 7:
-        raise BadInput(f"lmc {out['lmc']}: the LMC is 0..7")
+    problem = fw.lmc_problem(out["lmc"], "lmc")
+    if problem:
+        raise BadInput(problem)
     return out
 
 

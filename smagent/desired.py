@@ -1,6 +1,6 @@
 """Desired state as a file: what the fabric should hold, in YAML or JSON.
 
-    routing: minhop              # minhop | updn | ftree | file:PATH
+    routing: minhop              # as --routing: minhop | updn[:GUID,...] | ftree[:fallback=E] | file:PATH
     root: [Spine1]               # updn only: its root switches (else it chooses and says which)
     lmc: 0
     lid_file: guid2lid           # optional: keep LIDs across runs (OpenSM's format)
@@ -41,6 +41,7 @@ import os
 from mad import forwarding as fw
 from mad.errors import MadError
 from smagent import multicast, targets
+from smagent import routing as routingmod
 from smagent.errors import BadInput
 
 KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links"}
@@ -57,7 +58,7 @@ class DesiredStateError(BadInput):
 @dataclasses.dataclass
 class DesiredState:
     source: str
-    routing: str = "minhop"
+    routing: routingmod.RoutingSpec = routingmod.DEFAULT  # parsed by routing.parse_spec
     root: list = dataclasses.field(default_factory=list)
     lmc: int = 0
     lid_file: str | None = None
@@ -124,22 +125,24 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
         problems.append(f"unknown key {k!r} (known: {', '.join(sorted(KEYS))})")
     if "routing" in doc:
         r = doc["routing"]
-        if not isinstance(r, str) or not (r in ("minhop", "updn", "ftree") or r.startswith(("file:", "ftree:", "updn:"))):
-            problems.append(f"routing: {r!r} is not minhop, updn, updn:GUID,..., ftree or file:PATH")
-        else:
-            ds.routing = r
+        try:
+            ds.routing = routingmod.parse_spec(r)  # the CLI's parser: the same engines, names and errors
+        except routingmod.RoutingError as err:
+            problems.append(f"routing: {r!r} is not a routing spec: {err}")
     if "root" in doc:
         roots = doc["root"] if isinstance(doc["root"], list) else [doc["root"]]
         ds.root = [_ref(x) for x in roots]
-        if ds.routing != "updn":
-            problems.append(f"root: roots are for routing: updn (routing is {ds.routing!r})")
+        if ds.routing.engine != "updn" or ds.routing.roots:
+            problems.append(f"root: roots are for routing: updn (routing is {str(ds.routing)!r})")
     if "lmc" in doc:
         try:
-            ds.lmc = _int(doc["lmc"])
-            if not 0 <= ds.lmc <= 7:
-                raise ValueError
+            lmc = _int(doc["lmc"])
         except ValueError:
-            problems.append(f"lmc: {doc['lmc']!r} is not 0..7")
+            lmc = None
+        if lmc is None or fw.lmc_problem(lmc):
+            problems.append(f"{fw.lmc_problem(doc['lmc'], 'lmc:')}")
+        else:
+            ds.lmc = lmc
     if "multicast_prune" in doc:
         if not isinstance(doc["multicast_prune"], bool):
             problems.append(f"multicast_prune: {doc['multicast_prune']!r} is not true or false")
@@ -228,7 +231,7 @@ def coerce(desired) -> DesiredState | None:
 
 
 # the sweep options a desired state decides, and their defaults when neither it nor the caller does
-SWEEP_KEYS = {"lmc": 0, "lid_file": None, "routing": "minhop"}
+SWEEP_KEYS = {"lmc": 0, "lid_file": None, "routing": routingmod.DEFAULT}
 
 
 def sweep_settings(ds: DesiredState | None, **given) -> dict:
@@ -239,14 +242,21 @@ def sweep_settings(ds: DesiredState | None, **given) -> dict:
     out: dict[str, Any] = {"desired": ds}
     for key, default in SWEEP_KEYS.items():
         value = given.get(key)
+        if key == "routing" and value is not None:
+            value = routingmod.parse_spec(value)  # where the caller's spec arrives: typed, compared by meaning
         if ds is not None and ds.sets(key):
             if value is not None and value != getattr(ds, key):
-                raise BadInput(f"{key}={value!r} contradicts {key} {getattr(ds, key)!r} in the desired state "
-                               f"({ds.source}): give it in one place")
+                raise BadInput(f"{key}={_shown(value)} contradicts {key} {_shown(getattr(ds, key))} in the desired "
+                               f"state ({ds.source}): give it in one place")
             out[key] = getattr(ds, key)
         else:
             out[key] = default if value is None else value
     return out
+
+
+def _shown(value) -> str:
+    """A setting as a message quotes it (a routing spec as it was written)."""
+    return repr(str(value)) if isinstance(value, routingmod.RoutingSpec) else repr(value)
 
 
 def _ref(x) -> str:

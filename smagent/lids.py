@@ -12,7 +12,7 @@ import dataclasses
 import os
 import re
 
-from mad.forwarding import UNICAST_LID_MAX
+from mad.forwarding import UNICAST_LID_MAX, lmc_problem
 from smagent import paths
 from smagent.errors import BadInput
 
@@ -76,8 +76,9 @@ def assign(ports, *, lmc: int = 0, limit: int = UNICAST_LID_MAX, persisted=None)
     ``ports``: iterable of (port_guid, is_switch, current_lid) in a deterministic order.
     ``limit``: the highest LID allowed (the fabric's smallest LinearFDBCap - 1).
     """
-    if not 0 <= lmc <= 7:
-        raise LidError(f"--lmc {lmc}: the LMC is 0..7")
+    problem = lmc_problem(lmc)
+    if problem:
+        raise LidError(problem)
     persisted = persisted or {}
     limit = min(limit, UNICAST_LID_MAX)
     ports = list(ports)

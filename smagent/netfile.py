@@ -42,6 +42,7 @@ import os
 import re
 from typing import TextIO
 
+from mad.forwarding import lmc_problem
 from smagent import paths
 from smagent.errors import BadInput
 from smagent.fabric import HCA, ROUTER, SWITCH, Fabric, FabricError, Node, Port
@@ -254,8 +255,9 @@ class _Parser:
         m = re.search(r"\blmc\s+(\d+)", text)
         if m and int(m.group(1)):
             lmc = int(m.group(1))
-            if lmc > 7:
-                raise self.error(f"LMC {lmc} out of range 0..7")
+            problem = lmc_problem(lmc, "LMC")
+            if problem:
+                raise self.error(problem)
             node.lmcs[port] = lmc
 
     def lid_value(self, text: str) -> int:

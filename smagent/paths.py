@@ -12,6 +12,39 @@ from pathlib import Path
 
 from smagent.errors import BadInput
 
+class StateDir:
+    """The state directory and its files, by name: the one place their names are spelled.
+    ``StateDir(root).guid2lid`` is the path; the class attributes are the names."""
+    GUID2LID = "guid2lid"  # the LIDs, kept across runs (OpenSM's name and format)
+    JOURNAL = "apply.journal"  # the apply in progress (smagent.fdb.journal)
+    JOURNALS = "journals"  # finished (and superseded) journals, next to the live one
+    BACKUPS = "backups"  # what applies overwrote (smagent.fdb.backup)
+    CONTROL_SOCKET = "control.sock"  # the running SM's control socket (smagent.sm.control)
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+
+    @property
+    def guid2lid(self) -> Path:
+        return self.root / self.GUID2LID
+
+    @property
+    def journal(self) -> Path:
+        return self.root / self.JOURNAL
+
+    @property
+    def journals(self) -> Path:
+        return self.root / self.JOURNALS
+
+    @property
+    def backups(self) -> Path:
+        return self.root / self.BACKUPS
+
+    @property
+    def control_socket(self) -> Path:
+        return self.root / self.CONTROL_SOCKET
+
+
 STATE_KEEP_ENV = "SMAGENT_STATE_KEEP"
 STATE_KEEP_DEFAULT = 20  # backups and finished apply journals kept in the state directory
 

@@ -3,7 +3,7 @@ problem listed at once."""
 import pytest
 
 import smagent
-from smagent import desired
+from smagent import desired, routing
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ switches:
   {sw.guid:#018x}: {{default_port: 1}}
 """)
     ds = desired.load(y)
-    assert ds.routing == "updn" and ds.lmc == 1
+    assert ds.routing == routing.parse_spec("updn") and str(ds.routing) == "updn" and ds.lmc == 1
     r = desired.resolve(ds, topo)
     assert r.static_lft == {sw.guid: {5: 1}}
     assert r.groups[0xC001] == {(ca.guid, p) for p in ca.lid_ports()}
@@ -64,6 +64,24 @@ switches:
     assert len(ei.value.problems) == 8
 
 
+@pytest.mark.parametrize("spec", ["MINHOP", "updn", "Ftree:fallback=UPDN", "updn:0x1a,0x1b", "file:x.dump"])
+def test_routing_is_read_by_the_clis_parser(spec):
+    """One parser (routing.parse_spec) for --routing and the desired state: the same
+    engines, the same case rules, the same typed result."""
+    assert desired.parse({"routing": spec}).routing == routing.parse_spec(spec)
+
+
+@pytest.mark.parametrize("spec, needle", [("dor", "unknown routing engine"), ("minhop:x", "takes no argument"),
+                                          ("updn:banana", "is not a GUID"), ("file:", "needs the dump"),
+                                          ("ftree:fallback=file:x", "the fallback is minhop, updn"), (7, "unknown routing engine")])
+def test_bad_routing_names_the_parsers_reason(spec, needle):
+    with pytest.raises(desired.DesiredStateError) as ei:
+        desired.parse({"routing": spec})
+    assert f"routing: {spec!r}" in str(ei.value) and needle in str(ei.value), str(ei.value)
+    with pytest.raises(routing.RoutingError, match=needle):
+        routing.parse_spec(spec)  # the CLI's --routing says the same
+
+
 def test_every_fabric_problem_listed(tmp_path, topo):
     sw = topo.switches()[0]
     ca = topo.cas()[0]
@@ -90,3 +108,19 @@ def test_unreadable_and_invalid_yaml(tmp_path):
         desired.load(tmp_path / "missing.yaml")
     with pytest.raises(desired.DesiredStateError, match="not valid YAML"):
         desired.load(write(tmp_path, "lft: [unclosed"))
+
+
+def test_lmc_has_one_rule():
+    """The LMC range is checked by one function (mad.forwarding.lmc_problem) wherever an
+    LMC arrives: a desired state, the API's sweep options, the LID assignment."""
+    from mad import forwarding as fw
+    from smagent import api, lids
+    assert [fw.lmc_problem(x) for x in (0, 7)] == [None, None]
+    assert all(fw.lmc_problem(x) for x in (8, -1, True, "3", None))
+    with pytest.raises(desired.DesiredStateError, match=r"lmc: 8: the LMC is 0\.\.7"):
+        desired.parse({"lmc": 8})
+    assert desired.parse({"lmc": "0x3"}).lmc == 3
+    with pytest.raises(smagent.BadInput, match=r"lmc 9: the LMC is 0\.\.7"):
+        api.sweep_options(None, lmc=9)
+    with pytest.raises(lids.LidError, match=r"--lmc 8: the LMC is 0\.\.7"):
+        lids.assign([], lmc=8)

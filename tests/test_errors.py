@@ -83,7 +83,7 @@ def test_interrupt_is_130(monkeypatch):
 def test_another_master_sm_is_a_safety_refusal(monkeypatch):
     def master(*a, **kw):
         raise sweep.OtherMasterSM("another subnet manager is MASTER: X; stop it, or pass --force")
-    monkeypatch.setattr(sweep, "check_other_sms", master)
+    monkeypatch.setattr("smagent.smcheck.check_other_sms", master)  # the one master-SM check
     r = run("sweep", "--json")
     assert r.exit_code == errors.EXIT_SAFETY == 4
     assert json.loads(r.stdout)["type"] == "OtherMasterSM"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from smagent import api, desired, verify
+from smagent import api, desired, routing, verify
 from smagent.errors import EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_SAFETY, BadInput, SafetyRefusal
 from smagent.sweep import PlanDefects
 from smagent.transport.sim import SimTransport
@@ -242,7 +242,8 @@ def test_run_reads_a_desired_state_by_the_same_rule(cli, tmp_path):
     r = cli("run", "--desired", f, "--routing", "minhop", "--state-dir", tmp_path / "s")
     assert r.exit_code == EXIT_BAD_INPUT and "routing='minhop' contradicts routing 'updn'" in r.output, r.output
     settings = desired.sweep_settings(desired.load(f), lmc=None, lid_file="g2l", routing="updn")
-    assert settings == {"desired": settings["desired"], "lmc": 1, "lid_file": "g2l", "routing": "updn"}
+    assert settings == {"desired": settings["desired"], "lmc": 1, "lid_file": "g2l",
+                        "routing": routing.parse_spec("updn")}
 
 
 def test_updn_roots_of_a_desired_state_are_used(fabric):

@@ -47,3 +47,58 @@ def test_the_transports_own_sm_is_not_another():
     t.sim.attach_sm(t.local, state=SMState.MASTER)  # as `smagent run` would report itself
     r = sweep.sweep(t, sweep.SweepOptions())
     assert r.problems == [] and not any("SM" in n for n in r.notes), r.notes
+
+
+# -- the same check on every table write (the house issue: one master-SM check) -------------------
+def _swept_then_master_on_local_port(owns: bool):
+    """A fabric swept by this transport (every MasterSMLID names our port), then an SM
+    on our own port that answers MASTER: OpenSM on this HCA (``owns`` False), or the
+    transport's own SM (`smagent run`, ``owns`` True)."""
+    from smagent import api
+    t = SimTransport(topogen.two_switch(), attach_sm=owns)
+    assert sweep.sweep(t, sweep.SweepOptions()).problems == []
+    t.sim.attach_sm(t.local, guid=0xABCD, priority=7, state=SMState.MASTER)
+    assert t.owns_sm_port == owns
+    return t, api.Session(t)
+
+
+def _sets(t) -> int:
+    return sum(v for k, v in t.stats.snapshot()["by_kind"].items() if k.startswith("SubnSet"))
+
+
+def _lft_set(s, **kw):
+    return s.lft_set("Switch1", 6, 4 if s.lft_show("Switch1").table[6] != 4 else 5, **kw)
+
+
+def _lft_load(s, **kw):
+    """Switch1's LID 6 moved to another port, loaded from a dump."""
+    dump = s.lft_dump()
+    port = 4 if s.lft_show("Switch1").table[6] != 4 else 5
+    head, sep, rest = dump.partition("0x0006 ")
+    return s.lft_load(head + sep + f"{port:03d}" + rest[3:], **kw)
+
+
+@pytest.mark.parametrize("write", [
+    _lft_set,
+    lambda s, **kw: s.mft_set("Switch1", 0xC00B, [1], **kw),
+    _lft_load,
+], ids=["lft_set", "mft_set", "lft_load"])
+def test_table_writes_refuse_a_master_on_the_local_port(write):
+    """`lft set` / `mft set` / load under OpenSM MASTER on smagent's own port: refused
+    (exit 4) before the first Set, as the sweep refuses; a dry run warns; --force writes."""
+    t, s = _swept_then_master_on_local_port(owns=False)
+    before = _sets(t)
+    with pytest.raises(sweep.OtherMasterSM) as e:
+        write(s)
+    assert e.value.exit_code == 4 and (e.value.guid, e.value.priority) == (0xABCD, 7)
+    assert "a subnet manager is MASTER" in str(e.value) and "--force" in str(e.value)
+    assert _sets(t) == before  # refused before the first Set
+    assert any("MASTER" in n for n in write(s, dry_run=True).notes) and _sets(t) == before
+    forced = write(s, force=True)
+    assert forced.ok and _sets(t) > before and any("MASTER" in n for n in forced.notes)
+
+
+def test_table_writes_pass_the_transports_own_sm():
+    t, s = _swept_then_master_on_local_port(owns=True)
+    r = _lft_set(s)
+    assert r.ok and r.sets_sent["lft_blocks"] == 1 and not any("MASTER" in n for n in r.notes), r.notes

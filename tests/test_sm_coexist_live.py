@@ -147,3 +147,31 @@ def test_refuses_with_master_opensm_on_its_own_port(ibsim, tmp_path):
             assert "another subnet manager is MASTER" in r.stderr, r.stderr
             assert f"GUID {guid:#018x}" in r.stderr and f"LID {lid}" in r.stderr and "Hca1 port 1" in r.stderr
         assert _state(sim) == before, "a refused sweep changed the fabric"
+
+
+def test_table_writes_refuse_master_opensm_on_its_own_port(ibsim, tmp_path):
+    """The house issue: `lft set` / `mft set` under OpenSM MASTER on smagent's own port
+    (the transport does not own the SM port) are refused like the sweep (exit 4, naming
+    the SM) and change nothing; `--force` writes."""
+    net = tmp_path / "2sw.net"
+    net.write_text(netfile.dumps(topogen.two_switch()))
+    sim = ibsim(net)
+    with OpenSM(sim, None, tmp_path / "osm"):
+        assert _capmask(sim, "0", 1) & IS_SM, "the local port does not show OpenSM's IsSM"
+        m = re.search(r"sm lid (\d+) sm guid (0x[0-9a-f]+).*state 3 SMINFO_MASTER", sim.run(["sminfo"]).stdout)
+        assert m
+        guid = int(m.group(2), 16)
+        lid, port = next((int(a, 16), int(b)) for a, b in
+                         re.findall(r"^(0x[0-9a-f]+) (\d+) ", sim.run(["ibroute", "-D", "0,1"]).stdout, re.M)
+                         if int(b) != 0)
+        new = 6 if port != 6 else 7
+        before = _state(sim)
+        for args in (["lft", "set", "0,1", str(lid), str(new)], ["mft", "set", "0,1", "0xc00b", "1"]):
+            r = sim.smagent(*args, "--json", check=False)
+            assert r.returncode == 4, (args, r.returncode, r.stdout, r.stderr)
+            assert "a subnet manager is MASTER" in r.stderr and "--force" in r.stderr, r.stderr
+            assert json.loads(r.stdout)["sm"]["guid"] == f"{guid:#018x}", r.stdout
+        assert _state(sim) == before, "a refused table write changed the fabric"
+        r = sim.smagent("lft", "set", "0,1", str(lid), str(new), "--force", check=False)
+        assert r.returncode == 0 and "warning: a subnet manager is MASTER" in r.stderr, (r.stdout, r.stderr)
+        assert re.search(rf"^{lid:#06x} {new:03d} ", sim.run(["ibroute", "-D", "0,1"]).stdout, re.M)

@@ -68,7 +68,8 @@ def test_interrupted_apply_is_journalled_and_finished(tmp_path):
     from smagent.transport.sim import SimTransport
     t = SimTransport(topogen.fat_tree_3(4), retries=0)  # several LFT blocks per switch
     state = tmp_path / "state"
-    sweepmod.JOURNAL_CHUNK, old_chunk = 4, sweepmod.JOURNAL_CHUNK
+    from smagent.sweep import write as writemod  # where the write pass reads it
+    writemod.JOURNAL_CHUNK, old_chunk = 4, writemod.JOURNAL_CHUNK
     count = {"lft_sets": 0}
 
     def on_send(req):
@@ -91,7 +92,7 @@ def test_interrupted_apply_is_journalled_and_finished(tmp_path):
         assert Journal.pending(state / "apply.journal") is None
         assert sweepmod.sweep(t, sweepmod.SweepOptions(dry_run=True)).sets_planned == 0
     finally:
-        sweepmod.JOURNAL_CHUNK = old_chunk
+        writemod.JOURNAL_CHUNK = old_chunk
 
 
 def test_restoring_a_sweep_backup_puts_back_linear_fdb_top(tmp_path, monkeypatch):
@@ -132,3 +133,39 @@ def test_lids_are_kept_in_the_state_dir_by_default(tmp_path, monkeypatch):
     assert {g: lo for g, (lo, _hi) in saved.items()} == r.lid_plan.lids
     assert sweepmod.sweep(SimTransport(), sweepmod.SweepOptions()).problems == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+
+
+def test_state_files_are_where_state_dir_names_them(tmp_path):
+    """The state directory's files have one spelling (paths.StateDir): the sweep keeps its
+    LIDs, the apply its backups and its finished journal where StateDir says."""
+    from pathlib import Path
+    from smagent import sweep as sweepmod, topogen
+    from smagent.paths import StateDir
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.two_switch())
+    state = StateDir(tmp_path / "state")
+    r = sweepmod.sweep(t, sweepmod.SweepOptions(state_dir=str(state.root)))
+    assert r.problems == [] and r.backup_file is not None
+    assert state.guid2lid.is_file() and state.guid2lid.name == sweepmod.GUID2LID == "guid2lid"
+    assert Path(r.backup_file).parent == state.backups
+    assert not state.journal.exists() and any(state.journals.iterdir())  # finished: moved aside
+
+
+def test_a_plan_on_the_known_state_reads_nothing():
+    """The table source (smagent.sweep.tables): a plan against the KnownState an apply left
+    (the running SM's repairs) discovers nothing, asks no SM, reads no table and checks no
+    plan; the same plan live reads the fabric. Both find nothing to change."""
+    from smagent import sweep as sweepmod, topogen
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.two_switch())
+    r = sweepmod.sweep(t, sweepmod.SweepOptions())
+    assert r.problems == [] and r.known is not None
+    sent = t.stats.sent
+    known = sweepmod.plan(t, sweepmod.SweepOptions(known=r.known))
+    assert t.stats.sent == sent and known.sets_planned == 0 and "plan_check" not in known.phases
+    live = sweepmod.plan(t, sweepmod.SweepOptions())
+    assert t.stats.sent > sent and live.sets_planned == 0 and "plan_check" in live.phases
+    assert live.phases["discover"]["smps"] > 0 and live.phases["lft_read"]["smps"] > 0
+    # a block the known state lacks is unknown: planned for writing
+    r.known.lft.pop(next(iter(r.known.lft)))
+    assert len(sweepmod.plan(t, sweepmod.SweepOptions(known=r.known)).lft_changes) == 1

@@ -14,6 +14,7 @@ import json
 
 import click
 
+from mad.forwarding import LMC_MAX
 from smagent.commands.common import int_arg
 from smagent.commands.tables_cmd import FORCE_HELP
 
@@ -52,7 +53,7 @@ def rft_show(obj, switch, as_json):
 @click.argument("switch")
 @click.argument("lid", callback=int_arg)
 @click.argument("port", callback=int_arg)
-@click.option("--lmc", type=click.IntRange(0, 7), default=0, show_default=True,
+@click.option("--lmc", type=click.IntRange(0, LMC_MAX), default=0, show_default=True,
               help="The entry covers 2^LMC LIDs from LID (LID must be aligned).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)

@@ -13,6 +13,7 @@ import sys
 import click
 from click.core import ParameterSource
 
+from mad.forwarding import LMC_MAX
 from smagent import paths
 from smagent.errors import BadInput
 from smagent.paths import default_state_dir
@@ -61,7 +62,7 @@ def _given(**values) -> dict:
               help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed.")
 @click.option("--routing", "engine", default="minhop", show_default=True,
               help="minhop, updn, updn:GUID,..., or file:DUMP.")
-@click.option("--lmc", type=click.IntRange(0, 7), default=0, show_default=True, help="LMC for CA ports.")
+@click.option("--lmc", type=click.IntRange(0, LMC_MAX), default=0, show_default=True, help="LMC for CA ports.")
 @click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
               help="guid2lid file (default: STATE_DIR/guid2lid): LIDs kept across restarts.")
 @click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None, help="Multicast group file.")

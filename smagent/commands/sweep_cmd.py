@@ -2,13 +2,12 @@
 desired state, through `api.Session.sweep`."""
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
 from smagent import render
-from smagent.paths import default_state_dir
+from smagent.paths import StateDir, default_state_dir
 from smagent.commands.common import emit_json
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
@@ -42,7 +41,7 @@ def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
     from smagent.fdb.journal import Journal, JournalError
     msg = "interrupted"
     if state_dir:
-        journal = os.path.join(state_dir, "apply.journal")
+        journal = StateDir(state_dir).journal
         try:
             p = Journal.pending(journal)
         except JournalError:
@@ -50,7 +49,7 @@ def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
         if p is not None:
             msg += (f": {len(p.confirmed)} of {len(p.plan)} table blocks were confirmed written ({journal}); "
                     f"run the sweep again to finish, or `smagent lft restore` the saved blocks in "
-                    f"{os.path.join(state_dir, 'backups')}")
+                    f"{StateDir(state_dir).backups}")
     if msg == "interrupted":
         msg += (": some Sets may have been applied; run the sweep again to finish (it re-plans from the switches)"
                 if sets_sent else ": nothing was sent")
@@ -187,8 +186,10 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
-    if not 0 <= lmc <= 7:
-        raise BadInput(f"--lmc {lmc}: the LMC is 0..7")
+    from mad.forwarding import lmc_problem
+    problem = lmc_problem(lmc)
+    if problem:
+        raise BadInput(problem)
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     if prune_multicast and no_multicast:

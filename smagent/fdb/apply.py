@@ -59,16 +59,16 @@ class Apply:
         if self.state is None or not p:
             return
         keep = self.keep if self.keep is not None else paths.state_keep()
-        saved = backup.save_before_apply(self.t, self.topology, p.lft, self.state / "backups",
+        saved = backup.save_before_apply(self.t, self.topology, p.lft, paths.StateDir(self.state).backups,
                                          switchinfo=p.tops, mft_units=p.mft, rft_blocks=p.rft, link_tables=p.links)
         self.backup_file = str(saved) if saved else None
-        self.journal = Journal(self.state / "apply.journal", keep=keep)
+        self.journal = Journal(paths.StateDir(self.state).journal, keep=keep)
         try:
             interrupted = Journal.pending(self.journal.path)
         except JournalError:  # unreadable: which backup it needs is unknown, so delete none
             pass
         else:
-            backup.prune(self.state / "backups", keep, [saved, interrupted and interrupted.backup])
+            backup.prune(paths.StateDir(self.state).backups, keep, [saved, interrupted and interrupted.backup])
         # a switch's SL2VL pairs written unread ride in their representative's record
         units = p.lft + p.rft + p.mft + [c for c in p.links if c.same_as is None]
         self.journal.begin(units, backup=self.backup_file)

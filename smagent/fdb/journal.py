@@ -38,7 +38,7 @@ from smagent.errors import BadInput
 from smagent.links import TABLES as LINK_TABLES
 
 JOURNAL_FORMAT = "smagent-apply-journal/2"  # /2: "written" records list their units
-JOURNALS_DIR = "journals"  # finished (and superseded) journals, next to the live one
+JOURNALS_DIR = paths.StateDir.JOURNALS  # finished (and superseded) journals, next to the live one
 _BEGIN_PREFIX = b'{"event":"begin"'  # how `_record` writes a begin record (keys in order)
 _TAIL = 256  # bytes read from the end: more than a done record with its newline
 

@@ -10,31 +10,20 @@ from __future__ import annotations
 import dataclasses
 
 from mad import forwarding as fw
-from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeType, SMState
-from mad.header import Method
-from smagent import paths
-from smagent.errors import BadInput, SafetyRefusal
+from smagent import paths, smcheck
+from smagent.errors import BadInput
 from smagent.fdb import apply as fdbapply
 from smagent.fdb import backup, linear, text
 from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
 from smagent.fdb import tops as fdbtops
 from smagent.fdb.switch import SwitchFacts, TableBadInput, read_switch
+from smagent.smcheck import OtherMasterSM
 from smagent.targets import Target
-from smagent.transport.base import Request
 
 
-class MasterSMRefusal(SafetyRefusal):
-    """A table Set refused because another subnet manager is MASTER (``force`` overrides).
-    ``lid``, ``guid``, ``priority``: that SM."""
-
-    def __init__(self, message: str, lid: int, guid: int, priority: int):
-        super().__init__(message)
-        self.lid, self.guid, self.priority = lid, guid, priority
-
-    def details(self) -> dict:
-        return {"sm": {"lid": self.lid, "guid": f"0x{self.guid:016x}", "priority": self.priority}}
+# the name table writes raised before the one master-SM check (`smagent.smcheck`) existed
+MasterSMRefusal = OtherMasterSM
 
 
 # -- results ------------------------------------------------------------------------------
@@ -115,55 +104,18 @@ class WriteResult:
         return not self.problems
 
 
-# -- the master-SM check --------------------------------------------------------------------
-def check_master_sm(transport, master_lids, own_lid: int | None, *, force: bool, dry_run: bool) -> list[str]:
-    """Ask the SM each MasterSMLID names (not our own LID) for its SMInfo. A MASTER: a
-    MasterSMRefusal before any Set, unless ``force`` or ``dry_run`` (then a warning: it
-    will overwrite the change). Another state: a note. No answer: nothing (best effort)."""
-    notes = []
-    for lid in sorted({x for x in master_lids if x and x != own_lid}):
-        saved = transport.retries
-        transport.retries = 0  # a port with no SM may never answer: don't wait for retries
-        try:
-            (r,) = transport.execute([Request(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO), dlid=lid)])
-        finally:
-            transport.retries = saved
-        if not r.ok:
-            continue
-        sm = r.value()
-        who = f"LID {lid}, GUID 0x{sm.guid:016x}, priority {sm.priority}"
-        if sm.sm_state != SMState.MASTER:
-            state = SMState(sm.sm_state).name if sm.sm_state in SMState._value2member_map_ else str(sm.sm_state)
-            notes.append(f"note: the subnet manager the switches name ({who}) is {state}, not MASTER")
-        elif force or dry_run:
-            notes.append(f"warning: a subnet manager is MASTER ({who}); it will overwrite this change on "
-                         f"its next re-route")
-        else:
-            raise MasterSMRefusal(f"a subnet manager is MASTER ({who}): it would overwrite this change on its "
-                                  f"next re-route; stop it, or pass --force (force=True)",
-                                  lid, sm.guid, sm.priority)
-    return notes
-
-
-def _own_lid_from_switch_read(transport, sr) -> int | None:
-    local = sr.local_info
-    if local is None:
-        return None
-    lp = 0 if local.node_type == NodeType.SWITCH else local.local_port_num
-    (r,) = transport.execute([Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), fw.portinfo_modifier(lp)))])
-    return r.value().lid if r.ok else None
-
-
+# -- the master-SM check (`smagent.smcheck`) --------------------------------------------------
 def _check_one_switch(transport, sr, *, force, dry_run) -> list[str]:
+    """The SM the switch's MasterSMLID names, and one on our own port (OpenSM on this HCA)."""
     pi = sr.port0
     if pi is None or not pi.master_sm_lid:
         return []
-    return check_master_sm(transport, {pi.master_sm_lid}, _own_lid_from_switch_read(transport, sr),
-                           force=force, dry_run=dry_run)
+    own = smcheck.local_portinfo(transport, sr.local_info)
+    return smcheck.check_master_sm(transport, {pi.master_sm_lid}, own, force=force, dry_run=dry_run)
 
 
 def _check_topology(transport, topo, guids, *, force, dry_run) -> list[str]:
-    """The MasterSMLIDs of the switches ``guids`` (port 0 as discovered)."""
+    """The MasterSMLIDs of the switches ``guids`` (port 0 as discovered), and our own port."""
     lids = set()
     for g in guids:
         n = topo.nodes.get(g)
@@ -171,11 +123,8 @@ def _check_topology(transport, topo, guids, *, force, dry_run) -> list[str]:
         if pi is not None:
             lids.add(pi.master_sm_lid)
     me = topo.nodes.get(topo.local[0])
-    own = None
-    if me is not None:
-        pi = me.ports.get(0 if me.is_switch else topo.local[1])
-        own = pi.lid if pi is not None else None
-    return check_master_sm(transport, lids, own, force=force, dry_run=dry_run)
+    own = me.ports.get(0 if me.is_switch else topo.local[1]) if me is not None else None
+    return smcheck.check_master_sm(transport, lids, own, force=force, dry_run=dry_run)
 
 
 def _plan_switches(plan: fdbapply.Plan) -> set[int]:
@@ -368,8 +317,9 @@ def rft_set(transport, target: Target, lid: int, port: int, *, lmc=0, dry_run=Fa
 def check_rft_args(lid: int, port: int, lmc: int) -> None:
     """BadInput naming every problem with an `rft set` (nothing sent)."""
     pre = []
-    if not 0 <= lmc <= 7:
-        pre.append(f"LMC {lmc} is not 0..7")
+    lmc_problem = fw.lmc_problem(lmc, "LMC")
+    if lmc_problem:
+        pre.append(lmc_problem)
     elif not 1 <= lid <= fw.UNICAST_LID_MAX:
         pre.append(f"LID 0x{lid:x} ({lid}) is not a unicast LID (1..0xbfff)")
     elif lid % (1 << lmc) or lid + (1 << lmc) - 1 > fw.UNICAST_LID_MAX:

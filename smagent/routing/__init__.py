@@ -19,27 +19,122 @@ Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
     the unicast tables of an ibroute / dump_lfts / ``smagent lft dump`` file, as
     OpenSM's ``-R file -U PATH`` loads them (`smagent.routing.file`).
 
+The spec is parsed once, where it arrives (the CLI option, a desired state, the API),
+by `parse_spec` into a `RoutingSpec`; the engines are a registry (`ENGINES`: name ->
+`Engine`, how to read its argument, what it loads before any SMP, how it routes).
+
 An engine that cannot route raises `RoutingError` (a ValueError: the CLI reports it
 with exit code 2). There is no silent fallback to another engine (OpenSM falls back
 to minhop; we never do, except to the fallback an ftree spec names).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+from typing import Any, Callable
 
 from smagent.routing.base import (  # noqa: F401 - the package's public names
-    ENGINES, NO_PORT, Routes, RouteTable, RoutingError, RoutingInput, parse_spec,
+    NO_PORT, Routes, RouteTable, RoutingError, RoutingInput, RoutingSpec,
 )
 
 log = logging.getLogger("smagent.routing")
 
+SYNTAX = "minhop, updn, updn:GUID[,GUID...], ftree, ftree:fallback=ENGINE, file:PATH"
 
-def _ftree(rin: RoutingInput, arg: str | None) -> Routes:
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """One routing engine: ``parse`` reads the argument after ``NAME:`` (None: no colon)
+    into `RoutingSpec` fields, ``text`` being the whole spec for messages; ``preload``
+    reads what it needs from disk before any SMP; ``route`` routes."""
+    parse: Callable[[str | None, str], dict[str, Any]]
+    route: Callable[[RoutingSpec, RoutingInput, Any], Routes]
+    preload: Callable[[RoutingSpec], Any] = lambda spec: None
+
+
+def parse_spec(spec: str | RoutingSpec) -> RoutingSpec:
+    """The one parser of a routing spec: ``"updn:0x1,0x2"`` -> RoutingSpec("updn", roots=(1, 2));
+    names are case-insensitive. A RoutingSpec is returned as it is. RoutingError (exit 2)
+    names what is wrong."""
+    if isinstance(spec, RoutingSpec):
+        return spec
+    text = spec if isinstance(spec, str) else ""
+    name, sep, arg = text.partition(":")
+    name = name.strip().lower()
+    engine = ENGINES.get(name)
+    if engine is None:
+        raise RoutingError(f"unknown routing engine {spec!r}: choose one of {SYNTAX}")
+    return RoutingSpec(name, **engine.parse(arg if sep else None, text), text=text)
+
+
+def preload(spec: str | RoutingSpec):
+    """Check the spec and read what the engine needs from disk (the file engine's dump),
+    so that a bad spec or file is refused before any SMP. Pass the result to `route`."""
+    spec = parse_spec(spec)
+    return ENGINES[spec.engine].preload(spec)
+
+
+def route(spec: str | RoutingSpec, rin: RoutingInput, preloaded=None) -> Routes:
+    """Route with the engine the spec names (see the module docstring): a `RouteTable` for
+    every switch of ``rin``, with the engine's notes. ``preloaded``: what `preload` returned."""
+    spec = parse_spec(spec)
+    return ENGINES[spec.engine].route(spec, rin, preloaded)
+
+
+# -- the engines -----------------------------------------------------------------------------
+def _no_argument(arg: str | None, text: str) -> dict[str, Any]:
+    if arg is not None:
+        raise RoutingError(f"routing engine minhop takes no argument (got {text!r})")
+    return {}
+
+
+def _minhop(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
+    from smagent.routing.minhop import route as minhop
+    return minhop(rin)
+
+
+def _updn_roots(arg: str | None, text: str) -> dict[str, Any]:
+    """``updn:0x1a,0x1b`` -> roots (GUIDs; whether they are switches is checked on the fabric)."""
+    if arg is None:
+        return {}
+    roots = []
+    for tok in arg.replace(";", ",").split(","):
+        tok = tok.strip()
+        if not tok:
+            continue
+        try:
+            roots.append(int(tok, 0) if tok.lower().startswith("0x") else int(tok, 16))
+        except ValueError:
+            raise RoutingError(f"updn root {tok!r} is not a GUID (hex, e.g. 0x0002c90300001234)") from None
+    if not roots:
+        raise RoutingError("--routing updn:GUID[,GUID...]: no root GUID given")
+    return {"roots": tuple(roots)}
+
+
+def _updn(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
+    from smagent.routing.updn import check_roots, route as updn
+    return updn(rin, roots=check_roots(spec.roots, rin) if spec.roots else None)
+
+
+def _ftree_fallback(arg: str | None, text: str) -> dict[str, Any]:
+    """``fallback=updn`` -> the fallback's spec (minhop or updn)."""
+    if arg is None:
+        return {}
+    key, eq, val = arg.partition("=")
+    val = val.strip()
+    if key.strip().lower() != "fallback" or not eq or not val:
+        raise RoutingError(f"routing engine ftree takes ftree or ftree:fallback=ENGINE, got 'ftree:{arg}'")
+    fallback = parse_spec(val)
+    if fallback.engine not in ("minhop", "updn"):
+        raise RoutingError(f"ftree:fallback={val}: the fallback is minhop, updn or updn:GUID[,GUID...]")
+    return {"fallback": fallback}
+
+
+def _ftree(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
     """ftree, or the fallback its spec names when the fabric is not a fat tree (said in
     the engine's notes and logged: never a silent fallback)."""
-    from smagent.routing.base import ftree_fallback
     from smagent.routing.ftree import NotFatTree, route as ftree
-    fallback = ftree_fallback(arg)
+    fallback = spec.fallback
     try:
         return ftree(rin)
     except NotFatTree as e:
@@ -51,30 +146,28 @@ def _ftree(rin: RoutingInput, arg: str | None) -> Routes:
         return routes
 
 
-def preload(engine: str):
-    """Check the spec and read what the engine needs from disk (the file engine's dump),
-    so that a bad spec or file is refused before any SMP. Pass the result to `route`."""
-    name, arg = parse_spec(engine)
-    if name == "file":
-        from smagent.routing.file import load
-        assert arg is not None  # parse_spec refuses file without a path
-        return load(arg)
-    return None
+def _file_path(arg: str | None, text: str) -> dict[str, Any]:
+    if not arg:
+        raise RoutingError("routing engine file needs the dump to load: --routing file:PATH")
+    return {"file": arg}
 
 
-def route(engine: str, rin: RoutingInput, preloaded=None) -> Routes:
-    """Route with the engine named by the spec ``engine`` (see the module docstring):
-    a `RouteTable` for every switch of ``rin``, with the engine's notes. ``preloaded`` is what `preload` returned
-    for it."""
-    name, arg = parse_spec(engine)
-    if name == "minhop":
-        from smagent.routing.minhop import route as minhop
-        return minhop(rin)
-    if name == "updn":
-        from smagent.routing.updn import parse_roots, route as updn
-        return updn(rin, roots=parse_roots(arg, rin) if arg else None)
-    if name == "ftree":
-        return _ftree(rin, arg)
+def _file_load(spec: RoutingSpec):
+    from smagent.routing.file import load
+    assert spec.file is not None  # the parser refuses file without a path
+    return load(spec.file)
+
+
+def _file(spec: RoutingSpec, rin: RoutingInput, preloaded) -> Routes:
     from smagent.routing.file import route as from_file
-    assert arg is not None  # parse_spec refuses file without a path
-    return from_file(rin, arg, preloaded)
+    assert spec.file is not None  # the parser refuses file without a path
+    return from_file(rin, spec.file, preloaded)
+
+
+ENGINES: dict[str, Engine] = {
+    "minhop": Engine(_no_argument, _minhop),
+    "updn": Engine(_updn_roots, _updn),
+    "ftree": Engine(_ftree_fallback, _ftree),
+    "file": Engine(_file_path, _file, _file_load),
+}
+DEFAULT = parse_spec("minhop")

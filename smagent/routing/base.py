@@ -1,6 +1,8 @@
 """What every routing engine shares: the input (`RoutingInput`), the result (`Routes` of
-one `RouteTable` per switch), `RoutingError` and the engine spec syntax (`parse_spec`).
-Engines import this module, never the package that dispatches to them."""
+one `RouteTable` per switch), `RoutingError` and the typed engine spec (`RoutingSpec`;
+its one parser is `smagent.routing.parse_spec`). Engines import this module, never the
+package that dispatches to them. It imports nothing of the agent but `errors`: a
+`RoutingInput` is built from a discovered fabric above (`smagent.sweep`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,7 @@ import dataclasses
 import operator
 from collections.abc import Mapping
 
-from smagent.discovery import Topology
 from smagent.errors import BadInput
-from smagent.lids import LidPlan
 
 NO_PORT = 0xFF
 
@@ -33,32 +33,6 @@ class RoutingInput:
     def name(self, guid: int) -> str:
         n = self.names.get(guid)
         return f"{n} (0x{guid:016x})" if n else f"0x{guid:016x}"
-
-    @classmethod
-    def build(cls, topo: Topology, plan: LidPlan) -> "RoutingInput":
-        switches = sorted(n.guid for n in topo.switches())
-        sw = set(switches)
-        adjacency: dict[int, list[tuple[int, int]]] = {g: [] for g in switches}
-        lid_homes: dict[int, tuple[int, int]] = {}
-        for (g, p), (g2, p2) in topo.links.items():
-            if g in sw and g2 in sw and g != g2:
-                adjacency[g].append((p, g2))
-        for g in switches:
-            adjacency[g].sort()
-            pg = topo.nodes[g].port_guids.get(0, g)
-            if pg in plan.lids:
-                lid_homes[plan.lids[pg]] = (g, 0)
-        for n in topo.cas():
-            for p in n.lid_ports():
-                ca_pg = n.port_guids.get(p)
-                peer = topo.links.get((n.guid, p))
-                if ca_pg is None or ca_pg not in plan.lids or peer is None or peer[0] not in sw:
-                    continue  # a CA-to-CA cable or an unassigned port: nothing to route to
-                base = plan.lids[ca_pg]
-                for lid in range(base, base + (1 << plan.lmc)):
-                    lid_homes[lid] = peer
-        return cls(switches, adjacency, lid_homes, {g: topo.nodes[g].num_ports for g in switches},
-                   {g: topo.nodes[g].description for g in switches})
 
     @classmethod
     def from_fabric(cls, fabric, lmc: int = 0) -> "RoutingInput":
@@ -203,37 +177,24 @@ class Routes(dict):
         self.notes = list(notes)
 
 
-ENGINES = ("minhop", "updn", "ftree", "file")
+@dataclasses.dataclass(frozen=True)
+class RoutingSpec:
+    """A routing engine and its arguments, as `smagent.routing.parse_spec` reads them from
+    the ``--routing`` text (the one parser): ``engine`` (minhop, updn, ftree, file),
+    ``roots`` (updn: root switch GUIDs, none: chosen automatically), ``fallback`` (ftree:
+    the engine that routes a fabric that is not a fat tree), ``file`` (file: the dump).
+    ``text``: what was given, for messages (not compared)."""
+    engine: str = "minhop"
+    roots: tuple[int, ...] = ()
+    fallback: RoutingSpec | None = None
+    file: str | None = None
+    text: str = dataclasses.field(default="", compare=False)
 
+    def __str__(self) -> str:
+        return self.text or self.engine
 
-def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``"updn:0x1,0x2"`` -> ("updn", "0x1,0x2"); ``"minhop"`` -> ("minhop", None)."""
-    name, sep, arg = (spec or "").partition(":")
-    name = name.strip().lower()
-    if name not in ENGINES:
-        raise RoutingError(f"unknown routing engine {spec!r}: choose one of minhop, updn, updn:GUID[,GUID...], "
-                           f"ftree, ftree:fallback=ENGINE, file:PATH")
-    if name == "minhop" and sep:
-        raise RoutingError(f"routing engine minhop takes no argument (got {spec!r})")
-    if name == "file" and not arg:
-        raise RoutingError("routing engine file needs the dump to load: --routing file:PATH")
-    if name == "updn" and sep and not arg.strip():
-        raise RoutingError("--routing updn:GUID[,GUID...]: no root GUID given")
-    if name == "ftree" and sep:
-        ftree_fallback(arg)
-    return name, (arg if sep else None)
-
-
-def ftree_fallback(arg: str | None) -> str | None:
-    """``"fallback=updn"`` -> "updn" (the fallback spec); None -> None."""
-    if arg is None:
-        return None
-    key, eq, val = arg.partition("=")
-    val = val.strip()
-    if key.strip().lower() != "fallback" or not eq or not val:
-        raise RoutingError(f"routing engine ftree takes ftree or ftree:fallback=ENGINE, got 'ftree:{arg}'")
-    name, _ = parse_spec(val)
-    if name not in ("minhop", "updn"):
-        raise RoutingError(f"ftree:fallback={val}: the fallback is minhop, updn or updn:GUID[,GUID...]")
-    return val
-
+    def with_roots(self, roots) -> RoutingSpec:
+        """updn with these root GUIDs (a desired state's ``root:``)."""
+        guids = tuple(roots)
+        return dataclasses.replace(self, engine="updn", roots=guids,
+                                   text="updn:" + ",".join(f"{g:#018x}" for g in guids))

@@ -53,25 +53,12 @@ from smagent.routing._core import (
 )
 
 
-def parse_roots(text: str, rin: RoutingInput) -> list[int]:
-    """``"0x1a,0x1b"`` -> [GUID, ...]; each must be a switch of this fabric."""
-    roots, bad = [], []
-    for tok in text.replace(";", ",").split(","):
-        tok = tok.strip()
-        if not tok:
-            continue
-        try:
-            g = int(tok, 0) if tok.lower().startswith("0x") else int(tok, 16)
-        except ValueError:
-            raise RoutingError(f"updn root {tok!r} is not a GUID (hex, e.g. 0x0002c90300001234)") from None
-        if g not in rin.num_ports:
-            bad.append(tok)
-        roots.append(g)
+def check_roots(roots, rin: RoutingInput) -> list[int]:
+    """The root GUIDs a spec names (`smagent.routing.parse_spec`), each a switch of this fabric."""
+    bad = [f"0x{g:016x}" for g in roots if g not in rin.num_ports]
     if bad:
         raise RoutingError(f"updn root {', '.join(bad)} is not a switch of this fabric")
-    if not roots:
-        raise RoutingError("--routing updn:GUID[,GUID...]: no root GUID given")
-    return roots
+    return list(roots)
 
 
 def choose_roots(G: Graph, comp: list[int]) -> list[int]:

@@ -1,0 +1,59 @@
+"""What a sweep is asked to do (`SweepOptions`) and what a running SM's earlier sweeps
+left (`KnownState`, the tables a repair plans against)."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Callable, Literal
+
+from smagent import discovery, links, multicast, routing
+
+if TYPE_CHECKING:
+    from smagent.desired import DesiredState
+
+
+REPAIR_PASSES = 4  # passes after the first over what did not finish, on a lossy fabric
+
+
+@dataclasses.dataclass
+class SweepOptions:
+    lmc: int = 0
+    lid_file: str | None = None
+    routing: str | routing.RoutingSpec = "minhop"  # parsed by routing.parse_spec (a RoutingSpec as it is)
+    dry_run: bool = False
+    force: bool = False
+    # multicast: a group file path, a parsed multicast.GroupSpec, or None for the default
+    # group (0xC000, every CA port); multicast=False leaves every MFT alone
+    mcast_groups: str | os.PathLike[str] | multicast.GroupSpec | None = None
+    multicast: bool = True
+    # where LFT blocks are saved before they are overwritten, the apply journal lives
+    # (smagent.fdb.backup, smagent.fdb.journal) and, without lid_file, the LIDs are kept
+    # (<state_dir>/guid2lid); None: none of these (the in-process simulator's default)
+    state_dir: str | None = None
+    progress: Callable[[str], object] | None = None  # called with the phase name when a phase starts: the CLI's status line
+    desired: DesiredState | None = None  # static LFT entries, groups, SwitchInfo settings
+    links: links.LinkOptions | Literal[False] | None = None  # None: OpenSM's defaults; False: configure no link
+    # MFT entries of MLIDs outside the configured groups: kept and reported (False), or
+    # removed (True; also desired state `multicast_prune: true`)
+    prune_multicast: bool = False
+    # a KnownState (what an earlier sweep left): plan against it with no discovery and no
+    # table reads; the running SM's repairs, after it updated the topology itself
+    known: KnownState | None = None
+    # write even if the planned tables break pairs the current tables deliver, or loop
+    # (smagent.plancheck); a dry run only reports them
+    allow_defects: bool = False
+    # passes after the first over what did not finish (Sets lost, ports not ACTIVE), made
+    # only while the transport observes loss (`smagent.transport.retry`); 0: none
+    repair_passes: int = REPAIR_PASSES
+
+
+@dataclasses.dataclass
+class KnownState:
+    """What the switches hold as far as our own sweeps know: the topology (PortInfo and
+    SwitchInfo as the last Sets answered), LFT blocks {(switch, block): bytes} and MFT
+    units {(switch, block, position): masks}. A block missing is unknown (it is written).
+    ``links``: GUIDs of nodes whose SL2VL/VLArb/P_Key tables are unknown (read again)."""
+    topology: discovery.Topology
+    lft: dict[tuple[int, int], bytes]
+    mft: dict[tuple[int, int, int], list[int]]
+    links: set[int] = dataclasses.field(default_factory=set)

@@ -1,0 +1,152 @@
+"""PortInfo: what each port needs (LID, LMC, MasterSMLID, link fields, INIT -> ARMED),
+then the arming pass and the activation (ARMED -> ACTIVE), each Set read back."""
+from __future__ import annotations
+
+from mad.attributes import AttrID, PortInfo, PortState
+from mad.forwarding import portinfo_modifier
+from mad.header import Method
+from smagent import links
+from smagent.transport.base import Request
+from smagent.sweep.result import PortChange
+from smagent.sweep.state import SweepState, dr
+
+
+def plan_ports(s: SweepState) -> None:
+    """Ports: LID/LMC/MasterSMLID, link fields (smagent.links) and INIT -> ARMED."""
+    topo, plan_, opts = s.topo, s.r.lid_plan, s.opts
+    s.link_opts = None if opts.links is False else (
+        opts.links or getattr(opts.desired, "links", None) or links.LinkOptions())
+    for n in topo.nodes.values():
+        for p in sorted(n.ports):
+            pi = n.ports[p]
+            carries_lid = p in n.lid_ports()
+            linked = (n.guid, p) in topo.links or (n.is_switch and p == 0)
+            if not linked or (not carries_lid and n.is_switch and p == 0):
+                continue
+            lid = plan_.lids[n.port_guids.get(p, n.guid)] if carries_lid else None
+            want_lmc = 0 if n.is_switch else plan_.lmc
+            lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
+            arm = pi.port_state in (PortState.INIT, PortState.ARMED)  # ARMED: left there earlier
+            link = links.port_fields(topo, n, p, s.link_opts) if s.link_opts else {}
+            s.op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
+            link_diff = links.port_diff(pi, link)
+            if lid_differs or arm or link_diff:
+                s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
+                                                   link, link_diff))
+
+
+def portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:
+    pi = c.current
+    key = (c.lid, master_lid, lmc)
+    if c.encoded is not None and c.encoded[0] is pi and c.encoded[1] == key:
+        # the Set built before (ARMED) but for its PortState (ACTIVE): patch its bytes
+        data = pi.LAYOUT.patch(c.encoded[2], port_state=state)
+    else:
+        fields = dict(port_state=state, port_physical_state=0, link_down_default_state=0,
+                      link_width_enabled=0, link_speed_enabled=0)  # 0 = no change for these
+        if c.lid is not None:
+            fields.update(lid=c.lid, lmc=lmc, master_sm_lid=master_lid)
+        fields.update(c.link)
+        data = pi.LAYOUT.replace(pi, **fields).encode()
+        c.encoded = (pi, key, data)
+    return dr(Method.SET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port), data)
+
+
+def confirm_port_sets(transport, failed, want, master_lid, lmc_for, topo=None):
+    """A PortInfo Set whose response was lost may have been applied, and its retry then
+    asks for a state transition the port has already made (ARMED -> ARMED), which the SMA
+    refuses. So a failed Set is re-read: if the port already holds what we wanted, it is
+    done. What is read goes into ``topo`` (a repair pass plans on it). Returns the
+    (change, error) pairs that really failed."""
+    if not failed:
+        return []
+    reqs = [dr(Method.GET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port)) for c, _e in failed]
+    still = []
+    for (c, err), rep in zip(failed, transport.execute(reqs)):
+        if rep.ok:
+            pi = rep.value()
+            if topo is not None:
+                topo.nodes[c.guid].ports[c.port] = pi
+            want_state = want(c) if callable(want) else want
+            lid_ok = c.lid is None or (pi.lid == c.lid and pi.lmc == lmc_for(c) and pi.master_sm_lid == master_lid)
+            state_ok = want_state is None or pi.port_state == want_state or (
+                want_state == PortState.ARMED and pi.port_state == PortState.ACTIVE)
+            if lid_ok and state_ok:
+                continue
+            if pi.port_state == PortState.DOWN:
+                err = "the port is DOWN now: its link went away during the sweep (the next sweep picks it up)"
+        still.append((c, err))
+    return still
+
+
+def lmc_for(s: SweepState, c: PortChange) -> int:
+    return 0 if s.topo.nodes[c.guid].is_switch else s.r.lid_plan.lmc
+
+
+def needs_set(c: PortChange, master_lid: int, lmc: int) -> bool:
+    """Does the arming phase send this port anything? Not a port already ARMED with its
+    LID fields and link fields as wanted (a repair pass only activates it)."""
+    if c.arm and c.current.port_state != PortState.ARMED:
+        return True
+    pi = c.current
+    return bool(c.link_diff) or (c.lid is not None and (pi.lid != c.lid or pi.lmc != lmc
+                                                        or pi.master_sm_lid != master_lid))
+
+
+def arm_ports(s: SweepState) -> None:
+    """LIDs, LMC, MasterSMLID and link fields to every changed port; INIT ports to ARMED."""
+    r, lp = s.r, s.r.lid_plan
+    with s.phase("lids_arm"):
+        todo = [c for c in r.port_changes if needs_set(c, lp.master_lid, lmc_for(s, c))]
+        reqs = [portinfo_set(c, PortState.ARMED if c.arm and c.current.port_state == PortState.INIT
+                              else PortState.NO_CHANGE, lp.master_lid, lmc_for(s, c)) for c in todo]
+        failed = []
+        for c, rep in zip(todo, s.transport.execute(reqs)):
+            if not rep.ok:
+                failed.append((c, rep.error))
+                continue
+            back = rep.value(PortInfo)
+            r.topology.nodes[c.guid].ports[c.port] = back  # what the port holds now (a repair plans on it)
+            if c.lid is not None and back.lid != c.lid:
+                r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
+        for c, err in confirm_port_sets(s.transport, failed, lambda c: PortState.ARMED if c.arm else None,
+                                         lp.master_lid, lambda c: lmc_for(s, c), r.topology):
+            r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {err}")
+            s.arm_failed.add((c.guid, c.port))
+
+
+def activate(s: SweepState) -> None:
+    """ARMED -> ACTIVE, each response read back."""
+    r, lp, topo = s.r, s.r.lid_plan, s.r.topology
+    with s.phase("activate"):
+        arming = []
+        for c in r.port_changes:
+            if not c.arm:
+                continue
+            if (c.guid, c.port) in s.arm_failed:
+                s.not_active.append(c)  # reported with its failed Set
+                continue
+            peer = topo.links.get((c.guid, c.port))
+            if peer in s.arm_failed:  # ACTIVE needs the neighbour ARMED: it would be refused
+                s.not_active.append(c)  # the neighbour's failed Set is the problem reported
+                r.notes.append(f"{c.name} port {c.port}: not activated: its neighbour "
+                               f"{topo.nodes[peer[0]].description} port {peer[1]} did not reach ARMED")
+                continue
+            arming.append(c)
+        # the same LID fields again: a Set writes the whole attribute
+        reqs = [portinfo_set(c, PortState.ACTIVE, lp.master_lid, lmc_for(s, c)) for c in arming]
+        failed = []
+        for c, rep in zip(arming, s.transport.execute(reqs)):
+            if not rep.ok:
+                failed.append((c, rep.error))
+                continue
+            back = topo.nodes[c.guid].ports[c.port] = rep.value(PortInfo)
+            if back.port_state != PortState.ACTIVE:
+                s.not_active.append(c)
+                r.problems.append(f"{c.name} port {c.port}: port state reads back "
+                                  f"{PortState(back.port_state).name}, not ACTIVE")
+        for c, err in confirm_port_sets(s.transport, failed, PortState.ACTIVE, lp.master_lid,
+                                         lambda c: lmc_for(s, c), topo):
+            s.not_active.append(c)
+            r.problems.append(f"{c.name} port {c.port}: Set ACTIVE failed: {err}")
+        r.activations = len(arming)

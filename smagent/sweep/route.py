@@ -1,0 +1,61 @@
+"""The route phase: the routing input built from the topology and the LID plan, the
+engine the typed spec names (`smagent.routing`), static LFT entries over its routes."""
+from __future__ import annotations
+
+from smagent import discovery, lids, routing
+from smagent.sweep.state import SweepState
+
+
+def route(s: SweepState) -> None:
+    """Routes for every switch by the spec's engine (a desired state's roots make it updn
+    from them), static entries over them; LIDs left without a route are a problem."""
+    topo, r, plan_ = s.topo, s.r, s.r.lid_plan
+    with s.phase("route"):
+        s.rin = routing_input(topo, plan_)
+        spec = s.route_spec
+        if s.resolved is not None and s.resolved.roots:  # desired state `root:` (routing updn)
+            spec = spec.with_roots(s.resolved.roots)
+        routes = s.routes = routing.route(spec, s.rin, s.engine_input)
+        r.notes += routes.notes
+        static = s.resolved.static_lft if s.resolved is not None else {}
+        for g, entries in static.items():  # static entries override routing
+            routes[g] = routes[g].updated(entries)
+            plan_.top = max(plan_.top, max(entries))
+        # a static entry (even 255) is the admin's choice, not a missing route
+        homes = sorted(s.rin.lid_homes)
+        unrouted = [(g, lid) for g in s.rin.switches for lid in routes[g].missing(homes)
+                    if lid not in static.get(g, ())]
+        if unrouted:
+            names = sorted({topo.nodes[g].description for g, _ in unrouted})
+            cause = ("the routing file has no entry for them" if spec.engine == "file"
+                     else "the switch graph is split")
+            r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
+                              f"(switches missing routes: {', '.join(names[:5])})")
+
+
+def routing_input(topo: discovery.Topology, plan: lids.LidPlan) -> routing.RoutingInput:
+    """What the routing engines read: the switch graph and where every LID lives (port 0
+    of a switch; the switch port a CA port hangs off, for each of its 2^LMC LIDs)."""
+    switches = sorted(n.guid for n in topo.switches())
+    sw = set(switches)
+    adjacency: dict[int, list[tuple[int, int]]] = {g: [] for g in switches}
+    lid_homes: dict[int, tuple[int, int]] = {}
+    for (g, p), (g2, p2) in topo.links.items():
+        if g in sw and g2 in sw and g != g2:
+            adjacency[g].append((p, g2))
+    for g in switches:
+        adjacency[g].sort()
+        pg = topo.nodes[g].port_guids.get(0, g)
+        if pg in plan.lids:
+            lid_homes[plan.lids[pg]] = (g, 0)
+    for n in topo.cas():
+        for p in n.lid_ports():
+            ca_pg = n.port_guids.get(p)
+            peer = topo.links.get((n.guid, p))
+            if ca_pg is None or ca_pg not in plan.lids or peer is None or peer[0] not in sw:
+                continue  # a CA-to-CA cable or an unassigned port: nothing to route to
+            base = plan.lids[ca_pg]
+            for lid in range(base, base + (1 << plan.lmc)):
+                lid_homes[lid] = peer
+    return routing.RoutingInput(switches, adjacency, lid_homes, {g: topo.nodes[g].num_ports for g in switches},
+                                {g: topo.nodes[g].description for g in switches})

@@ -1,0 +1,107 @@
+"""Where a sweep's planning reads the fabric from: a `TableSource`.
+
+`LiveTables` discovers the fabric, asks the other SMs and reads the tables (a sweep, a
+plan); `KnownTables` answers from the `KnownState` an earlier sweep left (the running
+SM's repairs, after it updated the topology itself): no discovery, no SM check, no table
+read, and no plan check, so that it reacts at once. The phases ask the source and never
+which one it is.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from smagent import discovery, smcheck
+from smagent.fdb import linear
+from smagent.fdb import multicast as mfttab
+from smagent.fdb.switch import failed_units_lines
+from smagent.transport.base import Transport
+
+if TYPE_CHECKING:
+    from smagent.sweep.options import KnownState, SweepOptions
+    from smagent.sweep.result import PortChange
+
+
+class TableSource(Protocol):
+    checks_plan: bool  # whether the planned tables are checked before the first Set (smagent.plancheck)
+
+    def topology(self, transport: Transport) -> discovery.Topology:
+        """The fabric to plan on."""
+
+    def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
+        """Notes on the other SMs; OtherMasterSM while one is MASTER (unless ``force``)."""
+
+    def lft_blocks(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
+        """LFT blocks {(switch, block): bytes} of ``wanted`` [(switch, path, block)], and
+        the errors of those missing, in their order."""
+
+    def mft_units(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
+        """MFT units {(switch, block, position): masks} of ``wanted`` [(switch, path,
+        block, position)], and the errors of those missing, in their order."""
+
+    def link_nodes(self, port_changes: list[PortChange]) -> set[int] | None:
+        """GUIDs of the nodes whose link tables are read (None: every node)."""
+
+
+class LiveTables:
+    """The fabric as it answers now."""
+    checks_plan = True
+
+    def topology(self, transport: Transport) -> discovery.Topology:
+        return discovery.discover(transport)
+
+    def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
+        return smcheck.check_other_sms(transport, topo, force=force)
+
+    def lft_blocks(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
+        return linear.read_lft_blocks(transport, wanted)
+
+    def mft_units(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
+        return mfttab.read_mft_units(transport, wanted)
+
+    def link_nodes(self, port_changes: list[PortChange]) -> set[int] | None:
+        return None
+
+
+class KnownTables:
+    """What our own earlier sweeps left (`KnownState`): a unit it does not hold is unknown,
+    hence written."""
+    checks_plan = False
+
+    def __init__(self, known: KnownState):
+        self.known = known
+
+    def topology(self, transport: Transport) -> discovery.Topology:
+        return self.known.topology
+
+    def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
+        return []  # a repair: the running SM knows the other SMs
+
+    def lft_blocks(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
+        known = self.known.lft
+        return {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, []
+
+    def mft_units(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
+        known = self.known.mft
+        return {(g, b, p): known[(g, b, p)] for g, _path, b, p in wanted if (g, b, p) in known}, []
+
+    def link_nodes(self, port_changes: list[PortChange]) -> set[int] | None:
+        # the tables of the nodes whose ports come up again, and of those whose tables got no answer
+        return {c.guid for c in port_changes if c.arm} | self.known.links
+
+
+def table_source(opts: SweepOptions) -> TableSource:
+    return LiveTables() if opts.known is None else KnownTables(opts.known)
+
+
+def read_failures(topo: discovery.Topology, wanted: list, current: dict, errors: list[str],
+                  unit: str) -> list[tuple]:
+    """The errors of a table read, one line per switch (a switch that stopped answering is
+    one report, not one per block), with the units it covers: [(line, {(switch, *unit)})].
+    ``errors`` come in the order of the units of ``wanted`` missing from ``current``."""
+    by: dict = {}
+    for w, e in zip([w for w in wanted if (w[0], *w[2:]) not in current], errors):
+        by.setdefault(w[0], []).append((w, e))
+    name = topo.nodes
+    return [(failed_units_lines([(name[g].description, " position ".join(map(str, w[2:])), e, e)
+                                 for w, e in items], unit)[0], {(g, *w[2:]) for w, _e in items})
+            for g, items in by.items()]

@@ -1,0 +1,86 @@
+"""Unicast tables: LFT blocks and RFT entries, read from the table source and diffed
+against the routes."""
+from __future__ import annotations
+
+from mad import forwarding as fw
+from smagent.fdb import linear
+from smagent.fdb import random as rft
+from smagent.sweep.state import SweepError, SweepState
+from smagent.sweep.tables import read_failures
+
+
+def read_lfts(s: SweepState) -> None:
+    """Read what is live (blocks up to the current LinearFDBTop; above it the switch
+    forwards nothing, so those blocks are written without reading), diff by block."""
+    topo, r, top = s.topo, s.r, s.r.lid_plan.top
+    kept_routes = 0
+    with s.phase("lft_read"):
+        wanted, desired = [], {}
+        for n in topo.switches():
+            if not n.switch_info or not n.switch_info.linear_fdb_cap:
+                continue
+            desired[n.guid] = linear.desired_lft(s.routed[n.guid], top)
+            cur_top = n.switch_info.linear_fdb_top
+            for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
+                if b * fw.LFT_BLOCK_SIZE <= cur_top:
+                    wanted.append((n.guid, n.path, b))
+        current, errors = s.source.lft_blocks(s.transport, wanted)
+        s.unread += read_failures(s.topo, wanted, current, errors, "LFT block")  # see settle_unread
+        r.lft_current = current
+        for g, table in desired.items():
+            n = topo.nodes[g]
+            for b in range(len(table) // fw.LFT_BLOCK_SIZE):
+                new = bytes(table[b * fw.LFT_BLOCK_SIZE:(b + 1) * fw.LFT_BLOCK_SIZE])
+                old = current.get((g, b))
+                if topo.unreachable and old is not None:
+                    new, kept = keep_unreached_routes(s, b, old, new)
+                    kept_routes += kept
+                if old != new:
+                    r.lft_changes.append(linear.BlockChange(g, n.description, n.path, b, old, new))
+    if kept_routes:
+        r.notes.append(f"discovery was incomplete: kept {kept_routes} existing routes to LIDs it did not reach")
+
+
+def keep_unreached_routes(s: SweepState, block: int, old: bytes, new: bytes) -> tuple[bytes, int]:
+    """Part of the fabric did not answer: keep the routes a block had to LIDs this sweep
+    did not find, rather than cut off hosts that may be alive behind a flaky link."""
+    base = block * fw.LFT_BLOCK_SIZE
+    homes = s.routing_input.lid_homes
+    kept = bytes(o if nw == fw.LFT_NO_PORT and o != fw.LFT_NO_PORT and base + i not in homes else nw
+                 for i, (o, nw) in enumerate(zip(old, new)))
+    return kept, sum(1 for x, y in zip(kept, new) if x != y)
+
+
+def read_rfts(s: SweepState) -> None:
+    """Switches without an LFT that have a random table. Entries and DefaultPort are
+    planned (and checked against LIDsPerPort / RandomFDBCap) before any read; the whole
+    table is read, since a stale valid entry anywhere in it would still match."""
+    topo, r = s.topo, s.r
+    with s.phase("rft_read"):
+        rft_switches = [(n, n.switch_info) for n in topo.switches() if n.switch_info
+                        and not n.switch_info.linear_fdb_cap and n.switch_info.random_fdb_cap]
+        plans = {}
+        for n, si in rft_switches:
+            sw_ports = {p for p in range(1, n.num_ports + 1)
+                        if (n.guid, p) in topo.links and topo.nodes[topo.links[(n.guid, p)][0]].is_switch}
+            try:
+                plans[n.guid] = rft.plan_switch(n.guid, n.description, s.routed.get(n.guid, {}), sw_ports, si)
+            except rft.RftError as e:
+                raise SweepError(f"{e}; nothing was sent") from None
+        wanted = [(n.guid, n.path, b) for n, si in rft_switches for b in range(rft.blocks_for(si.random_fdb_cap))]
+        current, errors = rft.read_rft_blocks(s.transport, wanted)
+        r.rft_current = current
+        for n, si in rft_switches:
+            nb = rft.blocks_for(si.random_fdb_cap)
+            missing = [b for b in range(nb) if (n.guid, b) not in current]
+            if missing:
+                r.problems.append(f"{n.description}: RFT blocks {missing[:8]} could not be read; its RFT is not "
+                                  f"programmed")
+                continue
+            table = [e for b in range(nb) for e in current[(n.guid, b)]]
+            pl = plans[n.guid]
+            r.rft_plans.append(pl)
+            r.rft_changes += rft.changes(pl, n.path, table, si)
+            if pl.default_port is not None:
+                s.default_port[n.guid] = pl.default_port
+        r.problems += [f"RFT read: {line}" for line, _keys in read_failures(s.topo, wanted, current, errors, "RFT block")]
