@@ -1092,13 +1092,6 @@ def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
     snap.tables_read = True
 
 
-def _lft_blocks(si) -> int:
-    """LFT blocks worth reading: up to LinearFDBTop, within the table."""
-    if not si.linear_fdb_cap:
-        return 0
-    return min(si.linear_fdb_top, fw.UNICAST_LID_MAX, si.linear_fdb_cap - 1) // fw.LFT_BLOCK_SIZE + 1
-
-
 def _first_errors(errors: list[str], keys: list) -> list[tuple[int, str]]:
     """One error per switch: (GUID, its first error and how many more); `keys` are the
     switches of the failed reads, in the order of `errors`."""
@@ -1107,7 +1100,7 @@ def _first_errors(errors: list[str], keys: list) -> list[tuple[int, str]]:
 
 
 def _read_lfts(transport: Transport, switches) -> tuple[dict, list]:
-    wanted = [(n.guid, n.path, b) for n in switches for b in range(_lft_blocks(n.switch_info))]
+    wanted = [(n.guid, n.path, b) for n in switches for b in linear.lft_blocks_to_read(n.switch_info)]
     got, errors = linear.read_lft_blocks(transport, wanted)
     return got, _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
 
@@ -1144,8 +1137,8 @@ def _switch_state(n, lfts: dict, rft, mft: dict) -> SwitchState:
     active = frozenset(p for p, pi in n.ports.items() if p and pi.port_state == PortState.ACTIVE)
     if si is None:
         return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, b"", 0, 0, active)
-    nb = _lft_blocks(si)
-    lft = b"".join(bytes(lfts.get((n.guid, b), [fw.LFT_NO_PORT] * fw.LFT_BLOCK_SIZE)) for b in range(nb))
+    lft = b"".join(bytes(lfts.get((n.guid, b), [fw.LFT_NO_PORT] * fw.LFT_BLOCK_SIZE))
+                   for b in linear.lft_blocks_to_read(si))
     lmc = p0.lmc if p0 is not None and si.enhanced_port0 else 0
     return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, lft, si.linear_fdb_top,
                        si.linear_fdb_cap, active, mft, rft, si.default_port, lmc)
