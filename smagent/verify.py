@@ -51,6 +51,11 @@ example a dict of fields, `Report.texts` the same examples as readable lines):
 ``inactive_port``  linked ports that are not ACTIVE
 ``no_lid``         linked CA ports or switches without a LID
 ``duplicate_lid``  LIDs claimed by more than one port
+``own_lid_not_port0`` a switch's own LID (each of its 2^LMC) whose LFT entry is not port
+                   0 (another port, 255, or above LinearFDBTop). The seed delivers it to
+                   the management port anyway (so no pair is lost above), but ibsim and
+                   switches that look the DLID up in the LFT send the switch's own
+                   LID-routed SMPs elsewhere (docs/PITFALLS.md, "Own-LID entries")
 ``rft_overlap``    valid RFT entries that match the same DLID and name different ports
                    (which wins is not specified; the check follows the first)
 ``mcast``          multicast groups (MLIDs with a port set on any switch): every member
@@ -326,6 +331,7 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
     _check_unreached(snap, D)
     _check_lids_and_sources(net, D)
     _check_ports(net, D)
+    _check_own_lids(net, D)
     _check_rft_overlaps(net, D)
     keep = PlaceOutcomes(_place_sources(net), {}, {}) if keep_outcomes else None
     uni = _check_unicast(net, D, keep)
@@ -403,6 +409,50 @@ def _check_ports(net: _Net, D: _Defects) -> None:
                                                            (peer in snap.ca_ports and snap.ca_ports[peer].active)):
                 me, other = f"{net.names[i]}[{p}]", net.port_name(peer)
                 D.add("inactive_port", {"port": me, "peer": other}, f"{me} is linked (to {other}) but not ACTIVE")
+
+
+def own_lid_entry(s: SwitchState, lid: int) -> int | None:
+    """What an LFT switch's table says for one of its own LIDs: the port, or None above
+    LinearFDBTop (or outside the table read)."""
+    return s.lft[lid] if lid <= s.top and lid < s.cap and lid < len(s.lft) else None
+
+
+def _check_own_lids(net: _Net, D: _Defects) -> None:
+    """A switch's own LIDs must point at port 0 in its LFT (see the module docstring)."""
+    for i, s in enumerate(net.st):
+        if not s.read or not s.cap:
+            continue
+        for lid in s.lid_range():
+            e = own_lid_entry(s, lid)
+            if e != 0:
+                what = f"LinearFDBTop {s.top} is below it" if e is None else f"its LFT entry is port {e}"
+                D.add("own_lid_not_port0", {"switch": net.names[i], "lid": lid, "port": e},
+                      f"{net.names[i]} LID {lid} (its own): {what}, not port 0 (LID-routed SMPs for it go astray)")
+
+
+def black_hole_entries(snap: Snapshot) -> list[dict]:
+    """Table entries that send a LID into a port with no usable link (what the unicast
+    walk calls a dead end: no_such_port, unlinked_port, port_not_active), whether or not
+    a LID owner is routed through them: LFT entries 1..LinearFDBTop (255 is "no route",
+    port 0 the switch) and valid RFT entries, of every read switch. The plan check
+    (`smagent.plancheck`) refuses them absolutely: a fresh fabric has no tables to
+    compare with."""
+    net = _Net.of(snap)
+    out = []
+    for i, s in enumerate(net.st):
+        if not s.read:
+            continue
+        if s.cap:
+            entries = ((lid, s.lft[lid]) for lid in range(1, min(s.top, s.cap - 1, len(s.lft) - 1) + 1))
+        else:
+            entries = ((lid, port) for base, lmc, port in (s.rft or ()) for lid in fw.rft_lid_range(base, lmc))
+        for lid, port in entries:
+            if port == 0 or port == fw.LFT_NO_PORT and s.cap:
+                continue
+            cause = "no_such_port" if port > s.num_ports else net.exits[i][port]
+            if cause in ("no_such_port", "unlinked_port", "port_not_active"):
+                out.append({"switch": net.names[i], "lid": lid, "port": port, "cause": cause})
+    return out
 
 
 def _check_rft_overlaps(net: _Net, D: _Defects) -> None:

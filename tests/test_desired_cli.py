@@ -27,7 +27,7 @@ def test_example_plan_apply_converges_on_the_simulator(tmp_path):
         done = fabric.sweep(**opts)
         assert done.problems == []
         l1 = next(n for n in done.topology.switches() if n.description == "L1")
-        assert fabric.query("lft", ",".join(map(str, l1.path)), block=0).ports[2] == 3  # the static entry
+        assert fabric.query("lft", ",".join(map(str, l1.path)), block=0).ports[2] == 6  # the static entry
         again = fabric.sweep(**opts)
         assert again.sets_planned == 0
 
