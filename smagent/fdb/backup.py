@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mad import forwarding as fw
-from smagent import links as linktab
+from smagent.fdb import porttables as linktab
 from smagent import paths
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mft

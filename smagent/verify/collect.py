@@ -84,7 +84,8 @@ def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
     that sends, per end port. A port without IsSLMappingSupported (switches: port 0's
     bit) or without a P_Key table is not asked. A recording made without these reads
     (replay) leaves the checks out (`tables_read` False)."""
-    from smagent.links import CAP_SL_MAPPING, Want
+    from smagent.fdb.porttables import Want
+    from smagent.links.portinfo import CAP_SL_MAPPING
     from smagent.transport.replay import ReplayMiss
     sw_hops, ca_hops = data_hops(snap)
     wants, keys = [], []
