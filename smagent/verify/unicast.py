@@ -105,17 +105,31 @@ def black_hole_entries(snap: Snapshot) -> list[dict]:
     for i, s in enumerate(net.st):
         if not s.read:
             continue
+        holes = [_hole(net, i, port) for port in range(s.num_ports + 1)]
+        holes += ["no_such_port"] * (fw.LFT_NO_PORT - len(holes)) + [None if s.cap else "no_such_port"]
         if s.cap:
-            entries = ((lid, s.lft[lid]) for lid in range(1, min(s.top, s.cap - 1, len(s.lft) - 1) + 1))
-        else:
-            entries = ((lid, port) for base, lmc, port in (s.rft or ()) for lid in fw.rft_lid_range(base, lmc))
-        for lid, port in entries:
-            if port == 0 or port == fw.LFT_NO_PORT and s.cap:
-                continue
-            cause = "no_such_port" if port > s.num_ports else net.exits[i][port]
-            if cause in ("no_such_port", "unlinked_port", "port_not_active"):
-                out.append({"switch": net.names[i], "lid": lid, "port": port, "cause": cause})
+            # the entries are scanned at C speed (bytes.translate, find): an 11,664-host
+            # fabric has 1,620 switches x 13,284 LIDs of them
+            marks = s.lft[:min(s.top, s.cap - 1, len(s.lft) - 1) + 1].translate(bytes(map(bool, holes)))
+            lid = marks.find(1, 1)
+            while lid != -1:
+                out.append({"switch": net.names[i], "lid": lid, "port": s.lft[lid], "cause": holes[s.lft[lid]]})
+                lid = marks.find(1, lid + 1)
+            continue
+        for base, lmc, port in s.rft or ():
+            if holes[port]:
+                out += [{"switch": net.names[i], "lid": lid, "port": port, "cause": holes[port]}
+                        for lid in fw.rft_lid_range(base, lmc)]
     return out
+
+
+def _hole(net: _Net, i: int, port: int) -> str | None:
+    """Why an entry naming ``port`` (0 .. the switch's ports) at switch i is a black hole,
+    or None."""
+    if port == 0:
+        return None
+    x = net.exits[i][port]
+    return x if x in ("unlinked_port", "port_not_active") else None
 
 
 def _check_rft_overlaps(net: _Net, D: _Defects) -> None:
