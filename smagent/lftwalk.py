@@ -1,6 +1,6 @@
 """Unicast routes of a fabric of LFT switches, for many DLIDs at once (numpy), for `verify`.
 
-`verify` decides what one switch does with one DLID in one place (`verify._step`), and
+`verify` decides what one switch does with one DLID in one place (`verify.unicast._step`), and
 follows those decisions DLID by DLID: O(switches x LIDs) steps of Python, a minute on
 the 11,664-host tree. On a fabric whose switches all hold linear tables (no RFT), almost
 every decision is "forward out of port e to the switch behind it", and which switch that
@@ -41,7 +41,7 @@ def _ends(nxt, cols):
 
 class Walker:
     """The forwards of every LFT switch: ``lft`` holds each switch's entry per DLID (255
-    where verify's fast rule does not apply: `verify._Net._fast_hops`), ``to`` the switch
+    where verify's fast rule does not apply: `verify.model._Net._fast_hops`), ``to`` the switch
     behind each (switch, port) (-1: none); a chunk's next-switch array comes from both."""
 
     def __init__(self, net: Any):
@@ -76,7 +76,7 @@ class Walker:
     def failing(self, stop: Callable, fallback: Callable, sending: list[int], deps: dict | None
                 ) -> Iterator[tuple[int, Any, dict]]:
         """(DLID, its owner, {source place: outcome} where it is not delivered) for every
-        DLID in order: what `verify._resolve` gives at the places sources enter.
+        DLID in order: what `verify.unicast._resolve` gives at the places sources enter.
         ``stop(switch, dlid)``: the outcome of a walk that stops at that switch (None:
         delivered). With ``deps`` the channel dependencies of the routes from ``sending``
         (switch indices) are added, the first (lowest) DLID kept per dependency.
@@ -167,7 +167,7 @@ def _first(key, dlid):
 
 def _merge(deps: dict, key, dlid) -> None:
     """Add the (keys, DLIDs) of `Walker._deps` to ``deps`` ({channel: {channel: first
-    DLID}}, as `verify._add_deps` builds it), keeping the lowest DLID of each."""
+    DLID}}, as `verify.unicast._add_deps` builds it), keeping the lowest DLID of each."""
     key, dlid = _first(key, dlid)
     a = key >> 24
     cuts = np.nonzero(a[1:] != a[:-1])[0] + 1

@@ -12,7 +12,16 @@ break is what the planned tables do worse than the current ones:
 ``loop``         the planned forwarding loops among those (the cycle of switches)
 
 A fresh fabric (no LIDs yet) has nothing to lose, so only new loops and misdeliveries
-count there. A credit loop (``cdg_cycle``) of the planned tables is a note, not refused:
+count there. Two more classes are absolute: refused whatever today's tables hold (on a
+fresh fabric they hold nothing to compare with):
+
+``black_hole``         planned entries that send a LID into a port with no usable link
+                       (no such port, no link, not ACTIVE: `verify.black_hole_entries`);
+                       255 ("no route") and port 0 are not holes
+``own_lid_not_port0``  a switch's own LID whose planned LFT entry is not port 0 (what
+                       `verify` reports on live tables): ibsim and switches that look the
+                       DLID up in the LFT send the switch's LID-routed SMPs elsewhere
+ A credit loop (``cdg_cycle``) of the planned tables is a note, not refused:
 a routing engine makes them knowingly (minhop on a ring; `updn` avoids them).
 
 MFTs are not checked here: the sweep builds every multicast tree itself from member
@@ -35,6 +44,7 @@ from mad.attributes import PortState
 from smagent import verify
 
 FAILING = ("loop", "misdelivered")  # outcomes that are wrong even where nothing worked before
+ABSOLUTE = ("black_hole", "own_lid_not_port0")  # refused whatever today's tables hold
 
 
 @dataclasses.dataclass
@@ -58,6 +68,11 @@ class PlanCheck:
             if cls == "unreachable":
                 causes = ", ".join(f"{k} {v}" for k, v in d["by_cause"].items())
                 out.append(f"{cls}: {d['count']} (source, LID) pairs would not be delivered ({causes})")
+            elif cls == "black_hole":
+                out.append(f"{cls}: {d['count']} table entr{'ies' if d['count'] != 1 else 'y'} would send a LID "
+                           f"into a port without a usable link")
+            elif cls == "own_lid_not_port0":
+                out.append(f"{cls}: {d['count']} switch LID{'s' if d['count'] != 1 else ''} would not point at port 0")
             else:
                 out.append(f"{cls}: {d['count']} LID{'s' if d['count'] != 1 else ''} would {cls}")
             out += [f"{cls}: {t}" for t in self.texts.get(cls, [])]
@@ -72,7 +87,20 @@ def check(r, examples: int = verify.EXAMPLES) -> PlanCheck:
     new = _snapshot(r, planned=True)
     report = verify.check(new, examples, keep_outcomes=True)
     defects, texts = _broken(cur, new, report, examples)
+    _absolute(new, report, examples, defects, texts)
     return PlanCheck(defects, texts, report, time.monotonic() - t0)
+
+
+def _absolute(new: verify.Snapshot, report: verify.Report, examples: int, defects: dict, texts: dict) -> None:
+    """The ABSOLUTE classes of the planned tables, into ``defects`` and ``texts``."""
+    holes = verify.black_hole_entries(new)
+    if holes:
+        defects["black_hole"] = {"count": len(holes), "examples": holes[:examples]}
+        texts["black_hole"] = [f"{h['switch']} LID {h['lid']} -> port {h['port']}: {verify.CAUSES[h['cause']]}"
+                               for h in holes[:examples]]
+    if "own_lid_not_port0" in report.defects:
+        defects["own_lid_not_port0"] = report.defects["own_lid_not_port0"]
+        texts["own_lid_not_port0"] = report.texts["own_lid_not_port0"]
 
 
 def _snapshot(r, *, planned: bool) -> verify.Snapshot:

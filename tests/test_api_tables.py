@@ -126,7 +126,7 @@ def test_plan_and_apply_take_a_path_or_a_desired_state(tmp_path):
         assert s.plan(desired.load(path)).plan_lines() == p.plan_lines()
         a = s.apply(path)
         assert isinstance(a, api.ApplyResult) and a.ok and a.left_after_apply == []
-        assert s.lft_show("L1").table[2] == 3  # the static route of the file
+        assert s.lft_show("L1").table[2] == 6  # the static route of the file
         with pytest.raises(desired.DesiredStateError):
             s.plan(str(tmp_path / "missing.yaml"))
 

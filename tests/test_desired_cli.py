@@ -27,7 +27,7 @@ def test_example_plan_apply_converges_on_the_simulator(tmp_path):
         done = fabric.sweep(**opts)
         assert done.problems == []
         l1 = next(n for n in done.topology.switches() if n.description == "L1")
-        assert fabric.query("lft", ",".join(map(str, l1.path)), block=0).ports[2] == 3  # the static entry
+        assert fabric.query("lft", ",".join(map(str, l1.path)), block=0).ports[2] == 6  # the static entry
         again = fabric.sweep(**opts)
         assert again.sets_planned == 0
 
@@ -35,7 +35,8 @@ def test_example_plan_apply_converges_on_the_simulator(tmp_path):
 def test_plan_cli_on_the_simulator_and_bad_files(live_cli, tmp_path):
     r = live_cli("plan", str(EXAMPLE), "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["plan"]
+    doc = json.loads(r.stdout)
+    assert doc["plan"] and not doc.get("plan_defects")  # the example's static route is no black hole
     bad = tmp_path / "bad.yaml"
     bad.write_text("lft:\n  - {switch: NoSuch, lid: 2, port: 3}\n  - {switch: L1, lid: 0xC000, port: 1}\n"
                    "  - {switch: L1, lid: 2, port: 99}\nmulticast:\n  - {mlid: 0xBFFF, members: [H1]}\n")

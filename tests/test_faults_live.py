@@ -204,10 +204,15 @@ def test_link_cut_while_a_sweep_runs_then_relinked(ibsim, tmp_path):
     time.sleep(0.25)
     sim.unlink(spine)
     out, err = proc.communicate(timeout=600)
-    assert proc.returncode in (0, 3), err
+    assert proc.returncode in (0, 3, 4), err
     assert "Traceback" not in err
     s = json.loads(out)
-    assert s["nodes"] >= len(fabric.nodes) - 1
+    if proc.returncode == 4:
+        # cut between reading the spine's end of a link and the leaf's: the routes use links
+        # whose leaf end is down, black holes the plan check refuses before the first Set
+        assert "black_hole" in s["defects"] and "nothing was sent" in s["error"], s
+    else:
+        assert s["nodes"] >= len(fabric.nodes) - 1
     sim.relink(spine)
     rc, s = sweep_json(sim)
     assert rc == 0 and s["nodes"] == len(fabric.nodes) and s["problems"] == []

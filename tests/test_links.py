@@ -169,7 +169,7 @@ def test_planner_takes_the_smaller_end_and_the_cap():
     assert (f["neighbor_mtu"], f["operational_vls"], f["gid_prefix"]) == (3, 2, 0xFEC0 << 48)
     assert "hoq_life" not in f
     # OpenSM's VL mask: SL2VL entries folded into the VLs the port runs, VL15 kept
-    assert links._sl2vl_table(links.LinkOptions(sl2vl=tuple(range(16))), 3) == tuple(
+    assert links.qos._sl2vl_table(links.LinkOptions(sl2vl=tuple(range(16))), 3) == tuple(
         [0, 1, 2, 3] * 3 + [0, 1, 2, 15])
 
 

@@ -176,6 +176,68 @@ def test_a_fresh_fabric_is_not_refused_and_a_dry_run_costs_no_set():
     assert verify.check(verify.collect(t), 5).ok
 
 
+def test_a_route_into_a_linkless_port_is_refused_on_a_fresh_fabric(on, cli, tmp_path):
+    """On a FRESH fabric today's tables hold nothing to compare with, yet a static route
+    into a port with no link (L1 port 3), or into a port L1 lacks, is a black hole: the
+    plan check refuses it absolutely (exit 4, not one Set), --allow-defects writes it."""
+    t = SimTransport()
+    s = api.Session(t)
+    h1_2 = 2  # H1 port 2's LID on the bundled fabric, fresh (discovery order)
+    dry = s.plan({"lft": [{"switch": "L1", "lid": h1_2, "port": 3}]})
+    assert dry.plan_defects["black_hole"]["examples"] == [{"switch": "L1", "lid": h1_2, "port": 3,
+                                                           "cause": "unlinked_port"}]
+    assert dry.plan_defects["black_hole"]["count"] == 1 and "unreachable" not in dry.plan_defects
+    assert node(s, "H1").lid(2) == 0, "fresh: no LIDs yet"
+    f = tmp_path / "hole.yaml"
+    f.write_text(f"lft:\n  - {{switch: L1, lid: {h1_2}, port: 3}}\n")
+    on(t)
+    r = cli("apply", f, "--json")
+    assert r.exit_code == EXIT_SAFETY, r.output
+    assert json.loads(r.stdout)["defects"]["black_hole"]["count"] == 1
+    assert t.stats.sent and sets(t) == 0, "refused before the first Set"
+    r = cli("apply", f)
+    assert r.exit_code == EXIT_SAFETY and "L1 LID 2 -> port 3: the exit port has no link" in r.stderr, r.output
+    assert sets(t) == 0
+    # a port the switch lacks (8 ports; 255 would be "no route"): the desired state's own check
+    with pytest.raises(desired.DesiredStateError, match="port 200 does not exist"):
+        s.plan({"lft": [{"switch": "L1", "lid": h1_2, "port": 200}]})
+    r = cli("apply", f, "--allow-defects")
+    assert r.exit_code == EXIT_DEFECTS and sets(t) > 0, r.output
+    assert s.lft_show("L1").table[h1_2] == 3
+    assert verify.check(verify.collect(t)).defects["dead_end"]["examples"][0]["cause"] == "unlinked_port"
+
+
+def test_a_switchs_own_lid_out_of_another_port_is_refused_and_verify_reports_it(fabric, on, cli, tmp_path):
+    """L1's own LID out of an uplink passes the relative check (the seed delivers it to
+    port 0 first, no pair is lost) but ibsim and LFT-lookup switches send L1's LID-routed
+    SMPs to the spine: refused (exit 4) unless --allow-defects, and `verify` then reports
+    it (own_lid_not_port0) on the tables written."""
+    t, s = fabric
+    l1 = node(s, "L1")
+    own = l1.lid(0)
+    want = {"lft": [{"switch": "L1", "lid": own, "port": 5}]}
+    dry = s.plan(want)
+    assert set(dry.plan_defects) == {"own_lid_not_port0"}, dry.plan_defects
+    assert dry.plan_defects["own_lid_not_port0"]["examples"] == [{"switch": "L1", "lid": own, "port": 5}]
+    before = sets(t)
+    with pytest.raises(PlanDefects, match="own_lid_not_port0: 1 switch LID would not point at port 0"):
+        s.apply(want)
+    assert sets(t) == before
+    assert verify.check(verify.collect(t)).ok
+    f = tmp_path / "own.json"
+    f.write_text(json.dumps(want))
+    on(t)
+    assert cli("apply", f).exit_code == EXIT_SAFETY and sets(t) == before
+    r = cli("apply", f, "--allow-defects")
+    assert r.exit_code == EXIT_DEFECTS and sets(t) > before, r.output
+    r = cli("verify", "--json")
+    assert r.exit_code == EXIT_DEFECTS, r.output
+    doc = json.loads(r.stdout)
+    assert doc["defects"] == {"own_lid_not_port0": {"count": 1, "examples": [{"switch": "L1", "lid": own, "port": 5}]}}
+    assert "L1 LID %d (its own): its LFT entry is port 5, not port 0" % own in cli("verify").stdout
+    assert s.plan({}).plan_defects == {}, "a plain sweep's plan puts it back"
+
+
 def test_cli_plan_reports_and_apply_refuses(fabric, on, cli, tmp_path):
     t, s = fabric
     entry, _lid = loop_entry(s)

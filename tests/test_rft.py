@@ -307,3 +307,27 @@ def test_verify_reports_overlapping_rft_entries():
     (ex,) = rep.defects["rft_overlap"]["examples"]
     assert ex["switch"] == "C" and ex["lid"] == t1 and ex["entries"][1] == [t1, 0, 2]
     assert trace(sim, ("T3", 1), t1).dest == ("T1", 1)  # the simulator, too, follows the first
+
+
+@pytest.mark.parametrize("lmc", [0, 2])
+def test_black_hole_entries_of_an_rft(lmc):
+    """`verify.black_hole_entries` (the plan check's absolute rule) reads RFT entries too:
+    C's entry for T1 moved to port 7 (no cable there) is a hole for each LID it covers."""
+    from smagent import verify
+    t = SimTransport(topology=chassis_fabric())
+    sim = t.sim
+    assert sweep.sweep(t, sweep.SweepOptions(lmc=lmc)).problems == []
+    assert verify.black_hole_entries(verify.collect(t, mcast=False, links=False)) == []
+    c = sim.node("C")
+    moved = []
+    for i, x in enumerate(c.rft):
+        e = fw.rft_unpack(x)
+        if e is not None and e[2] == 1:
+            c.rft[i] = fw.rft_pack(e[0], e[1], 7)
+            moved.append(e)
+    c.rft_map = None
+    assert len(moved) == 1
+    covered = fw.rft_lid_range(moved[0][0], moved[0][1])  # an aligned range: T1's LIDs and maybe more
+    assert set(sim.node("T1").lid_range(1)) <= set(covered)
+    holes = verify.black_hole_entries(verify.collect(t, mcast=False, links=False))
+    assert holes == [{"switch": "C", "lid": lid, "port": 7, "cause": "unlinked_port"} for lid in covered]

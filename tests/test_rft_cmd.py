@@ -70,3 +70,39 @@ def test_rft_on_an_lft_switch_is_refused(live_cli, tmp_path):
     net.write_text(netfile.dumps(topogen.two_switch()))
     r = live_cli("--topology", net, "rft", "show", "Switch1")
     assert r.returncode == 2 and "no random forwarding table" in r.stderr
+
+
+def test_lft_commands_pass_over_an_rft_only_switch(cli, tmp_path, monkeypatch):
+    """A fabric with an RFT-only switch (C, LinearFDBCap 0) next to an LFT switch (F): an
+    LFT Get to C fails (0x800c), so `lft dump` and `lft backup` read no LFT block of C
+    (`fdb.linear.lft_blocks_to_read`), dump and save F's whole table, and `lft show C`
+    is refused as bad input."""
+    from smagent.fdb import linear
+    from smagent.sim import trace
+    fab = chassis_fabric()
+    fab.node("F").caps.clear()  # F: the default LFT switch
+    t = SimTransport(fab)
+    r = sweepmod.sweep(t, sweepmod.SweepOptions())
+    t3 = next(n for n in r.topology.cas() if n.description == "T3")
+    assert r.problems == [] and trace(t.sim, ("H1", 1), r.lid_plan.lids[t3.port_guids[1]]).dest == ("T3", 1)
+    c = next(n for n in r.topology.switches() if n.description == "C")
+    f = next(n for n in r.topology.switches() if n.description == "F")
+    assert list(linear.lft_blocks_to_read(c.switch_info)) == []
+    assert list(linear.lft_blocks_to_read(f.switch_info)) == [0]
+    monkeypatch.setattr("smagent.cli.Context.session", lambda self: api.Session(t))
+    lft_gets = lambda: sum(v for k, v in t.stats.by_kind.items() if k == "SubnGet(LinearForwardingTable)")
+    dump = cli("lft", "dump")
+    assert dump.exit_code == 0, dump.output
+    assert "(F):" in dump.output and "(C):" not in dump.output
+    routed = [line for line in dump.output.splitlines() if line.startswith("0x")]
+    assert len(routed) == len(r.lid_plan.lids)  # every LID: the CA ports and both switches
+    out = tmp_path / "lft.bak"
+    gets = lft_gets()
+    bak = cli("lft", "backup", "-o", str(out))
+    assert bak.exit_code == 0, bak.output
+    assert lft_gets() - gets == 1  # F's one block; none to C
+    assert "saved 1 switch " in bak.output and "(F):" in out.read_text() and "(C):" not in out.read_text()
+    back = cli("lft", "restore", str(out), "--json")
+    assert back.exit_code == 0 and json.loads(back.output)["plan"] == [], back.output
+    show = cli("lft", "show", "C")
+    assert show.exit_code == 2 and "no linear forwarding table" in show.output, show.output

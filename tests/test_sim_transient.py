@@ -37,7 +37,7 @@ def test_a_write_in_a_subprocess_says_it_is_lost_and_it_is(tmp_path):
 ])
 def test_every_write_says_so_and_a_dry_run_does_not(cli, tmp_path, args):
     desired = tmp_path / "d.yaml"
-    desired.write_text("lft:\n  - {switch: '0,1', lid: 3, port: 2}\n")
+    desired.write_text("lft:\n  - {switch: '0,1', lid: 4, port: 2}\n")  # H2's LID, on L1's port 2 (not L1's own LID 3)
     args = [str(desired) if a == "DESIRED" else a for a in args]
     r = cli(*args, "--json")
     assert r.exit_code == 0, r.output

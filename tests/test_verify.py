@@ -158,20 +158,55 @@ def test_misdelivered():
     assert rep.defects["unreachable"]["count"] == 5
 
 
-def test_switch_own_lid_needs_no_entry():
+def test_switch_own_lid_not_port0_loses_no_pair_but_is_reported():
     """A packet for a switch's own LID goes to its management port before any table
-    lookup (seed: the receiving port checks the DLID first; ibsim and the simulator agree),
-    so B's own entry set to 255 costs nothing; its entry for another LID set to 0 does."""
+    lookup (seed: the receiving port checks the DLID first), so B's own entry set to 255
+    or to a port loses no pair; but ibsim and switches that look the DLID up in the LFT
+    send B's LID-routed SMPs astray: reported as own_lid_not_port0. Its entry for
+    another LID set to 0 is a misdelivery."""
     f = line3()
     snap = snap_of(f)
     b = f.node("B").lid(0)
-    poke(snap, f, "B", b, 255)
     assert verify.check(snap).ok
+    for port in (255, 2):
+        poke(snap, f, "B", b, port)
+        rep = verify.check(snap)
+        assert classes(rep) == {"own_lid_not_port0": 1} and rep.summary["pairs_unreachable"] == 0
+        assert rep.defects["own_lid_not_port0"]["examples"] == [{"switch": "B", "lid": b, "port": port}]
+        assert rep.texts["own_lid_not_port0"] == [f"B LID {b} (its own): its LFT entry is port {port}, not port 0 "
+                                                  f"(LID-routed SMPs for it go astray)"]
+    s = snap.switches[f.node("B").guid]
+    snap.switches[s.guid] = dataclasses.replace(s, top=b - 1)  # above LinearFDBTop: dropped there
+    assert verify.check(snap).defects["own_lid_not_port0"]["examples"] == [{"switch": "B", "lid": b, "port": None}]
+    snap = snap_of(f)
     h1 = f.node("H1").lid(1)
     poke(snap, f, "B", h1, 0)
     rep = verify.check(snap)
     assert rep.defects["misdelivered"]["examples"] == [{"lid": h1, "dest": "H1[1]", "delivered_to": "B (port 0)",
                                                         "by": "B"}]
+
+
+def test_black_hole_entries_are_every_entry_into_a_port_without_a_usable_link():
+    """`black_hole_entries` (the plan check's absolute rule) looks at every LFT entry up to
+    LinearFDBTop, owned LID or not: a missing port, a port with no link, one not ACTIVE;
+    255 and port 0 are not holes."""
+    f = line3()
+    snap = snap_of(f)
+    assert verify.black_hole_entries(snap) == []
+    top = snap.switches[f.node("A").guid].top
+    poke(snap, f, "A", top, 7)  # a LID nobody owns, into a port with no cable
+    poke(snap, f, "B", 1, 9)  # B has 8 ports
+    poke(snap, f, "C", 2, 255)
+    poke(snap, f, "C", 3, 0)
+    a = snap.switches[f.node("A").guid]
+    snap.switches[a.guid] = dataclasses.replace(a, active=a.active - {2})
+    holes = verify.black_hole_entries(snap)
+    assert {(h["switch"], h["lid"], h["port"], h["cause"]) for h in holes} >= {
+        ("A", top, 7, "unlinked_port"), ("B", 1, 9, "no_such_port")}
+    assert {h["cause"] for h in holes} == {"unlinked_port", "no_such_port", "port_not_active"}
+    assert all(h["switch"] != "C" for h in holes)
+    # A[2] - B[3] is down for data at both ends: every route over it is a hole
+    assert {(h["switch"], h["port"]) for h in holes if h["cause"] == "port_not_active"} == {("A", 2), ("B", 3)}
 
 
 def test_ca_port_problems():

@@ -194,7 +194,7 @@ def swept(seed: int):
 
 @pytest.mark.parametrize("seed", range(2 * CASES))
 def test_verify_agrees_with_the_data_plane(seed, monkeypatch):
-    monkeypatch.setattr(verify, "BULK_MIN", 0)  # the LFT-only half through the bulk walk
+    monkeypatch.setattr(verify.unicast, "BULK_MIN", 0)  # the LFT-only half through the bulk walk
     t, rng = swept(seed)
     n, bad = compare(t)
     assert n and not bad, bad[:5]
@@ -217,13 +217,13 @@ def test_bulk_walk_equals_the_reference(seed, monkeypatch):
     """On LFT-only fabrics, damaged or not, the bulk walk (`lftwalk`) and verify's own
     DLID-by-DLID walk give the same report, examples and credit loops included."""
     from smagent import lftwalk
-    monkeypatch.setattr(verify, "BULK_MIN", 0)  # these fabrics are small
+    monkeypatch.setattr(verify.unicast, "BULK_MIN", 0)  # these fabrics are small
     t, rng = swept(seed)
     if seed % 2:
         damage(t.sim, rng)
     snap = verify.collect(t, mcast=False)
-    net = verify._Net.of(snap)
-    verify._check_lids_and_sources(net, verify._Defects(0))
+    net = verify.model._Net.of(snap)
+    verify.unicast._check_lids_and_sources(net, verify.model._Defects(0))
     assert lftwalk.Walker.of(net) is not None  # the bulk walk is the one under test
     bulk = _report(snap)
     monkeypatch.setattr(lftwalk.Walker, "of", classmethod(lambda cls, net: None))
@@ -242,7 +242,7 @@ def test_bulk_walk_falls_back_on_loops(monkeypatch):
             return fallback(dlid, deps)
         return real(self, step, fb, sending, deps)
     monkeypatch.setattr(lftwalk.Walker, "failing", spy)
-    monkeypatch.setattr(verify, "BULK_MIN", 0)
+    monkeypatch.setattr(verify.unicast, "BULK_MIN", 0)
     t, _rng = swept(CASES + 1)
     sw = next(n for n in t.sim.switches() if any(p and p[0].is_switch for p in n.peers[1:]))
     peer_port = next(q for q, p in enumerate(sw.peers) if q and p is not None and p[0].is_switch)
@@ -269,8 +269,8 @@ def test_damage_makes_defects():
 
 
 def _verify_ignores_default_ingress(monkeypatch):
-    real = verify._step
-    monkeypatch.setattr(verify, "_step", lambda net, place, dlid: real(net, place & ~1, dlid))
+    real = verify.unicast._step
+    monkeypatch.setattr(verify.unicast, "_step", lambda net, place, dlid: real(net, place & ~1, dlid))
 
 
 def _sim_ignores_default_ingress(monkeypatch):
@@ -295,7 +295,7 @@ def _verify_unaligned_rft_ranges(monkeypatch):
             for lid in range(base, base + (1 << lmc)):
                 m.setdefault(lid, port)
         return m
-    monkeypatch.setattr(verify, "_rft_map", buggy)
+    monkeypatch.setattr(verify.model, "_rft_map", buggy)
 
 
 @pytest.mark.parametrize("bug", [_verify_ignores_default_ingress, _sim_ignores_default_ingress,

@@ -34,11 +34,13 @@ def lft_backup(obj, output, as_json):
     text = s.lft_backup()
     topo = s.topology
     tc.warn_unreachable(topo)
+    # a switch without an LFT (LinearFDBCap 0, RFT only) has nothing to save here
+    saved = sum(1 for n in topo.switches() if n.switch_info is not None and n.switch_info.linear_fdb_cap)
     if output:
         write_output(output, text)
-        click.echo(f"# saved {render.count(len(topo.switches()), 'switch')} to {output}", err=True)
+        click.echo(f"# saved {render.count(saved, 'switch')} to {output}", err=True)
     if as_json:
-        click.echo(json.dumps({"switches": len(topo.switches()), "file": output,
+        click.echo(json.dumps({"switches": saved, "file": output,
                                "text": None if output else text, "unreachable": topo.unreachable}, indent=2))
     elif not output:
         click.echo(text, nl=False)

@@ -136,8 +136,9 @@ def _exit(r) -> None:
 
 ALLOW_DEFECTS = click.option(
     "--allow-defects", is_flag=True,
-    help="Write even if the planned tables would break reachability the current tables have, or make a "
-         "forwarding loop (checked before the first Set, as `verify` checks live tables).")
+    help="Write even if the planned tables would break reachability the current tables have, make a "
+         "forwarding loop, send a LID into a port with no ACTIVE link, or route a switch's own LID "
+         "elsewhere than port 0 (checked before the first Set, as `verify` checks live tables).")
 STATE_DIR_HELP = "Where overwritten LFT blocks are saved, the apply journal and the LIDs are kept (see sweep)."
 
 

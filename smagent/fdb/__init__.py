@@ -2,7 +2,8 @@
 
     switch     addressing a switch (DR path or Target), its facts, the batch order of
                table SMPs, the read of NodeInfo/SwitchInfo for the table commands
-    linear     LinearForwardingTable: blocks, desired image, reads, diffs, writes,
+    linear     LinearForwardingTable: blocks, which of them a whole-table read asks for
+               (`lft_blocks_to_read`), desired image, reads, diffs, writes,
                `lft load` / `lft set` plans
     random     RandomForwardingTable: the entry planner (cover, DefaultPort, placement,
                two-phase writes), reads, writes, `rft set` plans
@@ -10,6 +11,9 @@
                `mft set` plans (groups and spanning trees live in smagent.multicast)
     tops       SwitchInfo: the one SwitchInfo Set path (LinearFDBTop, MulticastFDBTop,
                DefaultPort, ...), with its read-back check
+    porttables the per-port tables of link configuration (SL2VL, VLArb, P_Key) as
+               units: `Want`, `TableChange`, their JSON, the Sets with read-back check
+               (what to want is planned in smagent.links)
     text       ibroute / dump_lfts text formats and the dump parser
     backup     what an apply overwrites, saved before it, and restored from it
     journal    the apply journal (what was about to be written, what came back)

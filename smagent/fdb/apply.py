@@ -11,7 +11,7 @@ An apply, in order:
 3. **write** SwitchInfo, then LFT blocks in chunks of ``chunk`` (each chunk's confirmed
    units journalled as it comes back, so an interrupted run is known to within a chunk),
    then RFT blocks (clearing phase first), then MFT units, then the link phase's per-port
-   tables (SL2VL, VLArb, P_Key: `smagent.links`; backed up and journalled alike);
+   tables (SL2VL, VLArb, P_Key: `smagent.fdb.porttables`; backed up and journalled alike);
 4. **check the read-back**: the GetResp of every Set is what the switch now holds, and
    must equal what was written; a difference is a problem.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from smagent import links as linktab
+from smagent.fdb import porttables as linktab
 from smagent import paths
 from smagent.fdb import backup, linear, tops
 from smagent.fdb import multicast as mft

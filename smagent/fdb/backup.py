@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mad import forwarding as fw
-from smagent import links as linktab
+from smagent.fdb import porttables as linktab
 from smagent import paths
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mft
@@ -79,7 +79,7 @@ def backup_lfts(transport: Transport, topology: Topology | None = None) -> tuple
         tables = linear.read_all(transport, sws)
     except TableFailure as e:
         raise RestoreFailed(str(e)) from None
-    lines = [f"# smagent lft backup {_now()}: {len(sws)} switches"]
+    lines = [f"# smagent lft backup {_now()}: {len(tables)} switches"]  # those with an LFT
     return "\n".join(lines + fmt.format_lft_dump(topo, tables)) + "\n", topo
 
 

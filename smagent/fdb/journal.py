@@ -35,7 +35,7 @@ from pathlib import Path
 
 from smagent import paths
 from smagent.errors import BadInput
-from smagent.links import TABLES as LINK_TABLES
+from smagent.fdb.porttables import TABLES as LINK_TABLES
 
 JOURNAL_FORMAT = "smagent-apply-journal/2"  # /2: "written" records list their units
 JOURNALS_DIR = paths.StateDir.JOURNALS  # finished (and superseded) journals, next to the live one
@@ -96,7 +96,7 @@ def unit_dict(c) -> dict:
     """A change (or a dict already in journal form) as its journal record."""
     table = getattr(type(c), "TABLE", None)  # the forwarding-table changes (most units) say it
     if table is None:
-        if hasattr(c, "journal_record"):  # smagent.links.TableChange: its tables have their own JSON
+        if hasattr(c, "journal_record"):  # smagent.fdb.porttables.TableChange: its tables have their own JSON
             return c.journal_record()
         d = dict(c)  # a record already in journal form
         if not isinstance(d["switch"], str):

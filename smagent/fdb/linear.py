@@ -42,6 +42,22 @@ def desired_lft(routes, top: int) -> bytearray:
     return table
 
 
+def lft_read_top(si) -> int:
+    """The highest LID worth reading from a switch with SwitchInfo ``si``: LinearFDBTop,
+    within the table (LinearFDBCap) and the unicast range; -1 for a switch without an LFT
+    (LinearFDBCap 0: an LFT Get fails there, docs/PITFALLS.md)."""
+    if not si.linear_fdb_cap:
+        return -1
+    return min(si.linear_fdb_top, fw.UNICAST_LID_MAX, si.linear_fdb_cap - 1)
+
+
+def lft_blocks_to_read(si) -> range:
+    """The LFT blocks worth reading from a switch with SwitchInfo ``si``: those holding
+    LIDs 0 .. `lft_read_top`; none for a switch with LinearFDBCap 0. The one rule every
+    reader of whole LFTs (verify, dump, backup, show) follows."""
+    return range(lft_read_top(si) // B + 1)
+
+
 def read_lft_blocks(transport: Transport, wanted: Sequence[tuple[int, Where, int]]
                     ) -> tuple[dict[tuple[int, int], bytes], list[str]]:
     """Read (switch, path, block) triples, interleaved across switches so the window
@@ -59,15 +75,15 @@ def read_lft(transport, target, blocks) -> dict[int, bytes]:
 
 
 def read_all(transport, switches) -> dict[int, bytes]:
-    """LIDs 0..LinearFDBTop of every switch (discovered nodes): guid -> table bytes."""
-    def top(n):
-        return min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX)
-    wanted = [(n.guid, n.path, b) for n in switches for b in range(top(n) // B + 1)]
+    """LIDs 0..LinearFDBTop of every switch with an LFT (discovered nodes; `lft_blocks_to_read`):
+    guid -> table bytes (whole blocks). A switch without an LFT (LinearFDBCap 0) is left out."""
+    blocks = {n.guid: lft_blocks_to_read(n.switch_info) for n in switches}
+    wanted = [(n.guid, n.path, b) for n in switches for b in blocks[n.guid]]
     got, errors = read_lft_blocks(transport, wanted)
     if errors:
         raise TableFailure("reading LFTs: " + "; ".join(errors[:5]) +
                            (f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""))
-    return {n.guid: b"".join(got[(n.guid, b)] for b in range(top(n) // B + 1)) for n in switches}
+    return {n.guid: b"".join(got[(n.guid, b)] for b in blocks[n.guid]) for n in switches if blocks[n.guid]}
 
 
 def write_lft_blocks(transport, changes: list[BlockChange], *, ordered: bool = False):

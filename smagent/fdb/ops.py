@@ -143,8 +143,11 @@ def _write(transport, plan: fdbapply.Plan, *, dry_run, state_dir, topology, note
 # -- LFT ----------------------------------------------------------------------------------------
 def lft_show(transport, target: Target) -> LftTable:
     f = read_switch(transport, target).facts
-    top = f.lft_top
-    blocks = linear.read_lft(transport, target, list(range(top // fw.LFT_BLOCK_SIZE + 1)))
+    if not f.lft_cap:
+        raise TableBadInput(f"{f.name} ({target.describe()}) has no linear forwarding table "
+                            f"(LinearFDBCap 0; RandomFDBCap {f.switch_info.random_fdb_cap}): see `smagent rft show`")
+    top = linear.lft_read_top(f.switch_info)
+    blocks = linear.read_lft(transport, target, list(linear.lft_blocks_to_read(f.switch_info)))
     return LftTable(f, target, top, b"".join(blocks[b] for b in sorted(blocks)))
 
 

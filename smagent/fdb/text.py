@@ -284,12 +284,13 @@ class _DumpParser:
 
 def format_lft_dump(topo, tables: dict[int, bytes], *, dump_all: bool = False) -> list[str]:
     """dump_lfts of every switch of ``topo`` whose table is in ``tables`` (guid -> LIDs
-    0..LinearFDBTop), switches in discovery order, destinations resolved on ``topo``."""
+    0..LinearFDBTop, as `fdb.linear.read_all` reads them: a switch without an LFT is not
+    there), switches in discovery order, destinations resolved on ``topo``."""
     index = lid_index(topo)
     lines = []
     for n in dump_order(topo):
         if n.guid in tables:
-            top = min(n.switch_info.linear_fdb_top, fw.UNICAST_LID_MAX)
+            top = min(n.switch_info.linear_fdb_top, len(tables[n.guid]) - 1)  # what was read
             lines += format_lft(dump_portid_str(n.path), n.guid, n.description, top, tables[n.guid], n.num_ports,
                                 dump_all=dump_all, dest=DestResolver(index))
     return lines

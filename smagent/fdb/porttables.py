@@ -1,0 +1,227 @@
+"""The per-port tables of link configuration (SL2VL, VLArb, P_Key) as table units:
+`Want` (what a port should hold, and how to read it), `TableChange` (one Set: what the
+port held and gets; the apply journal and backups record these), their JSON, and the
+raw Sets with their read-back check (`write`; `smagent.fdb.apply` adds the backup and
+journal around them). What to want is planned in `smagent.links`."""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+from mad import forwarding as fw
+from mad.attributes import P_KeyTable, SLtoVLMappingTable, VLArbitrationTable, vlarb_block, vlarb_entries
+from mad.header import Method
+from smagent.transport.base import Request, SmpTimeout
+
+
+TABLES = ("sl2vl", "vlarb", "pkeys")  # the kinds of TableChange (journal and backup "table" values)
+
+
+@dataclasses.dataclass
+class TableChange:
+    """One Set of a per-port table: what the port holds (old) and what it gets (new).
+    ``port``: the CA port the path leads to (0 for a switch: its modifier names ports).
+    ``same_as``: for a switch SL2VL pair written unread, the modifier of the pair read in
+    its place (its representative); ``old`` is then None. ``also``: on that
+    representative, the modifiers of those pairs (the journal and the backup record them
+    with it, as one unit: one record each would be 72k on a 648-host fat tree)."""
+    kind: str  # "sl2vl" | "vlarb" | "pkeys"
+    guid: int
+    name: str
+    path: tuple
+    modifier: int
+    old: Any  # a LinkTable of ``kind``, None: not read
+    new: Any  # a LinkTable of ``kind``
+    port: int = 0
+    same_as: int | None = None
+    also: tuple = ()
+
+    # the names the apply journal and the backups use for every unit they record
+    @property
+    def switch(self) -> int:
+        return self.guid
+
+    @property
+    def block(self) -> int:
+        return self.modifier
+
+    @property
+    def unit(self) -> tuple:
+        """(node GUID, port, modifier): which table this is, among all of a fabric's."""
+        return self.guid, self.port, self.modifier
+
+    def journal_record(self) -> dict:
+        """This change as an apply-journal unit (`smagent.fdb.journal`); the pairs written
+        with it (``also``) are in the same record."""
+        d = {"table": self.kind, "switch": f"0x{self.guid:016x}", "name": self.name,
+             "path": None if self.path is None else list(self.path), "block": self.modifier, "port": self.port,
+             "old": None if self.old is None else table_json(self.kind, self.old),
+             "new": table_json(self.kind, self.new)}
+        if self.also:
+            d["also"] = list(self.also)
+        return d
+
+    def to_json(self) -> dict[str, Any]:
+        """The Set as one plan record (`smagent.sweep.SweepResult.plan_changes`): table
+        SL2VL (in_port, out_port; 0/0: a CA port's own), VLArb (port, priority, entries
+        first..last) or P_Key (port, block; whole blocks); old None: not read."""
+        rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "path": list(self.path)}
+        old: Any = self.old  # the table of this Set's kind
+        new: Any = self.new
+        if self.kind == "sl2vl":
+            inp, outp = fw.sl2vl_from_modifier(self.modifier)
+            return {**rec, "table": "SL2VL", "in_port": inp, "out_port": outp,
+                    "old": None if self.old is None else list(old.sl_to_vl), "new": list(new.sl_to_vl)}
+        if self.kind == "vlarb":
+            table, half, port = fw.vlarb_from_modifier(self.modifier)
+            return {**rec, "table": "VLArb", "port": port, "priority": table, "entries": [half * 32, half * 32 + 31],
+                    "old": None if self.old is None else [list(e) for e in vlarb_entries(old)],
+                    "new": [list(e) for e in vlarb_entries(new)]}
+        block, port = fw.pkey_from_modifier(self.modifier)
+        return {**rec, "table": "P_Key", "port": port, "block": block,
+                "old": None if self.old is None else list(old.p_keys), "new": list(new.p_keys)}
+
+    def describe(self) -> str:
+        if self.kind == "sl2vl":
+            inp, outp = fw.sl2vl_from_modifier(self.modifier)
+            where = f"in {inp} out {outp}" if self.modifier else "port"
+            old = "?" if self.old is None else ",".join(map(str, self.old.sl_to_vl))
+            return f"SubnSet(SLtoVLMappingTable) {self.name} {where}: {old} -> {','.join(map(str, self.new.sl_to_vl))}"
+        if self.kind == "vlarb":
+            table, half, port = fw.vlarb_from_modifier(self.modifier)
+            def fmt(b):
+                return "?" if b is None else (",".join(f"{vl}:{w}" for vl, w in vlarb_entries(b) if w or vl)
+                                              or "(all 0:0)")
+            return (f"SubnSet(VLArbitrationTable) {self.name} port {port or self.port} {table} "
+                    f"{half * 32}-{half * 32 + 31}: {fmt(self.old)} -> {fmt(self.new)}")
+        block, port = fw.pkey_from_modifier(self.modifier)
+        old = "?" if self.old is None else f"{self.old.p_keys[0]:#06x}"
+        return (f"SubnSet(P_KeyTable) {self.name} port {port or self.port} block {block}: [0] {old} -> "
+                f"{self.new.p_keys[0]:#06x}")
+
+    def get(self) -> Request:
+        return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)
+
+    def request(self, data: bytes | None = None) -> Request:
+        """The Set; ``data``: ``self.new`` already encoded (many changes share one table)."""
+        return Request.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier,
+                          self.new if data is None else data)
+
+
+LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable
+
+
+# the attribute class of each kind of table
+LINK_TABLES: dict[str, type[LinkTable]] = {"sl2vl": SLtoVLMappingTable, "vlarb": VLArbitrationTable,
+                                           "pkeys": P_KeyTable}
+
+
+# VL0, weight0, VL1, ...: one C call per part (a backup of a 648-host fat tree holds thousands)
+_VLARB_FIELDS = operator.attrgetter(*(f"{k}_{i}" for i in range(fw.VLARB_BLOCK_SIZE) for k in ("vl", "weight")))
+
+
+def table_json(kind: str, value) -> list:
+    """A table value as JSON: sl2vl 16 VLs, vlarb its 32 entries flat (VL0, weight0, VL1,
+    weight1, ...: one list, not 32, per part), pkeys 32 keys."""
+    if kind == "sl2vl":
+        return list(value.sl_to_vl)
+    if kind == "vlarb":
+        return list(_VLARB_FIELDS(value))
+    return list(value.p_keys)
+
+
+def table_from_json(kind: str, data):
+    """`table_json`'s inverse; ValueError naming what is wrong."""
+    if kind == "sl2vl":
+        if not (isinstance(data, list) and len(data) == fw.SL2VL_SLS
+                and all(isinstance(v, int) and 0 <= v <= 15 for v in data)):
+            raise ValueError("sl2vl: 16 VLs 0..15 expected")
+        return SLtoVLMappingTable(sl_to_vl=list(data))
+    if kind == "vlarb":
+        if not (isinstance(data, list) and len(data) == 2 * fw.VLARB_BLOCK_SIZE
+                and all(isinstance(x, int) and 0 <= x <= (15 if i % 2 == 0 else 255) for i, x in enumerate(data))):
+            raise ValueError("vlarb: 32 (VL 0..15, weight 0..255) entries, flat, expected")
+        return vlarb_block(zip(data[::2], data[1::2]))
+    if kind == "pkeys":
+        if not (isinstance(data, list) and len(data) == fw.PKEY_BLOCK_SIZE
+                and all(isinstance(v, int) and 0 <= v <= 0xFFFF for v in data)):
+            raise ValueError("pkeys: 32 P_Keys of 16 bits expected")
+        return P_KeyTable(p_keys=list(data))
+    raise ValueError(f"unknown link table {kind!r}")
+
+
+def check_modifier(kind: str, modifier: int) -> None:
+    """ValueError unless `modifier` addresses a `kind` table (the codec's inverse checks)."""
+    {"sl2vl": fw.sl2vl_from_modifier, "vlarb": fw.vlarb_from_modifier, "pkeys": fw.pkey_from_modifier}[kind](modifier)
+
+
+@dataclasses.dataclass
+class Want:
+    """One table unit we want a port to hold: how to read it and what it should say."""
+    kind: str
+    guid: int
+    name: str
+    path: tuple
+    modifier: int
+    value: object  # sl2vl: tuple of 16; vlarb: list of pairs; pkeys: None (index 0 only)
+    # a switch's SL2VL pairs of one output port that are written, unread, when this
+    # representative pair differs: [(modifier), ...]
+    siblings: tuple = ()
+    port: int = 0  # the CA port the path leads to (0: a switch)
+
+    def get(self) -> Request:
+        return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)
+
+    def desired(self, current):
+        """The attribute value to write given what the port holds."""
+        if self.kind == "sl2vl":
+            return SLtoVLMappingTable(sl_to_vl=list(self.value))
+        if self.kind == "vlarb":
+            return vlarb_block(self.value)
+        keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
+        keys[0] = fw.PKEY_DEFAULT
+        return P_KeyTable(p_keys=keys)
+
+    def change(self, old, new, **kw) -> TableChange:
+        return TableChange(self.kind, self.guid, self.name, self.path, kw.pop("modifier", self.modifier), old, new,
+                           port=self.port, **kw)
+
+
+def same_table(kind, cur, new) -> bool:
+    if kind == "pkeys":
+        return cur.p_keys[0] == new.p_keys[0]
+    return cur == new
+
+
+def write(transport, changes: list[TableChange], written: list | None = None,
+          failed: set[int] | None = None) -> list[str]:
+    """Send the Sets (one batch) and check each GetResp holds what was written; the
+    changes confirmed are appended to ``written``; ``failed`` collects the GUIDs of
+    nodes a Set got no answer from."""
+    problems = []
+    encoded: dict[int, bytes] = {}  # id(new) -> its bytes: a switch's SL2VL pairs share one table
+    reqs = []
+    for c in changes:
+        data = encoded.get(id(c.new))
+        if data is None:
+            data = encoded[id(c.new)] = c.new.encode()
+        reqs.append(c.request(data))
+    for c, rep in zip(changes, transport.execute(reqs)):
+        if not rep.ok:
+            problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
+            if failed is not None and isinstance(rep.error, SmpTimeout):
+                failed.add(c.guid)
+        elif not same_table(c.kind, rep.value(LINK_TABLES[c.kind]), c.new):
+            problems.append(f"{c.name}: {c.describe()}: reads back differently")
+        elif written is not None:
+            written.append(c)
+    return problems
+
+
+def confirmed_units(written: list[TableChange]) -> list[TableChange]:
+    """The journal units among the changes ``written`` confirmed: every change that is
+    not a representative's unread pair, a representative only when its pairs were
+    confirmed too."""
+    done = {c.unit for c in written}
+    return [c for c in written if c.same_as is None and all((c.guid, c.port, m) in done for m in c.also)]

@@ -1,0 +1,155 @@
+"""QoS tables: the SL2VL and VLArbitration tables a port should hold (OpenSM's QoS
+manager's, folded into the VLs the port runs), and what qos "auto" probes (`qos_units`)
+and judges unusable (`_unusable`)."""
+from __future__ import annotations
+
+import dataclasses
+
+from mad import codes
+from mad import forwarding as fw
+from mad.attributes import vlarb_entries
+from smagent.fdb.porttables import Want
+from smagent.links.options import LinkOptions
+from smagent.links.portinfo import CAP_SL_MAPPING, _vl_mask
+
+
+def _sl2vl_table(opts, op_vls) -> tuple:
+    mask = _vl_mask(op_vls)
+    return tuple(v if v == codes.VL15 else v & mask for v in opts.sl2vl)
+
+
+def _vlarb_parts(opts, pi, op_vls) -> dict:
+    """part -> 32 (VL, weight) pairs, for the parts the port implements."""
+    if pi.vl_cap <= 1:
+        return {}  # one data VL: nothing to arbitrate (OpenSM skips it too)
+    mask = _vl_mask(op_vls)
+    out = {}
+    for table, cap, src in (("low", pi.vl_arbitration_low_cap, opts.vlarb_low),
+                            ("high", pi.vl_arbitration_high_cap, opts.vlarb_high)):
+        src = list(src) + [(0, 0)] * (2 * fw.VLARB_BLOCK_SIZE - len(src))
+        for half in range(2):
+            n = min(cap - half * fw.VLARB_BLOCK_SIZE, fw.VLARB_BLOCK_SIZE)
+            if n > 0:
+                part = src[half * fw.VLARB_BLOCK_SIZE:half * fw.VLARB_BLOCK_SIZE + n]
+                out[fw.vlarb_part(table, half)] = [(vl & mask, w) for vl, w in part]
+    return out
+
+
+def _linked(topo, node, port) -> bool:
+    return (node.guid, port) in topo.links
+
+
+@dataclasses.dataclass
+class QosUnit:
+    """Ports whose SL2VL and VLArb tables "auto" judges together: one CA port, or the
+    linked output ports of one switch that run the same VLs (see `qos_units`). ``ports``:
+    each port's wants, as "always" would read them. Only the `probe` is read first; the
+    rest only when the probe shows unusable tables."""
+    ports: list  # [[Want, ...], ...]
+    data_vls: int  # data VLs the ports will run (OperationalVLs as planned)
+    where: str  # the first port, for notes
+
+    @property
+    def probe(self) -> list[Want]:
+        """The first port's SL2VL table; its VLArb tables only where it has no SL2VL table.
+        Why SL2VL alone tells: a port at reset maps SL15 to VL15 (identity), which
+        `codes.unmapped_sls` refuses, so a table that carries every SL was written by an
+        SM, and SMs write VLArb with SL2VL (OpenSM's QoS manager writes both or neither).
+        Reading VLArb too would cost 2 more Gets a probe (+12 % SMPs on a 648-host fat tree)."""
+        first = self.ports[0]
+        return [w for w in first if w.kind == "sl2vl"] or first
+
+    def rest(self) -> list[Want]:
+        """Every want but the probe's: read when the probe shows unusable tables."""
+        probe = {id(w) for w in self.probe}
+        return [w for ws in self.ports for w in ws if id(w) not in probe]
+
+
+def _ca_qos_wants(n, p, pi, path, vls, opts) -> list[Want]:
+    out = [Want("vlarb", n.guid, n.description, path, fw.vlarb_modifier(part, 0), e, port=p)
+           for part, e in _vlarb_parts(opts, pi, vls).items()]
+    if pi.capability_mask & CAP_SL_MAPPING:
+        out.append(Want("sl2vl", n.guid, n.description, path, 0, _sl2vl_table(opts, vls), port=p))
+    return out
+
+
+def _switch_out_wants(n, outp, linked, vls, opts) -> list[Want]:
+    """The tables of one switch output port: VLArb parts, and the SL2VL pair read as the
+    representative of all (input, `outp`) pairs."""
+    out = [Want("vlarb", n.guid, n.description, n.path, fw.vlarb_modifier(part, outp), e)
+           for part, e in _vlarb_parts(opts, n.ports[outp], vls).items()]
+    if n.ports[0].capability_mask & CAP_SL_MAPPING:
+        # one output port has a table per input port: (ports+1) x ports tables a switch,
+        # 72k on a 648-host fat tree. They are written together (by OpenSM, by us), so
+        # one is read as the representative (from the first other linked input, the
+        # path data takes; else input 0): when it holds the right table the others are
+        # taken to, else all are written.
+        rep = ([p for p in linked if p != outp] or [0])[0]
+        rest = tuple(fw.sl2vl_modifier(i, outp) for i in range(n.num_ports + 1) if i != rep)
+        out.append(Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(rep, outp),
+                        _sl2vl_table(opts, vls), rest))
+    return out
+
+
+def _ca_ports(topo, n, op_vls):
+    """(port, PortInfo, path, planned OperationalVLs) of a CA's linked ports."""
+    for p in sorted(n.port_paths):
+        pi = n.ports.get(p)
+        if pi is not None and _linked(topo, n, p):
+            yield p, pi, n.port_paths[p], op_vls.get((n.guid, p), pi.operational_vls)
+
+
+def _switch_out_ports(topo, n, op_vls):
+    """(output port, planned OperationalVLs) of a switch's linked ports, and all of them."""
+    linked = [p for p in range(1, n.num_ports + 1) if p in n.ports and _linked(topo, n, p)]
+    return [(p, op_vls.get((n.guid, p), n.ports[p].operational_vls)) for p in linked], linked
+
+
+def qos_units(topo, opts: LinkOptions, op_vls: dict) -> list[QosUnit]:
+    """What qos "auto" reads: one probe per CA port and per switch, not per output port.
+
+    Why one switch port stands for all of them: a switch's SL2VL and VLArb tables are
+    reset together (a switch or SMA reset resets every port; a link going down resets
+    none) and an SM programs them together (OpenSM's QoS manager walks every port), so
+    the ports of one switch hold the tables of the same writer. What differs between
+    ports is the VLs they run, and a table fine for 8 VLs may not be for 4: the ports
+    are grouped by their planned OperationalVLs, one probe per group, and a port whose
+    OperationalVLs this sweep changes is judged on its own (its table was chosen for
+    other VLs). CA ports each have their own tables: one probe each."""
+    units = []
+    for n in topo.nodes.values():
+        if not n.is_switch:
+            units += [QosUnit([_ca_qos_wants(n, p, pi, path, vls, opts)], codes.DATA_VLS.get(vls, 1),
+                              f"{n.description} port {p}") for p, pi, path, vls in _ca_ports(topo, n, op_vls)]
+            continue
+        if n.ports.get(0) is None:
+            continue
+        outs, linked = _switch_out_ports(topo, n, op_vls)
+        groups: dict = {}
+        for p, vls in outs:
+            changes = vls != n.ports[p].operational_vls
+            groups.setdefault((vls, p if changes else None), []).append(p)
+        for (vls, _alone), ports in groups.items():
+            units.append(QosUnit([_switch_out_wants(n, p, linked, vls, opts) for p in ports],
+                                 codes.DATA_VLS.get(vls, 1), f"{n.description} port {ports[0]}"))
+    return [u for u in units if u.ports[0]]
+
+
+def _unusable(unit: QosUnit, read: list) -> str | None:
+    """Why the probe's tables (``read``: [(Want, value)]) cannot carry data on every SL
+    (`codes.unmapped_sls`, `codes.starved_vls`), or None when they can."""
+    sl2vl = next((v.sl_to_vl for w, v in read if w.kind == "sl2vl"), None)
+    if sl2vl is not None:
+        bad = codes.unmapped_sls(sl2vl, unit.data_vls)
+        if bad:
+            return (", ".join(f"SL {sl} -> VL{vl}" for sl, vl in bad[:3]) + (" ..." if len(bad) > 3 else "")
+                    + f" (runs {unit.data_vls} data VL{'s' if unit.data_vls != 1 else ''})")
+    arb: dict[str, list[tuple[int, int]]] = {"low": [], "high": []}
+    for w, v in read:
+        if w.kind == "vlarb":
+            arb[fw.vlarb_from_modifier(w.modifier)[0]] += vlarb_entries(v)[:len(w.value)]  # the implemented ones
+    if not (arb["low"] or arb["high"]):
+        return None  # VLArb not read (the SL2VL probe speaks for it), or one data VL
+    used = set(sl2vl) if sl2vl is not None else {0}  # without a table every SL rides VL0
+    starved = codes.starved_vls(used, arb["low"], arb["high"])
+    return f"VLArbitration gives VL{', VL'.join(map(str, starved))} no weight" if starved else None

@@ -1,0 +1,202 @@
+"""The only I/O of verify: discover the fabric and read what the switches hold (LFT
+blocks by `fdb.linear.lft_blocks_to_read`, whole RFTs of RFT-only switches, MFTs, and the
+SL2VL and P_Key tables the link checks need) into a `Snapshot`; `snapshot_of` builds one
+from a topology and table contents (the plan check's planned tables too)."""
+from __future__ import annotations
+
+import time
+
+from mad import forwarding as fw
+from mad.attributes import P_KeyTable, PortState, SLtoVLMappingTable
+from smagent.fdb import linear, multicast
+from smagent.fdb.random import read_rft_blocks
+from smagent.fdb.switch import per_switch
+from smagent.transport.base import Transport
+from smagent.verify.links import data_hops
+from smagent.verify.model import CaPortState, Snapshot, SwitchState
+
+
+def collect(transport: Transport, *, mcast: bool = True, links: bool = True) -> Snapshot:
+    """Discover the fabric and read every switch's tables (DR-routed Gets, batched);
+    with ``links`` also the SL2VL and P_Key tables the link checks need.
+
+    What does not answer (a silent node, a switch whose tables cannot be read) does not
+    stop the reading: it is listed in `Snapshot.unreached` and the rest is verified."""
+    from smagent import discovery
+    t0 = time.monotonic()
+    sent0 = transport.stats.sent
+    topo = discovery.discover(transport)
+    unreached = [dict(u) for u in topo.unreached]
+    unread: set = set()  # switches whose unicast tables did not answer
+    mft_unread: set = set()
+
+    def failed(what: str, errors: list[tuple[int, str]], into: set):
+        for g, err in errors:
+            n = topo.nodes[g]
+            into.add(g)
+            unreached.append({"where": f"{n.description} ({what})", "path": list(n.path), "node": n.description,
+                              "guid": f"0x{g:016x}", "port": None, "error": err})
+
+    switches = [n for n in topo.switches() if n.switch_info is not None]
+    unread.update(n.guid for n in topo.switches() if n.switch_info is None)  # discovery listed it
+    lfts, errors = _read_lfts(transport, switches)
+    failed("LFT", errors, unread)
+    rfts, errors = _read_rfts(transport, switches)
+    failed("RFT", errors, unread)
+    mfts: dict[int, dict[int, frozenset]] | None = None
+    if mcast:
+        mfts, errors = _read_mfts(transport, switches)
+        failed("MFT", errors, mft_unread)
+    snap = snapshot_of(topo, lfts, rfts, mfts, unread=unread, mft_unread=mft_unread, unreached=unreached)
+    if links:
+        _read_link_tables(transport, topo, snap)
+    snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
+    return snap
+
+
+def snapshot_of(topo, lfts: dict, rfts: dict, mfts: dict | None, *, unread=frozenset(), mft_unread=frozenset(),
+                unreached=None) -> Snapshot:
+    """A Snapshot of a discovered topology (PortInfo and SwitchInfo as its nodes hold
+    them) and table contents: LFT blocks {(GUID, block): bytes}, valid RFT entries {GUID:
+    ((base, lmc, port), ...)} (`rft_entries`), MFT groups {GUID: {MLID: ports}}
+    (`mft_groups`; None: multicast is not checked). `collect` builds one from what it
+    read; a sweep from what its plan would leave (`smagent.plancheck`)."""
+    states = {}
+    for n in topo.switches():
+        states[n.guid] = _switch_state(n, lfts, rfts.get(n.guid), (mfts or {}).get(n.guid, {}))
+        states[n.guid].read = n.guid not in unread
+        states[n.guid].mft_read = n.guid not in mft_unread and n.guid not in unread
+    ca_ports = {}
+    for n in topo.cas():
+        for p in n.lid_ports():
+            pi = n.ports.get(p)
+            if pi is not None:
+                ca_ports[(n.guid, p)] = CaPortState(n.guid, p, n.description, pi.lid, pi.lmc,
+                                                    pi.port_state == PortState.ACTIVE)
+    return Snapshot(states, ca_ports, dict(topo.links), mcast_read=mfts is not None,
+                    unreached=list(unreached or []),
+                    port_info={k: topo.nodes[k[0]].ports[k[1]] for k in topo.links if k[1] in topo.nodes[k[0]].ports})
+
+
+def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
+    """The SL2VL tables of every hop data takes (`data_hops`) and P_Key block 0 of every
+    end port, one batch: one SMP per switch (input, output) pair on a route, per CA port
+    that sends, per end port. A port without IsSLMappingSupported (switches: port 0's
+    bit) or without a P_Key table is not asked. A recording made without these reads
+    (replay) leaves the checks out (`tables_read` False)."""
+    from smagent.fdb.porttables import Want
+    from smagent.links.portinfo import CAP_SL_MAPPING
+    from smagent.transport.replay import ReplayMiss
+    sw_hops, ca_hops = data_hops(snap)
+    wants, keys = [], []
+
+    def want(kind, n, path, mod, key):
+        wants.append(Want(kind, n.guid, n.description, path, mod, None))
+        keys.append(key)
+
+    for g, inp, out in sorted(sw_hops):
+        n = topo.nodes[g]
+        if 0 in n.ports and n.ports[0].capability_mask & CAP_SL_MAPPING:
+            want("sl2vl", n, n.path, fw.sl2vl_modifier(inp, out), (g, inp, out))
+    for g, p in sorted(ca_hops):
+        n = topo.nodes[g]
+        if n.ports[p].capability_mask & CAP_SL_MAPPING:
+            want("sl2vl", n, n.port_paths[p], 0, (g, 0, p))
+    for g, p in sorted(k for k in snap.ca_ports if k in snap.links):
+        if topo.nodes[g].node_info.partition_cap:
+            want("pkeys", topo.nodes[g], topo.nodes[g].port_paths[p], fw.pkey_modifier(0), (g, p))
+    for g, s in sorted(snap.switches.items()):
+        if s.lid and topo.nodes[g].node_info.partition_cap:
+            want("pkeys", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(0, 0), (g, 0))
+    try:
+        replies = transport.execute([w.get() for w in wants])
+    except ReplayMiss:
+        return
+    for w, key, rep in zip(wants, keys, replies):
+        if not rep.ok:
+            n = topo.nodes[w.guid]
+            snap.unreached.append({"where": f"{n.description} ({rep.request.describe()})", "path": list(w.path),
+                                   "node": n.description, "guid": f"0x{w.guid:016x}", "port": None,
+                                   "error": rep.error})
+        elif w.kind == "sl2vl":
+            snap.sl2vl[key] = tuple(rep.value(SLtoVLMappingTable).sl_to_vl)
+        else:
+            snap.pkeys[key] = tuple(rep.value(P_KeyTable).p_keys)
+    snap.tables_read = True
+
+
+def _first_errors(errors: list[str], keys: list) -> list[tuple[int, str]]:
+    """One error per switch: (GUID, its first error and how many more); `keys` are the
+    switches of the failed reads, in the order of `errors`."""
+    return [(g, es[0] + (f" (+{len(es) - 1} more)" if len(es) > 1 else ""))
+            for g, es in per_switch(errors, keys).items()]
+
+
+def _read_lfts(transport: Transport, switches) -> tuple[dict, list]:
+    wanted = [(n.guid, n.path, b) for n in switches for b in linear.lft_blocks_to_read(n.switch_info)]
+    got, errors = linear.read_lft_blocks(transport, wanted)
+    return got, _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
+
+
+def _read_rfts(transport: Transport, switches) -> tuple[dict, list]:
+    """The whole RFT of every switch that forwards by one (LinearFDBCap 0, RandomFDBCap >
+    0): a stale valid entry anywhere in it still matches. {GUID: [(base, lmc, port)]}."""
+    rft = [n for n in switches if not n.switch_info.linear_fdb_cap and n.switch_info.random_fdb_cap]
+    wanted = [(n.guid, n.path, b) for n in rft for b in range(_rft_blocks(n.switch_info))]
+    got, errors = read_rft_blocks(transport, wanted)
+    failed = _first_errors(errors, [g for g, _p, b in wanted if (g, b) not in got])
+    out = {}
+    for n in rft:
+        nb = _rft_blocks(n.switch_info)
+        if any((n.guid, b) not in got for b in range(nb)):
+            continue
+        out[n.guid] = rft_entries([e for b in range(nb) for e in got[(n.guid, b)]], n.switch_info.random_fdb_cap)
+    return out, failed
+
+
+def rft_entries(packed: list[int], cap: int) -> tuple:
+    """A switch's RFT as `SwitchState.rft` holds it: the valid entries of its packed
+    table (RandomFDBCap of them), in table order, as (base, lmc, port)."""
+    return tuple(e for e in map(fw.rft_unpack, packed[:cap]) if e is not None)
+
+
+def _rft_blocks(si) -> int:
+    return fw.rft_block(si.random_fdb_cap - 1)[0] + 1  # the block of the last entry, and those before
+
+
+def _switch_state(n, lfts: dict, rft, mft: dict) -> SwitchState:
+    si = n.switch_info
+    p0 = n.ports.get(0)
+    active = frozenset(p for p, pi in n.ports.items() if p and pi.port_state == PortState.ACTIVE)
+    if si is None:
+        return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, b"", 0, 0, active)
+    lft = b"".join(bytes(lfts.get((n.guid, b), [fw.LFT_NO_PORT] * fw.LFT_BLOCK_SIZE))
+                   for b in linear.lft_blocks_to_read(si))
+    lmc = p0.lmc if p0 is not None and si.enhanced_port0 else 0
+    return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, lft, si.linear_fdb_top,
+                       si.linear_fdb_cap, active, mft, rft, si.default_port, lmc)
+
+
+def _read_mfts(transport: Transport, switches) -> tuple[dict, list]:
+    wanted, ports = [], {}
+    for n in switches:
+        si = n.switch_info
+        ports[n.guid] = n.num_ports
+        if si.multicast_fdb_cap:
+            wanted += [(n.guid, n.path, b, pos) for b in multicast.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
+                       for pos in range(fw.mft_positions_for(n.num_ports))]
+    got, errors = multicast.read_mft_units(transport, wanted)
+    failed = _first_errors(errors, [g for g, _p, b, pos in wanted if (g, b, pos) not in got])
+    return mft_groups(got, ports), failed
+
+
+def mft_groups(units: dict, num_ports: dict) -> dict[int, dict[int, frozenset]]:
+    """MFT units {(GUID, block, position): 32 PortMasks} as `SwitchState.mft` holds them:
+    {GUID: {MLID: ports}} (ports a switch does not have are left out)."""
+    out: dict[int, dict[int, set]] = {}
+    for (g, b, pos), masks in units.items():
+        for i, mask in enumerate(masks):
+            if mask:
+                mp = {p for p in fw.mask_ports(mask, pos) if p <= num_ports[g]}
+                out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(mp)
+    return {g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()}
