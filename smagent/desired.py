@@ -150,43 +150,8 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
             ds.multicast_prune = doc["multicast_prune"]
     if doc.get("lid_file") is not None:
         ds.lid_file = str(doc["lid_file"])
-    for i, e in enumerate(doc.get("lft") or [], 1):
-        where = f"lft[{i}]"
-        if not isinstance(e, dict) or set(e) - {"switch", "lid", "port"} or not {"switch", "lid", "port"} <= set(e):
-            problems.append(f"{where}: expected {{switch, lid, port}}, got {e!r}")
-            continue
-        try:
-            lid = _int(e["lid"])
-            if not 1 <= lid <= fw.UNICAST_LID_MAX:
-                raise ValueError
-        except ValueError:
-            problems.append(f"{where}: lid {e['lid']!r} is not a unicast LID (1..0xBFFF)")
-            continue
-        try:
-            port = _int(e["port"])
-            if not 0 <= port <= 255:
-                raise ValueError
-        except ValueError:
-            problems.append(f"{where}: port {e['port']!r} is not 0..254 (or 255 for none)")
-            continue
-        ds.lft.append((_ref(e["switch"]), lid, port))
-    seen_mlids = set()
-    for i, g in enumerate(doc.get("multicast") or [], 1):
-        where = f"multicast[{i}]"
-        if not isinstance(g, dict) or "mlid" not in g or not isinstance(g.get("members", []), list):
-            problems.append(f"{where}: expected {{mlid, members: [...]}}, got {g!r}")
-            continue
-        try:
-            mlid = _int(g["mlid"])
-            if not fw.MULTICAST_LID_MIN <= mlid <= fw.MULTICAST_LID_MAX:
-                raise ValueError
-        except ValueError:
-            problems.append(f"{where}: mlid {g['mlid']!r} is outside the multicast range 0xC000-0xFFFE")
-            continue
-        if mlid in seen_mlids:
-            problems.append(f"{where}: mlid {mlid:#06x} appears twice")
-        seen_mlids.add(mlid)
-        ds.multicast.append((mlid, [_ref(m) for m in g.get("members", [])]))
+    _parse_lft(doc, ds, problems)
+    _parse_multicast(doc, ds, problems)
     sw = doc.get("switches") or {}
     if not isinstance(sw, dict):
         problems.append("switches: expected a mapping of switch -> settings")
@@ -215,6 +180,51 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
     if problems:
         raise DesiredStateError(source, problems)
     return ds
+
+
+def _parse_lft(doc, ds: DesiredState, problems: list[str]) -> None:
+    """`lft:` static entries, each {switch, lid, port}."""
+    for i, e in enumerate(doc.get("lft") or [], 1):
+        where = f"lft[{i}]"
+        if not isinstance(e, dict) or set(e) - {"switch", "lid", "port"} or not {"switch", "lid", "port"} <= set(e):
+            problems.append(f"{where}: expected {{switch, lid, port}}, got {e!r}")
+            continue
+        try:
+            lid = _int(e["lid"])
+            if not 1 <= lid <= fw.UNICAST_LID_MAX:
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: lid {e['lid']!r} is not a unicast LID (1..0xBFFF)")
+            continue
+        try:
+            port = _int(e["port"])
+            if not 0 <= port <= 255:
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: port {e['port']!r} is not 0..254 (or 255 for none)")
+            continue
+        ds.lft.append((_ref(e["switch"]), lid, port))
+
+
+def _parse_multicast(doc, ds: DesiredState, problems: list[str]) -> None:
+    """`multicast:` groups, each {mlid, members}; an MLID once."""
+    seen_mlids = set()
+    for i, g in enumerate(doc.get("multicast") or [], 1):
+        where = f"multicast[{i}]"
+        if not isinstance(g, dict) or "mlid" not in g or not isinstance(g.get("members", []), list):
+            problems.append(f"{where}: expected {{mlid, members: [...]}}, got {g!r}")
+            continue
+        try:
+            mlid = _int(g["mlid"])
+            if not fw.MULTICAST_LID_MIN <= mlid <= fw.MULTICAST_LID_MAX:
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: mlid {g['mlid']!r} is outside the multicast range 0xC000-0xFFFE")
+            continue
+        if mlid in seen_mlids:
+            problems.append(f"{where}: mlid {mlid:#06x} appears twice")
+        seen_mlids.add(mlid)
+        ds.multicast.append((mlid, [_ref(m) for m in g.get("members", [])]))
 
 
 def coerce(desired) -> DesiredState | None:

@@ -20,10 +20,9 @@ def read_lfts(s: SweepState) -> None:
             if not n.switch_info or not n.switch_info.linear_fdb_cap:
                 continue
             desired[n.guid] = linear.desired_lft(s.routed[n.guid], top)
-            cur_top = n.switch_info.linear_fdb_top
-            for b in range(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE):
-                if b * fw.LFT_BLOCK_SIZE <= cur_top:
-                    wanted.append((n.guid, n.path, b))
+            readable = linear.lft_blocks_to_read(n.switch_info)
+            wanted += [(n.guid, n.path, b) for b in range(min(len(desired[n.guid]) // fw.LFT_BLOCK_SIZE,
+                                                              len(readable)))]
         current, errors = s.source.lft_blocks(s.transport, wanted)
         s.unread += read_failures(s.topo, wanted, current, errors, "LFT block")  # see settle_unread
         r.lft_current = current
