@@ -242,6 +242,7 @@ class Session:
     def lft_set(self, switch: TargetArg, lid: int, port: int, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
         """Route LID out of PORT on SWITCH (255: no route); LinearFDBTop is raised if needed.
         Refused (SafetyRefusal) while another SM is MASTER, unless ``force``."""
+        lid, port = _number(lid, "lid"), _number(port, "port")
         ops.check_lft_args(lid, port)
         return ops.lft_set(self._open(), self.target(switch), lid, port, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
@@ -292,6 +293,7 @@ class Session:
     def mft_set(self, switch: TargetArg, mlid: int, ports: Sequence[int], *, dry_run: bool = False,
                 force: bool = False) -> ops.WriteResult:
         """Make PORTS the whole port set of MLID on SWITCH (no ports: remove the MLID)."""
+        mlid, ports = _number(mlid, "mlid"), _numbers(ports, "ports")
         ops.check_mft_args(mlid, ports)
         return ops.mft_set(self._open(), self.target(switch), mlid, ports, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
@@ -342,9 +344,30 @@ class Session:
     def rft_set(self, switch: TargetArg, lid: int, port: int, *, lmc: int = 0, dry_run: bool = False,
                 force: bool = False) -> ops.WriteResult:
         """LIDs LID..LID+2^LMC-1 out of PORT on SWITCH's RFT (255 removes them)."""
+        lid, port, lmc = _number(lid, "lid"), _number(port, "port"), _number(lmc, "lmc")
         ops.check_rft_args(lid, port, lmc)
         return ops.rft_set(self._open(), self.target(switch), lid, port, lmc=lmc, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
+
+
+def _number(value: Any, what: str) -> int:
+    """A table write's number: an int, or its text as the CLI takes it (decimal or 0x hex);
+    anything else is BadInput (nothing sent), never a TypeError from deeper down."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip(), 0)
+        except ValueError:
+            pass
+    raise BadInput(f"{what} {value!r} is not a number (an int, or text: decimal or 0x hex)")
+
+
+def _numbers(values: Any, what: str) -> list[int]:
+    """A list of ports as `_number` takes each (a lone int or text is refused: ambiguous)."""
+    if isinstance(values, (str, bytes, int)) or not isinstance(values, (list, tuple, set, frozenset, range)):
+        raise BadInput(f"{what} {values!r}: a list of port numbers, e.g. [1, 2] (empty: remove the MLID)")
+    return [_number(v, what[:-1] if what.endswith("s") else what) for v in values]
 
 
 def _decoded(value: A) -> A:

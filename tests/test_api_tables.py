@@ -229,3 +229,21 @@ def test_json_error_of_a_replay_miss_is_unchanged(replay, tmp_path):
         s.query("nodeinfo", "0")
     r = replay(str(rec), "query", "nodedesc", "0", "--json")
     assert r.exit_code == 3 and set(json.loads(r.stdout)) == {"error", "exit_code", "type", "changed"}
+
+
+def test_table_writes_take_numbers_as_text_and_refuse_the_rest_as_bad_input(swept):
+    """Numbers given as text (as a script reading a file has them) are the CLI's syntax;
+    anything else is BadInput naming the argument, never a TypeError, and nothing is sent."""
+    s = swept
+    assert s.lft_set("L1", "2", "1", dry_run=True).plan == s.lft_set("L1", 2, 1, dry_run=True).plan
+    assert s.mft_set("L1", "0xC00A", ["1", 2], dry_run=True).plan == s.mft_set("L1", 0xC00A, [1, 2],
+                                                                                 dry_run=True).plan
+    before = _sets(s)
+    for call, what in [(lambda: s.lft_set("L1", "two", 5, dry_run=True), "lid 'two'"),
+                       (lambda: s.lft_set("L1", 2, None), "port None"),
+                       (lambda: s.mft_set("L1", 0xC00A, 1), "ports 1"),
+                       (lambda: s.mft_set("L1", 0xC00A, ["x"]), "port 'x'"),
+                       (lambda: s.rft_set("L1", 2.5, 1, dry_run=True), "lid 2.5")]:
+        with pytest.raises(smagent.BadInput, match=what):
+            call()
+    assert _sets(s) == before
