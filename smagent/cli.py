@@ -43,6 +43,13 @@ def _restore_gc(enabled: bool, threshold: tuple) -> None:
         gc.enable()
 
 
+def _print_version(ctx, param, value) -> None:
+    if value and not ctx.resilient_parsing:
+        import smagent
+        click.echo(f"smagent {smagent.__version__}")
+        ctx.exit()
+
+
 class LazyGroup(SmagentGroup):
     """The root group: commands from `COMMANDS`, each module imported when needed."""
 
@@ -57,7 +64,8 @@ class LazyGroup(SmagentGroup):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="smagent")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print smagent's version and exit.")
 @click.option("--transport", type=click.Choice(["sim", "umad", "replay"]), default="sim", show_default=True,
               envvar="SMAGENT_TRANSPORT", help="How to reach the fabric.")
 @click.option("--ca", default=None, help="umad: CA name (default: libibumad's choice).")
