@@ -177,13 +177,16 @@ class Session:
         """Discover, assign LIDs, route, program and activate (or, with ``dry_run``, plan
         only). ``desired``: a desired state (a YAML/JSON path, a mapping, or a
         `smagent.desired.DesiredState`); its ``routing``, ``lmc`` and ``lid_file`` are used
-        (see `sweep_options` for how they meet the keywords). Further keywords are
+        (see `sweep_options` for how they meet the keywords). The session's ``state_dir``
+        holds the sweep's backups, journal and guid2lid unless ``state_dir=`` says
+        otherwise (None: none of them). Further keywords are
         `smagent.sweep.SweepOptions` fields (an unknown one is BadInput). Every file is
         read and checked before the first SMP. Returns a `smagent.sweep.SweepResult`
         (`.summary()`, `.plan_lines()`, `.plan_changes()`); a plan whose tables would break
         the fabric is refused (`smagent.sweep.PlanDefects`) unless ``allow_defects=True``."""
         from smagent import sweep as sweepmod
         t = self._open()
+        more.setdefault("state_dir", None if self.state_dir is None else str(self.state_dir))  # as the table writes
         opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
                                      dry_run=dry_run, force=force)
         before = dict(t.stats.by_kind)
@@ -209,10 +212,10 @@ class Session:
         planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
         from smagent import desired as desiredmod
         ds = desiredmod.coerce(desired)  # read once: the re-plan sees the same state
-        r = self.sweep(desired=ds, force=force, state_dir=state_dir if state_dir is not None else self.state_dir,
-                       **kw)
+        kw["state_dir"] = state_dir if state_dir is not None else self.state_dir
+        r = self.sweep(desired=ds, force=force, **kw)
         kw.pop("progress", None)
-        left = self.sweep(desired=ds, force=force, dry_run=True, **kw)
+        left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
         return ApplyResult(r, left.plan_lines(), left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5) -> Report:
@@ -298,10 +301,24 @@ class Session:
         return ops.mft_set(self._open(), self.target(switch), mlid, ports, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
 
-    def read_mfts(self, topology: Topology | None = None) -> dict[int, dict[tuple[int, int], list[int]]]:
-        """Every switch's MFT up to MulticastFDBTop, all units in one windowed batch:
-        {switch GUID: {(block, position): [32 PortMasks]}}. On ``topology``, else on a
-        fresh discovery."""
+    def read_mfts(self, topology: Topology | None = None) -> dict[int, dict[int, list[int]]]:
+        """Every switch's MFT up to MulticastFDBTop, one windowed batch: {switch GUID:
+        {mlid: sorted ports}} for every MLID with any port (as `MftTable.groups`). The
+        PortMasks as read: `read_mft_masks`. On ``topology``, else on a fresh discovery."""
+        from smagent.fdb import multicast as mfttab
+        topo = self._fresh(topology)
+        positions = {n.guid: fw.mft_positions_for(n.num_ports) for n in topo.switches()}
+        out: dict[int, dict[int, list[int]]] = {}
+        for g, units in self.read_mft_masks(topo).items():
+            mlids = sorted({fw.MULTICAST_LID_MIN + b * fw.MFT_BLOCK_SIZE + i for (b, _p) in units
+                            for i in range(fw.MFT_BLOCK_SIZE)} - {fw.MULTICAST_LID_MAX + 1})
+            groups = {m: mfttab.mft_ports(units, m, positions[g]) for m in mlids}
+            out[g] = {m: ports for m, ports in groups.items() if ports}
+        return out
+
+    def read_mft_masks(self, topology: Topology | None = None) -> dict[int, dict[tuple[int, int], list[int]]]:
+        """`read_mfts` as read from the switches: {switch GUID: {(block, position): [32
+        PortMasks]}} (MLID 0xC000 + 32 * block + i, ports 16 * position + bit)."""
         from smagent.fdb import multicast as mfttab
         from smagent.fdb.switch import TableFailure
         sws = [(n, n.switch_info) for n in self._fresh(topology).switches() if n.switch_info is not None]

@@ -89,8 +89,9 @@ def test_mft_set_show_and_bulk_read(swept):
     assert s.mft_show("L1").groups()[0xC00A] == [1, 2]
     mfts = s.read_mfts()
     guid = s.lft_show("L1").switch.guid
+    assert mfts[guid] == s.mft_show("L1").groups() and mfts[guid][0xC00A] == [1, 2]
     b, i = fw.mft_block(0xC00A)
-    assert fw.mask_ports(mfts[guid][(b, 0)][i], 0) == {1, 2}
+    assert fw.mask_ports(s.read_mft_masks()[guid][(b, 0)][i], 0) == {1, 2}
     with pytest.raises(smagent.BadInput, match="not a multicast LID"):
         s.mft_set("L1", 0x10, [1])
 
@@ -247,3 +248,16 @@ def test_table_writes_take_numbers_as_text_and_refuse_the_rest_as_bad_input(swep
         with pytest.raises(smagent.BadInput, match=what):
             call()
     assert _sets(s) == before
+
+
+def test_sweep_keeps_its_backup_and_guid2lid_in_the_sessions_state_dir(tmp_path):
+    """A session's state_dir is where every write keeps what it overwrote, the sweep's as
+    much as lft_set's; ``state_dir=None`` on the call still turns it off."""
+    with smagent.connect("sim", state_dir=tmp_path / "state") as s:
+        assert s.sweep().problems == []
+        backups = sorted((tmp_path / "state" / "backups").glob("*-before-*.json"))
+        assert backups and (tmp_path / "state" / "guid2lid").is_file()
+        assert s.lft_set("L1", 2, 1).backup_file is not None
+    with smagent.connect("sim", state_dir=tmp_path / "other") as s:
+        assert s.sweep(state_dir=None).problems == []
+        assert not (tmp_path / "other").exists()
