@@ -33,6 +33,7 @@ from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
 from smagent.targets import target_text
 from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Transport, open_transport
+from smagent.transport.base import SmpStatusError
 
 if TYPE_CHECKING:
     from mad.smp import AnySmp
@@ -170,7 +171,13 @@ class Session:
         tgt = check_query(attribute, target, **kw)
         if tgt is None:
             tgt = targets.resolve_target(target_text(target), t, topology=self.topology)
-        return tgt, t.query(_query_request(attribute, tgt, **kw))
+        try:
+            return tgt, t.query(_query_request(attribute, tgt, **kw))
+        except SmpStatusError as e:  # the node may say why: its type, its port count
+            why = _node_refuses(t, tgt, attribute, port, in_port)
+            if why:
+                raise BadInput(why) from e
+            raise
 
     def sweep(self, *, dry_run: bool = False, lmc: int | None = None, lid_file: PathArg | None = None,
               routing: str | None = None, force: bool = False, desired: Any = None, **more: Any) -> SweepResult:
@@ -189,6 +196,9 @@ class Session:
         more.setdefault("state_dir", None if self.state_dir is None else str(self.state_dir))  # as the table writes
         opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
                                      dry_run=dry_run, force=force)
+        if opts.lid_file:  # a dry run refuses what the real run would: it predicts that run
+            from smagent import paths
+            paths.check_output(opts.lid_file, "--lid-file")
         before = dict(t.stats.by_kind)
         try:
             result = sweepmod.sweep(t, opts)
@@ -385,6 +395,35 @@ def _numbers(values: Any, what: str) -> list[int]:
     if isinstance(values, (str, bytes, int)) or not isinstance(values, (list, tuple, set, frozenset, range)):
         raise BadInput(f"{what} {values!r}: a list of port numbers, e.g. [1, 2] (empty: remove the MLID)")
     return [_number(v, what[:-1] if what.endswith("s") else what) for v in values]
+
+
+SWITCH_ONLY = {"switchinfo", "lft", "rft", "mft"}  # attributes only a switch's SMA has
+PORT_ATTRIBUTES = {"portinfo", "pkeys", "sl2vl", "vlarb"}  # addressed per port (``port``)
+
+
+def _node_refuses(t: Transport, tgt: Target, attribute: str, port: int | None, in_port: int | None) -> str | None:
+    """Why the node at ``tgt`` refused a query, when its NodeInfo shows the caller asked
+    for something it does not have (a switch attribute of a CA, a port beyond its
+    NumPorts): the message of a BadInput; None when the refusal is the node's own."""
+    from mad.attributes import AttrID, NodeInfo, NodeType
+    from mad.header import Method
+    try:
+        ni = t.query(tgt.request(Method.GET, AttrID.NODE_INFO)).attribute()
+    except SmagentError:
+        return None
+    if not isinstance(ni, NodeInfo):
+        return None
+    is_switch = ni.node_type == NodeType.SWITCH
+    kind = {NodeType.SWITCH: "a switch", NodeType.CA: "a channel adapter", NodeType.ROUTER: "a router"}.get(
+        ni.node_type, f"a node of type {ni.node_type}")
+    if attribute in SWITCH_ONLY and not is_switch:
+        return f"{attribute}: {tgt.describe()} is {kind} (GUID {ni.node_guid:#018x}); only switches have it"
+    ports = "0.." if is_switch else "1.."
+    for name, value in (("port", port), ("in-port", in_port)):
+        if attribute in PORT_ATTRIBUTES and value is not None and value > ni.num_ports:
+            return (f"{attribute}: {name} {value}: {tgt.describe()} is {kind} with {ni.num_ports} ports "
+                    f"({ports}{ni.num_ports})")
+    return None
 
 
 def _decoded(value: A) -> A:
