@@ -414,8 +414,8 @@ def _node_refuses(t: Transport, tgt: Target, attribute: str, port: int | None, i
     if not isinstance(ni, NodeInfo):
         return None
     is_switch = ni.node_type == NodeType.SWITCH
-    kind = {NodeType.SWITCH: "a switch", NodeType.CA: "a channel adapter", NodeType.ROUTER: "a router"}.get(
-        ni.node_type, f"a node of type {ni.node_type}")
+    kinds: dict[int, str] = {NodeType.SWITCH: "a switch", NodeType.CA: "a channel adapter", NodeType.ROUTER: "a router"}
+    kind = kinds.get(ni.node_type, f"a node of type {ni.node_type}")
     if attribute in SWITCH_ONLY and not is_switch:
         return f"{attribute}: {tgt.describe()} is {kind} (GUID {ni.node_guid:#018x}); only switches have it"
     ports = "0.." if is_switch else "1.."
