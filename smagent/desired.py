@@ -56,7 +56,7 @@ class DesiredStateError(BadInput):
 
 @dataclasses.dataclass
 class DesiredState:
-    source: str
+    source: str = "DesiredState built in code"  # where it came from, for messages: the file
     routing: str = "minhop"
     root: list = dataclasses.field(default_factory=list)
     lmc: int = 0

@@ -261,3 +261,14 @@ def test_sweep_keeps_its_backup_and_guid2lid_in_the_sessions_state_dir(tmp_path)
     with smagent.connect("sim", state_dir=tmp_path / "other") as s:
         assert s.sweep(state_dir=None).problems == []
         assert not (tmp_path / "other").exists()
+
+
+def test_a_desired_state_built_in_code_needs_no_source(swept):
+    """`DesiredState(routing="updn")` is a desired state as a script writes it: planned
+    like the file's; a contradicting keyword or an unknown engine is BadInput."""
+    ds = desired.DesiredState(routing="updn")
+    assert any("updn roots" in n for n in swept.plan(ds).notes)
+    with pytest.raises(smagent.BadInput, match="contradicts routing 'updn' in the desired state"):
+        swept.plan(ds, routing="minhop")
+    with pytest.raises(smagent.BadInput, match="unknown routing engine 'bogus'"):
+        swept.plan(desired.DesiredState(routing="bogus"))
