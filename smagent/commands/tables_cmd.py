@@ -61,6 +61,8 @@ def lft_show(obj, switch, dump_all, no_dests, as_json):
     """Print SWITCH's LFT as `ibroute` does: each LID's exit port and the port that holds
     the LID (found by discovering the fabric; -n: not). SWITCH: a LID (5, 0x5), a DR path
     (0,1,3), a node GUID or a node description."""
+    from smagent import api
+    api.check_query("lft", switch)  # a malformed SWITCH is refused before the discovery
     s = obj.session()
     index = None
     if not no_dests:  # first: a SWITCH named by GUID or description is then found on it
