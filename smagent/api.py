@@ -197,8 +197,7 @@ class Session:
         opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
                                      dry_run=dry_run, force=force)
         if opts.lid_file:  # a dry run refuses what the real run would: it predicts that run
-            from smagent import paths
-            paths.check_output(opts.lid_file, "--lid-file")
+            _check_lid_file(opts)
         before = dict(t.stats.by_kind)
         try:
             result = sweepmod.sweep(t, opts)
@@ -252,7 +251,8 @@ class Session:
         """One switch's LFT (LIDs 0..LinearFDBTop), as ``ibroute -n`` reads it."""
         return ops.lft_show(self._open(), self.target(switch))
 
-    def lft_set(self, switch: TargetArg, lid: int, port: int, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
+    def lft_set(self, switch: TargetArg, lid: int | str, port: int | str, *, dry_run: bool = False,
+                force: bool = False) -> ops.WriteResult:
         """Route LID out of PORT on SWITCH (255: no route); LinearFDBTop is raised if needed.
         Refused (SafetyRefusal) while another SM is MASTER, unless ``force``."""
         lid, port = _number(lid, "lid"), _number(port, "port")
@@ -303,7 +303,7 @@ class Session:
         """One switch's MFT (``.groups()``: {mlid: ports})."""
         return ops.mft_show(self._open(), self.target(switch))
 
-    def mft_set(self, switch: TargetArg, mlid: int, ports: Sequence[int], *, dry_run: bool = False,
+    def mft_set(self, switch: TargetArg, mlid: int | str, ports: Sequence[int | str] | None, *, dry_run: bool = False,
                 force: bool = False) -> ops.WriteResult:
         """Make PORTS the whole port set of MLID on SWITCH (no ports: remove the MLID)."""
         mlid, ports = _number(mlid, "mlid"), _numbers(ports, "ports")
@@ -368,13 +368,28 @@ class Session:
         """One switch's valid RFT entries (BadInput for a switch without an RFT)."""
         return ops.rft_show(self._open(), self.target(switch))
 
-    def rft_set(self, switch: TargetArg, lid: int, port: int, *, lmc: int = 0, dry_run: bool = False,
+    def rft_set(self, switch: TargetArg, lid: int | str, port: int | str, *, lmc: int | str = 0, dry_run: bool = False,
                 force: bool = False) -> ops.WriteResult:
         """LIDs LID..LID+2^LMC-1 out of PORT on SWITCH's RFT (255 removes them)."""
         lid, port, lmc = _number(lid, "lid"), _number(port, "port"), _number(lmc, "lmc")
         ops.check_rft_args(lid, port, lmc)
         return ops.rft_set(self._open(), self.target(switch), lid, port, lmc=lmc, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
+
+
+def _check_lid_file(opts: Any) -> None:
+    """The LID file of a sweep, dry or not, must be writable where it is named (the sweep
+    writes it); BadInput lists that and a bad routing spec or file together (the sweep
+    itself checks the routing first)."""
+    from smagent import paths, routing
+    try:
+        paths.check_output(opts.lid_file, "--lid-file")
+    except BadInput as e:
+        try:
+            routing.preload(opts.routing)
+        except BadInput as r:
+            raise BadInput(problems=r.problems + e.problems) from None
+        raise
 
 
 def _number(value: Any, what: str) -> int:
@@ -391,7 +406,10 @@ def _number(value: Any, what: str) -> int:
 
 
 def _numbers(values: Any, what: str) -> list[int]:
-    """A list of ports as `_number` takes each (a lone int or text is refused: ambiguous)."""
+    """A list of ports as `_number` takes each (None: no ports; a lone int or text is
+    refused: a list was meant)."""
+    if values is None:
+        return []
     if isinstance(values, (str, bytes, int)) or not isinstance(values, (list, tuple, set, frozenset, range)):
         raise BadInput(f"{what} {values!r}: a list of port numbers, e.g. [1, 2] (empty: remove the MLID)")
     return [_number(v, what[:-1] if what.endswith("s") else what) for v in values]

@@ -267,7 +267,8 @@ def plan_cmd(obj, file, force, state_dir, as_json):
 @click.option("--force", is_flag=True, help="Apply even if another SM is MASTER.")
 @ALLOW_DEFECTS
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
-@click.option("--json", "as_json", is_flag=True, help="One JSON document: what was applied, and what a fresh plan still finds.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: what was applied, and what a fresh plan still finds.")
 @click.pass_obj
 def apply_cmd(obj, file, force, allow_defects, state_dir, as_json):
     """Make the fabric hold a desired-state FILE, then prove it: the Set responses are
