@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Drift monitor example: compare what the switches hold with a saved baseline, using the
-bulk reads (every LFT, every MFT unit and every PortInfo, each in one windowed batch).
+bulk reads (every LFT, every MFT and every PortInfo, each in one windowed batch).
 Written against the Python API alone.
 
     python examples/drift_monitor.py --baseline FILE [--save] [--checks N] [--interval S]
@@ -38,23 +38,11 @@ def snapshot(fabric) -> dict:
     return {
         "names": names,
         "lft": {f"{g:#018x}": table.hex() for g, table in lfts.items()},
-        "mft": {f"{g:#018x}": {f"{b},{p}": masks for (b, p), masks in sorted(units.items())}
-                for g, units in mfts.items()},
+        "mft": {f"{g:#018x}": {f"{mlid:#06x}": ports for mlid, ports in sorted(groups.items())}
+                for g, groups in mfts.items()},
         "ports": {f"{g:#018x}:{p}": {f: int(getattr(pi, f)) for f in PORT_FIELDS}
                   for (g, p), pi in sorted(ports.items())},
     }
-
-
-def _mlid_ports(units: dict) -> dict:
-    """{mlid: sorted ports} from {"block,position": [32 PortMasks]}."""
-    out: dict = {}
-    for key, masks in units.items():
-        block, position = map(int, key.split(","))
-        for i, mask in enumerate(masks):
-            for bit in range(16):
-                if mask >> bit & 1:
-                    out.setdefault(0xC000 + 32 * block + i, []).append(16 * position + bit)
-    return {m: sorted(ps) for m, ps in out.items()}
 
 
 def drift(base: dict, now: dict) -> list[str]:
@@ -70,10 +58,10 @@ def drift(base: dict, now: dict) -> list[str]:
             if a != b:
                 out.append(f"LFT {names[g]}: LID {lid}: port {a} -> {b}")
     for g in sorted(set(base["mft"]) & set(now["mft"])):
-        old, new = _mlid_ports(base["mft"][g]), _mlid_ports(now["mft"][g])
-        for mlid in sorted(set(old) | set(new)):
+        old, new = base["mft"][g], now["mft"][g]  # {"0xc000": [ports]}
+        for mlid in sorted(set(old) | set(new), key=lambda m: int(m, 16)):
             if old.get(mlid) != new.get(mlid):
-                out.append(f"MFT {names[g]}: MLID {mlid:#06x}: ports {old.get(mlid, [])} -> {new.get(mlid, [])}")
+                out.append(f"MFT {names[g]}: MLID {mlid}: ports {old.get(mlid, [])} -> {new.get(mlid, [])}")
     for key in sorted(set(base["ports"]) | set(now["ports"])):
         a, b = base["ports"].get(key), now["ports"].get(key)
         g, port = key.split(":")

@@ -60,7 +60,7 @@ def fresh_commands(disc: dict) -> list[list[str]]:
             ["query", "portinfo", "0,1", "--port", "1"], ["query", "switchinfo", first],
             ["query", "portinfo", "0", "--port", "1", "--json"],
             ["query", "rft", first]]  # ibsim never answers RandomForwardingTable: a recorded timeout
-    cmds += [["lft", "show", p] for p in sw_paths]
+    cmds += [["lft", "show", "-n", p] for p in sw_paths]  # -n: the switch's own Gets (ibroute -n)
     return cmds
 
 
@@ -71,9 +71,9 @@ def swept_commands(disc: dict) -> list[list[str]]:
             ["query", "nodeinfo", "0"], ["query", "nodeinfo", "0,1"], ["query", "portinfo", "0", "--port", "1"],
             ["query", "nodeinfo", str(lids[0])], ["query", "switchinfo", str(lids[0])],
             ["query", "portinfo", str(lids[-1]), "--port", "1"], ["query", "rft", str(lids[0])],
-            ["lft", "show", sws[0]["path"]],
+            ["lft", "show", "-n", sws[0]["path"]],
             ["lft", "dump"]]
-    cmds += [["lft", "show", str(lid)] for lid in lids]
+    cmds += [["lft", "show", "-n", str(lid)] for lid in lids]
     return cmds
 
 

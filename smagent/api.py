@@ -33,6 +33,7 @@ from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
 from smagent.targets import target_text
 from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Transport, open_transport
+from smagent.transport.base import SmpStatusError
 
 if TYPE_CHECKING:
     from mad.smp import AnySmp
@@ -170,22 +171,33 @@ class Session:
         tgt = check_query(attribute, target, **kw)
         if tgt is None:
             tgt = targets.resolve_target(target_text(target), t, topology=self.topology)
-        return tgt, t.query(_query_request(attribute, tgt, **kw))
+        try:
+            return tgt, t.query(_query_request(attribute, tgt, **kw))
+        except SmpStatusError as e:  # the node may say why: its type, its port count
+            why = _node_refuses(t, tgt, attribute, port, in_port)
+            if why:
+                raise BadInput(why) from e
+            raise
 
     def sweep(self, *, dry_run: bool = False, lmc: int | None = None, lid_file: PathArg | None = None,
               routing: str | None = None, force: bool = False, desired: Any = None, **more: Any) -> SweepResult:
         """Discover, assign LIDs, route, program and activate (or, with ``dry_run``, plan
         only). ``desired``: a desired state (a YAML/JSON path, a mapping, or a
         `smagent.desired.DesiredState`); its ``routing``, ``lmc`` and ``lid_file`` are used
-        (see `sweep_options` for how they meet the keywords). Further keywords are
+        (see `sweep_options` for how they meet the keywords). The session's ``state_dir``
+        holds the sweep's backups, journal and guid2lid unless ``state_dir=`` says
+        otherwise (None: none of them). Further keywords are
         `smagent.sweep.SweepOptions` fields (an unknown one is BadInput). Every file is
         read and checked before the first SMP. Returns a `smagent.sweep.SweepResult`
         (`.summary()`, `.plan_lines()`, `.plan_changes()`); a plan whose tables would break
         the fabric is refused (`smagent.sweep.PlanDefects`) unless ``allow_defects=True``."""
         from smagent import sweep as sweepmod
         t = self._open()
+        more.setdefault("state_dir", None if self.state_dir is None else str(self.state_dir))  # as the table writes
         opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
                                      dry_run=dry_run, force=force)
+        if opts.lid_file:  # a dry run refuses what the real run would: it predicts that run
+            _check_lid_file(opts)
         before = dict(t.stats.by_kind)
         try:
             result = sweepmod.sweep(t, opts)
@@ -209,10 +221,10 @@ class Session:
         planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
         from smagent import desired as desiredmod
         ds = desiredmod.coerce(desired)  # read once: the re-plan sees the same state
-        r = self.sweep(desired=ds, force=force, state_dir=state_dir if state_dir is not None else self.state_dir,
-                       **kw)
+        kw["state_dir"] = state_dir if state_dir is not None else self.state_dir
+        r = self.sweep(desired=ds, force=force, **kw)
         kw.pop("progress", None)
-        left = self.sweep(desired=ds, force=force, dry_run=True, **kw)
+        left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
         return ApplyResult(r, left.plan_lines(), left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5) -> Report:
@@ -239,9 +251,11 @@ class Session:
         """One switch's LFT (LIDs 0..LinearFDBTop), as ``ibroute -n`` reads it."""
         return ops.lft_show(self._open(), self.target(switch))
 
-    def lft_set(self, switch: TargetArg, lid: int, port: int, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
+    def lft_set(self, switch: TargetArg, lid: int | str, port: int | str, *, dry_run: bool = False,
+                force: bool = False) -> ops.WriteResult:
         """Route LID out of PORT on SWITCH (255: no route); LinearFDBTop is raised if needed.
         Refused (SafetyRefusal) while another SM is MASTER, unless ``force``."""
+        lid, port = _number(lid, "lid"), _number(port, "port")
         ops.check_lft_args(lid, port)
         return ops.lft_set(self._open(), self.target(switch), lid, port, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
@@ -289,17 +303,32 @@ class Session:
         """One switch's MFT (``.groups()``: {mlid: ports})."""
         return ops.mft_show(self._open(), self.target(switch))
 
-    def mft_set(self, switch: TargetArg, mlid: int, ports: Sequence[int], *, dry_run: bool = False,
+    def mft_set(self, switch: TargetArg, mlid: int | str, ports: Sequence[int | str] | None, *, dry_run: bool = False,
                 force: bool = False) -> ops.WriteResult:
         """Make PORTS the whole port set of MLID on SWITCH (no ports: remove the MLID)."""
+        mlid, ports = _number(mlid, "mlid"), _numbers(ports, "ports")
         ops.check_mft_args(mlid, ports)
         return ops.mft_set(self._open(), self.target(switch), mlid, ports, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
 
-    def read_mfts(self, topology: Topology | None = None) -> dict[int, dict[tuple[int, int], list[int]]]:
-        """Every switch's MFT up to MulticastFDBTop, all units in one windowed batch:
-        {switch GUID: {(block, position): [32 PortMasks]}}. On ``topology``, else on a
-        fresh discovery."""
+    def read_mfts(self, topology: Topology | None = None) -> dict[int, dict[int, list[int]]]:
+        """Every switch's MFT up to MulticastFDBTop, one windowed batch: {switch GUID:
+        {mlid: sorted ports}} for every MLID with any port (as `MftTable.groups`). The
+        PortMasks as read: `read_mft_masks`. On ``topology``, else on a fresh discovery."""
+        from smagent.fdb import multicast as mfttab
+        topo = self._fresh(topology)
+        positions = {n.guid: fw.mft_positions_for(n.num_ports) for n in topo.switches()}
+        out: dict[int, dict[int, list[int]]] = {}
+        for g, units in self.read_mft_masks(topo).items():
+            mlids = sorted({fw.MULTICAST_LID_MIN + b * fw.MFT_BLOCK_SIZE + i for (b, _p) in units
+                            for i in range(fw.MFT_BLOCK_SIZE)} - {fw.MULTICAST_LID_MAX + 1})
+            groups = {m: mfttab.mft_ports(units, m, positions[g]) for m in mlids}
+            out[g] = {m: ports for m, ports in groups.items() if ports}
+        return out
+
+    def read_mft_masks(self, topology: Topology | None = None) -> dict[int, dict[tuple[int, int], list[int]]]:
+        """`read_mfts` as read from the switches: {switch GUID: {(block, position): [32
+        PortMasks]}} (MLID 0xC000 + 32 * block + i, ports 16 * position + bit)."""
         from smagent.fdb import multicast as mfttab
         from smagent.fdb.switch import TableFailure
         sws = [(n, n.switch_info) for n in self._fresh(topology).switches() if n.switch_info is not None]
@@ -339,12 +368,80 @@ class Session:
         """One switch's valid RFT entries (BadInput for a switch without an RFT)."""
         return ops.rft_show(self._open(), self.target(switch))
 
-    def rft_set(self, switch: TargetArg, lid: int, port: int, *, lmc: int = 0, dry_run: bool = False,
+    def rft_set(self, switch: TargetArg, lid: int | str, port: int | str, *, lmc: int | str = 0, dry_run: bool = False,
                 force: bool = False) -> ops.WriteResult:
         """LIDs LID..LID+2^LMC-1 out of PORT on SWITCH's RFT (255 removes them)."""
+        lid, port, lmc = _number(lid, "lid"), _number(port, "port"), _number(lmc, "lmc")
         ops.check_rft_args(lid, port, lmc)
         return ops.rft_set(self._open(), self.target(switch), lid, port, lmc=lmc, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
+
+
+def _check_lid_file(opts: Any) -> None:
+    """The LID file of a sweep, dry or not, must be writable where it is named (the sweep
+    writes it); BadInput lists that and a bad routing spec or file together (the sweep
+    itself checks the routing first)."""
+    from smagent import paths, routing
+    try:
+        paths.check_output(opts.lid_file, "--lid-file")
+    except BadInput as e:
+        try:
+            routing.preload(opts.routing)
+        except BadInput as r:
+            raise BadInput(problems=r.problems + e.problems) from None
+        raise
+
+
+def _number(value: Any, what: str) -> int:
+    """A table write's number: an int, or its text as the CLI takes it (decimal or 0x hex);
+    anything else is BadInput (nothing sent), never a TypeError from deeper down."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip(), 0)
+        except ValueError:
+            pass
+    raise BadInput(f"{what} {value!r} is not a number (an int, or text: decimal or 0x hex)")
+
+
+def _numbers(values: Any, what: str) -> list[int]:
+    """A list of ports as `_number` takes each (None: no ports; a lone int or text is
+    refused: a list was meant)."""
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes, int)) or not isinstance(values, (list, tuple, set, frozenset, range)):
+        raise BadInput(f"{what} {values!r}: a list of port numbers, e.g. [1, 2] (empty: remove the MLID)")
+    return [_number(v, what[:-1] if what.endswith("s") else what) for v in values]
+
+
+SWITCH_ONLY = {"switchinfo", "lft", "rft", "mft"}  # attributes only a switch's SMA has
+PORT_ATTRIBUTES = {"portinfo", "pkeys", "sl2vl", "vlarb"}  # addressed per port (``port``)
+
+
+def _node_refuses(t: Transport, tgt: Target, attribute: str, port: int | None, in_port: int | None) -> str | None:
+    """Why the node at ``tgt`` refused a query, when its NodeInfo shows the caller asked
+    for something it does not have (a switch attribute of a CA, a port beyond its
+    NumPorts): the message of a BadInput; None when the refusal is the node's own."""
+    from mad.attributes import AttrID, NodeInfo, NodeType
+    from mad.header import Method
+    try:
+        ni = t.query(tgt.request(Method.GET, AttrID.NODE_INFO)).attribute()
+    except SmagentError:
+        return None
+    if not isinstance(ni, NodeInfo):
+        return None
+    is_switch = ni.node_type == NodeType.SWITCH
+    kinds: dict[int, str] = {NodeType.SWITCH: "a switch", NodeType.CA: "a channel adapter", NodeType.ROUTER: "a router"}
+    kind = kinds.get(ni.node_type, f"a node of type {ni.node_type}")
+    if attribute in SWITCH_ONLY and not is_switch:
+        return f"{attribute}: {tgt.describe()} is {kind} (GUID {ni.node_guid:#018x}); only switches have it"
+    ports = "0.." if is_switch else "1.."
+    for name, value in (("port", port), ("in-port", in_port)):
+        if attribute in PORT_ATTRIBUTES and value is not None and value > ni.num_ports:
+            return (f"{attribute}: {name} {value}: {tgt.describe()} is {kind} with {ni.num_ports} ports "
+                    f"({ports}{ni.num_ports})")
+    return None
 
 
 def _decoded(value: A) -> A:

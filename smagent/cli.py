@@ -43,11 +43,23 @@ def _restore_gc(enabled: bool, threshold: tuple) -> None:
         gc.enable()
 
 
+def _print_version(ctx, param, value) -> None:
+    if value and not ctx.resilient_parsing:
+        import smagent
+        click.echo(f"smagent {smagent.__version__}")
+        ctx.exit()
+
+
 class LazyGroup(SmagentGroup):
-    """The root group: commands from `COMMANDS`, each module imported when needed."""
+    """The root group: commands from `COMMANDS`, each module imported when needed. Global
+    options may also follow the subcommand (`smagent sweep -v`): they are moved before it,
+    unless the subcommand has an option of that name itself (`query --port` is query's)."""
 
     def list_commands(self, ctx):
         return sorted(COMMANDS)
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, hoist_global_options(self, ctx, list(args)))
 
     def get_command(self, ctx, name):
         if name not in COMMANDS:
@@ -56,8 +68,73 @@ class LazyGroup(SmagentGroup):
         return getattr(importlib.import_module(f"smagent.commands.{module}"), attr)
 
 
+def _options(command: click.Command) -> dict[str, click.Option]:
+    """Every option name of a command and of the commands nested in it -> the option."""
+    out = {name: p for p in command.params if isinstance(p, click.Option) for name in p.opts + p.secondary_opts}
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            out.update(_options(sub))
+    return out
+
+
+def _takes_value(opt: click.Option) -> bool:
+    return not (opt.is_flag or opt.count)
+
+
+def _subcommand_at(root: click.Group, args: list[str]) -> int | None:
+    """The index of the subcommand's name among the root's arguments (None: none)."""
+    own = _options(root)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return i + 1 if i + 1 < len(args) else None
+        if not a.startswith("-") or a == "-":
+            return i
+        opt = own.get(a)
+        i += 2 if opt is not None and _takes_value(opt) else 1
+    return None
+
+
+def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str]) -> list[str]:
+    """``smagent SUBCOMMAND ... --global-option [VALUE] ...`` -> the global options (and
+    their values) moved before SUBCOMMAND; everything else, in order, stays where it was.
+    An option the subcommand (or a command nested in it) has itself stays its own, and
+    nothing after ``--`` moves. Help options never move (``sweep -h`` is sweep's help)."""
+    at = _subcommand_at(root, args)
+    if at is None or args[at] not in COMMANDS:
+        return args
+    sub = root.get_command(ctx, args[at])
+    if sub is None:
+        return args
+    glob = {n: o for n, o in _options(root).items() if n not in ("-h", "--help")}
+    theirs = _options(sub)
+    moved: list[str] = []
+    rest: list[str] = []
+    i = at + 1
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest += args[i:]
+            break
+        name = a.split("=", 1)[0] if a.startswith("--") else a
+        if name in theirs:
+            n = 2 if _takes_value(theirs[name]) and "=" not in a else 1
+            rest += args[i:i + n]
+        elif name in glob or (len(a) > 2 and a[0] == "-" and a[1] != "-" and set(a[1:]) == {"v"}
+                              and "-v" in glob and "-v" not in theirs):
+            n = 2 if name in glob and _takes_value(glob[name]) and "=" not in a else 1
+            moved += args[i:i + n]
+        else:
+            n = 1
+            rest += args[i:i + n]
+        i += n
+    return args[:at] + moved + [args[at]] + rest
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="smagent")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print smagent's version and exit.")
 @click.option("--transport", type=click.Choice(["sim", "umad", "replay"]), default="sim", show_default=True,
               envvar="SMAGENT_TRANSPORT", help="How to reach the fabric.")
 @click.option("--ca", default=None, help="umad: CA name (default: libibumad's choice).")
@@ -82,7 +159,12 @@ class LazyGroup(SmagentGroup):
               help="Log to stderr: -v phases, discovery and SMPs given up (INFO), -vv every retry (DEBUG).")
 @click.pass_context
 def main(ctx, debug, verbose, **opts):
-    """smagent: discover, route and program an InfiniBand subnet over SMPs."""
+    """smagent: discover, route and program an InfiniBand subnet over SMPs.
+
+    The options here may come before or after the command (`smagent -v sweep`, `smagent
+    sweep -v`); where a command has an option of the same name (`query --port`), after
+    the command it is the command's.
+    """
     # A sweep allocates a few objects per SMP and frees almost all of them by reference
     # counting; the cyclic collector, run every 700 allocations by default, would spend
     # about a tenth of a sweep's CPU walking the modules and the topology (its full

@@ -57,7 +57,7 @@ class DesiredStateError(BadInput):
 
 @dataclasses.dataclass
 class DesiredState:
-    source: str
+    source: str = "DesiredState built in code"  # where it came from, for messages: the file
     routing: routingmod.RoutingSpec = routingmod.DEFAULT  # parsed by routing.parse_spec
     root: list = dataclasses.field(default_factory=list)
     lmc: int = 0
@@ -68,6 +68,10 @@ class DesiredState:
     multicast_prune: bool = False  # remove MFT entries of MLIDs outside `multicast`
     links: object = None  # links.LinkOptions, when the file has a links section
     given: frozenset = frozenset()  # the top-level keys the document named
+
+    def __post_init__(self) -> None:
+        if isinstance(self.routing, str):  # built in code as a script writes it: the CLI's parser
+            self.routing = routingmod.parse_spec(self.routing)
 
     def sets(self, key: str) -> bool:
         """Whether this desired state decides ``key`` (routing, lmc, lid_file, ...): the

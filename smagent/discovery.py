@@ -74,6 +74,12 @@ class DNode:
         """Ports that carry a LID: port 0 of a switch, every discovered port of a CA."""
         return [0] if self.is_switch else sorted(self.port_paths)
 
+    def __repr__(self) -> str:  # the PortInfos would make it kilobytes: say which node it is
+        kind = "switch" if self.is_switch else "CA"
+        lids = ",".join(str(self.lid(p)) for p in self.lid_ports())
+        return (f"<DNode {kind} {self.description!r} GUID {self.guid:#018x}, {self.num_ports} ports, "
+                f"DR path {','.join(map(str, self.path))}, LID {lids or '-'}>")
+
 
 @dataclasses.dataclass
 class Topology:
@@ -106,7 +112,31 @@ class Topology:
         return len(self.links) // 2
 
     def by_description(self, text: str) -> list[DNode]:
+        """Every node whose NodeDescription is ``text`` (descriptions need not be unique)."""
         return [n for n in self.nodes.values() if n.description == text]
+
+    def __repr__(self) -> str:  # counts, not contents: the whole fabric would be megabytes
+        return (f"<Topology {len(self.switches())} switches, {len(self.cas())} CAs, {self.num_links()} links, "
+                f"{len(self.unreachable)} unreachable, local {self.local[0]:#018x} port {self.local[1]}>")
+
+    def to_networkx(self) -> Any:
+        """The fabric as a `networkx.MultiGraph` (parallel cables are parallel edges):
+        nodes keyed by node GUID with ``description``, ``kind`` ("switch"/"ca"),
+        ``num_ports``, ``path`` (DR path) and ``lids`` ({port: LID}); an edge per link with
+        ``ports`` {GUID: port at that end} (loopback cables are not links). Needs networkx (``pip install smagent[graph]``)."""
+        try:
+            import networkx as nx  # optional: only this method needs it
+        except ImportError:
+            raise ImportError("Topology.to_networkx() needs networkx: pip install 'smagent[graph]' "
+                              "(or pip install networkx)") from None
+        g = nx.MultiGraph()
+        for n in self.nodes.values():
+            g.add_node(n.guid, description=n.description, kind="switch" if n.is_switch else "ca",
+                       num_ports=n.num_ports, path=n.path, lids={p: n.lid(p) for p in n.lid_ports()})
+        for (a, pa), (b, pb) in sorted(self.links.items()):
+            if (a, pa) < (b, pb):  # the links map holds both directions
+                g.add_edge(a, b, ports={a: pa, b: pb})
+        return g
 
     def by_guid(self, guid: int) -> tuple[DNode, int | None] | None:
         """(node, None) for a node GUID, (node, port) for a port GUID, else None."""

@@ -1,9 +1,11 @@
 """Targets and the Get requests `query` builds for them.
 
-A target is a LID (``5``, ``0x5``), a DR path (``0``, ``0,1,3``: infiniband-diags'
-notation), a GUID (``0x0000000000200001``: more than 4 hex digits after ``0x``, or a
-number above 0xFFFF) or a node description (``Switch2``, ``"Switch2"``: anything else;
-quotes force a description, e.g. a node called ``"5"``). The same syntax everywhere: the
+A target is a LID (``5``, ``0x5``: a unicast LID, 1..0xBFFF), a DR path (``0``,
+``0,1,3``: infiniband-diags' notation), a GUID (``0x0000000000200001``: 64 bits written
+in full, ``0x`` and 16 hex digits, as ibnetdiscover prints them) or a node description
+(``Switch2``, ``"Switch2"``: anything else; quotes force a description, e.g. a node
+called ``"5"``). Any other number is a LID, so ``70000`` or ``0xFFFFF`` is refused as
+one (beyond 16 bits) rather than guessed to be a GUID. The same syntax everywhere: the
 CLI's arguments, the API's, a desired-state file's switches and multicast members.
 LIDs and paths need nothing but the text (`parse_target`); GUIDs and descriptions are
 looked up by discovering the fabric (`resolve_target`) and become the node's directed
@@ -57,7 +59,8 @@ class Target:
 
 
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|[0-9]+")
-GUID_MIN_HEX_DIGITS = 5  # "0x5"/"0xFFFF" are LIDs; "0x00005" and longer are GUIDs
+GUID_HEX_DIGITS = 16  # a GUID is written in full: "0x0002c90300a1b2c3"; shorter numbers are LIDs
+GUID_FORM = "a GUID is written in full, 0x and 16 hex digits (e.g. 0x0002c90300a1b2c3)"
 
 
 def _unquote(t: str) -> str | None:
@@ -84,10 +87,12 @@ def classify(text: str) -> tuple[str, int | str | tuple[int, ...]]:
         return "description", t
     value = int(t, 16) if t[:2].lower() == "0x" else int(t, 10)
     hex_digits = len(t) - 2 if t[:2].lower() == "0x" else 0
-    if hex_digits >= GUID_MIN_HEX_DIGITS or value > 0xFFFF:
-        if value >= 1 << 64:
-            raise MadFieldError("guid", text, "at most 64 bits")
+    if hex_digits > GUID_HEX_DIGITS:
+        raise MadFieldError("guid", text, f"at most 64 bits: {GUID_FORM}")
+    if hex_digits == GUID_HEX_DIGITS:
         return "guid", value
+    if value > 0xFFFF:
+        raise MadFieldError("lid", text, f"a LID is 1..0xbfff (unicast) and at most 16 bits; {GUID_FORM}")
     return "lid", value
 
 
@@ -105,12 +110,13 @@ def parse_target(text: str) -> Target:
 
 
 def target_text(target) -> str:
-    """A target given in Python as text: an int is a LID (a GUID above 0xFFFF), a tuple
-    or list of ints a DR path, text as it is. BadInput for anything else."""
+    """A target given in Python as text: an int is a LID (a GUID above 0xFFFF: LIDs are
+    16 bits, so the int keys of `Topology.nodes` work as targets), a tuple or list of
+    ints a DR path, text as it is. BadInput for anything else."""
     if isinstance(target, bool):
         raise BadInput(f"target {target!r}: a LID, a DR path, a node GUID or a node description")
     if isinstance(target, int):
-        return str(target)
+        return f"{target:#018x}" if target > 0xFFFF else str(target)
     if isinstance(target, (tuple, list)) and target and all(isinstance(x, int) and not isinstance(x, bool)
                                                             for x in target):
         return ",".join(map(str, target))

@@ -89,8 +89,9 @@ def test_mft_set_show_and_bulk_read(swept):
     assert s.mft_show("L1").groups()[0xC00A] == [1, 2]
     mfts = s.read_mfts()
     guid = s.lft_show("L1").switch.guid
+    assert mfts[guid] == s.mft_show("L1").groups() and mfts[guid][0xC00A] == [1, 2]
     b, i = fw.mft_block(0xC00A)
-    assert fw.mask_ports(mfts[guid][(b, 0)][i], 0) == {1, 2}
+    assert fw.mask_ports(s.read_mft_masks()[guid][(b, 0)][i], 0) == {1, 2}
     with pytest.raises(smagent.BadInput, match="not a multicast LID"):
         s.mft_set("L1", 0x10, [1])
 
@@ -229,3 +230,45 @@ def test_json_error_of_a_replay_miss_is_unchanged(replay, tmp_path):
         s.query("nodeinfo", "0")
     r = replay(str(rec), "query", "nodedesc", "0", "--json")
     assert r.exit_code == 3 and set(json.loads(r.stdout)) == {"error", "exit_code", "type", "changed"}
+
+
+def test_table_writes_take_numbers_as_text_and_refuse_the_rest_as_bad_input(swept):
+    """Numbers given as text (as a script reading a file has them) are the CLI's syntax;
+    anything else is BadInput naming the argument, never a TypeError, and nothing is sent."""
+    s = swept
+    assert s.lft_set("L1", "2", "1", dry_run=True).plan == s.lft_set("L1", 2, 1, dry_run=True).plan
+    assert s.mft_set("L1", "0xC00A", ["1", 2], dry_run=True).plan == s.mft_set("L1", 0xC00A, [1, 2],
+                                                                                 dry_run=True).plan
+    before = _sets(s)
+    for call, what in [(lambda: s.lft_set("L1", "two", 5, dry_run=True), "lid 'two'"),
+                       (lambda: s.lft_set("L1", 2, None), "port None"),
+                       (lambda: s.mft_set("L1", 0xC00A, 1), "ports 1"),
+                       (lambda: s.mft_set("L1", 0xC00A, ["x"]), "port 'x'"),
+                       (lambda: s.rft_set("L1", 2.5, 1, dry_run=True), "lid 2.5")]:
+        with pytest.raises(smagent.BadInput, match=what):
+            call()
+    assert _sets(s) == before
+
+
+def test_sweep_keeps_its_backup_and_guid2lid_in_the_sessions_state_dir(tmp_path):
+    """A session's state_dir is where every write keeps what it overwrote, the sweep's as
+    much as lft_set's; ``state_dir=None`` on the call still turns it off."""
+    with smagent.connect("sim", state_dir=tmp_path / "state") as s:
+        assert s.sweep().problems == []
+        backups = sorted((tmp_path / "state" / "backups").glob("*-before-*.json"))
+        assert backups and (tmp_path / "state" / "guid2lid").is_file()
+        assert s.lft_set("L1", 2, 1).backup_file is not None
+    with smagent.connect("sim", state_dir=tmp_path / "other") as s:
+        assert s.sweep(state_dir=None).problems == []
+        assert not (tmp_path / "other").exists()
+
+
+def test_a_desired_state_built_in_code_needs_no_source(swept):
+    """`DesiredState(routing="updn")` is a desired state as a script writes it: planned
+    like the file's; a contradicting keyword or an unknown engine is BadInput."""
+    ds = desired.DesiredState(routing="updn")
+    assert any("updn roots" in n for n in swept.plan(ds).notes)
+    with pytest.raises(smagent.BadInput, match="contradicts routing 'updn' in the desired state"):
+        swept.plan(ds, routing="minhop")
+    with pytest.raises(smagent.BadInput, match="unknown routing engine 'bogus'"):
+        swept.plan(desired.DesiredState(routing="bogus"))

@@ -70,6 +70,15 @@ CASES = [
     ("decode-nothing", ["decode"], "give exactly one of HEX", 2, NOTHING),
     ("window-0", ["--window", "0", "discover"], "0 is not in the range 1<=x<=256", 2, NOTHING),
     ("mkey-nan", ["--mkey", "zz", "discover"], "is not a number", 2, NOTHING),
+    # judged on the node's NodeInfo once it refused the Get: a Get only
+    ("portinfo-port-beyond-numports", ["query", "portinfo", "0,1", "--port", "99"],
+     "portinfo: port 99: DR path 0,1 is a switch with 8 ports (0..8)", 2, NO_SET),
+    ("switchinfo-of-a-ca", ["query", "switchinfo", "0"],
+     "switchinfo: DR path 0 is a channel adapter (GUID 0x0000000000100000); only switches have it", 2, NO_SET),
+    ("lid-70000", ["query", "nodeinfo", "70000"], "a LID is 1..0xbfff", 2, NOTHING),
+    ("lid-0xfffff", ["lft", "show", "0xFFFFF"], "a GUID is written in full, 0x and 16 hex digits", 2, NOTHING),
+    ("lid-file-dir-missing-dry-run", ["sweep", "--dry-run", "--lid-file", "/nonexistent/dir/g2l"],
+     "--lid-file /nonexistent/dir/g2l: directory /nonexistent/dir does not exist", 2, NOTHING),
 ]
 
 # known gaps: the row is right, the code is not yet (see the report / proposals)

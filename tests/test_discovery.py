@@ -111,13 +111,24 @@ def test_unquotable_description_is_cleaned_for_the_comment():
 @pytest.mark.parametrize("text, kind, key", [
     ("5", "lid", 5), ("0x5", "lid", 5), ("0xBFFF", "lid", 0xBFFF), ("007", "lid", 7),
     ("0", "path", (0,)), ("0,1,3", "path", (0, 1, 3)), ("0, 1", "path", (0, 1)),
-    ("0x0000000000200001", "guid", 0x200001), ("0x00005", "guid", 5), ("0x10000", "guid", 0x10000),
-    ("70000", "guid", 70000),
+    ("0x0000000000200001", "guid", 0x200001), ("0x00005", "lid", 5), ("0xFFFF", "lid", 0xFFFF),
     ("Switch2", "description", "Switch2"), ('"5"', "description", "5"), ("'Hca 1'", "description", "Hca 1"),
     ("Switch, rack 3", "description", "Switch, rack 3"), ("1_2", "description", "1_2"),
 ])
 def test_classify(text, kind, key):
     assert targets.classify(text) == (kind, key)
+
+
+@pytest.mark.parametrize("text", ["70000", "0xFFFFF", "0x10000", "0x200001"])
+def test_numbers_beyond_16_bits_are_refused_as_lids_not_taken_for_guids(text):
+    with pytest.raises(MadFieldError, match="a LID is 1..0xbfff .* 16 hex digits"):
+        targets.classify(text)
+
+
+def test_python_int_targets_above_16_bits_are_guids():
+    assert targets.target_text(0x200001) == "0x0000000000200001"
+    assert targets.classify(targets.target_text(0x200001)) == ("guid", 0x200001)
+    assert targets.target_text(5) == "5"
 
 
 def test_parse_target_keeps_lids_and_paths_and_defers_the_rest():
@@ -145,7 +156,7 @@ def test_resolve_target_on_a_topology():
     with pytest.raises(targets.TargetNotFound, match=r"ambiguous.*0x0000000000000200.*0x0000000000000400"):
         r("twin")
     with pytest.raises(targets.TargetNotFound, match="no node or port with GUID 0x00000000deadbeef"):
-        r("0xdeadbeef")
+        r("0x00000000deadbeef")
     with pytest.raises(targets.TargetNotFound, match="no node has the description 'nope'"):
         r("nope")
 

@@ -1,6 +1,7 @@
 """The examples in examples/ are scripts a user runs: each runs here as a subprocess
 against the simulator (its default), exits 0, and says what it should."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -10,8 +11,11 @@ EXAMPLES = ROOT / "examples"
 
 
 def run(script, *args, cwd=None):
+    # this checkout's packages, not whichever smagent is installed (a script's own
+    # directory, examples/, is what Python puts first on its path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, str(EXAMPLES / script), *map(str, args)], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+                          text=True, timeout=300, cwd=cwd, env=env)
 
 
 def test_provision_applies_a_static_route_and_a_group():

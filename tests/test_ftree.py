@@ -230,14 +230,19 @@ def test_report_png_from_json_and_svg_from_the_simulator(tmp_path):
     assert r.exit_code == 0, r.output
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    svg = tmp_path / "r.svg"
+    r = CliRunner().invoke(main, ["report", str(svg), "--from-json", str(saved), "--json"])
+    assert r.exit_code == 0, r.output
+    assert "<svg" in svg.read_text()[:2000] and json.loads(r.output)["format"] == "svg"
+    # a fresh simulator routes nothing yet: an empty chart would pass for a balanced one
     net = tmp_path / "f.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    svg = tmp_path / "r.svg"
-    r = CliRunner().invoke(main, ["--topology", str(net), "report", str(svg), "--json"])
-    assert r.exit_code == 0, r.output
-    assert "<svg" in svg.read_text()[:2000]
-    doc = json.loads(r.output)
-    assert doc["format"] == "svg" and doc["balance"]["pairs"] == 0  # a fresh simulator: nothing routed yet
+    empty = tmp_path / "empty.svg"
+    r = CliRunner().invoke(main, ["--topology", str(net), "report", str(empty), "--json"])
+    assert r.exit_code == 1 and not empty.exists(), r.output
+    doc = json.loads(r.stdout)
+    assert doc["output"] is None and doc["balance"]["routes"] == 0
+    assert "routes no CA-to-CA pair" in doc["problems"][0] and "smagent sweep" in r.stderr
 
 
 def test_report_bad_input(tmp_path, monkeypatch):

@@ -322,7 +322,7 @@ def test_updn_roots_of_a_desired_state_are_used(fabric):
 
     for root in ("S1", "S2"):
         assert l1_spine(s.plan({"routing": "updn", "root": [root]})) == root
-    assert l1_spine(s.plan({"routing": "updn", "root": [f"{node(s, 'S2').guid:#x}"]})) == "S2"
+    assert l1_spine(s.plan({"routing": "updn", "root": [f"{node(s, 'S2').guid:#018x}"]})) == "S2"
     with pytest.raises(desired.DesiredStateError, match="roots are for routing: updn"):
         s.plan({"root": ["S1"]})
     with pytest.raises(desired.DesiredStateError, match=r"root\[1\]: 'H1' is a channel adapter"):

@@ -319,15 +319,30 @@ def fake(monkeypatch):
 
 
 def test_cli_lft_show(cli, fake):
-    r = cli("lft", "show", "2")
+    r = cli("lft", "show", "-n", "2")  # ibroute -n: no destinations, no discovery
     assert r.exit_code == 0, r.output
     assert r.output.splitlines() == [
         "Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0000000000200000 (Switch1):",
         "  Lid  Out   Destination", "       Port     Info ",
         "0x0001 001 ", "0x0002 000 ", "0x0005 001 ", "0x0006 001 ", "4 valid lids dumped "]
-    r = cli("lft", "show", "0,1", "--json")
+    r = cli("lft", "show", "0,1", "--json", "-n")
     doc = json.loads(r.output)
     assert doc["linear_fdb_top"] == 6 and doc["routes"][0] == {"lid": 1, "port": 1}
+    assert fake.sets == []
+
+
+def test_cli_lft_show_names_the_destinations_as_ibroute_does(cli, fake):
+    """Without -n the Destination column names the port holding each LID, in ibroute's
+    words (tests/test_tables_cmd_live.py compares with ibroute itself)."""
+    r = cli("lft", "show", "2")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[3] == "0x0001 001 : (Channel Adapter portguid 0x0000000000100001: 'Hca1')"
+    assert lines[4] == "0x0002 000 : (Switch portguid 0x0000000000200000: 'Switch1')"
+    doc = json.loads(cli("lft", "show", "Switch1", "--json").output)
+    assert doc["routes"][0] == {"lid": 1, "port": 1, "destination": {
+        "node_type": "Channel Adapter", "port_guid": "0x0000000000100001", "description": "Hca1",
+        "base_lid": 1, "lmc": 0}}
     assert fake.sets == []
 
 

@@ -35,10 +35,16 @@ def two_switch(ibsim, tmp_path):
 def test_show_equals_ibroute(two_switch):
     sim = two_switch
     for path in (SW1, "0,1,3"):
-        assert sim.smagent("lft", "show", path).stdout == ibroute(sim, path)
+        assert sim.smagent("lft", "show", "-n", path).stdout == ibroute(sim, path)
+        # without -n both name the port behind every LID
+        named = sim.smagent("lft", "show", path).stdout
+        assert named == sim.run(["ibroute", "-D", path]).stdout
+        assert "(Channel Adapter portguid 0x" in named and ": (Switch portguid 0x" in named
     lid = int(re.search(r"^Lid:\.+(\d+)$", sim.run(["smpquery", "-D", "portinfo", SW1, "0"]).stdout, re.M).group(1))
-    assert sim.smagent("lft", "show", str(lid)).stdout == sim.run(["ibroute", "-n", str(lid)]).stdout
-    assert sim.smagent("lft", "show", str(lid), "-a").stdout == sim.run(["ibroute", "-a", "-n", str(lid)]).stdout
+    assert sim.smagent("lft", "show", "-n", str(lid)).stdout == sim.run(["ibroute", "-n", str(lid)]).stdout
+    assert sim.smagent("lft", "show", "-n", str(lid), "-a").stdout == sim.run(["ibroute", "-a", "-n", str(lid)]).stdout
+    assert sim.smagent("lft", "show", str(lid)).stdout == sim.run(["ibroute", str(lid)]).stdout
+    assert sim.smagent("lft", "show", str(lid), "-a").stdout == sim.run(["ibroute", "-a", str(lid)]).stdout
 
 
 def test_lft_set_shows_in_ibroute(two_switch):

@@ -52,7 +52,8 @@ def lft_backup(obj, output, as_json):
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=tc.FORCE_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
 @click.pass_obj
 def lft_restore(obj, file, dry_run, force, as_json):
     """Write back a backup: an `lft backup`/`lft dump`/dump_lfts file (each switch's whole

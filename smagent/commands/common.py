@@ -100,7 +100,9 @@ def as_smagent_error(exc: BaseException, sets_sent: list[str]) -> SmagentError:
 
 
 def _usage_json(e: click.ClickException) -> None:
-    emit_json({"error": e.format_message(), "exit_code": e.exit_code, "type": "UsageError"})
+    """click's usage error as the document every bad input gets (``problems`` included)."""
+    message = e.format_message()
+    emit_json({"error": message, "exit_code": e.exit_code, "type": "UsageError", "problems": [message]})
     click.echo(f"Error: {e.format_message()}", err=True)
 
 

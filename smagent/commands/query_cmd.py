@@ -19,7 +19,8 @@ from smagent.commands.common import emit_json
 @click.option("--position", type=click.IntRange(0, 15), default=None, help="MFT PortMask position.")
 @click.option("--ext-speeds", is_flag=True, help="portinfo: set AttributeModifier bit 31 (extended speeds form).")
 @click.option("--show-keys", is_flag=True, help="Show M_Key / SM_Key (hidden by default, as smpquery does).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: the target, the attribute and modifier, its fields (IBA snake_case names).")
 @click.pass_obj
 def query(obj, attribute, target, portnum, in_port, block, position, ext_speeds, show_keys, as_json):
     """Read one attribute from TARGET: a LID (5, 0x5), a DR path (0,1,3), a node or port

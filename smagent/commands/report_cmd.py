@@ -7,20 +7,23 @@ directed links). The figures come from `smagent.balance`: read from the fabric (
 global transport options: a live fabric, the simulator, a replay fixture) or from a
 saved `smagent verify --json` output (``--from-json``).
 
-Needs matplotlib (``pip install 'smagent[report]'``). Exit codes: 0 written, 2 bad
-input (extension, JSON file, matplotlib missing), 3 fabric failure.
+Needs matplotlib (``pip install 'smagent[report]'``). Exit codes: 0 written, 1 nothing
+to draw (the fabric routes no CA-to-CA pair: unrouted, or no CAs; nothing is written, as
+`verify` exits 1 on such a fabric), 2 bad input (extension, JSON file, matplotlib
+missing), 3 fabric failure.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import sys
 
 import click
 
 from smagent import paths
 from smagent.commands.common import emit_json
-from smagent.errors import BadInput
+from smagent.errors import EXIT_DEFECTS, BadInput
 
 FORMATS = {".png": "png", ".svg": "svg"}
 
@@ -34,7 +37,8 @@ FORMATS = {".png": "png", ".svg": "svg"}
 @click.pass_obj
 def report(obj, output, from_json, title, as_json):
     """Draw the link-load distribution per tree level and the hottest links into OUTPUT
-    (.png or .svg). Exit 0 written, 2 bad input or matplotlib missing, 3 fabric failure."""
+    (.png or .svg). Exit 0 written, 1 nothing to draw (no route between CAs: sweep
+    first; nothing written), 2 bad input or matplotlib missing, 3 fabric failure."""
     fmt = FORMATS.get(os.path.splitext(output)[1].lower())
     if fmt is None:
         raise BadInput(f"{output}: the picture is written as PNG or SVG; name it *.png or *.svg")
@@ -50,6 +54,8 @@ def report(obj, output, from_json, title, as_json):
     else:
         figures = _measure(obj)
         source = "fabric"
+    if not figures["routes"]:
+        _nothing_to_draw(figures, output, fmt, source, as_json)
     try:
         draw(figures, output, fmt, title or f"Link load ({source}): {figures['pairs']:,} CA-to-CA pairs")
     except OSError as e:
@@ -59,6 +65,18 @@ def report(obj, output, from_json, title, as_json):
     else:
         click.echo(f"wrote {output}: {len(figures['levels'])} link groups, max {figures['max']} routes per link, "
                    f"ideal {figures['ideal']}")
+
+
+def _nothing_to_draw(figures: dict, output: str, fmt: str, source: str, as_json: bool) -> None:
+    """No route between CAs: an empty chart would look like a balanced fabric. Say so, write
+    nothing, exit 1 (a defect found, as `verify` reports it)."""
+    why = f"; {figures['levels_note']}" if figures.get("levels_note") else ""
+    message = (f"nothing to draw: the {source} routes no CA-to-CA pair (0 routes{why}); is it swept "
+               f"(smagent sweep)? {output} not written")
+    if as_json:
+        emit_json({"output": None, "format": fmt, "balance": figures, "problems": [message]})
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_DEFECTS)
 
 
 def _load(path: str) -> dict:

@@ -26,7 +26,8 @@ def rft_group():
 
 @rft_group.command("show")
 @click.argument("switch")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: the switch and its valid RFT entries.")
 @click.pass_obj
 def rft_show(obj, switch, as_json):
     """Print SWITCH's valid RFT entries (SWITCH: LID, DR path, GUID or description)."""
@@ -57,7 +58,8 @@ def rft_show(obj, switch, as_json):
               help="The entry covers 2^LMC LIDs from LID (LID must be aligned).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
 @click.pass_obj
 def rft_set(obj, switch, lid, port, lmc, dry_run, force, as_json):
     """Route LID (and its 2^LMC range) out of PORT on SWITCH; PORT 255 removes the route."""

@@ -142,6 +142,19 @@ ALLOW_DEFECTS = click.option(
 STATE_DIR_HELP = "Where overwritten LFT blocks are saved, the apply journal and the LIDs are kept (see sweep)."
 
 
+class SweepDefaultOption(click.Option):
+    """An option whose default is a `smagent.sweep.SweepOptions` field: the help shows its
+    value, read when help is shown (the sweep module loads only then)."""
+
+    def get_help_record(self, ctx):
+        import dataclasses
+
+        from smagent import sweep as sweepmod
+        field = next(f for f in dataclasses.fields(sweepmod.SweepOptions) if f.name == self.name)
+        record = super().get_help_record(ctx)
+        return None if record is None else (record[0], record[1].replace("{default}", str(field.default)))
+
+
 def _state_dir(obj, state_dir):
     return default_state_dir() if state_dir is None and obj.opts["transport"] == "umad" else state_dir
 
@@ -176,9 +189,9 @@ def _state_dir(obj, state_dir):
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where LFT blocks are saved before they are overwritten, the apply journal and the LIDs "
                    "(guid2lid) are kept (default for umad: $SMAGENT_STATE_DIR, else $XDG_STATE_HOME/smagent or ~/.local/state/smagent).")
-@click.option("--repair-passes", type=click.IntRange(0, 20), default=None,
+@click.option("--repair-passes", type=click.IntRange(0, 20), default=None, cls=SweepDefaultOption,
               help="Passes after the first over Sets that got no answer and ports not ACTIVE (default: "
-                   "smagent.sweep.REPAIR_PASSES); made only while SMPs are being lost (retries also rise "
+                   "{default}); made only while SMPs are being lost (retries also rise "
                    "with the loss seen, see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
@@ -227,7 +240,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Plan even if another SM is MASTER.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: the plan's summary, its lines and changes.")
 @click.pass_obj
 def plan_cmd(obj, file, force, state_dir, as_json):
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
@@ -256,7 +269,8 @@ def plan_cmd(obj, file, force, state_dir, as_json):
 @click.option("--force", is_flag=True, help="Apply even if another SM is MASTER.")
 @ALLOW_DEFECTS
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: what was applied, and what a fresh plan still finds.")
 @click.pass_obj
 def apply_cmd(obj, file, force, allow_defects, state_dir, as_json):
     """Make the fabric hold a desired-state FILE, then prove it: the Set responses are

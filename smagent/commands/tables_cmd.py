@@ -3,7 +3,8 @@
 Text output follows infiniband-diags byte for byte (trailing spaces included), so what
 parses ibroute's output parses ours:
 
-* `lft show` prints what ``ibroute -n SWITCH`` prints (``-a``: ``ibroute -a -n``),
+* `lft show` prints what ``ibroute SWITCH`` prints, the destinations found by discovery
+  (``-n``: ``ibroute -n``, the switch's Gets only; ``-a``: ``ibroute -a``),
 * `lft dump` prints what ``dump_lfts`` / ``dump_fts`` print (``--all``: ``-a``), a file
   OpenSM's file routing engine loads (``opensm -R file -U FILE``) and `lft load` reads back,
 * `mft show` prints what ``ibroute -M -n SWITCH`` prints.
@@ -51,19 +52,46 @@ def lft():
 @lft.command("show")
 @click.argument("switch")
 @click.option("-a", "--all", "dump_all", is_flag=True, help="Every LID up to LinearFDBTop, also invalid ones (ibroute -a).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("-n", "--no-dests", is_flag=True,
+              help="Leave the Destination column empty, as ibroute -n does: no discovery, only the switch's Gets.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: the switch, LinearFDBTop, every routed LID with its port and destination.")
 @click.pass_obj
-def lft_show(obj, switch, dump_all, as_json):
-    """Print SWITCH's LFT as `ibroute -n` does. SWITCH: a LID (5, 0x5), a DR path (0,1,3), a
-    node GUID or a node description."""
-    t = obj.session().lft_show(switch)
+def lft_show(obj, switch, dump_all, no_dests, as_json):
+    """Print SWITCH's LFT as `ibroute` does: each LID's exit port and the port that holds
+    the LID (found by discovering the fabric; -n: not). SWITCH: a LID (5, 0x5), a DR path
+    (0,1,3), a node GUID or a node description."""
+    from smagent import api
+    api.check_query("lft", switch)  # a malformed SWITCH is refused before the discovery
+    s = obj.session()
+    index = None
+    if not no_dests:  # first: a SWITCH named by GUID or description is then found on it
+        topo = s.discover()
+        warn_unreachable(topo)
+        index = text.lid_index(topo)
+    t = s.lft_show(switch)
     f = t.switch
     if as_json:
         emit_json({"switch": _switch_json(f, t.target), "linear_fdb_cap": f.lft_cap, "linear_fdb_top": t.top,
-                   "routes": [{"lid": lid, "port": port} for lid, port in t.routes(dump_all).items()]})
+                   "routes": [{"lid": lid, "port": port, **_destination(index, lid)}
+                              for lid, port in t.routes(dump_all).items()]})
     else:
+        dest = text.DestResolver(index) if index is not None else None
         click.echo("\n".join(text.format_lft(text.portid_str(t.target), f.guid, f.name, t.top, t.table, f.num_ports,
-                                             dump_all=dump_all)))
+                                             dump_all=dump_all, dest=dest)))
+
+
+def _destination(index, lid: int) -> dict:
+    """A route's destination for JSON: the port holding the LID (null: none does), or
+    nothing at all with -n."""
+    if index is None:
+        return {}
+    ref = index.get(lid)
+    if ref is None:
+        return {"destination": None}
+    return {"destination": {"node_type": text.NODE_TYPE_NAMES.get(ref.node_type, str(ref.node_type)),
+                            "port_guid": f"{ref.port_guid:#018x}", "description": ref.description,
+                            "base_lid": ref.base_lid, "lmc": ref.lmc}}
 
 
 def warn_unreachable(topo) -> None:
@@ -108,7 +136,8 @@ def lft_dump(obj, dump_all, output, as_json):
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
 @click.pass_obj
 def lft_load(obj, file, dry_run, force, as_json):
     """Load a dump (lft dump, dump_lfts, ibroute) and write only the blocks that differ.
@@ -124,7 +153,8 @@ def lft_load(obj, file, dry_run, force, as_json):
 @click.argument("port", callback=int_arg)
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
 @click.pass_obj
 def lft_set(obj, switch, lid, port, dry_run, force, as_json):
     """Route LID out of PORT on SWITCH (PORT 255: no route). Raises LinearFDBTop if needed."""
@@ -138,7 +168,8 @@ def mft():
 
 @mft.command("show")
 @click.argument("switch")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: the switch and every MLID with its ports.")
 @click.pass_obj
 def mft_show(obj, switch, as_json):
     """Print SWITCH's MFT as `ibroute -M -n` does: MLIDs with any port set."""
@@ -161,7 +192,8 @@ def mft_show(obj, switch, as_json):
 @click.argument("ports", nargs=-1, callback=int_arg)
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
 @click.pass_obj
 def mft_set(obj, switch, mlid, ports, dry_run, force, as_json):
     """Make PORTS the whole port set of MLID on SWITCH (no PORTS: remove the MLID)."""

@@ -40,6 +40,10 @@ class LftTable:
         return {lid: self.table[lid] for lid in range(self.top + 1)
                 if dump_all or self.table[lid] <= self.switch.num_ports}
 
+    def __repr__(self) -> str:  # counts, not the table (up to 48K entries)
+        return (f"<LftTable {_switch_name(self.switch)}: LIDs 0..{self.top}, "
+                f"{len(self.routes())} routed>")
+
 
 @dataclasses.dataclass
 class MftTable:
@@ -60,6 +64,10 @@ class MftTable:
                 out[mlid] = ports
         return out
 
+    def __repr__(self) -> str:  # counts, not the masks
+        return (f"<MftTable {_switch_name(self.switch)}: MLIDs {self.first:#x}..{self.last:#x}, "
+                f"{len(self.groups())} with ports>")
+
 
 @dataclasses.dataclass(frozen=True)
 class RftEntry:
@@ -77,6 +85,13 @@ class RftTable:
     switch: SwitchFacts
     target: Target
     entries: list[RftEntry]
+
+    def __repr__(self) -> str:
+        return f"<RftTable {_switch_name(self.switch)}: {len(self.entries)} valid entries>"
+
+
+def _switch_name(f: SwitchFacts) -> str:
+    return f"{f.name!r} GUID {f.guid:#018x}"
 
 
 @dataclasses.dataclass
