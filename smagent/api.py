@@ -182,10 +182,13 @@ class Session:
         read and checked before the first SMP. Returns a `smagent.sweep.SweepResult`
         (`.summary()`, `.plan_lines()`, `.plan_changes()`); a plan whose tables would break
         the fabric is refused (`smagent.sweep.PlanDefects`) unless ``allow_defects=True``."""
+        from smagent import lids
         from smagent import sweep as sweepmod
         t = self._open()
         opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
                                      dry_run=dry_run, force=force)
+        if opts.lid_file:  # a file the caller names is checked whole (a bad line refuses the sweep)
+            lids.load_guid2lid(opts.lid_file, strict=True)
         before = dict(t.stats.by_kind)
         try:
             result = sweepmod.sweep(t, opts)

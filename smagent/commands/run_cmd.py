@@ -21,10 +21,13 @@ from smagent.paths import default_state_dir
 def _setup_logging(log_file) -> logging.Handler:
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger("smagent.sm")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    # the SM's events at INFO, and every other smagent logger's warnings (a bad guid2lid
+    # line, a journal set aside, a backup a full disk refused) in the same log
+    top = logging.getLogger("smagent")
+    top.addHandler(handler)
+    if top.level == logging.NOTSET:  # -v chose a level already: keep it
+        top.setLevel(logging.WARNING)
+    logging.getLogger("smagent.sm").setLevel(logging.INFO)
     return handler
 
 
@@ -122,4 +125,5 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         server.close()
         if transport is not None:
             transport.close()  # closes issm: IsSM clears, the other SMs see us go
+        logging.getLogger("smagent").removeHandler(handler)
         handler.close()
