@@ -8,12 +8,15 @@ is fsynced so that the rename itself survives a crash. On any failure the tempor
 is removed and the old file is untouched.
 
 `no_space(e)`: whether an OSError means the disk cannot take more (full, over quota,
-read-only): the errors a long-running SM degrades on instead of stopping.
+read-only): the errors a long-running SM degrades on instead of stopping
+(`tolerate_full_disk`, `tolerated`: "LID file not written", "no backup written",
+"journal not written" warnings, and routing goes on).
 """
 from __future__ import annotations
 
 import errno
 import itertools
+import logging
 import os
 
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
@@ -37,6 +40,10 @@ def write_bytes(path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (see the module docstring). The mode is
     what a new file gets (0666 less the umask)."""
     p = os.fspath(path)
+    if os.path.exists(p) and not os.path.isfile(p):  # /dev/null, a FIFO: written, never replaced
+        with open(p, "wb") as f:
+            f.write(data)
+        return
     tmp = temp_name(p)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
@@ -72,3 +79,28 @@ def fsync_dir(directory) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# -- a full disk under the running SM -----------------------------------------------------
+# One-shot commands stop on a write that fails (their exit code says what was sent); the
+# running SM must go on routing, so `smagent run` turns a full disk into warnings.
+_tolerate = False
+
+
+def tolerate_full_disk(on: bool = True) -> None:
+    """From now on (until called with False), `tolerated` lets a full-disk error pass:
+    `smagent run` sets it for its lifetime."""
+    global _tolerate
+    _tolerate = on
+
+
+def tolerated(e: BaseException, what: str) -> bool:
+    """Whether the write error ``e`` may be passed over (a full disk while tolerated); if
+    so it is logged as the warning "``what``: <error> (<file>)" (``what``: "no backup
+    written", ...). The caller re-raises otherwise."""
+    if not (_tolerate and no_space(e)):
+        return False
+    assert isinstance(e, OSError)
+    logging.getLogger("smagent.state").warning("%s: %s (%s)", what, e.strerror or e,
+                                               e.filename or "the state directory")
+    return True

@@ -102,11 +102,16 @@ def load_guid2lid(path, *, strict: bool = False) -> LidTable:
 def save_guid2lid(path, table: dict[int, tuple[int, int]]) -> None:
     """Replace the file atomically (`smagent.atomicfile`). A file that had bad lines is
     kept first as ``<path>.bad-<stamp>``: what it said is not lost, and the new file has
-    none of them."""
-    _keep_if_bad(path)
+    none of them. A full disk under the running SM is a warning (`atomicfile.tolerated`):
+    the old file stays, the LIDs on the fabric are right."""
     text = "".join(f"0x{guid:016x} 0x{lo:04x} 0x{hi:04x}\n\n"
                    for guid, (lo, hi) in sorted(table.items(), key=lambda kv: kv[1]))
-    atomicfile.write_text(path, text)
+    try:
+        _keep_if_bad(path)
+        atomicfile.write_text(path, text)
+    except OSError as e:
+        if not atomicfile.tolerated(e, f"LID file {os.fspath(path)} not written"):
+            raise
 
 
 def _keep_if_bad(path) -> None:

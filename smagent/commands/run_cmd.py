@@ -13,7 +13,7 @@ import sys
 import click
 from click.core import ParameterSource
 
-from smagent import paths
+from smagent import atomicfile, paths
 from smagent.errors import BadInput
 from smagent.paths import default_state_dir
 
@@ -106,6 +106,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
                                      window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
                                      m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True)
         daemon = Daemon(transport, opts)
+        atomicfile.tolerate_full_disk()  # a full disk: warnings, and the SM goes on routing
 
         def stop(signum, _frame):
             logging.getLogger("smagent.sm").info("signal %s: stopping", signal.Signals(signum).name)
@@ -122,6 +123,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         if as_json:
             click.echo(json.dumps(daemon.status(), indent=2))
     finally:
+        atomicfile.tolerate_full_disk(False)
         server.close()
         if transport is not None:
             transport.close()  # closes issm: IsSM clears, the other SMs see us go

@@ -1,0 +1,139 @@
+"""State files under disk faults: a torn or garbled apply journal never blocks a sweep
+(it is reported and set aside), and a full disk stops a one-shot sweep with exit 3 (as
+before) but is only a warning under the running SM (`atomicfile.tolerate_full_disk`).
+
+The full disk is real where the sandbox lets root mount a small tmpfs (`full_fs`); the
+in-process injection tests (ENOSPC from os.fsync) run everywhere."""
+import errno
+import logging
+import os
+import subprocess
+
+import pytest
+
+import smagent
+from smagent import atomicfile, lids
+from smagent.errors import FabricFailure
+from smagent.fdb import journal
+
+
+@pytest.fixture
+def tolerant():
+    atomicfile.tolerate_full_disk()
+    yield
+    atomicfile.tolerate_full_disk(False)
+
+
+@pytest.fixture
+def full_fs(tmp_path):
+    """A 1 MiB tmpfs at tmp_path/fs; ``fill()`` takes all its space. Unmounted after."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()}); the injection tests cover this")
+
+    class Fs:
+        path = mnt
+
+        @staticmethod
+        def fill():
+            with open(mnt / "filler", "wb") as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC
+
+    yield Fs
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_torn_journal_is_set_aside_and_the_sweep_goes_on(tmp_path, caplog):
+    """A full disk used to leave `{"event":"beg`: every later sweep failed with "no 'begin'
+    record: not an apply journal"."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "apply.journal").write_text('{"event":"beg')
+    with caplog.at_level(logging.WARNING, logger="smagent"), smagent.connect("sim") as fabric:
+        r = fabric.sweep(state_dir=str(state))
+    assert r.problems == [] and r.lft_changes
+    aside = list((state / "journals").glob("apply-*-unreadable.journal"))
+    assert len(aside) == 1 and aside[0].read_text() == '{"event":"beg'
+    assert any("no 'begin' record" in m and "set aside as" in m for m in caplog.messages), caplog.messages
+    assert not (state / "apply.journal").exists()  # this sweep's own apply finished
+
+
+def test_a_garbled_journal_is_set_aside_by_pending(tmp_path):
+    path = tmp_path / "apply.journal"
+    path.write_bytes(b"\xff\xfe garbage\n")
+    assert journal.Journal.pending(path) is None
+    assert not path.exists() and len(list((tmp_path / "journals").glob("*-unreadable.journal"))) == 1
+
+
+def _no_space(monkeypatch):
+    def fsync(_fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_one_shot_sweep_on_a_full_disk_exits_3_and_leaves_no_torn_file(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    with smagent.connect("sim") as fabric:
+        _no_space(monkeypatch)
+        with pytest.raises(FabricFailure, match="No space left on device") as e:
+            fabric.sweep(state_dir=str(state))
+    assert e.value.exit_code == 3
+    assert not (state / "apply.journal").exists()
+    assert [p for p in state.rglob("*") if p.is_file()] == []  # no temporary file left
+
+
+def test_running_sm_on_a_full_disk_warns_and_routes(tmp_path, monkeypatch, caplog, tolerant):
+    state = tmp_path / "state"
+    with caplog.at_level(logging.WARNING, logger="smagent"), smagent.connect("sim") as fabric:
+        _no_space(monkeypatch)
+        r = fabric.sweep(state_dir=str(state))
+        assert r.problems == [] and r.lft_changes
+        monkeypatch.undo()
+        assert fabric.sweep(dry_run=True).sets_planned == 0  # the tables were all written
+    msgs = " | ".join(caplog.messages)
+    assert "no backup written: No space left on device" in msgs
+    assert "journal not written: No space left on device" in msgs
+    assert "not written: No space left on device" in msgs and "LID file" in msgs
+    assert [p for p in state.rglob("*") if p.is_file()] == []
+
+
+def test_real_full_disk_one_shot_and_running_sm(full_fs, caplog):
+    state = full_fs.path / "state"
+    with smagent.connect("sim") as fabric:
+        fabric.sweep(state_dir=str(state))  # the first sweep fits: guid2lid, backup, journal
+        g2l = (state / "guid2lid").read_text()
+        full_fs.fill()
+        fabric.sweep(state_dir=str(state), lmc=1, dry_run=True)  # planning writes nothing
+        with pytest.raises(FabricFailure, match="No space left on device"):
+            fabric.sweep(state_dir=str(state), lmc=1)
+        assert (state / "guid2lid").read_text() == g2l  # never torn
+        atomicfile.tolerate_full_disk()
+        try:
+            with caplog.at_level(logging.WARNING, logger="smagent"):
+                r = fabric.sweep(state_dir=str(state), lmc=2)
+        finally:
+            atomicfile.tolerate_full_disk(False)
+        assert r.problems == []
+        assert fabric.sweep(dry_run=True, lmc=2).sets_planned == 0
+    assert any(m.startswith("LID file") and "not written" in m for m in caplog.messages), caplog.messages
+    assert (state / "guid2lid").read_text() == g2l
+    os.unlink(full_fs.path / "filler")  # space again: the journal left by the failed sweep is no obstacle
+    with smagent.connect("sim") as fabric:
+        assert fabric.sweep(state_dir=str(state)).problems == []
+    assert lids.load_guid2lid(state / "guid2lid").problems == []
+
+
+def test_atomic_write_leaves_special_files_in_place(tmp_path):
+    atomicfile.write_text("/dev/null", "nothing\n")  # written, not replaced by a regular file
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    f = tmp_path / "out"
+    atomicfile.write_text(f, "one\n")
+    atomicfile.write_text(f, "two\n")
+    assert f.read_text() == "two\n" and os.listdir(tmp_path) == ["out"]
