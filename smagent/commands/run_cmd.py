@@ -1,7 +1,8 @@
 """`smagent run`: the long-running Subnet Manager (see `smagent.sm.daemon`).
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 bad input (nothing was sent), 3 the fabric or
-transport failed, or another daemon already answers in the state directory.
+transport failed, or another daemon already answers in the state directory, 4 another SM
+already runs on the port (`smagent.sm.lock`: the runtime lock, or IsSM set).
 """
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
     from smagent import desired, multicast
     from smagent import sweep as sweepmod
     from smagent.sm import control
+    from smagent.sm import lock as port_lock
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport import open_transport
     if mcast_groups and no_multicast:
@@ -99,8 +101,10 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
     server = control.ControlServer(control.socket_path(state_dir))
     handler = _setup_logging(log_file)
     o = obj.opts
-    transport = None
+    transport = lock = None
     try:
+        if o["transport"] == "umad":  # one SM per port: refused before the issm device opens
+            lock = port_lock.claim_port(o["ca"], o["port"])
         transport = open_transport(o["transport"], ca=o["ca"], port=o["port"],
                                      topology=o["topology"], fixture=o["fixture"], record=o["record"],
                                      window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
@@ -127,5 +131,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         server.close()
         if transport is not None:
             transport.close()  # closes issm: IsSM clears, the other SMs see us go
+        if lock is not None:
+            lock.release()
         logging.getLogger("smagent").removeHandler(handler)
         handler.close()
