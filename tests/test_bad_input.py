@@ -69,7 +69,7 @@ CASES = [
     ("decode-bad-class", ["decode", "0104" + "00" * 254], "not a subnet management class", 2, NOTHING),
     ("decode-nothing", ["decode"], "give exactly one of HEX", 2, NOTHING),
     ("window-0", ["--window", "0", "discover"], "0 is not in the range 1<=x<=256", 2, NOTHING),
-    ("mkey-nan", ["--mkey", "zz", "discover"], "is not a number", 2, NOTHING),
+    ("mkey-nan", ["--mkey", "zz", "discover"], "--mkey': not a number", 2, NOTHING),
 ]
 
 # known gaps: the row is right, the code is not yet (see the report / proposals)

@@ -14,7 +14,8 @@ import sys
 import click
 from click.core import ParameterSource
 
-from smagent import atomicfile, paths
+from smagent import atomicfile, mkeys, paths
+from smagent.commands.common import key_arg
 from smagent.errors import BadInput
 from smagent.paths import default_state_dir
 
@@ -30,16 +31,6 @@ def _setup_logging(log_file) -> logging.Handler:
         top.setLevel(logging.WARNING)
     logging.getLogger("smagent.sm").setLevel(logging.INFO)
     return handler
-
-
-def _key(value: str) -> int:
-    try:
-        key = int(value, 0)
-    except ValueError:
-        raise click.BadParameter("not a number (decimal or 0x hex)") from None  # the value is a secret: not shown
-    if not 0 <= key < 1 << 64:
-        raise click.BadParameter("an SM_Key is 64 bits")
-    return key
 
 
 def _given(**values) -> dict:
@@ -61,8 +52,11 @@ def _given(**values) -> dict:
               help="STANDBY: seconds between polls of the master's SMInfo (OpenSM's default).")
 @click.option("--poll-retries", type=click.IntRange(0, 100), default=4, show_default=True,
               help="STANDBY: unanswered polls beyond the first before taking over (OpenSM's default).")
-@click.option("--sm-key", default="1", callback=lambda c, p, v: _key(v),
-              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed.")
+@click.option("--sm-key", default="1", callback=key_arg,
+              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed; "
+                   "visible to other users in the process list: prefer --sm-key-file.")
+@click.option("--sm-key-file", type=click.Path(dir_okay=False), default=None,
+              help="Read the SM_Key from this file (one key, decimal or 0x hex; '#' comments). Excludes --sm-key.")
 @click.option("--routing", "engine", default="minhop", show_default=True,
               help="minhop, updn, updn:GUID,..., or file:DUMP.")
 @click.option("--lmc", type=click.IntRange(0, 7), default=0, show_default=True, help="LMC for CA ports.")
@@ -77,8 +71,8 @@ def _given(**values) -> dict:
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None, help="Log here instead of stderr.")
 @click.option("--json", "as_json", is_flag=True, help="On exit, print the final status (as `status --json`) on stdout.")
 @click.pass_obj
-def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engine, lmc, lid_file, mcast_groups,
-        no_multicast, desired_file, state_dir, log_file, as_json):
+def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
+        mcast_groups, no_multicast, desired_file, state_dir, log_file, as_json):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import desired, multicast
@@ -87,6 +81,10 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
     from smagent.sm import lock as port_lock
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport import open_transport
+    if sm_key_file is not None:
+        if click.get_current_context().get_parameter_source("sm_key") != ParameterSource.DEFAULT:
+            raise BadInput("--sm-key and --sm-key-file exclude each other")
+        sm_key = mkeys.load_key_file(sm_key_file, "--sm-key-file")
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # checked before any SMP
