@@ -21,7 +21,7 @@ from smagent.paths import default_state_dir
 
 
 def _setup_logging(log_file) -> logging.Handler:
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler = atomicfile.LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     # the SM's events at INFO, and every other smagent logger's warnings (a bad guid2lid
     # line, a journal set aside, a backup a full disk refused) in the same log
