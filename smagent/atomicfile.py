@@ -18,7 +18,6 @@ import errno
 import itertools
 import logging
 import os
-import sys
 
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 _serial = itertools.count()  # temporary names differ between the writes of one process
@@ -106,33 +105,3 @@ def tolerated(e: BaseException, what: str) -> bool:
                                                e.filename or "the state directory")
     return True
 
-
-class LogFile(logging.FileHandler):
-    """The running SM's ``--log-file``: appended to (never replaced). A write that fails
-    (a full disk) costs one line on stderr, not a traceback per log record; the lines
-    wait in the buffer and are written once there is space."""
-
-    failing = False
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            if self.stream is None:
-                self.stream = self._open()
-            self.stream.write(self.format(record) + self.terminator)
-            self.stream.flush()
-        except RecursionError:
-            raise
-        except Exception as e:  # noqa: BLE001 - what logging.Handler.emit tolerates too
-            if not self.failing:
-                why = e.strerror if isinstance(e, OSError) and e.strerror else e
-                sys.stderr.write(f"smagent: log file {self.baseFilename}: {why}; log lines wait until it "
-                                 f"can be written\n")
-            self.failing = True
-            return
-        self.failing = False
-
-    def close(self) -> None:
-        try:
-            super().close()
-        except OSError:  # the last lines could not be flushed: said on stderr already
-            pass

@@ -188,3 +188,28 @@ def test_daemon_on_a_full_disk_repairs_and_warns(ibsim, full_fs, tmp_path):
     text = log.read_text()
     assert "no backup written: No space left on device" in text or "journal not written" in text, text
     assert "failed" not in text and "Traceback" not in text
+
+
+def test_daemon_log_on_a_full_disk_says_so_once(tmp_path, capsys):
+    from smagent.commands.logfile import LogFile
+    h = LogFile(tmp_path / "run.log")
+    log = logging.getLogger("smagent.test-logfile")
+    log.addHandler(h)
+    log.propagate = False
+    try:
+        log.warning("one")
+        real = h.stream.flush
+
+        def full():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        h.stream.flush = full
+        log.warning("two")
+        log.warning("three")
+        h.stream.flush = real
+        log.warning("four")
+    finally:
+        log.removeHandler(h)
+        h.close()
+    err = capsys.readouterr().err
+    assert err.count("No space left on device") == 1 and "Traceback" not in err
+    assert (tmp_path / "run.log").read_text() == "one\ntwo\nthree\nfour\n"  # nothing lost once there is space

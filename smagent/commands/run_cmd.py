@@ -16,12 +16,13 @@ from click.core import ParameterSource
 
 from smagent import atomicfile, mkeys, paths
 from smagent.commands.common import key_arg
+from smagent.commands.logfile import LogFile
 from smagent.errors import BadInput
 from smagent.paths import default_state_dir
 
 
 def _setup_logging(log_file) -> logging.Handler:
-    handler = atomicfile.LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler = LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     # the SM's events at INFO, and every other smagent logger's warnings (a bad guid2lid
     # line, a journal set aside, a backup a full disk refused) in the same log
