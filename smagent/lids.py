@@ -63,6 +63,11 @@ def parse_guid2lid(text: str, where: str) -> LidTable:
         if not (1 <= lo <= hi <= UNICAST_LID_MAX):
             problems.append(f"{where}:{n}: LID range {lo:#x}-{hi:#x} is not within 0x1-{UNICAST_LID_MAX:#x}; skipped")
             continue
+        size = hi - lo + 1
+        if size > 1 << 7 or size & (size - 1) or lo % size:  # what an LMC of 0..7 gives, aligned
+            problems.append(f"{where}:{n}: LID range {lo:#x}-{hi:#x} is not an aligned range of 2^LMC LIDs "
+                            f"(LMC 0..7); skipped")
+            continue
         if entries.get(guid, (lo, hi)) != (lo, hi):
             problems.append(f"{where}:{n}: port {guid:#018x} is listed twice with different LIDs; "
                             f"neither is kept")
@@ -75,10 +80,9 @@ def parse_guid2lid(text: str, where: str) -> LidTable:
     for guid, (lo, hi) in sorted(entries.items(), key=lambda kv: kv[1]):
         for lid in range(lo, hi + 1):
             first = owner.setdefault(lid, guid)
-            if first != guid:
-                if not clash & {first, guid}:
-                    problems.append(f"{where}: LID {lid:#x} is claimed by ports {first:#018x} and {guid:#018x}; "
-                                    f"neither keeps its LIDs from the file")
+            if first != guid and guid not in clash:  # each port named once
+                problems.append(f"{where}: LID {lid:#x} is claimed by ports {first:#018x} and {guid:#018x}; "
+                                f"neither keeps its LIDs from the file")
                 clash |= {first, guid}
     return LidTable({g: r for g, r in entries.items() if g not in clash}, problems=problems)
 

@@ -111,3 +111,19 @@ def test_a_failed_save_leaves_the_old_file(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert f.read_text() == f"0x{A:016x} 0x0001 0x0001\n"
     assert os.listdir(tmp_path) == ["guid2lid"]
+
+
+def test_a_lid_claimed_by_three_ports_names_each():
+    t = lids.parse_guid2lid(f"0x{A:016x} 0x1 0x1\n0x{B:016x} 0x1 0x1\n0x{C:016x} 0x1 0x1\n", "f")
+    assert dict(t) == {}
+    assert len(t.problems) == 2 and f"{B:#018x}" in t.problems[0] and f"{C:#018x}" in t.problems[1]
+
+
+@pytest.mark.parametrize("lo, hi", [(1, 0xBFFF), (1, 3), (3, 4), (4, 6), (0x100, 0x1FF)])
+def test_a_range_no_lmc_gives_is_skipped(lo, hi):
+    """A garbled line claiming LIDs 1..0xBFFF must not take every LID from the file's
+    other ports: a range is 2^LMC LIDs (LMC 0..7), aligned."""
+    t = lids.parse_guid2lid(f"0x{A:016x} {lo:#x} {hi:#x}\n0x{B:016x} 0x8 0x8\n", "f")
+    assert dict(t) == {B: (8, 8)}
+    assert len(t.problems) == 1 and "not an aligned range of 2^LMC LIDs" in t.problems[0]
+    assert lids.parse_guid2lid(f"0x{A:016x} 0x80 0xff\n", "f").problems == []  # LMC 7
