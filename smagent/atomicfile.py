@@ -39,7 +39,7 @@ def temp_name(path) -> str:
 def write_bytes(path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (see the module docstring). The mode is
     what a new file gets (0666 less the umask)."""
-    p = os.fspath(path)
+    p = os.path.realpath(os.fspath(path))  # a symlink's target is replaced, the link stays
     if os.path.exists(p) and not os.path.isfile(p):  # /dev/null, a FIFO: written, never replaced
         with open(p, "wb") as f:
             f.write(data)

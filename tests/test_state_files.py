@@ -142,6 +142,10 @@ def test_atomic_write_leaves_special_files_in_place(tmp_path):
     atomicfile.write_text(f, "one\n")
     atomicfile.write_text(f, "two\n")
     assert f.read_text() == "two\n" and os.listdir(tmp_path) == ["out"]
+    link = tmp_path / "link"
+    link.symlink_to(f)
+    atomicfile.write_text(link, "three\n")
+    assert link.is_symlink() and f.read_text() == "three\n"
 
 
 def _status(sim, state) -> dict:
