@@ -106,7 +106,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
 
         def stop(signum, _frame):
             logging.getLogger("smagent.sm").info("signal %s: stopping", signal.Signals(signum).name)
-            daemon.stop_requested = True
+            daemon.stop()  # raises Stopped into a sweep in progress: `run` ends it
 
         def reload(_signum, _frame):
             daemon.reload_requested = True

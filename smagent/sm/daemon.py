@@ -1,8 +1,16 @@
 """`smagent run`: a Subnet Manager that stays up and holds the fabric.
 
-One thread, one loop (`Daemon.step`): wait for MADs (the transport hands requests to
-`_on_request`, which answers at once: SMInfo Gets and Sets, TrapRepress for traps, and
-queues what needs work), answer the control socket, then run what is due:
+One thread, one loop (`Daemon.step`): wait for MADs (the transport hands each request to
+the dispatcher, `smagent.sm.dispatch`, whose handlers answer at once: SMInfo Gets and Sets,
+TrapRepress for traps, the IBA status for what we do not serve, and queue what needs work
+as an event, `smagent.sm.events`), answer the control socket, handle the events, then run
+the timer that is due (`smagent.sm.timers`). While a sweep or discovery is in flight, the
+transport calls `Daemon._between_rounds` every ~50 ms: requests are answered as they come
+(inside the transport), the status the control socket answers from is published again (the
+socket is served by its own thread, `smagent.sm.control`, so that a long computation inside
+a sweep keeps no client waiting), and a stop abandons the sweep (`Stopped`). A SIGTERM in
+the middle of work raises `Stopped` at once, as Ctrl-C raises KeyboardInterrupt in
+`smagent sweep`: an interrupted apply is finished by the next sweep from its journal.
 
 * DISCOVERING: discover, ask every other SM its SMInfo, become MASTER or STANDBY
   (`smagent.sm.state`).
@@ -19,9 +27,9 @@ Every event is one log line: trap, sweep, change, state transition.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import logging
-import math
 import time
 from pathlib import Path
 
@@ -33,16 +41,29 @@ from mad.header import Method
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
-from smagent.sm import repair, traps
+from smagent.sm import events, repair, timers, traps
+from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, Incoming
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
-from smagent.transport.base import Reply, Request, Transport, TransportError
+from smagent.transport.base import Reply, Request, Transport
 
 log = logging.getLogger("smagent.sm")
 
 ATTR_NOT_SUPPORTED = 0x000C  # MAD status: method/attribute combination not supported
-LID_FILE = "guid2lid"
-REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know  # OpenSM's format, in the state directory
+LID_FILE = "guid2lid"  # OpenSM's format, in the state directory
+REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know
+REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Timers
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT while the daemon works: raised from the transport's between-rounds
+    hook so that a sweep or discovery unwinds at once. A BaseException, like
+    KeyboardInterrupt: no `except Exception` (or SmagentError) on the way may swallow it;
+    the apply journal keeps what an interrupted apply left unconfirmed."""
+
+    def __init__(self, what: str | None):
+        super().__init__(what)
+        self.what = what  # the work abandoned, for the log
 
 
 @dataclasses.dataclass
@@ -79,17 +100,25 @@ class Counters:
 class Daemon:
     def __init__(self, transport: Transport, opts: DaemonOptions, *, clock=time.monotonic):
         self.t, self.opts, self.clock = transport, opts, clock
-        transport.on_request = self._on_request
+        self.dispatcher = Dispatcher(self._unsupported)
+        self.dispatcher.route(SMP_CLASSES, Method.GET, AttrID.SM_INFO, self._on_sminfo)
+        self.dispatcher.route(SMP_CLASSES, Method.SET, AttrID.SM_INFO, self._on_sminfo)
+        self.dispatcher.route(SMP_CLASSES, Method.TRAP, AttrID.NOTICE, self._on_trap_request)
+        self.dispatcher.route(SMP_CLASSES, Method.TRAP_REPRESS, AttrID.NOTICE, lambda m: None)  # to a trap of ours
+        transport.on_request = self.dispatcher.dispatch
         self._sm: StateMachine | None = None  # `start` makes it
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
         self._early: list[tuple[bytes, int]] = []  # SMInfo requests that came before we knew who we are
         self.topo: discovery.Topology | None = None
         self.peers: dict[int, Peer] = {}
-        self.events: collections.deque = collections.deque()
+        self.events: collections.deque[events.Event] = collections.deque()
         self.counters = Counters()
         self.stop_requested = self.reload_requested = False
-        self.next_light = self.next_poll = self.next_discover = self.repair_due = math.inf
-        self.next_census = self.next_refresh = 0.0
+        self.timers = timers.Timers()
+        self.control = None  # the ControlServer `run` serves, also between sweep rounds
+        self.activity: str | None = "starting"  # what the daemon is busy with, for the status
+        self._in_run = False  # inside `run`: a stop may raise Stopped there
+        self._published: dict = {}  # the status the control thread answers with
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
@@ -112,6 +141,7 @@ class Daemon:
     # -- the loop ------------------------------------------------------------------
     def start(self) -> None:
         """Learn our port GUID and run the first discovery."""
+        self.t.between_rounds = self._between_rounds
         ni = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,)))).attribute(NodeInfo)
         port = 0 if ni.node_type == NodeType.SWITCH else ni.local_port_num
         self.local_pi = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), port))).attribute(PortInfo)
@@ -119,68 +149,139 @@ class Daemon:
                                poll_retries=self.opts.poll_retries)
         early, self._early = self._early, []
         for raw, slid in early:
-            self._on_request(raw, slid)
+            self.dispatcher.dispatch(raw, slid)
         log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
         self._discover()
 
     def run(self, control=None) -> None:
-        self.start()
-        while not self.stop_requested:
-            self.step(control)
+        """Until SIGTERM (`stop`): a stop during a sweep abandons it at once."""
+        self.control = control
+        self._publish()
+        if control is not None:
+            control.start(self._answer_control)
+        try:
+            self._in_run = True
+            self.start()
+            while not self.stop_requested:
+                self.step(control)
+        except Stopped as e:
+            self._in_run = False
+            log.info("stop: %s abandoned", e.what or "work in progress")
+        finally:
+            self._in_run = False
+            self.activity = None
+            self._publish()
+
+    def stop(self) -> None:
+        """Ask the daemon to stop; called from the SIGTERM handler. Inside `run`, work in
+        progress (a sweep, a discovery) is abandoned at once by raising `Stopped` into it;
+        otherwise the loop ends at its next step."""
+        self.stop_requested = True
+        if self._in_run and self.activity is not None:
+            self._in_run = False  # once: a second signal must not interrupt the unwinding
+            raise Stopped(self.activity)
 
     def step(self, control=None, max_wait: float = 0.2) -> None:
         """Wait up to `max_wait` (less if a timer is due) for MADs, then do what is due."""
-        due = min(self.next_light, self.next_poll, self.next_discover, self.repair_due)
-        self.t.poll(min(max_wait, max(0.0, due - self.clock())))
-        if control is not None:
-            control.serve_pending(lambda _cmd: self.status())
-        while self.events:
+        control = control if control is not None else self.control
+        self.activity = None
+        self._publish()
+        self.t.poll(min(max_wait, max(0.0, self.timers.next_at() - self.clock())))
+        if control is not None and not control.threaded:
+            control.serve_pending(self._answer_control)
+        while self.events and not self.stop_requested:
             self._handle(self.events.popleft())
-        if self.reload_requested:
+        if self.reload_requested and not self.stop_requested:
             self.reload_requested = False
             self._reload()
-        self._timers()
+        if not self.stop_requested:
+            self._run_due_timer()
 
-    def _timers(self) -> None:
-        now = self.clock()
-        st = self.sm.state
-        if st == SMState.MASTER:
-            if now >= self.repair_due:
-                why, self.repair_why, self.repair_due = "; ".join(self.repair_why), [], math.inf
-                switches, self.repair_switches = self.repair_switches, set()
-                self._repair(f"repair after {why}", switches)
-            elif now >= self.next_light:
+    def _between_rounds(self) -> None:
+        """Called by the transport while a batch is in flight (`Transport.between_rounds`)."""
+        if self.stop_requested and self._in_run:
+            self._in_run = False
+            raise Stopped(self.activity)
+        self._publish()
+        if self.control is not None and not self.control.threaded:
+            self.control.serve_pending(self._answer_control)
+
+    def _publish(self) -> None:
+        """The status as it is now, at a consistent point of the loop, for the control socket."""
+        self._published = self.status()
+
+    def _answer_control(self, _command: str) -> dict:
+        # the control thread: the status published last, never the daemon's live fields
+        return self._published if self.control is not None and self.control.threaded else self.status()
+
+    @contextlib.contextmanager
+    def _busy(self, what: str):
+        """Name what the daemon does (the status shows it); fabric failures inside are
+        logged and counted, never fatal: the daemon stays up."""
+        self.activity = what
+        try:
+            yield
+        except SmagentError as e:
+            self._failed(what, e)
+        finally:
+            self.activity = None
+
+    def _run_due_timer(self) -> None:
+        name = self.timers.due(self.clock())
+        if name == timers.REPAIR:
+            why, self.repair_why = "; ".join(self.repair_why), []
+            switches, self.repair_switches = self.repair_switches, set()
+            self._repair(f"repair after {why}", switches)
+        elif name == timers.LIGHT:
+            with self._busy("light sweep"):
                 self._light_sweep()
-        elif st == SMState.STANDBY and now >= self.next_poll:
-            self._poll_master()
-        elif st == SMState.DISCOVERING and now >= self.next_discover:
+        elif name == timers.POLL:
+            with self._busy("poll of the master"):
+                self._poll_master()
+        elif name == timers.DISCOVER:
             self._discover()
 
     # -- answering (called inside the transport, even mid-batch) ---------------------
-    def _on_request(self, raw: bytes, slid: int) -> None:
+    def _decoded(self, m: Incoming):
         try:
-            req = smpcodec.decode(raw)
+            return smpcodec.decode(m.raw)
         except MadError as e:
-            log.warning("ignored an undecodable request: %s", e)
+            log.warning("ignored an undecodable request from LID %d: %s", m.slid, e)
+            return None
+
+    @staticmethod
+    def _reply_lid(req, slid: int) -> int:
+        return PERMISSIVE_LID if req.directed else (slid or PERMISSIVE_LID)
+
+    def _unsupported(self, m: Incoming) -> None:
+        """Any request we do not serve: a Get or Set is answered with the IBA status (an
+        SMA's business: under ibsim an unanswered request is never timed out, and its
+        sender would wait for ever); other methods are dropped, as no SM answers them."""
+        if m.mgmt_class not in SMP_CLASSES or m.method not in (Method.GET, Method.SET):
             return
-        dlid = PERMISSIVE_LID if req.directed else (slid or PERMISSIVE_LID)
-        if req.method == Method.TRAP and req.attribute_id == AttrID.NOTICE:
-            self.t.respond(traps.repress(req), dlid)
-            try:
-                self.events.append(("trap", traps.parse(req)))
-            except MadError as e:
-                log.warning("trap with a malformed Notice from LID %d: %s", slid, e)
+        req = self._decoded(m)
+        if req is not None:
+            self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)),
+                           self._reply_lid(req, m.slid))
+
+    def _on_trap_request(self, m: Incoming) -> None:
+        req = self._decoded(m)
+        if req is None:
             return
-        if req.method not in (Method.GET, Method.SET):
-            return  # a TrapRepress to a trap of ours, or a method no SM answers
-        if req.attribute_id != AttrID.SM_INFO:
-            # an SMA's business; answered all the same: under ibsim an unanswered request
-            # is never timed out, and its sender would wait for ever
-            self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)), dlid)
+        self.t.respond(traps.repress(req), self._reply_lid(req, m.slid))
+        try:
+            self.events.append(events.TrapReceived(traps.parse(req)))
+        except MadError as e:
+            log.warning("trap with a malformed Notice from LID %d: %s", m.slid, e)
+
+    def _on_sminfo(self, m: Incoming) -> None:
+        req = self._decoded(m)
+        if req is None:
             return
         if self._sm is None:
-            self._early.append((raw, slid))  # before we know our GUID: answered by `start`
+            self._early.append((m.raw, m.slid))  # before we know our GUID: answered by `start`
             return
+        dlid = self._reply_lid(req, m.slid)
         try:
             remote: SMInfo | None = req.attribute(SMInfo)
         except MadError:
@@ -191,14 +292,14 @@ class Daemon:
             value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key))
             self.t.respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
             if self.sm.state == SMState.MASTER:
-                self.events.append(("polled", None))  # a STANDBY SM polls us: is it one to hand over to?
+                self.events.append(events.PolledBySm(m.slid))
             return
         self.counters.sminfo_sets_answered += 1
         status = self.sm.check_set(req.attribute_modifier, remote) if remote is not None else \
             smstate.INVALID_VALUE_STATUS
         self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=self.sm.sminfo(act))), dlid)
-        if status == 0:
-            self.events.append(("set", req.attribute_modifier, remote))
+        if status == 0 and remote is not None:
+            self.events.append(events.SmInfoSetAccepted(req.attribute_modifier, remote))
         else:
             log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s) in state %s",
                         Control(req.attribute_modifier).name if req.attribute_modifier in Control._value2member_map_
@@ -206,36 +307,36 @@ class Daemon:
                         state_name(remote.sm_state) if remote else "?", state_name(self.sm.state))
 
     # -- events -------------------------------------------------------------------
-    def _handle(self, ev) -> None:
-        kind = ev[0]
-        if kind == "trap":
-            self._on_trap(ev[1])
-        elif kind == "set":
-            self._on_set(ev[1], ev[2])
-        elif kind == "polled" and self.sm.state == SMState.MASTER and self.clock() >= self.next_refresh:
-            self.next_refresh = self.clock() + REFRESH_INTERVAL_S
-            if self.peers:
-                self._refresh_peers()
-            else:
-                self._census("an SM we do not know polls us")
+    def _handle(self, ev: events.Event) -> None:
+        if isinstance(ev, events.TrapReceived):
+            self._on_trap(ev.trap)
+        elif isinstance(ev, events.SmInfoSetAccepted):
+            self._on_set(ev.modifier, ev.remote)
+        elif isinstance(ev, events.PolledBySm) and self.sm.state == SMState.MASTER \
+                and self.timers.allow(REFRESH, self.clock(), REFRESH_INTERVAL_S):
+            with self._busy("asking the other SMs"):
+                if self.peers:
+                    self._refresh_peers()
+                else:
+                    self._census("an SM we do not know polls us")
 
-    def _on_trap(self, trap) -> None:
+    def _on_trap(self, trap: traps.Trap) -> None:
         c = self.counters
         c.traps += 1
         c.trap_numbers[trap.number] += 1
         log.info("trap: %s (TrapRepress sent)", trap.describe())
-        if self.sm.state != SMState.MASTER:
-            return
-        if trap.generic and trap.number in traps.REPAIR_TRAPS:
-            self.repair_why.append(f"trap {trap.number} from LID {trap.issuer_lid}")
-            self.repair_due = min(self.repair_due, self.clock() + self.opts.trap_settle)
-            sw = self._switch_at_lid(trap.issuer_lid) if trap.number == traps.TrapNumber.LINK_STATE_CHANGE else None
-            if sw is None or self.repair_switches is None:
+        master = self.sm.state == SMState.MASTER
+        decision = events.on_trap(trap, master, self._switch_at_lid(trap.issuer_lid) if master else None)
+        if isinstance(decision, events.Repair):
+            self.repair_why.append(decision.why)
+            self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.trap_settle)
+            if decision.switch is None or self.repair_switches is None:
                 self.repair_switches = None
             else:
-                self.repair_switches.add(sw)
-        elif trap.announces_sm:
-            self._check_sm_at_lid(trap.issuer_lid)
+                self.repair_switches.add(decision.switch)
+        elif isinstance(decision, events.AskSm):
+            with self._busy("asking an SM that announced itself"):
+                self._check_sm_at_lid(decision.lid)
 
     def _on_set(self, modifier: int, remote) -> None:
         sender = self.peers.get(remote.guid) or self._peer_from_topology(remote)
@@ -253,20 +354,23 @@ class Daemon:
         elif action == Action.SWEEP:
             self._sweep(f"HANDOVER from master SM {remote.guid:#018x}")
         elif action == Action.DISCOVER:
-            self.next_discover = self.clock()
+            self.timers.arm(timers.DISCOVER, self.clock())
         elif action == Action.POLL:
-            self.next_poll = self.clock() + self.opts.poll_interval
+            self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     # -- DISCOVERING ---------------------------------------------------------------
     def _discover(self) -> None:
-        self.next_discover = math.inf
+        self.timers.cancel(timers.DISCOVER)
+        self.activity = "discovery"
         try:
             self.topo = discovery.discover(self.t)
             peers = self._ask_sms(self.topo)
-        except TransportError as e:
+        except SmagentError as e:
             self._failed("discovery", e)
-            self.next_discover = self.clock() + max(self.opts.sweep_interval, 1.0)
+            self.timers.arm(timers.DISCOVER, self.clock() + max(self.opts.sweep_interval, 1.0))
             return
+        finally:
+            self.activity = None
         old = self.sm.state
         action = self.sm.discovered(peers)
         self._note_transition(old)
@@ -276,7 +380,7 @@ class Daemon:
             self._sweep("became MASTER")
         elif action == Action.POLL:
             self._announce_to_master()
-            self.next_poll = self.clock() + self.opts.poll_interval
+            self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     def _ask_sms(self, topo: discovery.Topology) -> list[Peer]:
         peers = []
@@ -308,9 +412,10 @@ class Daemon:
         known, self.known = self.known, None  # consumed: the sweep sets it again
         sent0 = self.t.stats.sent
         if known is not None and switches:
+            self.activity = f"reading the switches that reported ({why})"
             try:
                 ok, what = repair.update(self.t, known, switches)
-            except TransportError as e:
+            except SmagentError as e:
                 ok, what = False, [str(e)]
             if ok:
                 log.info("repair: %s (%d SMPs to read the reporting switches)",
@@ -331,12 +436,16 @@ class Daemon:
         st = self.t.stats
         sent0, kinds0 = st.sent if smps_before is None else smps_before, collections.Counter(st.by_kind)
         t0 = self.clock()
+        self.activity = f"{'repair' if known is not None else 'sweep'} ({why})"
+        log.info("%s: started", self.activity)
         try:
             r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             self._failed(f"sweep ({why})", e)
-            self.next_light = self.clock() + max(self.opts.sweep_interval, 1.0)
+            self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
             return
+        finally:
+            self.activity = None
         self.topo = r.topology
         clean = not r.problems and not r.topology.unreachable
         self.known = r.known if clean else None
@@ -353,13 +462,20 @@ class Daemon:
                  if r.problems else "")
         if sets:
             self._changed(f"{why}: {sets} Sets")
-        self.next_light = self.clock() + self.opts.sweep_interval if self.opts.sweep_interval else math.inf
+        self._arm_light()
         if known is None:  # a repair changed links, not SMs: the light sweeps watch those
-            self._check_peers(self._ask_sms(r.topology))
+            with self._busy("asking the other SMs"):
+                self._check_peers(self._ask_sms(r.topology))
+
+    def _arm_light(self) -> None:
+        if self.opts.sweep_interval:
+            self.timers.arm(timers.LIGHT, self.clock() + self.opts.sweep_interval)
+        else:
+            self.timers.cancel(timers.LIGHT)
 
     def _light_sweep(self) -> None:
         """SwitchInfo of every switch (PortStateChange) and SMInfo of every known SM."""
-        self.next_light = self.clock() + self.opts.sweep_interval if self.opts.sweep_interval else math.inf
+        self._arm_light()
         switches: list[discovery.DNode] = self.topo.switches() if self.topo else []
         peers = list(self.peers.values())
         reqs = [Request(smpcodec.dr(Method.GET, AttrID.SWITCH_INFO, n.path)) for n in switches]
@@ -411,8 +527,8 @@ class Daemon:
         self.sm.handed_over(peer)
         self._note_transition(old)
         log.info("handed over to %s: state %s", peer.describe(), state_name(self.sm.state))
-        self.next_light = math.inf
-        self.next_poll = self.clock() + self.opts.poll_interval
+        self.timers.cancel(timers.LIGHT)
+        self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     def _check_sm_at_lid(self, lid: int) -> None:
         for n in (self.topo.nodes.values() if self.topo else ()):
@@ -432,9 +548,8 @@ class Daemon:
         """PortInfo of every CA port (IsSM may have appeared without a trap), then SMInfo
         of the new SM ports. Costly on a large fabric, so only when something says an SM
         we do not know is there."""
-        if self.topo is None or self.clock() < self.next_census:
+        if self.topo is None or not self.timers.allow(CENSUS, self.clock(), max(self.opts.sweep_interval, 1.0)):
             return
-        self.next_census = self.clock() + max(self.opts.sweep_interval, 1.0)
         reqs, where = [], []
         for n in self.topo.cas():
             for p, path in n.port_paths.items():
@@ -450,7 +565,7 @@ class Daemon:
     # -- STANDBY -------------------------------------------------------------------
     def _poll_master(self) -> None:
         m = self.sm.master
-        self.next_poll = self.clock() + self.opts.poll_interval
+        self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
         if m is None:
             return
         self.counters.polls += 1
@@ -508,9 +623,9 @@ class Daemon:
             log.info("state: %s -> %s (%s)", state_name(tr.old), state_name(tr.new), tr.why)
             self._changed(f"state {state_name(tr.old)} -> {state_name(tr.new)}: {tr.why}")
             if tr.new == SMState.MASTER:
-                self.next_poll = math.inf
-            elif tr.new != SMState.MASTER:
-                self.next_light = self.repair_due = math.inf
+                self.timers.cancel(timers.POLL)
+            else:
+                self.timers.cancel(timers.LIGHT, timers.REPAIR)
 
     def _changed(self, what: str) -> None:
         self.last_change = {"time": time.time(), "what": what}
@@ -537,9 +652,12 @@ class Daemon:
             self._sweep("SIGHUP")
 
     def status(self) -> dict:
-        sm = self.sm
+        """What `smagent status` shows; works from construction on (state STARTING until
+        `start` knows our port, then DISCOVERING)."""
+        sm = self._sm
         if sm is None:
-            return {"state": "STARTING"}
+            return {"state": "STARTING", "activity": self.activity, "sweeps": 0,
+                    "uptime_s": round(time.time() - self.started, 1)}
         master = sm.guid if sm.state == SMState.MASTER else (sm.master.guid if sm.master else None)
         c = dataclasses.asdict(self.counters)
         c["trap_numbers"] = {str(k): v for k, v in sorted(self.counters.trap_numbers.items())}
@@ -552,5 +670,5 @@ class Daemon:
                            "lid": p.lid, "node": p.name} for p in self.peers.values()],
             "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}
                             for t in sm.transitions[-10:]],
-            "uptime_s": round(time.time() - self.started, 1),
+            "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
         }

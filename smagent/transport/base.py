@@ -50,6 +50,7 @@ UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back 
 DEFAULT_WINDOW = 32
 START_WINDOW = 8
 DEFAULT_TIMEOUT_MS = 200
+BETWEEN_ROUNDS_S = 0.05  # how often `Transport.between_rounds` runs while a batch is in flight
 DEFAULT_RETRIES = 3
 
 # What a timeout may mean besides a lost packet: said when a Set or TrapRepress times out
@@ -262,6 +263,9 @@ class Transport:
         self.stats = Stats()
         self.on_send: Callable[[Request], None] | None = None  # each request as it is sent: tests, progress
         self.on_request: Callable[[bytes, int], None] | None = None  # unsolicited requests (see module doc)
+        # called about every BETWEEN_ROUNDS_S while a batch is in flight: a daemon serves its
+        # control socket there, and may raise to abandon the batch (SIGTERM)
+        self.between_rounds: Callable[[], None] | None = None
 
     @property
     def m_key(self) -> int:
@@ -341,6 +345,7 @@ class Transport:
         lost = [0] * len(reqs) if adapt else None  # tries of each request that were lost
         answered: list = []  # (distance class, tries lost) handed to the policy in small batches
         stats = self.stats
+        hook_at = time.monotonic() + BETWEEN_ROUNDS_S
         while pending or inflight:
             room = min(self._cwnd, self.window) - len(inflight)  # posting does not move the window
             while pending and room > 0:
@@ -389,6 +394,9 @@ class Transport:
                 if deadline <= now:
                     del inflight[tid32]
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
+            if self.between_rounds is not None and now >= hook_at:
+                hook_at = now + BETWEEN_ROUNDS_S
+                self.between_rounds()
         if answered:
             self.policy.answered_many(answered, retries)
         if check:
