@@ -1,10 +1,13 @@
 """`smagent run`: the long-running Subnet Manager (see `smagent.sm.daemon`).
 
+SIGHUP re-reads the desired state and reopens the log file (for logrotate).
+
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 bad input (nothing was sent), 3 the fabric or
 transport failed, or another daemon already answers in the state directory.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -26,6 +29,17 @@ def _setup_logging(log_file) -> logging.Handler:
     logger.setLevel(logging.INFO)
     logger.propagate = False
     return handler
+
+
+def _reopen(handler: logging.Handler) -> None:
+    """Open the log file again by its name (after logrotate moved it away); called from the
+    daemon's loop on SIGHUP, never from the signal handler itself (the handler's lock)."""
+    if not isinstance(handler, logging.FileHandler):
+        return
+    with handler.lock or contextlib.nullcontext():
+        if handler.stream is not None:
+            handler.stream.close()
+        handler.stream = handler._open()
 
 
 def _key(value: str) -> int:
@@ -103,6 +117,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
                                      window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
                                      m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True)
         daemon = Daemon(transport, opts)
+        daemon.reopen_logs = lambda: _reopen(handler)
 
         def stop(signum, _frame):
             logging.getLogger("smagent.sm").info("signal %s: stopping", signal.Signals(signum).name)

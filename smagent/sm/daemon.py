@@ -41,7 +41,7 @@ from mad.header import Method
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
-from smagent.sm import events, repair, timers, traps
+from smagent.sm import events, peers as peersmod, repair, timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, Incoming
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
@@ -90,6 +90,8 @@ class Counters:
     trap_numbers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     sminfo_gets_answered: int = 0
     sminfo_sets_answered: int = 0
+    sweeps_failed: int = 0  # sweeps (and repairs) that ended in an error: see `last_error`
+    censuses: int = 0  # PortInfo of every CA port, to find an SM we did not know
     handovers_sent: int = 0
     handovers_received: int = 0
     polls: int = 0
@@ -110,7 +112,7 @@ class Daemon:
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
         self._early: list[tuple[bytes, int]] = []  # SMInfo requests that came before we knew who we are
         self.topo: discovery.Topology | None = None
-        self.peers: dict[int, Peer] = {}
+        self.peers = peersmod.OtherSms()
         self.events: collections.deque[events.Event] = collections.deque()
         self.counters = Counters()
         self.stop_requested = self.reload_requested = False
@@ -123,7 +125,9 @@ class Daemon:
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
         self.last_change: dict | None = None
-        self.last_sweep: dict | None = None
+        self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
+        self.last_error: dict | None = None  # the last failure: what, the error, when
+        self.reopen_logs = None  # `smagent run` sets it: SIGHUP reopens the log file (logrotate)
         self.started = time.time()
         if opts.state_dir:
             Path(opts.state_dir).mkdir(parents=True, exist_ok=True)
@@ -147,6 +151,7 @@ class Daemon:
         self.local_pi = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), port))).attribute(PortInfo)
         self._sm = StateMachine(ni.port_guid, self.opts.priority, sm_key=self.opts.sm_key,
                                poll_retries=self.opts.poll_retries)
+        self.peers.own_guid = ni.port_guid
         early, self._early = self._early, []
         for raw, slid in early:
             self.dispatcher.dispatch(raw, slid)
@@ -186,7 +191,11 @@ class Daemon:
         control = control if control is not None else self.control
         self.activity = None
         self._publish()
-        self.t.poll(min(max_wait, max(0.0, self.timers.next_at() - self.clock())))
+        try:
+            self.t.poll(min(max_wait, max(0.0, self.timers.next_at() - self.clock())))
+        except SmagentError as e:  # the device failed under us: say so, and keep going
+            self._failed("waiting for MADs", e)
+            time.sleep(min(max_wait, 0.2))  # not a busy loop while it stays broken
         if control is not None and not control.threaded:
             control.serve_pending(self._answer_control)
         while self.events and not self.stop_requested:
@@ -253,6 +262,14 @@ class Daemon:
     def _reply_lid(req, slid: int) -> int:
         return PERMISSIVE_LID if req.directed else (slid or PERMISSIVE_LID)
 
+    def _respond(self, raw: bytes, dlid: int) -> None:
+        """Send an answer; a failure to send is logged, never fatal (we run inside the
+        transport, perhaps in the middle of a sweep)."""
+        try:
+            self.t.respond(raw, dlid)
+        except SmagentError as e:
+            self._failed(f"answering LID {dlid}", e)
+
     def _unsupported(self, m: Incoming) -> None:
         """Any request we do not serve: a Get or Set is answered with the IBA status (an
         SMA's business: under ibsim an unanswered request is never timed out, and its
@@ -261,14 +278,14 @@ class Daemon:
             return
         req = self._decoded(m)
         if req is not None:
-            self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)),
-                           self._reply_lid(req, m.slid))
+            self._respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)),
+                          self._reply_lid(req, m.slid))
 
     def _on_trap_request(self, m: Incoming) -> None:
         req = self._decoded(m)
         if req is None:
             return
-        self.t.respond(traps.repress(req), self._reply_lid(req, m.slid))
+        self._respond(traps.repress(req), self._reply_lid(req, m.slid))
         try:
             self.events.append(events.TrapReceived(traps.parse(req)))
         except MadError as e:
@@ -290,14 +307,14 @@ class Daemon:
         if req.method == Method.GET:
             self.counters.sminfo_gets_answered += 1
             value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key))
-            self.t.respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
+            self._respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
             if self.sm.state == SMState.MASTER:
                 self.events.append(events.PolledBySm(m.slid))
             return
         self.counters.sminfo_sets_answered += 1
         status = self.sm.check_set(req.attribute_modifier, remote) if remote is not None else \
             smstate.INVALID_VALUE_STATUS
-        self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=self.sm.sminfo(act))), dlid)
+        self._respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=self.sm.sminfo(act))), dlid)
         if status == 0 and remote is not None:
             self.events.append(events.SmInfoSetAccepted(req.attribute_modifier, remote))
         else:
@@ -312,13 +329,9 @@ class Daemon:
             self._on_trap(ev.trap)
         elif isinstance(ev, events.SmInfoSetAccepted):
             self._on_set(ev.modifier, ev.remote)
-        elif isinstance(ev, events.PolledBySm) and self.sm.state == SMState.MASTER \
-                and self.timers.allow(REFRESH, self.clock(), REFRESH_INTERVAL_S):
-            with self._busy("asking the other SMs"):
-                if self.peers:
-                    self._refresh_peers()
-                else:
-                    self._census("an SM we do not know polls us")
+        elif isinstance(ev, events.PolledBySm) and self.sm.state == SMState.MASTER:
+            with self._busy("asking the SM that polled us"):
+                self._on_polled(ev.slid)
 
     def _on_trap(self, trap: traps.Trap) -> None:
         c = self.counters
@@ -338,8 +351,28 @@ class Daemon:
             with self._busy("asking an SM that announced itself"):
                 self._check_sm_at_lid(decision.lid)
 
+    def _on_polled(self, slid: int) -> None:
+        """An SMInfo Get while MASTER: a STANDBY SM polling us (one to hand over to?), or
+        only `sminfo` run on a host. A known SM: refresh what we know of the SMs; a LID we
+        can place: is there an SM (one PortInfo Get)? Only a sender we cannot place at all
+        (a directed-route Get) costs a census, and that at most once a sweep interval."""
+        now = self.clock()
+        local = self._local()
+        if local is not None and slid == local[2].lid:
+            return  # ourselves
+        if any(p.lid == slid for p in self.peers.values()):
+            if self.timers.allow(REFRESH, now, REFRESH_INTERVAL_S):
+                self._refresh_peers()
+            return
+        at = peersmod.port_at_lid(self.topo, slid) if slid not in (0, PERMISSIVE_LID) else None
+        if at is not None:
+            if self.timers.allow(f"probe {slid}", now, max(self.opts.sweep_interval, 1.0)):
+                self._check_sm_at(at[0], at[1], slid, "polled us")
+            return
+        self._census(f"an SM we cannot place polls us (LID {slid})")
+
     def _on_set(self, modifier: int, remote) -> None:
-        sender = self.peers.get(remote.guid) or self._peer_from_topology(remote)
+        sender = self.peers.get(remote.guid) or peersmod.from_topology(self.topo, remote)
         old = self.sm.state
         action = self.sm.on_set(modifier, remote, sender)
         log.info("SubnSet(SMInfo) %s from SM %#018x: state %s -> %s", Control(modifier).name, remote.guid,
@@ -383,15 +416,7 @@ class Daemon:
             self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     def _ask_sms(self, topo: discovery.Topology) -> list[Peer]:
-        peers = []
-        for n, p, pi, r in sweepmod.find_sms(self.t, topo):
-            if not r.ok:
-                log.info("%s port %d has IsSM but SMInfo did not answer: %s", n.description, p, r.error)
-                continue
-            s = r.value(SMInfo)
-            peers.append(Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), pi.lid, n.description))
-        self.peers = {p.guid: p for p in peers}
-        return peers
+        return self.peers.replace(peersmod.ask_all(self.t, topo))
 
     def _announce_to_master(self) -> None:
         """Trap 144 to the master (as OpenSM does on entering STANDBY): a lower master
@@ -401,7 +426,7 @@ class Daemon:
         if m is None or not m.lid or local is None:
             return
         node, port, pi = local
-        self.t.respond(traps.trap_144(pi.lid, pi.capability_mask, node.node_type), m.lid)
+        self._respond(traps.trap_144(pi.lid, pi.capability_mask, node.node_type), m.lid)
         log.info("sent trap 144 to the master at LID %d", m.lid)
 
     # -- MASTER --------------------------------------------------------------------
@@ -441,6 +466,9 @@ class Daemon:
         try:
             r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
+            self.counters.sweeps_failed += 1
+            self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),
+                               "smps": st.sent - sent0, "seconds": round(self.clock() - t0, 3), "time": time.time()}
             self._failed(f"sweep ({why})", e)
             self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
             return
@@ -453,7 +481,7 @@ class Daemon:
         kinds = collections.Counter(st.by_kind) - kinds0
         sets = sum(v for k, v in kinds.items() if k.startswith("SubnSet"))
         s = r.summary()["sets"]
-        self.last_sweep = {"why": why, "incremental": known is not None, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
+        self.last_sweep = {"why": why, "incremental": known is not None, "ok": True, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
                            "mft_blocks": s["mft_blocks"], "portinfo": s["portinfo"],
                            "seconds": round(self.clock() - t0, 3), "problems": len(r.problems), "time": time.time()}
         log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s%s",
@@ -477,22 +505,16 @@ class Daemon:
         """SwitchInfo of every switch (PortStateChange) and SMInfo of every known SM."""
         self._arm_light()
         switches: list[discovery.DNode] = self.topo.switches() if self.topo else []
-        peers = list(self.peers.values())
+        peers = self.peers.values()
         reqs = [Request(smpcodec.dr(Method.GET, AttrID.SWITCH_INFO, n.path)) for n in switches]
-        reqs += [Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, p.path)) for p in peers]
+        reqs += [peersmod.sminfo_get(p.path) for p in peers]
         sent0 = self.t.stats.sent
         replies = self.t.execute(reqs)
         self.counters.light_sweeps += 1
         self.counters.light_sweep_gets = self.t.stats.sent - sent0
         moved = [n for n, r in zip(switches, replies) if not r.ok or r.value(SwitchInfo).port_state_change]
         unread = any(not r.ok for r in replies[:len(switches)])
-        for p, r in zip(peers, replies[len(switches):]):
-            if r.ok:
-                s = r.value(SMInfo)
-                p.state, p.priority, p.act_count = s.sm_state, s.priority, s.act_count
-            else:
-                log.info("light sweep: %s no longer answers", p.describe())
-                del self.peers[p.guid]
+        self.peers.update(peers, replies[len(switches):], "light sweep")
         log.info("light sweep: %d Gets, %s", self.counters.light_sweep_gets,
                  f"change at {', '.join(n.description for n in moved[:4])}{' ...' if len(moved) > 4 else ''}"
                  if moved else "no change")
@@ -500,17 +522,13 @@ class Daemon:
             self._repair(f"light sweep found a change at {moved[0].description}",
                          None if unread else {n.guid for n in moved})
             return
-        self._check_peers(list(self.peers.values()))
+        self._check_peers(self.peers.values())
 
     def _refresh_peers(self) -> None:
         """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""
-        peers = list(self.peers.values())
-        for p, r in zip(peers, self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, p.path))
-                                               for p in peers])):
-            if r.ok:
-                s = r.value(SMInfo)
-                p.state, p.priority, p.act_count = s.sm_state, s.priority, s.act_count
-        self._check_peers(peers)
+        peers = self.peers.values()
+        self.peers.update(peers, self.t.execute([peersmod.sminfo_get(p.path) for p in peers]), "SM refresh")
+        self._check_peers(self.peers.values())
 
     def _check_peers(self, peers: list[Peer]) -> None:
         action, peer = self.sm.check_peers(peers)
@@ -531,35 +549,27 @@ class Daemon:
         self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     def _check_sm_at_lid(self, lid: int) -> None:
-        for n in (self.topo.nodes.values() if self.topo else ()):
-            for p in n.lid_ports():
-                if n.lid(p) == lid:
-                    r = self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))])[0]
-                    if r.ok:
-                        s = r.value(SMInfo)
-                        peer = Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), lid, n.description)
-                        self.peers[peer.guid] = peer
-                        log.info("SM announced itself: %s", peer.describe())
-                        self._check_peers(list(self.peers.values()))
-                    return
-        self._census(f"trap 144 from unknown LID {lid}")
+        """A trap 144 from `lid`: ask the SM there (a census if we cannot place the LID)."""
+        at = peersmod.port_at_lid(self.topo, lid)
+        if at is None:
+            self._census(f"trap 144 from unknown LID {lid}")
+        elif (at[0].guid, at[1]) != (self.topo.local if self.topo else None):  # not our own trap 144
+            self._check_sm_at(at[0], at[1], lid, "announced itself")
+
+    def _check_sm_at(self, n: discovery.DNode, port: int, lid: int, why: str) -> None:
+        peer = peersmod.sm_at(self.t, n, port, lid)
+        if peer is not None and self.peers.add(peer):
+            log.info("SM %s: %s", why, peer.describe())
+            self._check_peers(self.peers.values())
 
     def _census(self, why: str) -> None:
         """PortInfo of every CA port (IsSM may have appeared without a trap), then SMInfo
         of the new SM ports. Costly on a large fabric, so only when something says an SM
-        we do not know is there."""
+        we do not know is there, and at most once a sweep interval."""
         if self.topo is None or not self.timers.allow(CENSUS, self.clock(), max(self.opts.sweep_interval, 1.0)):
             return
-        reqs, where = [], []
-        for n in self.topo.cas():
-            for p, path in n.port_paths.items():
-                if (n.guid, p) != self.topo.local:
-                    reqs.append(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, path, p)))
-                    where.append((n, p))
-        for (n, p), r in zip(where, self.t.execute(reqs)):
-            if r.ok:
-                n.ports[p] = r.value(PortInfo)
-        log.info("SM census (%s): %d PortInfo Gets", why, len(reqs))
+        self.counters.censuses += 1
+        log.info("SM census (%s): %d PortInfo Gets", why, peersmod.census(self.t, self.topo))
         self._check_peers(self._ask_sms(self.topo))
 
     # -- STANDBY -------------------------------------------------------------------
@@ -592,16 +602,6 @@ class Daemon:
         log.info("sent SubnSet(SMInfo) %s to %s: %s", control.name, peer.describe(), "ok" if rep.ok else rep.error)
         return rep
 
-    def _peer_from_topology(self, remote: SMInfo) -> Peer | None:
-        found = self.topo.by_guid(remote.guid) if self.topo else None
-        if not found:
-            return None
-        n, p = found
-        if p is None:
-            return None
-        return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
-                    n.lid(p), n.description)
-
     def _reveal_key(self, request_m_key: int) -> bool:
         local = self._local()
         pi = local[2] if local is not None else self.local_pi
@@ -632,9 +632,13 @@ class Daemon:
 
     def _failed(self, what: str, err) -> None:
         self.counters.errors += 1
+        self.last_error = {"what": what, "error": str(err), "time": time.time()}
         log.error("%s failed: %s", what, err)
 
     def _reload(self) -> None:
+        if self.reopen_logs is not None:
+            self.reopen_logs()
+            log.info("SIGHUP: log file reopened")
         f = self.opts.desired_file
         if f:
             from smagent import desired
@@ -664,7 +668,8 @@ class Daemon:
         return {
             "state": state_name(sm.state), "priority": sm.priority, "guid": f"{sm.guid:#018x}",
             "master_guid": None if master is None else f"{master:#018x}",
-            "sweeps": self.counters.sweeps, "last_sweep": self.last_sweep, "last_change": self.last_change,
+            "sweeps": self.counters.sweeps, "sweeps_failed": self.counters.sweeps_failed,
+            "last_sweep": self.last_sweep, "last_error": self.last_error, "last_change": self.last_change,
             "counters": c, "smps_sent": self.t.stats.sent,
             "other_sms": [{"guid": f"{p.guid:#018x}", "priority": p.priority, "state": state_name(p.state),
                            "lid": p.lid, "node": p.name} for p in self.peers.values()],
