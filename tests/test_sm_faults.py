@@ -240,3 +240,48 @@ def test_sminfo_from_hosts_costs_no_census():
         t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0,))), slid=0xFFFF)
         run_for(d, clock, 0.5)
     assert d.counters.censuses == 1
+
+
+def test_a_sweep_with_problems_is_followed_at_once_by_a_full_sweep(monkeypatch):
+    """Not after the next light sweep (a whole switch Unlinked left 784 black-holed pairs for
+    10 s); and not for ever: RESWEEPS_AFTER_PROBLEMS in a row, then the light sweeps."""
+    from smagent import sweep as sweepmod
+    from smagent.sm import daemon as daemonmod
+    real, calls = sweepmod.sweep, []
+
+    def flaky(t, opts):
+        r = real(t, opts)
+        calls.append(opts.known is None)
+        if len(calls) <= 1 + daemonmod.RESWEEPS_AFTER_PROBLEMS:  # the bring-up and the resweeps
+            r.problems.append("SubnSet(PortInfo) to S1 port 3: no response")
+        return r
+    monkeypatch.setattr(sweepmod, "sweep", flaky)
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    run_for(d, clock, 0.5)
+    assert d.counters.sweeps == 2 and d.last_sweep["why"].startswith("repair after the last sweep ended with 1 problem")
+    run_for(d, clock, 0.5)
+    assert d.counters.sweeps == 3 and all(calls)  # full sweeps, each at once
+    run_for(d, clock, 2)
+    assert d.counters.sweeps == 3  # the limit: the light sweeps take over
+    run_for(d, clock, 10)
+    assert d.counters.light_sweeps == 1
+
+
+def test_sighup_with_a_desired_state_that_does_not_fit_is_refused(tmp_path, caplog):
+    desired = tmp_path / "desired.yaml"
+    desired.write_text("routing: minhop\n")
+    t, d, clock = make(tmp_path, desired_file=str(desired))
+    d.start()
+    desired.write_text("routing: minhop\nlft:\n  - {switch: NoSuchSwitch, lid: 5, port: 1}\n")
+    d.reload_requested = True
+    with caplog.at_level(logging.INFO, logger="smagent.sm"):
+        d.step(max_wait=0)
+    assert "does not fit the fabric; not reloaded" in caplog.text and "NoSuchSwitch" in caplog.text
+    assert d.opts.sweep.desired is None or not d.opts.sweep.desired.lft  # the previous state stays
+    assert d.counters.sweeps == 1 and d.counters.sweeps_failed == 0  # and no sweep was tried with it
+    sw = d.topo.switches()[0]  # a static entry routing agrees with: the switch's own LID to port 0
+    desired.write_text(f"routing: minhop\nlft:\n  - {{switch: {sw.description}, lid: {sw.lid(0)}, port: 0}}\n")
+    d.reload_requested = True
+    d.step(max_wait=0)
+    assert d.counters.sweeps == 2 and d.opts.sweep.desired.lft and d.last_sweep["ok"]

@@ -53,6 +53,9 @@ ATTR_NOT_SUPPORTED = 0x000C  # MAD status: method/attribute combination not supp
 LID_FILE = "guid2lid"  # OpenSM's format, in the state directory
 REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know
 REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Timers
+# a sweep that ends with problems (a switch that stopped answering mid-sweep, a node cut
+# off) is followed at once by a full one, this many times in a row; then the light sweeps
+RESWEEPS_AFTER_PROBLEMS = 2
 
 
 class Stopped(BaseException):
@@ -127,6 +130,7 @@ class Daemon:
         self.last_change: dict | None = None
         self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
         self.last_error: dict | None = None  # the last failure: what, the error, when
+        self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
         self.reopen_logs = None  # `smagent run` sets it: SIGHUP reopens the log file (logrotate)
         self.started = time.time()
         if opts.state_dir:
@@ -491,9 +495,26 @@ class Daemon:
         if sets:
             self._changed(f"{why}: {sets} Sets")
         self._arm_light()
+        self._resweep_if_unclean(r, clean)
         if known is None:  # a repair changed links, not SMs: the light sweeps watch those
             with self._busy("asking the other SMs"):
                 self._check_peers(self._ask_sms(r.topology))
+
+    def _resweep_if_unclean(self, r, clean: bool) -> None:
+        """A sweep that left problems or unreachable nodes (routes may black-hole) is
+        followed at once by a full sweep, not by the next light sweep."""
+        if clean:
+            self._resweeps = 0
+            return
+        if self._resweeps >= RESWEEPS_AFTER_PROBLEMS:
+            log.warning("sweep: still %d problem(s) after %d full sweeps in a row; the light sweeps watch on",
+                        len(r.problems) + len(r.topology.unreachable), self._resweeps)
+            return
+        self._resweeps += 1
+        self.repair_why.append(f"the last sweep ended with {len(r.problems)} problem(s) and "
+                               f"{len(r.topology.unreachable)} unreachable node(s)")
+        self.repair_switches = None  # sweep everything: no known state to patch
+        self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.trap_settle)
 
     def _arm_light(self) -> None:
         if self.opts.sweep_interval:
@@ -647,6 +668,11 @@ class Daemon:
             except BadInput as e:  # a bad file, or one contradicting the command line
                 log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, e)
                 return
+            why = self._does_not_fit(settings.get("desired"))
+            if why:
+                log.error("SIGHUP: %s does not fit the fabric; not reloaded, the previous desired state stays: %s",
+                          f, why)
+                return
             for k, v in settings.items():
                 setattr(self.opts.sweep, k, v)
             log.info("SIGHUP: desired state re-read from %s", f)
@@ -654,6 +680,21 @@ class Daemon:
             log.info("SIGHUP: no desired-state file; sweeping again")
         if self.sm.state == SMState.MASTER:
             self._sweep("SIGHUP")
+
+    def _does_not_fit(self, ds) -> str | None:
+        """Why a desired state cannot be resolved against the fabric as last discovered
+        (a switch it names is not there, ...), or None: checked before it replaces the
+        one in force, so that a bad reload never stops the routing."""
+        if ds is None or self.topo is None:
+            return None
+        from smagent import desired
+        try:
+            resolved = desired.resolve(ds, self.topo)
+            if ds.multicast and self.opts.sweep.multicast:
+                desired.group_spec(ds, resolved, self.topo)
+        except BadInput as e:
+            return str(e)
+        return None
 
     def status(self) -> dict:
         """What `smagent status` shows; works from construction on (state STARTING until
