@@ -22,6 +22,9 @@ the middle of work raises `Stopped` at once, as Ctrl-C raises KeyboardInterrupt 
 * STANDBY: poll the master's SMInfo every `poll_interval`; after more than
   `poll_retries` unanswered polls, discover again (and so take over).
 
+The other SMs are `smagent.sm.peers`; a fabric failure anywhere is logged, counted and
+survived (`_busy`); a sweep left with problems is followed at once by a full one.
+
 Every event is one log line: trap, sweep, change, state transition.
 """
 from __future__ import annotations
