@@ -329,3 +329,22 @@ def test_sigterm_during_the_bring_up_sweep_ends_the_daemon_within_a_second(tmp_p
     assert rc == 0, log[-3000:]
     assert "stop: sweep (became MASTER) abandoned" in log and "sweeps: 1" not in log
     assert took < 1.0, f"the daemon took {took:.3f} s to stop; log:\n{log[-2000:]}"
+
+
+def test_a_whole_core_switch_unlinked_is_routed_around_before_any_light_sweep(tmp_path, ibsim, procs):
+    """ibsim traps only the first port of an `Unlink S0`: the repair's Sets to S0 go
+    unanswered, and the sweep that ends with those problems is followed at once by a full
+    sweep (once left for the next light sweep: 784 black-holed pairs for 10 s)."""
+    fabric = topogen.fat_tree_3(8)
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(fabric))
+    sim = ibsim(net, console=True, extra_args=netfile.ibsim_size_args(fabric))
+    d = Daemon(sim, "--sweep-interval", "60")
+    procs.append(d)
+    d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, timeout=60, what="MASTER")
+    walk_all_pairs(sim)
+    sim.unlink("S0")
+    s = d.wait(lambda s: s["sweeps"] >= 2 and s["last_sweep"]["why"] != "became MASTER"
+               and s["last_sweep"]["problems"] == 0 and not s["activity"], timeout=30, what="a clean sweep")
+    walk_all_pairs(sim)
+    assert d.status()["counters"]["light_sweeps"] == 0 and s["sweeps_failed"] == 0
