@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import logging
 import math
-import socket
 import threading
 import time
-
-import pytest
 
 from mad import smp as smpcodec
 from mad.attributes import AttrID, SMState

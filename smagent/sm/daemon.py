@@ -335,7 +335,8 @@ class Daemon:
         if isinstance(ev, events.TrapReceived):
             self._on_trap(ev.trap)
         elif isinstance(ev, events.SmInfoSetAccepted):
-            self._on_set(ev.modifier, ev.remote)
+            with self._busy("acting on a SubnSet(SMInfo)"):
+                self._on_set(ev.modifier, ev.remote)
         elif isinstance(ev, events.PolledBySm) and self.sm.state == SMState.MASTER:
             with self._busy("asking the SM that polled us"):
                 self._on_polled(ev.slid)
@@ -360,23 +361,25 @@ class Daemon:
 
     def _on_polled(self, slid: int) -> None:
         """An SMInfo Get while MASTER: a STANDBY SM polling us (one to hand over to?), or
-        only `sminfo` run on a host. A known SM: refresh what we know of the SMs; a LID we
-        can place: is there an SM (one PortInfo Get)? Only a sender we cannot place at all
-        (a directed-route Get) costs a census, and that at most once a sweep interval."""
+        only `sminfo` run on a host. From a LID we can place that is no SM we know: is
+        there an SM (one PortInfo Get, at most once a sweep interval per LID)? From an SM
+        we know, or a sender we cannot place (a directed-route Get) while we know SMs:
+        refresh what we know of them (a few Gets, at most once a second). Only a sender we
+        cannot place while we know no SM costs a census (at most once a sweep interval)."""
         now = self.clock()
         local = self._local()
         if local is not None and slid == local[2].lid:
             return  # ourselves
-        if any(p.lid == slid for p in self.peers.values()):
-            if self.timers.allow(REFRESH, now, REFRESH_INTERVAL_S):
-                self._refresh_peers()
-            return
-        at = peersmod.port_at_lid(self.topo, slid) if slid not in (0, PERMISSIVE_LID) else None
+        known = any(p.lid == slid for p in self.peers.values())
+        at = peersmod.port_at_lid(self.topo, slid) if slid not in (0, PERMISSIVE_LID) and not known else None
         if at is not None:
             if self.timers.allow(f"probe {slid}", now, max(self.opts.sweep_interval, 1.0)):
                 self._check_sm_at(at[0], at[1], slid, "polled us")
-            return
-        self._census(f"an SM we cannot place polls us (LID {slid})")
+        elif self.peers:
+            if self.timers.allow(REFRESH, now, REFRESH_INTERVAL_S):
+                self._refresh_peers()
+        else:
+            self._census(f"an SM we cannot place polls us (LID {slid})")
 
     def _on_set(self, modifier: int, remote) -> None:
         sender = self.peers.get(remote.guid) or peersmod.from_topology(self.topo, remote)
