@@ -285,3 +285,21 @@ def test_sighup_with_a_desired_state_that_does_not_fit_is_refused(tmp_path, capl
     d.reload_requested = True
     d.step(max_wait=0)
     assert d.counters.sweeps == 2 and d.opts.sweep.desired.lft and d.last_sweep["ok"]
+
+
+def test_a_status_that_cannot_be_built_is_an_answer_not_a_dead_socket(tmp_path, cli):
+    server = control.ControlServer(control.socket_path(tmp_path))
+    calls = []
+
+    def broken(_c):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("a defect")
+        return {"state": "MASTER"}
+    server.start(broken)
+    try:
+        r = cli("status", "--state-dir", tmp_path)
+        assert r.exit_code == 3 and "internal error: ValueError: a defect" in r.output
+        assert control.query(server.path)["state"] == "MASTER"  # the serving thread lives on
+    finally:
+        server.close()

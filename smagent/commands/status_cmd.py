@@ -48,6 +48,8 @@ def status(state_dir, as_json):
     from smagent.paths import default_state_dir
     from smagent.sm import control
     s = control.query(control.socket_path(state_dir or default_state_dir()))  # ControlError: exit 3
+    if "state" not in s:
+        raise control.ControlError(f"the daemon answered with an error: {s.get('error', s)}")
     try:
         click.echo(json.dumps(s, indent=2) if as_json else "\n".join(lines(s)))
         sys.stdout.flush()

@@ -117,8 +117,7 @@ class ControlServer:
                 if b"\n" not in c.inbuf and chunk and len(c.inbuf) <= MAX_LINE:
                     return False
                 line = c.inbuf.split(b"\n", 1)[0].decode(errors="replace").strip()
-                reply = handler(line) if line in COMMANDS else {"error": f"unknown command {line[:80]!r}"}
-                c.outbuf = (json.dumps(reply) + "\n").encode()
+                c.outbuf = (_answer(handler, line) + "\n").encode()
             sent = c.sock.send(c.outbuf)
             c.outbuf = c.outbuf[sent:]
             return not c.outbuf
@@ -141,6 +140,15 @@ class ControlServer:
             self.path.unlink()
         except FileNotFoundError:
             pass
+
+
+def _answer(handler, line: str) -> str:
+    if line not in COMMANDS:
+        return json.dumps({"error": f"unknown command {line[:80]!r}"})
+    try:
+        return json.dumps(handler(line))
+    except Exception as e:  # noqa: BLE001 - a defect must not kill the thread that serves the socket
+        return json.dumps({"error": f"internal error: {type(e).__name__}: {e}"})
 
 
 def _listening(path) -> bool:
