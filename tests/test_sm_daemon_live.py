@@ -301,6 +301,7 @@ def test_status_answers_within_a_second_during_the_bring_up_sweep(tmp_path, ibsi
     d = Daemon(sim, "--sweep-interval", "0")
     procs.append(d)
     _wait_log(d, "sweep (became MASTER): started")
+    assert d.status()["activity"] == "sweep (became MASTER)"  # `smagent status --json` itself, mid-sweep
     path, seen, slowest = control.socket_path(d.state), [], 0.0
     while "sweep (became MASTER): " not in d.logtext().split("started", 1)[-1]:  # until the sweep's end is logged
         t0 = time.monotonic()
