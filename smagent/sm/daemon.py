@@ -124,7 +124,7 @@ class Daemon:
         self.stop_requested = self.reload_requested = False
         self.timers = timers.Timers()
         self.control = None  # the ControlServer `run` serves, also between sweep rounds
-        self.activity: str | None = "starting"  # what the daemon is busy with, for the status
+        self._activity: str | None = "starting"  # what the daemon is busy with (`activity`)
         self._in_run = False  # inside `run`: a stop may raise Stopped there
         self._published: dict = {}  # the status the control thread answers with
         self.repair_why: list[str] = []
@@ -141,6 +141,17 @@ class Daemon:
             opts.sweep.state_dir = opts.state_dir
             opts.sweep.lid_file = opts.sweep.lid_file or str(Path(opts.state_dir) / LID_FILE)
         opts.sweep.force = True  # the state machine decided we are MASTER; sweep must not refuse
+
+    @property
+    def activity(self) -> str | None:
+        """What the daemon is busy with (None: waiting), for the status."""
+        return self._activity
+
+    @activity.setter
+    def activity(self, what: str | None) -> None:
+        if what != self._activity:
+            self._activity = what
+            self._publish()  # the control socket says so at once, not at the next round
 
     @property
     def sm(self) -> StateMachine:

@@ -266,6 +266,7 @@ class Transport:
         # called about every BETWEEN_ROUNDS_S while a batch is in flight: a daemon serves its
         # control socket there, and may raise to abandon the batch (SIGTERM)
         self.between_rounds: Callable[[], None] | None = None
+        self._between_at = 0.0
 
     @property
     def m_key(self) -> int:
@@ -345,7 +346,6 @@ class Transport:
         lost = [0] * len(reqs) if adapt else None  # tries of each request that were lost
         answered: list = []  # (distance class, tries lost) handed to the policy in small batches
         stats = self.stats
-        hook_at = time.monotonic() + BETWEEN_ROUNDS_S
         while pending or inflight:
             room = min(self._cwnd, self.window) - len(inflight)  # posting does not move the window
             while pending and room > 0:
@@ -394,8 +394,8 @@ class Transport:
                 if deadline <= now:
                     del inflight[tid32]
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
-            if self.between_rounds is not None and now >= hook_at:
-                hook_at = now + BETWEEN_ROUNDS_S
+            if self.between_rounds is not None and now >= self._between_at:  # across batches: short ones too
+                self._between_at = now + BETWEEN_ROUNDS_S
                 self.between_rounds()
         if answered:
             self.policy.answered_many(answered, retries)
