@@ -15,7 +15,7 @@ from mad.header import Method
 from smagent.fdb.journal import Journal
 from smagent.sm import control, timers
 from smagent.sm.daemon import Daemon, DaemonOptions
-from smagent.sm.dispatch import Dispatcher
+from smagent.sm.dispatch import Dispatcher, Incoming, key_of
 from smagent.transport.sim import SimTransport
 
 
@@ -38,16 +38,17 @@ def test_timers_fire_once_in_order_and_gates_rate_limit():
 
 def test_dispatcher_routes_by_class_method_attribute_and_falls_back():
     seen = []
-    d = Dispatcher(lambda m: seen.append(("default", m.attribute_id)))
-    d.route((0x01, 0x81), Method.GET, AttrID.SM_INFO, lambda m: seen.append(("sminfo", m.mgmt_class)))
+    d = Dispatcher(lambda m: seen.append(("default", m.slid)))
+    d.route((0x01, 0x81), Method.GET, AttrID.SM_INFO, lambda m: seen.append(("sminfo", m.raw[1])))
     lid = smpcodec.encode(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO, 5))
     dr = smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1)))
     other = smpcodec.encode(smpcodec.dr(Method.SET, AttrID.SM_INFO, (0, 1)))
-    d.dispatch(lid, 3)
-    d.dispatch(dr, 0)
-    d.dispatch(other, 0)
-    d.dispatch(b"\x01\x81", 0)  # too short to have an attribute: the default
-    assert seen == [("sminfo", 0x01), ("sminfo", 0x81), ("default", AttrID.SM_INFO), ("default", 0)]
+    d.dispatch(Incoming(lid, 3))
+    d.dispatch(Incoming(dr, 0))
+    d.dispatch(Incoming(other, 7))
+    d.dispatch(Incoming(b"\x01\x81", 9))  # too short to have an attribute: the default
+    assert seen == [("sminfo", 0x01), ("sminfo", 0x81), ("default", 7), ("default", 9)]
+    assert key_of(other) == (0x81, Method.SET, AttrID.SM_INFO) and key_of(b"\x01") is None
 
 
 def test_status_before_start_and_during_discovery():

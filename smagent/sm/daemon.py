@@ -45,7 +45,7 @@ from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
 from smagent.sm import events, peers as peersmod, repair, timers, traps
-from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, Incoming
+from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, Incoming, key_of
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
 from smagent.transport.base import Reply, Request, Transport
@@ -113,10 +113,10 @@ class Daemon:
         self.dispatcher.route(SMP_CLASSES, Method.SET, AttrID.SM_INFO, self._on_sminfo)
         self.dispatcher.route(SMP_CLASSES, Method.TRAP, AttrID.NOTICE, self._on_trap_request)
         self.dispatcher.route(SMP_CLASSES, Method.TRAP_REPRESS, AttrID.NOTICE, lambda m: None)  # to a trap of ours
-        transport.on_request = self.dispatcher.dispatch
+        transport.on_request = lambda raw, slid: self.dispatcher.dispatch(Incoming(bytes(raw), slid))
         self._sm: StateMachine | None = None  # `start` makes it
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
-        self._early: list[tuple[bytes, int]] = []  # SMInfo requests that came before we knew who we are
+        self._early: list[Incoming] = []  # SMInfo requests that came before we knew who we are
         self.topo: discovery.Topology | None = None
         self.peers = peersmod.OtherSms()
         self.events: collections.deque[events.Event] = collections.deque()
@@ -171,8 +171,8 @@ class Daemon:
                                poll_retries=self.opts.poll_retries)
         self.peers.own_guid = ni.port_guid
         early, self._early = self._early, []
-        for raw, slid in early:
-            self.dispatcher.dispatch(raw, slid)
+        for m in early:
+            self.dispatcher.dispatch(m)
         log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
         self._discover()
 
@@ -292,7 +292,8 @@ class Daemon:
         """Any request we do not serve: a Get or Set is answered with the IBA status (an
         SMA's business: under ibsim an unanswered request is never timed out, and its
         sender would wait for ever); other methods are dropped, as no SM answers them."""
-        if m.mgmt_class not in SMP_CLASSES or m.method not in (Method.GET, Method.SET):
+        key = key_of(m.raw)
+        if key is None or key[0] not in SMP_CLASSES or key[1] not in (Method.GET, Method.SET):
             return
         req = self._decoded(m)
         if req is not None:
@@ -314,7 +315,7 @@ class Daemon:
         if req is None:
             return
         if self._sm is None:
-            self._early.append((m.raw, m.slid))  # before we know our GUID: answered by `start`
+            self._early.append(m)  # before we know our GUID: answered by `start`
             return
         dlid = self._reply_lid(req, m.slid)
         try:
