@@ -508,3 +508,34 @@ def test_key_file_is_read_whole_and_never_quoted(tmp_path, text, says):
         assert secret.lower() not in str(e.value).lower()
     f.write_text("# the SM_Key\n  0x1122334455667788  # ours\n\n")
     assert mkeys.load_key_file(f, "--sm-key-file") == 0x1122334455667788
+
+
+@pytest.mark.parametrize("level", [2, 3])
+def test_daemon_repair_with_per_node_keys_stays_incremental(level):
+    """fat_tree_2(4), a different M_Key on every switch, the SM on H0 (L0 port 1): cutting
+    L0-S0 sends S0's DR path through L0-S1-L1-S0, a path discovery never walked. The
+    repair tells the key chain who is behind it, so its SMPs carry S0's key and the repair
+    stays incremental, far below a full sweep's SMPs."""
+    from smagent import topogen
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    fabric = topogen.fat_tree_2(4)
+    switches = [n.name for n in fabric.switches()]
+    keys = {name: 0x5A00000000000000 + i + 1 for i, name in enumerate(switches)}
+    sim = SimFabric.from_fabric(fabric, node_caps={n: {"m_key": keys[n], "m_key_protect_bits": level}
+                                                   for n in switches})
+    t = SimTransport(sim)
+    t.keys = mkeys.KeyChain(0, {sim.node(n).guid: keys[n] for n in switches})
+    t.serve()
+    now = [1000.0]
+    d = Daemon(t, DaemonOptions(sweep_interval=0), clock=lambda: now[0])
+    d.start()
+    full = d.last_sweep["smps"]
+    s0 = d.topo.nodes[sim.node("S0").guid]
+    assert s0.path == (0, 1, 3)
+    sim.unlink("L0", 3)
+    for _ in range(4):
+        now[0] += 0.5
+        d.step(max_wait=0)
+    assert d.counters.repairs == 1 and d.last_sweep["incremental"], d.last_sweep
+    assert d.known is not None and d.known.topology.nodes[s0.guid].path == (0, 1, 4, 2, 3)
+    assert d.last_sweep["problems"] == 0 and d.last_sweep["smps"] < full / 10, (d.last_sweep["smps"], full)

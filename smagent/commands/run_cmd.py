@@ -1,11 +1,14 @@
 """`smagent run`: the long-running Subnet Manager (see `smagent.sm.daemon`).
 
+SIGHUP re-reads the desired state and reopens the log file (for logrotate).
+
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 bad input (nothing was sent), 3 the fabric or
 transport failed, or another daemon already answers in the state directory, 4 another SM
 already runs on the port (`smagent.sm.lock`: the runtime lock, or IsSM set).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -33,6 +36,17 @@ def _setup_logging(log_file) -> logging.Handler:
         top.setLevel(logging.WARNING)
     logging.getLogger("smagent.sm").setLevel(logging.INFO)
     return handler
+
+
+def _reopen(handler: logging.Handler) -> None:
+    """Open the log file again by its name (after logrotate moved it away); called from the
+    daemon's loop on SIGHUP, never from the signal handler itself (the handler's lock)."""
+    if not isinstance(handler, logging.FileHandler):
+        return
+    with handler.lock or contextlib.nullcontext():
+        if handler.stream is not None:
+            handler.stream.close()
+        handler.stream = handler._open()
 
 
 def _given(**values) -> dict:
@@ -111,10 +125,11 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
                                      m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True)
         daemon = Daemon(transport, opts)
         atomicfile.tolerate_full_disk()  # a full disk: warnings, and the SM goes on routing
+        daemon.reopen_logs = lambda: _reopen(handler)
 
         def stop(signum, _frame):
             logging.getLogger("smagent.sm").info("signal %s: stopping", signal.Signals(signum).name)
-            daemon.stop_requested = True
+            daemon.stop()  # raises Stopped into a sweep in progress: `run` ends it
 
         def reload(_signum, _frame):
             daemon.reload_requested = True
