@@ -131,7 +131,7 @@ def test_answers_sminfo_get_with_identity_state_and_key():
     assert resp.method == Method.GET_RESP and resp.directed and resp.transaction_id == req.transaction_id
     info = resp.attribute()
     assert (info.guid, info.priority, info.sm_state) == (d.sm.guid, 7, SMState.MASTER)
-    assert info.sm_key == DEFAULT_SM_KEY  # our port has no M_Key: every requester authenticates
+    assert info.sm_key == DEFAULT_SM_KEY  # the default key (OpenSM's) is no secret
     assert d.counters.sminfo_gets_answered == 1
 
 
@@ -203,8 +203,8 @@ def test_standby_takes_over_when_the_master_stops_answering():
         (SMState.DISCOVERING, SMState.MASTER)]
 
 
-def _sminfo_set(control, guid, state, priority=1):
-    value = SMInfo(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
+def _sminfo_set(control, guid, state, priority=1, key=DEFAULT_SM_KEY):
+    value = SMInfo(guid=guid, sm_key=key, act_count=0, priority=priority, sm_state=int(state))
     return smpcodec.dr(Method.SET, AttrID.SM_INFO, (0, 1, 3, 2, 1), int(control), value)
 
 
@@ -234,6 +234,62 @@ def test_illegal_sminfo_sets_are_refused(control, sender_state):
     (resp,) = outbox_smps(t)
     assert resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
     assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+
+
+@pytest.mark.parametrize("control,key", [(Control.HANDOVER, 0), (Control.DISABLE, 0x1234),
+                                         (Control.DISCOVER, DEFAULT_SM_KEY + 1)])
+def test_a_set_with_a_wrong_sm_key_is_refused_and_changes_nothing(control, key, caplog):
+    """Issue: a rogue HANDOVER (key 0, made-up GUID) made a STANDBY MASTER; a DISABLE with a
+    wrong key made it NOT_ACTIVE. Now: answered with status 7, our key hidden, no change."""
+    t, d, clock = make(priority=3, poll_interval=1, poll_retries=1, sm_key=0x5EC12E7)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    d.start()
+    assert d.sm.state == SMState.STANDBY
+    t.deliver(smpcodec.encode(_sminfo_set(control, 0xBAD0BAD0, SMState.MASTER, priority=15, key=key)))
+    acks = []
+    t.on_send = lambda r: acks.append(r) if r.smp.method == Method.SET else None
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+    assert resp.attribute().sm_key == 0 and resp.attribute().sm_state == SMState.STANDBY
+    assert d.sm.state == SMState.STANDBY and d.counters.sweeps == 0 and acks == []
+    assert "wrong SM_Key" in caplog.text and f"{0x5EC12E7:x}" not in caplog.text.lower()
+    h5 = t.sim.node("H5")  # and the standby still takes over when the master dies
+    del h5.sm[1]
+    h5.pi[1].capability_mask &= ~0x2
+    run_for(d, clock, 3)
+    assert d.sm.state == SMState.MASTER
+
+
+def test_a_secret_key_is_hidden_in_get_and_set_answers_unless_proven():
+    t, d, clock = make(priority=7, sm_key=0x5EC12E7)
+    d.start()
+    empty = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3))
+    proven = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3), 0,
+                         SMInfo(guid=1, sm_key=0x5EC12E7, act_count=0, priority=0, sm_state=0))
+    for req in (empty, proven, _sminfo_set(Control.STANDBY, 0x10, SMState.MASTER, key=0x5EC12E7)):
+        t.deliver(smpcodec.encode(req))
+    d.step(max_wait=0)
+    assert [r.attribute().sm_key for r in outbox_smps(t)] == [0, 0x5EC12E7, 0x5EC12E7]
+    t.outbox.clear()
+    t.deliver(smpcodec.encode(_sminfo_set(Control.STANDBY, 0x10, SMState.MASTER, key=0)))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)  # the Set path hides it too
+    assert resp.attribute().sm_key == 0 and resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+
+
+def test_a_master_seeing_a_higher_master_yields():
+    """Two masters (e.g. after a partition heals): the lower one hands over and stands by."""
+    t, d, clock = make(priority=3, poll_interval=1, sweep_interval=1)
+    d.start()
+    assert d.sm.state == SMState.MASTER
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))  # it polls us
+    d.step(max_wait=0)
+    assert d.sm.state == SMState.STANDBY and d.counters.handovers_sent == 1
+    assert d.sm.master.guid == t.sim.node("H5").sm[1].guid
+    run_for(d, clock, 3)
+    assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 0
 
 
 def test_lids_are_kept_across_restarts(tmp_path):

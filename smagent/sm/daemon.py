@@ -188,22 +188,22 @@ class Daemon:
         act = self.t.stats.sent
         if req.method == Method.GET:
             self.counters.sminfo_gets_answered += 1
-            value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key))
+            value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key, remote))
             self.t.respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
             if self.sm.state == SMState.MASTER:
                 self.events.append(("polled", None))  # a STANDBY SM polls us: is it one to hand over to?
             return
         self.counters.sminfo_sets_answered += 1
-        status = self.sm.check_set(req.attribute_modifier, remote) if remote is not None else \
-            smstate.INVALID_VALUE_STATUS
-        self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=self.sm.sminfo(act))), dlid)
+        status, why = self.sm.set_verdict(req.attribute_modifier, remote)
+        value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key, remote))
+        self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=value)), dlid)
         if status == 0:
             self.events.append(("set", req.attribute_modifier, remote))
-        else:
-            log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s) in state %s",
+        else:  # refused: answered with the status, nothing changes (the key is never logged)
+            log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s) at LID %d in state %s: %s",
                         Control(req.attribute_modifier).name if req.attribute_modifier in Control._value2member_map_
                         else req.attribute_modifier, remote.guid if remote else 0,
-                        state_name(remote.sm_state) if remote else "?", state_name(self.sm.state))
+                        state_name(remote.sm_state) if remote else "?", slid, state_name(self.sm.state), why)
 
     # -- events -------------------------------------------------------------------
     def _handle(self, ev) -> None:
@@ -285,7 +285,11 @@ class Daemon:
                 log.info("%s port %d has IsSM but SMInfo did not answer: %s", n.description, p, r.error)
                 continue
             s = r.value(SMInfo)
-            peers.append(Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), pi.lid, n.description))
+            peer = Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), pi.lid, n.description, s.sm_key)
+            if self.sm.is_peer(s.sm_key):
+                peers.append(peer)
+            else:
+                log.warning("%s has another SM_Key: not a peer of ours, ignored", peer.describe())
         self.peers = {p.guid: p for p in peers}
         return peers
 
@@ -405,7 +409,8 @@ class Daemon:
         rep = self._send_sminfo_set(peer, Control.HANDOVER, SMState.MASTER)
         if rep is None or not rep.ok:
             log.warning("HANDOVER to %s failed: %s", peer.describe(), rep.error if rep else "no path")
-            return
+            if peer.state != SMState.MASTER:
+                return  # a higher MASTER is yielded to all the same: polling tells if it lives
         self.counters.handovers_sent += 1
         old = self.sm.state
         self.sm.handed_over(peer)
@@ -421,7 +426,11 @@ class Daemon:
                     r = self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))])[0]
                     if r.ok:
                         s = r.value(SMInfo)
-                        peer = Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), lid, n.description)
+                        peer = Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), lid,
+                                    n.description, s.sm_key)
+                        if not self.sm.is_peer(s.sm_key):
+                            log.warning("%s has another SM_Key: not a peer of ours, ignored", peer.describe())
+                            return
                         self.peers[peer.guid] = peer
                         log.info("SM announced itself: %s", peer.describe())
                         self._check_peers(list(self.peers.values()))
@@ -487,12 +496,13 @@ class Daemon:
         return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
                     n.lid(p), n.description)
 
-    def _reveal_key(self, request_m_key: int) -> bool:
+    def _reveal_key(self, request_m_key: int, remote: SMInfo | None) -> bool:
         local = self._local()
         pi = local[2] if local is not None else self.local_pi
         if pi is None:  # an SMInfo Get before `start` read our PortInfo: reveal nothing
             return False
-        return smstate.reveal_sm_key(pi.m_key, pi.m_key_protect_bits, request_m_key)
+        return smstate.reveal_sm_key(self.sm.sm_key, remote.sm_key if remote is not None else 0,
+                                     pi.m_key, pi.m_key_protect_bits, request_m_key)
 
     def _local(self) -> tuple[discovery.DNode, int, PortInfo] | None:
         if self.topo is None:
