@@ -106,6 +106,24 @@ def test_rogue_handover_and_disable_with_wrong_keys_change_nothing(tmp_path, ibs
     assert log.count("wrong SM_Key") == 3, log[-3000:]
     one_master_everywhere(sim, osm_guid)
 
+    # a HANDOVER with the right key is obeyed (it is one of ours that asks) ... but then
+    # OpenSM is a higher MASTER beside us: we yield to it (hand over, stand by)
+    ((status, got),) = rogue(sim, ours, [{"set": True, "control": 1, "key": 1, "guid": osm_guid}])
+    assert status == 0, (status, got)
+    s = d.wait(lambda s: s["counters"]["handovers_sent"] >= 1 and s["state"] == "STANDBY", timeout=20,
+               what="yielding to the higher MASTER")
+    assert [t["to"] for t in s["transitions"]][-2:] == ["MASTER", "STANDBY"], s["transitions"]
+    assert "handed over to SM" in s["transitions"][-1]["why"]
+    deadline = time.monotonic() + 30  # OpenSM sweeps again: every port's MasterSMLID back to it
+    while True:
+        try:
+            one_master_everywhere(sim, osm_guid)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
     osm.stop()  # the DISABLE did not take: the standby takes over when the master dies
     d.wait(lambda s: s["state"] == "MASTER", timeout=15, what="takeover")
     converge(sim, d, "H0", "H7", "H0")
