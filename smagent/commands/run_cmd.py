@@ -58,7 +58,9 @@ def _given(**values) -> dict:
 @click.option("--poll-retries", type=click.IntRange(0, 100), default=4, show_default=True,
               help="STANDBY: unanswered polls beyond the first before taking over (OpenSM's default).")
 @click.option("--sm-key", default="1", callback=lambda c, p, v: _key(v),
-              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed.")
+              help="SM_Key (64 bits; default 1, OpenSM's): SMInfo Sets with another key are refused; an SM "
+                   "with another key is ignored (not a peer). Any key but 1 is returned only to a requester "
+                   "that proves it. Never printed.")
 @click.option("--routing", "engine", default="minhop", show_default=True,
               help="minhop, updn, updn:GUID,..., or file:DUMP.")
 @click.option("--lmc", type=click.IntRange(0, 7), default=0, show_default=True, help="LMC for CA ports.")
