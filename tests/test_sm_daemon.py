@@ -8,6 +8,7 @@ drives the timers, so nothing here waits for real intervals."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import pytest
 
@@ -208,12 +209,21 @@ def _sminfo_set(control, guid, state, priority=1, key=DEFAULT_SM_KEY):
     return smpcodec.dr(Method.SET, AttrID.SM_INFO, (0, 1, 3, 2, 1), int(control), value)
 
 
+def _sent_from(d, smp, port_guid):
+    """`smp` as it arrives from the port `port_guid`: its ReturnPath (filled in by the
+    fabric, one ingress port per hop) leads back there from our port."""
+    node, port = d.topo.by_guid(port_guid)
+    path = node.path_to_port(port)
+    rp = bytes([0, *reversed(path[1:])]).ljust(64, b"\0")
+    return dataclasses.replace(smp, hop_count=len(path) - 1, return_path=rp)
+
+
 def test_handover_received_in_standby_is_acknowledged_and_we_sweep():
     t, d, clock = make(priority=3)
     t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
     d.start()
     master = t.sim.node("H5").sm[1]
-    req = _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER)
+    req = _sent_from(d, _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER), master.guid)
     t.deliver(smpcodec.encode(req))
     acks = []
     t.on_send = lambda r: acks.append(r.smp) if r.smp.method == Method.SET and r.smp.attribute_id == AttrID.SM_INFO else None
@@ -259,6 +269,32 @@ def test_a_set_with_a_wrong_sm_key_is_refused_and_changes_nothing(control, key, 
     h5.pi[1].capability_mask &= ~0x2
     run_for(d, clock, 3)
     assert d.sm.state == SMState.MASTER
+
+
+def test_a_rightly_keyed_set_is_obeyed_only_from_the_port_of_the_sm_it_names(caplog):
+    """The default key is no secret: a host that knows it still cannot speak for the
+    master. Where a Set came from is what the fabric says (ReturnPath, or SLID), not its
+    SMInfo's GUID."""
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    t.sim.node("H2").pi[1].lid, t.sim.node("H5").pi[1].lid = 0x22, 0x25  # as the master set them
+    d.start()
+    t.outbox.clear()  # our trap 144 to the master
+    master = t.sim.node("H5").sm[1]
+    host = t.sim.node("H2").port_guids[1]
+    disable = _sminfo_set(Control.DISABLE, master.guid, SMState.MASTER, priority=9)
+    lid_routed = smpcodec.lid_routed(Method.SET, AttrID.SM_INFO, int(Control.DISABLE), disable.attribute())
+    t.deliver(smpcodec.encode(_sent_from(d, disable, host)))
+    t.deliver(smpcodec.encode(lid_routed), slid=0x22)
+    t.deliver(smpcodec.encode(disable))  # a ReturnPath that leads nowhere
+    d.step(max_wait=0)
+    assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [INVALID_VALUE_STATUS] * 3
+    assert d.sm.state == SMState.STANDBY
+    assert caplog.text.count("not from the SM it names") == 3 and f"port {host:#018x}" in caplog.text
+    t.outbox.clear()
+    t.deliver(smpcodec.encode(lid_routed), slid=0x25)  # the master's own LID
+    d.step(max_wait=0)
+    assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [0] and d.sm.state == SMState.NOT_ACTIVE
 
 
 def test_a_secret_key_is_hidden_in_get_and_set_answers_unless_proven():

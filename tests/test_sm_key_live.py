@@ -57,8 +57,8 @@ with UmadTransport(timeout_ms=500, retries=1) as t:
 """
 
 
-def rogue(sim, target_guid: int, requests: list[dict]) -> list:
-    env = dict(sim.env, SIM_HOST=ROGUE)
+def rogue(sim, target_guid: int, requests: list[dict], host: str = ROGUE) -> list:
+    env = dict(sim.env, SIM_HOST=host)
     r = subprocess.run([sys.executable, "-c", ROGUE_SCRIPT, hex(target_guid), json.dumps(requests)], env=env,
                        cwd=sim.cwd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -106,9 +106,14 @@ def test_rogue_handover_and_disable_with_wrong_keys_change_nothing(tmp_path, ibs
     assert log.count("wrong SM_Key") == 3, log[-3000:]
     one_master_everywhere(sim, osm_guid)
 
-    # a HANDOVER with the right key is obeyed (it is one of ours that asks) ... but then
+    # the right key (the default is no secret) from a host that names OpenSM: refused, the
+    # fabric carried it from H3's port, not OpenSM's
+    ((status, got),) = rogue(sim, ours, [{"set": True, "control": 3, "key": 1, "guid": osm_guid}])
+    assert status == 0x001C and d.status()["state"] == "STANDBY"
+    assert "not from the SM it names" in d.logtext()
+    # from OpenSM's own port (root on its host) the same HANDOVER is obeyed ... but then
     # OpenSM is a higher MASTER beside us: we yield to it (hand over, stand by)
-    ((status, got),) = rogue(sim, ours, [{"set": True, "control": 1, "key": 1, "guid": osm_guid}])
+    ((status, got),) = rogue(sim, ours, [{"set": True, "control": 1, "key": 1, "guid": osm_guid}], host="H7")
     assert status == 0, (status, got)
     s = d.wait(lambda s: s["counters"]["handovers_sent"] >= 1 and s["state"] == "STANDBY", timeout=20,
                what="yielding to the higher MASTER")

@@ -157,6 +157,18 @@ def test_a_set_with_a_wrong_key_is_refused_whatever_it_asks(control, state):
     assert (status == 0) == (why == "")
 
 
+def test_a_set_must_come_from_the_port_of_the_sm_it_names():
+    m = sm()
+    m.discovered([Peer(0x10, 9, SMState.MASTER)])
+    disable = info(SMState.MASTER, guid=0x10)
+    assert m.set_verdict(Control.DISABLE, disable, 0x10, sender_known=True) == (0, "")
+    assert m.set_verdict(Control.DISABLE, disable, 0x77, sender_known=True) == (
+        INVALID_VALUE_STATUS, "sent from port 0x0000000000000077, not from the SM it names")
+    assert m.set_verdict(Control.DISABLE, disable, None, sender_known=True)[1] == \
+        "sent from an unknown port, not from the SM it names"
+    assert m.set_verdict(Control.DISABLE, disable, None) == (0, "")  # no topology yet: the key decides
+
+
 def test_is_peer_same_or_hidden_key():
     m = sm(sm_key=0x99)
     assert m.is_peer(0x99) and m.is_peer(0) and not m.is_peer(1) and not m.is_peer(0x98)

@@ -194,16 +194,18 @@ class Daemon:
                 self.events.append(("polled", None))  # a STANDBY SM polls us: is it one to hand over to?
             return
         self.counters.sminfo_sets_answered += 1
-        status, why = self.sm.set_verdict(req.attribute_modifier, remote)
+        sender = self._sender(req, slid)
+        status, why = self.sm.set_verdict(req.attribute_modifier, remote, sender, sender_known=self.topo is not None)
         value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key, remote))
         self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=value)), dlid)
         if status == 0:
             self.events.append(("set", req.attribute_modifier, remote))
         else:  # refused: answered with the status, nothing changes (the key is never logged)
-            log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s) at LID %d in state %s: %s",
+            log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s; port %s) in state %s: %s",
                         Control(req.attribute_modifier).name if req.attribute_modifier in Control._value2member_map_
                         else req.attribute_modifier, remote.guid if remote else 0,
-                        state_name(remote.sm_state) if remote else "?", slid, state_name(self.sm.state), why)
+                        state_name(remote.sm_state) if remote else "?", "?" if sender is None else f"{sender:#018x}",
+                        state_name(self.sm.state), why)
 
     # -- events -------------------------------------------------------------------
     def _handle(self, ev) -> None:
@@ -495,6 +497,30 @@ class Daemon:
             return None
         return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
                     n.lid(p), n.description)
+
+    def _sender(self, req, slid: int) -> int | None:
+        """The GUID of the port a request came from, as the fabric carried it (not as its
+        SMInfo claims): by its SLID, or by following a directed route's ReturnPath back
+        from our port. None if the topology we know cannot tell."""
+        topo = self.topo
+        if topo is None:
+            return None
+        if not req.directed:
+            for n in topo.nodes.values():
+                for p in n.lid_ports():
+                    pi = n.ports.get(p)
+                    if pi is not None and pi.lid and pi.lid <= slid < pi.lid + (1 << pi.lmc):
+                        return n.guid if n.is_switch else n.port_guids.get(p)
+            return None
+        if req.dr_slid != PERMISSIVE_LID:
+            return None  # a LID-routed part first: its origin is not in the ReturnPath
+        at: tuple[int, int] | None = topo.local
+        for hop in range(req.hop_count, 0, -1):  # out of each node by the port it came in on
+            at = topo.neighbor(at[0], req.return_path[hop]) if at else None
+        if at is None:
+            return None
+        n = topo.nodes[at[0]]
+        return n.guid if n.is_switch else n.port_guids.get(at[1])
 
     def _reveal_key(self, request_m_key: int, remote: SMInfo | None) -> bool:
         local = self._local()

@@ -18,7 +18,10 @@ when its port has no M_Key and obeys a SubnSet(SMInfo) whatever key it carries:
   (OpenSM's) is no secret and is returned to everyone, as OpenSM does: OpenSM asks with
   an empty SMInfo and takes a 0 for another key.
 * `set_verdict`: a SubnSet(SMInfo) whose SM_Key is not ours is refused (answered with
-  status "invalid value" and our SMInfo with the key hidden) and changes nothing.
+  status "invalid value" and our SMInfo with the key hidden) and changes nothing; so is
+  one the fabric carried from another port than that of the SM its SMInfo names (the
+  daemon follows the ReturnPath, or the SLID): the default key is no secret, and a host
+  knowing it must not speak for the master.
 * `is_peer`: an SM showing another nonzero SM_Key is not a peer: it is neither our master
   nor one we stand by for or hand over to (OpenSM ignores it likewise). One that hides its
   key (0) is taken as a peer: we cannot tell.
@@ -194,13 +197,20 @@ class StateMachine:
         """The MAD status our answer to a SubnSet(SMInfo) carries: 0 if legal."""
         return self.set_verdict(modifier, remote)[0]
 
-    def set_verdict(self, modifier: int, remote) -> tuple[int, str]:
+    def set_verdict(self, modifier: int, remote, sender: int | None = None, *,
+                    sender_known: bool = False) -> tuple[int, str]:
         """(MAD status, why refused) for a SubnSet(SMInfo): (0, "") if it is to be obeyed.
-        The SM_Key comes first: a Set without our key is refused whatever it asks."""
+        The SM_Key comes first: a Set without our key is refused whatever it asks. Then
+        `sender`, the port GUID the fabric says the Set came from, must be the SM the
+        SMInfo names (a host knowing the default key cannot speak for another SM);
+        with `sender_known` False (no topology yet) that check is skipped."""
         if remote is None:
             return INVALID_VALUE_STATUS, "no SMInfo in the request"
         if remote.sm_key != self.sm_key:
             return INVALID_VALUE_STATUS, "wrong SM_Key"
+        if sender_known and sender != remote.guid:
+            where = "an unknown port" if sender is None else f"port {sender:#018x}"
+            return INVALID_VALUE_STATUS, f"sent from {where}, not from the SM it names"
         if modifier not in Control._value2member_map_:
             return INVALID_VALUE_STATUS, f"unknown control {modifier}"
         sender_ok = (remote.sm_state == SMState.STANDBY if modifier == Control.ACKNOWLEDGE
