@@ -156,11 +156,13 @@ def test_another_sm_key_is_not_a_peer_and_a_secret_key_is_not_revealed(tmp_path,
         time.sleep(0.3)
 
     ours = int(s["guid"], 16)
-    (plain, wrong, proven) = rogue(sim, ours, [{"set": False, "control": 0, "key": k, "guid": 0x77}
-                                               for k in (0, 1, SECRET)])
+    (plain, wrong, proven, a_set) = rogue(sim, ours, [{"set": False, "control": 0, "key": k, "guid": 0x77}
+                                                      for k in (0, 1, SECRET)]
+                                          + [{"set": True, "control": 1, "key": 1, "guid": 0x77}])
     assert plain == [0, {"key": 0, "state": 3, "guid": ours}]  # a host without the key: 0
     assert wrong[1]["key"] == 0
     assert proven[1]["key"] == SECRET  # it showed the key: nothing it does not know
+    assert a_set == [0x001C, {"key": 0, "state": 3, "guid": ours}]  # the Set answer hides it too
     dump = subprocess.run(["/usr/sbin/sminfo", "-d", "-d", "-D", "0"], env=sim.env, cwd=sim.cwd,
                           capture_output=True, text=True, timeout=30)
     assert "SMINFO_MASTER" in dump.stdout and "buf" in dump.stderr, dump.stdout + dump.stderr  # -d -d: MADs in hex
