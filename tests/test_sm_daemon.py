@@ -328,6 +328,17 @@ def test_a_master_seeing_a_higher_master_yields():
     assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 0
 
 
+@pytest.mark.parametrize("their_state,we_yield", [(SMState.MASTER, True), (SMState.STANDBY, False)])
+def test_an_unanswered_handover_still_yields_to_a_higher_master_only(monkeypatch, their_state, we_yield):
+    t, d, clock = make(priority=3, poll_interval=1)
+    d.start()
+    t.sim.attach_sm(("H5", 1), priority=9, state=their_state)
+    monkeypatch.setattr(d, "_send_sminfo_set", lambda *a: None)  # the HANDOVER goes unanswered
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))
+    d.step(max_wait=0)
+    assert d.sm.state == (SMState.STANDBY if we_yield else SMState.MASTER) and d.counters.handovers_sent == 0
+
+
 def test_lids_are_kept_across_restarts(tmp_path):
     t, d, clock = make(tmp_path)
     d.start()

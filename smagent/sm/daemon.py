@@ -409,11 +409,12 @@ class Daemon:
 
     def _hand_over(self, peer: Peer) -> None:
         rep = self._send_sminfo_set(peer, Control.HANDOVER, SMState.MASTER)
-        if rep is None or not rep.ok:
+        if rep is not None and rep.ok:
+            self.counters.handovers_sent += 1
+        else:
             log.warning("HANDOVER to %s failed: %s", peer.describe(), rep.error if rep else "no path")
             if peer.state != SMState.MASTER:
                 return  # a higher MASTER is yielded to all the same: polling tells if it lives
-        self.counters.handovers_sent += 1
         old = self.sm.state
         self.sm.handed_over(peer)
         self._note_transition(old)

@@ -94,7 +94,7 @@ class Peer:
     path: tuple = ()  # directed route to its port
     lid: int = 0
     name: str = ""
-    sm_key: int = 0  # as its SMInfo showed it: 0 if it hid it (never printed)
+    sm_key: int = dataclasses.field(default=0, repr=False)  # as its SMInfo showed it (0: hidden); never printed
 
     def describe(self) -> str:
         return (f"SM {self.guid:#018x} ({self.name or '?'}, LID {self.lid}) priority {self.priority} "
