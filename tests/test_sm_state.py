@@ -172,6 +172,7 @@ def test_a_set_must_come_from_the_port_of_the_sm_it_names():
 def test_is_peer_same_or_hidden_key():
     m = sm(sm_key=0x99)
     assert m.is_peer(0x99) and m.is_peer(0) and not m.is_peer(1) and not m.is_peer(0x98)
+    assert m.new_stranger(0x10) and not m.new_stranger(0x10) and m.new_stranger(0x11)  # warned once each
 
 
 def test_an_sm_with_another_key_is_neither_master_nor_standby_for_us():

@@ -291,7 +291,7 @@ class Daemon:
             if self.sm.is_peer(s.sm_key):
                 peers.append(peer)
             else:
-                log.warning("%s has another SM_Key: not a peer of ours, ignored", peer.describe())
+                self._stranger(peer)
         self.peers = {p.guid: p for p in peers}
         return peers
 
@@ -432,7 +432,7 @@ class Daemon:
                         peer = Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), lid,
                                     n.description, s.sm_key)
                         if not self.sm.is_peer(s.sm_key):
-                            log.warning("%s has another SM_Key: not a peer of ours, ignored", peer.describe())
+                            self._stranger(peer)
                             return
                         self.peers[peer.guid] = peer
                         log.info("SM announced itself: %s", peer.describe())
@@ -498,6 +498,10 @@ class Daemon:
             return None
         return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
                     n.lid(p), n.description)
+
+    def _stranger(self, peer: Peer) -> None:
+        log.log(logging.WARNING if self.sm.new_stranger(peer.guid) else logging.DEBUG,
+                "%s has another SM_Key: not a peer of ours, ignored (it ignores us likewise)", peer.describe())
 
     def _sender(self, req, slid: int) -> int | None:
         """The GUID of the port a request came from, as the fabric carried it (not as its

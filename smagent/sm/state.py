@@ -120,6 +120,7 @@ class StateMachine:
         self.poll_retries = poll_retries
         self.poll_failures = 0
         self.transitions: list[Transition] = []
+        self.strangers: set[int] = set()  # GUIDs of SMs with another SM_Key, seen so far
 
     # -- what we say about ourselves ---------------------------------------------------
     def sminfo(self, act_count: int, *, reveal_key: bool = True, state: int | None = None):
@@ -138,6 +139,13 @@ class StateMachine:
         hidden one (0). Another key means another administration: ignored, as OpenSM
         ignores it."""
         return sm_key in (0, self.sm_key)
+
+    def new_stranger(self, guid: int) -> bool:
+        """Note an SM that is not a peer (`is_peer`); True the first time: it is worth a
+        warning once, not at every sweep."""
+        new = guid not in self.strangers
+        self.strangers.add(guid)
+        return new
 
     # -- events ----------------------------------------------------------------------
     def discovered(self, found: list[Peer]) -> Action:
