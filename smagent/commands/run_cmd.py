@@ -69,8 +69,10 @@ def _given(**values) -> dict:
 @click.option("--poll-retries", type=click.IntRange(0, 100), default=4, show_default=True,
               help="STANDBY: unanswered polls beyond the first before taking over (OpenSM's default).")
 @click.option("--sm-key", default="1", callback=key_arg,
-              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed; "
-                   "visible to other users in the process list: prefer --sm-key-file.")
+              help="SM_Key (64 bits; default 1, OpenSM's): SMInfo Sets with another key are refused; an SM "
+                   "with another key is ignored (not a peer). Any key but 1 is returned only to a requester "
+                   "that proves it. Never printed; visible to other users in the process list: prefer "
+                   "--sm-key-file.")
 @click.option("--sm-key-file", type=click.Path(dir_okay=False), default=None,
               help="Read the SM_Key from this file (one key, decimal or 0x hex; '#' comments). Excludes --sm-key.")
 @click.option("--routing", "engine", default="minhop", show_default=True,

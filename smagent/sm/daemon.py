@@ -326,22 +326,24 @@ class Daemon:
         act = self.t.stats.sent
         if req.method == Method.GET:
             self.counters.sminfo_gets_answered += 1
-            value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key))
+            value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key, remote))
             self._respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
             if self.sm.state == SMState.MASTER:
                 self.events.append(events.PolledBySm(m.slid))
             return
         self.counters.sminfo_sets_answered += 1
-        status = self.sm.check_set(req.attribute_modifier, remote) if remote is not None else \
-            smstate.INVALID_VALUE_STATUS
-        self._respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=self.sm.sminfo(act))), dlid)
+        sender = self._sender(req, m.slid)
+        status, why = self.sm.set_verdict(req.attribute_modifier, remote, sender, sender_known=self.topo is not None)
+        value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key, remote))
+        self._respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=value)), dlid)
         if status == 0 and remote is not None:
             self.events.append(events.SmInfoSetAccepted(req.attribute_modifier, remote))
-        else:
-            log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s) in state %s",
+        else:  # refused: answered with the status, nothing changes (the key is never logged)
+            log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s; port %s) in state %s: %s",
                         Control(req.attribute_modifier).name if req.attribute_modifier in Control._value2member_map_
                         else req.attribute_modifier, remote.guid if remote else 0,
-                        state_name(remote.sm_state) if remote else "?", state_name(self.sm.state))
+                        state_name(remote.sm_state) if remote else "?", "?" if sender is None else f"{sender:#018x}",
+                        state_name(self.sm.state), why)
 
     # -- events -------------------------------------------------------------------
     def _handle(self, ev: events.Event) -> None:
@@ -439,7 +441,11 @@ class Daemon:
             self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     def _ask_sms(self, topo: discovery.Topology) -> list[Peer]:
-        return self.peers.replace(peersmod.ask_all(self.t, topo))
+        found = peersmod.ask_all(self.t, topo)
+        for p in found:
+            if not self.sm.is_peer(p.sm_key):
+                self._stranger(p)
+        return self.peers.replace([p for p in found if self.sm.is_peer(p.sm_key)])
 
     def _announce_to_master(self) -> None:
         """Trap 144 to the master (as OpenSM does on entering STANDBY): a lower master
@@ -577,10 +583,12 @@ class Daemon:
 
     def _hand_over(self, peer: Peer) -> None:
         rep = self._send_sminfo_set(peer, Control.HANDOVER, SMState.MASTER)
-        if rep is None or not rep.ok:
+        if rep is not None and rep.ok:
+            self.counters.handovers_sent += 1
+        else:
             log.warning("HANDOVER to %s failed: %s", peer.describe(), rep.error if rep else "no path")
-            return
-        self.counters.handovers_sent += 1
+            if peer.state != SMState.MASTER:
+                return  # a higher MASTER is yielded to all the same: polling tells if it lives
         old = self.sm.state
         self.sm.handed_over(peer)
         self._note_transition(old)
@@ -598,7 +606,9 @@ class Daemon:
 
     def _check_sm_at(self, n: discovery.DNode, port: int, lid: int, why: str) -> None:
         peer = peersmod.sm_at(self.t, n, port, lid)
-        if peer is not None and self.peers.add(peer):
+        if peer is not None and not self.sm.is_peer(peer.sm_key):
+            self._stranger(peer)
+        elif peer is not None and self.peers.add(peer):
             log.info("SM %s: %s", why, peer.describe())
             self._check_peers(self.peers.values())
 
@@ -642,12 +652,41 @@ class Daemon:
         log.info("sent SubnSet(SMInfo) %s to %s: %s", control.name, peer.describe(), "ok" if rep.ok else rep.error)
         return rep
 
-    def _reveal_key(self, request_m_key: int) -> bool:
+    def _stranger(self, peer: Peer) -> None:
+        log.log(logging.WARNING if self.sm.new_stranger(peer.guid) else logging.DEBUG,
+                "%s has another SM_Key: not a peer of ours, ignored (it ignores us likewise)", peer.describe())
+
+    def _sender(self, req, slid: int) -> int | None:
+        """The GUID of the port a request came from, as the fabric carried it (not as its
+        SMInfo claims): by its SLID, or by following a directed route's ReturnPath back
+        from our port. None if the topology we know cannot tell."""
+        topo = self.topo
+        if topo is None:
+            return None
+        if not req.directed:
+            for n in topo.nodes.values():
+                for p in n.lid_ports():
+                    pi = n.ports.get(p)
+                    if pi is not None and pi.lid and pi.lid <= slid < pi.lid + (1 << pi.lmc):
+                        return n.guid if n.is_switch else n.port_guids.get(p)
+            return None
+        if req.dr_slid != PERMISSIVE_LID:
+            return None  # a LID-routed part first: its origin is not in the ReturnPath
+        at: tuple[int, int] | None = topo.local
+        for hop in range(req.hop_count, 0, -1):  # out of each node by the port it came in on
+            at = topo.neighbor(at[0], req.return_path[hop]) if at else None
+        if at is None:
+            return None
+        n = topo.nodes[at[0]]
+        return n.guid if n.is_switch else n.port_guids.get(at[1])
+
+    def _reveal_key(self, request_m_key: int, remote: SMInfo | None) -> bool:
         local = self._local()
         pi = local[2] if local is not None else self.local_pi
         if pi is None:  # an SMInfo Get before `start` read our PortInfo: reveal nothing
             return False
-        return smstate.reveal_sm_key(pi.m_key, pi.m_key_protect_bits, request_m_key)
+        return smstate.reveal_sm_key(self.sm.sm_key, remote.sm_key if remote is not None else 0,
+                                     pi.m_key, pi.m_key_protect_bits, request_m_key)
 
     def _local(self) -> tuple[discovery.DNode, int, PortInfo] | None:
         if self.topo is None:

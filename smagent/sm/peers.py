@@ -85,7 +85,8 @@ def ask_all(t: Transport, topo: discovery.Topology) -> list[Peer]:
             log.info("%s port %d has IsSM but SMInfo did not answer: %s", n.description, p, r.error)
             continue
         s = r.value(SMInfo)
-        peers.append(Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), pi.lid, n.description))
+        peers.append(Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), pi.lid, n.description,
+                          s.sm_key))
     return peers
 
 
@@ -112,7 +113,7 @@ def sm_at(t: Transport, n: discovery.DNode, p: int, lid: int) -> Peer | None:
     if not r.ok:
         return None
     s = r.value(SMInfo)
-    return Peer(s.guid, s.priority, s.sm_state, s.act_count, path, lid, n.description)
+    return Peer(s.guid, s.priority, s.sm_state, s.act_count, path, lid, n.description, s.sm_key)
 
 
 def census(t: Transport, topo: discovery.Topology) -> int:
