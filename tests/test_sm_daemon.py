@@ -285,14 +285,14 @@ def test_a_rightly_keyed_set_is_obeyed_only_from_the_port_of_the_sm_it_names(cap
     disable = _sminfo_set(Control.DISABLE, master.guid, SMState.MASTER, priority=9)
     lid_routed = smpcodec.lid_routed(Method.SET, AttrID.SM_INFO, int(Control.DISABLE), disable.attribute())
     t.deliver(smpcodec.encode(_sent_from(d, disable, host)))
-    t.deliver(smpcodec.encode(lid_routed), slid=0x22)
+    t.deliver(smpcodec.encode(lid_routed), 0x22)
     t.deliver(smpcodec.encode(disable))  # a ReturnPath that leads nowhere
     d.step(max_wait=0)
     assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [INVALID_VALUE_STATUS] * 3
     assert d.sm.state == SMState.STANDBY
     assert caplog.text.count("not from the SM it names") == 3 and f"port {host:#018x}" in caplog.text
     t.outbox.clear()
-    t.deliver(smpcodec.encode(lid_routed), slid=0x25)  # the master's own LID
+    t.deliver(smpcodec.encode(lid_routed), 0x25)  # the master's own LID
     d.step(max_wait=0)
     assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [0] and d.sm.state == SMState.NOT_ACTIVE
 
