@@ -2,8 +2,9 @@
 
 The file holds one record per port GUID: ``0x<port guid> 0x<min lid> 0x<max lid>``
 (OpenSM writes a blank line between records; we read either way). Assignment is
-deterministic: keep what a port already holds when it is valid and unique, else what
-the file says, else the lowest free LMC-aligned range. Switches get one LID, on port 0.
+deterministic: what the file says when it is valid and unique (that is what survives
+restarts), else what the port already holds, else the lowest free LMC-aligned range; a
+LID the file gives a port that is away stays reserved for it. Switches get one LID, on port 0.
 Every LID stays under the smallest LinearFDBCap of the fabric.
 """
 from __future__ import annotations
