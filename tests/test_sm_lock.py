@@ -72,7 +72,13 @@ def test_a_second_daemon_on_the_port_exits_4(ibsim, tmp_path):
         while not _master(sim, state):
             assert first.poll() is None and time.monotonic() < deadline, first.stderr.read().decode()[-2000:]
             time.sleep(0.2)
-        shutil.rmtree(state)  # the way to a second MASTER: the state directory is gone
+        for _ in range(20):  # the way to a second MASTER: the state directory is gone
+            try:  # (the running daemon may be writing into it meanwhile: delete again)
+                shutil.rmtree(state)
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert not state.exists()
         second = subprocess.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
                                  str(tmp_path / "state2")], env=sim.env, cwd=sim.cwd, capture_output=True,
                                 text=True, timeout=60)
