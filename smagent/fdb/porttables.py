@@ -164,7 +164,7 @@ class Want:
     name: str
     path: tuple
     modifier: int
-    value: object  # sl2vl: tuple of 16; vlarb: list of pairs; pkeys: None (index 0 only)
+    value: object  # sl2vl: tuple of 16; vlarb: list of pairs; pkeys: 32 keys, or None (index 0 only)
     # a switch's SL2VL pairs of one output port that are written, unread, when this
     # representative pair differs: [(modifier), ...]
     siblings: tuple = ()
@@ -179,6 +179,8 @@ class Want:
             return SLtoVLMappingTable(sl_to_vl=list(self.value))
         if self.kind == "vlarb":
             return vlarb_block(self.value)
+        if self.value is not None:  # a whole block (smagent.links.pkeys, with partitions)
+            return P_KeyTable(p_keys=list(self.value))
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
         keys[0] = fw.PKEY_DEFAULT
         return P_KeyTable(p_keys=keys)
@@ -190,7 +192,7 @@ class Want:
 
 def same_table(kind, cur, new) -> bool:
     if kind == "pkeys":
-        return cur.p_keys[0] == new.p_keys[0]
+        return list(cur.p_keys) == list(new.p_keys)
     return cur == new
 
 

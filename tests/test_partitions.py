@@ -1,0 +1,177 @@
+"""Partitions (smagent.partitions, smagent.links.pkeys): OpenSM's partitions.conf grammar,
+every error with its line number and nothing sent; the P_Key tables a sweep writes in the
+in-process simulator (CA ports, switch port 0, enforcing switch ports with their
+PortInfo bits); only the changed blocks sent when one member changes."""
+from __future__ import annotations
+
+import pytest
+
+from smagent import desired, links, partitions, sweep, topogen
+from smagent.pcap import read_capture
+from smagent.transport.sim import SimTransport
+
+FULL = partitions.FULL_BIT
+
+MAN_PAGE = """\
+# the examples of opensm(8)
+Default=0x7fff : ALL, SELF=full ;
+NewPartition , ipoib : 0x123456=full, 0x3456789034=limi, 0x2134af2306 ;
+YetAnotherOne = 0x300 : SELF=full ;
+YetAnotherOne = 0x300 : ALL=limited ;
+ShareIO = 0x80 , defmember=full : 0x123451, 0x123452;
+ShareIO = 0x80 : defmember=limited : 0x123456, 0x123457, 0x123458=full;
+storage=0x8001, ipoib, mtu=4, rate=7, sl=1, scope=2 :
+    ALL_CAS=limited,   # a comment inside the list
+    0x0002c90300000001=both ;
+joined=0x9 : ALL_SWITCHES=full, \\
+    ALL_ROUTERS ;
+Default=0x7fff,ipoib:
+        mgid=ff12:401b::0707,sl=1 # random IPv4 group
+        mgid=ff12::1,sl=1,Q_Key=0xDEADBEEF,rate=3,mtu=2 # random group
+        ALL=full;
+"""
+
+
+def test_the_man_page_examples_parse():
+    c = partitions.parse(MAN_PAGE, "pc")
+    by = {p.pkey: p for p in c.partitions}
+    assert sorted(by) == [0x1, 0x2, 0x9, 0x80, 0x300, 0x7FFF]
+    new = by[0x2]  # generated: the lowest P_Key the file does not name
+    assert new.name == "NewPartition"
+    assert new.ipoib and [m.membership for m in new.members] == ["full", "limited", "limited"]
+    assert any("'limi'" in w and "line 3" in w for w in c.warnings)  # OpenSM: limited, said
+    share = by[0x80]
+    assert [(m.who, m.membership) for m in share.members] == [
+        (0x123451, "full"), (0x123452, "full"), (0x123456, "limited"), (0x123457, "limited"), (0x123458, "full")]
+    st = by[0x1]
+    assert (st.name, st.ipoib, st.flag("mtu"), st.flag("rate"), st.flag("sl")) == ("storage", True, 4, 7, 1)
+    assert [(m.who, m.membership, m.line) for m in st.members] == [("ALL_CAS", "limited", 9),
+                                                                   (0x0002C90300000001, "both", 10)]
+    assert [m.who for m in by[0x9].members] == ["ALL_SWITCHES", "ALL_ROUTERS"]
+    d = by[0x7FFF]
+    assert d.name == "Default" and d.ipoib and len(d.mgroups) == 2 and d.mgroups[1][1][1] == ("q_key", 0xDEADBEEF)
+    assert [m.who for m in by[0x300].members] == ["SELF", "ALL"]  # merged
+
+
+def test_implicit_default_partition_as_opensm():
+    c = partitions.parse("a=0x10 : ALL_CAS=full ;")
+    d = c.by_pkey(0x7FFF)
+    assert [(m.who, m.membership) for m in d.members] == [("ALL", "limited"), ("SELF", "full")]
+
+
+@pytest.mark.parametrize("text, line, needle", [
+    ("a=0x10 : ALL ;\nb=0x20 : ALL ;\nc=0x30, bogus : ALL ;\n", 3, "unknown partition flag 'bogus'"),
+    ("a=0x10 : ALL ;\n\n\n\nb=0x20 :\n ALL,\n 0xnothex ;\n", 7, "member '0xnothex' is not a port GUID"),
+    ("a=0x10 : ALL ;\nb=0x8000 : ALL ;\n", 2, "P_Key '0x8000' is not a 16-bit number with a non-zero base"),
+    ("a=0x10 : ALL ;\nb=0x20, mtu=9 : ALL ;\n", 2, "mtu='9': not a number 1..5"),
+    ("a=0x10 : ALL ;\nb=0x20 ALL ;\n", 2, "partition definition 'b=0x20 ALL' has no ':' before its members"),
+    ("a=0x10 : ALL ;\nb=0x20 : ALL\n", 2, "statement not ended by ';'"),
+    ("a=0x10, defmember=most : ALL ;\n", 1, "defmember='most' is not full, limited or both"),
+])
+def test_errors_name_their_line(text, line, needle):
+    with pytest.raises(partitions.PartitionError) as e:
+        partitions.parse(text, "pc")
+    assert f"line {line}: {needle}" in str(e.value), str(e.value)
+    assert e.value.exit_code == 2
+
+
+def test_every_error_at_once():
+    with pytest.raises(partitions.PartitionError) as e:
+        partitions.parse("a=0x10, x : ALL ;\nb=0x20 : 0xzz ;\n", "pc")
+    assert [p.split(":")[0] for p in e.value.problems] == ["line 1", "line 2"]
+
+
+def test_a_bad_file_is_refused_with_its_line_and_nothing_sent(live_cli, tmp_path):
+    f = tmp_path / "partitions.conf"
+    f.write_text("Default=0x7fff : ALL=full ;\n# fine so far\nstorage=0x10 : ALL_CAS=sometimes, 0xq1 ;\n")
+    rec = tmp_path / "rec.erf"
+    r = live_cli("--transport", "sim", "--record", str(rec), "sweep", "--partitions", str(f), cwd=tmp_path,
+                 timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "line 3: member '0xq1' is not a port GUID" in r.stderr and "Traceback" not in r.stderr
+    assert not rec.exists() or rec.stat().st_size == 0 or list(read_capture(rec)) == []
+
+
+def test_structured_partitions_in_a_desired_state(tmp_path):
+    ds = desired.parse({"partitions": [
+        {"name": "storage", "pkey": "0x8001", "ipoib": True, "mtu": 4,
+         "members": ["ALL_CAS", "0x0002c90300000001=full", 0x0002C90300000002]},
+        {"name": "x", "pkey": 5, "defmember": "full", "members": ["SELF"]}]}, "ds")
+    p = ds.partitions.by_pkey(1)
+    assert p.name == "storage" and p.ipoib and p.flag("mtu") == 4
+    assert [(m.who, m.membership) for m in p.members] == [("ALL_CAS", "limited"), (0x0002C90300000001, "full"),
+                                                          (0x0002C90300000002, "limited")]
+    assert ds.partitions.by_pkey(5).members[0].membership == "full"
+    with pytest.raises(desired.DesiredStateError) as e:
+        desired.parse({"partitions": [{"name": "a", "pkey": 0, "members": []}, {"name": "b", "bogus": 1}]}, "ds")
+    assert "partitions[1]: P_Key '0' is not" in str(e.value) and "partitions[2]: expected a mapping" in str(e.value)
+    f = tmp_path / "p.conf"
+    f.write_text("a=0x10 :\n 0xq ;\n")
+    with pytest.raises(desired.DesiredStateError) as e:
+        desired.parse({"partitions_file": str(f)}, "ds")
+    assert "line 2: member '0xq'" in str(e.value)
+
+
+def _sim(seed_hosts=4):
+    return SimTransport(topogen.fat_tree_2(seed_hosts))
+
+
+def _ca_ports(sim):
+    return [(n, p) for n in sim.nodes.values() if not n.is_switch for p in range(1, n.num_ports + 1)
+            if n.peers[p] is not None]
+
+
+def test_sweep_writes_tables_and_enforcement():
+    t = _sim()
+    cas = _ca_ports(t.sim)
+    g = [f"{n.port_guids[p]:#x}" for n, p in cas]
+    conf = partitions.parse(f"Default=0x7fff : ALL=full ;\n"
+                            f"a=0x10, ipoib : {g[0]}=full, {g[1]} ;\n"
+                            f"b=0x20 : ALL_CAS=limited, {g[2]}=full, 0x00000000deadbeef ;\n"
+                            f"c=0x30, indx0 : {g[3]}=full ;\n")
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=conf))
+    assert r.problems == []
+    assert any("0x00000000deadbeef" in n and "not an end port" in n for n in r.notes)
+    keys = {(n.name, p): [k for k in n.pkeys[p] if k] for n, p in cas}
+    assert keys[(cas[0][0].name, cas[0][1])] == [0xFFFF, 0x10 | FULL, 0x20]
+    assert keys[(cas[1][0].name, cas[1][1])] == [0xFFFF, 0x10, 0x20]
+    assert keys[(cas[2][0].name, cas[2][1])] == [0xFFFF, 0x20 | FULL]
+    assert keys[(cas[3][0].name, cas[3][1])] == [0x30 | FULL, 0x20, 0xFFFF]  # indx0, then by P_Key
+    assert keys[(cas[4][0].name, cas[4][1])] == [0xFFFF, 0x20]
+    for n, p in cas:  # the switch port facing each CA port: its keys, enforcement on
+        sw, sp = n.peers[p]
+        assert [k for k in sw.pkeys[sp] if k] == keys[(n.name, p)]
+        assert (sw.pi[sp].partition_enforcement_inbound, sw.pi[sp].partition_enforcement_outbound) == (1, 1)
+    for sw in (n for n in t.sim.nodes.values() if n.is_switch):
+        assert [k for k in sw.pkeys[0] if k] == [0xFFFF]  # ALL=full: switch port 0 too
+        for p in range(1, sw.num_ports + 1):
+            if sw.peers[p] is not None and sw.peers[p][0].is_switch:
+                assert sw.pi[p].partition_enforcement_inbound == 0
+    again = sweep.sweep(t, sweep.SweepOptions(partitions=conf))
+    assert again.summary()["sets"]["pkeys"] == 0 and again.summary()["sets"]["portinfo"] == 0
+
+
+def test_changing_one_member_sends_only_the_changed_blocks():
+    t = _sim()
+    cas = _ca_ports(t.sim)
+    g = [f"{n.port_guids[p]:#x}" for n, p in cas]
+    base = "Default=0x7fff : ALL=full ;\na=0x10 : {} ;\n"
+    sweep.sweep(t, sweep.SweepOptions(partitions=partitions.parse(base.format(f"{g[0]}=full, {g[1]}"))))
+    sent = []
+    t.on_send = sent.append
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=partitions.parse(base.format(f"{g[0]}=full, {g[2]}"))))
+    pkey_sets = [q for q in sent if "Set" in q.describe() and "P_Key" in q.describe()]
+    # g[1] leaves, g[2] joins: their CA ports and the switch ports facing them, one block each
+    assert len(pkey_sets) == 4, [q.describe() for q in pkey_sets]
+    assert r.summary()["sets"]["pkeys"] == 4
+    assert [k for k in cas[1][0].pkeys[cas[1][1]] if k] == [0xFFFF]
+    assert [k for k in cas[2][0].pkeys[cas[2][1]] if k] == [0xFFFF, 0x10]
+
+
+def test_no_partitions_keeps_the_default_partition_only():
+    t = _sim()
+    r = sweep.sweep(t, sweep.SweepOptions())
+    assert r.problems == []
+    for n, p in _ca_ports(t.sim):
+        assert n.pkeys[p][0] == 0xFFFF
+    assert links.LinkOptions().partitions is None
