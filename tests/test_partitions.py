@@ -175,3 +175,50 @@ def test_no_partitions_keeps_the_default_partition_only():
     for n, p in _ca_ports(t.sim):
         assert n.pkeys[p][0] == 0xFFFF
     assert links.LinkOptions().partitions is None
+
+
+def _random_config(rng, guids):
+    """Three to five partitions of random members (full or limited), as file text, and
+    the rule's expectation: pkey -> {port GUID: full?}."""
+    lines, expect = ["Default=0x7fff : ALL=limited, SELF=full ;"], {}
+    for i in range(rng.randint(3, 5)):
+        pkey = 0x100 + i
+        members = rng.sample(guids, rng.randint(0, len(guids) // 2))
+        expect[pkey] = {g: rng.random() < 0.5 for g in members}
+        lines.append(f"p{i}=0x{pkey:x} : " + ", ".join(f"0x{g:016x}={'full' if f else 'limited'}"
+                                                      for g, f in expect[pkey].items()) + " ;")
+    return "\n".join(lines) + "\n", expect
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_data_plane_reachability_equals_the_partition_rules(seed):
+    import random
+    rng = random.Random(seed)
+    fabric = topogen.fat_tree_2(4) if seed != 2 else topogen.torus_2d(3, 3)
+    t = SimTransport(fabric)
+    cas = _ca_ports(t.sim)
+    guid = {(n.name, p): n.port_guids[p] for n, p in cas}
+    text, expect = _random_config(rng, sorted(guid.values()))
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=partitions.parse(text)))
+    assert r.problems == []
+    local = r.topology.local
+    from smagent.sim.dataplane import Packet
+    for sn, sp in cas:
+        for dn, dp in cas:
+            if (sn.name, sp) == (dn.name, dp):
+                continue
+            a, b = guid[(sn.name, sp)], guid[(dn.name, dp)]
+            shared = [pk for pk, m in expect.items() if a in m and b in m and (m[a] or m[b])]
+            sm = (sn.guid, sp) == local or (dn.guid, dp) == local  # the SM's port: full default member
+            want = bool(shared) or sm
+            lid = dn.lid_range(dp)[0]
+            got = any(t.sim.trace((sn.name, sp), lid, packet=Packet(pkey=k)).delivered for k in sn.pkeys[sp] if k)
+            assert got == want, (sn.name, dn.name, [hex(k) for k in sn.pkeys[sp] if k],
+                                 [hex(k) for k in dn.pkeys[dp] if k])
+    # a key the sender holds but the receiver does not: the enforcing switch port drops it first
+    sn, sp = cas[0]
+    odd = 0x4321 | FULL
+    sn.pkeys[sp][5] = odd
+    dn, dp = cas[-1]
+    tr = t.sim.trace((sn.name, sp), dn.lid_range(dp)[0], packet=Packet(pkey=odd))
+    assert tr.outcome == "dropped" and "enforcement" in tr.reason
