@@ -227,11 +227,16 @@ class Session:
         left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
         return ApplyResult(r, left.plan_lines(), left)
 
-    def verify(self, *, mcast: bool = True, examples: int = 5) -> Report:
+    def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
+        ``partitions``: a partitions.conf path or a `smagent.partitions.PartitionConfig`
+        the P_Key tables are checked against (`smagent.verify.partitions`).
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent import verify as verifymod
-        return verifymod.verify(self._open(), mcast=mcast, examples=examples)
+        if partitions is not None and not hasattr(partitions, "partitions"):
+            from smagent import partitions as partmod
+            partitions = partmod.load(partitions)  # before any SMP
+        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:

@@ -190,35 +190,63 @@ def _random_config(rng, guids):
     return "\n".join(lines) + "\n", expect
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_data_plane_reachability_equals_the_partition_rules(seed):
-    import random
-    rng = random.Random(seed)
-    fabric = topogen.fat_tree_2(4) if seed != 2 else topogen.torus_2d(3, 3)
-    t = SimTransport(fabric)
-    cas = _ca_ports(t.sim)
-    guid = {(n.name, p): n.port_guids[p] for n, p in cas}
-    text, expect = _random_config(rng, sorted(guid.values()))
-    r = sweep.sweep(t, sweep.SweepOptions(partitions=partitions.parse(text)))
-    assert r.problems == []
-    local = r.topology.local
+def _reach(t, cas):
+    """Data-plane reachability of every ordered pair of CA ports: sent with any P_Key the
+    sender holds, delivered."""
     from smagent.sim.dataplane import Packet
+    out = {}
     for sn, sp in cas:
         for dn, dp in cas:
-            if (sn.name, sp) == (dn.name, dp):
-                continue
-            a, b = guid[(sn.name, sp)], guid[(dn.name, dp)]
-            shared = [pk for pk, m in expect.items() if a in m and b in m and (m[a] or m[b])]
-            sm = (sn.guid, sp) == local or (dn.guid, dp) == local  # the SM's port: full default member
-            want = bool(shared) or sm
-            lid = dn.lid_range(dp)[0]
-            got = any(t.sim.trace((sn.name, sp), lid, packet=Packet(pkey=k)).delivered for k in sn.pkeys[sp] if k)
-            assert got == want, (sn.name, dn.name, [hex(k) for k in sn.pkeys[sp] if k],
-                                 [hex(k) for k in dn.pkeys[dp] if k])
-    # a key the sender holds but the receiver does not: the enforcing switch port drops it first
-    sn, sp = cas[0]
-    odd = 0x4321 | FULL
-    sn.pkeys[sp][5] = odd
-    dn, dp = cas[-1]
-    tr = t.sim.trace((sn.name, sp), dn.lid_range(dp)[0], packet=Packet(pkey=odd))
-    assert tr.outcome == "dropped" and "enforcement" in tr.reason
+            if (sn.name, sp) != (dn.name, dp):
+                lid = dn.lid_range(dp)[0]
+                out[((sn.guid, sp), (dn.guid, dp))] = any(
+                    t.sim.trace((sn.name, sp), lid, packet=Packet(pkey=k)).delivered for k in sn.pkeys[sp] if k)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_data_plane_reachability_equals_the_partition_rules_and_verify_agrees(seed):
+    import random
+    from smagent import verify
+    from smagent.verify import partitions as vparts
+    rng = random.Random(seed)
+    t = SimTransport(topogen.fat_tree_2(4) if seed != 2 else topogen.fat_tree_2(6))
+    cas = _ca_ports(t.sim)
+    guid = {(n.guid, p): n.port_guids[p] for n, p in cas}
+    text, expect = _random_config(rng, sorted(guid.values()))
+    conf = partitions.parse(text)
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=conf))
+    assert r.problems == []
+    local = r.topology.local
+    reach = _reach(t, cas)
+    for (a, b), got in reach.items():
+        ga, gb = guid[a], guid[b]
+        shared = [pk for pk, m in expect.items() if ga in m and gb in m and (m[ga] or m[gb])]
+        assert got == (bool(shared) or local in (a, b)), (a, b)  # the SM's port: full default member
+    report = verify.verify(t, partitions=conf)
+    assert report.ok, report.texts
+    assert report.summary["partition_pairs"] == len(reach)
+    # tables changed behind the SM's back: one CA port (and the enforcing switch port
+    # facing it) gains a foreign partition another port holds as a full member
+    (sn, sp), (dn, dp) = next(((s, sp), (d, dp)) for s, sp in cas for d, dp in cas
+                              if (s.guid, sp) != (d.guid, dp) and not reach[((s.guid, sp), (d.guid, dp))])
+    odd = 0x4321
+    sn.pkeys[sp][7] = odd
+    sw, swp = sn.peers[sp]
+    sw.pkeys[swp][7] = odd
+    dn.pkeys[dp][7] = odd | FULL
+    dw, dwp = dn.peers[dp]
+    dw.pkeys[dwp][7] = odd
+    reach = _reach(t, cas)
+    assert reach[((sn.guid, sp), (dn.guid, dp))]
+    snap = verify.collect(t, partitions=conf)
+    for (a, b), got in reach.items():  # verify's rule, pair for pair, equals the data plane
+        assert bool(vparts.tables_allow(snap, a, b)) == got, (a, b)
+    report = verify.check(snap)
+    leak = report.defects["partition_leak"]
+    assert leak["count"] == 2 and {e["src"] for e in leak["examples"]} == {f"{sn.name}[{sp}]", f"{dn.name}[{dp}]"}
+    # the same on a port the partitions allow: dropped by its switch port's table
+    dw.pkeys[dwp][:] = [0] * len(dw.pkeys[dwp])
+    report = verify.verify(t, partitions=conf)
+    blocked = report.defects["partition_blocked"]
+    assert blocked["examples"] and all(f"{dn.name}[{dp}]" in (e["src"], e["dst"]) for e in blocked["examples"])
