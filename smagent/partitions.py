@@ -435,3 +435,26 @@ def resolve(config: PartitionConfig, topo) -> Assignment:
         order = ([head] if head is not None else []) + sorted(p for p in d if p != head)
         ports[k] = [p | (FULL_BIT if d[p] else 0) for p in order]
     return Assignment(ports, warnings)
+
+
+# -- what `smagent partitions show` prints ------------------------------------------------------
+def view(topo, tables: dict, config: PartitionConfig | None = None) -> dict:
+    """Membership by port and by partition. ``tables``: (guid, port) -> 16-bit P_Keys (as
+    read, or `resolve`'s); ``config`` names the partitions."""
+    ends = end_ports(topo)
+    names = {p.pkey: p.name for p in (config.partitions if config else ())}
+    by_port, by_part = [], {}
+    for key in sorted(tables):
+        n = topo.nodes.get(key[0])
+        if n is None or key not in ends:
+            continue
+        where = f"{n.description or hex(n.guid)}[{key[1]}]"
+        keys = [k for k in tables[key] if k & 0x7FFF]
+        by_port.append({"port": where, "guid": f"0x{ends[key][1]:016x}", "kind": ends[key][0],
+                        "pkeys": [{"pkey": f"{k & 0x7FFF:#06x}", "membership": "full" if k & FULL_BIT else "limited"}
+                                  for k in keys]})
+        for k in keys:
+            e = by_part.setdefault(k & 0x7FFF, {"pkey": f"{k & 0x7FFF:#06x}", "name": names.get(k & 0x7FFF),
+                                                "full": [], "limited": []})
+            e["full" if k & FULL_BIT else "limited"].append(where)
+    return {"ports": by_port, "partitions": [by_part[k] for k in sorted(by_part)]}

@@ -250,3 +250,37 @@ def test_data_plane_reachability_equals_the_partition_rules_and_verify_agrees(se
     report = verify.verify(t, partitions=conf)
     blocked = report.defects["partition_blocked"]
     assert blocked["examples"] and all(f"{dn.name}[{dp}]" in (e["src"], e["dst"]) for e in blocked["examples"])
+
+
+def test_partitions_show_by_port_and_by_partition(cli, tmp_path):
+    f = tmp_path / "p.conf"
+    f.write_text("Default=0x7fff : ALL=full ;\nstorage=0x10, ipoib : ALL_CAS=limited, 0x0000000000100001=full ;\n")
+    r = cli("--transport", "sim", "partitions", "show", "--partitions", str(f), "--json")
+    assert r.exit_code == 0, r.output
+    v = r.json()
+    st = next(e for e in v["partitions"] if e["pkey"] == "0x0010")
+    assert st["name"] == "storage" and st["full"] == ["H1[1]"] and "H2[1]" in st["limited"]
+    h1 = next(e for e in v["ports"] if e["port"] == "H1[1]")
+    assert h1["pkeys"] == [{"pkey": "0x7fff", "membership": "full"}, {"pkey": "0x0010", "membership": "full"}]
+    r = cli("--transport", "sim", "partitions", "show")  # the tables as the ports hold them (reset: 0x7fff)
+    assert r.exit_code == 0 and "H1[1] 0x0000000000100001: 0x7fff limited" in r.output
+    f.write_text("storage=0x10 : 0xnope ;\n")
+    r = cli("--transport", "sim", "partitions", "show", "--partitions", str(f))
+    assert r.exit_code == 2 and "line 1: member '0xnope'" in r.output
+
+
+def test_session_sweep_and_verify_with_a_partitions_file(tmp_path):
+    import smagent
+    f = tmp_path / "p.conf"
+    f.write_text("a=0x10 : ALL_CAS=full ;\nb=0x20 : 0x0000000000100001=full, 0x0000000000100004 ;\n")
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep(partitions=partitions.load(f))
+        assert r.problems == []
+        report = fabric.verify(partitions=str(f))
+        assert "partition_leak" not in report.defects and "partition_blocked" not in report.defects
+        assert "no_default_partition" not in report.defects  # 0x7fff limited is what the file asks for
+        assert report.summary["partition_pairs"] > 0
+        other = tmp_path / "q.conf"
+        other.write_text("a=0x10 : 0x0000000000100001=full ;\n")  # the tables now hold more than this
+        report = fabric.verify(partitions=str(other))
+        assert report.defects["partition_leak"]["count"] > 0
