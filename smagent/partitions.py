@@ -443,7 +443,8 @@ def view(topo, tables: dict, config: PartitionConfig | None = None) -> dict:
     read, or `resolve`'s); ``config`` names the partitions."""
     ends = end_ports(topo)
     names = {p.pkey: p.name for p in (config.partitions if config else ())}
-    by_port, by_part = [], {}
+    by_port: list[dict] = []
+    by_part: dict[int, dict] = {}
     for key in sorted(tables):
         n = topo.nodes.get(key[0])
         if n is None or key not in ends:
