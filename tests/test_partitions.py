@@ -284,3 +284,28 @@ def test_session_sweep_and_verify_with_a_partitions_file(tmp_path):
         other.write_text("a=0x10 : 0x0000000000100001=full ;\n")  # the tables now hold more than this
         report = fabric.verify(partitions=str(other))
         assert report.defects["partition_leak"]["count"] > 0
+
+
+@pytest.mark.parametrize("command", [["run"], ["plan", "{desired}"], ["apply", "{desired}"], ["verify"]])
+def test_every_partitions_option_refuses_a_bad_file_with_its_line(cli, tmp_path, command):
+    f = tmp_path / "p.conf"
+    f.write_text("ok=0x10 : ALL ;\n\nbad=0x20, mtu=7 : ALL ;\n")
+    d = tmp_path / "d.yaml"
+    d.write_text("lmc: 0\n")
+    args = [a.replace("{desired}", str(d)) for a in command]
+    r = cli("--transport", "sim", *args, "--partitions", str(f), "--state-dir", str(tmp_path / "s")) \
+        if command[0] == "run" else cli("--transport", "sim", *args, "--partitions", str(f))
+    assert r.exit_code == 2, r.output
+    assert "line 3: mtu='7': not a number 1..5" in r.output
+
+
+def test_plan_with_partitions_lists_the_pkey_blocks(cli, tmp_path):
+    f = tmp_path / "p.conf"
+    f.write_text("storage=0x10 : ALL_CAS=full ;\n")
+    d = tmp_path / "d.yaml"
+    d.write_text(f"partitions_file: {f}\n")
+    r = cli("--transport", "sim", "plan", str(d), "--json")
+    assert r.exit_code in (0, 1), r.output
+    pk = [c for c in r.json()["plan"] if c.get("table") == "P_Key"]
+    hosts = [c for c in pk if c["node"].startswith("H")]
+    assert len(hosts) == 9 and all(0x8010 in c["new"] for c in hosts)  # every CA port of the bundled fabric
