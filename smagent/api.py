@@ -472,6 +472,9 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
     if unknown:
         raise BadInput(f"sweep() got unknown keyword(s) {', '.join(unknown)}: the options are "
                        f"{', '.join(sorted(fields))}")
+    if isinstance(out.get("partitions"), (str, os.PathLike)):  # a partitions.conf path: read before any SMP
+        from smagent import partitions
+        out["partitions"] = partitions.load(out["partitions"])
     out.update(desiredmod.sweep_settings(desiredmod.coerce(desired), lmc=lmc, lid_file=lid_file, routing=routing))
     problem = fw.lmc_problem(out["lmc"], "lmc")
     if problem:

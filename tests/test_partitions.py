@@ -274,7 +274,7 @@ def test_session_sweep_and_verify_with_a_partitions_file(tmp_path):
     f = tmp_path / "p.conf"
     f.write_text("a=0x10 : ALL_CAS=full ;\nb=0x20 : 0x0000000000100001=full, 0x0000000000100004 ;\n")
     with smagent.connect("sim") as fabric:
-        r = fabric.sweep(partitions=partitions.load(f))
+        r = fabric.sweep(partitions=str(f))  # a path, read before any SMP (a PartitionConfig works too)
         assert r.problems == []
         report = fabric.verify(partitions=str(f))
         assert "partition_leak" not in report.defects and "partition_blocked" not in report.defects

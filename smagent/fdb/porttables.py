@@ -96,9 +96,14 @@ class TableChange:
             return (f"SubnSet(VLArbitrationTable) {self.name} port {port or self.port} {table} "
                     f"{half * 32}-{half * 32 + 31}: {fmt(self.old)} -> {fmt(self.new)}")
         block, port = fw.pkey_from_modifier(self.modifier)
-        old = "?" if self.old is None else f"{self.old.p_keys[0]:#06x}"
-        return (f"SubnSet(P_KeyTable) {self.name} port {port or self.port} block {block}: [0] {old} -> "
-                f"{self.new.p_keys[0]:#06x}")
+        where = f"SubnSet(P_KeyTable) {self.name} port {port or self.port} block {block}"
+        if self.old is None or list(self.old.p_keys[1:]) == list(self.new.p_keys[1:]):
+            old = "?" if self.old is None else f"{self.old.p_keys[0]:#06x}"
+            return f"{where}: [0] {old} -> {self.new.p_keys[0]:#06x}"
+
+        def keys(t):  # a whole block (partitions): its keys in use
+            return ",".join(f"{k:#06x}" for k in t.p_keys if k) or "(none)"
+        return f"{where}: {keys(self.old)} -> {keys(self.new)}"
 
     def get(self) -> Request:
         return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)
