@@ -73,11 +73,9 @@ class Partition:
     def flag(self, name: str, default=None):
         return next((v for k, v in self.flags if k == name), default)
 
-    def to_json(self) -> dict:
-        return {"name": self.name, "pkey": f"{self.pkey:#06x}", "ipoib": self.ipoib, "indx0": self.indx0,
-                **{k: v for k, v in self.flags},
-                "members": [{"member": m.who if isinstance(m.who, str) else f"0x{m.who:016x}",
-                             "membership": m.membership} for m in self.members]}
+    def properties(self) -> dict:
+        """The partition's flags as `partitions show --json` lists them."""
+        return {"ipoib": self.ipoib, "indx0": self.indx0, **{k: v for k, v in self.flags}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,7 +440,7 @@ def view(topo, tables: dict, config: PartitionConfig | None = None) -> dict:
     """Membership by port and by partition. ``tables``: (guid, port) -> 16-bit P_Keys (as
     read, or `resolve`'s); ``config`` names the partitions."""
     ends = end_ports(topo)
-    names = {p.pkey: p.name for p in (config.partitions if config else ())}
+    parts = {p.pkey: p for p in (config.partitions if config else ())}
     by_port: list[dict] = []
     by_part: dict[int, dict] = {}
     for key in sorted(tables):
@@ -455,7 +453,8 @@ def view(topo, tables: dict, config: PartitionConfig | None = None) -> dict:
                         "pkeys": [{"pkey": f"{k & 0x7FFF:#06x}", "membership": "full" if k & FULL_BIT else "limited"}
                                   for k in keys]})
         for k in keys:
-            e = by_part.setdefault(k & 0x7FFF, {"pkey": f"{k & 0x7FFF:#06x}", "name": names.get(k & 0x7FFF),
-                                                "full": [], "limited": []})
+            part = parts.get(k & 0x7FFF)
+            e = by_part.setdefault(k & 0x7FFF, {"pkey": f"{k & 0x7FFF:#06x}", "name": part and part.name,
+                                                **(part.properties() if part else {}), "full": [], "limited": []})
             e["full" if k & FULL_BIT else "limited"].append(where)
     return {"ports": by_port, "partitions": [by_part[k] for k in sorted(by_part)]}

@@ -259,7 +259,7 @@ def test_partitions_show_by_port_and_by_partition(cli, tmp_path):
     assert r.exit_code == 0, r.output
     v = r.json()
     st = next(e for e in v["partitions"] if e["pkey"] == "0x0010")
-    assert st["name"] == "storage" and st["full"] == ["H1[1]"] and "H2[1]" in st["limited"]
+    assert st["name"] == "storage" and st["full"] == ["H1[1]"] and "H2[1]" in st["limited"] and st["ipoib"]
     h1 = next(e for e in v["ports"] if e["port"] == "H1[1]")
     assert h1["pkeys"] == [{"pkey": "0x7fff", "membership": "full"}, {"pkey": "0x0010", "membership": "full"}]
     r = cli("--transport", "sim", "partitions", "show")  # the tables as the ports hold them (reset: 0x7fff)
