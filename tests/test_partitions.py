@@ -309,3 +309,36 @@ def test_plan_with_partitions_lists_the_pkey_blocks(cli, tmp_path):
     pk = [c for c in r.json()["plan"] if c.get("table") == "P_Key"]
     hosts = [c for c in pk if c["node"].startswith("H")]
     assert len(hosts) == 9 and all(0x8010 in c["new"] for c in hosts)  # every CA port of the bundled fabric
+
+
+def test_partition_tables_are_backed_up_journalled_and_restored(tmp_path):
+    import json
+    from smagent import api
+    from smagent.fdb import journal
+    state = tmp_path / "state"
+    t = _sim()
+    s = api.Session(t, state_dir=str(state))
+    s.sweep(state_dir=str(state))  # the default partition first
+    cas = _ca_ports(t.sim)
+    conf = partitions.parse(f"p=0x10 : ALL_CAS=limited, 0x{cas[0][0].port_guids[cas[0][1]]:016x}=full ;\n")
+    r = s.sweep(state_dir=str(state), partitions=conf)
+    assert r.problems == [] and r.backup_file
+    changed = [c for c in r.link_changes if c.kind == "pkeys"]
+    sw_ports = [c for c in changed if c.guid in {n.guid for n in t.sim.nodes.values() if n.is_switch}
+                and c.modifier >> 16]
+    assert len(sw_ports) == len(cas)  # every switch port facing a CA port, by its modifier's port
+    doc = json.loads(open(r.backup_file).read())
+    saved = {(u["modifier"], g) for g, sw in doc["switches"].items() for u in sw.get("links", ())
+             if u["table"] == "pkeys"}
+    assert {(c.modifier, f"0x{c.guid:016x}") for c in changed} == saved
+    (recs,) = [rs for f in (state / journal.JOURNALS_DIR).glob("apply-*.journal")
+               for rs in [[json.loads(line) for line in f.read_text().splitlines()]]
+               if rs[0].get("backup") == r.backup_file]  # this sweep's journal
+    planned = {(u["switch"], u["port"], u["block"]) for u in recs[0]["blocks"] if u.get("table") == "pkeys"}
+    assert planned == {(f"0x{c.guid:016x}", c.port, c.modifier) for c in changed} and recs[-1]["event"] == "done"
+    res = s.lft_restore(r.backup_file)
+    assert res.ok, res.problems
+    for n, p in cas:
+        assert [k for k in n.pkeys[p] if k] == [0xFFFF]  # what the first sweep left
+        sw, sp = n.peers[p]
+        assert [k for k in sw.pkeys[sp] if k] == [0xFFFF]
