@@ -229,11 +229,16 @@ class Session:
         left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
         return ApplyResult(r, left.plan_lines(), left)
 
-    def verify(self, *, mcast: bool = True, examples: int = 5) -> Report:
+    def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
+        ``partitions``: a partitions.conf path or a `smagent.partitions.PartitionConfig`
+        the P_Key tables are checked against (`smagent.verify.partitions`).
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent import verify as verifymod
-        return verifymod.verify(self._open(), mcast=mcast, examples=examples)
+        if partitions is not None and not hasattr(partitions, "partitions"):
+            from smagent import partitions as partmod
+            partitions = partmod.load(partitions)  # before any SMP
+        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:
@@ -469,6 +474,9 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
     if unknown:
         raise BadInput(f"sweep() got unknown keyword(s) {', '.join(unknown)}: the options are "
                        f"{', '.join(sorted(fields))}")
+    if isinstance(out.get("partitions"), (str, os.PathLike)):  # a partitions.conf path: read before any SMP
+        from smagent import partitions
+        out["partitions"] = partitions.load(out["partitions"])
     out.update(desiredmod.sweep_settings(desiredmod.coerce(desired), lmc=lmc, lid_file=lid_file, routing=routing))
     problem = fw.lmc_problem(out["lmc"], "lmc")
     if problem:

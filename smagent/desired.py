@@ -20,6 +20,9 @@
       vlarb_high: "0:4,1:0"      # OpenSM's syntax
       qos: auto                  # SL2VL/VLArb: auto (default) repairs unusable tables only;
                                  # true writes them everywhere (opensm -Q); false leaves them
+    partitions_file: /etc/opensm/partitions.conf   # OpenSM's grammar (smagent.partitions), or:
+    partitions:                  # the same, structured
+      - {name: storage, pkey: 0x8001, ipoib: true, mtu: 4, members: [ALL_CAS, "0x0002c90300000001=full"]}
 
 Switches and members are targets in the CLI's syntax (`smagent.targets`, one lookup:
 `targets.find_node`): a LID (the node holding it now), a DR path ("0,1,3"), a node or
@@ -44,7 +47,8 @@ from smagent import multicast, targets
 from smagent import routing as routingmod
 from smagent.errors import BadInput
 
-KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links"}
+KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links",
+        "partitions", "partitions_file"}
 SWITCH_KEYS = {"linear_fdb_top", "default_port", "default_multicast_primary_port",
                "default_multicast_not_primary_port", "life_time_value"}
 
@@ -67,6 +71,7 @@ class DesiredState:
     switches: dict = dataclasses.field(default_factory=dict)  # switch ref -> {component: value}
     multicast_prune: bool = False  # remove MFT entries of MLIDs outside `multicast`
     links: object = None  # links.LinkOptions, when the file has a links section
+    partitions: object = None  # partitions.PartitionConfig: `partitions:` or `partitions_file:`
     given: frozenset = frozenset()  # the top-level keys the document named
 
     def __post_init__(self) -> None:
@@ -181,9 +186,28 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
             ds.links = links.options_from_mapping(doc["links"])
         except links.LinkConfigError as e:
             problems += str(e).split("; ")
+    _parse_partitions(doc, ds, problems)
     if problems:
         raise DesiredStateError(source, problems)
     return ds
+
+
+def _parse_partitions(doc, ds: DesiredState, problems: list[str]) -> None:
+    """`partitions:` (structured) or `partitions_file:` (OpenSM's partitions.conf)."""
+    from smagent import partitions
+    if doc.get("partitions") is not None and doc.get("partitions_file") is not None:
+        problems.append("partitions and partitions_file exclude each other")
+        return
+    try:
+        if doc.get("partitions") is not None:
+            ds.partitions = partitions.from_mapping(doc["partitions"])
+        elif doc.get("partitions_file") is not None:
+            if not isinstance(doc["partitions_file"], str):
+                raise partitions.PartitionError("partitions_file", ["expected a path"])
+            ds.partitions = partitions.load(doc["partitions_file"])
+    except partitions.PartitionError as e:
+        where = "partitions" if doc.get("partitions") is not None else f"partitions_file {doc['partitions_file']}"
+        problems += [p if p.startswith("partitions[") else f"{where}: {p}" for p in e.problems]
 
 
 def _parse_lft(doc, ds: DesiredState, problems: list[str]) -> None:

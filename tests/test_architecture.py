@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
      "smagent.pcap", "smagent.sim"),
     ("smagent.transport",),
     ("smagent.discovery", "smagent.smcheck", "smagent.lids", "smagent.fdb", "smagent.routing", "smagent.targets", "smagent.render",
-     "smagent.lftwalk", "smagent.links", "smagent.multicast", "smagent.balance"),
+     "smagent.lftwalk", "smagent.links", "smagent.partitions", "smagent.multicast", "smagent.balance"),
     ("smagent.verify", "smagent.plancheck", "smagent.desired", "smagent.sweep"),
     ("smagent.sm",),
     ("smagent.api",),

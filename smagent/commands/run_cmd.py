@@ -82,6 +82,8 @@ def _given(**values) -> dict:
               help="guid2lid file (default: STATE_DIR/guid2lid): LIDs kept across restarts.")
 @click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None, help="Multicast group file.")
 @click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
+@click.option("--partitions", "partitions_file", type=click.Path(dir_okay=False), default=None,
+              help="OpenSM's partitions.conf (as opensm -P), read and checked before any SMP (see sweep).")
 @click.option("--desired", "desired_file", type=click.Path(dir_okay=False), default=None,
               help="Desired-state file (YAML/JSON, see `smagent plan`); re-read on SIGHUP.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
@@ -90,7 +92,7 @@ def _given(**values) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="On exit, print the final status (as `status --json`) on stdout.")
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
-        mcast_groups, no_multicast, desired_file, state_dir, log_file, as_json):
+        mcast_groups, no_multicast, partitions_file, desired_file, state_dir, log_file, as_json):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import desired, multicast
@@ -108,7 +110,10 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # checked before any SMP
     ds = desired.load(desired_file) if desired_file else None
     given = _given(lmc=lmc, lid_file=lid_file, routing=engine)
-    sw = sweepmod.SweepOptions(**desired.sweep_settings(ds, **given), mcast_groups=spec, multicast=not no_multicast)
+    from smagent import partitions
+    parts = partitions.load(partitions_file) if partitions_file else None
+    sw = sweepmod.SweepOptions(**desired.sweep_settings(ds, **given), mcast_groups=spec, multicast=not no_multicast,
+                               partitions=parts)
     state_dir = state_dir or default_state_dir()
     paths.check_state_dir(state_dir)
     opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,

@@ -134,6 +134,21 @@ def _exit(r) -> None:
         sys.exit(EXIT_DEFECTS)
 
 
+PARTITIONS = click.option(
+    "--partitions", "partitions_file", type=click.Path(dir_okay=False), default=None,
+    help="OpenSM's partitions.conf (as opensm -P): P_Key tables of every end port and enforcement on switch "
+         "ports facing them; read and checked before any SMP (see smagent.partitions). Default: the default "
+         "partition 0xFFFF at index 0 of every end port.")
+
+
+def _partitions(path):
+    """The parsed partitions file (BadInput with line numbers), or None."""
+    if path is None:
+        return None
+    from smagent import partitions
+    return partitions.load(path)
+
+
 ALLOW_DEFECTS = click.option(
     "--allow-defects", is_flag=True,
     help="Write even if the planned tables would break reachability the current tables have, make a "
@@ -193,10 +208,11 @@ def _state_dir(obj, state_dir):
               help="Passes after the first over Sets that got no answer and ports not ACTIVE (default: "
                    "{default}); made only while SMPs are being lost (retries also rise "
                    "with the loss seen, see README).")
+@PARTITIONS
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
 def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast,
-          subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, as_json):
+          subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, partitions_file, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
@@ -209,12 +225,13 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     if prune_multicast and no_multicast:
         raise BadInput("--prune-multicast and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
+    parts = _partitions(partitions_file)
     state_dir = _state_dir(obj, state_dir)
     progress = Progress(obj.transport(), "sweep") if sys.stderr.isatty() and not as_json else None
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), qos),
-                   allow_defects=allow_defects,
+                   allow_defects=allow_defects, partitions=parts,
                    **({} if repair_passes is None else {"repair_passes": repair_passes}))
     summary = r.summary()
     summary.update(obj.transient_write(dry_run))
@@ -240,9 +257,10 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Plan even if another SM is MASTER.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
+@PARTITIONS
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: the plan's summary, its lines and changes.")
 @click.pass_obj
-def plan_cmd(obj, file, force, state_dir, as_json):
+def plan_cmd(obj, file, force, state_dir, partitions_file, as_json):
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
@@ -251,7 +269,9 @@ def plan_cmd(obj, file, force, state_dir, as_json):
     missing routing file) is listed, and the exit status is 2. Planned tables that would
     break the fabric are listed as warnings (exit 1: `apply` would refuse them).
     """
-    r = obj.session().plan(file, force=force, state_dir=_state_dir(obj, state_dir))
+    parts = _partitions(partitions_file)
+    r = obj.session().plan(file, force=force, state_dir=_state_dir(obj, state_dir),
+                           **({} if parts is None else {"partitions": parts}))
     summary = r.summary()
     summary["plan"] = r.plan_changes()
     if as_json:
@@ -269,15 +289,18 @@ def plan_cmd(obj, file, force, state_dir, as_json):
 @click.option("--force", is_flag=True, help="Apply even if another SM is MASTER.")
 @ALLOW_DEFECTS
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
+@PARTITIONS
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document: what was applied, and what a fresh plan still finds.")
 @click.pass_obj
-def apply_cmd(obj, file, force, allow_defects, state_dir, as_json):
+def apply_cmd(obj, file, force, allow_defects, state_dir, partitions_file, as_json):
     """Make the fabric hold a desired-state FILE, then prove it: the Set responses are
     read back, and a fresh plan afterwards must be empty (exit 1 if it is not)."""
     state_dir = _state_dir(obj, state_dir)
+    parts = _partitions(partitions_file)
+    more = {} if parts is None else {"partitions": parts}
     a = _interruptible(obj, state_dir, lambda: obj.session().apply(file, force=force, state_dir=state_dir,
-                                                                   allow_defects=allow_defects))
+                                                                   allow_defects=allow_defects, **more))
     r = a.result
     summary = r.summary()
     summary["left_after_apply"] = a.left.plan_changes()

@@ -21,7 +21,7 @@ from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
          "duplicate_lid", "rft_overlap", "mcast", "link_mtu_mismatch", "link_vl_mismatch", "sl_unmapped",
-         "no_default_partition", "degraded_link", "link_below_capability")
+         "no_default_partition", "partition_leak", "partition_blocked", "degraded_link", "link_below_capability")
 TITLES = {
     "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
@@ -38,6 +38,8 @@ TITLES = {
     "link_vl_mismatch": "links whose ends run different VLs (OperationalVLs)",
     "sl_unmapped": "hops on data paths where an SL maps to VL15 or a VL the link does not run (SL2VL)",
     "no_default_partition": "end ports without the default partition 0xffff (P_Key block 0)",
+    "partition_leak": "pairs the P_Key tables let talk without a shared partition (or only limited-limited)",
+    "partition_blocked": "pairs the partitions allow but the P_Key tables block",
     "degraded_link": "links running below the width or speed both ends support",
     "link_below_capability": "links whose MTU or VLs are below what both ends support",
 }
@@ -49,8 +51,11 @@ TITLES = {
 @click.option("--no-mcast", is_flag=True, help="Do not read the multicast tables (fewer SMPs).")
 @click.option("--examples", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="Examples shown per defect class.")
+@click.option("--partitions", "partitions_file", type=click.Path(dir_okay=False), default=None,
+              help="OpenSM's partitions.conf: check every pair of CA ports' P_Key tables against it "
+                   "(partition_leak, partition_blocked) instead of the default partition.")
 @click.pass_obj
-def verify(obj, as_json, no_mcast, examples):
+def verify(obj, as_json, no_mcast, examples, partitions_file):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
     multicast delivery; links (MTU and VLs agree on both ends, every SL maps to a VL the
@@ -58,7 +63,7 @@ def verify(obj, as_json, no_mcast, examples):
     links listed as warnings); and how evenly routes load the switch-to-switch links (per tree
     level on a fat tree, hottest links named). Nodes that do not answer are listed (defect
     `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
-    report = obj.session().verify(mcast=not no_mcast, examples=examples)
+    report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file)
     if as_json:
         emit_json(report.as_json())
     else:

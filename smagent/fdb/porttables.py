@@ -96,9 +96,14 @@ class TableChange:
             return (f"SubnSet(VLArbitrationTable) {self.name} port {port or self.port} {table} "
                     f"{half * 32}-{half * 32 + 31}: {fmt(self.old)} -> {fmt(self.new)}")
         block, port = fw.pkey_from_modifier(self.modifier)
-        old = "?" if self.old is None else f"{self.old.p_keys[0]:#06x}"
-        return (f"SubnSet(P_KeyTable) {self.name} port {port or self.port} block {block}: [0] {old} -> "
-                f"{self.new.p_keys[0]:#06x}")
+        where = f"SubnSet(P_KeyTable) {self.name} port {port or self.port} block {block}"
+        if self.old is None or list(self.old.p_keys[1:]) == list(self.new.p_keys[1:]):
+            old = "?" if self.old is None else f"{self.old.p_keys[0]:#06x}"
+            return f"{where}: [0] {old} -> {self.new.p_keys[0]:#06x}"
+
+        def keys(t):  # a whole block (partitions): its keys in use
+            return ",".join(f"{k:#06x}" for k in t.p_keys if k) or "(none)"
+        return f"{where}: {keys(self.old)} -> {keys(self.new)}"
 
     def get(self) -> Request:
         return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)
@@ -164,7 +169,7 @@ class Want:
     name: str
     path: tuple
     modifier: int
-    value: object  # sl2vl: tuple of 16; vlarb: list of pairs; pkeys: None (index 0 only)
+    value: object  # sl2vl: tuple of 16; vlarb: list of pairs; pkeys: 32 keys, or None (index 0 only)
     # a switch's SL2VL pairs of one output port that are written, unread, when this
     # representative pair differs: [(modifier), ...]
     siblings: tuple = ()
@@ -179,6 +184,8 @@ class Want:
             return SLtoVLMappingTable(sl_to_vl=list(self.value))
         if self.kind == "vlarb":
             return vlarb_block(self.value)
+        if self.value is not None:  # a whole block (smagent.links.pkeys, with partitions)
+            return P_KeyTable(p_keys=list(self.value))
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
         keys[0] = fw.PKEY_DEFAULT
         return P_KeyTable(p_keys=keys)
@@ -190,7 +197,7 @@ class Want:
 
 def same_table(kind, cur, new) -> bool:
     if kind == "pkeys":
-        return cur.p_keys[0] == new.p_keys[0]
+        return list(cur.p_keys) == list(new.p_keys)
     return cur == new
 
 

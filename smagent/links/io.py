@@ -24,7 +24,7 @@ def table_wants(topo, opts: LinkOptions, op_vls: dict) -> list[Want]:
             if n.ports.get(0) is None:
                 continue
             if opts.pkeys and n.node_info.partition_cap:
-                out.append(pkeys.switch_want(n))
+                out += pkeys.switch_wants(topo, n, opts)
             if always:
                 outs, linked = _switch_out_ports(topo, n, op_vls)
                 out += [w for p, vls in outs for w in _switch_out_wants(n, p, linked, vls, opts)]
@@ -33,7 +33,7 @@ def table_wants(topo, opts: LinkOptions, op_vls: dict) -> list[Want]:
             if always:
                 out += _ca_qos_wants(n, p, pi, path, vls, opts)
             if opts.pkeys and n.node_info.partition_cap:
-                out.append(pkeys.ca_port_want(n, p, path))
+                out += pkeys.ca_port_wants(topo, n, p, path, opts)
     return out
 
 
@@ -106,9 +106,9 @@ def plan_tables(transport, topo, opts: LinkOptions, op_vls: dict, only=None, fai
     nodes a Get got no answer from."""
     wants = [w for w in table_wants(topo, opts, op_vls) if only is None or w.guid in only]
     changes, problems = read_and_diff(transport, wants, failed)
-    notes: list[str] = []
+    notes: list[str] = pkeys.notes(topo, opts)
     if opts.qos_mode == QOS_AUTO:
         units = [u for u in qos_units(topo, opts, op_vls) if only is None or u.ports[0][0].guid in only]
-        more, p2, notes = read_and_repair(transport, units, failed)
-        changes, problems = changes + more, problems + p2
+        more, p2, qos_notes = read_and_repair(transport, units, failed)
+        changes, problems, notes = changes + more, problems + p2, notes + qos_notes
     return changes, problems, notes

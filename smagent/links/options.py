@@ -66,6 +66,9 @@ class LinkOptions:
     vlarb_low: tuple = OSM_VLARB_LOW
     vl_high_limit: int = OSM_VL_HIGH_LIMIT
     pkeys: bool = True  # the default partition at index 0 of every end port
+    # a smagent.partitions.PartitionConfig: whole P_Key tables and switch enforcement
+    # (smagent.links.pkeys); None: the default partition at index 0 only
+    partitions: object = None
 
     def check(self) -> "LinkOptions":
         """Every problem at once, as LinkConfigError."""

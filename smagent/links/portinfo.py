@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mad import codes
 from mad.attributes import NodeType
+from smagent.links import pkeys
 from smagent.links.options import LinkOptions
 
 
@@ -13,7 +14,7 @@ CAP_SL_MAPPING = 1 << 6  # PortInfo.CapabilityMask: IsSLMappingSupported
 
 # the PortInfo fields this module owns; RIDE_ALONG ones never trigger a Set on their own
 LINK_FIELDS = ("gid_prefix", "neighbor_mtu", "operational_vls", "hoq_life", "vl_stall_count",
-               "vl_high_limit", "subnet_timeout")
+               "vl_high_limit", "subnet_timeout", "partition_enforcement_inbound", "partition_enforcement_outbound")
 
 
 RIDE_ALONG = frozenset({"subnet_timeout"})
@@ -48,6 +49,7 @@ def port_fields(topo, node, port: int, opts: LinkOptions) -> dict:
     want["operational_vls"] = max(1, min(pi.vl_cap, peer_pi.vl_cap, opts.vls_code))
     leaf = peer_node.node_type != NodeType.SWITCH
     if node.is_switch:
+        want.update(pkeys.enforcement(topo, node, port, opts))
         want["hoq_life"] = opts.leaf_hoq_life if leaf else opts.hoq_life
         want["vl_stall_count"] = opts.leaf_vl_stall_count if leaf else opts.vl_stall_count
     elif node.node_type == NodeType.ROUTER:

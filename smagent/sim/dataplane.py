@@ -19,7 +19,9 @@ discard rules) and IBA 18.2.4; LID-routed SMPs use the same code with `smp=True`
   port's SLtoVLMappingTable: a CA port's, or the switch's for this input/output pair)
   to a data VL both ends run (below OperationalVLs; VL15 is dropped), and the port
   that receives it at the end must hold its P_Key: same base, and at least one of the
-  two a full member (IBA 10.9.3).
+  two a full member (IBA 10.9.3); a switch port with PartitionEnforcementInbound
+  (Outbound) set drops a packet entering (leaving) it whose P_Key base its own P_Key
+  table lacks (IBA 10.9.4).
 """
 from __future__ import annotations
 
@@ -100,6 +102,18 @@ def pkey_matches(a: int, b: int) -> bool:
 def check_pkey(node, port: int, pkey: int) -> None:
     if not any(pkey_matches(pkey, k) for k in node.pkeys[port]):
         raise Dropped(f"P_Key {pkey:#06x} is not in the receiving port's P_Key table", (node.name, port))
+
+
+def check_switch_pkey(node, port: int, pkey: int, direction: str) -> None:
+    """Switch partition enforcement (IBA 10.9.4) on ``port`` when its PortInfo asks for it
+    in ``direction`` ("inbound"/"outbound"): the P_Key's 15-bit base must be in the
+    port's table (membership is the end ports' matter)."""
+    if not getattr(node.pi[port], f"partition_enforcement_{direction}"):
+        return
+    base = pkey & ~PKEY_FULL_MEMBER
+    if not base or not any(k & ~PKEY_FULL_MEMBER == base for k in node.pkeys[port] if k):
+        raise Dropped(f"P_Key {pkey:#06x} is not in the switch port's P_Key table ({direction} enforcement)",
+                      (node.name, port))
 
 
 # -- single decisions ------------------------------------------------------------------
@@ -250,6 +264,9 @@ def _walk(node, in_port, dlid, smp, hops, first=False, pkt=None):
         nxt = cross(node, out, smp)
         if pkt is not None:
             try:
+                if not first:
+                    check_switch_pkey(node, in_port, pkt.pkey, "inbound")
+                check_switch_pkey(node, out, pkt.pkey, "outbound")
                 check_hop(node, in_port, out, nxt, pkt)
             except Dropped:
                 hops.append((name, None if first else in_port, None))

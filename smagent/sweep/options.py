@@ -45,6 +45,9 @@ class SweepOptions:
     # passes after the first over what did not finish (Sets lost, ports not ACTIVE), made
     # only while the transport observes loss (`smagent.transport.retry`); 0: none
     repair_passes: int = REPAIR_PASSES
+    # a smagent.partitions.PartitionConfig (parsed: `partitions.load`, before any SMP); wins
+    # over a desired state's partitions; None: the desired state's, else the default partition
+    partitions: object = None
 
 
 @dataclasses.dataclass

@@ -2,6 +2,8 @@
 then the arming pass and the activation (ARMED -> ACTIVE), each Set read back."""
 from __future__ import annotations
 
+import dataclasses
+
 from mad.attributes import AttrID, PortInfo, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
@@ -16,6 +18,9 @@ def plan_ports(s: SweepState) -> None:
     topo, plan_, opts = s.topo, s.r.lid_plan, s.opts
     s.link_opts = None if opts.links is False else (
         opts.links or getattr(opts.desired, "links", None) or links.LinkOptions())
+    parts = opts.partitions or getattr(opts.desired, "partitions", None)
+    if s.link_opts is not None and parts is not None:
+        s.link_opts = dataclasses.replace(s.link_opts, partitions=parts)
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]

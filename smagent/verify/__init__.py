@@ -78,7 +78,11 @@ hand-built snapshots without it skip them):
 ``no_default_partition`` end ports (linked CA ports, switch port 0 of a switch with a
                        LID) whose P_Key block 0 lacks the default partition 0xFFFF (full
                        member); at reset ports hold 0x7FFF, and two limited members
-                       cannot talk.
+                       cannot talk. Not checked when partitions are given: then
+``partition_leak``     pairs of CA ports the P_Key tables (and the enforcing switch ports
+                       next to them) let talk without a shared partition, or only as two
+                       limited members, and
+``partition_blocked``  pairs the partitions allow but the tables block (`verify.partitions`).
 
 Warnings (listed in `Report.warnings`, the exit code and `Report.ok` ignore them: a
 configured cap (`links.LinkOptions.max_mtu` / `max_vls`) or a cable that trained at a
@@ -91,7 +95,7 @@ lower rate keeps traffic flowing, only slower):
 
 Modules: `model` (Snapshot, Report, the shared net), `collect` (the only I/O: reads),
 `unicast` (routes, LIDs, the walk), `links` (link checks), `cdg` (credit loops), `mcast`
-(multicast trees); this package's `check` runs them all, `verify` reads and checks.
+(multicast trees), `partitions` (P_Key tables against the partitions); this package's `check` runs them all, `verify` reads and checks.
 """
 from __future__ import annotations
 
@@ -102,6 +106,7 @@ from smagent.verify.cdg import _check_cdg, find_cycle
 from smagent.verify.collect import collect, mft_groups, rft_entries, snapshot_of
 from smagent.verify.links import _check_links, data_hops
 from smagent.verify.mcast import _check_mcast
+from smagent.verify.partitions import _check_partition_rules
 from smagent.verify.model import (CAUSES, EXAMPLES, WARNINGS, CaPortState, Report, Snapshot, SwitchState, _Defects,
                                   _Net, snapshot_from_routes)
 from smagent.verify.unicast import (PlaceOutcomes, _check_lids_and_sources, _check_own_lids, _check_ports,
@@ -129,6 +134,7 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
     _check_cdg(net, uni["deps"], D)
     groups = _check_mcast(net, D) if snap.mcast_read else None
     hops = _check_links(net, D)
+    partition_pairs = _check_partition_rules(net, D)
     deps = uni["deps"]
     chans = set(deps)
     for v in deps.values():
@@ -139,7 +145,7 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
         "pairs": uni["pairs"], "pairs_unreachable": uni["bad"],
         "channels": len(chans), "dependencies": sum(len(v) for v in deps.values()), "mcast_groups": groups,
         "unreached": len(snap.unreached), "links_checked": bool(snap.port_info),
-        "tables_checked": snap.tables_read, "data_hops": hops,
+        "tables_checked": snap.tables_read, "data_hops": hops, "partition_pairs": partition_pairs,
         "smps": snap.smps, "read_seconds": round(snap.seconds, 3), "check_seconds": round(time.monotonic() - t0, 3),
     }
     defects = {k: v for k, v in D.d.items() if k not in WARNINGS}
@@ -147,10 +153,12 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
                   outcomes=keep)
 
 
-def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES, balance: bool = True) -> Report:
+def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES, balance: bool = True,
+           partitions=None) -> Report:
     """Read the tables (`collect`), check them (`check`) and, with ``balance``, add the
-    link-load figures of `smagent.balance`."""
-    snap = collect(transport, mcast=mcast)
+    link-load figures of `smagent.balance`. ``partitions``: a
+    `smagent.partitions.PartitionConfig` to check the P_Key tables against."""
+    snap = collect(transport, mcast=mcast, partitions=partitions)
     report = check(snap, examples)
     if balance:
         from smagent import balance as balancemod

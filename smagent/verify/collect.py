@@ -16,9 +16,11 @@ from smagent.verify.links import data_hops
 from smagent.verify.model import CaPortState, Snapshot, SwitchState
 
 
-def collect(transport: Transport, *, mcast: bool = True, links: bool = True) -> Snapshot:
+def collect(transport: Transport, *, mcast: bool = True, links: bool = True, partitions=None) -> Snapshot:
     """Discover the fabric and read every switch's tables (DR-routed Gets, batched);
-    with ``links`` also the SL2VL and P_Key tables the link checks need.
+    with ``links`` also the SL2VL and P_Key tables the link checks need. ``partitions``
+    (a `smagent.partitions.PartitionConfig`): resolved on the fabric for the partition
+    check, and the P_Key tables of enforcing switch ports facing end ports read too.
 
     What does not answer (a silent node, a switch whose tables cannot be read) does not
     stop the reading: it is listed in `Snapshot.unreached` and the rest is verified."""
@@ -48,6 +50,9 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True) -> 
         mfts, errors = _read_mfts(transport, switches)
         failed("MFT", errors, mft_unread)
     snap = snapshot_of(topo, lfts, rfts, mfts, unread=unread, mft_unread=mft_unread, unreached=unreached)
+    if partitions is not None:
+        from smagent import partitions as partmod
+        snap.partition_rules = partmod.resolve(partitions, topo).ports
     if links:
         _read_link_tables(transport, topo, snap)
     snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
@@ -108,6 +113,12 @@ def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
     for g, s in sorted(snap.switches.items()):
         if s.lid and topo.nodes[g].node_info.partition_cap:
             want("pkeys", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(0, 0), (g, 0))
+    for g, p in _enforcing_ports(snap) if snap.partition_rules is not None else ():
+        want("enforce", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(0, p), (g, p))
+    enforcing = {k for w, k in zip(wants, keys) if w.kind == "enforce"}
+    for w in wants:
+        if w.kind == "enforce":
+            w.kind = "pkeys"
     try:
         replies = transport.execute([w.get() for w in wants])
     except ReplayMiss:
@@ -120,9 +131,22 @@ def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
                                    "error": rep.error})
         elif w.kind == "sl2vl":
             snap.sl2vl[key] = tuple(rep.value(SLtoVLMappingTable).sl_to_vl)
+        elif key in enforcing:
+            snap.enforce_pkeys[key] = tuple(rep.value(P_KeyTable).p_keys)
         else:
             snap.pkeys[key] = tuple(rep.value(P_KeyTable).p_keys)
     snap.tables_read = True
+
+
+def _enforcing_ports(snap: Snapshot) -> list:
+    """Switch ports facing a CA port that enforce partitions (either direction)."""
+    out = []
+    for (g, p), (g2, _p2) in snap.links.items():
+        pi = snap.port_info.get((g, p))
+        if (g in snap.switches and g2 not in snap.switches and pi is not None
+                and (pi.partition_enforcement_inbound or pi.partition_enforcement_outbound)):
+            out.append((g, p))
+    return sorted(out)
 
 
 def _first_errors(errors: list[str], keys: list) -> list[tuple[int, str]]:

@@ -91,6 +91,11 @@ class Snapshot:
     sl2vl: dict = dataclasses.field(default_factory=dict)
     pkeys: dict = dataclasses.field(default_factory=dict)
     tables_read: bool = False
+    # the partition check (`verify.partitions`): block 0 of switch ports facing end ports
+    # that enforce partitions ((guid, port) -> keys), and what the partitions give each
+    # end port ((guid, port) -> keys; None: no partitions given, the check is skipped)
+    enforce_pkeys: dict = dataclasses.field(default_factory=dict)
+    partition_rules: dict | None = None
 
 
 @dataclasses.dataclass
