@@ -1,0 +1,92 @@
+"""The SA's records of one `Subnet` snapshot (IBA 15.2.5), built once per snapshot and
+filtered per query. Which records exist follows what OpenSM's database holds: a NodeRecord
+per LID-carrying port (a switch one, a CA one per port), a PortInfoRecord per port of a
+switch (at the switch's LID) and per CA port, a LinkRecord per direction of every link,
+an SMInfoRecord per SM seen.
+
+Secrets are never handed out: M_Key (PortInfoRecord) and SM_Key (SMInfoRecord) read 0
+unless the query carries the SM's own SM_Key (IBA 15.4.1; OpenSM does the same)."""
+from __future__ import annotations
+
+import functools
+
+from mad.sa_records import LinkRecord, NodeRecord, PortInfoRecord, SMInfoRecord, SwitchInfoRecord
+from smagent.subnet import Subnet
+
+DEFAULT_GID_PREFIX = 0xFE80000000000000
+
+
+class Records:
+    """The records of one snapshot, each list built on first use."""
+
+    def __init__(self, subnet: Subnet):
+        self.subnet = subnet
+
+    @functools.cached_property
+    def nodes(self) -> list[NodeRecord]:
+        s, out = self.subnet, []
+        for n in sorted(s.nodes.values(), key=lambda n: n.guid):
+            for p in n.lid_ports():
+                lid = s.base_lid(n, p)
+                if not lid:
+                    continue
+                ni = n.info if n.is_switch else n.info.replace(port_guid=n.port_guid(p), local_port_num=p)
+                out.append(NodeRecord(lid=lid, **{k: getattr(ni, k) for k in _NODE_INFO},
+                                      node_string=n.description))
+        return sorted(out, key=lambda r: r.lid)
+
+    def port_infos(self, reveal_keys: bool) -> list[PortInfoRecord]:
+        return self._port_infos_keyed if reveal_keys else self._port_infos
+
+    @functools.cached_property
+    def _port_infos_keyed(self) -> list[PortInfoRecord]:
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            for p in n.lid_ports():
+                lid = s.base_lid(n, p)
+                if not lid:
+                    continue
+                for port in (sorted(n.ports) if n.is_switch else [p]):
+                    pi = n.ports[port]
+                    out.append(PortInfoRecord(endport_lid=lid, port_num=port,
+                                              **{k: getattr(pi, k) for k in _PORT_INFO}))
+        return sorted(out, key=lambda r: (r.endport_lid, r.port_num))
+
+    @functools.cached_property
+    def _port_infos(self) -> list[PortInfoRecord]:
+        return [r.replace(m_key=0) for r in self._port_infos_keyed]
+
+    @functools.cached_property
+    def switches(self) -> list[SwitchInfoRecord]:
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            lid = s.base_lid(n, 0)
+            if n.is_switch and n.switch_info is not None and lid:
+                si = n.switch_info
+                out.append(SwitchInfoRecord(lid=lid, **{k: getattr(si, k) for k in _SWITCH_INFO}))
+        return sorted(out, key=lambda r: r.lid)
+
+    @functools.cached_property
+    def links(self) -> list[LinkRecord]:
+        out = [LinkRecord(from_lid=a, from_port_num=pa, to_port_num=pb, to_lid=b)
+               for a, pa, pb, b in self.subnet.link_records() if a and b]
+        return sorted(out, key=lambda r: (r.from_lid, r.from_port_num))
+
+    def sms(self, reveal_keys: bool) -> list[SMInfoRecord]:
+        return [SMInfoRecord(lid=lid, guid=i.guid, sm_key=i.sm_key if reveal_keys else 0, act_count=i.act_count,
+                             priority=i.priority, sm_state=i.sm_state) for lid, i in self.subnet.sms]
+
+    def gid(self, node, port: int) -> int:
+        """A port's GID: its GidPrefix (the default one when unset) and its port GUID."""
+        pi = node.ports.get(0 if node.is_switch else port)
+        prefix = (pi.gid_prefix if pi is not None else 0) or DEFAULT_GID_PREFIX
+        return prefix << 64 | node.port_guid(port)
+
+
+def _fields(record: type, skip: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n for n in record.LAYOUT.names if n not in skip)  # type: ignore[attr-defined]
+
+
+_NODE_INFO = _fields(NodeRecord, ("lid", "node_string"))
+_PORT_INFO = _fields(PortInfoRecord, ("endport_lid", "port_num", "options"))
+_SWITCH_INFO = _fields(SwitchInfoRecord, ("lid",))
