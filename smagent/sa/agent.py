@@ -23,8 +23,9 @@ needs no ACK.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Sequence
 
+from mad.attributes import SMInfo
 from mad.errors import MadError
 from mad.gmp import CLASS_PORT_INFO, ClassPortInfo
 from mad.header import InvalidField, Method, response_method
@@ -52,11 +53,15 @@ Reply = tuple[bytes, Address]
 
 class SaAgent:
     """Answers SA requests from the last published `Subnet`. ``sm_key``: our SM_Key (a
-    query carrying it sees M_Keys and SM_Keys); ``master``: only a MASTER SM's SA serves."""
+    query carrying it sees M_Keys and SM_Keys); ``master``: only a MASTER SM's SA serves;
+    ``sms``: the SMs as they are now, (LID, SMInfo) each, ours first (they change without a
+    sweep: polls, handovers); the snapshot's when not given."""
 
-    def __init__(self, sm_key: int = 0, *, master: bool = True):
+    def __init__(self, sm_key: int = 0, *, master: bool = True,
+                 sms: Callable[[], Sequence[tuple[int, SMInfo]]] | None = None):
         self.sm_key = sm_key
         self.master = master
+        self.sms_source = sms
         self.subnet: Subnet | None = None
         self._records: Records | None = None
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
@@ -191,7 +196,8 @@ class SaAgent:
         return self._scan(self._recs.links, q, mad.component_mask)
 
     def _sms(self, q, mad, _inc):
-        return self._scan(self._recs.sms(self._reveal(mad)), q, mad.component_mask)
+        sms = self.sms_source() if self.sms_source is not None else self._recs.subnet.sms
+        return self._scan(self._recs.sms(sms, self._reveal(mad)), q, mad.component_mask)
 
     def _paths(self, q, mad, inc):
         return paths.query(self._recs, q, mad.component_mask, inc.address.lid)

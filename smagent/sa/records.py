@@ -9,7 +9,9 @@ unless the query carries the SM's own SM_Key (IBA 15.4.1; OpenSM does the same).
 from __future__ import annotations
 
 import functools
+from typing import Iterable
 
+from mad.attributes import SMInfo
 from mad.sa_records import LinkRecord, NodeRecord, PortInfoRecord, SMInfoRecord, SwitchInfoRecord
 from smagent.subnet import Subnet
 
@@ -72,9 +74,10 @@ class Records:
                for a, pa, pb, b in self.subnet.link_records() if a and b]
         return sorted(out, key=lambda r: (r.from_lid, r.from_port_num))
 
-    def sms(self, reveal_keys: bool) -> list[SMInfoRecord]:
+    @staticmethod
+    def sms(sms: Iterable[tuple[int, SMInfo]], reveal_keys: bool) -> list[SMInfoRecord]:
         return [SMInfoRecord(lid=lid, guid=i.guid, sm_key=i.sm_key if reveal_keys else 0, act_count=i.act_count,
-                             priority=i.priority, sm_state=i.sm_state) for lid, i in self.subnet.sms]
+                             priority=i.priority, sm_state=i.sm_state) for lid, i in sms]
 
     def gid(self, node, port: int) -> int:
         """A port's GID: its GidPrefix (the default one when unset) and its port GUID."""

@@ -29,17 +29,20 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState, SwitchInfo
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import Method
+from mad.header import Method, MgmtClass
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
 from smagent.sm import repair, traps
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
+from smagent.sa import SaAgent
+from smagent.subnet import Subnet
 from smagent.errors import BadInput, SmagentError
 from smagent.transport.base import Reply, Request, Transport, TransportError
 
 log = logging.getLogger("smagent.sm")
 
+_SA_CLASS = bytes([MgmtClass.SUBN_ADM])
 ATTR_NOT_SUPPORTED = 0x000C  # MAD status: method/attribute combination not supported
 LID_FILE = "guid2lid"
 REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know  # OpenSM's format, in the state directory
@@ -79,7 +82,9 @@ class Counters:
 class Daemon:
     def __init__(self, transport: Transport, opts: DaemonOptions, *, clock=time.monotonic):
         self.t, self.opts, self.clock = transport, opts, clock
-        transport.on_request = lambda m: self._on_request(m.raw, m.slid)  # an Incoming: bytes and source
+        # by management class: the SA's (0x03) to the SA agent, the rest are SMPs
+        transport.on_request = lambda m: self._on_sa(m) if m.raw[1:2] == _SA_CLASS else self._on_request(m.raw, m.slid)
+        self.sa = SaAgent(opts.sm_key, master=False, sms=self._sms_seen)
         self._sm: StateMachine | None = None  # `start` makes it
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
         self._early: list[tuple[bytes, int]] = []  # SMInfo requests that came before we knew who we are
@@ -130,8 +135,10 @@ class Daemon:
 
     def step(self, control=None, max_wait: float = 0.2) -> None:
         """Wait up to `max_wait` (less if a timer is due) for MADs, then do what is due."""
-        due = min(self.next_light, self.next_poll, self.next_discover, self.repair_due)
+        due = min(self.next_light, self.next_poll, self.next_discover, self.repair_due, self.sa.deadline or math.inf)
         self.t.poll(min(max_wait, max(0.0, due - self.clock())))
+        for raw, addr in self.sa.on_timeout(self.clock()):  # RMPP windows sent again
+            self.t.respond(raw, addr)
         if control is not None:
             control.serve_pending(lambda _cmd: self.status())
         while self.events:
@@ -157,6 +164,23 @@ class Daemon:
             self._discover()
 
     # -- answering (called inside the transport, even mid-batch) ---------------------
+    def _on_sa(self, m) -> None:
+        """An SA MAD: answered by the SA agent from the last published snapshot; only a
+        MASTER serves (a STANDBY's SA answers "not supported", never silence)."""
+        self.sa.master = self._sm is not None and self.sm.state == SMState.MASTER
+        for raw, addr in self.sa.handle(m, self.clock()):
+            self.t.respond(raw, addr)
+
+    def _sms_seen(self) -> list[tuple[int, SMInfo]]:
+        """(LID, SMInfo) of every SM we know: ours first, then the peers as they last answered."""
+        if self._sm is None:
+            return []
+        me = self._local()
+        out = [(me[2].lid if me is not None else 0, self.sm.sminfo(self.t.stats.sent, reveal_key=True))]
+        out += [(p.lid, SMInfo(guid=p.guid, sm_key=0, act_count=p.act_count, priority=p.priority, sm_state=p.state))
+                for p in self.peers.values()]
+        return out
+
     def _on_request(self, raw: bytes, slid: int) -> None:
         try:
             req = smpcodec.decode(raw)
@@ -338,6 +362,7 @@ class Daemon:
             self.next_light = self.clock() + max(self.opts.sweep_interval, 1.0)
             return
         self.topo = r.topology
+        self.sa.publish(Subnet.from_sweep(r, generation=self.counters.sweeps + 1))  # whole, or not at all
         clean = not r.problems and not r.topology.unreachable
         self.known = r.known if clean else None
         self.counters.sweeps += 1
