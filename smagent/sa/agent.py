@@ -28,10 +28,10 @@ from typing import Callable, Sequence
 from mad.attributes import SMInfo
 from mad.errors import MadError
 from mad.gmp import CLASS_PORT_INFO, ClassPortInfo
-from mad.header import InvalidField, Method, response_method
-from mad.rmpp import NO_RESP_TIME, RmppSender, RmppType, rmpp_of
+from mad.header import GSI_QKEY, GSI_QP, InvalidField, Method, response_method
+from mad.rmpp import NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, RmppSender, RmppType, rmpp_of
 from mad.sa import SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SaAttrID, SaMad, SaRecord, SaStatus, encode_table, matcher
-from mad.sa_records import record_class
+from mad.sa_records import PortInfoRecord, record_class
 from smagent.sa import paths
 from smagent.sa.records import Records
 from smagent.subnet import Subnet
@@ -45,8 +45,9 @@ BAD_VERSION = InvalidField.BAD_VERSION << 2  # 0x0004
 KNOWN_METHODS = (Method.GET, Method.SET, Method.GET_TABLE, Method.GET_TRACE_TABLE, Method.GET_MULTI, Method.DELETE)
 RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
 RMPP_RETRIES = 4
-RESP_TIME_VALUE = 18  # ClassPortInfo.RespTimeValue: 4.096 us x 2^18, about 1 s (OpenSM's default)
-CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps) yet
+RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
+CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
+CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
 
 Reply = tuple[bytes, Address]
 
@@ -80,7 +81,7 @@ class SaAgent:
     def on_timeout(self, now: float) -> list[Reply]:
         out: list[Reply] = []
         for key, (sender, addr) in list(self.senders.items()):
-            out += [(m, addr) for m in sender.on_timeout(now)]
+            out += [(_trim(m), addr) for m in sender.on_timeout(now)]
             if sender.finished:
                 del self.senders[key]
         return out
@@ -110,7 +111,7 @@ class SaAgent:
         if entry is None:
             return []
         sender, addr = entry
-        out = [(m, addr) for m in sender.on_mad(incoming.raw, now)]
+        out = [(_trim(m), addr) for m in sender.on_mad(incoming.raw, now)]
         if sender.finished:
             del self.senders[key]
         return out
@@ -169,11 +170,13 @@ class SaAgent:
         first = sender.start(now)
         if sender.count > 1:
             self.senders[(incoming.address.lid, int.from_bytes(req[8:16], "big"))] = (sender, addr)
-        return [(m, addr) for m in first]
+        return [(_trim(m), addr) for m in first]
 
     def class_port_info(self) -> ClassPortInfo:
+        # no redirection: requests stay on our QP1 (with the GSI Q_Key), as traps would
         return ClassPortInfo(base_version=1, class_version=SA_CLASS_VERSION, capability_mask=CAP_MASK,
-                             resp_time_value=RESP_TIME_VALUE)
+                             capability_mask2=CAP_MASK2_MCAST_TOP, resp_time_value=RESP_TIME_VALUE,
+                             redirect_qp=GSI_QP, redirect_q_key=GSI_QKEY, trap_q_key=GSI_QKEY)
 
     # -- the records -------------------------------------------------------------------
     def _reveal(self, mad: SaMad) -> bool:
@@ -187,7 +190,13 @@ class SaAgent:
         return self._scan(self._recs.nodes, q, mad.component_mask)
 
     def _port_infos(self, q, mad, _inc):
-        return self._scan(self._recs.port_infos(self._reveal(mad)), q, mad.component_mask)
+        # CapabilityMask selects the ports having every bit the query sets (saquery -s asks
+        # IsSM so), as OpenSM matches it; the other components compare equal
+        mask, cap = mad.component_mask, PortInfoRecord.mask("capability_mask")
+        found = self._scan(self._recs.port_infos(self._reveal(mad)), q, mask & ~cap)
+        if mask & cap:
+            found = [r for r in found if r.capability_mask & q.capability_mask == q.capability_mask]
+        return found
 
     def _switches(self, q, mad, _inc):
         return self._scan(self._recs.switches, q, mad.component_mask)
@@ -206,6 +215,17 @@ class SaAgent:
     def _recs(self) -> Records:
         assert self._records is not None  # _answer checked a snapshot is published
         return self._records
+
+
+def _trim(mad: bytes) -> bytes:
+    """The last DATA segment of a transfer ends where its payload does: a receiver that
+    counts records by the bytes it got (saquery under umad2sim, which carries what is
+    written and reassembles nothing) sees no empty records; the kernel pads it to a whole
+    MAD on a real HCA."""
+    hdr = rmpp_of(mad)
+    if hdr.rmpp_type != RmppType.DATA or not hdr.rmpp_flags & RmppFlags.LAST:
+        return mad
+    return mad[:RMPP_OFFSET + RMPP_HEADER_SIZE + hdr.payload_length]
 
 
 _SERVED: dict[int, Callable] = {

@@ -21,9 +21,10 @@ from smagent.subnet import Node
 DEFAULT_P_KEY = 0xFFFF
 PACKET_LIFE_TIME = 18  # OpenSM's default (subnet_timeout 18: 4.096 us x 2^18, about 1 s)
 EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3
-# components decided by the endpoints or compared with selectors, not for equality
+# components decided by the endpoints or compared with selectors, not for equality;
+# NumbPath is a limit (every path we give is one), Reversible asks for what all ours are
 _SPECIAL = ("sgid", "dgid", "slid", "dlid", "mtu_selector", "mtu", "rate_selector", "rate",
-            "packet_life_time_selector", "packet_life_time")
+            "packet_life_time_selector", "packet_life_time", "num_path", "reversible")
 
 
 class PathQueryError(Exception):
@@ -35,10 +36,14 @@ class PathQueryError(Exception):
 
 
 def _port_mtu(node: Node, port: int) -> int:
+    """The MTU a port carries: its MTUCap, and on a link the NeighborMTU the SM set (a
+    switch's port 0 has no link: its NeighborMTU means nothing)."""
     pi = node.ports.get(port)
     if pi is None:
         return 0
-    return min(pi.mtu_cap, pi.neighbor_mtu) if pi.neighbor_mtu else pi.mtu_cap
+    if node.is_switch and port == 0 or not pi.neighbor_mtu:
+        return pi.mtu_cap
+    return min(pi.mtu_cap, pi.neighbor_mtu)
 
 
 def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int) -> PathRecord | None:
