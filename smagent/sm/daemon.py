@@ -178,7 +178,7 @@ class Daemon:
         me = self._local()
         out = [(me[2].lid if me is not None else 0, self.sm.sminfo(self.t.stats.sent, reveal_key=True))]
         out += [(p.lid, SMInfo(guid=p.guid, sm_key=0, act_count=p.act_count, priority=p.priority, sm_state=p.state))
-                for p in self.peers.values()]
+                for p in self.peers.values() if p.guid != self.sm.guid]  # our own port shows IsSM too
         return out
 
     def _on_request(self, raw: bytes, slid: int) -> None:
