@@ -203,3 +203,11 @@ def test_path_mtu_and_rate_are_the_smallest_on_the_route(subnet):
     from mad import codes
     assert codes.rate_gbps(pr.rate) < codes.rate_gbps(before.rate)
     assert pr.rate == codes.rate_code(pi)
+
+
+def test_sa_command_refuses_bad_input(cli):
+    for args in (["sa", "nodes", "0"], ["sa", "paths", "1", "0xC000"], ["sa", "portinfo", "x"]):
+        r = cli("--transport", "umad", *args)
+        assert r.exit_code == 2 and "LID" in r.output, (args, r.output)
+    r = cli("sa", "nodes")  # the in-process simulator has no SA
+    assert r.exit_code == 2 and "--transport umad" in r.output
