@@ -37,13 +37,13 @@ def ask(t, d, method, record, *fields, src):
 def test_master_answers_sa_queries_from_its_sweep():
     t, d, clock = make()
     d.start()
-    assert d.sm.state == SMState.MASTER and d.sa.subnet is not None
-    me = d.sa.subnet.sm_lid
+    assert d.sm.state == SMState.MASTER and d.sa.agent.subnet is not None
+    me = d.sa.agent.subnet.sm_lid
     src = Address.gsi(me)
     ((m, to),) = ask(t, d, Method.GET, NodeRecord(lid=me), "lid", src=src)
     assert to == src.reply() and m.method == Method.GET_RESP and m.status == 0
     assert m.record(NodeRecord).port_guid == d.sm.guid
-    lids = sorted(d.sa.subnet.lids)
+    lids = sorted(d.sa.agent.subnet.lids)
     ((m, _),) = ask(t, d, Method.GET, PathRecord(slid=lids[0], dlid=lids[-1]), "slid", "dlid", src=src)
     assert m.status == 0 and m.record(PathRecord).dlid == lids[-1]
     ((m, _),) = ask(t, d, Method.GET, SMInfoRecord(lid=me), "lid", src=src)
@@ -54,9 +54,9 @@ def test_master_answers_sa_queries_from_its_sweep():
 def test_unanswered_table_segments_are_sent_again_by_the_loop():
     t, d, clock = make()
     d.start()
-    src = Address.gsi(d.sa.subnet.sm_lid)
+    src = Address.gsi(d.sa.agent.subnet.sm_lid)
     first = ask(t, d, Method.GET_TABLE, NodeRecord(), src=src)
-    assert len(first) == 1 and first[0][0].rmpp.segment_number == 1 and d.sa.deadline is not None
+    assert len(first) == 1 and first[0][0].rmpp.segment_number == 1 and d.sa.deadline < float("inf")
     t.outbox.clear()
     clock.now = d.sa.deadline
     d.step(max_wait=0)

@@ -8,6 +8,7 @@ drives the timers, so nothing here waits for real intervals."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import pytest
 
@@ -131,7 +132,7 @@ def test_answers_sminfo_get_with_identity_state_and_key():
     assert resp.method == Method.GET_RESP and resp.directed and resp.transaction_id == req.transaction_id
     info = resp.attribute()
     assert (info.guid, info.priority, info.sm_state) == (d.sm.guid, 7, SMState.MASTER)
-    assert info.sm_key == DEFAULT_SM_KEY  # our port has no M_Key: every requester authenticates
+    assert info.sm_key == DEFAULT_SM_KEY  # the default key (OpenSM's) is no secret
     assert d.counters.sminfo_gets_answered == 1
 
 
@@ -203,9 +204,18 @@ def test_standby_takes_over_when_the_master_stops_answering():
         (SMState.DISCOVERING, SMState.MASTER)]
 
 
-def _sminfo_set(control, guid, state, priority=1):
-    value = SMInfo(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
+def _sminfo_set(control, guid, state, priority=1, key=DEFAULT_SM_KEY):
+    value = SMInfo(guid=guid, sm_key=key, act_count=0, priority=priority, sm_state=int(state))
     return smpcodec.dr(Method.SET, AttrID.SM_INFO, (0, 1, 3, 2, 1), int(control), value)
+
+
+def _sent_from(d, smp, port_guid):
+    """`smp` as it arrives from the port `port_guid`: its ReturnPath (filled in by the
+    fabric, one ingress port per hop) leads back there from our port."""
+    node, port = d.topo.by_guid(port_guid)
+    path = node.path_to_port(port)
+    rp = bytes([0, *reversed(path[1:])]).ljust(64, b"\0")
+    return dataclasses.replace(smp, hop_count=len(path) - 1, return_path=rp)
 
 
 def test_handover_received_in_standby_is_acknowledged_and_we_sweep():
@@ -213,7 +223,7 @@ def test_handover_received_in_standby_is_acknowledged_and_we_sweep():
     t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
     d.start()
     master = t.sim.node("H5").sm[1]
-    req = _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER)
+    req = _sent_from(d, _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER), master.guid)
     t.deliver(smpcodec.encode(req))
     acks = []
     t.on_send = lambda r: acks.append(r.smp) if r.smp.method == Method.SET and r.smp.attribute_id == AttrID.SM_INFO else None
@@ -234,6 +244,99 @@ def test_illegal_sminfo_sets_are_refused(control, sender_state):
     (resp,) = outbox_smps(t)
     assert resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
     assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+
+
+@pytest.mark.parametrize("control,key", [(Control.HANDOVER, 0), (Control.DISABLE, 0x1234),
+                                         (Control.DISCOVER, DEFAULT_SM_KEY + 1)])
+def test_a_set_with_a_wrong_sm_key_is_refused_and_changes_nothing(control, key, caplog):
+    """Issue: a rogue HANDOVER (key 0, made-up GUID) made a STANDBY MASTER; a DISABLE with a
+    wrong key made it NOT_ACTIVE. Now: answered with status 7, our key hidden, no change."""
+    t, d, clock = make(priority=3, poll_interval=1, poll_retries=1, sm_key=0x5EC12E7)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    d.start()
+    assert d.sm.state == SMState.STANDBY
+    t.deliver(smpcodec.encode(_sminfo_set(control, 0xBAD0BAD0, SMState.MASTER, priority=15, key=key)))
+    acks = []
+    t.on_send = lambda r: acks.append(r) if r.smp.method == Method.SET else None
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+    assert resp.attribute().sm_key == 0 and resp.attribute().sm_state == SMState.STANDBY
+    assert d.sm.state == SMState.STANDBY and d.counters.sweeps == 0 and acks == []
+    assert "wrong SM_Key" in caplog.text and f"{0x5EC12E7:x}" not in caplog.text.lower()
+    h5 = t.sim.node("H5")  # and the standby still takes over when the master dies
+    del h5.sm[1]
+    h5.pi[1].capability_mask &= ~0x2
+    run_for(d, clock, 3)
+    assert d.sm.state == SMState.MASTER
+
+
+def test_a_rightly_keyed_set_is_obeyed_only_from_the_port_of_the_sm_it_names(caplog):
+    """The default key is no secret: a host that knows it still cannot speak for the
+    master. Where a Set came from is what the fabric says (ReturnPath, or SLID), not its
+    SMInfo's GUID."""
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    t.sim.node("H2").pi[1].lid, t.sim.node("H5").pi[1].lid = 0x22, 0x25  # as the master set them
+    d.start()
+    t.outbox.clear()  # our trap 144 to the master
+    master = t.sim.node("H5").sm[1]
+    host = t.sim.node("H2").port_guids[1]
+    disable = _sminfo_set(Control.DISABLE, master.guid, SMState.MASTER, priority=9)
+    lid_routed = smpcodec.lid_routed(Method.SET, AttrID.SM_INFO, int(Control.DISABLE), disable.attribute())
+    t.deliver(smpcodec.encode(_sent_from(d, disable, host)))
+    t.deliver(smpcodec.encode(lid_routed), 0x22)
+    t.deliver(smpcodec.encode(disable))  # a ReturnPath that leads nowhere
+    d.step(max_wait=0)
+    assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [INVALID_VALUE_STATUS] * 3
+    assert d.sm.state == SMState.STANDBY
+    assert caplog.text.count("not from the SM it names") == 3 and f"port {host:#018x}" in caplog.text
+    t.outbox.clear()
+    t.deliver(smpcodec.encode(lid_routed), 0x25)  # the master's own LID
+    d.step(max_wait=0)
+    assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [0] and d.sm.state == SMState.NOT_ACTIVE
+
+
+def test_a_secret_key_is_hidden_in_get_and_set_answers_unless_proven():
+    t, d, clock = make(priority=7, sm_key=0x5EC12E7)
+    d.start()
+    empty = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3))
+    proven = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3), 0,
+                         SMInfo(guid=1, sm_key=0x5EC12E7, act_count=0, priority=0, sm_state=0))
+    for req in (empty, proven, _sminfo_set(Control.STANDBY, 0x10, SMState.MASTER, key=0x5EC12E7)):
+        t.deliver(smpcodec.encode(req))
+    d.step(max_wait=0)
+    assert [r.attribute().sm_key for r in outbox_smps(t)] == [0, 0x5EC12E7, 0x5EC12E7]
+    t.outbox.clear()
+    t.deliver(smpcodec.encode(_sminfo_set(Control.STANDBY, 0x10, SMState.MASTER, key=0)))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)  # the Set path hides it too
+    assert resp.attribute().sm_key == 0 and resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+
+
+def test_a_master_seeing_a_higher_master_yields():
+    """Two masters (e.g. after a partition heals): the lower one hands over and stands by."""
+    t, d, clock = make(priority=3, poll_interval=1, sweep_interval=1)
+    d.start()
+    assert d.sm.state == SMState.MASTER
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))  # it polls us
+    d.step(max_wait=0)
+    assert d.sm.state == SMState.STANDBY and d.counters.handovers_sent == 1
+    assert d.sm.master.guid == t.sim.node("H5").sm[1].guid
+    run_for(d, clock, 3)
+    assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 0
+
+
+@pytest.mark.parametrize("their_state,we_yield", [(SMState.MASTER, True), (SMState.STANDBY, False)])
+def test_an_unanswered_handover_still_yields_to_a_higher_master_only(monkeypatch, their_state, we_yield):
+    t, d, clock = make(priority=3, poll_interval=1)
+    d.start()
+    t.sim.attach_sm(("H5", 1), priority=9, state=their_state)
+    monkeypatch.setattr(d, "_send_sminfo_set", lambda *a: None)  # the HANDOVER goes unanswered
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))
+    d.step(max_wait=0)
+    assert d.sm.state == (SMState.STANDBY if we_yield else SMState.MASTER) and d.counters.handovers_sent == 0
 
 
 def test_lids_are_kept_across_restarts(tmp_path):

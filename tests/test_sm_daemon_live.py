@@ -10,112 +10,18 @@ different nodes (SIM_HOST). OpenSM runs with a scratch OSM_CACHE_DIR/OSM_TMP_DIR
 config file with a 1 s SMInfo polling interval and 2 retries (ours likewise), so a
 takeover is seconds, not OpenSM's default ~50 s.
 """
-import json
 import os
 import re
-import shutil
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
+from sm_harness import Daemon, OpenSM, converge, needs_opensm, procs, sminfo_at  # noqa: F401 (procs: a fixture)
 from smagent import netfile, topogen
 
-OPENSM = shutil.which("opensm", path="/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
-needs_opensm = pytest.mark.skipif(OPENSM is None, reason="opensm is not installed (Debian package opensm)")
-
-
-class Daemon:
-    """`smagent run` on ibsim; stopped with SIGTERM (then SIGKILL) by process group."""
-
-    def __init__(self, sim, *args, host=None):
-        self.sim, self.state = sim, sim.cwd / f"state-{host or 'default'}"
-        self.env = dict(sim.env)
-        if host:
-            self.env["SIM_HOST"] = host
-        self.log = sim.cwd / f"smagent-run-{host or 'default'}.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir", str(self.state),
-             "--log-file", str(self.log), *args], env=self.env, cwd=sim.cwd, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=open(sim.cwd / "smagent-run.stderr", "ab"), start_new_session=True)
-
-    def status(self) -> dict:
-        r = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--json", "--state-dir", str(self.state)],
-                           env=self.env, capture_output=True, text=True, timeout=30)
-        return json.loads(r.stdout) if r.returncode == 0 else {"state": None, "error": r.stderr}
-
-    def wait(self, pred, timeout=20.0, what="condition"):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"smagent run exited {self.proc.returncode}: {self.logtext()[-3000:]}"
-            s = self.status()
-            if s.get("state") and pred(s):
-                return s
-            time.sleep(0.2)
-        raise AssertionError(f"{what} not reached in {timeout} s; status {s}; log:\n{self.logtext()[-3000:]}")
-
-    def logtext(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def stop(self, sig=signal.SIGTERM) -> int:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return proc.returncode if proc else 0
-        os.killpg(proc.pid, sig)
-        try:
-            return proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait(10)
-
-
-class OpenSM:
-    def __init__(self, sim, host, priority, workdir: Path):
-        workdir.mkdir(parents=True, exist_ok=True)
-        conf = workdir / "opensm.conf"
-        conf.write_text("sminfo_polling_timeout 1000\npolling_retry_number 2\n")
-        self.log = workdir / "opensm.log"
-        env = sim.opensm_env(workdir, SIM_HOST=host)
-        self.proc = subprocess.Popen([OPENSM, "-F", str(conf), "-f", str(self.log), "-d", "2", "-p", str(priority)],
-                                     env=env, cwd=workdir, stdin=subprocess.DEVNULL,
-                                     stdout=open(workdir / "stdout", "wb"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
-    def stop(self):
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
-@pytest.fixture
-def procs():
-    """Everything a test starts is stopped at teardown, ours only, by process group."""
-    started = []
-    yield started
-    for p in reversed(started):
-        p.stop()
-
-
-def sminfo_at(sim, host) -> str:
-    """SMInfo of the SM on `host`'s port, asked from that node (DR path 0)."""
-    r = subprocess.run(["/usr/sbin/sminfo", "-D", "0"], env=dict(sim.env, SIM_HOST=host), cwd=sim.cwd,
-                       capture_output=True, text=True, timeout=30)
-    return r.stdout
-
-
-def masters(sim, hosts) -> list[str]:
-    return [h for h in hosts if "SMINFO_MASTER" in sminfo_at(sim, h)]
 
 
 def wiring(sim):
@@ -213,21 +119,6 @@ def test_master_repairs_a_cut_link_and_relink_restores(tmp_path, ibsim, procs, s
     assert "signal SIGTERM: stopping" in log and "stopped" in log
 
 
-def converge(sim, d, ours, theirs, want_master, timeout=25.0):
-    """Wait until exactly `want_master` reports MASTER, then check it stays so."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if masters(sim, [ours, theirs]) == [want_master]:
-            break
-        time.sleep(0.3)
-    else:
-        raise AssertionError(f"never exactly one MASTER on {want_master}: {sminfo_at(sim, ours)!r} "
-                             f"{sminfo_at(sim, theirs)!r}; log:\n{d.logtext()[-3000:]}")
-    for _ in range(5):  # and at every sample after
-        assert masters(sim, [ours, theirs]) == [want_master]
-        time.sleep(0.3)
-
-
 @needs_opensm
 def test_opensm_higher_joins_takes_over_and_we_take_back_when_it_dies(tmp_path, ibsim, procs):
     """smagent (priority 1) is MASTER; OpenSM (priority 5) comes up: smagent hands over and
@@ -273,3 +164,79 @@ def test_we_join_higher_opensm_hands_over_and_opensm_takes_back_when_we_die(tmp_
         "HANDOVER" in d.logtext()
     d.stop(signal.SIGKILL)  # the master dies (its issm closes with it: IsSM clears)
     converge(sim, d, "H0", "H7", "H7", timeout=15)
+
+
+def _wait_log(d, text: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in d.logtext():
+        assert d.proc.poll() is None, f"smagent run exited {d.proc.returncode}: {d.logtext()[-3000:]}"
+        assert time.monotonic() < deadline, f"{text!r} not logged in {timeout} s: {d.logtext()[-3000:]}"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def ft3_1024(tmp_path_factory):
+    """The full k=16 3-level fat tree: 1,024 hosts, 320 switches (its net file and ibsim's size flags)."""
+    fabric = topogen.fat_tree_3(16)
+    net = tmp_path_factory.mktemp("ft3") / "fabric.net"
+    net.write_text(netfile.dumps(fabric))
+    return net, netfile.ibsim_size_args(fabric)
+
+
+def test_status_answers_within_a_second_during_the_bring_up_sweep(tmp_path, ibsim, procs, ft3_1024):
+    """The daemon serves its control socket between the rounds of its sweep: every status
+    asked while the bring-up sweep of 1,024 hosts runs answers within 1 s."""
+    from smagent.sm import control
+    net, size = ft3_1024
+    sim = ibsim(net, extra_args=size)
+    d = Daemon(sim, "--sweep-interval", "0")
+    procs.append(d)
+    _wait_log(d, "sweep (became MASTER): started")
+    assert d.status()["activity"] == "sweep (became MASTER)"  # `smagent status --json` itself, mid-sweep
+    path, seen, slowest = control.socket_path(d.state), [], 0.0
+    while "sweep (became MASTER): " not in d.logtext().split("started", 1)[-1]:  # until the sweep's end is logged
+        t0 = time.monotonic()
+        s = control.query(path, timeout=5.0)
+        slowest = max(slowest, time.monotonic() - t0)
+        seen.append(s.get("activity"))
+        time.sleep(0.05)
+    assert "sweep (became MASTER)" in seen, seen  # asked while the sweep ran, and it said so
+    assert slowest < 1.0, f"slowest status answer {slowest:.3f} s over {len(seen)} asked"
+    assert d.wait(lambda s: s["sweeps"] == 1)["state"] == "MASTER"
+
+
+def test_sigterm_during_the_bring_up_sweep_ends_the_daemon_within_a_second(tmp_path, ibsim, procs, ft3_1024):
+    net, size = ft3_1024
+    sim = ibsim(net, extra_args=size)
+    d = Daemon(sim, "--sweep-interval", "0")
+    procs.append(d)
+    _wait_log(d, "sweep (became MASTER): started")
+    time.sleep(0.3)  # well inside the sweep: its discovery alone takes longer
+    proc = d.proc
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGTERM)
+    rc = proc.wait(10)
+    took = time.monotonic() - t0
+    log = d.logtext()
+    assert rc == 0, log[-3000:]
+    assert "stop: sweep (became MASTER) abandoned" in log and "sweeps: 1" not in log
+    assert took < 1.0, f"the daemon took {took:.3f} s to stop; log:\n{log[-2000:]}"
+
+
+def test_a_whole_core_switch_unlinked_is_routed_around_before_any_light_sweep(tmp_path, ibsim, procs):
+    """ibsim traps only the first port of an `Unlink S0`: the repair's Sets to S0 go
+    unanswered, and the sweep that ends with those problems is followed at once by a full
+    sweep (once left for the next light sweep: 784 black-holed pairs for 10 s)."""
+    fabric = topogen.fat_tree_3(8)
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(fabric))
+    sim = ibsim(net, console=True, extra_args=netfile.ibsim_size_args(fabric))
+    d = Daemon(sim, "--sweep-interval", "60")
+    procs.append(d)
+    d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, timeout=60, what="MASTER")
+    walk_all_pairs(sim)
+    sim.unlink("S0")
+    s = d.wait(lambda s: s["sweeps"] >= 2 and s["last_sweep"]["why"] != "became MASTER"
+               and s["last_sweep"]["problems"] == 0 and not s["activity"], timeout=30, what="a clean sweep")
+    walk_all_pairs(sim)
+    assert d.status()["counters"]["light_sweeps"] == 0 and s["sweeps_failed"] == 0

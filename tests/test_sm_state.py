@@ -4,7 +4,7 @@ import pytest
 
 from mad.attributes import SMInfo, SMState
 from smagent.sm.state import (
-    INVALID_VALUE_STATUS, Action, Control, Peer, StateMachine, outranks, reveal_sm_key,
+    DEFAULT_SM_KEY, INVALID_VALUE_STATUS, Action, Control, Peer, StateMachine, outranks, reveal_sm_key,
 )
 
 ME = 0x20
@@ -14,8 +14,8 @@ def sm(priority=5, **kw) -> StateMachine:
     return StateMachine(ME, priority, **kw)
 
 
-def info(state, guid=0x10, priority=5):
-    return SMInfo(guid=guid, sm_key=0, act_count=0, priority=priority, sm_state=int(state))
+def info(state, guid=0x10, priority=5, key=DEFAULT_SM_KEY):
+    return SMInfo(guid=guid, sm_key=key, act_count=0, priority=priority, sm_state=int(state))
 
 
 @pytest.mark.parametrize("a,b,want", [((6, 0x99), (5, 0x01), True), ((5, 0x01), (5, 0x99), True),
@@ -125,8 +125,75 @@ def test_sminfo_and_key_disclosure():
     assert (v.guid, v.priority, v.sm_state, v.sm_key, v.act_count) == (ME, 9, SMState.DISCOVERING, 0xABC, 5)
     assert m.sminfo(1, reveal_key=False).sm_key == 0
     assert m.sminfo(1, state=SMState.STANDBY).sm_state == SMState.STANDBY
-    assert reveal_sm_key(0, 0, 0) and reveal_sm_key(0x55, 0, 0)  # no key / no protection
-    assert reveal_sm_key(0x55, 1, 0x55) and not reveal_sm_key(0x55, 1, 0x66)
+
+
+@pytest.mark.parametrize("request_key,port_mkey,bits,request_mkey,want", [
+    (0, 0, 0, 0, False),          # no M_Key on our port: nobody is authenticated by it (OpenSM reveals here)
+    (0x77, 0, 0, 0, False),       # a wrong key in the request proves nothing
+    (0xABC, 0, 0, 0, True),       # the requester showed our key: nothing it does not know
+    (0, 0x55, 0, 0x55, False),    # protection bits 0: anyone may read that M_Key
+    (0, 0x55, 1, 0x55, True),     # protected M_Key matched (IBA 14.2.4 authentication)
+    (0, 0x55, 2, 0x66, False),
+])
+def test_a_secret_key_goes_only_to_a_requester_that_proves_it(request_key, port_mkey, bits, request_mkey, want):
+    assert reveal_sm_key(0xABC, request_key, port_mkey, bits, request_mkey) is want
+
+
+@pytest.mark.parametrize("key", [0, DEFAULT_SM_KEY])
+def test_public_keys_are_returned_to_everyone(key):
+    assert reveal_sm_key(key, 0, 0, 0, 0) and reveal_sm_key(key, 0x99, 0x55, 2, 0x66)
+
+
+@pytest.mark.parametrize("control", list(Control))
+@pytest.mark.parametrize("state", [SMState.STANDBY, SMState.MASTER, SMState.DISCOVERING])
+def test_a_set_with_a_wrong_key_is_refused_whatever_it_asks(control, state):
+    m = sm(sm_key=0x99)
+    m.state = int(state)
+    sender = SMState.STANDBY if control == Control.ACKNOWLEDGE else SMState.MASTER
+    for key in (0, 1, 0x98):
+        assert m.set_verdict(control, info(sender, guid=0xDEAD, key=key)) == (INVALID_VALUE_STATUS, "wrong SM_Key")
+    assert m.set_verdict(control, None) == (INVALID_VALUE_STATUS, "no SMInfo in the request")
+    status, why = m.set_verdict(control, info(sender, key=0x99))  # the right key: legality decides
+    assert (status == 0) == (why == "")
+
+
+def test_a_set_must_come_from_the_port_of_the_sm_it_names():
+    m = sm()
+    m.discovered([Peer(0x10, 9, SMState.MASTER)])
+    disable = info(SMState.MASTER, guid=0x10)
+    assert m.set_verdict(Control.DISABLE, disable, 0x10, sender_known=True) == (0, "")
+    assert m.set_verdict(Control.DISABLE, disable, 0x77, sender_known=True) == (
+        INVALID_VALUE_STATUS, "sent from port 0x0000000000000077, not from the SM it names")
+    assert m.set_verdict(Control.DISABLE, disable, None, sender_known=True)[1] == \
+        "sent from an unknown port, not from the SM it names"
+    assert m.set_verdict(Control.DISABLE, disable, None) == (0, "")  # no topology yet: the key decides
+
+
+def test_is_peer_same_or_hidden_key():
+    m = sm(sm_key=0x99)
+    assert m.is_peer(0x99) and m.is_peer(0) and not m.is_peer(1) and not m.is_peer(0x98)
+    assert m.new_stranger(0x10) and not m.new_stranger(0x10) and m.new_stranger(0x11)  # warned once each
+
+
+def test_an_sm_with_another_key_is_neither_master_nor_standby_for_us():
+    m = sm(priority=9, sm_key=0x99)
+    assert m.discovered([Peer(0x10, 0, SMState.MASTER, sm_key=1), Peer(0x11, 15, SMState.STANDBY, sm_key=1)]) \
+        == Action.SWEEP and m.state == SMState.MASTER
+    assert m.check_peers([Peer(0x11, 15, SMState.STANDBY, sm_key=1), Peer(0x10, 15, SMState.MASTER, sm_key=7)]) \
+        == (Action.NONE, None)
+    hidden = Peer(0x12, 15, SMState.STANDBY)  # key hidden (0): a peer, we cannot tell
+    assert m.check_peers([hidden]) == (Action.HAND_OVER, hidden)
+
+
+def test_a_master_yields_to_a_higher_master_not_to_a_lower_one():
+    m = sm(priority=5)
+    m.discovered([])
+    assert m.check_peers([Peer(0x30, 4, SMState.MASTER)]) == (Action.NONE, None)
+    assert m.check_peers([Peer(0x30, 5, SMState.MASTER)]) == (Action.NONE, None)  # same priority, higher GUID
+    higher = Peer(0x10, 5, SMState.MASTER)
+    assert m.check_peers([higher]) == (Action.HAND_OVER, higher)
+    m.handed_over(higher)
+    assert m.state == SMState.STANDBY and m.poll_result(info(SMState.MASTER)) == Action.POLL
 
 
 def test_priority_range():

@@ -8,6 +8,25 @@ with an AttributeModifier naming the request (`Control`); their legality follows
 specification as OpenSM checks it: ACKNOWLEDGE only from a STANDBY SM, the others only
 from a MASTER.
 
+SM_Key (IBA 14.4.1: an SM returns its SM_Key as 0 unless it authenticates the requester)
+is where smagent is stricter than OpenSM 3.3.23, which returns its key to any requester
+when its port has no M_Key and obeys a SubnSet(SMInfo) whatever key it carries:
+
+* `reveal_sm_key`: our key goes out only to a requester that proves it: its SMInfo
+  carries our key already, or its SMP carries our port's M_Key while that M_Key is
+  protected (protection bits >= 1; with 0 anyone may read the M_Key). The default key 1
+  (OpenSM's) is no secret and is returned to everyone, as OpenSM does: OpenSM asks with
+  an empty SMInfo and takes a 0 for another key.
+* `set_verdict`: a SubnSet(SMInfo) whose SM_Key is not ours is refused (answered with
+  status "invalid value" and our SMInfo with the key hidden) and changes nothing; so is
+  one the fabric carried from another port than that of the SM its SMInfo names (the
+  daemon follows the ReturnPath, or the SLID): the default key is no secret, and a host
+  knowing it must not speak for the master.
+* `is_peer`: an SM showing another nonzero SM_Key is not a peer: it is neither our master
+  nor one we stand by for or hand over to (OpenSM ignores it likewise). One that hides its
+  key (0) is taken as a peer: we cannot tell.
+* A MASTER that sees a MASTER peer of higher rank yields: it hands over and stands by.
+
 The daemon (`smagent.sm.daemon`) feeds events in and performs the `Action` it gets back.
 """
 from __future__ import annotations
@@ -25,6 +44,7 @@ DEFAULT_SWEEP_INTERVAL_S = 10.0
 DEFAULT_SM_KEY = 1  # OpenSM's default sm_key: SMs ignore each other when their keys differ
 
 INVALID_VALUE_STATUS = 0x001C  # MAD status: invalid value in an attribute or modifier (code 7)
+PUBLIC_SM_KEYS = frozenset({0, DEFAULT_SM_KEY})  # known to all: hiding them protects nothing
 
 
 class Control(enum.IntEnum):
@@ -50,10 +70,14 @@ def outranks(priority_a: int, guid_a: int, priority_b: int, guid_b: int) -> bool
     return priority_a > priority_b or (priority_a == priority_b and guid_a < guid_b)
 
 
-def reveal_sm_key(port_m_key: int, protect_bits: int, request_m_key: int) -> bool:
-    """Whether a SubnGetResp(SMInfo) may carry our SM_Key: unless our port is M_Key
-    protected (a key, protection bits >= 1) and the request's M_Key does not match."""
-    return not (port_m_key and protect_bits >= 1 and request_m_key != port_m_key)
+def reveal_sm_key(sm_key: int, request_sm_key: int, port_m_key: int, protect_bits: int,
+                  request_m_key: int) -> bool:
+    """Whether an answer to a SubnGet/SubnSet(SMInfo) may carry our SM_Key `sm_key`: a
+    public key always; a secret one only to a requester that proves it (its SMInfo
+    carries the key, or its SMP our port's protected M_Key)."""
+    if sm_key in PUBLIC_SM_KEYS or request_sm_key == sm_key:
+        return True
+    return bool(port_m_key) and protect_bits >= 1 and request_m_key == port_m_key
 
 
 def state_name(state: int) -> str:
@@ -70,6 +94,7 @@ class Peer:
     path: tuple = ()  # directed route to its port
     lid: int = 0
     name: str = ""
+    sm_key: int = dataclasses.field(default=0, repr=False)  # as its SMInfo showed it (0: hidden); never printed
 
     def describe(self) -> str:
         return (f"SM {self.guid:#018x} ({self.name or '?'}, LID {self.lid}) priority {self.priority} "
@@ -95,6 +120,7 @@ class StateMachine:
         self.poll_retries = poll_retries
         self.poll_failures = 0
         self.transitions: list[Transition] = []
+        self.strangers: set[int] = set()  # GUIDs of SMs with another SM_Key, seen so far
 
     # -- what we say about ourselves ---------------------------------------------------
     def sminfo(self, act_count: int, *, reveal_key: bool = True, state: int | None = None):
@@ -108,9 +134,23 @@ class StateMachine:
             self.transitions.append(Transition(self.state, int(new), why))
             self.state = int(new)
 
+    def is_peer(self, sm_key: int) -> bool:
+        """Whether an SM whose SMInfo showed `sm_key` is one of ours: the same key, or a
+        hidden one (0). Another key means another administration: ignored, as OpenSM
+        ignores it."""
+        return sm_key in (0, self.sm_key)
+
+    def new_stranger(self, guid: int) -> bool:
+        """Note an SM that is not a peer (`is_peer`); True the first time: it is worth a
+        warning once, not at every sweep."""
+        new = guid not in self.strangers
+        self.strangers.add(guid)
+        return new
+
     # -- events ----------------------------------------------------------------------
-    def discovered(self, peers: list[Peer]) -> Action:
-        """Discovery is complete and `peers` are the other SMs found."""
+    def discovered(self, found: list[Peer]) -> Action:
+        """Discovery is complete and `found` are the other SMs (non-peers are ignored)."""
+        peers = [p for p in found if self.is_peer(p.sm_key)]
         masters = [p for p in peers if p.state == SMState.MASTER]
         higher = [p for p in peers if p.state in (SMState.DISCOVERING, SMState.STANDBY)
                   and outranks(p.priority, p.guid, self.priority, self.guid)]
@@ -124,14 +164,15 @@ class StateMachine:
         self._go(SMState.MASTER, "no master and no higher SM found")
         return Action.SWEEP
 
-    def check_peers(self, peers: list[Peer]) -> tuple[Action, Peer | None]:
-        """MASTER: the SMs a sweep or a poll found. A STANDBY one that outranks us gets
-        the subnet."""
+    def check_peers(self, found: list[Peer]) -> tuple[Action, Peer | None]:
+        """MASTER: the SMs a sweep or a poll found. A STANDBY or MASTER peer that
+        outranks us gets the subnet: two masters are one too many, and the lower one
+        yields (IBA 14.4: rank decides; OpenSM's lower master likewise hands over)."""
         if self.state != SMState.MASTER:
             return Action.NONE, None
-        # only a STANDBY SM: one still DISCOVERING may yet see us MASTER and go STANDBY,
-        # and a handover racing that would leave no MASTER at all
-        higher = [p for p in peers if p.state == SMState.STANDBY
+        # not one still DISCOVERING: it may yet see us MASTER and go STANDBY, and a
+        # handover racing that would leave no MASTER at all
+        higher = [p for p in found if p.state in (SMState.STANDBY, SMState.MASTER) and self.is_peer(p.sm_key)
                   and outranks(p.priority, p.guid, self.priority, self.guid)]
         if higher:
             return Action.HAND_OVER, max(higher, key=lambda p: (p.priority, -p.guid))
@@ -162,19 +203,37 @@ class StateMachine:
 
     def check_set(self, modifier: int, remote) -> int:
         """The MAD status our answer to a SubnSet(SMInfo) carries: 0 if legal."""
+        return self.set_verdict(modifier, remote)[0]
+
+    def set_verdict(self, modifier: int, remote, sender: int | None = None, *,
+                    sender_known: bool = False) -> tuple[int, str]:
+        """(MAD status, why refused) for a SubnSet(SMInfo): (0, "") if it is to be obeyed.
+        The SM_Key comes first: a Set without our key is refused whatever it asks. Then
+        `sender`, the port GUID the fabric says the Set came from, must be the SM the
+        SMInfo names (a host knowing the default key cannot speak for another SM);
+        with `sender_known` False (no topology yet) that check is skipped."""
+        if remote is None:
+            return INVALID_VALUE_STATUS, "no SMInfo in the request"
+        if remote.sm_key != self.sm_key:
+            return INVALID_VALUE_STATUS, "wrong SM_Key"
+        if sender_known and sender != remote.guid:
+            where = "an unknown port" if sender is None else f"port {sender:#018x}"
+            return INVALID_VALUE_STATUS, f"sent from {where}, not from the SM it names"
         if modifier not in Control._value2member_map_:
-            return INVALID_VALUE_STATUS
+            return INVALID_VALUE_STATUS, f"unknown control {modifier}"
         sender_ok = (remote.sm_state == SMState.STANDBY if modifier == Control.ACKNOWLEDGE
                      else remote.sm_state == SMState.MASTER)
         if not sender_ok:
-            return INVALID_VALUE_STATUS
+            return INVALID_VALUE_STATUS, f"not legal from an SM in state {state_name(remote.sm_state)}"
         allowed = {
             SMState.STANDBY: {Control.HANDOVER, Control.ACKNOWLEDGE, Control.DISABLE, Control.DISCOVER},
             SMState.NOT_ACTIVE: {Control.STANDBY},
             SMState.MASTER: {Control.HANDOVER, Control.ACKNOWLEDGE},
             SMState.DISCOVERING: {Control.HANDOVER},
         }[SMState(self.state)]
-        return 0 if modifier in allowed else INVALID_VALUE_STATUS
+        if modifier not in allowed:
+            return INVALID_VALUE_STATUS, f"not legal in our state {state_name(self.state)}"
+        return 0, ""
 
     def on_set(self, modifier: int, remote, sender: Peer | None = None) -> Action:
         """Apply a legal SubnSet(SMInfo) (see `check_set`) from the SM `remote`."""
