@@ -70,3 +70,31 @@ def test_standby_sa_serves_nothing_and_says_so():
     assert d.sm.state == SMState.STANDBY
     ((m, _),) = ask(t, d, Method.GET, NodeRecord(lid=1), "lid", src=Address.gsi(1))
     assert m.method == Method.GET_RESP and m.status == 0x000C
+
+
+def test_answered_mid_sweep_from_the_last_snapshot():
+    """An SA Get that arrives while a sweep's batches are in flight is answered there and
+    then, from the snapshot the sweep before published (the new one is not half-built)."""
+    t, d, clock = make()
+    d.start()
+    before = d.sa.agent.subnet
+    src = Address.gsi(before.sm_lid)
+    q = sa.request(Method.GET, NodeRecord(lid=before.sm_lid), component_mask=NodeRecord.mask("lid"),
+                   transaction_id=77).encode()
+    seen = {"sent": 0, "answered_at": None}
+
+    def on_send(_req):
+        seen["sent"] += 1
+        if seen["sent"] == 3:
+            t.deliver(q, src)
+        if seen["answered_at"] is None and any(to == src.reply() for _raw, to in t.outbox):
+            seen["answered_at"] = seen["sent"]
+            assert d.sa.agent.subnet is before  # still the old snapshot: the sweep is not done
+    t.outbox.clear()
+    t.on_send = on_send
+    d._sweep("test")
+    t.on_send = None
+    assert seen["answered_at"] is not None and seen["answered_at"] < seen["sent"]  # before the sweep's last SMP
+    (answer,) = [sa.SaMad.decode(raw) for raw, to in t.outbox if to == src.reply()]
+    assert answer.status == 0 and answer.record(NodeRecord).lid == before.sm_lid
+    assert d.sa.agent.subnet is not before and d.sa.agent.subnet.generation > before.generation
