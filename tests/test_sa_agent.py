@@ -211,3 +211,25 @@ def test_sa_command_refuses_bad_input(cli):
         assert r.exit_code == 2 and "LID" in r.output, (args, r.output)
     r = cli("sa", "nodes")  # the in-process simulator has no SA
     assert r.exit_code == 2 and "--transport umad" in r.output
+
+
+def test_forwarding_table_and_guid_records(agent, subnet):
+    from mad.sa_records import GUIDInfoRecord, LinearForwardingTableRecord, MulticastForwardingTableRecord
+    sw = next(n for n in subnet.nodes.values() if n.is_switch)
+    lid = subnet.base_lid(sw, 0)
+    blocks = table(agent, LinearForwardingTableRecord(lid=lid), "lid")
+    assert [b.block_num for b in blocks] == list(range(sw.switch_info.linear_fdb_top // 64 + 1))
+    lft = b"".join(bytes(b.ports) for b in blocks)
+    for dlid, (g, p) in subnet.lids.items():  # each LID's entry is where the route goes
+        hops = subnet.route((sw.guid, 0), dlid)
+        assert lft[dlid] == (hops[0][0][1] if hops else 0)
+    one = ask(agent, Method.GET, LinearForwardingTableRecord(lid=lid, block_num=0), "lid", "block_num")
+    assert one.status == 0 and one.record(LinearForwardingTableRecord).ports == blocks[0].ports
+    mfts = table(agent, MulticastForwardingTableRecord(lid=lid), "lid")
+    assert mfts  # the default group (0xC000) is on every switch
+    assert {(m.block_num, m.position): m.port_masks for m in mfts} == {
+        (b, pos): list(masks) for (g, b, pos), masks in subnet.mft.items() if g == sw.guid}
+    ca = next(n for n in subnet.nodes.values() if not n.is_switch)
+    port = ca.lid_ports()[0]
+    gi = ask(agent, Method.GET, GUIDInfoRecord(lid=subnet.base_lid(ca, port)), "lid").record(GUIDInfoRecord)
+    assert gi.guids[0] == ca.port_guid(port) and gi.guids[1:] == [0] * 7

@@ -171,7 +171,8 @@ def test_saquery_answers_like_opensm(tmp_path, ibsim, procs, shape):
 def test_all_node_records_arrive_whole_through_our_rmpp_receiver(tmp_path, ibsim, procs):
     """`smagent sa nodes` (GetTable, many RMPP segments, ACKed by our receiver) gives one
     NodeRecord per LID-carrying port, exactly the ports ibnetdiscover finds; a PathRecord
-    by GUIDs through the same client equals the one by LIDs."""
+    by GUIDs through the same client equals the one by LIDs; `saquery LFTR` gives every
+    switch's LFT as ibroute reads it."""
     import json
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
@@ -206,3 +207,12 @@ def test_all_node_records_arrive_whole_through_our_rmpp_receiver(tmp_path, ibsim
     assert ports["count"] > got["count"]  # every switch port too: the largest table
     text = sim.smagent("sa", "sminfo").stdout
     assert "sm_state" in text and "sm_key" not in text
+    # LinearForwardingTableRecords: what ibroute reads from each switch
+    for (desc, port), lid in lids.items():
+        if port:
+            continue
+        lftr = saquery(sim, "LFTR", lid).stdout
+        from_sa = {int(a): int(b) for a, b in re.findall(r"^\t\t(\d+)\t(\d+)$", lftr, re.M) if int(b) != 255}
+        routes = sim.run(["ibroute", "-n", str(lid)]).stdout
+        from_switch = {int(a, 16): int(b) for a, b in re.findall(r"^(0x[0-9a-f]+) (\d+)", routes, re.M)}
+        assert from_sa == from_switch and from_sa, desc

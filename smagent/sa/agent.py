@@ -6,7 +6,8 @@ address it came from) with a list of (bytes, address) to send; `deadline` says w
 a socket: the daemon drives it, and the tests call it directly.
 
 Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
-SwitchInfoRecord, LinkRecord, SMInfoRecord and PathRecord, from the `Subnet` snapshot
+SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
+MulticastForwardingTableRecord and GUIDInfoRecord, from the `Subnet` snapshot
 published last (`publish`). Everything else gets the IBA status that says so (never
 silence: a client would wait for ever): an unknown method 0x0008, a known method of an
 attribute not served 0x000C, a bad class version 0x0004 (IBA 13.4.7); a mask with bits past
@@ -208,6 +209,15 @@ class SaAgent:
         sms = self.sms_source() if self.sms_source is not None else self._recs.subnet.sms
         return self._scan(self._recs.sms(sms, self._reveal(mad)), q, mad.component_mask)
 
+    def _lfts(self, q, mad, _inc):
+        return self._scan(self._recs.lfts, q, mad.component_mask)
+
+    def _mfts(self, q, mad, _inc):
+        return self._scan(self._recs.mfts, q, mad.component_mask)
+
+    def _guid_infos(self, q, mad, _inc):
+        return self._scan(self._recs.guid_infos, q, mad.component_mask)
+
     def _paths(self, q, mad, inc):
         return paths.query(self._recs, q, mad.component_mask, inc.address.lid)
 
@@ -236,4 +246,7 @@ _SERVED: dict[int, Callable] = {
     SaAttrID.LINK_RECORD: SaAgent._links,
     SaAttrID.SM_INFO_RECORD: SaAgent._sms,
     SaAttrID.PATH_RECORD: SaAgent._paths,
+    SaAttrID.LINEAR_FORWARDING_TABLE_RECORD: SaAgent._lfts,
+    SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD: SaAgent._mfts,
+    SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
 }

@@ -12,7 +12,11 @@ import functools
 from typing import Iterable
 
 from mad.attributes import SMInfo
-from mad.sa_records import LinkRecord, NodeRecord, PortInfoRecord, SMInfoRecord, SwitchInfoRecord
+from mad.forwarding import LFT_BLOCK_SIZE
+from mad.sa_records import (
+    GUIDInfoRecord, LinearForwardingTableRecord, LinkRecord, MulticastForwardingTableRecord, NodeRecord,
+    PortInfoRecord, SMInfoRecord, SwitchInfoRecord,
+)
 from smagent.subnet import Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
@@ -75,6 +79,44 @@ class Records:
         out = [LinkRecord(from_lid=a, from_port_num=pa, to_port_num=pb, to_lid=b)
                for a, pa, pb, b in self.subnet.link_records() if a and b]
         return sorted(out, key=lambda r: (r.from_lid, r.from_port_num))
+
+    @functools.cached_property
+    def lfts(self) -> list[LinearForwardingTableRecord]:
+        """The LFT blocks the SM programmed, up to each switch's LinearFDBTop."""
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            lid, table = s.base_lid(n, 0), s.lft.get(n.guid)
+            if not n.is_switch or not lid or table is None or n.switch_info is None:
+                continue
+            last = min(n.switch_info.linear_fdb_top // LFT_BLOCK_SIZE, len(table) // LFT_BLOCK_SIZE - 1)
+            out += [LinearForwardingTableRecord(lid=lid, block_num=b,
+                                                ports=list(table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE]))
+                    for b in range(last + 1)]
+        return sorted(out, key=lambda r: (r.lid, r.block_num))
+
+    @functools.cached_property
+    def mfts(self) -> list[MulticastForwardingTableRecord]:
+        """The MFT units (block, position) the SM programmed or read."""
+        s, out = self.subnet, []
+        for (sw, block, position), masks in s.mft.items():
+            node = s.nodes.get(sw)
+            lid = s.base_lid(node, 0) if node is not None else 0
+            if lid:
+                out.append(MulticastForwardingTableRecord(lid=lid, position=position, block_num=block,
+                                                          port_masks=list(masks)))
+        return sorted(out, key=lambda r: (r.lid, r.block_num, r.position))
+
+    @functools.cached_property
+    def guid_infos(self) -> list[GUIDInfoRecord]:
+        """Block 0 of every LID-carrying port's GUIDInfo: its port GUID at index 0 (the SM
+        assigns no alias GUIDs)."""
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            for p in n.lid_ports():
+                lid = s.base_lid(n, p)
+                if lid:
+                    out.append(GUIDInfoRecord(lid=lid, block_num=0, guids=[n.port_guid(p)] + [0] * 7))
+        return sorted(out, key=lambda r: r.lid)
 
     @staticmethod
     def sms(sms: Iterable[tuple[int, SMInfo]], reveal_keys: bool) -> list[SMInfoRecord]:
