@@ -114,6 +114,9 @@ def test_unsupported_gets_the_iba_status(agent, subnet):
     standby.publish(subnet)
     assert ask(standby, Method.GET, NodeRecord(lid=1), "lid").status == 0x000C
     assert agent.handle(Incoming(b"\x01\x03", ME), 0.0) == []  # not a MAD: nothing
+    short = sa.request(Method.GET, NodeRecord(lid=1), component_mask=NodeRecord.mask("lid"), transaction_id=8)
+    (m, _a), = agent.handle(Incoming(short.encode()[:120], ME), 0.0)  # a short write is still answered
+    assert sa.SaMad.decode(m).method == Method.GET_RESP
 
 
 def test_class_port_info(agent):

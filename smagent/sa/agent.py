@@ -90,8 +90,11 @@ class SaAgent:
     def handle(self, incoming: Incoming, now: float) -> list[Reply]:
         """The MADs answering one class-0x03 MAD."""
         raw = incoming.raw
-        if len(raw) != 256 or raw[1] != SA_CLASS:
-            return []
+        if len(raw) < 24 or raw[1] != SA_CLASS:
+            return []  # not an SA MAD: not ours to answer
+        if len(raw) < 256:  # a client that wrote a short MAD (umad2sim carries what is written)
+            raw = raw.ljust(256, b"\0")
+            incoming = Incoming(raw, incoming.address)
         try:
             hdr = rmpp_of(raw)
         except MadError:

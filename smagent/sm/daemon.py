@@ -781,4 +781,5 @@ class Daemon:
             "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}
                             for t in sm.transitions[-10:]],
             "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
+            "sa": self.sa.status(),
         }

@@ -49,6 +49,13 @@ class SaService:
         """A finished sweep's result becomes the snapshot every answer comes from."""
         self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1))
 
+    def status(self) -> dict:
+        """The SA's part of `smagent status`: requests answered, RMPP transfers in flight,
+        and which snapshot it answers from (the sweep count that published it)."""
+        a = self.agent
+        return {"answered": a.answered, "tables_in_flight": len(a.senders),
+                "snapshot": a.subnet.generation if a.subnet is not None else None}
+
     def _send(self, out: list[tuple[bytes, Address]]) -> None:
         for raw, addr in out:
             try:
