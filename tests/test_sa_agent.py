@@ -236,3 +236,22 @@ def test_forwarding_table_and_guid_records(agent, subnet):
     port = ca.lid_ports()[0]
     gi = ask(agent, Method.GET, GUIDInfoRecord(lid=subnet.base_lid(ca, port)), "lid").record(GUIDInfoRecord)
     assert gi.guids[0] == ca.port_guid(port) and gi.guids[1:] == [0] * 7
+
+
+def test_lmc_paths_pair_lids_by_offset():
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep(lmc=1)
+    s = Subnet.from_sweep(r)
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+    cas = sorted((n for n in s.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+    a, b = cas[0], cas[-1]
+    pa, pb = a.lid_ports()[0], b.lid_ports()[0]
+    sgid, dgid = agent._recs.gid(a, pa), agent._recs.gid(b, pb)
+    got = table(agent, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid")
+    base_a, base_b = s.base_lid(a, pa), s.base_lid(b, pb)
+    assert [(p.slid, p.dlid) for p in got] == [(base_a, base_b), (base_a + 1, base_b + 1)]
+    assert ask(agent, Method.GET, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid").sa_status is \
+        sa.SaStatus.ERR_TOO_MANY_RECORDS
+    one = ask(agent, Method.GET, PathRecord(slid=base_a + 1, dlid=base_b), "slid", "dlid").record(PathRecord)
+    assert (one.slid, one.dlid) == (base_a + 1, base_b)

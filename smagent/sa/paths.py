@@ -10,8 +10,6 @@ their selectors (greater than, less than, exactly, largest available); the other
 components must be equal."""
 from __future__ import annotations
 
-from typing import Iterable
-
 from mad import codes
 from mad.sa import SaStatus
 from mad.sa_records import PathRecord
@@ -65,19 +63,30 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
                       packet_life_time_selector=EXACTLY, packet_life_time=PACKET_LIFE_TIME)
 
 
-def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str, lid_field: str) -> list[tuple[Node, int, int]] | None:
-    """(node, port, LID) the query names by GID or LID; None when it names none."""
+def _lids(recs: Records, node: Node, port: int) -> tuple[int, ...]:
+    """The LIDs of a port: a switch's one, a CA port's 2^LMC from its base."""
+    base = recs.subnet.base_lid(node, port)
+    pi = node.ports.get(port)
+    if not base or node.is_switch or pi is None:
+        return (base,) if base else ()
+    return tuple(range(base, base + (1 << pi.lmc)))
+
+
+def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
+              lid_field: str) -> list[tuple[Node, int, tuple[int, ...]]] | None:
+    """(node, port, its LIDs) the query names: by GID every LID of the port, by LID that
+    one; None when it names none."""
     s = recs.subnet
     if mask & PathRecord.mask(gid_field):
         gid = getattr(q, gid_field)
         hit = s.port_of_guid(gid & (1 << 64) - 1)
         if hit is None or recs.gid(*hit) != gid:
             raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
-        return [(hit[0], hit[1], s.base_lid(*hit))]
+        return [(hit[0], hit[1], _lids(recs, *hit))]
     if mask & PathRecord.mask(lid_field):
         lid = getattr(q, lid_field)
         hit = s.port_of_lid(lid)
-        return [] if hit is None else [(hit[0], hit[1], lid)]
+        return [] if hit is None else [(hit[0], hit[1], (lid,))]
     return None
 
 
@@ -94,39 +103,30 @@ def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: 
 
 
 def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[PathRecord]:
-    """The PathRecords a query selects."""
+    """The PathRecords a query selects. Between two ports with several LIDs (LMC), the
+    LIDs are paired by their offset from the base (base to base, base+1 to base+1, ...),
+    as OpenSM answers without NumbPath."""
     s = recs.subnet
     srcs = _endpoint(recs, q, mask, "sgid", "slid")
     if srcs is None:
         me = s.port_of_lid(requester_lid)
-        srcs = [] if me is None else [(me[0], me[1], requester_lid)]
+        srcs = [] if me is None else [(me[0], me[1], (requester_lid,))]
     dsts = _endpoint(recs, q, mask, "dgid", "dlid")
     if dsts is None:
-        dsts = [(n, p, s.base_lid(n, p)) for n in s.nodes.values() for p in n.lid_ports() if s.base_lid(n, p)]
+        dsts = [(n, p, _lids(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if _lids(recs, n, p)]
     rest = mask
     for f in _SPECIAL:
         rest &= ~PathRecord.mask(f)
     equal = q.selector(rest)
     want = int.from_bytes(q.encode(), "big") & equal
     out = []
-    for sn, sp, slid in srcs:
-        for dn, dp, dlid in dsts:
-            pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid)
-            if pr is None or int.from_bytes(pr.encode(), "big") & equal != want:
-                continue
-            if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
-                    and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
-                out.append(pr)
+    for sn, sp, slids in srcs:
+        for dn, dp, dlids in dsts:
+            for slid, dlid in zip(slids, dlids):
+                pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid)
+                if pr is None or int.from_bytes(pr.encode(), "big") & equal != want:
+                    continue
+                if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
+                        and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
+                    out.append(pr)
     return out
-
-
-def all_pairs(recs: Records) -> Iterable[PathRecord]:
-    """Every path between LID-carrying ports (base LIDs): what a GetTable with no
-    endpoints from every source would give."""
-    s = recs.subnet
-    ports = [(n, p, s.base_lid(n, p)) for n in s.nodes.values() for p in n.lid_ports() if s.base_lid(n, p)]
-    for sn, sp, slid in ports:
-        for dn, dp, dlid in ports:
-            pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid)
-            if pr is not None:
-                yield pr
