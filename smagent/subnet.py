@@ -57,6 +57,8 @@ class Subnet:
     mft: Mapping[tuple[int, int, int], tuple[int, ...]]
     sms: tuple[tuple[int, SMInfo], ...] = ()
     generation: int = 0
+    # port GUID -> (node GUID, port) of every LID-carrying port
+    by_port_guid: Mapping[int, tuple[int, int]] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
 
     @classmethod
     def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0) -> Subnet:
@@ -86,7 +88,8 @@ class Subnet:
                    lids=types.MappingProxyType(lids), lmc=result.lid_plan.lmc, sm_lid=result.lid_plan.master_lid,
                    local=topo.local, lft=types.MappingProxyType(_lfts(blocks)),
                    mft=types.MappingProxyType({k: tuple(v) for k, v in mft.items()}), sms=tuple(sms),
-                   generation=generation)
+                   generation=generation, by_port_guid=types.MappingProxyType(
+                       {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}))
 
     def with_sms(self, sms: tuple[tuple[int, SMInfo], ...]) -> Subnet:
         """The same snapshot with the SMs seen replaced (they change without a sweep)."""
@@ -98,11 +101,8 @@ class Subnet:
 
     def port_of_guid(self, guid: int) -> tuple[Node, int] | None:
         """(node, LID-carrying port) of a port GUID."""
-        for n in self.nodes.values():
-            for p in n.lid_ports():
-                if n.port_guid(p) == guid:
-                    return n, p
-        return None
+        hit = self.by_port_guid.get(guid)
+        return (self.nodes[hit[0]], hit[1]) if hit else None
 
     def base_lid(self, node: Node, port: int) -> int:
         pi = node.ports.get(0 if node.is_switch else port)

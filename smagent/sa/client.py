@@ -10,7 +10,7 @@ from typing import TypeVar
 from mad import sa
 from mad.gmp import CLASS_PORT_INFO, ClassPortInfo, build
 from mad.header import Method, MgmtClass, tid32_of
-from mad.rmpp import RmppReceiver, rmpp_of
+from mad.rmpp import RmppReceiver, RmppType, rmpp_of
 from mad.sa import SaRecord, SaStatus
 from mad.smp import next_tid
 from smagent.errors import FabricFailure
@@ -69,7 +69,8 @@ class SaClient:
                 raise FabricFailure(f"the SA at LID {self.address.lid} stopped sending its table after "
                                     f"segment {rx.expected - 1}")
             for mad in got:
-                if rmpp_of(mad).rmpp_type == 1 or not rmpp_of(mad).active:  # DATA (or a whole answer)
+                hdr = rmpp_of(mad)
+                if hdr.rmpp_type == RmppType.DATA or not hdr.active:  # not our own ACKs looped back
                     self._acks(rx.on_mad(mad, time.monotonic()))
         if rx.data is None:
             raise FabricFailure(f"the SA's table transfer ended: {rx.reason}")
