@@ -167,6 +167,14 @@ def answers(sim, qs, lids):
     return out
 
 
+def client_view(sim, lids, node) -> tuple:
+    """What `smagent sa` reads from the SA (ours or OpenSM's: a one-MAD table, RMPP by
+    the kernel, arrives whole): the node's NodeRecord and the SA's ClassPortInfo version."""
+    (rec,) = sim.smagent("sa", "nodes", lids[node], "--json").json()["items"]
+    cpi = sim.smagent("sa", "classportinfo", "--json").json()["items"][0]
+    return {k: v for k, v in rec.items() if k != "lid"}, cpi["class_version"], cpi["redirect_qp"]
+
+
 @pytest.mark.parametrize("shape,lmc", [("ft2", 0), ("ft3", 0), ("ft2", 1)])
 def test_saquery_answers_like_opensm(tmp_path, ibsim, procs, shape, lmc):
     """With LMC 1 a PathRecord query by GIDs has two answers (LIDs paired by offset)."""
@@ -183,6 +191,7 @@ def test_saquery_answers_like_opensm(tmp_path, ibsim, procs, shape, lmc):
     rng = random.Random(24)
     pairs = [tuple(rng.sample(cas, 2)) for _ in range(4)] + [(cas[0], min(k for k in lids_osm if not k[1]))]
     want = answers(sim, queries(sim, lids_osm, pairs), lids_osm)
+    client_osm = client_view(sim, lids_osm, cas[1])
     if lmc:
         assert len(want[f"path by GIDs {pairs[0][0]}->{pairs[0][1]}"]) == 2
     osm.stop()
@@ -194,6 +203,7 @@ def test_saquery_answers_like_opensm(tmp_path, ibsim, procs, shape, lmc):
     wait_for_sa(sim, "smagent run", ours)
     lids = lid_map(sim)
     got = answers(sim, queries(sim, lids, pairs), lids)
+    assert client_view(sim, lids, cas[1]) == client_osm  # `smagent sa` reads both SAs alike
     wrong = {name: (got[name], want[name]) for name in want if got[name] != want[name]}
     assert not wrong, "\n".join(f"{n}:\n  smagent {g}\n  OpenSM  {w}" for n, (g, w) in wrong.items())
 

@@ -38,8 +38,13 @@ def _endpoint(text: str) -> tuple[str, int]:
     return "lid", lid
 
 
+def _value(v):
+    """A field as JSON holds it: bytes (a GID of ClassPortInfo) as 0x hex."""
+    return "0x" + bytes(v).hex() if isinstance(v, (bytes, bytearray)) else v
+
+
 def _show(records: list, as_json: bool, kind: str) -> None:
-    rows = [{k: v for k, v in r.to_dict().items() if k not in SECRET_FIELDS} for r in records]
+    rows = [{k: _value(getattr(r, k)) for k in r.LAYOUT.names if k not in SECRET_FIELDS} for r in records]
     if as_json:
         click.echo(json.dumps({"records": kind, "count": len(rows), "items": rows}, indent=2))
         return

@@ -10,7 +10,7 @@ from typing import TypeVar
 from mad import sa
 from mad.gmp import CLASS_PORT_INFO, ClassPortInfo, build
 from mad.header import Method, MgmtClass, tid32_of
-from mad.rmpp import RmppReceiver, RmppType, rmpp_of
+from mad.rmpp import RMPP_VERSION, RmppReceiver, RmppType, rmpp_of
 from mad.sa import SaRecord, SaStatus
 from mad.smp import next_tid
 from smagent.errors import FabricFailure
@@ -60,6 +60,9 @@ class SaClient:
     def table(self, query: R, mask: int = 0) -> list[R]:
         """Every record a GetTable finds, reassembled from its RMPP segments."""
         raw = self._ask(sa.request(Method.GET_TABLE, query, component_mask=mask, transaction_id=next_tid()).encode())
+        head = rmpp_of(raw)
+        if not head.active or head.rmpp_version != RMPP_VERSION:
+            return _whole(raw, type(query))
         rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
         self._acks(rx.on_mad(raw, time.monotonic()))
         tid = tid32_of(raw)
@@ -80,6 +83,21 @@ class SaClient:
     def _acks(self, mads: list[bytes]) -> None:
         for m in mads:
             self.t.respond(m, self.address)
+
+
+def _whole(raw: bytes, kind: type[R]) -> list[R]:
+    """The records of an answer that came as one MAD without RMPP: an SA that leaves RMPP
+    to the kernel (OpenSM), seen where nothing reassembles it (ibsim's umad2sim). As many
+    whole records as the data area holds; trailing all-zero ones are padding, not records
+    (no record has LID 0)."""
+    mad = sa.SaMad.decode(raw)
+    stride = mad.attribute_offset * 8
+    if stride < kind.LAYOUT.size:  # type: ignore[attr-defined]
+        return []
+    data = mad.data[:len(mad.data) - len(mad.data) % stride]
+    while data and not any(data[-stride:]):
+        data = data[:-stride]
+    return sa.decode_table(data, kind, mad.attribute_offset)
 
 
 def sa_address(transport: Transport) -> Address:
