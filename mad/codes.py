@@ -116,3 +116,24 @@ def starved_vls(used_vls, low, high) -> list[int]:
     reset value) starves every data VL of a port that runs more than VL0."""
     served = {vl for vl, w in list(low) + list(high) if w}
     return sorted(set(used_vls) - served)
+
+
+# PathRecord/MCMemberRecord Rate codes (IBA 15.2.5.16, Table 205 and its extensions): the
+# link's signalling rate in Gb/s (lanes x nominal lane rate) -> code
+RATE_CODES = {2.5: 2, 10: 3, 30: 4, 5: 5, 20: 6, 40: 7, 60: 8, 80: 9, 120: 10, 14: 11, 56: 12, 112: 13, 168: 14,
+              25: 15, 100: 16, 200: 17, 300: 18, 28: 19, 50: 20, 400: 21, 600: 22}
+# nominal Gb/s per lane of each speed, as the rate codes count them (FDR 14, EDR 25, ...)
+_NOMINAL = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100}
+
+
+def rate_code(pi) -> int:
+    """The Rate code of a port's active link (width x speed), 0 if it has none."""
+    width, speed = WIDTHS.get(pi.link_width_active), active_speed(pi)
+    if width is None or speed is None:
+        return 0
+    return RATE_CODES.get(width[2] * _NOMINAL[speed[0]], 0)
+
+
+def rate_gbps(code: int) -> float:
+    """Gb/s of a Rate code (0 for an unknown code): what "slower" means between codes."""
+    return next((g for g, c in RATE_CODES.items() if c == code), 0.0)

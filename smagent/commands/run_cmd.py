@@ -123,13 +123,17 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     handler = _setup_logging(log_file)
     o = obj.opts
     transport = lock = None
+    classes = []
+    if o["transport"] == "umad":  # the SA (class 0x03) is served on the SM's port
+        from smagent.transport.umad import SA_SERVER
+        classes.append(SA_SERVER)
     try:
         if o["transport"] == "umad":  # one SM per port: refused before the issm device opens
             lock = port_lock.claim_port(o["ca"], o["port"])
         transport = open_transport(o["transport"], ca=o["ca"], port=o["port"],
                                      topology=o["topology"], fixture=o["fixture"], record=o["record"],
                                      window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
-                                     m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True)
+                                     m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True, classes=classes)
         daemon = Daemon(transport, opts)
         atomicfile.tolerate_full_disk()  # a full disk: warnings, and the SM goes on routing
         daemon.reopen_logs = lambda: _reopen(handler)

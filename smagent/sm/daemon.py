@@ -40,12 +40,13 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState, SwitchInfo
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
-from mad.header import Method
+from mad.header import Method, MgmtClass
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
 from smagent.sm import events, peers as peersmod, repair, timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
+from smagent.sm.sa_service import SaService
 from smagent.transport.address import Incoming
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
@@ -114,6 +115,8 @@ class Daemon:
         self.dispatcher.route(SMP_CLASSES, Method.SET, AttrID.SM_INFO, self._on_sminfo)
         self.dispatcher.route(SMP_CLASSES, Method.TRAP, AttrID.NOTICE, self._on_trap_request)
         self.dispatcher.route(SMP_CLASSES, Method.TRAP_REPRESS, AttrID.NOTICE, lambda m: None)  # to a trap of ours
+        self.sa = SaService(self)
+        self.dispatcher.route_class(MgmtClass.SUBN_ADM, self.sa.on_mad)
         transport.on_request = self.dispatcher.dispatch  # an Incoming: bytes and source address
         self._sm: StateMachine | None = None  # `start` makes it
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
@@ -211,7 +214,8 @@ class Daemon:
         self.activity = None
         self._publish()
         try:
-            self.t.poll(min(max_wait, max(0.0, self.timers.next_at() - self.clock())))
+            self.t.poll(min(max_wait, max(0.0, min(self.timers.next_at(), self.sa.deadline) - self.clock())))
+            self.sa.tick()
         except SmagentError as e:  # the device failed under us: say so, and keep going
             self._failed("waiting for MADs", e)
             time.sleep(min(max_wait, 0.2))  # not a busy loop while it stays broken
@@ -231,6 +235,7 @@ class Daemon:
             self._in_run = False
             raise Stopped(self.activity)
         self._publish()
+        self.sa.tick()
         if self.control is not None and not self.control.threaded:
             self.control.serve_pending(self._answer_control)
 
@@ -504,6 +509,7 @@ class Daemon:
         finally:
             self.activity = None
         self.topo = r.topology
+        self.sa.publish(r)  # the SA answers from this whole snapshot from now on
         clean = not r.problems and not r.topology.unreachable
         self.known = r.known if clean else None
         self.counters.sweeps += 1
@@ -775,4 +781,5 @@ class Daemon:
             "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}
                             for t in sm.transitions[-10:]],
             "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
+            "sa": self.sa.status(),
         }

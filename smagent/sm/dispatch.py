@@ -35,6 +35,7 @@ class Dispatcher:
     def __init__(self, default: Handler):
         self.default = default
         self.routes: dict[Key, Handler] = {}
+        self.classes: dict[int, Handler] = {}  # whole classes (the SA's), after the exact routes
 
     def route(self, classes, method: int, attribute_id: int, handler: Handler) -> None:
         """Send requests of any of `classes` (an int or several) with this method and
@@ -42,9 +43,16 @@ class Dispatcher:
         for c in (classes,) if isinstance(classes, int) else classes:
             self.routes[(int(c), int(method), int(attribute_id))] = handler
 
+    def route_class(self, mgmt_class: int, handler: Handler) -> None:
+        """Send every MAD of `mgmt_class` no exact route takes to `handler` (an agent that
+        answers every method and attribute of its class itself, as the SA does)."""
+        self.classes[int(mgmt_class)] = handler
+
     def handler_for(self, raw: bytes) -> Handler:
         key = key_of(raw)
-        return self.default if key is None else self.routes.get(key, self.default)
+        if key is None:
+            return self.default
+        return self.routes.get(key) or self.classes.get(key[0], self.default)
 
     def dispatch(self, m: Incoming) -> None:
         """Hand `m` to its handler."""

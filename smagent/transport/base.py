@@ -366,6 +366,20 @@ class Transport:
             if n or time.monotonic() >= deadline:
                 return n
 
+    def receive(self, tid32: int, timeout_s: float) -> list[bytes]:
+        """Wait up to ``timeout_s`` for responses carrying TID ``tid32`` (the low 32 bits)
+        that no batch waits for: the further RMPP segments of a GMP answer whose first
+        segment `execute` returned. Requests that arrive meanwhile go to `on_request`;
+        other responses are dropped. Short MADs come back padded to a whole MAD."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            got = [item[0].ljust(MAD_SIZE, b"\0") for item in self._recv(max(0.0, deadline - time.monotonic()))
+                   if not self._serve(item) and item[1] == 0 and len(item[0]) > METHOD_OFFSET
+                   and tid32_of(item[0].ljust(MAD_SIZE, b"\0")) == tid32]
+            if got or time.monotonic() >= deadline:
+                self.stats.received += len(got)
+                return got
+
     def respond(self, raw: bytes, to: int | Address) -> None:
         """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited.
         ``to``: a LID for an SMP (QP0), or the whole address (a GMP's answer goes to
@@ -426,6 +440,8 @@ class Transport:
                     del inflight[tid32]
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
                     continue
+                if len(raw) < MAD_SIZE and reqs[i].addr is not None:
+                    raw = raw.ljust(MAD_SIZE, b"\0")  # a last RMPP segment, written as long as its payload
                 # checked and matched on the bytes; decoded only when a caller asks (Reply)
                 if len(raw) != MAD_SIZE or raw[0] != BASE_VERSION or raw[1] != reqs[i].raw[1]:  # type: ignore[index]
                     del inflight[tid32]

@@ -29,6 +29,8 @@ class AgentClass:
 # An SA (class 0x03) serving queries: RMPP done by smagent (mad.rmpp), so rmpp_version 0
 SA_SERVER = AgentClass(MgmtClass.SUBN_ADM, (Method.GET, Method.SET, Method.GET_TABLE, Method.GET_TRACE_TABLE,
                                             Method.GET_MULTI, Method.DELETE))
+# An SA client (`smagent sa`): asks the SA, serves nothing; its RMPP in user space too
+SA_CLIENT = AgentClass(MgmtClass.SUBN_ADM)
 # A performance manager: asks class 0x04 agents, serves nothing
 PERF_CLIENT = AgentClass(MgmtClass.PERF_MGT)
 _SM_METHODS = (Method.GET, Method.SET, Method.TRAP)

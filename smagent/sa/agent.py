@@ -1,0 +1,255 @@
+"""The Subnet Administrator as a sans-I/O object: MADs in, MADs out.
+
+`SaAgent.handle(incoming, now)` answers one class-0x03 MAD (an `Incoming`: bytes and the
+address it came from) with a list of (bytes, address) to send; `deadline` says when
+`on_timeout(now)` must be called for RMPP retransmissions. Nothing here reads a clock or
+a socket: the daemon drives it, and the tests call it directly.
+
+Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
+SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
+MulticastForwardingTableRecord and GUIDInfoRecord, from the `Subnet` snapshot
+published last (`publish`). Everything else gets the IBA status that says so (never
+silence: a client would wait for ever): an unknown method 0x0008, a known method of an
+attribute not served 0x000C, a bad class version 0x0004 (IBA 13.4.7); a mask with bits past
+the record's components ERR_REQ_INVALID; a Get matching no record ERR_NO_RECORDS, several
+ERR_TOO_MANY_RECORDS (IBA 15.2.1.2). A STANDBY SA (``master`` False) answers every request
+"method/attribute not supported": it serves nothing (the SMInfo it owes other SMs is an
+SMP, answered by the daemon itself).
+
+A GetTableResp longer than one MAD goes out through a `mad.rmpp.RmppSender`, one per
+(requester LID, TID): the requester's ACKs (class 0x03 MADs with RMPP type ACK) are routed
+back to it. A table that fits one MAD is sent as a single RMPP segment (First and Last) and
+needs no ACK.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Sequence
+
+from mad.attributes import SMInfo
+from mad.errors import MadError
+from mad.gmp import CLASS_PORT_INFO, ClassPortInfo
+from mad.header import GSI_QKEY, GSI_QP, InvalidField, Method, response_method
+from mad.rmpp import NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, RmppSender, RmppType, rmpp_of
+from mad.sa import SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SaAttrID, SaMad, SaRecord, SaStatus, encode_table, matcher
+from mad.sa_records import PortInfoRecord, record_class
+from smagent.sa import paths
+from smagent.sa.records import Records
+from smagent.subnet import Subnet
+from smagent.transport.address import Address, Incoming
+
+log = logging.getLogger("smagent.sa")
+
+UNSUPPORTED_METHOD = InvalidField.METHOD_NOT_SUPPORTED << 2  # 0x0008
+UNSUPPORTED_ATTRIBUTE = InvalidField.METHOD_ATTRIBUTE_NOT_SUPPORTED << 2  # 0x000C
+BAD_VERSION = InvalidField.BAD_VERSION << 2  # 0x0004
+KNOWN_METHODS = (Method.GET, Method.SET, Method.GET_TABLE, Method.GET_TRACE_TABLE, Method.GET_MULTI, Method.DELETE)
+RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
+RMPP_RETRIES = 4
+RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
+CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
+CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
+
+Reply = tuple[bytes, Address]
+
+
+class SaAgent:
+    """Answers SA requests from the last published `Subnet`. ``sm_key``: our SM_Key (a
+    query carrying it sees M_Keys and SM_Keys); ``master``: only a MASTER SM's SA serves;
+    ``sms``: the SMs as they are now, (LID, SMInfo) each, ours first (they change without a
+    sweep: polls, handovers); the snapshot's when not given."""
+
+    def __init__(self, sm_key: int = 0, *, master: bool = True,
+                 sms: Callable[[], Sequence[tuple[int, SMInfo]]] | None = None):
+        self.sm_key = sm_key
+        self.master = master
+        self.sms_source = sms
+        self.subnet: Subnet | None = None
+        self._records: Records | None = None
+        self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
+        self.answered = 0  # requests answered (any status)
+
+    def publish(self, subnet: Subnet) -> None:
+        """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
+        self.subnet, self._records = subnet, Records(subnet)
+
+    # -- I/O-free entry points -------------------------------------------------------
+    @property
+    def deadline(self) -> float | None:
+        times = [s.deadline for s, _a in self.senders.values() if s.deadline is not None]
+        return min(times) if times else None
+
+    def on_timeout(self, now: float) -> list[Reply]:
+        out: list[Reply] = []
+        for key, (sender, addr) in list(self.senders.items()):
+            out += [(_trim(m), addr) for m in sender.on_timeout(now)]
+            if sender.finished:
+                del self.senders[key]
+        return out
+
+    def handle(self, incoming: Incoming, now: float) -> list[Reply]:
+        """The MADs answering one class-0x03 MAD."""
+        raw = incoming.raw
+        if len(raw) < 24 or raw[1] != SA_CLASS:
+            return []  # not an SA MAD: not ours to answer
+        if len(raw) < 256:  # a client that wrote a short MAD (umad2sim carries what is written)
+            raw = raw.ljust(256, b"\0")
+            incoming = Incoming(raw, incoming.address)
+        try:
+            hdr = rmpp_of(raw)
+        except MadError:
+            return []
+        tid = int.from_bytes(raw[8:16], "big")
+        if hdr.active and hdr.rmpp_type in (RmppType.ACK, RmppType.STOP, RmppType.ABORT):
+            return self._to_sender(incoming, tid, now)
+        if raw[3] & 0x80:
+            return []  # a response (to a Report of ours, one day): nothing to answer
+        status, data, offset = self._answer(incoming)
+        self.answered += 1
+        return self._respond(incoming, status, data, offset, now)
+
+    # -- answering -------------------------------------------------------------------
+    def _to_sender(self, incoming: Incoming, tid: int, now: float) -> list[Reply]:
+        key = (incoming.address.lid, tid)
+        entry = self.senders.get(key)
+        if entry is None:
+            return []
+        sender, addr = entry
+        out = [(_trim(m), addr) for m in sender.on_mad(incoming.raw, now)]
+        if sender.finished:
+            del self.senders[key]
+        return out
+
+    def _answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
+        """(status, data, AttributeOffset) of the answer to a request."""
+        raw = incoming.raw
+        method, attr = raw[3], int.from_bytes(raw[16:18], "big")
+        if raw[2] != SA_CLASS_VERSION:
+            return BAD_VERSION, b"", 0
+        if method not in KNOWN_METHODS:
+            return UNSUPPORTED_METHOD, b"", 0
+        served = _SERVED.get(attr)
+        if not self.master or self.subnet is None or served is None or method not in (Method.GET, Method.GET_TABLE):
+            return UNSUPPORTED_ATTRIBUTE, b"", 0
+        if attr == CLASS_PORT_INFO:
+            if method != Method.GET:
+                return UNSUPPORTED_ATTRIBUTE, b"", 0
+            return 0, self.class_port_info().encode(), 0
+        mad = SaMad.decode(raw)
+        kind = record_class(attr)
+        try:
+            kind.check_mask(mad.component_mask)
+            query = kind.decode(mad.data)
+            found = served(self, query, mad, incoming)
+        except paths.PathQueryError as e:
+            return e.status.word, b"", 0
+        except MadError:
+            return SaStatus.ERR_REQ_INVALID.word, b"", 0
+        if method == Method.GET:
+            if not found:
+                return SaStatus.ERR_NO_RECORDS.word, b"", 0
+            if len(found) > 1:
+                return SaStatus.ERR_TOO_MANY_RECORDS.word, b"", 0
+            return 0, found[0].encode(), found[0].STRIDE // 8
+        if not found:
+            return 0, b"", kind.STRIDE // 8  # a GetTable with nothing: success, no records
+        offset, data = encode_table(found)
+        return 0, data, offset
+
+    def _respond(self, incoming: Incoming, status: int, data: bytes, offset: int, now: float) -> list[Reply]:
+        req = incoming.raw
+        addr = incoming.address.reply()
+        head = bytearray(req[:24])
+        # GetTraceTable is answered with GetTableResp (IBA 15.2.2)
+        head[3] = (Method.GET_TABLE_RESP if req[3] == Method.GET_TRACE_TABLE else
+                   response_method(req[3]) if req[3] in KNOWN_METHODS else req[3] | 0x80)
+        head[4:6] = status.to_bytes(2, "big")
+        class_header = bytearray(req[SA_HEADER])
+        class_header[8:10] = offset.to_bytes(2, "big")
+        if head[3] != Method.GET_TABLE_RESP or status:
+            body = bytes(head) + bytes(12) + bytes(class_header) + data[:SA_DATA_SIZE].ljust(SA_DATA_SIZE, b"\0")
+            return [(body, addr)]
+        sender = RmppSender(bytes(head), bytes(class_header), data, timeout=RMPP_TIMEOUT_S, retries=RMPP_RETRIES,
+                            resp_time=NO_RESP_TIME)
+        first = sender.start(now)
+        if sender.count > 1:
+            self.senders[(incoming.address.lid, int.from_bytes(req[8:16], "big"))] = (sender, addr)
+        return [(_trim(m), addr) for m in first]
+
+    def class_port_info(self) -> ClassPortInfo:
+        # no redirection: requests stay on our QP1 (with the GSI Q_Key), as traps would
+        return ClassPortInfo(base_version=1, class_version=SA_CLASS_VERSION, capability_mask=CAP_MASK,
+                             capability_mask2=CAP_MASK2_MCAST_TOP, resp_time_value=RESP_TIME_VALUE,
+                             redirect_qp=GSI_QP, redirect_q_key=GSI_QKEY, trap_q_key=GSI_QKEY)
+
+    # -- the records -------------------------------------------------------------------
+    def _reveal(self, mad: SaMad) -> bool:
+        return bool(self.sm_key) and mad.sm_key == self.sm_key
+
+    def _scan(self, records: list, query: SaRecord, mask: int) -> list:
+        test = matcher(query, mask)
+        return [r for r in records if test(r)]
+
+    def _nodes(self, q, mad, _inc):
+        return self._scan(self._recs.nodes, q, mad.component_mask)
+
+    def _port_infos(self, q, mad, _inc):
+        # CapabilityMask selects the ports having every bit the query sets (saquery -s asks
+        # IsSM so), as OpenSM matches it; the other components compare equal
+        mask, cap = mad.component_mask, PortInfoRecord.mask("capability_mask")
+        found = self._scan(self._recs.port_infos(self._reveal(mad)), q, mask & ~cap)
+        if mask & cap:
+            found = [r for r in found if r.capability_mask & q.capability_mask == q.capability_mask]
+        return found
+
+    def _switches(self, q, mad, _inc):
+        return self._scan(self._recs.switches, q, mad.component_mask)
+
+    def _links(self, q, mad, _inc):
+        return self._scan(self._recs.links, q, mad.component_mask)
+
+    def _sms(self, q, mad, _inc):
+        sms = self.sms_source() if self.sms_source is not None else self._recs.subnet.sms
+        return self._scan(self._recs.sms(sms, self._reveal(mad)), q, mad.component_mask)
+
+    def _lfts(self, q, mad, _inc):
+        return self._scan(self._recs.lfts, q, mad.component_mask)
+
+    def _mfts(self, q, mad, _inc):
+        return self._scan(self._recs.mfts, q, mad.component_mask)
+
+    def _guid_infos(self, q, mad, _inc):
+        return self._scan(self._recs.guid_infos, q, mad.component_mask)
+
+    def _paths(self, q, mad, inc):
+        return paths.query(self._recs, q, mad.component_mask, inc.address.lid)
+
+    @property
+    def _recs(self) -> Records:
+        assert self._records is not None  # _answer checked a snapshot is published
+        return self._records
+
+
+def _trim(mad: bytes) -> bytes:
+    """The last DATA segment of a transfer ends where its payload does: a receiver that
+    counts records by the bytes it got (saquery under umad2sim, which carries what is
+    written and reassembles nothing) sees no empty records; the kernel pads it to a whole
+    MAD on a real HCA."""
+    hdr = rmpp_of(mad)
+    if hdr.rmpp_type != RmppType.DATA or not hdr.rmpp_flags & RmppFlags.LAST:
+        return mad
+    return mad[:RMPP_OFFSET + RMPP_HEADER_SIZE + hdr.payload_length]
+
+
+_SERVED: dict[int, Callable] = {
+    CLASS_PORT_INFO: lambda *_a: [],
+    SaAttrID.NODE_RECORD: SaAgent._nodes,
+    SaAttrID.PORT_INFO_RECORD: SaAgent._port_infos,
+    SaAttrID.SWITCH_INFO_RECORD: SaAgent._switches,
+    SaAttrID.LINK_RECORD: SaAgent._links,
+    SaAttrID.SM_INFO_RECORD: SaAgent._sms,
+    SaAttrID.PATH_RECORD: SaAgent._paths,
+    SaAttrID.LINEAR_FORWARDING_TABLE_RECORD: SaAgent._lfts,
+    SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD: SaAgent._mfts,
+    SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
+}

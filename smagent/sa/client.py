@@ -1,0 +1,111 @@
+"""Asking an SA (any: ours, OpenSM's) through a transport: Get and GetTable of SA records,
+a GetTableResp longer than one MAD reassembled by `mad.rmpp.RmppReceiver` (its ACKs sent
+back to the SA's QP1). What `smagent sa` and the Python API use, so the project tests its
+own multi-MAD answers end to end."""
+from __future__ import annotations
+
+import time
+from typing import TypeVar
+
+from mad import sa
+from mad.gmp import CLASS_PORT_INFO, ClassPortInfo, build
+from mad.header import Method, MgmtClass, tid32_of
+from mad.rmpp import RMPP_VERSION, RmppReceiver, RmppType, rmpp_of
+from mad.sa import SaRecord, SaStatus
+from mad.smp import next_tid
+from smagent.errors import FabricFailure
+from smagent.transport.address import Address
+from smagent.transport.base import Request, SmpStatusError, Transport
+
+R = TypeVar("R", bound=SaRecord)
+SEGMENT_TIMEOUT_S = 2.0  # the longest wait for the next segment of a table
+
+
+class SaError(FabricFailure):
+    """The SA answered with an error status (``status``: the whole status word)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class SaClient:
+    """Queries to the SA at ``address`` (QP1 of the master SM's port: its LID is the
+    MasterSMLID of our port, `sa_address`)."""
+
+    def __init__(self, transport: Transport, address: Address):
+        self.t, self.address = transport, address
+
+    def _ask(self, raw: bytes) -> bytes:
+        (reply,) = self.t.execute([Request.gmp(raw, self.address)])
+        if isinstance(reply.error, SmpStatusError) and reply.raw:
+            word = int.from_bytes(reply.raw[4:6], "big")
+            code = sa.sa_status(word)
+            what = code.text if isinstance(code, SaStatus) and code else f"status {word:#06x}"
+            raise SaError(f"the SA at LID {self.address.lid} answered: {what}", word)
+        if reply.error is not None:
+            raise FabricFailure(f"no answer from the SA at LID {self.address.lid}: {reply.error}")
+        assert reply.raw is not None
+        return reply.raw
+
+    def class_port_info(self) -> ClassPortInfo:
+        raw = self._ask(build(MgmtClass.SUBN_ADM, Method.GET, CLASS_PORT_INFO, tid=next_tid()))
+        return ClassPortInfo.decode(raw[sa.SaMad.LAYOUT.byte_slice("data").start:])
+
+    def get(self, query: R, mask: int = 0) -> R:
+        """The one record a Get finds (SaError: none, or several)."""
+        raw = self._ask(sa.request(Method.GET, query, component_mask=mask, transaction_id=next_tid()).encode())
+        return sa.SaMad.decode(raw).record(type(query))
+
+    def table(self, query: R, mask: int = 0) -> list[R]:
+        """Every record a GetTable finds, reassembled from its RMPP segments."""
+        raw = self._ask(sa.request(Method.GET_TABLE, query, component_mask=mask, transaction_id=next_tid()).encode())
+        head = rmpp_of(raw)
+        if not head.active or head.rmpp_version != RMPP_VERSION:
+            return _whole(raw, type(query))
+        rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
+        self._acks(rx.on_mad(raw, time.monotonic()))
+        tid = tid32_of(raw)
+        while not rx.finished:
+            got = self.t.receive(tid, SEGMENT_TIMEOUT_S)
+            if not got:
+                raise FabricFailure(f"the SA at LID {self.address.lid} stopped sending its table after "
+                                    f"segment {rx.expected - 1}")
+            for mad in got:
+                hdr = rmpp_of(mad)
+                if hdr.rmpp_type == RmppType.DATA or not hdr.active:  # not our own ACKs looped back
+                    self._acks(rx.on_mad(mad, time.monotonic()))
+        if rx.data is None:
+            raise FabricFailure(f"the SA's table transfer ended: {rx.reason}")
+        first = sa.SaMad.decode(rx.first)  # type: ignore[arg-type]
+        return sa.decode_table(rx.data, type(query), first.attribute_offset)
+
+    def _acks(self, mads: list[bytes]) -> None:
+        for m in mads:
+            self.t.respond(m, self.address)
+
+
+def _whole(raw: bytes, kind: type[R]) -> list[R]:
+    """The records of an answer that came as one MAD without RMPP: an SA that leaves RMPP
+    to the kernel (OpenSM), seen where nothing reassembles it (ibsim's umad2sim). As many
+    whole records as the data area holds; trailing all-zero ones are padding, not records
+    (no record has LID 0)."""
+    mad = sa.SaMad.decode(raw)
+    stride = mad.attribute_offset * 8
+    if stride < kind.LAYOUT.size:  # type: ignore[attr-defined]
+        return []
+    data = mad.data[:len(mad.data) - len(mad.data) % stride]
+    while data and not any(data[-stride:]):
+        data = data[:-stride]
+    return sa.decode_table(data, kind, mad.attribute_offset)
+
+
+def sa_address(transport: Transport) -> Address:
+    """QP1 of the master SM's port, as our port knows it (PortInfo.MasterSMLID)."""
+    local = getattr(transport, "local_port", None)
+    if local is None:
+        raise FabricFailure(f"the {transport.name} transport carries no SA queries: use --transport umad")
+    info = local()
+    if not info.sm_lid:
+        raise FabricFailure("our port knows no SM (MasterSMLID 0): is a subnet manager running?")
+    return Address.gsi(info.sm_lid, sl=info.sm_sl)

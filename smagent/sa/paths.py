@@ -1,0 +1,132 @@
+"""PathRecords (IBA 15.2.5.16) from the routes the SM programmed: the LFTs a packet
+follows from its source port to its DLID decide the links, and the path's MTU and rate
+are the smallest over them. The other fields are OpenSM's defaults for a subnet without
+QoS: SL 0, the default partition's P_Key, hop limit 0 (no router), reversible, the
+subnet's packet lifetime; MTU, rate and packet lifetime carry the "exactly" selector.
+
+A query selects its endpoints by SGID or SLID (the requester's port when neither) and
+DGID or DLID (every port when neither); MTU, rate and packet lifetime are compared with
+their selectors (greater than, less than, exactly, largest available); the other
+components must be equal."""
+from __future__ import annotations
+
+from mad import codes
+from mad.sa import SaStatus
+from mad.sa_records import PathRecord
+from smagent.sa.records import Records
+from smagent.subnet import Node
+
+DEFAULT_P_KEY = 0xFFFF
+PACKET_LIFE_TIME = 18  # OpenSM's default (subnet_timeout 18: 4.096 us x 2^18, about 1 s)
+EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3
+# components decided by the endpoints or compared with selectors, not for equality;
+# NumbPath is a limit (every path we give is one), Reversible asks for what all ours are
+_SPECIAL = ("sgid", "dgid", "slid", "dlid", "mtu_selector", "mtu", "rate_selector", "rate",
+            "packet_life_time_selector", "packet_life_time", "num_path", "reversible")
+
+
+class PathQueryError(Exception):
+    """The query cannot be answered: ``status`` is the SA status to send."""
+
+    def __init__(self, status: SaStatus, why: str):
+        super().__init__(why)
+        self.status = status
+
+
+def _port_mtu(node: Node, port: int) -> int:
+    """The MTU a port carries: its MTUCap, and on a link the NeighborMTU the SM set (a
+    switch's port 0 has no link: its NeighborMTU means nothing)."""
+    pi = node.ports.get(port)
+    if pi is None:
+        return 0
+    if node.is_switch and port == 0 or not pi.neighbor_mtu:
+        return pi.mtu_cap
+    return min(pi.mtu_cap, pi.neighbor_mtu)
+
+
+def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int) -> PathRecord | None:
+    """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
+    deliver it."""
+    s = recs.subnet
+    (sn, sp), (dn, dp) = src, dst
+    hops = s.route((sn.guid, sp), dlid)
+    if hops is None:
+        return None
+    ends = [(sn, sp if not sn.is_switch else 0), (dn, dp if not dn.is_switch else 0)]
+    crossed = [(s.nodes[g], p) for a, b in hops for g, p in (a, b)]
+    mtu = min(_port_mtu(n, p) for n, p in ends + crossed)
+    rates = [codes.rate_code(n.ports[p]) for n, p in crossed if p in n.ports] or \
+            [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
+    rate = min(rates, key=codes.rate_gbps) if rates else 0
+    return PathRecord(dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid, hop_limit=0, reversible=1,
+                      p_key=DEFAULT_P_KEY, sl=0, mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
+                      packet_life_time_selector=EXACTLY, packet_life_time=PACKET_LIFE_TIME)
+
+
+def _lids(recs: Records, node: Node, port: int) -> tuple[int, ...]:
+    """The LIDs of a port: a switch's one, a CA port's 2^LMC from its base."""
+    base = recs.subnet.base_lid(node, port)
+    pi = node.ports.get(port)
+    if not base or node.is_switch or pi is None:
+        return (base,) if base else ()
+    return tuple(range(base, base + (1 << pi.lmc)))
+
+
+def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
+              lid_field: str) -> list[tuple[Node, int, tuple[int, ...]]] | None:
+    """(node, port, its LIDs) the query names: by GID every LID of the port, by LID that
+    one; None when it names none."""
+    s = recs.subnet
+    if mask & PathRecord.mask(gid_field):
+        gid = getattr(q, gid_field)
+        hit = s.port_of_guid(gid & (1 << 64) - 1)
+        if hit is None or recs.gid(*hit) != gid:
+            raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
+        return [(hit[0], hit[1], _lids(recs, *hit))]
+    if mask & PathRecord.mask(lid_field):
+        lid = getattr(q, lid_field)
+        hit = s.port_of_lid(lid)
+        return [] if hit is None else [(hit[0], hit[1], (lid,))]
+    return None
+
+
+def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: v) -> bool:
+    if not mask & PathRecord.mask(field):
+        return True
+    sel = getattr(q, f"{field}_selector") if mask & PathRecord.mask(f"{field}_selector") else EXACTLY
+    want = getattr(q, field)
+    if sel == GREATER:
+        return order(value) > order(want)
+    if sel == LESS:
+        return order(value) < order(want)
+    return sel == LARGEST or value == want
+
+
+def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[PathRecord]:
+    """The PathRecords a query selects. Between two ports with several LIDs (LMC), the
+    LIDs are paired by their offset from the base (base to base, base+1 to base+1, ...),
+    as OpenSM answers without NumbPath."""
+    s = recs.subnet
+    srcs = _endpoint(recs, q, mask, "sgid", "slid")
+    if srcs is None:
+        me = s.port_of_lid(requester_lid)
+        srcs = [] if me is None else [(me[0], me[1], (requester_lid,))]
+    dsts = _endpoint(recs, q, mask, "dgid", "dlid")
+    if dsts is None:
+        dsts = [(n, p, _lids(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if _lids(recs, n, p)]
+    rest = mask
+    for f in _SPECIAL:
+        rest &= ~PathRecord.mask(f)
+    equal = q.selector(rest)
+    want = int.from_bytes(q.encode(), "big") & equal
+    out = []
+    for sn, sp, slids in srcs:
+        for dn, dp, dlids in dsts:
+            for slid, dlid in zip(slids, dlids):
+                pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid)
+                if pr is None or int.from_bytes(pr.encode(), "big") & equal != want:
+                    continue
+                if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
+                        and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
+                    out.append(pr)
+    return out

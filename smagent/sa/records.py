@@ -1,0 +1,139 @@
+"""The SA's records of one `Subnet` snapshot (IBA 15.2.5), built once per snapshot and
+filtered per query. Which records exist follows what OpenSM's database holds: a NodeRecord
+per LID-carrying port (a switch one, a CA one per port), a PortInfoRecord per port of a
+switch (at the switch's LID) and per CA port, a LinkRecord per direction of every link,
+an SMInfoRecord per SM seen.
+
+Secrets are never handed out: M_Key (PortInfoRecord) and SM_Key (SMInfoRecord) read 0
+unless the query carries the SM's own SM_Key (IBA 15.4.1; OpenSM does the same)."""
+from __future__ import annotations
+
+import functools
+from typing import Iterable
+
+from mad.attributes import SMInfo
+from mad.forwarding import LFT_BLOCK_SIZE
+from mad.sa_records import (
+    GUIDInfoRecord, LinearForwardingTableRecord, LinkRecord, MulticastForwardingTableRecord, NodeRecord,
+    PortInfoRecord, SMInfoRecord, SwitchInfoRecord,
+)
+from smagent.subnet import Subnet
+
+DEFAULT_GID_PREFIX = 0xFE80000000000000
+
+
+class Records:
+    """The records of one snapshot, each list built on first use."""
+
+    def __init__(self, subnet: Subnet):
+        self.subnet = subnet
+
+    @functools.cached_property
+    def nodes(self) -> list[NodeRecord]:
+        s, out = self.subnet, []
+        for n in sorted(s.nodes.values(), key=lambda n: n.guid):
+            for p in n.lid_ports():
+                lid = s.base_lid(n, p)
+                if not lid:
+                    continue
+                # the port the record is about: a switch's is port 0, whichever port
+                # discovery entered by
+                ni = n.info.replace(port_guid=n.port_guid(p), local_port_num=p)
+                out.append(NodeRecord(lid=lid, **{k: getattr(ni, k) for k in _NODE_INFO},
+                                      node_string=n.description))
+        return sorted(out, key=lambda r: r.lid)
+
+    def port_infos(self, reveal_keys: bool) -> list[PortInfoRecord]:
+        return self._port_infos_keyed if reveal_keys else self._port_infos
+
+    @functools.cached_property
+    def _port_infos_keyed(self) -> list[PortInfoRecord]:
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            for p in n.lid_ports():
+                lid = s.base_lid(n, p)
+                if not lid:
+                    continue
+                for port in (sorted(n.ports) if n.is_switch else [p]):
+                    pi = n.ports[port]
+                    out.append(PortInfoRecord(endport_lid=lid, port_num=port,
+                                              **{k: getattr(pi, k) for k in _PORT_INFO}))
+        return sorted(out, key=lambda r: (r.endport_lid, r.port_num))
+
+    @functools.cached_property
+    def _port_infos(self) -> list[PortInfoRecord]:
+        return [r.replace(m_key=0) for r in self._port_infos_keyed]
+
+    @functools.cached_property
+    def switches(self) -> list[SwitchInfoRecord]:
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            lid = s.base_lid(n, 0)
+            if n.is_switch and n.switch_info is not None and lid:
+                si = n.switch_info
+                out.append(SwitchInfoRecord(lid=lid, **{k: getattr(si, k) for k in _SWITCH_INFO}))
+        return sorted(out, key=lambda r: r.lid)
+
+    @functools.cached_property
+    def links(self) -> list[LinkRecord]:
+        out = [LinkRecord(from_lid=a, from_port_num=pa, to_port_num=pb, to_lid=b)
+               for a, pa, pb, b in self.subnet.link_records() if a and b]
+        return sorted(out, key=lambda r: (r.from_lid, r.from_port_num))
+
+    @functools.cached_property
+    def lfts(self) -> list[LinearForwardingTableRecord]:
+        """The LFT blocks the SM programmed, up to each switch's LinearFDBTop."""
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            lid, table = s.base_lid(n, 0), s.lft.get(n.guid)
+            if not n.is_switch or not lid or table is None or n.switch_info is None:
+                continue
+            last = min(n.switch_info.linear_fdb_top // LFT_BLOCK_SIZE, len(table) // LFT_BLOCK_SIZE - 1)
+            out += [LinearForwardingTableRecord(lid=lid, block_num=b,
+                                                ports=list(table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE]))
+                    for b in range(last + 1)]
+        return sorted(out, key=lambda r: (r.lid, r.block_num))
+
+    @functools.cached_property
+    def mfts(self) -> list[MulticastForwardingTableRecord]:
+        """The MFT units (block, position) the SM programmed or read."""
+        s, out = self.subnet, []
+        for (sw, block, position), masks in s.mft.items():
+            node = s.nodes.get(sw)
+            lid = s.base_lid(node, 0) if node is not None else 0
+            if lid:
+                out.append(MulticastForwardingTableRecord(lid=lid, position=position, block_num=block,
+                                                          port_masks=list(masks)))
+        return sorted(out, key=lambda r: (r.lid, r.block_num, r.position))
+
+    @functools.cached_property
+    def guid_infos(self) -> list[GUIDInfoRecord]:
+        """Block 0 of every LID-carrying port's GUIDInfo: its port GUID at index 0 (the SM
+        assigns no alias GUIDs)."""
+        s, out = self.subnet, []
+        for n in s.nodes.values():
+            for p in n.lid_ports():
+                lid = s.base_lid(n, p)
+                if lid:
+                    out.append(GUIDInfoRecord(lid=lid, block_num=0, guids=[n.port_guid(p)] + [0] * 7))
+        return sorted(out, key=lambda r: r.lid)
+
+    @staticmethod
+    def sms(sms: Iterable[tuple[int, SMInfo]], reveal_keys: bool) -> list[SMInfoRecord]:
+        return [SMInfoRecord(lid=lid, guid=i.guid, sm_key=i.sm_key if reveal_keys else 0, act_count=i.act_count,
+                             priority=i.priority, sm_state=i.sm_state) for lid, i in sms]
+
+    def gid(self, node, port: int) -> int:
+        """A port's GID: its GidPrefix (the default one when unset) and its port GUID."""
+        pi = node.ports.get(0 if node.is_switch else port)
+        prefix = (pi.gid_prefix if pi is not None else 0) or DEFAULT_GID_PREFIX
+        return prefix << 64 | node.port_guid(port)
+
+
+def _fields(record: type, skip: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n for n in record.LAYOUT.names if n not in skip)  # type: ignore[attr-defined]
+
+
+_NODE_INFO = _fields(NodeRecord, ("lid", "node_string"))
+_PORT_INFO = _fields(PortInfoRecord, ("endport_lid", "port_num", "options"))
+_SWITCH_INFO = _fields(SwitchInfoRecord, ("lid",))

@@ -1,0 +1,161 @@
+"""`Subnet`: one immutable, consistent snapshot of what the SM last programmed.
+
+Built from a finished sweep (`Subnet.from_sweep`: its topology with the PortInfo and
+SwitchInfo the Sets answered, the LIDs and LMC, the LFT blocks as written, the MFT
+units) and published whole by the daemon after every sweep or repair. Readers (the SA
+agent, `smagent.sa`) hold one `Subnet` for as long as they answer from it and never see
+a half-swept state: nothing here is changed after it is built.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Iterator, Mapping
+
+from mad.attributes import NodeInfo, PortInfo, SMInfo, SwitchInfo
+from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT
+
+NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """One node as the SM left it. ``ports``: port -> PortInfo (port 0 of a switch is
+    its management port); ``port_guids``: a CA's port GUIDs (a switch's is its node
+    GUID's NodeInfo.port_guid)."""
+    guid: int
+    info: NodeInfo
+    description: str
+    is_switch: bool
+    switch_info: SwitchInfo | None
+    ports: Mapping[int, PortInfo]
+    port_guids: Mapping[int, int]
+
+    def port_guid(self, port: int) -> int:
+        return self.info.port_guid if self.is_switch else self.port_guids.get(port, 0)
+
+    def lid_ports(self) -> list[int]:
+        """The ports that carry a LID: port 0 of a switch, the CA's discovered ports."""
+        return [0] if self.is_switch else sorted(self.port_guids)
+
+
+@dataclasses.dataclass(frozen=True)
+class Subnet:
+    """What the SM programmed, as one value. ``links``: (guid, port) -> (guid, port),
+    both ways; ``lids``: LID -> (node GUID, LID-carrying port) for every LID of every
+    port's LMC range; ``lft``: switch GUID -> its whole LFT as far as known (entry i is
+    LID i's exit port; NO_PORT where unknown or unused); ``mft``: (switch, block,
+    position) -> PortMasks; ``sms``: (LID, SMInfo) of every SM seen, ours first;
+    ``generation`` counts the snapshots a daemon published."""
+    nodes: Mapping[int, Node]
+    links: Mapping[tuple[int, int], tuple[int, int]]
+    lids: Mapping[int, tuple[int, int]]
+    lmc: int
+    sm_lid: int
+    local: tuple[int, int]
+    lft: Mapping[int, bytes]
+    mft: Mapping[tuple[int, int, int], tuple[int, ...]]
+    sms: tuple[tuple[int, SMInfo], ...] = ()
+    generation: int = 0
+    # port GUID -> (node GUID, port) of every LID-carrying port
+    by_port_guid: Mapping[int, tuple[int, int]] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+
+    @classmethod
+    def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0) -> Subnet:
+        """The snapshot a finished (not dry-run) `SweepResult` leaves: its KnownState
+        when the apply finished cleanly, else the tables planned against with the planned
+        blocks on top."""
+        known = result.known
+        topo = known.topology if known is not None else result.topology
+        if known is not None:
+            blocks, mft = dict(known.lft), dict(known.mft)
+        else:
+            blocks = dict(result.lft_current)
+            blocks.update(((c.switch, c.block), bytes(c.new)) for c in result.lft_changes)
+            mft = dict(result.mft_current)
+            mft.update(((m.switch, m.block, m.position), list(m.new)) for m in result.mft_changes)
+        nodes = {g: _node(n) for g, n in topo.nodes.items()}
+        lids: dict[int, tuple[int, int]] = {}
+        for n in nodes.values():
+            for p in n.lid_ports():
+                pi = n.ports.get(p)
+                if pi is None or not pi.lid:
+                    continue
+                span = 1 if n.is_switch else 1 << pi.lmc
+                for lid in range(pi.lid, pi.lid + span):
+                    lids[lid] = (n.guid, p)
+        return cls(nodes=types.MappingProxyType(nodes), links=types.MappingProxyType(dict(topo.links)),
+                   lids=types.MappingProxyType(lids), lmc=result.lid_plan.lmc, sm_lid=result.lid_plan.master_lid,
+                   local=topo.local, lft=types.MappingProxyType(_lfts(blocks)),
+                   mft=types.MappingProxyType({k: tuple(v) for k, v in mft.items()}), sms=tuple(sms),
+                   generation=generation, by_port_guid=types.MappingProxyType(
+                       {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}))
+
+    def with_sms(self, sms: tuple[tuple[int, SMInfo], ...]) -> Subnet:
+        """The same snapshot with the SMs seen replaced (they change without a sweep)."""
+        return dataclasses.replace(self, sms=tuple(sms))
+
+    def port_of_lid(self, lid: int) -> tuple[Node, int] | None:
+        hit = self.lids.get(lid)
+        return (self.nodes[hit[0]], hit[1]) if hit else None
+
+    def port_of_guid(self, guid: int) -> tuple[Node, int] | None:
+        """(node, LID-carrying port) of a port GUID."""
+        hit = self.by_port_guid.get(guid)
+        return (self.nodes[hit[0]], hit[1]) if hit else None
+
+    def base_lid(self, node: Node, port: int) -> int:
+        pi = node.ports.get(0 if node.is_switch else port)
+        return pi.lid if pi is not None else 0
+
+    def route(self, src: tuple[int, int], dlid: int) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
+        """The links a packet from port ``src`` (node GUID, port) to ``dlid`` crosses, as
+        (exit port, entry port) pairs, following the LFTs; [] when ``src`` owns ``dlid``;
+        None when the LFTs do not deliver it (no entry, a loop, a dead end)."""
+        dest = self.lids.get(dlid)
+        if dest is None:
+            return None
+        node, port = self.nodes[src[0]], src[1]
+        hops: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        for _ in range(64):  # IBA's DR limit is far above any real path; a loop ends here
+            if node.guid == dest[0] and (node.is_switch or port == dest[1]):
+                return hops
+            if node.is_switch:
+                table = self.lft.get(node.guid, b"")
+                port = table[dlid] if dlid < len(table) else NO_PORT
+                if port in (0, NO_PORT):
+                    return None
+            peer = self.links.get((node.guid, port))
+            if peer is None:
+                return None
+            hops.append(((node.guid, port), peer))
+            node, port = self.nodes[peer[0]], peer[1]
+        return None
+
+    def link_records(self) -> Iterator[tuple[int, int, int, int]]:
+        """(from LID, from port, to port, to LID) of every link, both directions."""
+        for (a, pa), (b, pb) in self.links.items():
+            na, nb = self.nodes[a], self.nodes[b]
+            yield self.base_lid(na, pa), pa, pb, self.base_lid(nb, pb)
+
+
+def _node(n) -> Node:
+    return Node(guid=n.guid, info=n.node_info, description=n.description, is_switch=n.is_switch,
+                switch_info=n.switch_info, ports=types.MappingProxyType(dict(n.ports)),
+                port_guids=types.MappingProxyType(dict(n.port_guids)))
+
+
+def _lfts(blocks: dict[tuple[int, int], bytes]) -> dict[int, bytes]:
+    """Switch GUID -> the whole LFT from its blocks (missing blocks: NO_PORT)."""
+    top: dict[int, int] = {}
+    for sw, b in blocks:
+        top[sw] = max(top.get(sw, -1), b)
+    out: dict[int, bytes] = {}
+    for sw, last in top.items():
+        table = bytearray([NO_PORT]) * ((last + 1) * LFT_BLOCK_SIZE)
+        for b in range(last + 1):
+            blk = blocks.get((sw, b))
+            if blk is not None:
+                table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = blk
+        out[sw] = bytes(table)
+    return out

@@ -1,0 +1,257 @@
+"""The SA agent (smagent.sa) on an in-process fabric: a sweep's `Subnet` snapshot, then
+SA MADs handed to `SaAgent.handle` as a transport would, and its answers decoded."""
+import dataclasses
+
+import pytest
+
+import smagent
+from mad import sa
+from mad.attributes import SMInfo
+from mad.gmp import ClassPortInfo, build
+from mad.header import Method, MgmtClass
+from mad.rmpp import RmppReceiver, RmppState
+from mad.sa_records import LinkRecord, NodeRecord, PathRecord, PortInfoRecord, SMInfoRecord, SwitchInfoRecord
+from smagent.sa import SaAgent
+from smagent.subnet import Subnet
+from smagent.transport.address import Address, Incoming
+
+SM_KEY = 0x1122334455667788
+ME = Address.gsi(1)
+
+
+@pytest.fixture(scope="module")
+def subnet():
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep()
+    assert r.problems == []
+    mine = SMInfo(guid=r.topology.local[0], sm_key=SM_KEY, act_count=5, priority=3, sm_state=3)
+    return Subnet.from_sweep(r, sms=((r.lid_plan.master_lid, mine),))
+
+
+@pytest.fixture
+def agent(subnet):
+    a = SaAgent(SM_KEY)
+    a.publish(subnet)
+    return a
+
+
+def ask(agent, method, record, *fields, tid=1, sm_key=0, src=ME):
+    q = sa.request(method, record, component_mask=type(record).mask(*fields) if fields else 0,
+                   transaction_id=tid, sm_key=sm_key)
+    out = agent.handle(Incoming(q.encode(), src), 0.0)
+    assert len(out) == 1 and out[0][1] == src.reply()
+    return sa.SaMad.decode(out[0][0])
+
+
+def table(agent, record, *fields, drop=None, **kw):
+    """A GetTable's records, reassembled by an RMPP receiver (segment ``drop`` lost once)."""
+    q = sa.request(Method.GET_TABLE, record, component_mask=type(record).mask(*fields) if fields else 0,
+                   transaction_id=77, **kw)
+    rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
+    pending, now = [m for m, _a in agent.handle(Incoming(q.encode(), ME), 0.0)], 0.0
+    while not rx.finished:
+        if not pending:  # nothing in flight: let the sender's timer run out
+            now = agent.deadline
+            assert now is not None, "the sender gave up"
+            pending = [m for m, _a in agent.on_timeout(now)]
+            continue
+        mad, pending = pending[0], pending[1:]
+        seg, flags = int.from_bytes(mad[28:32], "big"), mad[26] & 7
+        if flags & 4:  # the last segment ends with its payload (saquery counts records by length)
+            assert len(mad) == 36 + int.from_bytes(mad[32:36], "big")
+            mad = mad.ljust(256, b"\0")
+        else:
+            assert len(mad) == 256
+        if seg == drop:
+            drop = None
+            continue
+        for ack in rx.on_mad(mad, now):
+            pending += [m for m, _a in agent.handle(Incoming(ack, ME), now)]
+    assert rx.state is RmppState.DONE
+    first = sa.SaMad.decode(rx.first)
+    assert first.method == Method.GET_TABLE_RESP and first.status == 0
+    return sa.decode_table(rx.data, type(record), first.attribute_offset)
+
+
+def test_subnet_is_a_snapshot(subnet):
+    with pytest.raises(TypeError):
+        subnet.nodes[1] = None  # read-only mappings
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        subnet.lmc = 1
+    cas = sorted((n for n in subnet.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+    a, b = cas[0], cas[-1]
+    hops = subnet.route((a.guid, a.lid_ports()[0]), subnet.base_lid(b, b.lid_ports()[0]))
+    assert hops and hops[0][0] == (a.guid, a.lid_ports()[0]) and hops[-1][1][0] == b.guid
+    assert subnet.route((a.guid, a.lid_ports()[0]), subnet.base_lid(a, a.lid_ports()[0])) == []
+
+
+def test_node_record_get(agent, subnet):
+    m = ask(agent, Method.GET, NodeRecord(lid=subnet.sm_lid), "lid")
+    assert m.method == Method.GET_RESP and m.status == 0 and m.attribute_offset == NodeRecord.STRIDE // 8
+    rec = m.record(NodeRecord)
+    node, port = subnet.port_of_lid(subnet.sm_lid)
+    assert (rec.node_guid, rec.port_guid, rec.node_string) == (node.guid, node.port_guid(port), node.description)
+
+
+def test_get_statuses(agent):
+    assert ask(agent, Method.GET, NodeRecord()).sa_status is sa.SaStatus.ERR_TOO_MANY_RECORDS
+    assert ask(agent, Method.GET, NodeRecord(lid=0xBFFF), "lid").sa_status is sa.SaStatus.ERR_NO_RECORDS
+    bad = sa.request(Method.GET, LinkRecord(), transaction_id=3).encode()
+    bad = bad[:48] + (1 << 10).to_bytes(8, "big") + bad[56:]  # a component LinkRecord does not have
+    m = sa.SaMad.decode(agent.handle(Incoming(bad, ME), 0.0)[0][0])
+    assert m.sa_status is sa.SaStatus.ERR_REQ_INVALID and m.method == Method.GET_RESP
+
+
+def test_unsupported_gets_the_iba_status(agent, subnet):
+    assert ask(agent, Method.SET, NodeRecord(lid=1), "lid").status == 0x000C  # Set of a record not served
+    assert ask(agent, Method.DELETE, NodeRecord()).method == Method.DELETE_RESP
+    odd = build(MgmtClass.SUBN_ADM, 0x09, 0x0011, tid=5)  # no SA method 0x09
+    m = sa.SaMad.decode(agent.handle(Incoming(odd, ME), 0.0)[0][0])
+    assert m.status == 0x0008 and m.method == 0x89
+    old = build(MgmtClass.SUBN_ADM, Method.GET, 0x0011, tid=6, class_version=1)
+    assert sa.SaMad.decode(agent.handle(Incoming(old, ME), 0.0)[0][0]).status == 0x0004
+    standby = SaAgent(SM_KEY, master=False)
+    standby.publish(subnet)
+    assert ask(standby, Method.GET, NodeRecord(lid=1), "lid").status == 0x000C
+    assert agent.handle(Incoming(b"\x01\x03", ME), 0.0) == []  # not a MAD: nothing
+    short = sa.request(Method.GET, NodeRecord(lid=1), component_mask=NodeRecord.mask("lid"), transaction_id=8)
+    (m, _a), = agent.handle(Incoming(short.encode()[:120], ME), 0.0)  # a short write is still answered
+    assert sa.SaMad.decode(m).method == Method.GET_RESP
+
+
+def test_class_port_info(agent):
+    raw = build(MgmtClass.SUBN_ADM, Method.GET, 0x0001, tid=9)
+    m = agent.handle(Incoming(raw, ME), 0.0)[0][0]
+    cpi = ClassPortInfo.decode(m[56:])
+    assert m[3] == Method.GET_RESP and (cpi.base_version, cpi.class_version, cpi.resp_time_value, cpi.redirect_qp) == (1, 2, 16, 1)
+
+
+def test_node_table_through_rmpp(agent, subnet):
+    recs = table(agent, NodeRecord())
+    want = sorted((subnet.base_lid(n, p), n.port_guid(p)) for n in subnet.nodes.values() for p in n.lid_ports())
+    assert sorted((r.lid, r.port_guid) for r in recs) == want
+    assert len(recs) * NodeRecord.STRIDE > sa.SA_DATA_SIZE  # it did take several segments
+    assert table(agent, NodeRecord(), drop=2) == recs  # a lost segment is sent again
+    assert agent.senders == {}  # finished transfers are forgotten
+
+
+def test_port_info_records_hide_the_m_key(agent, subnet):
+    sw = next(n for n in subnet.nodes.values() if n.is_switch)
+    lid = subnet.base_lid(sw, 0)
+    recs = table(agent, PortInfoRecord(endport_lid=lid), "endport_lid")
+    assert [r.port_num for r in recs] == sorted(sw.ports)
+    assert all(r.m_key == 0 for r in recs)
+    keyed = table(agent, PortInfoRecord(endport_lid=lid), "endport_lid", sm_key=SM_KEY)
+    assert [r.m_key for r in keyed] == [sw.ports[p].m_key for p in sorted(sw.ports)]
+
+
+def test_switch_link_and_sm_records(agent, subnet):
+    sws = table(agent, SwitchInfoRecord())
+    assert sorted(r.lid for r in sws) == sorted(subnet.base_lid(n, 0) for n in subnet.nodes.values() if n.is_switch)
+    sw = next(n for n in subnet.nodes.values() if n.is_switch)
+    links = table(agent, LinkRecord(from_lid=subnet.base_lid(sw, 0)), "from_lid")
+    assert sorted(r.from_port_num for r in links) == sorted(p for (g, p) in subnet.links if g == sw.guid)
+    sm = ask(agent, Method.GET, SMInfoRecord(lid=subnet.sm_lid), "lid").record(SMInfoRecord)
+    assert (sm.priority, sm.sm_state, sm.sm_key) == (3, 3, 0)
+    assert ask(agent, Method.GET, SMInfoRecord(), sm_key=SM_KEY).record(SMInfoRecord).sm_key == SM_KEY
+
+
+def _ca_lids(subnet):
+    return sorted(subnet.base_lid(n, p) for n in subnet.nodes.values() if not n.is_switch for p in n.lid_ports())
+
+
+def test_path_records(agent, subnet):
+    lids = _ca_lids(subnet)
+    s, d = lids[0], lids[-1]
+    pr = ask(agent, Method.GET, PathRecord(slid=s, dlid=d), "slid", "dlid").record(PathRecord)
+    hops = subnet.route(subnet.lids[s], d)
+    mtus = [subnet.nodes[g].ports[p].mtu_cap for a, b in hops for g, p in (a, b)]
+    assert (pr.slid, pr.dlid, pr.p_key, pr.sl, pr.reversible, pr.mtu) == (s, d, 0xFFFF, 0, 1, min(mtus))
+    assert (pr.mtu_selector, pr.rate_selector, pr.packet_life_time_selector) == (2, 2, 2) and pr.rate
+    by_gid = ask(agent, Method.GET, PathRecord(sgid=pr.sgid, dgid=pr.dgid), "sgid", "dgid").record(PathRecord)
+    assert by_gid == pr
+    # no source: the requester's port is the source
+    mine = ask(agent, Method.GET, PathRecord(dlid=d), "dlid", src=Address.gsi(s)).record(PathRecord)
+    assert mine == pr
+    # selectors: a path whose MTU is greater than its own does not exist; less than 4096 does
+    more = PathRecord(slid=s, dlid=d, mtu_selector=0, mtu=pr.mtu)
+    assert ask(agent, Method.GET, more, "slid", "dlid", "mtu_selector", "mtu").sa_status is sa.SaStatus.ERR_NO_RECORDS
+    less = PathRecord(slid=s, dlid=d, mtu_selector=1, mtu=pr.mtu + 1)
+    assert ask(agent, Method.GET, less, "slid", "dlid", "mtu_selector", "mtu").status == 0
+    other = PathRecord(slid=s, dlid=d, p_key=0x8001)
+    assert ask(agent, Method.GET, other, "slid", "dlid", "p_key").sa_status is sa.SaStatus.ERR_NO_RECORDS
+    assert ask(agent, Method.GET, PathRecord(sgid=1 << 64 | 5), "sgid").sa_status is sa.SaStatus.ERR_REQ_INVALID_GID
+    every = table(agent, PathRecord(slid=s), "slid")
+    assert sorted(p.dlid for p in every) == sorted(subnet.base_lid(n, p) for n in subnet.nodes.values()
+                                                   for p in n.lid_ports())
+
+
+def test_path_mtu_and_rate_are_the_smallest_on_the_route(subnet):
+    """One switch port on the route narrowed (512-byte MTU, 1X): the path takes both."""
+    import types
+    lids = _ca_lids(subnet)
+    s, d = lids[0], lids[-1]
+    (g, port), _b = subnet.route(subnet.lids[s], d)[1]  # the exit of the first switch
+    node = subnet.nodes[g]
+    pi = node.ports[port].replace(mtu_cap=2, link_width_active=1)
+    ports = types.MappingProxyType({**node.ports, port: pi})
+    nodes = types.MappingProxyType({**subnet.nodes, g: dataclasses.replace(node, ports=ports)})
+    agent = SaAgent(SM_KEY)
+    agent.publish(dataclasses.replace(subnet, nodes=nodes))
+    pr = ask(agent, Method.GET, PathRecord(slid=s, dlid=d), "slid", "dlid").record(PathRecord)
+    wide = SaAgent(SM_KEY)
+    wide.publish(subnet)
+    before = ask(wide, Method.GET, PathRecord(slid=s, dlid=d), "slid", "dlid").record(PathRecord)
+    assert pr.mtu == 2 and before.mtu > 2
+    from mad import codes
+    assert codes.rate_gbps(pr.rate) < codes.rate_gbps(before.rate)
+    assert pr.rate == codes.rate_code(pi)
+
+
+def test_sa_command_refuses_bad_input(cli):
+    for args in (["sa", "nodes", "0"], ["sa", "paths", "1", "0xC000"], ["sa", "portinfo", "x"]):
+        r = cli("--transport", "umad", *args)
+        assert r.exit_code == 2 and "LID" in r.output, (args, r.output)
+    r = cli("sa", "nodes")  # the in-process simulator has no SA
+    assert r.exit_code == 2 and "--transport umad" in r.output
+
+
+def test_forwarding_table_and_guid_records(agent, subnet):
+    from mad.sa_records import GUIDInfoRecord, LinearForwardingTableRecord, MulticastForwardingTableRecord
+    sw = next(n for n in subnet.nodes.values() if n.is_switch)
+    lid = subnet.base_lid(sw, 0)
+    blocks = table(agent, LinearForwardingTableRecord(lid=lid), "lid")
+    assert [b.block_num for b in blocks] == list(range(sw.switch_info.linear_fdb_top // 64 + 1))
+    lft = b"".join(bytes(b.ports) for b in blocks)
+    for dlid, (g, p) in subnet.lids.items():  # each LID's entry is where the route goes
+        hops = subnet.route((sw.guid, 0), dlid)
+        assert lft[dlid] == (hops[0][0][1] if hops else 0)
+    one = ask(agent, Method.GET, LinearForwardingTableRecord(lid=lid, block_num=0), "lid", "block_num")
+    assert one.status == 0 and one.record(LinearForwardingTableRecord).ports == blocks[0].ports
+    mfts = table(agent, MulticastForwardingTableRecord(lid=lid), "lid")
+    assert mfts  # the default group (0xC000) is on every switch
+    assert {(m.block_num, m.position): m.port_masks for m in mfts} == {
+        (b, pos): list(masks) for (g, b, pos), masks in subnet.mft.items() if g == sw.guid}
+    ca = next(n for n in subnet.nodes.values() if not n.is_switch)
+    port = ca.lid_ports()[0]
+    gi = ask(agent, Method.GET, GUIDInfoRecord(lid=subnet.base_lid(ca, port)), "lid").record(GUIDInfoRecord)
+    assert gi.guids[0] == ca.port_guid(port) and gi.guids[1:] == [0] * 7
+
+
+def test_lmc_paths_pair_lids_by_offset():
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep(lmc=1)
+    s = Subnet.from_sweep(r)
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+    cas = sorted((n for n in s.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+    a, b = cas[0], cas[-1]
+    pa, pb = a.lid_ports()[0], b.lid_ports()[0]
+    sgid, dgid = agent._recs.gid(a, pa), agent._recs.gid(b, pb)
+    got = table(agent, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid")
+    base_a, base_b = s.base_lid(a, pa), s.base_lid(b, pb)
+    assert [(p.slid, p.dlid) for p in got] == [(base_a, base_b), (base_a + 1, base_b + 1)]
+    assert ask(agent, Method.GET, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid").sa_status is \
+        sa.SaStatus.ERR_TOO_MANY_RECORDS
+    one = ask(agent, Method.GET, PathRecord(slid=base_a + 1, dlid=base_b), "slid", "dlid").record(PathRecord)
+    assert (one.slid, one.dlid) == (base_a + 1, base_b)
