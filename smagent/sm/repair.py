@@ -5,10 +5,14 @@ rediscovering the fabric.
 For each such switch: read every port's PortInfo (one Get per port). A linked port that is
 now DOWN loses its link; an up port with no link gets its neighbour's NodeInfo and, if the
 neighbour is a switch we know, the link back. Both ends' switches are marked as having
-PortStateChange set (the plan then clears it). Every DR path is recomputed over the new
-links (`discovery.shortest_paths`, which keeps the M_Key chain informed). Anything this
-cannot express (a CA lost or found, an unknown node, a node no longer
-reachable, a failed read) returns False: the caller does a full sweep instead.
+PortStateChange set (the plan then clears it). A host (CA) port is handled alike: one that
+went down leaves the topology as discovery would leave it (its port, and the CA once no
+port of it is linked; its LID stays reserved in guid2lid); one that came up is added with
+its NodeInfo, NodeDescription and PortInfo (3 Gets), and the sweep gives it its LID back,
+arms and activates it and routes to it. Every DR path is recomputed over the new links
+(`discovery.shortest_paths`, which keeps the M_Key chain informed). Anything this cannot
+express (an unknown switch, our own port, a node no longer reachable, a failed read)
+returns False: the caller does a full sweep instead.
 
 The sweep then plans against this state (`SweepOptions.known`): LIDs, routes and
 multicast trees are computed again, and only LFT/MFT blocks that differ from what the
@@ -19,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeInfo, PortInfo, PortState
+from mad.attributes import AttrID, NodeDescription, NodeInfo, NodeType, PortInfo, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from smagent import discovery
@@ -45,9 +49,13 @@ def _port_changed(topo, n, p, pi, flagged, changes, new_links) -> str | None:
     peer = topo.links.get((n.guid, p))
     if peer is not None and not up:
         pn = topo.nodes[peer[0]]
-        if not pn.is_switch:
-            return f"{n.description} port {p}: a CA's link went down"
         del topo.links[(n.guid, p)], topo.links[peer]
+        if not pn.is_switch:
+            if pn.guid == topo.local[0]:
+                return f"{n.description} port {p}: our own port's link went down"
+            _ca_port_gone(topo, pn, peer[1])
+            changes.append(f"host {pn.description}/{peer[1]} link to {n.description}/{p} down")
+            return None
         old = pn.ports.get(peer[1])
         if old is not None:
             pn.ports[peer[1]] = dataclasses.replace(old, port_state=int(PortState.DOWN))
@@ -55,6 +63,52 @@ def _port_changed(topo, n, p, pi, flagged, changes, new_links) -> str | None:
         changes.append(f"link {n.description}/{p} - {pn.description}/{peer[1]} down")
     elif peer is None and up and (n, p) not in new_links:
         new_links.append((n, p))
+    return None
+
+
+def _ca_port_gone(topo, ca: DNode, port: int) -> None:
+    """What discovery would not find now: the port (and the CA once no port of it is linked)."""
+    for held in (ca.ports, ca.port_paths, ca.port_guids):
+        held.pop(port, None)
+    if not ca.port_paths:
+        del topo.nodes[ca.guid]
+
+
+def _ca_port_found(topo, n: DNode, p: int, ni: NodeInfo) -> DNode:
+    """A CA port newly linked to switch `n` port `p`: the CA (a new DNode when none of its
+    ports was linked), with the port's path and GUID as discovery records them."""
+    path = n.path + (p,)
+    ca = topo.nodes.get(ni.node_guid)
+    if ca is None:
+        ca = topo.nodes[ni.node_guid] = DNode(ni.node_guid, ni.node_type, ni.num_ports, path, ni)
+    ca.port_paths[ni.local_port_num] = path
+    ca.port_guids[ni.local_port_num] = ni.port_guid
+    return ca
+
+
+def _learn_new_links(transport, topo, new_links, flagged, changes) -> str | None:
+    """NodeInfo behind every port that came up; the links to switches and CAs recorded.
+    A reason string if this needs a full sweep."""
+    infos = transport.execute([_get(AttrID.NODE_INFO, n.path + (p,)) for n, p in new_links])
+    for (n, p), r in zip(new_links, infos):
+        if not r.ok:
+            return f"{n.description} port {p}: the new neighbour does not answer"
+        ni = r.value(NodeInfo)
+        pn = topo.nodes.get(ni.node_guid)
+        if ni.node_type == NodeType.SWITCH and pn is None:
+            return f"{n.description} port {p}: a switch we do not know came up"
+        a, b = (n.guid, p), (ni.node_guid, ni.local_port_num)
+        if topo.links.get(a) == b:
+            continue  # both ends reported: the other end added it
+        if b in topo.links:
+            return f"{pn.description if pn else hex(ni.node_guid)} port {b[1]} is linked elsewhere"
+        if ni.node_type != NodeType.SWITCH:
+            pn = _ca_port_found(topo, n, p, ni)
+        assert pn is not None
+        topo.links[a], topo.links[b] = b, a
+        if pn.is_switch:
+            flagged.add(pn.guid)
+            changes.append(f"link {n.description}/{p} - {pn.description}/{b[1]} up")
     return None
 
 
@@ -88,22 +142,9 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
     if new_links:
-        infos = transport.execute([_get(AttrID.NODE_INFO, n.path + (p,)) for n, p in new_links])
-        for (n, p), r in zip(new_links, infos):
-            if not r.ok:
-                return False, [f"{n.description} port {p}: the new neighbour does not answer"]
-            ni = r.value(NodeInfo)
-            pn = topo.nodes.get(ni.node_guid)
-            if pn is None or not pn.is_switch:
-                return False, [f"{n.description} port {p}: a node we do not know came up"]
-            a, b = (n.guid, p), (pn.guid, ni.local_port_num)
-            if topo.links.get(a) == b:
-                continue  # both ends reported: the other end added it
-            if b in topo.links:
-                return False, [f"{pn.description} port {b[1]} is linked elsewhere"]
-            topo.links[a], topo.links[b] = b, a
-            flagged.add(pn.guid)
-            changes.append(f"link {n.description}/{p} - {pn.description}/{b[1]} up")
+        why = _learn_new_links(transport, topo, new_links, flagged, changes)
+        if why:
+            return False, [why]
         back = transport.execute([_get(AttrID.PORT_INFO, n.path + (p,), portinfo_modifier(topo.links[(n.guid, p)][1]))
                                   for n, p in new_links])
         for (n, p), r in zip(new_links, back):
@@ -111,6 +152,13 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
                 return False, ["a new neighbour's PortInfo read failed"]
             pg, pp = topo.links[(n.guid, p)]
             topo.nodes[pg].ports[pp] = r.value(PortInfo)
+        behind = (topo.nodes[topo.links[(n.guid, p)][0]] for n, p in new_links)
+        new_cas = list({ca.guid: ca for ca in behind if not ca.is_switch}.values())
+        for ca, r in zip(new_cas, transport.execute([_get(AttrID.NODE_DESCRIPTION, ca.path) for ca in new_cas])):
+            if not r.ok:
+                return False, [f"{ca.description or hex(ca.guid)}: NodeDescription read failed"]
+            ca.description = r.value(NodeDescription).node_string
+            changes.append(f"host {ca.description} up")
     if not recompute_paths(topo, transport.keys):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it
