@@ -60,6 +60,10 @@ REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Tim
 # a sweep that ends with problems (a switch that stopped answering mid-sweep, a node cut
 # off) is followed at once by a full one, this many times in a row; then the light sweeps
 RESWEEPS_AFTER_PROBLEMS = 2
+# a sweep that failed or was refused (under loss: a switch that did not answer made ports
+# look not active, and the plan check refused) is tried again this soon, then at the
+# light sweeps' pace: a dead link is not left routed for a whole sweep interval
+RETRY_AFTER_FAILURE = (0.2, 0.5, 1.0, 2.0)
 
 
 class Stopped(BaseException):
@@ -135,6 +139,7 @@ class Daemon:
         self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
         self.last_error: dict | None = None  # the last failure: what, the error, when
         self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
+        self._retries = 0  # sweeps tried again in a row after failed ones (RETRY_AFTER_FAILURE)
         self.reopen_logs = None  # `smagent run` sets it: SIGHUP reopens the log file (logrotate)
         self.started = time.time()
         if opts.state_dir:
@@ -499,10 +504,11 @@ class Daemon:
             self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),
                                "smps": st.sent - sent0, "seconds": round(self.clock() - t0, 3), "time": time.time()}
             self._failed(f"sweep ({why})", e)
-            self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
+            self._retry_after_failure()
             return
         finally:
             self.activity = None
+        self._retries = 0
         self.topo = r.topology
         clean = not r.problems and not r.topology.unreachable
         self.known = r.known if clean else None
@@ -524,6 +530,20 @@ class Daemon:
         if known is None:  # a repair changed links, not SMs: the light sweeps watch those
             with self._busy("asking the other SMs"):
                 self._check_peers(self._ask_sms(r.topology))
+
+    def _retry_after_failure(self) -> None:
+        """A full sweep again soon (rediscovered: planned around what did not answer),
+        a few times with backoff; then the light sweeps watch on."""
+        self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
+        if self._retries >= len(RETRY_AFTER_FAILURE):
+            log.warning("sweep: failed %d times in a row; the light sweeps watch on", self._retries + 1)
+            return
+        delay = RETRY_AFTER_FAILURE[self._retries]
+        self._retries += 1
+        log.info("sweep: trying again in %.1f s (retry %d of %d)", delay, self._retries, len(RETRY_AFTER_FAILURE))
+        self.repair_why.append(f"retry {self._retries} after a failed sweep")
+        self.repair_switches = None  # sweep everything: what failed is not known well enough to patch
+        self.timers.arm_by(timers.REPAIR, self.clock() + delay)
 
     def _resweep_if_unclean(self, r, clean: bool) -> None:
         """A sweep that left problems or unreachable nodes (routes may black-hole) is
