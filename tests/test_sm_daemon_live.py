@@ -18,67 +18,11 @@ import time
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
-from sm_harness import Daemon, OpenSM, converge, needs_opensm, procs, sminfo_at  # noqa: F401 (procs: a fixture)
+from sm_harness import (Daemon, OpenSM, converge, needs_opensm, procs, routes, sminfo_at,  # noqa: F401 (procs: a fixture)
+                        walk_all_pairs, wiring)
 from smagent import netfile, topogen
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
-
-
-def wiring(sim):
-    """From ibnetdiscover: {(switch LID, port): (peer LID, peer is a switch)} and the CA LIDs."""
-    links, cas, lid = {}, set(), None
-    for line in sim.run(["ibnetdiscover"]).stdout.splitlines():
-        m = re.match(r'^Switch\s.*#.*\slid (\d+)', line)
-        if m:
-            lid = int(m.group(1))
-            continue
-        if line.startswith(("Ca", "Hca")):
-            lid = None
-            continue
-        m = re.match(r'^\[(\d+)\]\s+"([SH])-\w+"\[\d+\].*#.*\slid (\d+)', line)
-        if m and lid is not None:
-            links[(lid, int(m.group(1)))] = (int(m.group(3)), m.group(2) == "S")
-            if m.group(2) == "H":
-                cas.add(int(m.group(3)))
-    return links, sorted(cas)
-
-
-def routes(sim, switches) -> dict:
-    """Every switch's LFT as ibroute dumps it: {switch LID: {LID: port}}."""
-    out = {}
-    for sw in switches:
-        text = sim.run(["ibroute", "-n", str(sw)]).stdout
-        out[sw] = {int(a, 16): int(b) for a, b in re.findall(r"^(0x[0-9a-f]+) (\d+)", text, re.M)}
-    return out
-
-
-def walk_all_pairs(sim):
-    """An ibroute walk: from every CA's switch, follow the LFTs to every other CA's LID."""
-    links, cas = wiring(sim)
-    switches = sorted({s for s, _p in links})
-    lft = routes(sim, switches)
-    home = {peer: s for (s, _p), (peer, is_sw) in links.items() if not is_sw}
-    bad = []
-    for src in cas:
-        for dst in cas:
-            if src == dst:
-                continue
-            cur, ok = home[src], False
-            for _hop in range(64):
-                port = lft[cur].get(dst)
-                peer = links.get((cur, port))
-                if peer is None:
-                    break
-                if not peer[1]:
-                    ok = peer[0] == dst
-                    break
-                cur = peer[0]
-            if not ok:
-                bad.append((src, dst))
-    assert not bad, f"{len(bad)} host pairs unreachable, e.g. {bad[:5]}"
-    r = sim.run(["ibtracert", str(cas[0]), str(cas[-1])], check=False)  # and the diags' own tracer agrees
-    assert r.returncode == 0, r.stdout + r.stderr
-    return switches, lft
 
 
 @pytest.mark.parametrize("shape,cut", [("ft2", ("L0", 3)), ("ft3", ("A0", 3))])
