@@ -473,13 +473,13 @@ class Daemon:
         if known is not None and switches:
             self.activity = f"reading the switches that reported ({why})"
             try:
-                ok, what = repair.update(self.t, known, switches)
+                patched, what = repair.update_or_retry(self.t, known, switches)
             except SmagentError as e:
-                ok, what = False, [str(e)]
-            if ok:
+                patched, what = None, [str(e)]
+            if patched is not None:
                 log.info("repair: %s (%d SMPs to read the reporting switches)",
                          "; ".join(what) or "no link changed", self.t.stats.sent - sent0)
-                self._sweep(why, known=known, smps_before=sent0)
+                self._sweep(why, known=patched, smps_before=sent0)
                 return
             log.info("repair: a full sweep instead (%s)", "; ".join(what))
         self._sweep(why, smps_before=sent0)
