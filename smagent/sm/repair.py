@@ -37,6 +37,7 @@ from smagent.transport.base import Request
 log = logging.getLogger("smagent.sm")
 LOSSY_TRIES = 2  # `update` tries while the transport sees loss, before a full sweep
 
+
 def _get(attr, path, mod=0) -> Request:
     return Request(smpcodec.dr(Method.GET, attr, path, mod))
 
