@@ -95,6 +95,31 @@ def test_a_hosts_link_cut_and_return_are_repaired_incrementally():
     all_pairs_delivered(sim)
 
 
+def test_a_dual_port_hosts_ports_cut_and_returned_are_repaired_incrementally():
+    """One port of a dual-port host away: the CA stays, with its other port; both away:
+    the CA goes; each return brings its port back (the tables a full sweep would leave)."""
+    from smagent import topogen
+    fabric = topogen.variant(topogen.fat_tree_2(4), drop_nodes=("H3", "H4"), dual=(("D0", ("L1", 2), ("L2", 1)),))
+    t = SimTransport(fabric)
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10), clock=clock)
+    d.start()
+    sim = t.sim
+    cut = {}
+    for step in [("cut", 1), ("link", 1), ("cut", 1), ("cut", 2), ("link", 1), ("link", 2)]:
+        what, port = step
+        if what == "cut":
+            cut[port] = sim.unlink("D0", port)
+        else:
+            sim.link("D0", port, *cut.pop(port))
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, step
+        assert fresh_plan_is_empty(t), step
+        all_pairs_delivered(sim)
+    assert d.counters.repairs == 6
+
+
 def test_master_repairs_from_traps_and_relink_restores_the_tables():
     t, d, clock = make(sweep_interval=10)
     d.start()
