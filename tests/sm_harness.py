@@ -1,8 +1,10 @@
 """What the live tests of `smagent run` share: the daemon and OpenSM as processes on
 ibsim (stopped by process group, ours only), the `procs` fixture that stops them, and
-`sminfo` from a host as the witness of who is MASTER."""
+`sminfo` from a host as the witness of who is MASTER, the ibroute walk of every host
+pair (`walk_all_pairs`), and the rogue host that sends SMInfo Gets and Sets (`rogue`)."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -117,3 +119,96 @@ def converge(sim, d, ours, theirs, want_master, timeout=25.0):
     for _ in range(5):  # and at every sample after
         assert masters(sim, [ours, theirs]) == [want_master]
         time.sleep(0.3)
+
+
+def wiring(sim):
+    """From ibnetdiscover: {(switch LID, port): (peer LID, peer is a switch)} and the CA LIDs."""
+    links, cas, lid = {}, set(), None
+    for line in sim.run(["ibnetdiscover"]).stdout.splitlines():
+        m = re.match(r'^Switch\s.*#.*\slid (\d+)', line)
+        if m:
+            lid = int(m.group(1))
+            continue
+        if line.startswith(("Ca", "Hca")):
+            lid = None
+            continue
+        m = re.match(r'^\[(\d+)\]\s+"([SH])-\w+"\[\d+\].*#.*\slid (\d+)', line)
+        if m and lid is not None:
+            links[(lid, int(m.group(1)))] = (int(m.group(3)), m.group(2) == "S")
+            if m.group(2) == "H":
+                cas.add(int(m.group(3)))
+    return links, sorted(cas)
+
+
+def routes(sim, switches) -> dict:
+    """Every switch's LFT as ibroute dumps it: {switch LID: {LID: port}}."""
+    out = {}
+    for sw in switches:
+        text = sim.run(["ibroute", "-n", str(sw)]).stdout
+        out[sw] = {int(a, 16): int(b) for a, b in re.findall(r"^(0x[0-9a-f]+) (\d+)", text, re.M)}
+    return out
+
+
+def walk_all_pairs(sim):
+    """An ibroute walk: from every CA's switch, follow the LFTs to every other CA's LID."""
+    links, cas = wiring(sim)
+    switches = sorted({s for s, _p in links})
+    lft = routes(sim, switches)
+    home = {peer: s for (s, _p), (peer, is_sw) in links.items() if not is_sw}
+    bad = []
+    for src in cas:
+        for dst in cas:
+            if src == dst:
+                continue
+            cur, ok = home[src], False
+            for _hop in range(64):
+                port = lft[cur].get(dst)
+                peer = links.get((cur, port))
+                if peer is None:
+                    break
+                if not peer[1]:
+                    ok = peer[0] == dst
+                    break
+                cur = peer[0]
+            if not ok:
+                bad.append((src, dst))
+    assert not bad, f"{len(bad)} host pairs unreachable, e.g. {bad[:5]}"
+    r = sim.run(["ibtracert", str(cas[0]), str(cas[-1])], check=False)  # and the diags' own tracer agrees
+    assert r.returncode == 0, r.stdout + r.stderr
+    return switches, lft
+
+
+# SubnSet/SubnGet(SMInfo) from the rogue host to the SM port with GUID argv[1], by DR
+# (discovered from there); prints one JSON line per answer: [MAD status, its SMInfo]
+ROGUE_SCRIPT = r"""
+import json, sys
+from mad import smp as smpcodec
+from mad.attributes import AttrID, SMInfo
+from mad.header import Method
+from smagent import discovery
+from smagent.transport.base import Request
+from smagent.transport.umad import UmadTransport
+
+target = int(sys.argv[1], 0)
+with UmadTransport(timeout_ms=500, retries=1) as t:
+    node, port = discovery.discover(t).by_guid(target)
+    path = node.path_to_port(port)
+    for spec in json.loads(sys.argv[2]):
+        method = Method.SET if spec["set"] else Method.GET
+        value = SMInfo(guid=spec["guid"], sm_key=spec["key"], act_count=0, priority=15, sm_state=3)
+        r = t.execute([Request(smpcodec.dr(method, AttrID.SM_INFO, path, spec["control"], value))], retries=0)[0]
+        if r.raw is None:  # no answer
+            print(json.dumps([None, None]))
+            continue
+        got = smpcodec.attribute_of(r.raw, SMInfo)
+        print(json.dumps([smpcodec.status_of(r.raw) & 0x7FFF,
+                          {"key": got.sm_key, "state": got.sm_state, "guid": got.guid}]))
+"""
+
+
+def rogue(sim, target_guid: int, requests: list[dict], host: str = "H3") -> list:
+    env = dict(sim.env, SIM_HOST=host)
+    r = subprocess.run([sys.executable, "-c", ROGUE_SCRIPT, hex(target_guid), json.dumps(requests)], env=env,
+                       cwd=sim.cwd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]

@@ -59,13 +59,65 @@ def fresh_plan_is_empty(t) -> bool:
     return sweep.plan(t, sweep.SweepOptions(force=True)).sets_planned == 0
 
 
-def test_unknown_change_falls_back_to_a_full_sweep():
+def all_pairs_delivered(sim) -> None:
+    cas = [(n.name, p) for n in sim if not n.is_switch for p in range(1, n.num_ports + 1) if n.peers[p]]
+    for src in cas:  # every host pair, through the tables as written
+        for dst in cas:
+            if src != dst:
+                assert sim.trace(src, sim.port_lid(dst)).outcome == "delivered", (src, dst)
+
+
+def test_a_hosts_link_cut_and_return_are_repaired_incrementally():
+    """Issue 30.5: a host port going down or coming back costs its LID's LFT entries and
+    its multicast membership, not a full sweep (once: a full sweep for each)."""
     t, d, clock = make(sweep_interval=10)
     d.start()
-    t.sim.unlink("L1", 2)  # a host's link: the CA is gone, which a patch cannot express
+    sim = t.sim
+    before = {n.name: bytes(n.lft) for n in sim.switches()}
+    lid = sim.port_lid(("H2", 1))
+    bring_up = t.stats.sent
+    peer = sim.unlink("L1", 2)
+    assert peer == ("H2", 1)
     run_for(d, clock, 1)
-    assert d.counters.repairs == 1 and not d.last_sweep["incremental"]
+    assert d.counters.repairs == 1 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+    assert d.last_sweep["smps"] < bring_up / 5  # 8 PortInfo Gets of L1, then the blocks that hold the LID
+    assert d.last_sweep["lft_blocks"] >= 1 and d.last_sweep["mft_blocks"] >= 1  # its routes and its group
+    assert fresh_plan_is_empty(t)  # the tables as a full sweep from scratch would leave them
+    assert all(n.lft[lid] == 0xFF for n in sim.switches())
+    all_pairs_delivered(sim)
+    sim.link("L1", 2, *peer)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 2 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+    assert d.last_sweep["smps"] < bring_up / 5
+    assert sim.port_lid(("H2", 1)) == lid  # the same LID, ARMED and ACTIVE again
+    assert {n.name: bytes(n.lft) for n in sim.switches()} == before
     assert fresh_plan_is_empty(t)
+    all_pairs_delivered(sim)
+
+
+def test_a_dual_port_hosts_ports_cut_and_returned_are_repaired_incrementally():
+    """One port of a dual-port host away: the CA stays, with its other port; both away:
+    the CA goes; each return brings its port back (the tables a full sweep would leave)."""
+    from smagent import topogen
+    fabric = topogen.variant(topogen.fat_tree_2(4), drop_nodes=("H3", "H4"), dual=(("D0", ("L1", 2), ("L2", 1)),))
+    t = SimTransport(fabric)
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10), clock=clock)
+    d.start()
+    sim = t.sim
+    cut = {}
+    for step in [("cut", 1), ("link", 1), ("cut", 1), ("cut", 2), ("link", 1), ("link", 2)]:
+        what, port = step
+        if what == "cut":
+            cut[port] = sim.unlink("D0", port)
+        else:
+            sim.link("D0", port, *cut.pop(port))
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, step
+        assert fresh_plan_is_empty(t), step
+        all_pairs_delivered(sim)
+    assert d.counters.repairs == 6
 
 
 def test_master_repairs_from_traps_and_relink_restores_the_tables():
@@ -83,11 +135,7 @@ def test_master_repairs_from_traps_and_relink_restores_the_tables():
     reps = [s for s in outbox_smps(t) if s.method == Method.TRAP_REPRESS]
     assert len(reps) == 2 and all(s.attribute_id == AttrID.NOTICE for s in reps)
     assert {n.name: bytes(n.lft) for n in sim.switches()} != before
-    cas = [(n.name, p) for n in sim if not n.is_switch for p in range(1, n.num_ports + 1) if n.peers[p]]
-    for src in cas:  # every host pair, through the tables as written
-        for dst in cas:
-            if src != dst:
-                assert sim.trace(src, sim.port_lid(dst)).outcome == "delivered", (src, dst)
+    all_pairs_delivered(sim)
     sim.link("L3", 5, *peer)
     run_for(d, clock, 1)
     assert d.counters.repairs == 2 and d.last_sweep["incremental"]

@@ -18,67 +18,11 @@ import time
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
-from sm_harness import Daemon, OpenSM, converge, needs_opensm, procs, sminfo_at  # noqa: F401 (procs: a fixture)
+from sm_harness import (Daemon, OpenSM, converge, needs_opensm, procs, routes, sminfo_at,  # noqa: F401 (procs: a fixture)
+                        walk_all_pairs, wiring)
 from smagent import netfile, topogen
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
-
-
-def wiring(sim):
-    """From ibnetdiscover: {(switch LID, port): (peer LID, peer is a switch)} and the CA LIDs."""
-    links, cas, lid = {}, set(), None
-    for line in sim.run(["ibnetdiscover"]).stdout.splitlines():
-        m = re.match(r'^Switch\s.*#.*\slid (\d+)', line)
-        if m:
-            lid = int(m.group(1))
-            continue
-        if line.startswith(("Ca", "Hca")):
-            lid = None
-            continue
-        m = re.match(r'^\[(\d+)\]\s+"([SH])-\w+"\[\d+\].*#.*\slid (\d+)', line)
-        if m and lid is not None:
-            links[(lid, int(m.group(1)))] = (int(m.group(3)), m.group(2) == "S")
-            if m.group(2) == "H":
-                cas.add(int(m.group(3)))
-    return links, sorted(cas)
-
-
-def routes(sim, switches) -> dict:
-    """Every switch's LFT as ibroute dumps it: {switch LID: {LID: port}}."""
-    out = {}
-    for sw in switches:
-        text = sim.run(["ibroute", "-n", str(sw)]).stdout
-        out[sw] = {int(a, 16): int(b) for a, b in re.findall(r"^(0x[0-9a-f]+) (\d+)", text, re.M)}
-    return out
-
-
-def walk_all_pairs(sim):
-    """An ibroute walk: from every CA's switch, follow the LFTs to every other CA's LID."""
-    links, cas = wiring(sim)
-    switches = sorted({s for s, _p in links})
-    lft = routes(sim, switches)
-    home = {peer: s for (s, _p), (peer, is_sw) in links.items() if not is_sw}
-    bad = []
-    for src in cas:
-        for dst in cas:
-            if src == dst:
-                continue
-            cur, ok = home[src], False
-            for _hop in range(64):
-                port = lft[cur].get(dst)
-                peer = links.get((cur, port))
-                if peer is None:
-                    break
-                if not peer[1]:
-                    ok = peer[0] == dst
-                    break
-                cur = peer[0]
-            if not ok:
-                bad.append((src, dst))
-    assert not bad, f"{len(bad)} host pairs unreachable, e.g. {bad[:5]}"
-    r = sim.run(["ibtracert", str(cas[0]), str(cas[-1])], check=False)  # and the diags' own tracer agrees
-    assert r.returncode == 0, r.stdout + r.stderr
-    return switches, lft
 
 
 @pytest.mark.parametrize("shape,cut", [("ft2", ("L0", 3)), ("ft3", ("A0", 3))])
@@ -240,3 +184,44 @@ def test_a_whole_core_switch_unlinked_is_routed_around_before_any_light_sweep(tm
                and s["last_sweep"]["problems"] == 0 and not s["activity"], timeout=30, what="a clean sweep")
     walk_all_pairs(sim)
     assert d.status()["counters"]["light_sweeps"] == 0 and s["sweeps_failed"] == 0
+
+
+OPENSM_HEAVY_SWEEP_FT3_288 = 4030  # issue 30.5: OpenSM's SMPs for a host link cut on this tree
+
+
+def test_a_hosts_link_cut_and_return_cost_a_tenth_of_opensms_heavy_sweep(tmp_path, ibsim, procs):
+    """Issue 30.5: on the issue's 288-host 3-level tree a host's link cut and its return
+    are each repaired incrementally (its LID's LFT entries, its group membership; the host
+    back with the same LID, ARMED and ACTIVE) with fewer than 1/10 of OpenSM's 4,030 SMPs
+    (once: a full sweep each, 3,154)."""
+    fabric = topogen.fat_tree_3(36, hosts=288)
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(fabric))
+    sim = ibsim(net, console=True, extra_args=netfile.ibsim_size_args(fabric))
+    d = Daemon(sim, "--sweep-interval", "60")
+    procs.append(d)
+    d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1 and not s["activity"], timeout=90, what="MASTER")
+    links, cas = wiring(sim)
+    switches = sorted({s for s, _p in links})
+    before = routes(sim, switches)
+    sim.unlink("L0", 6)  # H5
+    s = d.wait(lambda s: s["counters"]["repairs"] >= 1 and not s["activity"], timeout=30, what="repair after Unlink")
+    cut = s["last_sweep"]
+    assert cut["incremental"] and cut["ok"] and cut["problems"] == 0, cut
+    assert cut["smps"] < OPENSM_HEAVY_SWEEP_FT3_288 / 10, cut
+    _, cas_cut = wiring(sim)
+    gone = set(cas) - set(cas_cut)
+    assert len(gone) == 1
+    assert all(routes(sim, switches)[sw].get(next(iter(gone))) is None for sw in switches)  # no route to it
+    walk_all_pairs(sim)
+    sim.relink("L0", 6)
+    s = d.wait(lambda s: s["counters"]["repairs"] >= 2 and not s["activity"], timeout=30, what="repair after ReLink")
+    back = s["last_sweep"]
+    assert back["incremental"] and back["ok"] and back["problems"] == 0, back
+    assert back["smps"] < OPENSM_HEAVY_SWEEP_FT3_288 / 10, back
+    assert wiring(sim)[1] == cas  # the same LID again
+    assert routes(sim, switches) == before
+    walk_all_pairs(sim)
+    assert d.status()["sweeps_failed"] == 0
+    assert re.search(r"LinkState:\.+Active", sim.run(["smpquery", "portinfo", str(next(iter(gone))), "1"]).stdout)
+    print(f"host link cut: {cut['smps']} SMPs, return: {back['smps']} SMPs (OpenSM: {OPENSM_HEAVY_SWEEP_FT3_288})")

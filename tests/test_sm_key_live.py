@@ -11,59 +11,20 @@
 The rogue is a few lines of Python over smagent's own UmadTransport, attached to another
 node with SIM_HOST; smagent and OpenSM run as in test_sm_daemon_live.py.
 """
-import json
 import re
 import subprocess
-import sys
 import time
 
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile, topogen
-from sm_harness import Daemon, OpenSM, converge, needs_opensm, procs, sminfo_at  # noqa: F401 (procs: a fixture)
+from sm_harness import Daemon, OpenSM, converge, needs_opensm, procs, rogue, sminfo_at  # noqa: F401 (procs: a fixture)
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason()), needs_opensm]
 
 HOSTS = [f"H{i}" for i in range(8)]  # fat_tree_2(4); smagent on H0 (no SIM_HOST), OpenSM on H7
-ROGUE = "H3"
 SECRET = 0x5EC12E7
-
-# SubnSet/SubnGet(SMInfo) from the rogue host to the SM port with GUID argv[1], by DR
-# (discovered from there); prints one JSON line per answer: [MAD status, its SMInfo]
-ROGUE_SCRIPT = r"""
-import json, sys
-from mad import smp as smpcodec
-from mad.attributes import AttrID, SMInfo
-from mad.header import Method
-from smagent import discovery
-from smagent.transport.base import Request
-from smagent.transport.umad import UmadTransport
-
-target = int(sys.argv[1], 0)
-with UmadTransport(timeout_ms=500, retries=1) as t:
-    node, port = discovery.discover(t).by_guid(target)
-    path = node.path_to_port(port)
-    for spec in json.loads(sys.argv[2]):
-        method = Method.SET if spec["set"] else Method.GET
-        value = SMInfo(guid=spec["guid"], sm_key=spec["key"], act_count=0, priority=15, sm_state=3)
-        r = t.execute([Request(smpcodec.dr(method, AttrID.SM_INFO, path, spec["control"], value))], retries=0)[0]
-        if r.raw is None:  # no answer
-            print(json.dumps([None, None]))
-            continue
-        got = smpcodec.attribute_of(r.raw, SMInfo)
-        print(json.dumps([smpcodec.status_of(r.raw) & 0x7FFF,
-                          {"key": got.sm_key, "state": got.sm_state, "guid": got.guid}]))
-"""
-
-
-def rogue(sim, target_guid: int, requests: list[dict], host: str = ROGUE) -> list:
-    env = dict(sim.env, SIM_HOST=host)
-    r = subprocess.run([sys.executable, "-c", ROGUE_SCRIPT, hex(target_guid), json.dumps(requests)], env=env,
-                       cwd=sim.cwd, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return [json.loads(line) for line in r.stdout.splitlines()]
-
 
 def one_master_everywhere(sim, master_guid: int) -> None:
     """`sminfo` from every host names the same MASTER, and only that SM says MASTER."""

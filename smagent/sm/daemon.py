@@ -61,6 +61,10 @@ REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Tim
 # a sweep that ends with problems (a switch that stopped answering mid-sweep, a node cut
 # off) is followed at once by a full one, this many times in a row; then the light sweeps
 RESWEEPS_AFTER_PROBLEMS = 2
+# a sweep that failed or was refused (under loss: a switch that did not answer made ports
+# look not active, and the plan check refused) is tried again this soon, then at the
+# light sweeps' pace: a dead link is not left routed for a whole sweep interval
+RETRY_AFTER_FAILURE = (0.2, 0.5, 1.0, 2.0)
 
 
 class Stopped(BaseException):
@@ -138,6 +142,7 @@ class Daemon:
         self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
         self.last_error: dict | None = None  # the last failure: what, the error, when
         self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
+        self._retries = 0  # sweeps tried again in a row after failed ones (RETRY_AFTER_FAILURE)
         self.reopen_logs = None  # `smagent run` sets it: SIGHUP reopens the log file (logrotate)
         self.started = time.time()
         if opts.state_dir:
@@ -337,7 +342,7 @@ class Daemon:
                 self.events.append(events.PolledBySm(m.slid))
             return
         self.counters.sminfo_sets_answered += 1
-        sender = self._sender(req, m.slid)
+        sender = peersmod.sender_guid(self.topo, req, m.slid)
         status, why = self.sm.set_verdict(req.attribute_modifier, remote, sender, sender_known=self.topo is not None)
         value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key, remote))
         self._respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=value)), dlid)
@@ -473,13 +478,13 @@ class Daemon:
         if known is not None and switches:
             self.activity = f"reading the switches that reported ({why})"
             try:
-                ok, what = repair.update(self.t, known, switches)
+                patched, what = repair.update_or_retry(self.t, known, switches)
             except SmagentError as e:
-                ok, what = False, [str(e)]
-            if ok:
+                patched, what = None, [str(e)]
+            if patched is not None:
                 log.info("repair: %s (%d SMPs to read the reporting switches)",
                          "; ".join(what) or "no link changed", self.t.stats.sent - sent0)
-                self._sweep(why, known=known, smps_before=sent0)
+                self._sweep(why, known=patched, smps_before=sent0)
                 return
             log.info("repair: a full sweep instead (%s)", "; ".join(what))
         self._sweep(why, smps_before=sent0)
@@ -504,10 +509,11 @@ class Daemon:
             self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),
                                "smps": st.sent - sent0, "seconds": round(self.clock() - t0, 3), "time": time.time()}
             self._failed(f"sweep ({why})", e)
-            self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
+            self._retry_after_failure()
             return
         finally:
             self.activity = None
+        self._retries = 0
         self.topo = r.topology
         self.sa.publish(r)  # the SA answers from this whole snapshot from now on
         clean = not r.problems and not r.topology.unreachable
@@ -530,6 +536,20 @@ class Daemon:
         if known is None:  # a repair changed links, not SMs: the light sweeps watch those
             with self._busy("asking the other SMs"):
                 self._check_peers(self._ask_sms(r.topology))
+
+    def _retry_after_failure(self) -> None:
+        """A full sweep again soon (rediscovered: planned around what did not answer),
+        a few times with backoff; then the light sweeps watch on."""
+        self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
+        if self._retries >= len(RETRY_AFTER_FAILURE):
+            log.warning("sweep: failed %d times in a row; the light sweeps watch on", self._retries + 1)
+            return
+        delay = RETRY_AFTER_FAILURE[self._retries]
+        self._retries += 1
+        log.info("sweep: trying again in %.1f s (retry %d of %d)", delay, self._retries, len(RETRY_AFTER_FAILURE))
+        self.repair_why.append(f"retry {self._retries} after a failed sweep")
+        self.repair_switches = None  # sweep everything: what failed is not known well enough to patch
+        self.timers.arm_by(timers.REPAIR, self.clock() + delay)
 
     def _resweep_if_unclean(self, r, clean: bool) -> None:
         """A sweep that left problems or unreachable nodes (routes may black-hole) is
@@ -661,30 +681,6 @@ class Daemon:
     def _stranger(self, peer: Peer) -> None:
         log.log(logging.WARNING if self.sm.new_stranger(peer.guid) else logging.DEBUG,
                 "%s has another SM_Key: not a peer of ours, ignored (it ignores us likewise)", peer.describe())
-
-    def _sender(self, req, slid: int) -> int | None:
-        """The GUID of the port a request came from, as the fabric carried it (not as its
-        SMInfo claims): by its SLID, or by following a directed route's ReturnPath back
-        from our port. None if the topology we know cannot tell."""
-        topo = self.topo
-        if topo is None:
-            return None
-        if not req.directed:
-            for n in topo.nodes.values():
-                for p in n.lid_ports():
-                    pi = n.ports.get(p)
-                    if pi is not None and pi.lid and pi.lid <= slid < pi.lid + (1 << pi.lmc):
-                        return n.guid if n.is_switch else n.port_guids.get(p)
-            return None
-        if req.dr_slid != PERMISSIVE_LID:
-            return None  # a LID-routed part first: its origin is not in the ReturnPath
-        at: tuple[int, int] | None = topo.local
-        for hop in range(req.hop_count, 0, -1):  # out of each node by the port it came in on
-            at = topo.neighbor(at[0], req.return_path[hop]) if at else None
-        if at is None:
-            return None
-        n = topo.nodes[at[0]]
-        return n.guid if n.is_switch else n.port_guids.get(at[1])
 
     def _reveal_key(self, request_m_key: int, remote: SMInfo | None) -> bool:
         local = self._local()

@@ -11,7 +11,7 @@ import logging
 
 from mad import smp as smpcodec
 from mad.attributes import CAP_IS_SM, AttrID, PortInfo, SMInfo
-from mad.forwarding import portinfo_modifier
+from mad.forwarding import PERMISSIVE_LID, portinfo_modifier
 from mad.header import Method
 from smagent import discovery
 from smagent import sweep as sweepmod
@@ -141,3 +141,27 @@ def from_topology(topo: discovery.Topology | None, remote: SMInfo) -> Peer | Non
         return None
     return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
                 n.lid(p), n.description)
+
+
+def sender_guid(topo: discovery.Topology | None, req, slid: int) -> int | None:
+    """The GUID of the port a request came from, as the fabric carried it (not as its
+    SMInfo claims): by its SLID, or by following a directed route's ReturnPath back
+    from our port. None if the topology we know cannot tell."""
+    if topo is None:
+        return None
+    if not req.directed:
+        for n in topo.nodes.values():
+            for p in n.lid_ports():
+                pi = n.ports.get(p)
+                if pi is not None and pi.lid and pi.lid <= slid < pi.lid + (1 << pi.lmc):
+                    return n.guid if n.is_switch else n.port_guids.get(p)
+        return None
+    if req.dr_slid != PERMISSIVE_LID:
+        return None  # a LID-routed part first: its origin is not in the ReturnPath
+    at: tuple[int, int] | None = topo.local
+    for hop in range(req.hop_count, 0, -1):  # out of each node by the port it came in on
+        at = topo.neighbor(at[0], req.return_path[hop]) if at else None
+    if at is None:
+        return None
+    n = topo.nodes[at[0]]
+    return n.guid if n.is_switch else n.port_guids.get(at[1])
