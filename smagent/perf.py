@@ -167,7 +167,8 @@ class PortReading:
 
 @dataclasses.dataclass
 class Health:
-    """A counter sweep: every port read, the ones over a threshold, what did not answer."""
+    """A counter sweep: every port read, the ones over a threshold, what could not be read
+    (no answer, an error status, no LID)."""
     readings: list[PortReading]
     thresholds: dict[str, int]
     unanswered: list[str] = dataclasses.field(default_factory=list)
@@ -188,10 +189,9 @@ def _agents(topo) -> list[tuple[object, int, int, list[int]]]:
     for n in topo.nodes.values():
         ports = sorted(linked.get(n.guid, []))
         if n.is_switch:
-            if n.lid(0):
-                out.append((n, n.lid(0), 0, ports))
+            out.append((n, n.lid(0), 0, ports))
         else:
-            out.extend((n, n.lid(p), p, [p]) for p in ports if n.lid(p))
+            out.extend((n, n.lid(p), p, [p]) for p in ports)
     return out
 
 
@@ -202,8 +202,13 @@ def sweep(t: Transport, topo, thresholds: dict[str, int] | None = None, *, every
     one only when the sum exceeds a threshold (``every_port``: always, for metrics)."""
     thresholds = dict(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
     sent0 = t.stats.sent
-    agents = _agents(topo)
     health = Health([], thresholds)
+    agents = []
+    for a in _agents(topo):  # a port without a LID has no address for a GMP (no SM yet?)
+        if a[1]:
+            agents.append(a)
+        else:
+            health.unanswered.append(f"{a[0].description!r} port {a[2]}: no LID")  # type: ignore[attr-defined]
     caps = class_port_infos(t, [lid for _, lid, _, _ in agents])
     summed = [(n, lid, ports) for n, lid, own, ports in agents
               if not every_port and own == 0 and len(ports) > 1 and _cap(caps[lid]) & PerfCap.ALL_PORT_SELECT]

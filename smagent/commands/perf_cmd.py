@@ -8,7 +8,7 @@ import sys
 import click
 
 from smagent.commands.common import check_output, emit_json
-from smagent.errors import EXIT_DEFECTS, EXIT_OK
+from smagent.errors import EXIT_DEFECTS, EXIT_OK, BadInput
 
 
 def _perf_session(obj):
@@ -55,21 +55,24 @@ def health(obj, thresholds, as_json, prom):
     ibqueryerrors, the ports over a threshold: node, port, link and the remote end.
     Switches that support AllPortSelect are read as one sum first, their ports one by one
     only when the sum is over a threshold. Exit 0 clean, 1 when any port is over a
-    threshold, 3 on a fabric failure."""
+    threshold or could not be read (listed), 3 on a fabric failure."""
     from smagent import perf
     limits = perf.parse_thresholds(thresholds)
     check_output(prom, "--prometheus")
     report = _perf_session(obj).health(limits, every_port=prom is not None)
     if prom:
         from smagent import metrics
-        metrics.write_textfile(prom, metrics.prometheus_text(report))
+        try:
+            metrics.write_textfile(prom, metrics.prometheus_text(report))
+        except OSError as e:  # checked before the first MAD: a late failure (a full disk)
+            raise BadInput(f"--prometheus {prom}: {e.strerror or e}") from None
     if as_json:
-        emit_json({"ok": not report.erring, "summary": _summary(report),
+        emit_json({"ok": not (report.erring or report.unanswered), "summary": _summary(report),
                    "erring": [r.to_json() for r in report.erring], "unanswered": report.unanswered,
                    "thresholds": report.thresholds})
     else:
         click.echo("\n".join(render(report)))
-    sys.exit(EXIT_DEFECTS if report.erring else EXIT_OK)
+    sys.exit(EXIT_DEFECTS if report.erring or report.unanswered else EXIT_OK)
 
 
 def _summary(report) -> dict:
