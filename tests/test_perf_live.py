@@ -173,3 +173,18 @@ def test_health_prometheus_textfile(fabric, tmp_path):
     assert len(hit) == 1 and hit[0][1] == 77 and hit[0][0]["remote_node"] == "Switch1"
     assert "# TYPE smagent_port_symbol_errors_total counter" in text
     assert not list(tmp_path.glob(".smagent-*"))  # the temporary file was renamed over the target
+
+
+def test_health_names_a_port_that_does_not_answer(fabric):
+    sim = fabric
+    sim.command('Error "Hca2"[1] 100 0x12')  # ibsim drops every MAD of attribute 0x12 (PortCounters) there
+    try:
+        r = sim.smagent("health", "--json", "--threshold", "PortRcvErrors=1000", "--threshold", "SymbolErrorCounter=100",
+                        check=False)  # over what the earlier tests set
+    finally:
+        sim.command('Error "Hca2"[1] 0 0x12')
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and not doc["ok"] and doc["erring"] == []
+    (why,) = doc["unanswered"]
+    assert "'Hca2' port 1" in why and "PerfGet(PortCounters" in why
+    assert doc["summary"]["ports_read"] == 3  # the other CA ports; the switches' sums were under every threshold
