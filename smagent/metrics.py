@@ -3,8 +3,9 @@ hand (no client library needed): what `smagent health --prometheus FILE` leaves 
 node_exporter's textfile collector.
 
 One metric family per counter of `smagent.perf.COUNTERS` (names follow Prometheus
-conventions: `smagent_port_symbol_errors_total`, data in bytes), one series per port
-read, labelled with the node GUID, its description, the port, and the remote node and
+conventions: `smagent_port_symbol_errors_total`, data in bytes; data and packet counters
+from PortCountersExtended, 64 bits wide, where the port agent answers it), one series per
+port read, labelled with the node GUID, its description, the port, and the remote node and
 port. The file is replaced atomically (written beside it, then renamed), so the
 collector never reads half of one.
 """
@@ -34,9 +35,13 @@ def prometheus_text(health: perf.Health) -> str:
     lines: list[str] = []
     labels = [(_labels(r), r) for r in health.readings]
     for c in perf.COUNTERS:
-        lines.append(f"# HELP {c.metric} {c.iba} (IBA PortCounters){' in bytes' if c.scale != 1 else ''}.")
+        series = [(lab, v) for lab, r in labels if (v := r.value(c)) is not None]
+        if not series:
+            continue
+        where = "PortCountersExtended" if c.source == "extended" else "PortCounters"
+        lines.append(f"# HELP {c.metric} {c.iba} (IBA {where}){' in bytes' if c.scale != 1 else ''}.")
         lines.append(f"# TYPE {c.metric} counter")
-        lines.extend(f"{c.metric}{{{lab}}} {getattr(r.counters, c.field) * c.scale}" for lab, r in labels)
+        lines.extend(f"{c.metric}{{{lab}}} {v * c.scale}" for lab, v in series)
     for name, what, value in (("smagent_health_ports_read", "Ports whose counters were read.", len(health.readings)),
                               ("smagent_health_ports_erring", "Ports with an error counter over its threshold.",
                                len(health.erring)),

@@ -36,6 +36,9 @@ class Counter:
     metric: str  # the Prometheus name (a counter: "_total")
     threshold: int | None = None  # error counters: ibqueryerrors' default threshold
     scale: int = 1  # data counters count 4-byte words: bytes = words * 4
+    # where the counter is read: "basic" PortCounters only, "both" (PortCountersExtended has
+    # it 64 bits wide, preferred where the agent answers it), "extended" only there
+    source: str = "basic"
 
 
 COUNTERS = (
@@ -60,10 +63,18 @@ COUNTERS = (
     Counter("VL15Dropped", "vl15_dropped", "smagent_port_vl15_dropped_total", 100),
     Counter("PortXmitWait", "port_xmit_wait", "smagent_port_transmit_wait_total", 1000),
     Counter("QP1Dropped", "qp1_dropped", "smagent_port_qp1_dropped_total"),
-    Counter("PortXmitData", "port_xmit_data", "smagent_port_transmit_data_bytes_total", scale=4),
-    Counter("PortRcvData", "port_rcv_data", "smagent_port_receive_data_bytes_total", scale=4),
-    Counter("PortXmitPkts", "port_xmit_pkts", "smagent_port_transmit_packets_total"),
-    Counter("PortRcvPkts", "port_rcv_pkts", "smagent_port_receive_packets_total"),
+    Counter("PortXmitData", "port_xmit_data", "smagent_port_transmit_data_bytes_total", scale=4, source="both"),
+    Counter("PortRcvData", "port_rcv_data", "smagent_port_receive_data_bytes_total", scale=4, source="both"),
+    Counter("PortXmitPkts", "port_xmit_pkts", "smagent_port_transmit_packets_total", source="both"),
+    Counter("PortRcvPkts", "port_rcv_pkts", "smagent_port_receive_packets_total", source="both"),
+    Counter("PortUnicastXmitPkts", "port_unicast_xmit_pkts", "smagent_port_unicast_transmit_packets_total",
+            source="extended"),
+    Counter("PortUnicastRcvPkts", "port_unicast_rcv_pkts", "smagent_port_unicast_receive_packets_total",
+            source="extended"),
+    Counter("PortMulticastXmitPkts", "port_multicast_xmit_pkts", "smagent_port_multicast_transmit_packets_total",
+            source="extended"),
+    Counter("PortMulticastRcvPkts", "port_multicast_rcv_pkts", "smagent_port_multicast_receive_packets_total",
+            source="extended"),
 )
 ERROR_COUNTERS = tuple(c for c in COUNTERS if c.threshold is not None)
 DEFAULT_THRESHOLDS: dict[str, int] = {c.iba: c.threshold for c in ERROR_COUNTERS if c.threshold is not None}
@@ -157,6 +168,14 @@ class PortReading:
     remote: str = ""
     remote_port: int | None = None
     exceeded: dict[str, int] = dataclasses.field(default_factory=dict)
+    extended: PortCountersExtended | None = None  # read where the agent answers it (metrics)
+
+    def value(self, c: Counter) -> int | None:
+        """Counter ``c`` of this port: the 64-bit one where it was read, else PortCounters';
+        None when not read (an extended-only counter of an agent without it)."""
+        if c.source != "basic" and self.extended is not None:
+            return getattr(self.extended, c.field)
+        return None if c.source == "extended" else getattr(self.counters, c.field)
 
     def to_json(self) -> dict:
         return {"node_guid": f"{self.node_guid:#018x}", "node": self.node, "port": self.port, "lid": self.lid,
@@ -199,7 +218,8 @@ def sweep(t: Transport, topo, thresholds: dict[str, int] | None = None, *, every
     """Read the counters of every linked port of every node of ``topo`` (a discovered
     `Topology` whose ports have LIDs). ClassPortInfo first (one per port agent); then a
     switch that supports AllPortSelect gets one summed read, and its ports are read one by
-    one only when the sum exceeds a threshold (``every_port``: always, for metrics)."""
+    one only when the sum exceeds a threshold. ``every_port`` (metrics): every port read
+    one by one, and PortCountersExtended too where the CapabilityMask says it is answered."""
     thresholds = dict(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
     sent0 = t.stats.sent
     health = Health([], thresholds)
@@ -226,8 +246,20 @@ def sweep(t: Transport, topo, thresholds: dict[str, int] | None = None, *, every
             health.unanswered.append(f"{n.description!r} port {p} LID {lid}: {value}")  # type: ignore[attr-defined]
             continue
         health.readings.append(_reading(topo, n, p, lid, value, thresholds))  # type: ignore[arg-type]
+    if every_port:
+        _read_extended(t, health, caps)
     health.gmps = t.stats.sent - sent0
     return health
+
+
+def _read_extended(t: Transport, health: Health, caps: dict[int, ClassPortInfo | TransportError]) -> None:
+    """PortCountersExtended of every reading whose agent answers it, in one batch."""
+    wanted = [r for r in health.readings if perfmgt.has_extended(_cap(caps[r.lid]))]
+    for r, value in zip(wanted, read(t, [(r.lid, r.port) for r in wanted], extended=True)):
+        if isinstance(value, TransportError):
+            health.unanswered.append(f"{r.node!r} port {r.port} LID {r.lid}: {value}")
+        else:
+            r.extended = value  # type: ignore[assignment]
 
 
 def _cap(cpi: ClassPortInfo | TransportError) -> int:

@@ -50,7 +50,9 @@ def test_capability_bits():
 def test_counter_table_covers_every_port_counters_field_once():
     fields = {c.field for c in perf.COUNTERS}
     assert len(fields) == len(perf.COUNTERS)
-    assert fields <= set(perfmgt.PortCounters.LAYOUT.names)
+    assert {c.field for c in perf.COUNTERS if c.source != "extended"} <= set(perfmgt.PortCounters.LAYOUT.names)
+    ext = {c.field for c in perf.COUNTERS if c.source != "basic"}
+    assert ext == {n for n in perfmgt.PortCountersExtended.LAYOUT.names if n.startswith("port_")} - {"port_select"}
     names = [c.metric for c in perf.COUNTERS]
     assert len(set(names)) == len(names) and all(re.fullmatch(r"smagent_port_[a-z0-9_]+_total", n) for n in names)
     assert perf.DEFAULT_THRESHOLDS["SymbolErrorCounter"] == 10 and perf.DEFAULT_THRESHOLDS["VL15Dropped"] == 100
@@ -90,6 +92,11 @@ def test_prometheus_text(tmp_path):
     assert 'remote_node="Hca \\"1\\"\\\\x"' in line  # quotes and backslashes escaped
     assert "smagent_port_transmit_data_bytes_total{" in text and " 40\n" in text  # 10 words = 40 bytes
     assert "smagent_health_ports_erring 1" in text
+    assert "unicast" not in text  # PortCountersExtended not read: its counters are absent, not zero
+    h.readings[0].extended = perfmgt.PortCountersExtended(port_xmit_data=1 << 40, port_unicast_xmit_pkts=6)
+    text = metrics.prometheus_text(h)
+    assert f" {4 << 40}\n" in text and " 40\n" not in text  # the 64-bit counter preferred
+    assert re.search(r"^smagent_port_unicast_transmit_packets_total\{.*\} 6$", text, re.M)
     path = tmp_path / "out.prom"
     path.write_text("old")
     metrics.write_textfile(path, text)

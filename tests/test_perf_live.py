@@ -163,8 +163,11 @@ def test_health_prometheus_textfile(fabric, tmp_path):
     sim = fabric
     sim.command('PerformanceSet "Switch2"[3] PortCounters.PortRcvErrors=77')
     prom = tmp_path / "smagent.prom"
-    r = sim.smagent("health", "--prometheus", prom, check=False)
+    r = sim.smagent("health", "--prometheus", prom, "--json", check=False)
     assert r.returncode == 1
+    # 6 ClassPortInfo, then every linked port one by one: 12 PortCounters, 12 PortCountersExtended
+    # (every ibsim agent's CapabilityMask has ExtendedWidth)
+    assert json.loads(r.stdout)["summary"]["gmps"] == 30
     text = prom.read_text()
     series = re.findall(r'^smagent_port_receive_errors_total\{(.*)\} (\d+)$', text, re.M)
     assert len(series) == 12  # every linked port: 4 + 4 switch ports, 4 CA ports
@@ -172,6 +175,9 @@ def test_health_prometheus_textfile(fabric, tmp_path):
     hit = [(dict(k), v) for k, v in labels.items() if dict(k)["node"] == "Switch2" and dict(k)["port"] == "3"]
     assert len(hit) == 1 and hit[0][1] == 77 and hit[0][0]["remote_node"] == "Switch1"
     assert "# TYPE smagent_port_symbol_errors_total counter" in text
+    assert len(re.findall(r"^smagent_port_unicast_transmit_packets_total\{", text, re.M)) == 12
+    data = re.findall(r'^smagent_port_transmit_data_bytes_total\{(.*)\} (\d+)$', text, re.M)
+    assert len(data) == 12 and all(int(v) % 4 == 0 and int(v) > 0 for _, v in data)  # 4-byte words, as bytes
     assert not list(tmp_path.glob(".smagent-*"))  # the temporary file was renamed over the target
 
 
