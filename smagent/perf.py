@@ -20,10 +20,14 @@ import dataclasses
 from typing import Iterable, Sequence
 
 from mad import gmp, perfmgt
+from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo
 from mad.codes import rate_text
+from mad.forwarding import portinfo_modifier
 from mad.gmp import ClassPortInfo
 from mad.perfmgt import ALL_PORTS, PerfCap, PortCounters, PortCountersExtended
+from mad.header import Method
 from mad.smp import next_tid
+from smagent import targets
 from smagent.errors import BadInput
 from smagent.transport.address import Address
 from smagent.transport.base import Reply, Request, Transport, TransportError
@@ -297,10 +301,6 @@ def locate(t: Transport, target: str | None, port: int | None, *, topology=None)
     picks them: without ``port``, the port the target's LID belongs to (a switch: 0; a
     CA: the port reached). A DR path, GUID or description is found by directed route and
     its LID read from PortInfo."""
-    from smagent import targets
-    from mad.attributes import AttrID, NodeInfo, PortInfo
-    from mad.forwarding import portinfo_modifier
-    from mad.header import Method
     if target is None:
         local = t.local_port()  # type: ignore[attr-defined]
         if not local.base_lid:
@@ -309,7 +309,7 @@ def locate(t: Transport, target: str | None, port: int | None, *, topology=None)
     tgt = targets.resolve_target(target, t, topology=topology)
     (ni,) = t.execute([tgt.request(Method.GET, AttrID.NODE_INFO)], check=True)
     info = ni.value(NodeInfo)
-    own = 0 if info.node_type == 2 else info.local_port_num  # NodeType 2: a switch, whose LID is port 0's
+    own = 0 if info.node_type == NodeType.SWITCH else info.local_port_num  # a switch's LID is port 0's
     lid = tgt.lid
     if lid is None:
         (pi,) = t.execute([tgt.request(Method.GET, AttrID.PORT_INFO, portinfo_modifier(own))], check=True)
