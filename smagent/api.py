@@ -191,6 +191,7 @@ class Session:
         read and checked before the first SMP. Returns a `smagent.sweep.SweepResult`
         (`.summary()`, `.plan_lines()`, `.plan_changes()`); a plan whose tables would break
         the fabric is refused (`smagent.sweep.PlanDefects`) unless ``allow_defects=True``."""
+        from smagent import lids
         from smagent import sweep as sweepmod
         t = self._open()
         more.setdefault("state_dir", None if self.state_dir is None else str(self.state_dir))  # as the table writes
@@ -198,6 +199,7 @@ class Session:
                                      dry_run=dry_run, force=force)
         if opts.lid_file:  # a dry run refuses what the real run would: it predicts that run
             _check_lid_file(opts)
+            lids.load_guid2lid(opts.lid_file, strict=True)  # and read whole: a bad line refuses the sweep
         before = dict(t.stats.by_kind)
         try:
             result = sweepmod.sweep(t, opts)

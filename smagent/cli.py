@@ -16,7 +16,7 @@ import importlib
 
 import click
 
-from smagent.commands.common import Context, SmagentGroup, int_arg, log_to_stderr
+from smagent.commands.common import Context, SmagentGroup, key_arg, log_to_stderr
 from smagent.errors import (  # noqa: F401 - the documented codes, importable from here
     EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SAFETY,
 )
@@ -150,7 +150,7 @@ def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str])
                    "halving on a timeout or busy answer (not below 8).")
 @click.option("--timeout", type=click.IntRange(1, 60000), default=200, show_default=True, help="Per-SMP timeout, ms.")
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True, help="Retries per SMP.")
-@click.option("--mkey", default="0", callback=int_arg,
+@click.option("--mkey", default="0", callback=key_arg,
               help="M_Key for every SMP (with --mkey-file: for the nodes the file does not name).")
 @click.option("--mkey-file", "mkey_file", type=click.Path(dir_okay=False), default=None,
               help="M_Keys per node: lines 'GUID MKEY' (node or port GUID, hex) and 'default MKEY'; "

@@ -21,6 +21,7 @@ key, and asking again would only cost time (and M_Key violations).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import time
@@ -35,6 +36,7 @@ from smagent.transport.base import Reply, Request, SmpTimeout, Transport
 
 if TYPE_CHECKING:
     from smagent.fabric import Fabric
+    from smagent.mkeys import KeyChain
 
 PHYS_LINK_UP = 5
 log = logging.getLogger("smagent.discovery")
@@ -350,36 +352,59 @@ class _Walk:
             self.shortest_paths(local)
 
     def shortest_paths(self, local) -> None:
-        """Breadth first over the links learnt, from the local node: each switch's path,
-        each CA port's path, the shortest (the key chain learns the new paths)."""
-        root = self.nodes[local[0]]
-        seen, queue = {root.guid}, [root]
-        while queue:
-            nxt = []
-            for n in queue:
-                if not n.is_switch and n is not root:
-                    continue  # a CA does not forward directed-route SMPs
-                base, ports = (n.path, range(1, n.num_ports + 1)) if n.is_switch else ((0,), [local[1]])
-                for p in ports:
-                    peer = self.links.get((n.guid, p))
-                    if peer is None:
-                        continue
-                    m = self.nodes[peer[0]]
-                    path = base + (p,)
-                    if m.is_switch and m.guid not in seen:
-                        m.path = path
-                    elif not m.is_switch and peer[1] in m.port_paths and len(path) < len(m.port_paths[peer[1]]):
-                        m.port_paths[peer[1]] = path
-                        if m.path != (0,) and len(path) < len(m.path):
-                            m.path = path
-                    else:
-                        continue
-                    if self.t.keys.per_node:
-                        self.t.keys.learn(path=path, guid=m.guid, port_guid=m.port_guids.get(peer[1] if not m.is_switch else 0))
-                    if m.guid not in seen:
-                        seen.add(m.guid)
-                        nxt.append(m)
-            queue = nxt
+        """Every node's path again, the shortest over the links learnt (`shortest_paths`);
+        left as walked if the links do not reach every node they reached."""
+        if not shortest_paths(self.nodes, self.links, local, self.t.keys):
+            log.debug("discovery: the links learnt do not reach every node; paths kept as walked")
+
+
+def shortest_paths(nodes: dict[int, DNode], links: dict, local, keys: KeyChain | None = None) -> bool:
+    """The one shortest-DR-path computation (discovery's final pass, the daemon's repair).
+
+    Breadth first over ``links`` ({(guid, port): (guid, port)}) from the ``local`` node
+    (guid, port): each switch's path and each CA port's path, the shortest (a CA does not
+    forward; the local CA leaves by its own port only); a CA's `path` is its shortest
+    port's. Returns False and changes nothing when a node, or a CA port that has a path
+    now, is not reached (a node cut off, a CA port that lost or gained its link);
+    otherwise sets every `path` and `port_paths`, and tells ``keys`` (when it maps keys
+    per node) the node behind every path, so SMPs on the new paths carry the right M_Key."""
+    lg, lp = local
+    root = nodes[lg]
+    paths: dict[int, tuple[int, ...]] = {lg: (0,)}
+    ca_ports: dict[int, dict[int, tuple[int, ...]]] = {lg: {lp: (0,)}} if not root.is_switch else {}
+    queue = collections.deque([lg])
+    while queue:
+        g = queue.popleft()
+        n, here = nodes[g], paths[g]
+        exits = range(1, n.num_ports + 1) if n.is_switch else ([lp] if g == lg else [])
+        for p in exits:
+            peer = links.get((g, p))
+            if peer is None or peer[0] not in nodes:
+                continue
+            pg, pp = peer
+            path = here + (p,)
+            if not nodes[pg].is_switch:
+                ca_ports.setdefault(pg, {}).setdefault(pp, path)
+            if pg not in paths:
+                paths[pg] = path
+                queue.append(pg)
+    if set(paths) != set(nodes):
+        return False
+    if any(set(ca_ports.get(g, {})) != set(n.port_paths) for g, n in nodes.items() if not n.is_switch):
+        return False
+    learn = keys is not None and keys.per_node
+    for g, n in nodes.items():
+        n.path = paths[g]
+        if not n.is_switch:
+            n.port_paths = dict(ca_ports[g])
+        if learn and g != lg:
+            assert keys is not None
+            if n.is_switch:
+                keys.learn(path=n.path, guid=g, port_guid=n.port_guids.get(0))
+            else:
+                for p, path in n.port_paths.items():
+                    keys.learn(path=path, guid=g, port_guid=n.port_guids.get(p))
+    return True
 
 
 def _port_get(n: DNode, port: int | None) -> Request:

@@ -201,7 +201,8 @@ def parse(text: str, source: str = "<mkeys>") -> KeyChain:
             continue
         guid = _hex(first)
         if guid is None:
-            raise MKeyFileError(f"{where}: {first!r} is not a GUID (hexadecimal, at most 16 digits) "
+            # not quoted: a line with its columns swapped would show a key
+            raise MKeyFileError(f"{where}: the first word is not a GUID (hexadecimal, at most 16 digits) "
                                 f"nor 'default'")
         if guid == 0:
             raise MKeyFileError(f"{where}: GUID 0 is not a node or port GUID")
@@ -225,6 +226,40 @@ def load(path) -> KeyChain:
     return parse(text, source=p)
 
 
+def parse_key(text: str, what: str) -> int:
+    """A key given as text (``--mkey``, ``--sm-key``): 64 bits, decimal or 0x hex. A
+    BadInput names ``what`` and the problem, never the text (not even part of it: a
+    mistyped key is most of the real one)."""
+    try:
+        key = int(text.strip(), 0)
+    except ValueError:
+        raise BadInput(f"{what}: not a number (decimal or 0x hex); the value is not shown") from None
+    if not 0 <= key <= MKEY_MAX:
+        raise BadInput(f"{what}: a key is 64 bits (0 .. 2^64-1); the value is not shown")
+    return key
+
+
+def load_key_file(path, what: str) -> int:
+    """One key from a file (``--sm-key-file``), read and checked whole: exactly one
+    non-comment line holding a key as `parse_key` reads it (``#`` comments and blank
+    lines allowed). Errors name the file and line, never the key."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} {p}: not a text file (UTF-8)") from None
+    except OSError as e:
+        raise BadInput(f"{what} {p}: {e.strerror or e}") from None
+    lines = [(n, line.split("#", 1)[0].strip()) for n, line in enumerate(text.splitlines(), 1)]
+    lines = [(n, line) for n, line in lines if line]
+    if len(lines) != 1:
+        raise BadInput(f"{what} {p}: expected one key, found {len(lines)} non-comment lines"
+                       + (f" (lines {', '.join(str(n) for n, _ in lines[:5])})" if lines else ""))
+    n, line = lines[0]
+    return parse_key(line, f"{what} {p}:{n}")
+
+
 def keychain(m_key: int = 0, m_key_file=None) -> KeyChain:
     """The chain for ``--mkey`` and ``--mkey-file``: the file's keys, and ``m_key``
     (when not 0) as the default."""
@@ -234,4 +269,4 @@ def keychain(m_key: int = 0, m_key_file=None) -> KeyChain:
     return chain
 
 
-__all__ = ["KeyChain", "MKeyFileError", "parse", "load", "keychain", "MKEY_MAX"]
+__all__ = ["KeyChain", "MKeyFileError", "parse", "load", "keychain", "parse_key", "load_key_file", "MKEY_MAX"]

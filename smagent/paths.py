@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+from smagent import atomicfile
 from smagent.errors import BadInput
 
 class StateDir:
@@ -103,8 +104,7 @@ def write_text(path, text: str, what: str = "output") -> None:
     path before the first SMP, so this is a rare late failure: a full disk)."""
     p = os.fspath(path)
     try:
-        with open(p, "w", encoding="utf-8") as f:
-            f.write(text)
+        atomicfile.write_text(p, text)  # never half a file, even on a full disk
     except OSError as e:
         raise BadInput(f"{what} {p}: {_why(e)}") from None
 

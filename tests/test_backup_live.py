@@ -63,7 +63,7 @@ def test_journal_missing_and_garbage(tmp_path):
     bad = tmp_path / "bad"
     bad.write_text("hello\nworld\n")
     with pytest.raises(journal.JournalError):
-        journal.Journal.pending(bad)
+        journal.Journal.pending(bad, set_aside=False)
     with pytest.raises(RuntimeError):
         journal.Journal(tmp_path / "j").written(1, 0)
 
@@ -204,7 +204,7 @@ def test_unfinished_journal_shapes_still_read_whole(tmp_path):
     no_begin = tmp_path / "other"
     no_begin.write_text('{"event":"written","switch":"0x20","block":0}\n{"event":"done"}\n')
     with pytest.raises(journal.JournalError):
-        journal.Journal.pending(no_begin)
+        journal.Journal.pending(no_begin, set_aside=False)
 
 
 def test_pending_journal_survives_rotation(tmp_path):

@@ -69,7 +69,7 @@ CASES = [
     ("decode-bad-class", ["decode", "0104" + "00" * 254], "not a subnet management class", 2, NOTHING),
     ("decode-nothing", ["decode"], "give exactly one of HEX", 2, NOTHING),
     ("window-0", ["--window", "0", "discover"], "0 is not in the range 1<=x<=256", 2, NOTHING),
-    ("mkey-nan", ["--mkey", "zz", "discover"], "is not a number", 2, NOTHING),
+    ("mkey-nan", ["--mkey", "zz", "discover"], "--mkey': not a number", 2, NOTHING),
     # judged on the node's NodeInfo once it refused the Get: a Get only
     ("portinfo-port-beyond-numports", ["query", "portinfo", "0,1", "--port", "99"],
      "portinfo: port 99: DR path 0,1 is a switch with 8 ports (0..8)", 2, NO_SET),

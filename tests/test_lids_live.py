@@ -5,7 +5,13 @@ The reset, on ibsim's console: Hca3's link goes away (Unlink: it keeps its LID, 
 host that is rebooting) while Hca4's port is reset (Clear + ReLink: it comes back INIT
 with LID 0). Without the file, the sweep in between hands Hca4 the lowest free LID,
 which is Hca3's; Hca3 then returns with its old LID and one of the two has moved."""
+import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,3 +68,65 @@ def test_lid_file_chooses_another_place(ibsim, tmp_path):
     sim.smagent("sweep", "--lid-file", mine)
     assert len(lids.load_guid2lid(mine)) == 6
     assert not (Path(sim.env["SMAGENT_STATE_DIR"]) / "guid2lid").exists()
+
+
+def _run_daemon(sim, state, log):
+    """`smagent run` on this ibsim, in its own process group (stopped by the caller)."""
+    return subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                             str(state), "--log-file", str(log), "--sweep-interval", "1"],
+                            env=sim.env, cwd=sim.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _status(sim, state) -> dict:
+    r = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--json", "--state-dir", str(state)],
+                       env=sim.env, capture_output=True, text=True, timeout=30)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+
+
+def _wait(proc, sim, state, log, pred, what, timeout=30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    s: dict = {}
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"smagent run exited {proc.returncode}: {log.read_text()[-2000:]}"
+        s = _status(sim, state)
+        if s.get("state") and pred(s):
+            return s
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached: {s}; log:\n{log.read_text()[-2000:] if log.exists() else ''}")
+
+
+def _stop(proc) -> int:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            return proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.wait(15)
+
+
+def test_daemon_routes_and_repairs_with_a_garbled_guid2lid(ibsim, tmp_path):
+    """One bad line in STATE_DIR/guid2lid: the daemon warns naming the line, sweeps,
+    repairs a cut link, and rewrites the file without the line (the old one kept aside)."""
+    net = tmp_path / "2sw.net"
+    net.write_text(netfile.dumps(topogen.two_switch()))
+    sim = ibsim(net, console=True)
+    state, log = tmp_path / "state", tmp_path / "run.log"
+    state.mkdir()
+    (state / "guid2lid").write_text("garbage !!!\n")
+    proc = _run_daemon(sim, state, log)
+    try:
+        _wait(proc, sim, state, log, lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, "a first sweep")
+        sim.unlink("Hca3", 1)
+        s = _wait(proc, sim, state, log, lambda s: s["counters"]["repairs"] >= 1, "a repair")
+        assert s["last_sweep"]["problems"] == 0
+    finally:
+        assert _stop(proc) == 0
+    text = log.read_text()
+    assert f"WARNING {state / 'guid2lid'}:1: not a guid2lid record" in text
+    assert "failed" not in text, text
+    table = lids.load_guid2lid(state / "guid2lid")
+    assert table.problems == [] and len(table) == 6
+    kept = list(state.glob("guid2lid.bad-*"))
+    assert len(kept) == 1 and kept[0].read_text() == "garbage !!!\n"

@@ -141,9 +141,9 @@ def test_journal_with_an_unknown_table_is_refused(tmp_path):
     path.write_text('{"event":"begin","format":"smagent-apply-journal/1","blocks":[{"table":"gids",'
                     '"switch":"0x0000000000000001","block":0,"new":null}]}\n')
     with pytest.raises(journal.JournalError, match="malformed 'begin'"):
-        journal.Journal.pending(path)
+        journal.Journal.pending(path, set_aside=False)
     path.write_text('{"event":"begin","format":"smagent-apply-journal/1","blocks":[]}\n'
                     '{"event":"written","table":"gids","switch":"0x0000000000000001","block":0}\n'
                     '{"event":"written","switch":"0x0000000000000001","block":0}\n')
     with pytest.raises(journal.JournalError, match="not a journal record"):
-        journal.Journal.pending(path)
+        journal.Journal.pending(path, set_aside=False)

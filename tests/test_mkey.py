@@ -113,7 +113,8 @@ default   0x00000000cafe0001     # for the rest
     ("# c\n0x200001 0x1 0x2\n", 2, "found 3 words"),
     ("\n\n0x200001 0xZZ1122334455\n", 3, "the M_Key is not a hexadecimal number"),
     ("0x200001 0x11223344556677889\n", 1, "at most 16 digits"),
-    ("switch1 0x1\n", 1, "'switch1' is not a GUID"),
+    ("switch1 0x1\n", 1, "the first word is not a GUID"),
+    ("1122334455667788zz 0x200001\n", 1, "the first word is not a GUID"),  # columns swapped: not quoted
     ("0x0 0x1\n", 1, "GUID 0 is not"),
     ("0x200001 0x1\n0x200001 0x1\n", 2, "listed twice (first on line 1)"),
     ("default 1\ndefault 2\n", 2, "a second 'default' line"),
@@ -124,7 +125,8 @@ def test_key_file_errors_name_file_and_line(tmp_path, text, line, says):
         mkeys.load(path)
     assert isinstance(e.value, ValueError)
     assert str(e.value).startswith(f"{path}:{line}: ") and says in str(e.value)
-    assert "ZZ1122334455" not in str(e.value) and "11223344556677889" not in str(e.value)  # keys not quoted
+    for secret in ("ZZ1122334455", "11223344556677889", "1122334455667788", "switch1"):  # nothing quoted
+        assert secret.lower() not in str(e.value).lower()
 
 
 def test_key_file_errors_exit_2_before_any_smp(on_sim, tmp_path):
@@ -471,3 +473,69 @@ def test_query_by_path_finds_the_key_in_the_file(on_sim, tmp_path, target):
     # without the file the node stays silent
     r = on_sim(sim, "query", "nodeinfo", target)
     assert r.exit_code == 3
+
+
+@pytest.mark.parametrize("value, says", [("0xZZ99887766", "not a number"), ("0x1199887766554433221", "64 bits"),
+                                         ("99887766xyz", "not a number")])
+def test_a_mistyped_mkey_is_named_not_echoed(cli, value, says):
+    """The issue's case: most of a real key was in the error."""
+    for args in (["--mkey", value, "discover"], ["--mkey", value, "discover", "--json"]):
+        r = cli(*args)
+        assert r.exit_code == 2 and "--mkey" in r.stderr and says in r.stderr
+        assert "99887766" not in r.output + r.stderr, r.output + r.stderr
+
+
+def test_parse_key_never_quotes():
+    for bad in ("0xZZ99887766", "1" * 30, "0xq", "-5"):
+        with pytest.raises(mkeys.BadInput) as e:
+            mkeys.parse_key(bad, "--sm-key")
+        assert str(e.value).startswith("--sm-key: ") and bad not in str(e.value)
+    assert mkeys.parse_key(" 0x10 ", "k") == 16 and mkeys.parse_key("17", "k") == 17
+
+
+@pytest.mark.parametrize("text, says", [
+    ("0x1122334455667788\n0x8877665544332211\n", "expected one key, found 2 non-comment lines (lines 1, 2)"),
+    ("# only a comment\n", "expected one key, found 0"),
+    ("\n0xZZ11223344556677 # typo\n", ":2: not a number"),
+])
+def test_key_file_is_read_whole_and_never_quoted(tmp_path, text, says):
+    f = tmp_path / "sm.key"
+    f.write_text(text)
+    with pytest.raises(mkeys.BadInput) as e:
+        mkeys.load_key_file(f, "--sm-key-file")
+    assert says in str(e.value) and str(f) in str(e.value)
+    for secret in ("1122334455667788", "8877665544332211", "ZZ11223344556677"):
+        assert secret.lower() not in str(e.value).lower()
+    f.write_text("# the SM_Key\n  0x1122334455667788  # ours\n\n")
+    assert mkeys.load_key_file(f, "--sm-key-file") == 0x1122334455667788
+
+
+@pytest.mark.parametrize("level", [2, 3])
+def test_daemon_repair_with_per_node_keys_stays_incremental(level):
+    """fat_tree_2(4), a different M_Key on every switch, the SM on H0 (L0 port 1): cutting
+    L0-S0 sends S0's DR path through L0-S1-L1-S0, a path discovery never walked. The
+    repair tells the key chain who is behind it, so its SMPs carry S0's key and the repair
+    stays incremental, far below a full sweep's SMPs."""
+    from smagent import topogen
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    fabric = topogen.fat_tree_2(4)
+    switches = [n.name for n in fabric.switches()]
+    keys = {name: 0x5A00000000000000 + i + 1 for i, name in enumerate(switches)}
+    sim = SimFabric.from_fabric(fabric, node_caps={n: {"m_key": keys[n], "m_key_protect_bits": level}
+                                                   for n in switches})
+    t = SimTransport(sim)
+    t.keys = mkeys.KeyChain(0, {sim.node(n).guid: keys[n] for n in switches})
+    t.serve()
+    now = [1000.0]
+    d = Daemon(t, DaemonOptions(sweep_interval=0), clock=lambda: now[0])
+    d.start()
+    full = d.last_sweep["smps"]
+    s0 = d.topo.nodes[sim.node("S0").guid]
+    assert s0.path == (0, 1, 3)
+    sim.unlink("L0", 3)
+    for _ in range(4):
+        now[0] += 0.5
+        d.step(max_wait=0)
+    assert d.counters.repairs == 1 and d.last_sweep["incremental"], d.last_sweep
+    assert d.known is not None and d.known.topology.nodes[s0.guid].path == (0, 1, 4, 2, 3)
+    assert d.last_sweep["problems"] == 0 and d.last_sweep["smps"] < full / 10, (d.last_sweep["smps"], full)

@@ -23,6 +23,39 @@ def test_bad_priority_and_key_are_refused():
     assert r.exit_code == 2 and "--sm-key" in r.output and "s3cr3t-value" not in r.output
 
 
+def test_a_mistyped_sm_key_is_not_echoed():
+    r = CliRunner().invoke(main, ["run", "--sm-key", "0xZZ99887766"])
+    assert r.exit_code == 2 and "--sm-key" in r.output and "not a number" in r.output
+    assert "99887766" not in r.output
+
+
+def test_sm_key_file(tmp_path, monkeypatch):
+    """--sm-key-file: read whole, the key reaches the daemon, never shown; exclusive with --sm-key."""
+    from smagent.errors import BadInput
+    from smagent.sm import daemon
+    seen = {}
+
+    def fake(transport, opts):  # the daemon is built: record its key, and end the command
+        seen["key"] = opts.sm_key
+        raise BadInput("stopped by the test")
+
+    monkeypatch.setattr(daemon, "Daemon", fake)
+    key = tmp_path / "sm.key"
+    key.write_text("0x1122334455667788\n")
+    args = ["run", "--state-dir", str(tmp_path / "s"), "--log-file", str(tmp_path / "log")]
+    r = CliRunner().invoke(main, [*args, "--sm-key-file", str(key)])
+    assert "stopped by the test" in r.output and seen["key"] == 0x1122334455667788
+    assert "1122334455667788" not in r.output
+    r = CliRunner().invoke(main, [*args, "--sm-key-file", str(key), "--sm-key", "5"])
+    assert r.exit_code == 2 and "--sm-key and --sm-key-file exclude each other" in r.output
+    key.write_text("0x1122334455667788\n0x8877665544332211\n")
+    r = CliRunner().invoke(main, [*args, "--sm-key-file", str(key)])
+    assert r.exit_code == 2 and "expected one key, found 2" in r.output
+    assert "1122334455667788" not in r.output and "8877665544332211" not in r.output
+    r = CliRunner().invoke(main, [*args, "--sm-key-file", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and "--sm-key-file" in r.output and "missing" in r.output
+
+
 def test_bad_desired_file_is_refused(tmp_path):
     bad = tmp_path / "d.yaml"
     bad.write_text("routing: nonsense-engine\nlmc: 9\n")

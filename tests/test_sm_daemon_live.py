@@ -273,3 +273,79 @@ def test_we_join_higher_opensm_hands_over_and_opensm_takes_back_when_we_die(tmp_
         "HANDOVER" in d.logtext()
     d.stop(signal.SIGKILL)  # the master dies (its issm closes with it: IsSM clears)
     converge(sim, d, "H0", "H7", "H7", timeout=15)
+
+
+def _wait_log(d, text: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in d.logtext():
+        assert d.proc.poll() is None, f"smagent run exited {d.proc.returncode}: {d.logtext()[-3000:]}"
+        assert time.monotonic() < deadline, f"{text!r} not logged in {timeout} s: {d.logtext()[-3000:]}"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def ft3_1024(tmp_path_factory):
+    """The full k=16 3-level fat tree: 1,024 hosts, 320 switches (its net file and ibsim's size flags)."""
+    fabric = topogen.fat_tree_3(16)
+    net = tmp_path_factory.mktemp("ft3") / "fabric.net"
+    net.write_text(netfile.dumps(fabric))
+    return net, netfile.ibsim_size_args(fabric)
+
+
+def test_status_answers_within_a_second_during_the_bring_up_sweep(tmp_path, ibsim, procs, ft3_1024):
+    """The daemon serves its control socket between the rounds of its sweep: every status
+    asked while the bring-up sweep of 1,024 hosts runs answers within 1 s."""
+    from smagent.sm import control
+    net, size = ft3_1024
+    sim = ibsim(net, extra_args=size)
+    d = Daemon(sim, "--sweep-interval", "0")
+    procs.append(d)
+    _wait_log(d, "sweep (became MASTER): started")
+    assert d.status()["activity"] == "sweep (became MASTER)"  # `smagent status --json` itself, mid-sweep
+    path, seen, slowest = control.socket_path(d.state), [], 0.0
+    while "sweep (became MASTER): " not in d.logtext().split("started", 1)[-1]:  # until the sweep's end is logged
+        t0 = time.monotonic()
+        s = control.query(path, timeout=5.0)
+        slowest = max(slowest, time.monotonic() - t0)
+        seen.append(s.get("activity"))
+        time.sleep(0.05)
+    assert "sweep (became MASTER)" in seen, seen  # asked while the sweep ran, and it said so
+    assert slowest < 1.0, f"slowest status answer {slowest:.3f} s over {len(seen)} asked"
+    assert d.wait(lambda s: s["sweeps"] == 1)["state"] == "MASTER"
+
+
+def test_sigterm_during_the_bring_up_sweep_ends_the_daemon_within_a_second(tmp_path, ibsim, procs, ft3_1024):
+    net, size = ft3_1024
+    sim = ibsim(net, extra_args=size)
+    d = Daemon(sim, "--sweep-interval", "0")
+    procs.append(d)
+    _wait_log(d, "sweep (became MASTER): started")
+    time.sleep(0.3)  # well inside the sweep: its discovery alone takes longer
+    proc = d.proc
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGTERM)
+    rc = proc.wait(10)
+    took = time.monotonic() - t0
+    log = d.logtext()
+    assert rc == 0, log[-3000:]
+    assert "stop: sweep (became MASTER) abandoned" in log and "sweeps: 1" not in log
+    assert took < 1.0, f"the daemon took {took:.3f} s to stop; log:\n{log[-2000:]}"
+
+
+def test_a_whole_core_switch_unlinked_is_routed_around_before_any_light_sweep(tmp_path, ibsim, procs):
+    """ibsim traps only the first port of an `Unlink S0`: the repair's Sets to S0 go
+    unanswered, and the sweep that ends with those problems is followed at once by a full
+    sweep (once left for the next light sweep: 784 black-holed pairs for 10 s)."""
+    fabric = topogen.fat_tree_3(8)
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(fabric))
+    sim = ibsim(net, console=True, extra_args=netfile.ibsim_size_args(fabric))
+    d = Daemon(sim, "--sweep-interval", "60")
+    procs.append(d)
+    d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, timeout=60, what="MASTER")
+    walk_all_pairs(sim)
+    sim.unlink("S0")
+    s = d.wait(lambda s: s["sweeps"] >= 2 and s["last_sweep"]["why"] != "became MASTER"
+               and s["last_sweep"]["problems"] == 0 and not s["activity"], timeout=30, what="a clean sweep")
+    walk_all_pairs(sim)
+    assert d.status()["counters"]["light_sweeps"] == 0 and s["sweeps_failed"] == 0

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import click
 
 from smagent import paths
-from smagent.errors import EXIT_FABRIC, InternalError, Interrupted, SmagentError, after_sets
+from smagent.errors import EXIT_FABRIC, BadInput, InternalError, Interrupted, SmagentError, after_sets
 
 if TYPE_CHECKING:  # imported when a command first needs a session (start-up time)
     from smagent import api
@@ -191,6 +191,18 @@ def int_arg(ctx, param, value):
         return [int(v, 0) for v in value] if isinstance(value, tuple) else int(value, 0)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a number (decimal or 0x hex)") from None
+
+
+def key_arg(ctx, param, value):
+    """A click callback for a secret (an M_Key, an SM_Key): 64 bits, decimal or 0x hex.
+    The error names the option and the problem only (`mkeys.parse_key`)."""
+    if value is None or isinstance(value, int):
+        return value
+    from smagent import mkeys
+    try:
+        return mkeys.parse_key(value, "the key")
+    except BadInput as e:
+        raise click.BadParameter(str(e).removeprefix("the key: ")) from None
 
 
 def finish_write(as_json: bool, dry_run: bool, plan: list[str], changes: list[dict], sets: dict, problems: list[str],

@@ -1,10 +1,14 @@
 """`smagent run`: the long-running Subnet Manager (see `smagent.sm.daemon`).
 
+SIGHUP re-reads the desired state and reopens the log file (for logrotate).
+
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 bad input (nothing was sent), 3 the fabric or
-transport failed, or another daemon already answers in the state directory.
+transport failed, or another daemon already answers in the state directory, 4 another SM
+already runs on the port (`smagent.sm.lock`: the runtime lock, or IsSM set).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -14,29 +18,35 @@ import click
 from click.core import ParameterSource
 
 from mad.forwarding import LMC_MAX
-from smagent import paths
+from smagent import atomicfile, mkeys, paths
+from smagent.commands.common import key_arg
+from smagent.commands.logfile import LogFile
 from smagent.errors import BadInput
 from smagent.paths import default_state_dir
 
 
 def _setup_logging(log_file) -> logging.Handler:
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler = LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger("smagent.sm")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    # the SM's events at INFO, and every other smagent logger's warnings (a bad guid2lid
+    # line, a journal set aside, a backup a full disk refused) in the same log
+    top = logging.getLogger("smagent")
+    top.addHandler(handler)
+    if top.level == logging.NOTSET:  # -v chose a level already: keep it
+        top.setLevel(logging.WARNING)
+    logging.getLogger("smagent.sm").setLevel(logging.INFO)
     return handler
 
 
-def _key(value: str) -> int:
-    try:
-        key = int(value, 0)
-    except ValueError:
-        raise click.BadParameter("not a number (decimal or 0x hex)") from None  # the value is a secret: not shown
-    if not 0 <= key < 1 << 64:
-        raise click.BadParameter("an SM_Key is 64 bits")
-    return key
+def _reopen(handler: logging.Handler) -> None:
+    """Open the log file again by its name (after logrotate moved it away); called from the
+    daemon's loop on SIGHUP, never from the signal handler itself (the handler's lock)."""
+    if not isinstance(handler, logging.FileHandler):
+        return
+    with handler.lock or contextlib.nullcontext():
+        if handler.stream is not None:
+            handler.stream.close()
+        handler.stream = handler._open()
 
 
 def _given(**values) -> dict:
@@ -58,8 +68,11 @@ def _given(**values) -> dict:
               help="STANDBY: seconds between polls of the master's SMInfo (OpenSM's default).")
 @click.option("--poll-retries", type=click.IntRange(0, 100), default=4, show_default=True,
               help="STANDBY: unanswered polls beyond the first before taking over (OpenSM's default).")
-@click.option("--sm-key", default="1", callback=lambda c, p, v: _key(v),
-              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed.")
+@click.option("--sm-key", default="1", callback=key_arg,
+              help="SM_Key (64 bits; default 1, OpenSM's): SMs with different keys ignore each other. Never printed; "
+                   "visible to other users in the process list: prefer --sm-key-file.")
+@click.option("--sm-key-file", type=click.Path(dir_okay=False), default=None,
+              help="Read the SM_Key from this file (one key, decimal or 0x hex; '#' comments). Excludes --sm-key.")
 @click.option("--routing", "engine", default="minhop", show_default=True,
               help="minhop, updn, updn:GUID,..., ftree, ftree:fallback=ENGINE, or file:DUMP.")
 @click.option("--lmc", type=click.IntRange(0, LMC_MAX), default=0, show_default=True, help="LMC for CA ports.")
@@ -74,15 +87,20 @@ def _given(**values) -> dict:
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None, help="Log here instead of stderr.")
 @click.option("--json", "as_json", is_flag=True, help="On exit, print the final status (as `status --json`) on stdout.")
 @click.pass_obj
-def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engine, lmc, lid_file, mcast_groups,
-        no_multicast, desired_file, state_dir, log_file, as_json):
+def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
+        mcast_groups, no_multicast, desired_file, state_dir, log_file, as_json):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import desired, multicast
     from smagent import sweep as sweepmod
     from smagent.sm import control
+    from smagent.sm import lock as port_lock
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport import open_transport
+    if sm_key_file is not None:
+        if click.get_current_context().get_parameter_source("sm_key") != ParameterSource.DEFAULT:
+            raise BadInput("--sm-key and --sm-key-file exclude each other")
+        sm_key = mkeys.load_key_file(sm_key_file, "--sm-key-file")
     if mcast_groups and no_multicast:
         raise BadInput("--mcast-groups and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # checked before any SMP
@@ -97,17 +115,21 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
     server = control.ControlServer(control.socket_path(state_dir))
     handler = _setup_logging(log_file)
     o = obj.opts
-    transport = None
+    transport = lock = None
     try:
+        if o["transport"] == "umad":  # one SM per port: refused before the issm device opens
+            lock = port_lock.claim_port(o["ca"], o["port"])
         transport = open_transport(o["transport"], ca=o["ca"], port=o["port"],
                                      topology=o["topology"], fixture=o["fixture"], record=o["record"],
                                      window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
                                      m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True)
         daemon = Daemon(transport, opts)
+        atomicfile.tolerate_full_disk()  # a full disk: warnings, and the SM goes on routing
+        daemon.reopen_logs = lambda: _reopen(handler)
 
         def stop(signum, _frame):
             logging.getLogger("smagent.sm").info("signal %s: stopping", signal.Signals(signum).name)
-            daemon.stop_requested = True
+            daemon.stop()  # raises Stopped into a sweep in progress: `run` ends it
 
         def reload(_signum, _frame):
             daemon.reload_requested = True
@@ -120,7 +142,11 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, engi
         if as_json:
             click.echo(json.dumps(daemon.status(), indent=2))
     finally:
+        atomicfile.tolerate_full_disk(False)
         server.close()
         if transport is not None:
             transport.close()  # closes issm: IsSM clears, the other SMs see us go
+        if lock is not None:
+            lock.release()
+        logging.getLogger("smagent").removeHandler(handler)
         handler.close()

@@ -16,6 +16,10 @@ An apply, in order:
    must equal what was written; a difference is a problem.
 
 Without a state directory (the in-process simulator, a replay) steps 1 and 2 are skipped.
+A full disk (`atomicfile.no_space`) during steps 1 and 2 stops a one-shot command (an
+OSError: the CLI's exit 3 names the file and what was sent); under the running SM
+(`atomicfile.tolerate_full_disk`) it is a warning ("no backup written", "journal not
+written") and the apply goes on.
 The sweep calls the steps one by one (`Apply`), inside its own timed phases; the table
 commands call `apply`.
 """
@@ -25,7 +29,7 @@ import contextlib
 from pathlib import Path
 
 from smagent.fdb import porttables as linktab
-from smagent import paths
+from smagent import atomicfile, paths
 from smagent.fdb import backup, linear, tops
 from smagent.fdb import multicast as mft
 from smagent.fdb import random as rft
@@ -59,19 +63,25 @@ class Apply:
         if self.state is None or not p:
             return
         keep = self.keep if self.keep is not None else paths.state_keep()
-        saved = backup.save_before_apply(self.t, self.topology, p.lft, paths.StateDir(self.state).backups,
-                                         switchinfo=p.tops, mft_units=p.mft, rft_blocks=p.rft, link_tables=p.links)
+        try:
+            saved = backup.save_before_apply(self.t, self.topology, p.lft, paths.StateDir(self.state).backups,
+                                             switchinfo=p.tops, mft_units=p.mft, rft_blocks=p.rft,
+                                             link_tables=p.links)
+        except OSError as e:  # a full disk: the running SM goes on without (atomicfile.tolerated)
+            if not atomicfile.tolerated(e, "no backup written"):
+                raise
+            saved = None
         self.backup_file = str(saved) if saved else None
         self.journal = Journal(paths.StateDir(self.state).journal, keep=keep)
         try:
-            interrupted = Journal.pending(self.journal.path)
+            interrupted = Journal.pending(self.journal.path, set_aside=False)
         except JournalError:  # unreadable: which backup it needs is unknown, so delete none
-            pass
+            pass              # (begin moves it aside)
         else:
             backup.prune(paths.StateDir(self.state).backups, keep, [saved, interrupted and interrupted.backup])
         # a switch's SL2VL pairs written unread ride in their representative's record
         units = p.lft + p.rft + p.mft + [c for c in p.links if c.same_as is None]
-        self.journal.begin(units, backup=self.backup_file)
+        self._journal("begin", units, backup=self.backup_file)
 
     def switchinfo(self) -> list[str]:
         return self._note(tops.write(self.t, self.plan.tops, written=self.written["tops"]))
@@ -85,8 +95,7 @@ class Apply:
                 problems += p
                 self.lft_written += len(written)
                 self.written["lft"] += written
-                if self.journal is not None:
-                    self.journal.written_many(written)
+                self._journal("written_many", written)
         return self._note(problems)
 
     def rft(self) -> list[str]:
@@ -102,26 +111,38 @@ class Apply:
             written: list = []
             problems = linktab.write(self.t, self.plan.links, written, failed)
             self.written["links"] += written
-            if self.journal is not None:
-                self.journal.written_many(linktab.confirmed_units(written))
+            self._journal("written_many", linktab.confirmed_units(written))
         return self._note(problems)
 
     def _write(self, writer, changes, kind: str) -> list[str]:
         with self._closing_on_error():
             written, problems = writer(self.t, changes)
             self.written[kind] += written
-            if self.journal is not None:
-                self.journal.written_many(written)
+            self._journal("written_many", written)
         return self._note(problems)
 
     def finish(self, ok: bool | None = None) -> None:
         """Close the journal; mark it done if the apply was clean (``ok``: the caller's
         verdict, default: no write problem). A failed apply stays pending: the next sweep
         says so."""
+        if ok if ok is not None else not self.problems:
+            self._journal("done")
         if self.journal is not None:
-            if ok if ok is not None else not self.problems:
-                self.journal.done()
             self.journal.close()
+
+    def _journal(self, method: str, *args, **kw) -> None:
+        """One journal write; on a full disk under the running SM, a warning and no more
+        journal for this apply (`atomicfile.tolerated`): what it holds stays on disk."""
+        if self.journal is None:
+            return
+        try:
+            getattr(self.journal, method)(*args, **kw)
+        except OSError as e:
+            if not atomicfile.tolerated(e, "journal not written"):
+                raise
+            with contextlib.suppress(OSError):
+                self.journal.close()
+            self.journal = None
 
     def _note(self, problems: list[str]) -> list[str]:
         self.problems += problems

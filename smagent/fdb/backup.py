@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mad import forwarding as fw
 from smagent.fdb import porttables as linktab
-from smagent import paths
+from smagent import atomicfile, paths
 from smagent.fdb import linear, tops
 from smagent.fdb import multicast as mft
 from smagent.fdb import random as rft
@@ -140,7 +139,7 @@ def save_before_apply(transport, topology, changes, directory, *, switchinfo=(),
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / BACKUP_GLOB.replace("*", paths.stamp())
-    _write_atomic(path, _backup_text(switches))
+    atomicfile.write_text(path, _backup_text(switches))
     return path
 
 
@@ -318,12 +317,3 @@ def plan_restore_text(transport, text: str, source: str = "<backup>", topology=N
     except TableFailure as e:
         raise RestoreFailed(str(e)) from None
     return Plan(tops=tops_, lft=changes), problems
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

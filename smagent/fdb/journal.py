@@ -23,17 +23,23 @@ recognised from its first and last bytes without reading the rest. A journal tha
 A sweep re-plans from what the switches hold, so an interrupted apply needs no replay:
 the journal says that it happened and which units were in flight, and the backup taken
 before it (`smagent.fdb.backup`) lets an operator roll back.
+
+A journal that is not one (torn by a full disk, garbled) never blocks a sweep: `pending`
+reports it and sets it aside (``journals/apply-*-unreadable.journal``). The begin record
+is written atomically (`smagent.atomicfile`), so a full disk at the start of an apply
+leaves no journal rather than a torn one.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import time
 from typing import Any, TextIO
 from pathlib import Path
 
-from smagent import paths
+from smagent import atomicfile, paths
 from smagent.errors import BadInput
 from smagent.fdb.porttables import TABLES as LINK_TABLES
 
@@ -41,6 +47,7 @@ JOURNAL_FORMAT = "smagent-apply-journal/2"  # /2: "written" records list their u
 JOURNALS_DIR = paths.StateDir.JOURNALS  # finished (and superseded) journals, next to the live one
 _BEGIN_PREFIX = b'{"event":"begin"'  # how `_record` writes a begin record (keys in order)
 _TAIL = 256  # bytes read from the end: more than a done record with its newline
+log = logging.getLogger(__name__)
 
 
 class JournalError(BadInput):
@@ -153,11 +160,13 @@ class Journal:
         if self.path.exists():  # an apply that never reached done: keep its record
             self._rotate("-interrupted")
         units = [unit_dict(c) for c in plan]
-        self._f = open(self.path, "w", encoding="utf-8")
         rec = {"event": "begin", "format": JOURNAL_FORMAT, "time": _now()}
         if backup is not None:
             rec["backup"] = str(backup)
-        self._record(dict(rec, blocks=units))
+        # the begin record is the whole file so far: written atomically, a full disk
+        # leaves no journal rather than a torn one
+        atomicfile.write_text(self.path, _lines(dict(rec, blocks=units)))
+        self._f = open(self.path, "a", encoding="utf-8")
 
     def written(self, switch: int, block: int, table: str = "lft", position: int | None = None,
                 port: int | None = None) -> None:
@@ -198,9 +207,9 @@ class Journal:
         paths.keep_newest(self.archive, "apply-*.journal", keep)
 
     def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
+        f, self._f = self._f, None  # closed even if the close fails (a full disk)
+        if f is not None:
+            f.close()
 
     def __enter__(self):
         return self
@@ -218,25 +227,52 @@ class Journal:
         f = self._f
         if f is None:
             raise RuntimeError("journal: begin() first")
-        f.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
+        f.write(_lines(*objs))
         f.flush()
         os.fsync(f.fileno())
 
     @staticmethod
-    def pending(path) -> PendingApply | None:
+    def pending(path, *, set_aside: bool = True) -> PendingApply | None:
         """The interrupted apply recorded at ``path``, or None (no file, or it ended with
         ``done``). A torn last line (a crash mid-write) is ignored. A finished journal is
-        told by its first and last bytes; only an unfinished one is read whole."""
+        told by its first and last bytes; only an unfinished one is read whole.
+
+        A journal that cannot be read or is not one (truncated by a full disk, garbled)
+        is a `JournalError`; with ``set_aside`` (what a sweep wants: such a file must
+        never stop routing) it is logged as a warning, moved into ``journals/`` as
+        ``apply-<stamp>-unreadable.journal`` for an operator, and None returned."""
         path = Path(path)
         try:
             if _finished(path):
                 return None
-            text = path.read_text(encoding="utf-8")
+            return _read_records(path, path.read_text(encoding="utf-8").splitlines())
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as e:
-            raise JournalError(f"{path}: {e}") from None
-        return _read_records(path, text.splitlines())
+            err = JournalError(f"{path}: {e}")
+        except JournalError as e:
+            err = e
+        if not set_aside:
+            raise err
+        _set_aside(path, err)
+        return None
+
+
+def _lines(*objs) -> str:
+    return "".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs)
+
+
+def _set_aside(path: Path, err: JournalError) -> None:
+    """Move an unreadable journal out of the way, keeping it (see `Journal.pending`)."""
+    target = path.parent / JOURNALS_DIR / f"apply-{paths.stamp()}-unreadable.journal"
+    try:
+        target.parent.mkdir(exist_ok=True)
+        os.replace(path, target)
+    except OSError as e:
+        log.warning("%s; it could not be set aside (%s), the next apply replaces it", err, e.strerror or e)
+        return
+    log.warning("%s; set aside as %s (what that apply wrote is unknown: the sweep re-plans from the switches)",
+                err, target)
 
 
 def _finished(path: Path) -> bool:

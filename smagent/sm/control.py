@@ -1,17 +1,37 @@
 """The daemon's local control socket: a unix stream socket in the state directory. A client
 sends one line (``status``), the daemon answers one JSON document and closes. The daemon
-never blocks on it: `ControlServer.serve_pending` is called between fabric events."""
+never blocks on it: `ControlServer.start` serves it from a thread of its own (so that a
+sweep's long computations do not keep a client waiting), answering from the status the
+daemon last published at a consistent point; `serve_pending` serves it in the caller's
+thread instead (the tests' fake-clock loops). Every socket is non-blocking, a connection
+is served a little at each call, and one that has not finished within `CLIENT_DEADLINE_S`
+is closed (idle or slow clients cost the SM nothing)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import select
 import socket
+import threading
+import time
 from pathlib import Path
 
 from smagent.errors import FabricFailure
 
 SOCKET_NAME = "control.sock"
 COMMANDS = ("status",)
+CLIENT_DEADLINE_S = 5.0  # a client has this long to send its line and read the answer
+MAX_LINE = 1024  # a command line longer than this is not one of ours
+MAX_CLIENTS = 64  # connections served at once; more wait in the listen backlog
+
+
+@dataclasses.dataclass
+class _Client:
+    sock: socket.socket
+    deadline: float
+    inbuf: bytes = b""
+    outbuf: bytes | None = None  # the answer once the command line is in
 
 
 class ControlError(FabricFailure):
@@ -39,33 +59,96 @@ class ControlServer:
             self.sock.close()
             raise ControlError(f"cannot listen at {self.path}: {e}") from None
         os.chmod(self.path, 0o600)  # the status is for the daemon's own user
-        self.sock.listen(8)
+        self.sock.listen(MAX_CLIENTS)
         self.sock.setblocking(False)
+        self.clients: list[_Client] = []
+        self.clock = time.monotonic
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @property
+    def threaded(self) -> bool:
+        return self._thread is not None
+
+    def start(self, handler) -> None:
+        """Serve from a thread until `close`; ``handler(command) -> dict`` must be safe to
+        call from that thread (the daemon's returns a published snapshot)."""
+        def loop() -> None:
+            while not self._stop.is_set():
+                want_write = [c.sock for c in self.clients if c.outbuf]
+                try:
+                    select.select([self.sock, *(c.sock for c in self.clients)], want_write, [], 0.1)
+                except (OSError, ValueError):
+                    pass  # a socket closed under us: the next round drops it
+                self.serve_pending(handler)
+        self._thread = threading.Thread(target=loop, name="smagent-control", daemon=True)
+        self._thread.start()
 
     def serve_pending(self, handler) -> int:
-        """Answer every connection already waiting; ``handler(command) -> dict``."""
-        n = 0
-        while True:
+        """Accept what waits, read and write what each connection allows without
+        waiting, answer each full command line (``handler(command) -> dict``), close
+        what is done or past its deadline. Returns how many answers were completed."""
+        now = self.clock()
+        while len(self.clients) < MAX_CLIENTS:
             try:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
-                return n
-            n += 1
-            with conn:
-                conn.settimeout(1.0)
-                try:
-                    line = conn.makefile("r").readline().strip()
-                    reply = handler(line) if line in COMMANDS else {"error": f"unknown command {line!r}"}
-                    conn.sendall((json.dumps(reply) + "\n").encode())
-                except OSError:
-                    continue  # the client went away: its problem
+                break
+            except OSError:
+                break  # e.g. out of file descriptors: the client waits in the backlog
+            conn.setblocking(False)
+            self.clients.append(_Client(conn, now + CLIENT_DEADLINE_S))
+        done = 0
+        for c in list(self.clients):
+            finished = self._advance(c, handler)
+            if finished or now >= c.deadline:
+                done += finished
+                self.clients.remove(c)
+                c.sock.close()
+        return done
+
+    @staticmethod
+    def _advance(c: _Client, handler) -> bool:
+        """One non-blocking step of one connection; True when its answer is sent."""
+        try:
+            if c.outbuf is None:
+                chunk = c.sock.recv(MAX_LINE)
+                c.inbuf += chunk
+                if b"\n" not in c.inbuf and chunk and len(c.inbuf) <= MAX_LINE:
+                    return False
+                line = c.inbuf.split(b"\n", 1)[0].decode(errors="replace").strip()
+                c.outbuf = (_answer(handler, line) + "\n").encode()
+            sent = c.sock.send(c.outbuf)
+            c.outbuf = c.outbuf[sent:]
+            return not c.outbuf
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            c.deadline = -1.0  # the client went away: its problem; closed now
+            return False
 
     def close(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(5)
+            self._thread = None
+        for c in self.clients:
+            c.sock.close()
+        self.clients = []
         self.sock.close()
         try:
             self.path.unlink()
         except FileNotFoundError:
             pass
+
+
+def _answer(handler, line: str) -> str:
+    if line not in COMMANDS:
+        return json.dumps({"error": f"unknown command {line[:80]!r}"})
+    try:
+        return json.dumps(handler(line))
+    except Exception as e:  # noqa: BLE001 - a defect must not kill the thread that serves the socket
+        return json.dumps({"error": f"internal error: {type(e).__name__}: {e}"})
 
 
 def _listening(path) -> bool:

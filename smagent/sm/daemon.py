@@ -1,8 +1,16 @@
 """`smagent run`: a Subnet Manager that stays up and holds the fabric.
 
-One thread, one loop (`Daemon.step`): wait for MADs (the transport hands requests to
-`_on_request`, which answers at once: SMInfo Gets and Sets, TrapRepress for traps, and
-queues what needs work), answer the control socket, then run what is due:
+One thread, one loop (`Daemon.step`): wait for MADs (the transport hands each request to
+the dispatcher, `smagent.sm.dispatch`, whose handlers answer at once: SMInfo Gets and Sets,
+TrapRepress for traps, the IBA status for what we do not serve, and queue what needs work
+as an event, `smagent.sm.events`), answer the control socket, handle the events, then run
+the timer that is due (`smagent.sm.timers`). While a sweep or discovery is in flight, the
+transport calls `Daemon._between_rounds` every ~50 ms: requests are answered as they come
+(inside the transport), the status the control socket answers from is published again (the
+socket is served by its own thread, `smagent.sm.control`, so that a long computation inside
+a sweep keeps no client waiting), and a stop abandons the sweep (`Stopped`). A SIGTERM in
+the middle of work raises `Stopped` at once, as Ctrl-C raises KeyboardInterrupt in
+`smagent sweep`: an interrupted apply is finished by the next sweep from its journal.
 
 * DISCOVERING: discover, ask every other SM its SMInfo, become MASTER or STANDBY
   (`smagent.sm.state`).
@@ -14,14 +22,17 @@ queues what needs work), answer the control socket, then run what is due:
 * STANDBY: poll the master's SMInfo every `poll_interval`; after more than
   `poll_retries` unanswered polls, discover again (and so take over).
 
+The other SMs are `smagent.sm.peers`; a fabric failure anywhere is logged, counted and
+survived (`_busy`); a sweep left with problems is followed at once by a full one.
+
 Every event is one log line: trap, sweep, change, state transition.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import logging
-import math
 import time
 from pathlib import Path
 
@@ -33,16 +44,33 @@ from mad.header import Method
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
-from smagent.sm import repair, traps
+from smagent.sm import events, peers as peersmod, repair, timers, traps
+from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
+from smagent.transport.address import Incoming
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
-from smagent.transport.base import Reply, Request, Transport, TransportError
+from smagent.transport.base import Reply, Request, Transport
 
 log = logging.getLogger("smagent.sm")
 
 ATTR_NOT_SUPPORTED = 0x000C  # MAD status: method/attribute combination not supported
-LID_FILE = "guid2lid"
-REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know  # OpenSM's format, in the state directory
+LID_FILE = "guid2lid"  # OpenSM's format, in the state directory
+REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know
+REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Timers
+# a sweep that ends with problems (a switch that stopped answering mid-sweep, a node cut
+# off) is followed at once by a full one, this many times in a row; then the light sweeps
+RESWEEPS_AFTER_PROBLEMS = 2
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT while the daemon works: raised from the transport's between-rounds
+    hook so that a sweep or discovery unwinds at once. A BaseException, like
+    KeyboardInterrupt: no `except Exception` (or SmagentError) on the way may swallow it;
+    the apply journal keeps what an interrupted apply left unconfirmed."""
+
+    def __init__(self, what: str | None):
+        super().__init__(what)
+        self.what = what  # the work abandoned, for the log
 
 
 @dataclasses.dataclass
@@ -69,6 +97,8 @@ class Counters:
     trap_numbers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     sminfo_gets_answered: int = 0
     sminfo_sets_answered: int = 0
+    sweeps_failed: int = 0  # sweeps (and repairs) that ended in an error: see `last_error`
+    censuses: int = 0  # PortInfo of every CA port, to find an SM we did not know
     handovers_sent: int = 0
     handovers_received: int = 0
     polls: int = 0
@@ -79,28 +109,50 @@ class Counters:
 class Daemon:
     def __init__(self, transport: Transport, opts: DaemonOptions, *, clock=time.monotonic):
         self.t, self.opts, self.clock = transport, opts, clock
-        transport.on_request = lambda m: self._on_request(m.raw, m.slid)  # an Incoming: bytes and source
+        self.dispatcher = Dispatcher(self._unsupported)
+        self.dispatcher.route(SMP_CLASSES, Method.GET, AttrID.SM_INFO, self._on_sminfo)
+        self.dispatcher.route(SMP_CLASSES, Method.SET, AttrID.SM_INFO, self._on_sminfo)
+        self.dispatcher.route(SMP_CLASSES, Method.TRAP, AttrID.NOTICE, self._on_trap_request)
+        self.dispatcher.route(SMP_CLASSES, Method.TRAP_REPRESS, AttrID.NOTICE, lambda m: None)  # to a trap of ours
+        transport.on_request = self.dispatcher.dispatch  # an Incoming: bytes and source address
         self._sm: StateMachine | None = None  # `start` makes it
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
-        self._early: list[tuple[bytes, int]] = []  # SMInfo requests that came before we knew who we are
+        self._early: list[Incoming] = []  # SMInfo requests that came before we knew who we are
         self.topo: discovery.Topology | None = None
-        self.peers: dict[int, Peer] = {}
-        self.events: collections.deque = collections.deque()
+        self.peers = peersmod.OtherSms()
+        self.events: collections.deque[events.Event] = collections.deque()
         self.counters = Counters()
         self.stop_requested = self.reload_requested = False
-        self.next_light = self.next_poll = self.next_discover = self.repair_due = math.inf
-        self.next_census = self.next_refresh = 0.0
+        self.timers = timers.Timers()
+        self.control = None  # the ControlServer `run` serves, also between sweep rounds
+        self._activity: str | None = "starting"  # what the daemon is busy with (`activity`)
+        self._in_run = False  # inside `run`: a stop may raise Stopped there
+        self._published: dict = {}  # the status the control thread answers with
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
         self.last_change: dict | None = None
-        self.last_sweep: dict | None = None
+        self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
+        self.last_error: dict | None = None  # the last failure: what, the error, when
+        self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
+        self.reopen_logs = None  # `smagent run` sets it: SIGHUP reopens the log file (logrotate)
         self.started = time.time()
         if opts.state_dir:
             Path(opts.state_dir).mkdir(parents=True, exist_ok=True)
             opts.sweep.state_dir = opts.state_dir
             opts.sweep.lid_file = opts.sweep.lid_file or str(Path(opts.state_dir) / LID_FILE)
         opts.sweep.force = True  # the state machine decided we are MASTER; sweep must not refuse
+
+    @property
+    def activity(self) -> str | None:
+        """What the daemon is busy with (None: waiting), for the status."""
+        return self._activity
+
+    @activity.setter
+    def activity(self, what: str | None) -> None:
+        if what != self._activity:
+            self._activity = what
+            self._publish()  # the control socket says so at once, not at the next round
 
     @property
     def sm(self) -> StateMachine:
@@ -112,75 +164,161 @@ class Daemon:
     # -- the loop ------------------------------------------------------------------
     def start(self) -> None:
         """Learn our port GUID and run the first discovery."""
+        self.t.between_rounds = self._between_rounds
         ni = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,)))).attribute(NodeInfo)
         port = 0 if ni.node_type == NodeType.SWITCH else ni.local_port_num
         self.local_pi = self.t.query(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), port))).attribute(PortInfo)
         self._sm = StateMachine(ni.port_guid, self.opts.priority, sm_key=self.opts.sm_key,
                                poll_retries=self.opts.poll_retries)
+        self.peers.own_guid = ni.port_guid
         early, self._early = self._early, []
-        for raw, slid in early:
-            self._on_request(raw, slid)
+        for m in early:
+            self.dispatcher.dispatch(m)
         log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
         self._discover()
 
     def run(self, control=None) -> None:
-        self.start()
-        while not self.stop_requested:
-            self.step(control)
+        """Until SIGTERM (`stop`): a stop during a sweep abandons it at once."""
+        self.control = control
+        self._publish()
+        if control is not None:
+            control.start(self._answer_control)
+        try:
+            self._in_run = True
+            self.start()
+            while not self.stop_requested:
+                self.step(control)
+        except Stopped as e:
+            self._in_run = False
+            log.info("stop: %s abandoned", e.what or "work in progress")
+        finally:
+            self._in_run = False
+            self.activity = None
+            self._publish()
+
+    def stop(self) -> None:
+        """Ask the daemon to stop; called from the SIGTERM handler. Inside `run`, work in
+        progress (a sweep, a discovery) is abandoned at once by raising `Stopped` into it;
+        otherwise the loop ends at its next step."""
+        self.stop_requested = True
+        if self._in_run and self.activity is not None:
+            self._in_run = False  # once: a second signal must not interrupt the unwinding
+            raise Stopped(self.activity)
 
     def step(self, control=None, max_wait: float = 0.2) -> None:
         """Wait up to `max_wait` (less if a timer is due) for MADs, then do what is due."""
-        due = min(self.next_light, self.next_poll, self.next_discover, self.repair_due)
-        self.t.poll(min(max_wait, max(0.0, due - self.clock())))
-        if control is not None:
-            control.serve_pending(lambda _cmd: self.status())
-        while self.events:
+        control = control if control is not None else self.control
+        self.activity = None
+        self._publish()
+        try:
+            self.t.poll(min(max_wait, max(0.0, self.timers.next_at() - self.clock())))
+        except SmagentError as e:  # the device failed under us: say so, and keep going
+            self._failed("waiting for MADs", e)
+            time.sleep(min(max_wait, 0.2))  # not a busy loop while it stays broken
+        if control is not None and not control.threaded:
+            control.serve_pending(self._answer_control)
+        while self.events and not self.stop_requested:
             self._handle(self.events.popleft())
-        if self.reload_requested:
+        if self.reload_requested and not self.stop_requested:
             self.reload_requested = False
             self._reload()
-        self._timers()
+        if not self.stop_requested:
+            self._run_due_timer()
 
-    def _timers(self) -> None:
-        now = self.clock()
-        st = self.sm.state
-        if st == SMState.MASTER:
-            if now >= self.repair_due:
-                why, self.repair_why, self.repair_due = "; ".join(self.repair_why), [], math.inf
-                switches, self.repair_switches = self.repair_switches, set()
-                self._repair(f"repair after {why}", switches)
-            elif now >= self.next_light:
+    def _between_rounds(self) -> None:
+        """Called by the transport while a batch is in flight (`Transport.between_rounds`)."""
+        if self.stop_requested and self._in_run:
+            self._in_run = False
+            raise Stopped(self.activity)
+        self._publish()
+        if self.control is not None and not self.control.threaded:
+            self.control.serve_pending(self._answer_control)
+
+    def _publish(self) -> None:
+        """The status as it is now, at a consistent point of the loop, for the control socket."""
+        self._published = self.status()
+
+    def _answer_control(self, _command: str) -> dict:
+        # the control thread: the status published last, never the daemon's live fields
+        return self._published if self.control is not None and self.control.threaded else self.status()
+
+    @contextlib.contextmanager
+    def _busy(self, what: str):
+        """Name what the daemon does (the status shows it); fabric failures inside are
+        logged and counted, never fatal: the daemon stays up."""
+        self.activity = what
+        try:
+            yield
+        except SmagentError as e:
+            self._failed(what, e)
+        finally:
+            self.activity = None
+
+    def _run_due_timer(self) -> None:
+        name = self.timers.due(self.clock())
+        if name == timers.REPAIR:
+            why, self.repair_why = "; ".join(self.repair_why), []
+            switches, self.repair_switches = self.repair_switches, set()
+            self._repair(f"repair after {why}", switches)
+        elif name == timers.LIGHT:
+            with self._busy("light sweep"):
                 self._light_sweep()
-        elif st == SMState.STANDBY and now >= self.next_poll:
-            self._poll_master()
-        elif st == SMState.DISCOVERING and now >= self.next_discover:
+        elif name == timers.POLL:
+            with self._busy("poll of the master"):
+                self._poll_master()
+        elif name == timers.DISCOVER:
             self._discover()
 
     # -- answering (called inside the transport, even mid-batch) ---------------------
-    def _on_request(self, raw: bytes, slid: int) -> None:
+    def _decoded(self, m: Incoming):
         try:
-            req = smpcodec.decode(raw)
+            return smpcodec.decode(m.raw)
         except MadError as e:
-            log.warning("ignored an undecodable request: %s", e)
+            log.warning("ignored an undecodable request from LID %d: %s", m.slid, e)
+            return None
+
+    @staticmethod
+    def _reply_lid(req, slid: int) -> int:
+        return PERMISSIVE_LID if req.directed else (slid or PERMISSIVE_LID)
+
+    def _respond(self, raw: bytes, dlid: int) -> None:
+        """Send an answer; a failure to send is logged, never fatal (we run inside the
+        transport, perhaps in the middle of a sweep)."""
+        try:
+            self.t.respond(raw, dlid)
+        except SmagentError as e:
+            self._failed(f"answering LID {dlid}", e)
+
+    def _unsupported(self, m: Incoming) -> None:
+        """Any request we do not serve: a Get or Set is answered with the IBA status (an
+        SMA's business: under ibsim an unanswered request is never timed out, and its
+        sender would wait for ever); other methods are dropped, as no SM answers them."""
+        key = key_of(m.raw)
+        if key is None or key[0] not in SMP_CLASSES or key[1] not in (Method.GET, Method.SET):
             return
-        dlid = PERMISSIVE_LID if req.directed else (slid or PERMISSIVE_LID)
-        if req.method == Method.TRAP and req.attribute_id == AttrID.NOTICE:
-            self.t.respond(traps.repress(req), dlid)
-            try:
-                self.events.append(("trap", traps.parse(req)))
-            except MadError as e:
-                log.warning("trap with a malformed Notice from LID %d: %s", slid, e)
+        req = self._decoded(m)
+        if req is not None:
+            self._respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)),
+                          self._reply_lid(req, m.slid))
+
+    def _on_trap_request(self, m: Incoming) -> None:
+        req = self._decoded(m)
+        if req is None:
             return
-        if req.method not in (Method.GET, Method.SET):
-            return  # a TrapRepress to a trap of ours, or a method no SM answers
-        if req.attribute_id != AttrID.SM_INFO:
-            # an SMA's business; answered all the same: under ibsim an unanswered request
-            # is never timed out, and its sender would wait for ever
-            self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)), dlid)
+        self._respond(traps.repress(req), self._reply_lid(req, m.slid))
+        try:
+            self.events.append(events.TrapReceived(traps.parse(req)))
+        except MadError as e:
+            log.warning("trap with a malformed Notice from LID %d: %s", m.slid, e)
+
+    def _on_sminfo(self, m: Incoming) -> None:
+        req = self._decoded(m)
+        if req is None:
             return
         if self._sm is None:
-            self._early.append((raw, slid))  # before we know our GUID: answered by `start`
+            self._early.append(m)  # before we know our GUID: answered by `start`
             return
+        dlid = self._reply_lid(req, m.slid)
         try:
             remote: SMInfo | None = req.attribute(SMInfo)
         except MadError:
@@ -189,16 +327,16 @@ class Daemon:
         if req.method == Method.GET:
             self.counters.sminfo_gets_answered += 1
             value = self.sm.sminfo(act, reveal_key=self._reveal_key(req.m_key))
-            self.t.respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
+            self._respond(smpcodec.encode(smpcodec.response_to(req, value=value)), dlid)
             if self.sm.state == SMState.MASTER:
-                self.events.append(("polled", None))  # a STANDBY SM polls us: is it one to hand over to?
+                self.events.append(events.PolledBySm(m.slid))
             return
         self.counters.sminfo_sets_answered += 1
         status = self.sm.check_set(req.attribute_modifier, remote) if remote is not None else \
             smstate.INVALID_VALUE_STATUS
-        self.t.respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=self.sm.sminfo(act))), dlid)
-        if status == 0:
-            self.events.append(("set", req.attribute_modifier, remote))
+        self._respond(smpcodec.encode(smpcodec.response_to(req, status=status, value=self.sm.sminfo(act))), dlid)
+        if status == 0 and remote is not None:
+            self.events.append(events.SmInfoSetAccepted(req.attribute_modifier, remote))
         else:
             log.warning("refused SubnSet(SMInfo) %s from SM %#018x (state %s) in state %s",
                         Control(req.attribute_modifier).name if req.attribute_modifier in Control._value2member_map_
@@ -206,39 +344,58 @@ class Daemon:
                         state_name(remote.sm_state) if remote else "?", state_name(self.sm.state))
 
     # -- events -------------------------------------------------------------------
-    def _handle(self, ev) -> None:
-        kind = ev[0]
-        if kind == "trap":
-            self._on_trap(ev[1])
-        elif kind == "set":
-            self._on_set(ev[1], ev[2])
-        elif kind == "polled" and self.sm.state == SMState.MASTER and self.clock() >= self.next_refresh:
-            self.next_refresh = self.clock() + REFRESH_INTERVAL_S
-            if self.peers:
-                self._refresh_peers()
-            else:
-                self._census("an SM we do not know polls us")
+    def _handle(self, ev: events.Event) -> None:
+        if isinstance(ev, events.TrapReceived):
+            self._on_trap(ev.trap)
+        elif isinstance(ev, events.SmInfoSetAccepted):
+            with self._busy("acting on a SubnSet(SMInfo)"):
+                self._on_set(ev.modifier, ev.remote)
+        elif isinstance(ev, events.PolledBySm) and self.sm.state == SMState.MASTER:
+            with self._busy("asking the SM that polled us"):
+                self._on_polled(ev.slid)
 
-    def _on_trap(self, trap) -> None:
+    def _on_trap(self, trap: traps.Trap) -> None:
         c = self.counters
         c.traps += 1
         c.trap_numbers[trap.number] += 1
         log.info("trap: %s (TrapRepress sent)", trap.describe())
-        if self.sm.state != SMState.MASTER:
-            return
-        if trap.generic and trap.number in traps.REPAIR_TRAPS:
-            self.repair_why.append(f"trap {trap.number} from LID {trap.issuer_lid}")
-            self.repair_due = min(self.repair_due, self.clock() + self.opts.trap_settle)
-            sw = self._switch_at_lid(trap.issuer_lid) if trap.number == traps.TrapNumber.LINK_STATE_CHANGE else None
-            if sw is None or self.repair_switches is None:
+        master = self.sm.state == SMState.MASTER
+        decision = events.on_trap(trap, master, self._switch_at_lid(trap.issuer_lid) if master else None)
+        if isinstance(decision, events.Repair):
+            self.repair_why.append(decision.why)
+            self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.trap_settle)
+            if decision.switch is None or self.repair_switches is None:
                 self.repair_switches = None
             else:
-                self.repair_switches.add(sw)
-        elif trap.announces_sm:
-            self._check_sm_at_lid(trap.issuer_lid)
+                self.repair_switches.add(decision.switch)
+        elif isinstance(decision, events.AskSm):
+            with self._busy("asking an SM that announced itself"):
+                self._check_sm_at_lid(decision.lid)
+
+    def _on_polled(self, slid: int) -> None:
+        """An SMInfo Get while MASTER: a STANDBY SM polling us (one to hand over to?), or
+        only `sminfo` run on a host. From a LID we can place that is no SM we know: is
+        there an SM (one PortInfo Get, at most once a sweep interval per LID)? From an SM
+        we know, or a sender we cannot place (a directed-route Get) while we know SMs:
+        refresh what we know of them (a few Gets, at most once a second). Only a sender we
+        cannot place while we know no SM costs a census (at most once a sweep interval)."""
+        now = self.clock()
+        local = self._local()
+        if local is not None and slid == local[2].lid:
+            return  # ourselves
+        known = any(p.lid == slid for p in self.peers.values())
+        at = peersmod.port_at_lid(self.topo, slid) if slid not in (0, PERMISSIVE_LID) and not known else None
+        if at is not None:
+            if self.timers.allow(f"probe {slid}", now, max(self.opts.sweep_interval, 1.0)):
+                self._check_sm_at(at[0], at[1], slid, "polled us")
+        elif self.peers:
+            if self.timers.allow(REFRESH, now, REFRESH_INTERVAL_S):
+                self._refresh_peers()
+        else:
+            self._census(f"an SM we cannot place polls us (LID {slid})")
 
     def _on_set(self, modifier: int, remote) -> None:
-        sender = self.peers.get(remote.guid) or self._peer_from_topology(remote)
+        sender = self.peers.get(remote.guid) or peersmod.from_topology(self.topo, remote)
         old = self.sm.state
         action = self.sm.on_set(modifier, remote, sender)
         log.info("SubnSet(SMInfo) %s from SM %#018x: state %s -> %s", Control(modifier).name, remote.guid,
@@ -253,20 +410,23 @@ class Daemon:
         elif action == Action.SWEEP:
             self._sweep(f"HANDOVER from master SM {remote.guid:#018x}")
         elif action == Action.DISCOVER:
-            self.next_discover = self.clock()
+            self.timers.arm(timers.DISCOVER, self.clock())
         elif action == Action.POLL:
-            self.next_poll = self.clock() + self.opts.poll_interval
+            self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     # -- DISCOVERING ---------------------------------------------------------------
     def _discover(self) -> None:
-        self.next_discover = math.inf
+        self.timers.cancel(timers.DISCOVER)
+        self.activity = "discovery"
         try:
             self.topo = discovery.discover(self.t)
             peers = self._ask_sms(self.topo)
-        except TransportError as e:
+        except SmagentError as e:
             self._failed("discovery", e)
-            self.next_discover = self.clock() + max(self.opts.sweep_interval, 1.0)
+            self.timers.arm(timers.DISCOVER, self.clock() + max(self.opts.sweep_interval, 1.0))
             return
+        finally:
+            self.activity = None
         old = self.sm.state
         action = self.sm.discovered(peers)
         self._note_transition(old)
@@ -276,18 +436,10 @@ class Daemon:
             self._sweep("became MASTER")
         elif action == Action.POLL:
             self._announce_to_master()
-            self.next_poll = self.clock() + self.opts.poll_interval
+            self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     def _ask_sms(self, topo: discovery.Topology) -> list[Peer]:
-        peers = []
-        for n, p, pi, r in sweepmod.find_sms(self.t, topo):
-            if not r.ok:
-                log.info("%s port %d has IsSM but SMInfo did not answer: %s", n.description, p, r.error)
-                continue
-            s = r.value(SMInfo)
-            peers.append(Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), pi.lid, n.description))
-        self.peers = {p.guid: p for p in peers}
-        return peers
+        return self.peers.replace(peersmod.ask_all(self.t, topo))
 
     def _announce_to_master(self) -> None:
         """Trap 144 to the master (as OpenSM does on entering STANDBY): a lower master
@@ -297,7 +449,7 @@ class Daemon:
         if m is None or not m.lid or local is None:
             return
         node, port, pi = local
-        self.t.respond(traps.trap_144(pi.lid, pi.capability_mask, node.node_type), m.lid)
+        self._respond(traps.trap_144(pi.lid, pi.capability_mask, node.node_type), m.lid)
         log.info("sent trap 144 to the master at LID %d", m.lid)
 
     # -- MASTER --------------------------------------------------------------------
@@ -308,9 +460,10 @@ class Daemon:
         known, self.known = self.known, None  # consumed: the sweep sets it again
         sent0 = self.t.stats.sent
         if known is not None and switches:
+            self.activity = f"reading the switches that reported ({why})"
             try:
                 ok, what = repair.update(self.t, known, switches)
-            except TransportError as e:
+            except SmagentError as e:
                 ok, what = False, [str(e)]
             if ok:
                 log.info("repair: %s (%d SMPs to read the reporting switches)",
@@ -331,12 +484,19 @@ class Daemon:
         st = self.t.stats
         sent0, kinds0 = st.sent if smps_before is None else smps_before, collections.Counter(st.by_kind)
         t0 = self.clock()
+        self.activity = f"{'repair' if known is not None else 'sweep'} ({why})"
+        log.info("%s: started", self.activity)
         try:
             r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
+            self.counters.sweeps_failed += 1
+            self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),
+                               "smps": st.sent - sent0, "seconds": round(self.clock() - t0, 3), "time": time.time()}
             self._failed(f"sweep ({why})", e)
-            self.next_light = self.clock() + max(self.opts.sweep_interval, 1.0)
+            self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
             return
+        finally:
+            self.activity = None
         self.topo = r.topology
         clean = not r.problems and not r.topology.unreachable
         self.known = r.known if clean else None
@@ -344,7 +504,7 @@ class Daemon:
         kinds = collections.Counter(st.by_kind) - kinds0
         sets = sum(v for k, v in kinds.items() if k.startswith("SubnSet"))
         s = r.summary()["sets"]
-        self.last_sweep = {"why": why, "incremental": known is not None, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
+        self.last_sweep = {"why": why, "incremental": known is not None, "ok": True, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
                            "mft_blocks": s["mft_blocks"], "portinfo": s["portinfo"],
                            "seconds": round(self.clock() - t0, 3), "problems": len(r.problems), "time": time.time()}
         log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s%s",
@@ -353,30 +513,48 @@ class Daemon:
                  if r.problems else "")
         if sets:
             self._changed(f"{why}: {sets} Sets")
-        self.next_light = self.clock() + self.opts.sweep_interval if self.opts.sweep_interval else math.inf
+        self._arm_light()
+        self._resweep_if_unclean(r, clean)
         if known is None:  # a repair changed links, not SMs: the light sweeps watch those
-            self._check_peers(self._ask_sms(r.topology))
+            with self._busy("asking the other SMs"):
+                self._check_peers(self._ask_sms(r.topology))
+
+    def _resweep_if_unclean(self, r, clean: bool) -> None:
+        """A sweep that left problems or unreachable nodes (routes may black-hole) is
+        followed at once by a full sweep, not by the next light sweep."""
+        if clean:
+            self._resweeps = 0
+            return
+        if self._resweeps >= RESWEEPS_AFTER_PROBLEMS:
+            log.warning("sweep: still %d problem(s) after %d full sweeps in a row; the light sweeps watch on",
+                        len(r.problems) + len(r.topology.unreachable), self._resweeps)
+            return
+        self._resweeps += 1
+        self.repair_why.append(f"the last sweep ended with {len(r.problems)} problem(s) and "
+                               f"{len(r.topology.unreachable)} unreachable node(s)")
+        self.repair_switches = None  # sweep everything: no known state to patch
+        self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.trap_settle)
+
+    def _arm_light(self) -> None:
+        if self.opts.sweep_interval:
+            self.timers.arm(timers.LIGHT, self.clock() + self.opts.sweep_interval)
+        else:
+            self.timers.cancel(timers.LIGHT)
 
     def _light_sweep(self) -> None:
         """SwitchInfo of every switch (PortStateChange) and SMInfo of every known SM."""
-        self.next_light = self.clock() + self.opts.sweep_interval if self.opts.sweep_interval else math.inf
+        self._arm_light()
         switches: list[discovery.DNode] = self.topo.switches() if self.topo else []
-        peers = list(self.peers.values())
+        peers = self.peers.values()
         reqs = [Request(smpcodec.dr(Method.GET, AttrID.SWITCH_INFO, n.path)) for n in switches]
-        reqs += [Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, p.path)) for p in peers]
+        reqs += [peersmod.sminfo_get(p.path) for p in peers]
         sent0 = self.t.stats.sent
         replies = self.t.execute(reqs)
         self.counters.light_sweeps += 1
         self.counters.light_sweep_gets = self.t.stats.sent - sent0
         moved = [n for n, r in zip(switches, replies) if not r.ok or r.value(SwitchInfo).port_state_change]
         unread = any(not r.ok for r in replies[:len(switches)])
-        for p, r in zip(peers, replies[len(switches):]):
-            if r.ok:
-                s = r.value(SMInfo)
-                p.state, p.priority, p.act_count = s.sm_state, s.priority, s.act_count
-            else:
-                log.info("light sweep: %s no longer answers", p.describe())
-                del self.peers[p.guid]
+        self.peers.update(peers, replies[len(switches):], "light sweep")
         log.info("light sweep: %d Gets, %s", self.counters.light_sweep_gets,
                  f"change at {', '.join(n.description for n in moved[:4])}{' ...' if len(moved) > 4 else ''}"
                  if moved else "no change")
@@ -384,17 +562,13 @@ class Daemon:
             self._repair(f"light sweep found a change at {moved[0].description}",
                          None if unread else {n.guid for n in moved})
             return
-        self._check_peers(list(self.peers.values()))
+        self._check_peers(self.peers.values())
 
     def _refresh_peers(self) -> None:
         """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""
-        peers = list(self.peers.values())
-        for p, r in zip(peers, self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, p.path))
-                                               for p in peers])):
-            if r.ok:
-                s = r.value(SMInfo)
-                p.state, p.priority, p.act_count = s.sm_state, s.priority, s.act_count
-        self._check_peers(peers)
+        peers = self.peers.values()
+        self.peers.update(peers, self.t.execute([peersmod.sminfo_get(p.path) for p in peers]), "SM refresh")
+        self._check_peers(self.peers.values())
 
     def _check_peers(self, peers: list[Peer]) -> None:
         action, peer = self.sm.check_peers(peers)
@@ -411,46 +585,37 @@ class Daemon:
         self.sm.handed_over(peer)
         self._note_transition(old)
         log.info("handed over to %s: state %s", peer.describe(), state_name(self.sm.state))
-        self.next_light = math.inf
-        self.next_poll = self.clock() + self.opts.poll_interval
+        self.timers.cancel(timers.LIGHT)
+        self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
 
     def _check_sm_at_lid(self, lid: int) -> None:
-        for n in (self.topo.nodes.values() if self.topo else ()):
-            for p in n.lid_ports():
-                if n.lid(p) == lid:
-                    r = self.t.execute([Request(smpcodec.dr(Method.GET, AttrID.SM_INFO, n.path_to_port(p)))])[0]
-                    if r.ok:
-                        s = r.value(SMInfo)
-                        peer = Peer(s.guid, s.priority, s.sm_state, s.act_count, n.path_to_port(p), lid, n.description)
-                        self.peers[peer.guid] = peer
-                        log.info("SM announced itself: %s", peer.describe())
-                        self._check_peers(list(self.peers.values()))
-                    return
-        self._census(f"trap 144 from unknown LID {lid}")
+        """A trap 144 from `lid`: ask the SM there (a census if we cannot place the LID)."""
+        at = peersmod.port_at_lid(self.topo, lid)
+        if at is None:
+            self._census(f"trap 144 from unknown LID {lid}")
+        elif (at[0].guid, at[1]) != (self.topo.local if self.topo else None):  # not our own trap 144
+            self._check_sm_at(at[0], at[1], lid, "announced itself")
+
+    def _check_sm_at(self, n: discovery.DNode, port: int, lid: int, why: str) -> None:
+        peer = peersmod.sm_at(self.t, n, port, lid)
+        if peer is not None and self.peers.add(peer):
+            log.info("SM %s: %s", why, peer.describe())
+            self._check_peers(self.peers.values())
 
     def _census(self, why: str) -> None:
         """PortInfo of every CA port (IsSM may have appeared without a trap), then SMInfo
         of the new SM ports. Costly on a large fabric, so only when something says an SM
-        we do not know is there."""
-        if self.topo is None or self.clock() < self.next_census:
+        we do not know is there, and at most once a sweep interval."""
+        if self.topo is None or not self.timers.allow(CENSUS, self.clock(), max(self.opts.sweep_interval, 1.0)):
             return
-        self.next_census = self.clock() + max(self.opts.sweep_interval, 1.0)
-        reqs, where = [], []
-        for n in self.topo.cas():
-            for p, path in n.port_paths.items():
-                if (n.guid, p) != self.topo.local:
-                    reqs.append(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, path, p)))
-                    where.append((n, p))
-        for (n, p), r in zip(where, self.t.execute(reqs)):
-            if r.ok:
-                n.ports[p] = r.value(PortInfo)
-        log.info("SM census (%s): %d PortInfo Gets", why, len(reqs))
+        self.counters.censuses += 1
+        log.info("SM census (%s): %d PortInfo Gets", why, peersmod.census(self.t, self.topo))
         self._check_peers(self._ask_sms(self.topo))
 
     # -- STANDBY -------------------------------------------------------------------
     def _poll_master(self) -> None:
         m = self.sm.master
-        self.next_poll = self.clock() + self.opts.poll_interval
+        self.timers.arm(timers.POLL, self.clock() + self.opts.poll_interval)
         if m is None:
             return
         self.counters.polls += 1
@@ -477,16 +642,6 @@ class Daemon:
         log.info("sent SubnSet(SMInfo) %s to %s: %s", control.name, peer.describe(), "ok" if rep.ok else rep.error)
         return rep
 
-    def _peer_from_topology(self, remote: SMInfo) -> Peer | None:
-        found = self.topo.by_guid(remote.guid) if self.topo else None
-        if not found:
-            return None
-        n, p = found
-        if p is None:
-            return None
-        return Peer(remote.guid, remote.priority, remote.sm_state, remote.act_count, n.path_to_port(p),
-                    n.lid(p), n.description)
-
     def _reveal_key(self, request_m_key: int) -> bool:
         local = self._local()
         pi = local[2] if local is not None else self.local_pi
@@ -508,18 +663,22 @@ class Daemon:
             log.info("state: %s -> %s (%s)", state_name(tr.old), state_name(tr.new), tr.why)
             self._changed(f"state {state_name(tr.old)} -> {state_name(tr.new)}: {tr.why}")
             if tr.new == SMState.MASTER:
-                self.next_poll = math.inf
-            elif tr.new != SMState.MASTER:
-                self.next_light = self.repair_due = math.inf
+                self.timers.cancel(timers.POLL)
+            else:
+                self.timers.cancel(timers.LIGHT, timers.REPAIR)
 
     def _changed(self, what: str) -> None:
         self.last_change = {"time": time.time(), "what": what}
 
     def _failed(self, what: str, err) -> None:
         self.counters.errors += 1
+        self.last_error = {"what": what, "error": str(err), "time": time.time()}
         log.error("%s failed: %s", what, err)
 
     def _reload(self) -> None:
+        if self.reopen_logs is not None:
+            self.reopen_logs()
+            log.info("SIGHUP: log file reopened")
         f = self.opts.desired_file
         if f:
             from smagent import desired
@@ -527,6 +686,11 @@ class Daemon:
                 settings = desired.sweep_settings(desired.load(f), **self.opts.given)
             except BadInput as e:  # a bad file, or one contradicting the command line
                 log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, e)
+                return
+            why = self._does_not_fit(settings.get("desired"))
+            if why:
+                log.error("SIGHUP: %s does not fit the fabric; not reloaded, the previous desired state stays: %s",
+                          f, why)
                 return
             for k, v in settings.items():
                 setattr(self.opts.sweep, k, v)
@@ -536,21 +700,40 @@ class Daemon:
         if self.sm.state == SMState.MASTER:
             self._sweep("SIGHUP")
 
+    def _does_not_fit(self, ds) -> str | None:
+        """Why a desired state cannot be resolved against the fabric as last discovered
+        (a switch it names is not there, ...), or None: checked before it replaces the
+        one in force, so that a bad reload never stops the routing."""
+        if ds is None or self.topo is None:
+            return None
+        from smagent import desired
+        try:
+            resolved = desired.resolve(ds, self.topo)
+            if ds.multicast and self.opts.sweep.multicast:
+                desired.group_spec(ds, resolved, self.topo)
+        except BadInput as e:
+            return str(e)
+        return None
+
     def status(self) -> dict:
-        sm = self.sm
+        """What `smagent status` shows; works from construction on (state STARTING until
+        `start` knows our port, then DISCOVERING)."""
+        sm = self._sm
         if sm is None:
-            return {"state": "STARTING"}
+            return {"state": "STARTING", "activity": self.activity, "sweeps": 0,
+                    "uptime_s": round(time.time() - self.started, 1)}
         master = sm.guid if sm.state == SMState.MASTER else (sm.master.guid if sm.master else None)
         c = dataclasses.asdict(self.counters)
         c["trap_numbers"] = {str(k): v for k, v in sorted(self.counters.trap_numbers.items())}
         return {
             "state": state_name(sm.state), "priority": sm.priority, "guid": f"{sm.guid:#018x}",
             "master_guid": None if master is None else f"{master:#018x}",
-            "sweeps": self.counters.sweeps, "last_sweep": self.last_sweep, "last_change": self.last_change,
+            "sweeps": self.counters.sweeps, "sweeps_failed": self.counters.sweeps_failed,
+            "last_sweep": self.last_sweep, "last_error": self.last_error, "last_change": self.last_change,
             "counters": c, "smps_sent": self.t.stats.sent,
             "other_sms": [{"guid": f"{p.guid:#018x}", "priority": p.priority, "state": state_name(p.state),
                            "lid": p.lid, "node": p.name} for p in self.peers.values()],
             "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}
                             for t in sm.transitions[-10:]],
-            "uptime_s": round(time.time() - self.started, 1),
+            "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
         }

@@ -6,7 +6,8 @@ For each such switch: read every port's PortInfo (one Get per port). A linked po
 now DOWN loses its link; an up port with no link gets its neighbour's NodeInfo and, if the
 neighbour is a switch we know, the link back. Both ends' switches are marked as having
 PortStateChange set (the plan then clears it). Every DR path is recomputed over the new
-links. Anything this cannot express (a CA lost or found, an unknown node, a node no longer
+links (`discovery.shortest_paths`, which keeps the M_Key chain informed). Anything this
+cannot express (a CA lost or found, an unknown node, a node no longer
 reachable, a failed read) returns False: the caller does a full sweep instead.
 
 The sweep then plans against this state (`SweepOptions.known`): LIDs, routes and
@@ -15,13 +16,13 @@ switches hold are written.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 
 from mad import smp as smpcodec
 from mad.attributes import AttrID, NodeInfo, PortInfo, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
+from smagent import discovery
 from smagent.discovery import DNode
 from smagent.transport.base import Request
 
@@ -30,39 +31,11 @@ def _get(attr, path, mod=0) -> Request:
     return Request(smpcodec.dr(Method.GET, attr, path, mod))
 
 
-def recompute_paths(topo) -> bool:
-    """Shortest DR paths from the local port over `topo.links`; False if a node is cut off."""
-    lg, lp = topo.local
-    root = topo.nodes[lg]
-    paths: dict[int, tuple[int, ...]] = {lg: (0,)}
-    ca_ports: collections.defaultdict[int, dict[int, tuple[int, ...]]] = collections.defaultdict(dict)
-    if not root.is_switch:
-        ca_ports[lg][lp] = (0,)
-    queue = collections.deque([lg])
-    while queue:
-        g = queue.popleft()
-        n, here = topo.nodes[g], paths[g]
-        exits = range(1, n.num_ports + 1) if n.is_switch else ([lp] if g == lg else [])
-        for p in exits:
-            peer = topo.links.get((g, p))
-            if peer is None:
-                continue
-            pg, pp = peer
-            path = here + (p,)
-            if not topo.nodes[pg].is_switch:
-                ca_ports[pg].setdefault(pp, path)
-            if pg not in paths:
-                paths[pg] = path
-                queue.append(pg)
-    if set(paths) != set(topo.nodes):
-        return False
-    for g, n in topo.nodes.items():
-        n.path = paths[g]
-        if not n.is_switch:
-            if set(ca_ports[g]) != set(n.port_paths):
-                return False  # a CA port lost or gained its link: not ours to patch
-            n.port_paths = dict(ca_ports[g])
-    return True
+def recompute_paths(topo, keys=None) -> bool:
+    """Shortest DR paths from the local port over `topo.links` (`discovery.shortest_paths`,
+    which tells the M_Key chain `keys` about the new paths); False if a node is cut off or
+    a CA port lost or gained its link."""
+    return discovery.shortest_paths(topo.nodes, topo.links, topo.local, keys)
 
 
 def _port_changed(topo, n, p, pi, flagged, changes, new_links) -> str | None:
@@ -110,7 +83,7 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
         pending = [n for n in pending if n.guid in failed]
         if not pending:
             break
-        if not recompute_paths(topo):
+        if not recompute_paths(topo, transport.keys):
             return False, changes + ["part of the fabric is cut off or a CA changed"]
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
@@ -138,7 +111,7 @@ def update(transport, known, switches: set[int]) -> tuple[bool, list[str]]:
                 return False, ["a new neighbour's PortInfo read failed"]
             pg, pp = topo.links[(n.guid, p)]
             topo.nodes[pg].ports[pp] = r.value(PortInfo)
-    if not recompute_paths(topo):
+    if not recompute_paths(topo, transport.keys):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it
         n = topo.nodes[g]

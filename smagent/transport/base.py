@@ -60,6 +60,7 @@ UMAD_STATUS_TIMEOUT = 110  # ETIMEDOUT: umad (and umad2sim, at once) hands back 
 DEFAULT_WINDOW = 32
 START_WINDOW = 8
 DEFAULT_TIMEOUT_MS = 200
+BETWEEN_ROUNDS_S = 0.05  # how often `Transport.between_rounds` runs while a batch is in flight
 DEFAULT_RETRIES = 3
 
 MKEY_HINT = smp_layer.MKEY_HINT
@@ -306,6 +307,10 @@ class Transport:
         self.stats = Stats()
         self.on_send: Callable[[Request], None] | None = None  # each request as it is sent: tests, progress
         self.on_request: Callable[[Incoming], None] | None = None  # unsolicited requests (see module doc)
+        # called about every BETWEEN_ROUNDS_S while a batch is in flight: a daemon serves its
+        # control socket there, and may raise to abandon the batch (SIGTERM)
+        self.between_rounds: Callable[[], None] | None = None
+        self._between_at = 0.0
 
     @property
     def m_key(self) -> int:
@@ -445,6 +450,9 @@ class Transport:
                 if deadline <= now:
                     del inflight[tid32]
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
+            if self.between_rounds is not None and now >= self._between_at:  # across batches: short ones too
+                self._between_at = now + BETWEEN_ROUNDS_S
+                self.between_rounds()
         if answered:
             self.policy.answered_many(answered, retries)
         if check:

@@ -1,0 +1,56 @@
+"""What the daemon reacts to, and the pure decisions taken on some of them.
+
+Requests are answered at once, inside the transport (even mid-sweep); what needs fabric
+work is queued as one of these events and handled by the loop between sweeps."""
+from __future__ import annotations
+
+import dataclasses
+
+from mad.attributes import SMInfo
+from smagent.sm import traps
+
+
+@dataclasses.dataclass(frozen=True)
+class TrapReceived:
+    trap: traps.Trap
+
+
+@dataclasses.dataclass(frozen=True)
+class SmInfoSetAccepted:
+    modifier: int  # the Control (HANDOVER, ACKNOWLEDGE, ...)
+    remote: SMInfo  # the sender's SMInfo
+
+
+@dataclasses.dataclass(frozen=True)
+class PolledBySm:
+    """An SMInfo Get while we are MASTER: a STANDBY SM polls us (one to hand over to?)."""
+    slid: int
+
+
+Event = TrapReceived | SmInfoSetAccepted | PolledBySm
+
+
+@dataclasses.dataclass(frozen=True)
+class Repair:
+    """Repair after a trap: `why` for the log; `switch` the GUID of the switch to read
+    again (None: not known which, so the repair reads every switch)."""
+    why: str
+    switch: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class AskSm:
+    """A trap 144 from an SM port: ask the SM at `lid` for its SMInfo."""
+    lid: int
+
+
+def on_trap(trap: traps.Trap, master: bool, switch_at_issuer: int | None) -> Repair | AskSm | None:
+    """What a MASTER does about a trap (nothing unless MASTER)."""
+    if not master:
+        return None
+    if trap.generic and trap.number in traps.REPAIR_TRAPS:
+        switch = switch_at_issuer if trap.number == traps.TrapNumber.LINK_STATE_CHANGE else None
+        return Repair(f"trap {trap.number} from LID {trap.issuer_lid}", switch)
+    if trap.announces_sm:
+        return AskSm(trap.issuer_lid)
+    return None
