@@ -1,10 +1,9 @@
 """The pure parts of port counters: PortCountersExtended's layout and the PerfSet that
 clears counters (mad.perfmgt), the counter table, thresholds (smagent.perf), the
-Prometheus text and its atomic write (smagent.metrics), and the commands' refusals
+Prometheus text (smagent.metrics), and the commands' refusals
 before any MAD. What needs port agents runs on ibsim in tests/test_perf_live.py."""
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -97,11 +96,6 @@ def test_prometheus_text(tmp_path):
     text = metrics.prometheus_text(h)
     assert f" {4 << 40}\n" in text and " 40\n" not in text  # the 64-bit counter preferred
     assert re.search(r"^smagent_port_unicast_transmit_packets_total\{.*\} 6$", text, re.M)
-    path = tmp_path / "out.prom"
-    path.write_text("old")
-    metrics.write_textfile(path, text)
-    assert path.read_text() == text and os.listdir(tmp_path) == ["out.prom"]
-    assert oct(path.stat().st_mode & 0o777) == "0o644"
 
 
 def test_commands_refuse_before_any_mad(cli, tmp_path):
@@ -111,3 +105,30 @@ def test_commands_refuse_before_any_mad(cli, tmp_path):
     assert r.exit_code == 2 and "SymbolErrorCounter" in r.output
     r = cli("health", "--prometheus", str(tmp_path / "no" / "such" / "dir" / "x.prom"))
     assert r.exit_code == 2
+
+
+def test_daemon_metrics_text_and_listen_addresses():
+    from smagent.sm.metrics_server import parse_listen
+    status = {"state": "MASTER", "uptime_s": 3.5, "sweeps": 2, "counters": {"traps": 4, "repairs": 1},
+              "transport": {"sent": 100, "retries": 3, "timeouts": 1}, "perfmgr": None}
+    text = metrics.daemon_text(status, "x_total 1\n")
+    assert 'smagent_sm_state{state="MASTER"} 1' in text and 'smagent_sm_state{state="STANDBY"} 0' in text
+    for line in ("smagent_sweeps_total 2", "smagent_traps_total 4", "smagent_smps_sent_total 100",
+                 "smagent_smps_retried_total 3", "smagent_smps_lost_total 1", "smagent_uptime_seconds 3.5"):
+        assert line in text.splitlines()
+    assert "perfmgr" not in text and text.endswith("x_total 1\n")  # families without a value are left out
+    assert parse_listen("127.0.0.1:9683") == ("127.0.0.1", 9683)
+    assert parse_listen("[::1]:80") == ("::1", 80) and parse_listen(":9100") == ("0.0.0.0", 9100)
+    for bad in ("9683", "host:", "host:0", "host:70000", "host:x"):
+        with pytest.raises(BadInput, match="--metrics"):
+            parse_listen(bad)
+
+
+def test_metrics_server_refuses_a_port_in_use_before_anything_else(cli, tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = cli("run", "--metrics", f"127.0.0.1:{port}", "--state-dir", str(tmp_path / "st"))
+    assert r.exit_code == 2 and "cannot listen" in r.output

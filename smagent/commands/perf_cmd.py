@@ -8,7 +8,7 @@ import sys
 import click
 
 from smagent.commands.common import check_output, emit_json
-from smagent.errors import EXIT_DEFECTS, EXIT_OK, BadInput
+from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 
 def _perf_session(obj):
@@ -60,12 +60,9 @@ def health(obj, thresholds, as_json, prom):
     limits = perf.parse_thresholds(thresholds)
     check_output(prom, "--prometheus")
     report = _perf_session(obj).health(limits, every_port=prom is not None)
-    if prom:
-        from smagent import metrics
-        try:
-            metrics.write_textfile(prom, metrics.prometheus_text(report))
-        except OSError as e:  # checked before the first MAD: a late failure (a full disk)
-            raise BadInput(f"--prometheus {prom}: {e.strerror or e}") from None
+    if prom:  # atomically (the collector never reads half a file); a late failure is BadInput
+        from smagent import metrics, paths
+        paths.write_text(prom, metrics.prometheus_text(report), "--prometheus")
     if as_json:
         emit_json({"ok": not (report.erring or report.unanswered), "summary": _summary(report),
                    "erring": [r.to_json() for r in report.erring], "unanswered": report.unanswered,

@@ -46,6 +46,7 @@ from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
 from smagent.sm import events, peers as peersmod, repair, timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
+from smagent.sm.perfmgr import PerfMgr
 from smagent.transport.address import Incoming
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
@@ -85,6 +86,7 @@ class DaemonOptions:
     desired_file: str | None = None  # re-read on SIGHUP
     given: dict = dataclasses.field(default_factory=dict)  # lmc, lid_file, routing from the command line
     sweep: sweepmod.SweepOptions = dataclasses.field(default_factory=sweepmod.SweepOptions)
+    perfmgr_interval: float = 0.0  # seconds between counter sweeps as MASTER (`smagent.sm.perfmgr`); 0: none
 
 
 @dataclasses.dataclass
@@ -128,6 +130,7 @@ class Daemon:
         self._activity: str | None = "starting"  # what the daemon is busy with (`activity`)
         self._in_run = False  # inside `run`: a stop may raise Stopped there
         self._published: dict = {}  # the status the control thread answers with
+        self.perfmgr = PerfMgr(opts.perfmgr_interval) if opts.perfmgr_interval else None
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
@@ -175,6 +178,8 @@ class Daemon:
         for m in early:
             self.dispatcher.dispatch(m)
         log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
+        if self.perfmgr is not None:
+            self.timers.arm(timers.PERFMGR, self.clock() + self.perfmgr.interval)
         self._discover()
 
     def run(self, control=None) -> None:
@@ -268,6 +273,11 @@ class Daemon:
                 self._poll_master()
         elif name == timers.DISCOVER:
             self._discover()
+        elif name == timers.PERFMGR and self.perfmgr is not None:
+            self.timers.arm(timers.PERFMGR, self.clock() + self.perfmgr.interval)
+            if self.topo is not None and self.sm.state == SMState.MASTER:
+                with self._busy("counter sweep"):
+                    self.perfmgr.sweep(self.t, self.topo)
 
     # -- answering (called inside the transport, even mid-batch) ---------------------
     def _decoded(self, m: Incoming):
@@ -736,4 +746,12 @@ class Daemon:
             "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}
                             for t in sm.transitions[-10:]],
             "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
+            "transport": {k: getattr(self.t.stats, k) for k in ("sent", "received", "retries", "timeouts", "busy")},
+            "perfmgr": None if self.perfmgr is None else self.perfmgr.status(),
         }
+
+    def metrics_text(self) -> str:
+        """The Prometheus exposition (`smagent.metrics`): called from the metrics thread,
+        it reads only what the loop published (the status, the last counter sweep's text)."""
+        from smagent import metrics
+        return metrics.daemon_text(self._published, self.perfmgr.text if self.perfmgr is not None else "")
