@@ -28,6 +28,7 @@ from mad.perfmgt import ALL_PORTS, PerfCap, PortCounters, PortCountersExtended
 from mad.header import Method
 from mad.smp import next_tid
 from smagent import targets
+from smagent.discovery import DNode, Topology
 from smagent.errors import BadInput
 from smagent.transport.address import Address
 from smagent.transport.base import Reply, Request, Transport, TransportError
@@ -202,7 +203,7 @@ class Health:
         return [r for r in self.readings if r.exceeded]
 
 
-def _agents(topo) -> list[tuple[object, int, int, list[int]]]:
+def _agents(topo: Topology) -> list[tuple[DNode, int, int, list[int]]]:
     """(node, LID, PortSelect owner port, the node's linked ports) per port agent: a
     switch has one (port 0's LID, every port), a CA one per port with a LID."""
     linked: dict[int, list[int]] = {}
@@ -218,7 +219,7 @@ def _agents(topo) -> list[tuple[object, int, int, list[int]]]:
     return out
 
 
-def sweep(t: Transport, topo, thresholds: dict[str, int] | None = None, *, every_port: bool = False) -> Health:
+def sweep(t: Transport, topo: Topology, thresholds: dict[str, int] | None = None, *, every_port: bool = False) -> Health:
     """Read the counters of every linked port of every node of ``topo`` (a discovered
     `Topology` whose ports have LIDs). ClassPortInfo first (one per port agent); then a
     switch that supports AllPortSelect gets one summed read, and its ports are read one by
@@ -232,7 +233,7 @@ def sweep(t: Transport, topo, thresholds: dict[str, int] | None = None, *, every
         if a[1]:
             agents.append(a)
         else:
-            health.unanswered.append(f"{a[0].description!r} port {a[2]}: no LID")  # type: ignore[attr-defined]
+            health.unanswered.append(f"{a[0].description!r} port {a[2]}: no LID")
     caps = class_port_infos(t, [lid for _, lid, _, _ in agents])
     summed = [(n, lid, ports) for n, lid, own, ports in agents
               if not every_port and own == 0 and len(ports) > 1 and _cap(caps[lid]) & PerfCap.ALL_PORT_SELECT]
@@ -244,10 +245,10 @@ def sweep(t: Transport, topo, thresholds: dict[str, int] | None = None, *, every
             per_port.extend((n, lid, p) for p in ports)
     for n, lid, _, _ in agents:
         if isinstance(cpi := caps[lid], TransportError):
-            health.unanswered.append(f"{n.description!r} LID {lid}: {cpi}")  # type: ignore[attr-defined]
+            health.unanswered.append(f"{n.description!r} LID {lid}: {cpi}")
     for (n, lid, p), value in zip(per_port, read(t, [(lid, p) for _, lid, p in per_port])):
         if isinstance(value, TransportError):
-            health.unanswered.append(f"{n.description!r} port {p} LID {lid}: {value}")  # type: ignore[attr-defined]
+            health.unanswered.append(f"{n.description!r} port {p} LID {lid}: {value}")
             continue
         health.readings.append(_reading(topo, n, p, lid, value, thresholds))  # type: ignore[arg-type]
     if every_port:
@@ -270,7 +271,7 @@ def _cap(cpi: ClassPortInfo | TransportError) -> int:
     return 0 if isinstance(cpi, TransportError) else cpi.capability_mask
 
 
-def _reading(topo, n, port: int, lid: int, value: PortCounters, thresholds: dict[str, int]) -> PortReading:
+def _reading(topo: Topology, n: DNode, port: int, lid: int, value: PortCounters, thresholds: dict[str, int]) -> PortReading:
     pi = n.ports.get(port)
     far = topo.neighbor(n.guid, port)
     rn = topo.nodes.get(far[0]) if far else None
