@@ -83,6 +83,7 @@ _SM_COUNTERS = (
     ("smagent_traps_total", ("counters", "traps"), "Traps received."),
     ("smagent_handovers_sent_total", ("counters", "handovers_sent"), "Handovers to another SM."),
     ("smagent_errors_total", ("counters", "errors"), "Fabric failures the daemon survived."),
+    ("smagent_plan_refusals_total", ("counters", "plan_refusals"), "Sweeps the check of planned tables refused."),
     ("smagent_smps_sent_total", ("transport", "sent"), "MADs sent (SMPs and GMPs)."),
     ("smagent_smps_retried_total", ("transport", "retries"), "MADs sent again after a timeout or busy answer."),
     ("smagent_smps_lost_total", ("transport", "timeouts"), "MADs given up after every try."),

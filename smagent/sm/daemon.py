@@ -106,6 +106,7 @@ class Counters:
     polls: int = 0
     poll_failures: int = 0
     errors: int = 0
+    plan_refusals: int = 0  # sweeps the check of planned tables refused (`sweep.PlanDefects`)
 
 
 class Daemon:
@@ -500,6 +501,7 @@ class Daemon:
             r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             self.counters.sweeps_failed += 1
+            self.counters.plan_refusals += isinstance(e, sweepmod.PlanDefects)
             self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),
                                "smps": st.sent - sent0, "seconds": round(self.clock() - t0, 3), "time": time.time()}
             self._failed(f"sweep ({why})", e)
