@@ -18,6 +18,21 @@ class PerfAttrID(enum.IntEnum):
     PORT_SAMPLES_CONTROL = 0x0010
     PORT_SAMPLES_RESULT = 0x0011
     PORT_COUNTERS = 0x0012
+    PORT_COUNTERS_EXTENDED = 0x001D
+
+
+class PerfCap(enum.IntFlag):
+    """ClassPortInfo.CapabilityMask bits of the PerfMgt class (IBA 16.1.2, Table 247)."""
+    ALL_PORT_SELECT = 1 << 8  # PortSelect 0xFF: the sum over all ports (and a Set clears them all)
+    EXTENDED_WIDTH = 1 << 9  # PortCountersExtended with every 64-bit counter
+    EXTENDED_WIDTH_NOIETF = 1 << 10  # PortCountersExtended with the data and packet counters only
+    SAMPLES_ONLY = 1 << 11  # PortSamples only: no PortCounters
+    XMIT_WAIT = 1 << 12  # PortCounters.PortXmitWait is kept
+
+
+def has_extended(capability_mask: int) -> bool:
+    """Whether a port agent with this CapabilityMask answers PortCountersExtended."""
+    return bool(capability_mask & (PerfCap.EXTENDED_WIDTH | PerfCap.EXTENDED_WIDTH_NOIETF))
 
 
 @layout(
@@ -61,9 +76,43 @@ class PortCounters(LayoutValue):
 
 assert PortCounters.LAYOUT.size == 44
 
+ALL_PORTS = 0xFF  # PortSelect: every port (summed in a Get), where ALL_PORT_SELECT is supported
+# CounterSelect (and CounterSelect2) of a Set: which counters to clear; every one
+CLEAR_ALL = 0xFFFF
+CLEAR_ALL2 = 0xFF
+CLEAR_ALL_EXTENDED = 0x00FF  # PortCountersExtended's eight counters (bits 0-7)
+
+
+@layout(
+    "reserved" / B(8), "port_select" / B(8), "counter_select" / B(16), "reserved2" / B(32),
+    "port_xmit_data" / B(64), "port_rcv_data" / B(64), "port_xmit_pkts" / B(64), "port_rcv_pkts" / B(64),
+    "port_unicast_xmit_pkts" / B(64), "port_unicast_rcv_pkts" / B(64),
+    "port_multicast_xmit_pkts" / B(64), "port_multicast_rcv_pkts" / B(64),
+)
+class PortCountersExtended(LayoutValue):
+    """PortCountersExtended (IBA 16.1.4.11): a port's data and packet counters, 64 bits
+    wide (data in 4-byte words, as PortCounters'). The optional 64-bit error counters
+    that follow (ClassPortInfo.CapabilityMask2 bit 1) are not read."""
+    ATTR_ID: ClassVar[int] = PerfAttrID.PORT_COUNTERS_EXTENDED
+    reserved: int = 0
+    port_select: int = 0
+    counter_select: int = 0
+    reserved2: int = 0
+    port_xmit_data: int = 0
+    port_rcv_data: int = 0
+    port_xmit_pkts: int = 0
+    port_rcv_pkts: int = 0
+    port_unicast_xmit_pkts: int = 0
+    port_unicast_rcv_pkts: int = 0
+    port_multicast_xmit_pkts: int = 0
+    port_multicast_rcv_pkts: int = 0
+
+
+assert PortCountersExtended.LAYOUT.size == 72
+
 gmp.ATTRIBUTE_NAMES[int(MgmtClass.PERF_MGT)] = {
     PerfAttrID.PORT_SAMPLES_CONTROL: "PortSamplesControl", PerfAttrID.PORT_SAMPLES_RESULT: "PortSamplesResult",
-    PerfAttrID.PORT_COUNTERS: "PortCounters"}
+    PerfAttrID.PORT_COUNTERS: "PortCounters", PerfAttrID.PORT_COUNTERS_EXTENDED: "PortCountersExtended"}
 
 
 def get(attribute_id: int, modifier: int = 0, data: bytes | LayoutValue | None = None, *, tid: int) -> bytes:
@@ -71,9 +120,31 @@ def get(attribute_id: int, modifier: int = 0, data: bytes | LayoutValue | None =
     return gmp.build(MgmtClass.PERF_MGT, Method.GET, attribute_id, modifier, data, tid=tid)
 
 
+def set_(attribute_id: int, modifier: int = 0, data: bytes | LayoutValue | None = None, *, tid: int) -> bytes:
+    """A PerfSet of ``attribute_id``."""
+    return gmp.build(MgmtClass.PERF_MGT, Method.SET, attribute_id, modifier, data, tid=tid)
+
+
 def port_counters_get(port: int, *, tid: int) -> bytes:
     """PerfGet(PortCounters) of ``port``: modifier 0, the port select in the data."""
     return get(PerfAttrID.PORT_COUNTERS, 0, PortCounters(port_select=port), tid=tid)
 
 
-__all__ = ["PerfAttrID", "PortCounters", "get", "port_counters_get"]
+def port_counters_extended_get(port: int, *, tid: int) -> bytes:
+    """PerfGet(PortCountersExtended) of ``port``."""
+    return get(PerfAttrID.PORT_COUNTERS_EXTENDED, 0, PortCountersExtended(port_select=port), tid=tid)
+
+
+def port_counters_clear(port: int, *, tid: int, extended: bool = False) -> bytes:
+    """PerfSet(PortCounters) (or PortCountersExtended) that clears every counter of
+    ``port`` (`ALL_PORTS`: of every port): CounterSelect names what to clear, the counter
+    fields are the values written (zero)."""
+    if extended:
+        return set_(PerfAttrID.PORT_COUNTERS_EXTENDED, 0,
+                    PortCountersExtended(port_select=port, counter_select=CLEAR_ALL_EXTENDED), tid=tid)
+    return set_(PerfAttrID.PORT_COUNTERS, 0,
+                PortCounters(port_select=port, counter_select=CLEAR_ALL, counter_select2=CLEAR_ALL2), tid=tid)
+
+
+__all__ = ["PerfAttrID", "PerfCap", "PortCounters", "PortCountersExtended", "ALL_PORTS", "has_extended", "get",
+           "set_", "port_counters_get", "port_counters_extended_get", "port_counters_clear"]

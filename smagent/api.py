@@ -383,6 +383,25 @@ class Session:
         return ops.rft_set(self._open(), self.target(switch), lid, port, lmc=lmc, dry_run=dry_run, force=force,
                            state_dir=self.state_dir)
 
+    # -- port counters (Performance Management: a transport opened with PERF_CLIENT) ----
+    def counters(self, target: TargetArg | None = None, *, port: int | None = None, extended: bool = False,
+                 reset: bool = False) -> Any:
+        """One port's counters as perfquery reads them (`smagent.perf.PortCounterRead`);
+        ``target`` None: the local port; ``reset``: cleared after the read (-r)."""
+        from smagent import perf
+        t = self._open()
+        perf.check_transport(t)
+        lid, port = perf.locate(t, None if target is None else str(target), port, topology=self.topology)
+        return perf.read_port(t, lid, port, extended=extended, reset=reset)
+
+    def health(self, thresholds: dict[str, int] | None = None, *, every_port: bool = False) -> Any:
+        """Discover, then read every linked port's counters (`smagent.perf.Health`: the
+        ports over ``thresholds``, ibqueryerrors' defaults when None)."""
+        from smagent import perf
+        t = self._open()
+        perf.check_transport(t)
+        return perf.sweep(t, self.discover(), thresholds, every_port=every_port)
+
 
 def _check_lid_file(opts: Any) -> None:
     """The LID file of a sweep, dry or not, must be writable where it is named (the sweep
@@ -514,12 +533,15 @@ def check_query(attribute: str, target: TargetArg, *, port: int | None = None, b
 def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture: PathArg | None = None,
             ca: str | None = None, port: int | None = None, record: PathArg | None = None,
             window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES,
-            m_key: int = 0, m_key_file: PathArg | None = None, state_dir: PathArg | None = None) -> Session:
+            m_key: int = 0, m_key_file: PathArg | None = None, state_dir: PathArg | None = None,
+            classes: Sequence[Any] = ()) -> Session:
     """Open a session. ``transport``: "sim" (in-process simulator; ``topology`` a net file,
     default the bundled one), "umad" (live, ``ca``/``port``), or "replay" (``fixture``).
     ``m_key``: the M_Key for every SMP; ``m_key_file``: keys per node GUID (format in
     `smagent.mkeys`; a bad file raises BadInput naming file:line). ``state_dir``: where
-    table writes save what they overwrite and journal (None: no backups)."""
+    table writes save what they overwrite and journal (None: no backups). ``classes``: GMP
+    classes umad registers besides SMPs (`smagent.transport.umad.PERF_CLIENT` for counters)."""
     t = open_transport(transport, ca=ca, port=port, topology=topology, fixture=fixture, record=record,
-                       window=window, timeout_ms=timeout_ms, retries=retries, m_key=m_key, m_key_file=m_key_file)
+                       window=window, timeout_ms=timeout_ms, retries=retries, m_key=m_key, m_key_file=m_key_file,
+                       classes=list(classes) if transport == "umad" else ())
     return Session(t, state_dir=state_dir)

@@ -35,6 +35,7 @@ COMMANDS = {
     "report": ("report_cmd", "report"), "run": ("run_cmd", "run"), "status": ("status_cmd", "status"),
     "partitions": ("partitions_cmd", "partitions"),
     "sa": ("sa_cmd", "sa"),
+    "counters": ("perf_cmd", "counters"), "health": ("perf_cmd", "health"),
 }
 
 

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("smagent.transport",),
     ("smagent.discovery", "smagent.smcheck", "smagent.lids", "smagent.fdb", "smagent.routing", "smagent.targets", "smagent.render",
      "smagent.lftwalk", "smagent.links", "smagent.partitions", "smagent.multicast", "smagent.balance",
-     "smagent.subnet"),
+     "smagent.subnet", "smagent.perf", "smagent.metrics"),
     ("smagent.verify", "smagent.plancheck", "smagent.desired", "smagent.sweep", "smagent.sa"),
     ("smagent.sm",),
     ("smagent.api",),

@@ -397,3 +397,19 @@ def test_under_loss_a_switch_that_did_not_answer_is_read_again_not_swept_fully(m
         for dst in cas:
             if src != dst:
                 assert sim.trace(src, sim.port_lid(dst)).outcome == "delivered", (src, dst)
+
+
+def test_a_sweep_the_plan_check_refuses_is_counted(tmp_path):
+    """A desired state with a static route into a linkless port (L1 port 3 on the bundled
+    fabric): the daemon's sweep is refused (black hole), counted as failed and as a plan
+    refusal, which `smagent run --metrics` exports (smagent_plan_refusals_total)."""
+    from smagent import desired, metrics
+    from smagent import sweep as sweepmod
+    f = tmp_path / "hole.yaml"
+    f.write_text("lft:\n  - {switch: L1, lid: 2, port: 3}\n")
+    ds = desired.load(str(f))
+    t, d, clock = make(tmp_path, sweep=sweepmod.SweepOptions(**desired.sweep_settings(ds)))
+    d.start()
+    s = d.status()
+    assert s["state"] == "MASTER" and s["counters"]["plan_refusals"] == 1 and s["sweeps_failed"] == 1
+    assert "smagent_plan_refusals_total 1" in metrics.daemon_text(s).splitlines()

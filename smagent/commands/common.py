@@ -33,15 +33,16 @@ class Context:
         self.opts = opts
         self._session = None
 
-    def session(self) -> api.Session:
-        """The API session (smagent.api): the CLI is a thin layer over it."""
+    def session(self, classes=()) -> api.Session:
+        """The API session (smagent.api): the CLI is a thin layer over it. ``classes``: the
+        GMP classes umad registers (a command that sends them asks before first use)."""
         if self._session is None:
             from smagent import api
             o = self.opts
             self._session = api.connect(
                 o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"], fixture=o["fixture"],
                 record=o["record"], window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
-                m_key=o["mkey"], m_key_file=o["mkey_file"],
+                m_key=o["mkey"], m_key_file=o["mkey_file"], classes=classes,
                 # table writes keep backups and a journal on a live fabric (the in-process
                 # simulator and replays have nothing to keep)
                 state_dir=paths.default_state_dir() if o["transport"] == "umad" else None)

@@ -90,9 +90,17 @@ def _given(**values) -> dict:
               help="LIDs, journal, backups and the control socket (default as for sweep).")
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None, help="Log here instead of stderr.")
 @click.option("--json", "as_json", is_flag=True, help="On exit, print the final status (as `status --json`) on stdout.")
+@click.option("--perfmgr-interval", type=click.FloatRange(0, 86400), default=0.0, show_default=True,
+              help="MASTER: seconds between counter sweeps of every port (PerfMgr: totals, rates, a log line per "
+                   "port that starts erring, counters cleared before they saturate); 0: off (OpenSM's PerfMgr "
+                   "uses 180).")
+@click.option("--metrics", "metrics_listen", default=None, metavar="ADDR:PORT",
+              help="Serve Prometheus metrics at http://ADDR:PORT/metrics: state, sweeps, repairs, traps, MADs "
+                   "sent/retried/lost, and with --perfmgr-interval every port's counters and rates.")
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
-        mcast_groups, no_multicast, partitions_file, desired_file, state_dir, log_file, as_json):
+        mcast_groups, no_multicast, partitions_file, desired_file, state_dir, log_file, as_json, perfmgr_interval,
+        metrics_listen):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import desired, multicast
@@ -101,6 +109,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     from smagent.sm import lock as port_lock
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport import open_transport
+    from smagent.transport.umad import PERF_CLIENT, SA_SERVER
     if sm_key_file is not None:
         if click.get_current_context().get_parameter_source("sm_key") != ParameterSource.DEFAULT:
             raise BadInput("--sm-key and --sm-key-file exclude each other")
@@ -118,23 +127,32 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     paths.check_state_dir(state_dir)
     opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,
                          poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw,
-                         given=given)
+                         given=given, perfmgr_interval=perfmgr_interval)
+    if perfmgr_interval and obj.opts["transport"] != "umad":
+        raise BadInput("--perfmgr-interval needs a live fabric (--transport umad): the simulator has no PerfMgt agents")
     server = control.ControlServer(control.socket_path(state_dir))
     handler = _setup_logging(log_file)
     o = obj.opts
-    transport = lock = None
+    transport = lock = endpoint = None
+    made: list = []  # the daemon, once it exists: the metrics endpoint answers from it
     classes = []
     if o["transport"] == "umad":  # the SA (class 0x03) is served on the SM's port
-        from smagent.transport.umad import SA_SERVER
         classes.append(SA_SERVER)
+    if perfmgr_interval:
+        classes.append(PERF_CLIENT)
     try:
+        if metrics_listen is not None:  # listening first: a port in use is refused before any MAD
+            from smagent.sm.metrics_server import MetricsServer
+            endpoint = MetricsServer(metrics_listen, lambda: made[0].metrics_text() if made else "")
+            endpoint.start()
         if o["transport"] == "umad":  # one SM per port: refused before the issm device opens
             lock = port_lock.claim_port(o["ca"], o["port"])
         transport = open_transport(o["transport"], ca=o["ca"], port=o["port"],
-                                     topology=o["topology"], fixture=o["fixture"], record=o["record"],
-                                     window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
-                                     m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True, classes=classes)
+                                   topology=o["topology"], fixture=o["fixture"], record=o["record"],
+                                   window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
+                                   m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True, classes=classes)
         daemon = Daemon(transport, opts)
+        made.append(daemon)
         atomicfile.tolerate_full_disk()  # a full disk: warnings, and the SM goes on routing
         daemon.reopen_logs = lambda: _reopen(handler)
 
@@ -155,6 +173,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     finally:
         atomicfile.tolerate_full_disk(False)
         server.close()
+        if endpoint is not None:
+            endpoint.close()
         if transport is not None:
             transport.close()  # closes issm: IsSM clears, the other SMs see us go
         if lock is not None:

@@ -44,9 +44,10 @@ from mad.header import Method, MgmtClass
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
-from smagent.sm import events, peers as peersmod, repair, timers, traps
+from smagent.sm import events, peers as peersmod, reload, repair, timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
 from smagent.sm.sa_service import SaService
+from smagent.sm.perfmgr import PerfMgr
 from smagent.transport.address import Incoming
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
@@ -90,6 +91,7 @@ class DaemonOptions:
     desired_file: str | None = None  # re-read on SIGHUP
     given: dict = dataclasses.field(default_factory=dict)  # lmc, lid_file, routing from the command line
     sweep: sweepmod.SweepOptions = dataclasses.field(default_factory=sweepmod.SweepOptions)
+    perfmgr_interval: float = 0.0  # seconds between counter sweeps as MASTER (`smagent.sm.perfmgr`); 0: none
 
 
 @dataclasses.dataclass
@@ -109,6 +111,7 @@ class Counters:
     polls: int = 0
     poll_failures: int = 0
     errors: int = 0
+    plan_refusals: int = 0  # sweeps the check of planned tables refused (`sweep.PlanDefects`)
 
 
 class Daemon:
@@ -135,6 +138,7 @@ class Daemon:
         self._activity: str | None = "starting"  # what the daemon is busy with (`activity`)
         self._in_run = False  # inside `run`: a stop may raise Stopped there
         self._published: dict = {}  # the status the control thread answers with
+        self.perfmgr = PerfMgr(opts.perfmgr_interval) if opts.perfmgr_interval else None
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
@@ -183,6 +187,8 @@ class Daemon:
         for m in early:
             self.dispatcher.dispatch(m)
         log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
+        if self.perfmgr is not None:
+            self.timers.arm(timers.PERFMGR, self.clock() + self.perfmgr.interval)
         self._discover()
 
     def run(self, control=None) -> None:
@@ -278,6 +284,11 @@ class Daemon:
                 self._poll_master()
         elif name == timers.DISCOVER:
             self._discover()
+        elif name == timers.PERFMGR and self.perfmgr is not None:
+            self.timers.arm(timers.PERFMGR, self.clock() + self.perfmgr.interval)
+            if self.topo is not None and self.sm.state == SMState.MASTER:
+                with self._busy("counter sweep"):
+                    self.perfmgr.sweep(self.t, self.topo)
 
     # -- answering (called inside the transport, even mid-batch) ---------------------
     def _decoded(self, m: Incoming):
@@ -506,6 +517,7 @@ class Daemon:
             r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             self.counters.sweeps_failed += 1
+            self.counters.plan_refusals += isinstance(e, sweepmod.PlanDefects)
             self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),
                                "smps": st.sent - sent0, "seconds": round(self.clock() - t0, 3), "time": time.time()}
             self._failed(f"sweep ({why})", e)
@@ -722,16 +734,14 @@ class Daemon:
             log.info("SIGHUP: log file reopened")
         f = self.opts.desired_file
         if f:
-            from smagent import desired
             try:
-                settings = desired.sweep_settings(desired.load(f), **self.opts.given)
+                settings = reload.reread(f, self.opts.given, self.topo, multicast=self.opts.sweep.multicast)
+            except reload.DoesNotFit as e:
+                log.error("SIGHUP: %s does not fit the fabric; not reloaded, the previous desired state stays: %s",
+                          f, e)
+                return
             except BadInput as e:  # a bad file, or one contradicting the command line
                 log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, e)
-                return
-            why = self._does_not_fit(settings.get("desired"))
-            if why:
-                log.error("SIGHUP: %s does not fit the fabric; not reloaded, the previous desired state stays: %s",
-                          f, why)
                 return
             for k, v in settings.items():
                 setattr(self.opts.sweep, k, v)
@@ -740,21 +750,6 @@ class Daemon:
             log.info("SIGHUP: no desired-state file; sweeping again")
         if self.sm.state == SMState.MASTER:
             self._sweep("SIGHUP")
-
-    def _does_not_fit(self, ds) -> str | None:
-        """Why a desired state cannot be resolved against the fabric as last discovered
-        (a switch it names is not there, ...), or None: checked before it replaces the
-        one in force, so that a bad reload never stops the routing."""
-        if ds is None or self.topo is None:
-            return None
-        from smagent import desired
-        try:
-            resolved = desired.resolve(ds, self.topo)
-            if ds.multicast and self.opts.sweep.multicast:
-                desired.group_spec(ds, resolved, self.topo)
-        except BadInput as e:
-            return str(e)
-        return None
 
     def status(self) -> dict:
         """What `smagent status` shows; works from construction on (state STARTING until
@@ -778,4 +773,12 @@ class Daemon:
                             for t in sm.transitions[-10:]],
             "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
             "sa": self.sa.status(),
+            "transport": {k: getattr(self.t.stats, k) for k in ("sent", "received", "retries", "timeouts", "busy")},
+            "perfmgr": None if self.perfmgr is None else self.perfmgr.status(),
         }
+
+    def metrics_text(self) -> str:
+        """The Prometheus exposition (`smagent.metrics`): called from the metrics thread,
+        it reads only what the loop published (the status, the last counter sweep's text)."""
+        from smagent import metrics
+        return metrics.daemon_text(self._published, self.perfmgr.text if self.perfmgr is not None else "")

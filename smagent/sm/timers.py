@@ -12,7 +12,8 @@ REPAIR = "repair"  # MASTER: traps came in; repair once the burst settles
 LIGHT = "light"  # MASTER: the next light sweep
 POLL = "poll"  # STANDBY: the next poll of the master
 DISCOVER = "discover"  # DISCOVERING: the next discovery (after one failed)
-ORDER = (DISCOVER, REPAIR, LIGHT, POLL)
+PERFMGR = "perfmgr"  # the next counter sweep (--perfmgr-interval): after everything else
+ORDER = (DISCOVER, REPAIR, LIGHT, POLL, PERFMGR)
 
 
 class Timers:
