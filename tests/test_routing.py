@@ -426,7 +426,7 @@ def test_bad_specs(spec, msg):
 
 
 def test_engines_listed():
-    assert tuple(ENGINES) == ("minhop", "updn", "ftree", "file")
+    assert tuple(ENGINES) == ("minhop", "updn", "ftree", "dfsssp", "file")
 
 
 # ----------------------------------------------------------------------------- file
