@@ -123,6 +123,8 @@ def _snapshot(r, *, planned: bool) -> verify.Snapshot:
     # routes only: the link checks (MTU, VLs, SL2VL, partitions) refuse nothing here, and
     # cost a quarter of the check on a large fabric; `verify` runs them on live tables
     snap.port_info = {}
+    if planned:  # the SL each path will use: credit loops count per VL (SL n on VL n)
+        snap.path_sl = r.path_sls
     return snap
 
 

@@ -3,7 +3,7 @@ the SLs, independently of the engine and of verify), the VLs within what ports r
 balance against minhop."""
 import pytest
 
-from smagent import routing, topogen
+from smagent import netfile, routing, topogen, verify
 from smagent.fabric import HCA, SWITCH
 from smagent.routing import RoutingError, RoutingInput
 
@@ -94,13 +94,35 @@ def link_loads(rin, routes):
     return load
 
 
+def prepared(fabric, lmc):
+    """ibsim's GUIDs, LIDs in node order (switches first): what verify's snapshot needs."""
+    netfile.assign_ibsim_guids(fabric)
+    lid = 1
+    for n in fabric.switches():
+        n.lids[0], lid = lid, lid + 1
+    for n in fabric.cas():
+        for p, _peer in fabric.connected_ports(n):
+            lid = -(-lid // (1 << lmc)) * (1 << lmc)
+            n.lids[p] = lid
+            if lmc:
+                n.lmcs[p] = lmc
+            lid += 1 << lmc
+    return fabric
+
+
 @pytest.mark.parametrize("name", sorted(FABRICS))
 def test_dfsssp_routes_every_pair_without_a_credit_loop_on_any_vl(name):
-    rin = RoutingInput.from_fabric(FABRICS[name](), lmc=1 if name == "mesh" else 0)
+    lmc = 1 if name == "mesh" else 0
+    fabric = prepared(FABRICS[name](), lmc)
+    rin = RoutingInput.from_fabric(fabric, lmc=lmc)
     routes = routing.route("dfsssp", rin)
     assert routes.sls is not None and 1 <= routes.layers <= 8
     assert max(max(v) for v in routes.sls.values()) < routes.layers
     assert vl_cycle(rin, routes, routes.sls) is None  # also: every pair routed, no loop
+    snap = verify.snapshot_from_routes(fabric, routes, lmc=lmc)
+    snap.path_sl = routes.sls  # no SL2VL tables read: SL n on VL n, as the sweep writes them
+    rep = verify.check(snap)
+    assert rep.ok and rep.summary["pairs_unreachable"] == 0, rep.defects
     if name in ("torus", "mesh", "ring"):  # the check can fail: shortest paths alone loop
         assert vl_cycle(rin, routes) is not None
         assert vl_cycle(rin, routing.route("minhop", rin)) is not None
@@ -132,3 +154,44 @@ def test_the_spec_parser_knows_dfsssp():
     assert routing.parse_spec("DFSSSP").engine == "dfsssp"
     with pytest.raises(RoutingError, match="dfsssp takes no argument"):
         routing.parse_spec("dfsssp:x")
+
+
+# ------------------------------------------------------------------ sweep + verify
+@pytest.fixture(scope="module")
+def swept_torus():
+    """A 5x3 torus with two hosts a switch, swept with dfsssp on the in-process simulator."""
+    from smagent import sweep
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.torus_2d(5, 3, 2))
+    r = sweep.sweep(t, sweep.SweepOptions(routing="dfsssp"))
+    return t, r
+
+
+def test_sweep_writes_sl2vl_tables_that_carry_each_layer_and_verify_finds_no_loop(swept_torus):
+    from smagent import verify
+    t, r = swept_torus
+    assert r.problems == [] and r.path_sls is not None
+    assert not any("channel dependency cycle" in n for n in r.notes)  # the plan check agrees
+    assert any(c.kind == "sl2vl" for c in r.link_changes)  # ibsim-like identity SL15->VL15 is rewritten
+    snap = verify.collect(t, mcast=False)
+    assert snap.tables_read and snap.sl2vl
+    for table in snap.sl2vl.values():  # read back: each layer's SL on its VL at every hop
+        assert all(table[sl] == sl for sl in range(8))
+    snap.path_sl = r.path_sls
+    rep = verify.check(snap)
+    assert rep.ok, rep.defects
+    # without the SLs every path rides VL 0: the loops the layers break are reported
+    snap.path_sl = None
+    rep = verify.check(snap)
+    assert set(rep.defects) == {"cdg_cycle"}
+    # and SL2VL tables folding every SL onto VL 0 bring them back, SLs or not
+    snap.path_sl = r.path_sls
+    snap.sl2vl = {k: (0,) * 16 for k in snap.sl2vl}
+    rep = verify.check(snap)
+    assert set(rep.defects) == {"cdg_cycle"} and rep.defects["cdg_cycle"]["cycle"][0]["vl"] == 0
+
+
+def test_verify_with_the_sls_a_sweep_gives(swept_torus):
+    from smagent import verify
+    t, r = swept_torus
+    assert verify.verify(t, mcast=False, path_sl=r.path_sls).ok

@@ -66,6 +66,10 @@ class LinkOptions:
     vlarb_low: tuple = OSM_VLARB_LOW
     vl_high_limit: int = OSM_VL_HIGH_LIMIT
     pkeys: bool = True  # the default partition at index 0 of every end port
+    # SLs 0..n-1 must ride VLs 0..n-1 on every port (a VL-layering routing engine's layers,
+    # dfsssp: set by the sweep from the routes, not an admin's option): qos "auto" also
+    # rewrites tables that map one of them elsewhere
+    sl_layers: int = 1
 
     def check(self) -> "LinkOptions":
         """Every problem at once, as LinkConfigError."""

@@ -2,6 +2,8 @@
 then the arming pass and the activation (ARMED -> ACTIVE), each Set read back."""
 from __future__ import annotations
 
+import dataclasses
+
 from mad.attributes import AttrID, PortInfo, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
@@ -16,6 +18,9 @@ def plan_ports(s: SweepState) -> None:
     topo, plan_, opts = s.topo, s.r.lid_plan, s.opts
     s.link_opts = None if opts.links is False else (
         opts.links or getattr(opts.desired, "links", None) or links.LinkOptions())
+    layers = s.routes.layers if s.routes is not None and s.routes.sls is not None else 1
+    if s.link_opts is not None and layers > 1:  # SL n must ride VL n: qos "auto" checks it
+        s.link_opts = dataclasses.replace(s.link_opts, sl_layers=layers)
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]
@@ -33,6 +38,11 @@ def plan_ports(s: SweepState) -> None:
             if lid_differs or arm or link_diff:
                 s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
                                                    link, link_diff))
+    if layers > 1:
+        why = ("the routing layers paths over VLs but the sweep configures no link (--no-links)"
+               if s.link_opts is None else links.layers_problem(s.link_opts, s.op_vls))
+        if why:
+            s.r.problems.append(why)
 
 
 def portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:

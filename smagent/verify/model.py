@@ -91,6 +91,11 @@ class Snapshot:
     sl2vl: dict = dataclasses.field(default_factory=dict)
     pkeys: dict = dataclasses.field(default_factory=dict)
     tables_read: bool = False
+    # the SL of the paths from each switch's CA ports, by DLID ({switch GUID: bytes}), as
+    # a VL-layering engine (dfsssp) gives them; None: every path on SL 0 (what hosts send
+    # without an SA). A hop's VL is its SL2VL table's entry for the SL (`sl2vl`), or the SL
+    # itself where no table was read (a plan: the sweep writes SL n -> VL n)
+    path_sl: dict | None = None
 
 
 @dataclasses.dataclass
