@@ -227,11 +227,14 @@ class Session:
         left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
         return ApplyResult(r, left.plan_lines(), left)
 
-    def verify(self, *, mcast: bool = True, examples: int = 5) -> Report:
+    def verify(self, *, mcast: bool = True, examples: int = 5, path_sls: PathArg | None = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
-        Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
-        from smagent import verify as verifymod
-        return verifymod.verify(self._open(), mcast=mcast, examples=examples)
+        Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``).
+        ``path_sls``: the SL file a dfsssp sweep left (`<state dir>/path_sls`): credit
+        loops are then counted per VL with the SL of each path (else every path on SL 0)."""
+        from smagent import pathsl, verify as verifymod
+        sls = pathsl.load(path_sls) if path_sls is not None else None  # before the first SMP
+        return verifymod.verify(self._open(), mcast=mcast, examples=examples, path_sl=sls)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:

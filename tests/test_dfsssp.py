@@ -195,3 +195,65 @@ def test_verify_with_the_sls_a_sweep_gives(swept_torus):
     from smagent import verify
     t, r = swept_torus
     assert verify.verify(t, mcast=False, path_sl=r.path_sls).ok
+
+
+# ------------------------------------------------- the sweep refuses a credit loop
+def sets(t) -> int:
+    return sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet("))
+
+
+@pytest.fixture
+def on(monkeypatch):
+    """Make the CLI run on a given transport: on(t)."""
+    from smagent import api
+
+    def use(t):
+        monkeypatch.setattr("smagent.cli.Context.session", lambda self: api.Session(t))
+    return use
+
+
+def test_minhop_on_a_torus_is_refused_naming_the_loop_unless_allowed(cli, on, tmp_path):
+    import json
+    from smagent.errors import EXIT_DEFECTS, EXIT_OK, EXIT_SAFETY
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.torus_2d(5, 3, 2))
+    on(t)
+    r = cli("sweep", "--routing", "minhop", "--json")
+    assert r.exit_code == EXIT_SAFETY, r.output
+    cyc = json.loads(r.stdout)["defects"]["cdg_cycle"]
+    assert cyc["count"] == 1 and all(h["switch"].startswith("T") for h in cyc["cycle"])
+    assert sets(t) == 0, "refused before the first Set"
+    r = cli("sweep", "--routing", "minhop")
+    assert r.exit_code == EXIT_SAFETY and "cdg_cycle: channel dependency cycle of" in r.stderr, r.output
+    assert sets(t) == 0
+    r = cli("sweep", "--routing", "dfsssp", "--state-dir", tmp_path / "st")
+    assert r.exit_code == EXIT_OK and sets(t) > 0, r.output
+    from smagent import pathsl
+    sls = pathsl.load(tmp_path / "st" / "path_sls")
+    assert len(sls) == 15 and max(max(row) for row in sls.values()) > 0
+    r = cli("verify", "--json", "--path-sls", tmp_path / "st" / "path_sls")
+    assert r.exit_code == EXIT_OK and json.loads(r.stdout)["ok"], r.output
+    assert cli("verify").exit_code == 1, "without the SLs every path rides SL 0: the loops are real"
+    r = cli("sweep", "--routing", "minhop", "--allow-defects", "--state-dir", tmp_path / "st")
+    assert r.exit_code == EXIT_DEFECTS and "cdg_cycle" in r.output, r.output  # written, and said
+    assert not (tmp_path / "st" / "path_sls").exists(), "minhop puts every path on SL 0: no stale SLs"
+    assert cli("verify").exit_code == 1
+
+
+def test_path_sl_file_is_checked_whole(cli, tmp_path):
+    from smagent import pathsl
+    from smagent.errors import EXIT_BAD_INPUT, BadInput
+    f = tmp_path / "path_sls"
+    sls = {0x20: bytes([0, 1, 2, 0]), 0x21: bytes([3, 0])}
+    pathsl.save(f, sls)
+    assert pathsl.load(f) == sls
+    data = bytearray(f.read_bytes())
+    data[len(pathsl.MAGIC) + 10] ^= 1
+    f.write_bytes(bytes(data))
+    with pytest.raises(BadInput, match="checksum mismatch"):
+        pathsl.load(f)
+    f.write_bytes(b"hello")
+    r = cli("verify", "--path-sls", f)
+    assert r.exit_code == EXIT_BAD_INPUT and "not a smagent path SL file" in r.stderr, r.output
+    r = cli("verify", "--path-sls", tmp_path / "missing")
+    assert r.exit_code == EXIT_BAD_INPUT and "missing" in r.stderr, r.output
