@@ -257,3 +257,30 @@ def test_path_sl_file_is_checked_whole(cli, tmp_path):
     assert r.exit_code == EXIT_BAD_INPUT and "not a smagent path SL file" in r.stderr, r.output
     r = cli("verify", "--path-sls", tmp_path / "missing")
     assert r.exit_code == EXIT_BAD_INPUT and "missing" in r.stderr, r.output
+
+
+def test_layers_without_the_sl2vl_tables_to_carry_them_are_refused_before_any_set(cli, on):
+    from smagent.errors import EXIT_BAD_INPUT
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.torus_2d(5, 3, 2))
+    on(t)
+    r = cli("sweep", "--routing", "dfsssp", "--no-qos")
+    assert r.exit_code == EXIT_BAD_INPUT and "--no-qos leaves the SL2VL tables" in r.stderr, r.output
+    assert sets(t) == 0
+
+
+def test_qos_auto_rewrites_usable_tables_that_fold_the_layers_together():
+    """Tables that put every SL on VL0 carry data (qos "auto" leaves them for minhop) but
+    would fold dfsssp's layers into one VL: a dfsssp sweep rewrites them."""
+    from smagent import links, sweep, verify
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.torus_2d(5, 3, 2))
+    flat = links.LinkOptions(qos=True, sl2vl=(0,) * 16)
+    assert sweep.sweep(t, sweep.SweepOptions(routing="updn", links=flat)).problems == []
+    assert not any(c.kind == "sl2vl" for c in sweep.sweep(t, sweep.SweepOptions(routing="updn")).link_changes)
+    r = sweep.sweep(t, sweep.SweepOptions(routing="dfsssp"))
+    assert r.problems == [] and any(c.kind == "sl2vl" for c in r.link_changes)
+    assert any("the routing layers SLs 0..7 on VLs 0..7" in n for n in r.notes), r.notes
+    snap = verify.collect(t, mcast=False)
+    snap.path_sl = r.path_sls
+    assert verify.check(snap).ok

@@ -38,11 +38,11 @@ def plan_ports(s: SweepState) -> None:
             if lid_differs or arm or link_diff:
                 s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
                                                    link, link_diff))
-    if layers > 1:
+    if layers > 1:  # refused before the first Set: the layers would not hold
         why = ("the routing layers paths over VLs but the sweep configures no link (--no-links)"
                if s.link_opts is None else links.layers_problem(s.link_opts, s.op_vls))
         if why:
-            s.r.problems.append(why)
+            raise links.LinkConfigError(f"{s.route_spec}: {why}")
 
 
 def portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:
