@@ -33,6 +33,7 @@ COMMANDS = {
     "lft": ("backup_cmd", "lft"),  # tables_cmd's group, with backup and restore attached
     "mft": ("tables_cmd", "mft"), "rft": ("rft_cmd", "rft_group"), "verify": ("verify_cmd", "verify"),
     "report": ("report_cmd", "report"), "run": ("run_cmd", "run"), "status": ("status_cmd", "status"),
+    "paths": ("paths_cmd", "paths"),
 }
 
 

@@ -77,3 +77,30 @@ def load(path) -> dict[int, bytes]:
     except OSError as e:
         raise BadInput(f"path SL file {p}: {e.strerror or e}") from None
     return loads(data, f"path SL file {p}")
+
+
+def sl_of(topo, sls: dict[int, bytes] | None, src: int, dst: int) -> tuple[int, int]:
+    """(SL, source switch GUID) of the path from LID ``src`` to LID ``dst`` on a discovered
+    topology: the paths of a CA port take the SL of the switch it hangs off (its row of
+    ``sls``; None or no row: SL 0). BadInput when ``src`` is no port's LID or ``dst`` no
+    LID of the rows."""
+    for n in topo.nodes.values():
+        for p in n.lid_ports():
+            pi = n.ports.get(p)
+            if pi is None or not pi.lid:
+                continue
+            base = pi.lid & ~((1 << pi.lmc) - 1)
+            if not base <= src < base + (1 << pi.lmc):
+                continue
+            if n.is_switch:
+                switch = n.guid
+            else:
+                peer = topo.links.get((n.guid, p))
+                if peer is None or not topo.nodes[peer[0]].is_switch:
+                    raise BadInput(f"LID {src} ({n.description} port {p}) is not cabled to a switch")
+                switch = peer[0]
+            row = (sls or {}).get(switch)
+            if row is not None and dst >= len(row):
+                raise BadInput(f"LID {dst} is beyond the LIDs the path SLs cover (up to {len(row) - 1})")
+            return (row[dst] if row is not None else 0), switch
+    raise BadInput(f"LID {src} is no port's LID on this fabric")

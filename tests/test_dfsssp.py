@@ -285,3 +285,32 @@ def test_qos_auto_rewrites_usable_tables_that_fold_the_layers_together():
     snap = verify.collect(t, mcast=False)
     snap.path_sl = r.path_sls
     assert verify.check(snap).ok
+
+
+def test_paths_shows_the_sl_of_a_pair(cli, on, tmp_path):
+    import json
+    from smagent import api, pathsl
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.torus_2d(5, 3, 2))
+    on(t)
+    st = tmp_path / "st"
+    assert cli("sweep", "--routing", "dfsssp", "--state-dir", st).exit_code == 0
+    sls = pathsl.load(st / "path_sls")
+    topo = api.Session(t).discover()
+    hosts = sorted((n for n in topo.cas()), key=lambda n: n.lid(1))
+    shown = set()
+    for src in hosts[:4]:
+        switch = topo.links[(src.guid, 1)][0]
+        for dst in hosts:
+            r = cli("paths", src.lid(1), dst.lid(1), "--state-dir", st, "--json")
+            assert r.exit_code == 0, r.output
+            doc = json.loads(r.stdout)
+            assert doc["sl"] == sls[switch][dst.lid(1)] and doc["switch"] == topo.nodes[switch].description
+            shown.add(doc["sl"])
+    assert len(shown) > 1
+    r = cli("paths", hosts[0].lid(1), hosts[1].lid(1), "--state-dir", st)
+    assert r.stdout.startswith(f"LID {hosts[0].lid(1)} -> LID {hosts[1].lid(1)}: SL ")
+    r = cli("paths", 999, 1, "--state-dir", st)
+    assert r.exit_code == 2 and "LID 999 is no port's LID" in r.stderr, r.output
+    r = cli("paths", hosts[0].lid(1), 1, "--state-dir", tmp_path / "empty")
+    assert r.exit_code == 0 and "SL 0" in r.stdout and "every path on SL 0" in r.stdout
