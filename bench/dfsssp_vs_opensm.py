@@ -15,7 +15,40 @@ loops are what `verify` finds per VL: for smagent dfsssp with the SLs its sweep 
 exits), so its dfsssp tables are judged on SL 0 there ("on SL 0" in the table): a loop
 its VLs may break. OpenSM runs `opensm -o -R ENGINE` and its log is checked for the
 engine's "tables configured on all switches" line (it falls back to minhop silently).
-Nothing is asserted; the figures are in the README.
+Nothing is asserted. Measured here:
+
+| fabric | engine | VLs | credit loops | max link load | mean link load | note |
+|---|---|---|---|---|---|---|
+| torus-5x3 | smagent-minhop | 1 | yes | 50 | 28.0 | ok (written with defects) |
+| torus-5x3 | smagent-updn | 1 | none | 64 | 29.2 | ok |
+| torus-5x3 | smagent-dfsssp | 2 needed, 8 used | none | 36 | 28.0 | ok |
+| torus-5x3 | opensm-minhop | 1 | yes | 50 | 28.0 | ok; sl_unmapped |
+| torus-5x3 | opensm-updn | 1 | yes | 50 | 28.0 | fell back (minhop tables configured on all switches); sl_unmapped |
+| torus-5x3 | opensm-dfsssp | 3 needed, 8 used | yes | 44 | 28.0 | ok (verify on SL 0); sl_unmapped |
+| torus-6x6 | smagent-minhop | 1 | yes | 184 | 108.0 | ok (written with defects) |
+| torus-6x6 | smagent-updn | 1 | none | 422 | 116.0 | ok |
+| torus-6x6 | smagent-dfsssp | 3 needed, 8 used | none | 120 | 108.0 | ok |
+| torus-6x6 | opensm-minhop | 1 | yes | 184 | 108.0 | ok; sl_unmapped |
+| torus-6x6 | opensm-updn | 1 | yes | 184 | 108.0 | fell back (minhop tables configured on all switches); sl_unmapped |
+| torus-6x6 | opensm-dfsssp | 7 needed, 8 used | yes | 154 | 108.0 | ok (verify on SL 0); sl_unmapped |
+| mesh-4x3 | smagent-minhop | 1 | yes | 58 | 36.24 | ok (written with defects) |
+| mesh-4x3 | smagent-updn | 1 | none | 88 | 36.24 | ok |
+| mesh-4x3 | smagent-dfsssp | 1 needed, 8 used | none | 48 | 36.24 | ok |
+| mesh-4x3 | opensm-minhop | 1 | yes | 58 | 36.24 | ok; sl_unmapped |
+| mesh-4x3 | opensm-updn | 1 | yes | 58 | 36.24 | fell back (minhop tables configured on all switches); sl_unmapped |
+| mesh-4x3 | opensm-dfsssp | 2 needed, 8 used | yes | 58 | 36.24 | ok (verify on SL 0); sl_unmapped |
+| ft3-4 | smagent-minhop | 1 | none | 24 | 13.0 | ok |
+| ft3-4 | smagent-updn | 1 | none | 24 | 13.0 | ok |
+| ft3-4 | smagent-dfsssp | 1 needed, 8 used | none | 14 | 13.0 | ok |
+| ft3-4 | opensm-minhop | 1 | none | 24 | 13.0 | ok; sl_unmapped |
+| ft3-4 | opensm-updn | 1 | none | 24 | 13.0 | ok; dead_end, sl_unmapped, unreachable |
+| ft3-4 | opensm-dfsssp | 1 needed, 8 used | none | 20 | 13.0 | ok (verify on SL 0); sl_unmapped |
+| tree-damaged | smagent-minhop | 1 | none | 62 | 31.69 | ok |
+| tree-damaged | smagent-updn | 1 | none | 62 | 31.69 | ok |
+| tree-damaged | smagent-dfsssp | 1 needed, 8 used | none | 62 | 31.69 | ok |
+| tree-damaged | opensm-minhop | 1 | none | 62 | 31.69 | ok; sl_unmapped |
+| tree-damaged | opensm-updn | 1 | none | 62 | 31.69 | fell back (minhop tables configured on all switches); sl_unmapped |
+| tree-damaged | opensm-dfsssp | 1 needed, 8 used | none | 62 | 31.69 | ok (verify on SL 0); sl_unmapped |
 """
 from __future__ import annotations
 
