@@ -10,7 +10,11 @@ Two steps:
    traffic to that LID crosses it. Later LIDs so avoid loaded links: the hottest link
    carries fewer routes than minhop's per-switch balancing gives. Ties go to the lowest
    port. Switch LIDs are routed the same way but weigh nothing (as minhop: traffic to a
-   switch is management traffic).
+   switch is management traffic). The order of the LIDs matters: switch by switch first
+   (what balances a tree); when that leaves credit loops, the LIDs are routed again
+   interleaved round the switches (first LID of each switch, then the second, ...), and
+   the result with the cooler hottest link, then fewer layers, is kept: on tori and
+   meshes the interleaved order loads the rings evenly (bench/dfsssp_vs_opensm.py).
 2. **Layers.** A path is (source switch with CA ports, destination LID): its packets
    follow the LFTs from that switch. The channel dependency graph of all paths (channel =
    a switch's output port towards another switch; a path through c1 then c2 makes c1
@@ -22,11 +26,12 @@ Two steps:
    exactly that while the layers fit: `smagent.links.qos`). Then the layers are balanced
    over the VLs every port runs (``RoutingInput.data_vls``): the fullest layer is split
    in two while a VL is free (a subset of an acyclic layer is acyclic), as OpenSM
-   spreads its paths over the available VLs.
+   spreads its paths over the available VLs (one layer: the paths go round-robin).
 
 Needing more layers than the ports have data VLs is a `RoutingError` (exit 2) naming both.
 The SL of every path is in ``Routes.sls`` ({source switch GUID: SL by DLID}); the hosts
-learn it from SA PathRecords (the SA's part, not done here).
+learn it from SA PathRecords (the SA's part); until then the sweep keeps it in the state
+directory (`smagent.pathsl`) for ``verify --path-sls`` and ``smagent paths``.
 
 Speed: the SSSP step is numpy over arrays of channels, level by level (hop distance to
 the destination): a 3-level fat tree of 36-port switches (11,664 hosts) routes in
@@ -44,6 +49,7 @@ from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, Rout
 DEFAULT_DATA_VLS = 8  # when the input does not say what the ports run (tests, benchmarks)
 _CACHED_LEVELS = 64  # destination switches whose candidate levels are kept (LIDs of one switch run together)
 _CACHE_ALL = 20_000_000  # switches x channels up to which every destination's levels are kept
+_MAX_LAYERS = 15  # data VLs a port can run at most
 _SHIFT = 24  # key = cost << _SHIFT | candidate position (a level has < 2^24 candidates)
 
 
@@ -306,6 +312,8 @@ def _break_cycles(ch: _Channels, table: np.ndarray, via: dict, ca_count: np.ndar
                         del users[e]
         layers.append([paths[p] for p in current if p not in moved])
         current = sorted(moved)
+        if len(layers) > _MAX_LAYERS:  # only a path that loops by itself could get here
+            raise RoutingError(f"dfsssp: credit loops left after {_MAX_LAYERS} layers (a routing loop?)")
     return layers or [[]]
 
 
