@@ -1,12 +1,18 @@
 """dfsssp on ibsim, checked from the switches' own tables: `ibroute` dumps, `smpquery
 sl2vl` tables and the SL of each path (the file the sweep left, `smagent.pathsl`), with a
 per-VL channel dependency check written here, independent of `smagent.verify`. The same
-check finds minhop's credit loop (written with --allow-defects), so it can fail."""
+check finds minhop's credit loop (written with --allow-defects), so it can fail. And
+`verify` on OpenSM's dfsssp tables, with the SLs its SA gives, reports no credit loop its
+VLs break."""
+import os
 import re
+import shutil
+import subprocess
+import time
 
 import pytest
 
-from ibsim_harness import IbSim, ibsim_available, skip_reason
+from ibsim_harness import IbSim, IbSimError, ibsim_available, skip_reason
 from smagent import netfile, pathsl, topogen
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
@@ -117,3 +123,58 @@ def test_dfsssp_on_ibsim_has_no_credit_loop_on_any_vl(tmp_path, name, make):
         switches, links, cas = read_fabric(sim)
         assert vl_cycle(switches, links, cas, sl2vl, None) is not None
         assert sim.smagent("verify", check=False).returncode == 1
+
+
+OPENSM = shutil.which("opensm", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+SAQUERY_SL = re.compile(r"^\s*sl\.+0x([0-9a-f]+)", re.M)
+
+
+@pytest.mark.skipif(OPENSM is None, reason="opensm is not installed")
+def test_verify_on_opensm_dfsssp_tables_counts_loops_per_vl_with_its_sls(tmp_path):
+    """OpenSM's dfsssp layers a ring over VLs and hands the SLs out in PathRecords:
+    with those SLs (`saquery -p`, one CA a switch) in a path SL file, `verify` finds no
+    credit loop in its tables; on SL 0 alone it does (the loops its VLs break)."""
+    fabric = topogen.torus_2d(6, 1, 1)  # a ring: few pairs to ask the SA about
+    net = tmp_path / "ring.net"
+    net.write_text(netfile.dumps(fabric))
+    with IbSim(net, tmp_path / "run", extra_args=netfile.ibsim_size_args(fabric)) as sim:
+        env = sim.opensm_env(tmp_path / "osm")
+        log = tmp_path / "osm" / "osm.log"
+        osm = subprocess.Popen([OPENSM, "-R", "dfsssp", "-f", str(log)], env=env, cwd=sim.cwd,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 90
+            while True:  # OpenSM assigns LIDs, routes, then its SA answers
+                try:
+                    switches, links, cas = read_fabric(sim)
+                except IbSimError:  # a switch without a LID yet
+                    switches, links, cas = {}, {}, {}
+                lids = sorted(cas.values())
+                if lids and all(lids):
+                    probe = sim.run(["saquery", "-p", "--slid", str(lids[0]), "--dlid", str(lids[-1])], check=False)
+                    if probe.returncode == 0 and SAQUERY_SL.search(probe.stdout):
+                        break
+                assert time.monotonic() < deadline and osm.poll() is None, "OpenSM's SA did not answer"
+                time.sleep(1)
+            dlids = sorted(set(cas.values()) | {lid for lid, _ in switches.values()})
+            top = max(dlids)
+            sls = {}
+            for (ca, cp), lid in cas.items():
+                row = bytearray(top + 1)
+                for dlid in dlids:
+                    if dlid != lid:
+                        out = sim.run(["saquery", "-p", "--slid", str(lid), "--dlid", str(dlid)]).stdout
+                        row[dlid] = int(SAQUERY_SL.search(out).group(1), 16)
+                sls[links[(ca, cp)][0]] = bytes(row)
+            assert max(max(r) for r in sls.values()) > 0, "OpenSM's dfsssp layered this ring"
+            pathsl.save(tmp_path / "osm_sls", sls)
+            with_sls = sim.smagent("verify", "--json", "--no-mcast", "--path-sls", str(tmp_path / "osm_sls"),
+                                   check=False).json()
+            on_sl0 = sim.smagent("verify", "--json", "--no-mcast", check=False).json()
+        finally:
+            osm.terminate()
+            osm.wait(30)
+    # its log is written out when it stops: it routed with dfsssp (OpenSM falls back silently)
+    assert "dfsssp tables configured on all switches" in log.read_text(errors="replace")
+    assert "cdg_cycle" not in with_sls["defects"], with_sls["defects"]["cdg_cycle"]
+    assert "cdg_cycle" in on_sl0["defects"]
