@@ -6,6 +6,7 @@ per engine.
     python bench/routing.py                      # k=36, minhop and updn, LMC 0
     python bench/routing.py --k 24 --lmc 1 --engines minhop
     python bench/routing.py --engines ftree      # the fat-tree engine
+    python bench/routing.py --engines dfsssp     # deadlock-free SSSP (also its layers: VLs used)
     python bench/routing.py --via-sim            # also time discovery through SimTransport
     python bench/routing.py --verify --k 16      # also time verify.check on the result
 
@@ -103,6 +104,8 @@ def run_one(k: int, engine: str, lmc: int, do_verify: bool) -> dict:
     out.update(lids=len(rin.lid_homes), entries=entries, build_s=round(t_build, 2), route_s=round(t_route, 2),
                desired_lft_s=round(t_lft, 2), total_s=round(t_build + t_route + t_lft, 2), cpu_s=round(cpu, 2),
                maxrss_mib=round(maxrss_mib(), 1), lft_bytes=sum(len(v) for v in lfts.values()))
+    if routes.sls is not None:
+        out["layers"] = routes.layers
     if do_verify:
         from smagent import verify
         fabric_g = topogen.fat_tree_3(k)

@@ -229,16 +229,20 @@ class Session:
         left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
         return ApplyResult(r, left.plan_lines(), left)
 
-    def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None) -> Report:
+    def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
+               path_sls: PathArg | None = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
         ``partitions``: a partitions.conf path or a `smagent.partitions.PartitionConfig`
         the P_Key tables are checked against (`smagent.verify.partitions`).
+        ``path_sls``: the SL file a dfsssp sweep left (`<state dir>/path_sls`): credit
+        loops are then counted per VL with the SL of each path (else every path on SL 0).
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
-        from smagent import verify as verifymod
+        from smagent import pathsl, verify as verifymod
         if partitions is not None and not hasattr(partitions, "partitions"):
             from smagent import partitions as partmod
             partitions = partmod.load(partitions)  # before any SMP
-        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions)
+        sls = pathsl.load(path_sls) if path_sls is not None else None  # before the first SMP
+        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:

@@ -36,6 +36,7 @@ COMMANDS = {
     "partitions": ("partitions_cmd", "partitions"),
     "sa": ("sa_cmd", "sa"),
     "counters": ("perf_cmd", "counters"), "health": ("perf_cmd", "health"),
+    "paths": ("paths_cmd", "paths"),
 }
 
 

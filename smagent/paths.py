@@ -21,6 +21,7 @@ class StateDir:
     JOURNALS = "journals"  # finished (and superseded) journals, next to the live one
     BACKUPS = "backups"  # what applies overwrote (smagent.fdb.backup)
     CONTROL_SOCKET = "control.sock"  # the running SM's control socket (smagent.sm.control)
+    PATH_SLS = "path_sls"  # the SL of every path a VL-layering engine chose (smagent.pathsl)
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
@@ -40,6 +41,10 @@ class StateDir:
     @property
     def backups(self) -> Path:
         return self.root / self.BACKUPS
+
+    @property
+    def path_sls(self) -> Path:
+        return self.root / self.PATH_SLS
 
     @property
     def control_socket(self) -> Path:

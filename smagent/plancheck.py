@@ -21,8 +21,12 @@ fresh fabric they hold nothing to compare with):
 ``own_lid_not_port0``  a switch's own LID whose planned LFT entry is not port 0 (what
                        `verify` reports on live tables): ibsim and switches that look the
                        DLID up in the LFT send the switch's LID-routed SMPs elsewhere
- A credit loop (``cdg_cycle``) of the planned tables is a note, not refused:
-a routing engine makes them knowingly (minhop on a ring; `updn` avoids them).
+``cdg_cycle``          a credit loop of the planned tables: a cycle in the channel
+                       dependency graph whose channels share a VL (the SL of each path
+                       from the routing engine, SL n on VL n; `verify.cdg`), so that
+                       `sweep` refuses what `verify` would report. minhop on a ring, a
+                       torus or a mesh makes them: use dfsssp or updn there, or
+                       --allow-defects to write them anyway.
 
 MFTs are not checked here: the sweep builds every multicast tree itself from member
 lists (a desired state names members, not MFT entries), and flooding each group from
@@ -44,7 +48,7 @@ from mad.attributes import PortState
 from smagent import verify
 
 FAILING = ("loop", "misdelivered")  # outcomes that are wrong even where nothing worked before
-ABSOLUTE = ("black_hole", "own_lid_not_port0")  # refused whatever today's tables hold
+ABSOLUTE = ("black_hole", "own_lid_not_port0", "cdg_cycle")  # refused whatever today's tables hold
 
 
 @dataclasses.dataclass
@@ -58,8 +62,9 @@ class PlanCheck:
     seconds: float
 
     def notes(self) -> list[str]:
-        """What the planned tables have that is reported, not refused."""
-        return [f"planned tables: {t} (credit-loop deadlock risk)" for t in self.report.texts.get("cdg_cycle", [])[:1]]
+        """What the planned tables have that is reported, not refused: nothing today (a
+        credit loop is refused, `ABSOLUTE`)."""
+        return []
 
     def lines(self) -> list[str]:
         """The defects as lines: a count, then the examples."""
@@ -71,6 +76,9 @@ class PlanCheck:
             elif cls == "black_hole":
                 out.append(f"{cls}: {d['count']} table entr{'ies' if d['count'] != 1 else 'y'} would send a LID "
                            f"into a port without a usable link")
+            elif cls == "cdg_cycle":
+                out.append(f"{cls}: the planned routes have a credit loop (a channel dependency cycle on one VL): "
+                           f"deadlock risk; route with dfsssp or updn")
             elif cls == "own_lid_not_port0":
                 out.append(f"{cls}: {d['count']} switch LID{'s' if d['count'] != 1 else ''} would not point at port 0")
             else:
@@ -98,9 +106,10 @@ def _absolute(new: verify.Snapshot, report: verify.Report, examples: int, defect
         defects["black_hole"] = {"count": len(holes), "examples": holes[:examples]}
         texts["black_hole"] = [f"{h['switch']} LID {h['lid']} -> port {h['port']}: {verify.CAUSES[h['cause']]}"
                                for h in holes[:examples]]
-    if "own_lid_not_port0" in report.defects:
-        defects["own_lid_not_port0"] = report.defects["own_lid_not_port0"]
-        texts["own_lid_not_port0"] = report.texts["own_lid_not_port0"]
+    for cls in ("own_lid_not_port0", "cdg_cycle"):
+        if cls in report.defects:
+            defects[cls] = report.defects[cls]
+            texts[cls] = report.texts[cls]
 
 
 def _snapshot(r, *, planned: bool) -> verify.Snapshot:
@@ -123,6 +132,8 @@ def _snapshot(r, *, planned: bool) -> verify.Snapshot:
     # routes only: the link checks (MTU, VLs, SL2VL, partitions) refuse nothing here, and
     # cost a quarter of the check on a large fabric; `verify` runs them on live tables
     snap.port_info = {}
+    if planned:  # the SL each path will use: credit loops count per VL (SL n on VL n)
+        snap.path_sl = r.path_sls
     return snap
 
 

@@ -2,7 +2,8 @@
 witnesses.
 
 * fat tree and torus: after `sweep --routing updn` / `--routing minhop`, `verify` passes
-  (minhop on a torus: exit 1 for the channel dependency cycle, the deadlock risk it
+  (minhop on a torus: the sweep refuses the credit loop, exit 4, and with
+  --allow-defects `verify` exits 1 for the channel dependency cycle, the deadlock risk it
   really has) and ibtracert follows ~200 sampled CA pairs through the programmed LFTs;
 * one LFT entry set to 255 with `lft set`: verify exits 1 and names the pairs it cut;
 * side by side with OpenSM's minhop on the same fabric and the same LIDs: both route
@@ -94,8 +95,16 @@ def test_torus_updn_clean_minhop_deadlock_risk(tmp_path):
         lids = ca_lids(sim)
         tracert_sample(sim, lids)
         # minhop delivers everything, but its routes go both ways round the rings: the
-        # channel dependency graph has a cycle, a credit-loop deadlock risk -> exit 1
-        sim.smagent("sweep", "--routing", "minhop")
+        # channel dependency graph has a cycle, a credit-loop deadlock risk. The sweep
+        # refuses it (exit 4, the loop named, nothing sent: updn's tables stay) ...
+        before = sim.run(["dump_lfts"]).stdout
+        refused = sim.smagent("sweep", "--routing", "minhop", check=False)
+        assert refused.returncode == 4, refused.stdout + refused.stderr
+        assert "cdg_cycle" in refused.stderr and "T" in refused.stderr
+        assert sim.run(["dump_lfts"]).stdout == before
+        assert verify_json(sim)[0] == 0
+        # ... unless allowed: then verify reports what it wrote -> exit 1
+        assert sim.smagent("sweep", "--routing", "minhop", "--allow-defects", check=False).returncode == 1
         rc, rep = verify_json(sim)
         assert rc == 1
         assert set(rep["defects"]) == {"cdg_cycle"}, rep["defects"]
@@ -117,8 +126,11 @@ def test_routing_file_engine_round_trip(tmp_path):
         sim.smagent("sweep", "--routing", "updn", "--lid-file", str(lidfile))
         dump = tmp_path / "updn.lfts"
         sim.smagent("lft", "dump", "-o", str(dump))
-        sim.smagent("sweep", "--routing", "minhop", "--lid-file", str(lidfile))
-        assert verify_json(sim)[0] == 1  # the cycle again
+        # the cycle again: refused by the sweep unless allowed (exit 1: written, and said)
+        assert sim.smagent("sweep", "--routing", "minhop", "--lid-file", str(lidfile), check=False).returncode == 4
+        rc = sim.smagent("sweep", "--routing", "minhop", "--lid-file", str(lidfile), "--allow-defects",
+                         check=False).returncode
+        assert rc == 1 and verify_json(sim)[0] == 1
         sim.smagent("sweep", "--routing", f"file:{dump}", "--lid-file", str(lidfile))
         assert verify_json(sim)[0] == 0
         again = tmp_path / "again.lfts"
@@ -181,7 +193,10 @@ def _compare(tmp_path, fabric, name, lmc=0):
     """
     theirs, lidfile = _opensm(tmp_path, fabric, name, "minhop", lmc)
     with start(tmp_path, fabric, f"{name}-ours") as sim:
-        sim.smagent("sweep", "--routing", "minhop", "--lmc", str(lmc), "--lid-file", str(lidfile))
+        # tori and meshes: minhop's credit loops written knowingly (exit 1), as OpenSM does
+        ran = sim.smagent("sweep", "--routing", "minhop", "--lmc", str(lmc), "--lid-file", str(lidfile),
+                          "--allow-defects", check=False)
+        assert ran.returncode in (0, 1), ran.stdout + ran.stderr
         ours = _parse_lfts(sim.run(["dump_lfts"]).stdout)
     assert set(ours) == set(theirs) and len(ours) == len(fabric.switches())
     lids = set().union(*(set(t) for t in theirs.values()))

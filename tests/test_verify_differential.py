@@ -187,7 +187,9 @@ def swept(seed: int):
     """Seeds from CASES on: LFT switches only (the bulk walk)."""
     rng = random.Random(seed)
     t = SimTransport(topology=random_fabric(rng, rft=0.5 if seed < CASES else 0.0))
-    r = sweep.sweep(t, sweep.SweepOptions(lmc=rng.choice([0, 0, 1])))
+    # a random fabric may have credit loops with minhop: written anyway, the point here
+    # is the walk, not the routing (the sweep's refusal is tests/test_dfsssp.py's)
+    r = sweep.sweep(t, sweep.SweepOptions(lmc=rng.choice([0, 0, 1]), allow_defects=True))
     assert r.problems == [], r.problems
     return t, rng
 

@@ -117,7 +117,7 @@ def test_sl_verdicts_match_the_data_plane(seed):
     rng = random.Random(seed)
     fabric = rng.choice([lambda: topogen.fat_tree_2(4), lambda: topogen.mesh_2d(3, 2),
                          lambda: topogen.fat_tree_3(4), lambda: topogen.torus_2d(3, 3)])()
-    t = swept(fabric)
+    t = swept(fabric, allow_defects=True)  # minhop's credit loops on a mesh or torus: not the point here
     _scramble(t.sim, rng)
     rep = verify.verify(t, mcast=False, examples=10 ** 6)
     bad = {}  # (node, in port or None for a CA port, out port) -> SLs dropped there

@@ -182,6 +182,7 @@ def _state_dir(obj, state_dir):
                    "(default: STATE_DIR/guid2lid when there is a state directory).")
 @click.option("--routing", "engine", default="minhop", show_default=True,
               help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
+                   "dfsssp (deadlock-free: paths layered over VLs, any topology) | "
                    "file:PATH (an lft dump).")
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
 @ALLOW_DEFECTS

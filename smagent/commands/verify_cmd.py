@@ -54,8 +54,11 @@ TITLES = {
 @click.option("--partitions", "partitions_file", type=click.Path(dir_okay=False), default=None,
               help="OpenSM's partitions.conf: check every pair of CA ports' P_Key tables against it "
                    "(partition_leak, partition_blocked) instead of the default partition.")
+@click.option("--path-sls", type=click.Path(dir_okay=False), default=None,
+              help="The SL of every path, as a dfsssp sweep left it in <state dir>/path_sls: credit "
+                   "loops count only where their channels share a VL (default: every path on SL 0).")
 @click.pass_obj
-def verify(obj, as_json, no_mcast, examples, partitions_file):
+def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
     multicast delivery; links (MTU and VLs agree on both ends, every SL maps to a VL the
@@ -63,7 +66,8 @@ def verify(obj, as_json, no_mcast, examples, partitions_file):
     links listed as warnings); and how evenly routes load the switch-to-switch links (per tree
     level on a fat tree, hottest links named). Nodes that do not answer are listed (defect
     `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
-    report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file)
+    report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
+                                  path_sls=path_sls)
     if as_json:
         emit_json(report.as_json())
     else:

@@ -69,6 +69,10 @@ class LinkOptions:
     # a smagent.partitions.PartitionConfig: whole P_Key tables and switch enforcement
     # (smagent.links.pkeys); None: the default partition at index 0 only
     partitions: object = None
+    # SLs 0..n-1 must ride VLs 0..n-1 on every port (a VL-layering routing engine's layers,
+    # dfsssp: set by the sweep from the routes, not an admin's option): qos "auto" also
+    # rewrites tables that map one of them elsewhere
+    sl_layers: int = 1
 
     def check(self) -> "LinkOptions":
         """Every problem at once, as LinkConfigError."""

@@ -13,6 +13,25 @@ from smagent.links.options import LinkOptions
 from smagent.links.portinfo import CAP_SL_MAPPING, _vl_mask
 
 
+def layers_problem(opts, op_vls: dict) -> str | None:
+    """Why the SL2VL tables these options write would not carry SL n on VL n for every
+    routing layer (`LinkOptions.sl_layers`) on every port (``op_vls``: (guid, port) ->
+    OperationalVLs code), or None."""
+    if opts.sl_layers <= 1:
+        return None
+    if opts.qos_mode == "never":
+        return (f"the routing layers paths over {opts.sl_layers} VLs (SL n on VL n) but --no-qos leaves "
+                f"the SL2VL tables as they are: drop --no-qos")
+    for code in sorted(set(op_vls.values())):
+        table = _sl2vl_table(opts, code)
+        off = [sl for sl in range(opts.sl_layers) if table[sl] != sl]
+        if off:
+            return (f"the routing layers paths over {opts.sl_layers} VLs (SL n on VL n), but the SL2VL table "
+                    f"maps SL {off[0]} to VL{table[off[0]]} on ports running {codes.DATA_VLS.get(code, 1)} "
+                    f"data VLs")
+    return None
+
+
 def _sl2vl_table(opts, op_vls) -> tuple:
     mask = _vl_mask(op_vls)
     return tuple(v if v == codes.VL15 else v & mask for v in opts.sl2vl)
@@ -48,6 +67,7 @@ class QosUnit:
     ports: list  # [[Want, ...], ...]
     data_vls: int  # data VLs the ports will run (OperationalVLs as planned)
     where: str  # the first port, for notes
+    layers: int = 1  # SLs 0..layers-1 must map to VLs 0..layers-1 (`LinkOptions.sl_layers`)
 
     @property
     def probe(self) -> list[Want]:
@@ -120,7 +140,8 @@ def qos_units(topo, opts: LinkOptions, op_vls: dict) -> list[QosUnit]:
     for n in topo.nodes.values():
         if not n.is_switch:
             units += [QosUnit([_ca_qos_wants(n, p, pi, path, vls, opts)], codes.DATA_VLS.get(vls, 1),
-                              f"{n.description} port {p}") for p, pi, path, vls in _ca_ports(topo, n, op_vls)]
+                              f"{n.description} port {p}", opts.sl_layers)
+                      for p, pi, path, vls in _ca_ports(topo, n, op_vls)]
             continue
         if n.ports.get(0) is None:
             continue
@@ -131,15 +152,20 @@ def qos_units(topo, opts: LinkOptions, op_vls: dict) -> list[QosUnit]:
             groups.setdefault((vls, p if changes else None), []).append(p)
         for (vls, _alone), ports in groups.items():
             units.append(QosUnit([_switch_out_wants(n, p, linked, vls, opts) for p in ports],
-                                 codes.DATA_VLS.get(vls, 1), f"{n.description} port {ports[0]}"))
+                                 codes.DATA_VLS.get(vls, 1), f"{n.description} port {ports[0]}", opts.sl_layers))
     return [u for u in units if u.ports[0]]
 
 
 def _unusable(unit: QosUnit, read: list) -> str | None:
     """Why the probe's tables (``read``: [(Want, value)]) cannot carry data on every SL
-    (`codes.unmapped_sls`, `codes.starved_vls`), or None when they can."""
+    (`codes.unmapped_sls`, `codes.starved_vls`) or do not carry the routing's layer n on
+    VL n (``unit.layers``), or None when they can."""
     sl2vl = next((v.sl_to_vl for w, v in read if w.kind == "sl2vl"), None)
     if sl2vl is not None:
+        off = [(sl, sl2vl[sl]) for sl in range(unit.layers) if sl2vl[sl] != sl]
+        if off:  # the routing's layer n must ride VL n, or its credit loops come back
+            return (", ".join(f"SL {sl} -> VL{vl}" for sl, vl in off[:3]) + (" ..." if len(off) > 3 else "")
+                    + f" (the routing layers SLs 0..{unit.layers - 1} on VLs 0..{unit.layers - 1})")
         bad = codes.unmapped_sls(sl2vl, unit.data_vls)
         if bad:
             return (", ".join(f"SL {sl} -> VL{vl}" for sl, vl in bad[:3]) + (" ..." if len(bad) > 3 else "")

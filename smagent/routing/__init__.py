@@ -15,6 +15,11 @@ Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
     downward path, uplinks evenly loaded, deadlock-free (`smagent.routing.ftree`). On a
     fabric that is not a fat tree it raises RoutingError saying why, unless a fallback
     (minhop, updn or updn:GUID[,GUID...]) is named: then that engine routes, with a warning.
+``dfsssp``
+    deadlock-free SSSP: shortest paths balanced by link weight, then paths layered over
+    virtual lanes so that no VL's channel dependency graph has a cycle; every path gets an
+    SL (``Routes.sls``) and SL n rides VL n (`smagent.routing.dfsssp`). Refused (RoutingError)
+    when the layers needed exceed the data VLs the ports run.
 ``file:PATH``
     the unicast tables of an ibroute / dump_lfts / ``smagent lft dump`` file, as
     OpenSM's ``-R file -U PATH`` loads them (`smagent.routing.file`).
@@ -39,7 +44,7 @@ from smagent.routing.base import (  # noqa: F401 - the package's public names
 
 log = logging.getLogger("smagent.routing")
 
-SYNTAX = "minhop, updn, updn:GUID[,GUID...], ftree, ftree:fallback=ENGINE, file:PATH"
+SYNTAX = "minhop, updn, updn:GUID[,GUID...], ftree, ftree:fallback=ENGINE, dfsssp, file:PATH"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +89,7 @@ def route(spec: str | RoutingSpec, rin: RoutingInput, preloaded=None) -> Routes:
 # -- the engines -----------------------------------------------------------------------------
 def _no_argument(arg: str | None, text: str) -> dict[str, Any]:
     if arg is not None:
-        raise RoutingError(f"routing engine minhop takes no argument (got {text!r})")
+        raise RoutingError(f"routing engine {text.partition(':')[0].strip().lower()} takes no argument (got {text!r})")
     return {}
 
 
@@ -146,6 +151,11 @@ def _ftree(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
         return routes
 
 
+def _dfsssp(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
+    from smagent.routing.dfsssp import route as dfsssp
+    return dfsssp(rin)
+
+
 def _file_path(arg: str | None, text: str) -> dict[str, Any]:
     if not arg:
         raise RoutingError("routing engine file needs the dump to load: --routing file:PATH")
@@ -168,6 +178,7 @@ ENGINES: dict[str, Engine] = {
     "minhop": Engine(_no_argument, _minhop),
     "updn": Engine(_updn_roots, _updn),
     "ftree": Engine(_ftree_fallback, _ftree),
+    "dfsssp": Engine(_no_argument, _dfsssp),
     "file": Engine(_file_path, _file, _file_load),
 }
 DEFAULT = parse_spec("minhop")

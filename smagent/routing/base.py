@@ -29,6 +29,9 @@ class RoutingInput:
     num_ports: dict[int, int]
     # switch GUID -> node description (error messages, reports); optional
     names: dict[int, str] = dataclasses.field(default_factory=dict)
+    # the data VLs every linked port will run (the fewest of any): how many layers (SLs)
+    # a VL-layering engine (dfsssp) may use; None: not known (dfsssp assumes 8)
+    data_vls: int | None = None
 
     def name(self, guid: int) -> str:
         n = self.names.get(guid)
@@ -170,11 +173,16 @@ class RouteTable(Mapping):
 
 class Routes(dict):
     """An engine's result: {switch GUID: `RouteTable`} for every switch, and ``notes``,
-    what the engine chose that an admin should see (updn's automatic roots)."""
+    what the engine chose that an admin should see (updn's automatic roots). An engine
+    that layers paths over VLs (dfsssp) also gives ``sls``: {source switch GUID: the SL
+    of the paths from its CA ports, indexed by DLID (bytes)} and ``layers``, the SLs
+    (= VLs, SL n on VL n) it uses; others leave ``sls`` None: every path on SL 0."""
 
     def __init__(self, tables=(), notes=()):
         super().__init__(tables)
         self.notes = list(notes)
+        self.sls: dict[int, bytes] | None = None
+        self.layers = 1
 
 
 @dataclasses.dataclass(frozen=True)

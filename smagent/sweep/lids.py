@@ -31,6 +31,14 @@ def assign_lids(s: SweepState) -> None:
     r.notes += plan_.notes
 
 
+def save_path_sls(s: SweepState) -> None:
+    """The SL of every path (dfsssp's layers), next to the LIDs: what `verify --path-sls`
+    reads; an engine without SLs removes an older file."""
+    if s.opts.state_dir:
+        from smagent import pathsl, paths
+        pathsl.save(paths.StateDir(s.opts.state_dir).path_sls, s.r.path_sls)
+
+
 def save_lids(s: SweepState) -> None:
     """The LID file: every LID assigned, and those of ports not seen this time (kept for
     when they return)."""

@@ -12,7 +12,7 @@ from smagent import discovery, lids, multicast, paths, routing
 from smagent.errors import FabricFailure
 from smagent.transport.base import Transport
 from smagent.sweep.discover import check_sms, discover, resolve_desired
-from smagent.sweep.lids import assign_lids, save_lids
+from smagent.sweep.lids import assign_lids, save_lids, save_path_sls
 from smagent.sweep.linktables import read_links
 from smagent.sweep.mcast import read_mfts
 from smagent.sweep.options import SweepOptions
@@ -49,7 +49,8 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
             write_pass(s)
             repair(s)
             save_lids(s)
-        except OSError as e:  # a backup, the journal or the LID file, after Sets began
+            save_path_sls(s)
+        except OSError as e:  # a backup, the journal, the LID or SL file, after Sets began
             raise FabricFailure(f"writing {e.filename or 'a file'}: {e.strerror or e}",
                                 changed=transport.stats.sets_sent()) from e
     s.r.stats = transport.stats.snapshot()

@@ -21,6 +21,9 @@ def plan_ports(s: SweepState) -> None:
     parts = opts.partitions or getattr(opts.desired, "partitions", None)
     if s.link_opts is not None and parts is not None:
         s.link_opts = dataclasses.replace(s.link_opts, partitions=parts)
+    layers = s.routes.layers if s.routes is not None and s.routes.sls is not None else 1
+    if s.link_opts is not None and layers > 1:  # SL n must ride VL n: qos "auto" checks it
+        s.link_opts = dataclasses.replace(s.link_opts, sl_layers=layers)
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]
@@ -38,6 +41,11 @@ def plan_ports(s: SweepState) -> None:
             if lid_differs or arm or link_diff:
                 s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
                                                    link, link_diff))
+    if layers > 1:  # refused before the first Set: the layers would not hold
+        why = ("the routing layers paths over VLs but the sweep configures no link (--no-links)"
+               if s.link_opts is None else links.layers_problem(s.link_opts, s.op_vls))
+        if why:
+            raise links.LinkConfigError(f"{s.route_spec}: {why}")
 
 
 def portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:

@@ -110,6 +110,9 @@ class SweepResult:
     activations: int = 0
     phases: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     problems: list[str] = dataclasses.field(default_factory=list)
+    # the SL of each path, when the engine layers paths over VLs (dfsssp: `Routes.sls`,
+    # {source switch GUID: SL by DLID}); None: every path on SL 0
+    path_sls: dict[int, bytes] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
     dry_run: bool = False
     seconds: float = 0.0

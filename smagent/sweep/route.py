@@ -2,6 +2,7 @@
 engine the typed spec names (`smagent.routing`), static LFT entries over its routes."""
 from __future__ import annotations
 
+from mad import codes
 from smagent import discovery, lids, routing
 from smagent.sweep.state import SweepState
 
@@ -12,11 +13,13 @@ def route(s: SweepState) -> None:
     topo, r, plan_ = s.topo, s.r, s.r.lid_plan
     with s.phase("route"):
         s.rin = routing_input(topo, plan_)
+        s.rin.data_vls = planned_data_vls(s)
         spec = s.route_spec
         if s.resolved is not None and s.resolved.roots:  # desired state `root:` (routing updn)
             spec = spec.with_roots(s.resolved.roots)
         routes = s.routes = routing.route(spec, s.rin, s.engine_input)
         r.notes += routes.notes
+        r.path_sls = routes.sls
         static = s.resolved.static_lft if s.resolved is not None else {}
         for g, entries in static.items():  # static entries override routing
             routes[g] = routes[g].updated(entries)
@@ -31,6 +34,26 @@ def route(s: SweepState) -> None:
                      else "the switch graph is split")
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
+
+
+def planned_data_vls(s: SweepState) -> int | None:
+    """The fewest data VLs any linked port will run: what a VL-layering engine may use.
+    OperationalVLs as the link planner sets it (both ends' VLCap and the options' max VLs;
+    `links.port_fields`), or as ports hold it when the sweep configures no link."""
+    opts = s.opts.links
+    cap = None if opts is False else (opts or getattr(s.opts.desired, "links", None))
+    code_max = cap.vls_code if cap else codes.VL_CODES[15]
+    fewest = None
+    for (g, p), (g2, p2) in s.topo.links.items():
+        a, b = s.topo.nodes.get(g), s.topo.nodes.get(g2)
+        pa = a.ports.get(p) if a else None
+        pb = b.ports.get(p2) if b else None
+        if pa is None or pb is None:
+            continue
+        code = pa.operational_vls if opts is False else max(1, min(pa.vl_cap, pb.vl_cap, code_max))
+        vls = codes.DATA_VLS.get(code, 1)
+        fewest = vls if fewest is None else min(fewest, vls)
+    return fewest
 
 
 def routing_input(topo: discovery.Topology, plan: lids.LidPlan) -> routing.RoutingInput:

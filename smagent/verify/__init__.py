@@ -43,7 +43,10 @@ example a dict of fields, `Report.texts` the same examples as readable lines):
 ``misdelivered``   routes that end at a port that does not own the DLID
 ``cdg_cycle``      a cycle in the channel dependency graph: credit-loop deadlock risk.
                    Channels are (switch, out port) links between switches; a route
-                   through s -> t -> u makes channel (s,p) depend on (t,q). The graph is
+                   through s -> t -> u makes channel (s,p) depend on (t,q). A cycle
+                   counts only if its channels share a VL: each path's SL
+                   (`Snapshot.path_sl`, SL 0 when not known) through each hop's SL2VL
+                   table (`verify.cdg`); the example then names the VL. The graph is
                    built from the routes of data traffic: everything CA ports send.
                    A switch's own port 0 sends management packets (SMPs ride VL15,
                    which has no flow control and cannot deadlock); its routes are still
@@ -102,7 +105,7 @@ from __future__ import annotations
 import time
 
 from smagent.transport.base import Transport
-from smagent.verify.cdg import _check_cdg, find_cycle
+from smagent.verify.cdg import _check_cdg, find_cycle, vl_deps
 from smagent.verify.collect import collect, mft_groups, rft_entries, snapshot_of
 from smagent.verify.links import _check_links, data_hops
 from smagent.verify.mcast import _check_mcast
@@ -115,7 +118,7 @@ from smagent.verify.unicast import (PlaceOutcomes, _check_lids_and_sources, _che
 
 __all__ = ["CAUSES", "EXAMPLES", "WARNINGS", "CaPortState", "PlaceOutcomes", "Report", "Snapshot", "SwitchState",
            "black_hole_entries", "check", "collect", "data_hops", "find_cycle", "mft_groups", "outcomes",
-           "own_lid_entry", "place_outcomes", "rft_entries", "snapshot_from_routes", "snapshot_of", "verify"]
+           "own_lid_entry", "place_outcomes", "rft_entries", "snapshot_from_routes", "snapshot_of", "verify", "vl_deps"]
 
 
 def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = False) -> Report:
@@ -154,11 +157,14 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
 
 
 def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES, balance: bool = True,
-           partitions=None) -> Report:
+           partitions=None, path_sl: dict | None = None) -> Report:
     """Read the tables (`collect`), check them (`check`) and, with ``balance``, add the
     link-load figures of `smagent.balance`. ``partitions``: a
-    `smagent.partitions.PartitionConfig` to check the P_Key tables against."""
+    `smagent.partitions.PartitionConfig` to check the P_Key tables against. ``path_sl``:
+    the SL of each path (`Snapshot.path_sl`, e.g. a sweep's `SweepResult.path_sls`);
+    None: SL 0."""
     snap = collect(transport, mcast=mcast, partitions=partitions)
+    snap.path_sl = path_sl
     report = check(snap, examples)
     if balance:
         from smagent import balance as balancemod

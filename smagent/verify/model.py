@@ -96,6 +96,11 @@ class Snapshot:
     # end port ((guid, port) -> keys; None: no partitions given, the check is skipped)
     enforce_pkeys: dict = dataclasses.field(default_factory=dict)
     partition_rules: dict | None = None
+    # the SL of the paths from each switch's CA ports, by DLID ({switch GUID: bytes}), as
+    # a VL-layering engine (dfsssp) gives them; None: every path on SL 0 (what hosts send
+    # without an SA). A hop's VL is its SL2VL table's entry for the SL (`sl2vl`), or the SL
+    # itself where no table was read (a plan: the sweep writes SL n -> VL n)
+    path_sl: dict | None = None
 
 
 @dataclasses.dataclass
