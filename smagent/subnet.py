@@ -59,6 +59,9 @@ class Subnet:
     generation: int = 0
     # port GUID -> (node GUID, port) of every LID-carrying port
     by_port_guid: Mapping[int, tuple[int, int]] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+    # the SL of the paths from each switch's CA ports, by DLID, as a VL-layering engine
+    # (dfsssp) chose them (`SweepResult.path_sls`); None: every path on SL 0
+    path_sls: Mapping[int, bytes] | None = None
 
     @classmethod
     def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0) -> Subnet:
@@ -89,7 +92,18 @@ class Subnet:
                    local=topo.local, lft=types.MappingProxyType(_lfts(blocks)),
                    mft=types.MappingProxyType({k: tuple(v) for k, v in mft.items()}), sms=tuple(sms),
                    generation=generation, by_port_guid=types.MappingProxyType(
-                       {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}))
+                       {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
+                   path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)))
+
+    def path_sl(self, src: tuple[int, int], dlid: int) -> int:
+        """The SL of the path from port ``src`` to ``dlid``: its switch's (a CA port's, the
+        switch it hangs off) row of `path_sls`; 0 without one."""
+        if self.path_sls is None:
+            return 0
+        g, p = src
+        switch = g if self.nodes[g].is_switch else self.links.get((g, p), (None, 0))[0]
+        row = self.path_sls.get(switch) if switch is not None else None
+        return row[dlid] if row is not None and dlid < len(row) else 0
 
     def with_sms(self, sms: tuple[tuple[int, SMInfo], ...]) -> Subnet:
         """The same snapshot with the SMs seen replaced (they change without a sweep)."""

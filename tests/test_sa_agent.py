@@ -255,3 +255,26 @@ def test_lmc_paths_pair_lids_by_offset():
         sa.SaStatus.ERR_TOO_MANY_RECORDS
     one = ask(agent, Method.GET, PathRecord(slid=base_a + 1, dlid=base_b), "slid", "dlid").record(PathRecord)
     assert (one.slid, one.dlid) == (base_a + 1, base_b)
+
+
+def test_path_records_carry_the_sl_dfsssp_chose():
+    """A torus routed by dfsssp: each path's SL (its VL layer) reaches hosts in the
+    PathRecord, as the sweep kept it (`SweepResult.path_sls`); minhop's paths are SL 0."""
+    from smagent import netfile, topogen
+    with smagent.connect("sim", topology=netfile.dumps(topogen.torus_2d(4, 3, hosts_per_switch=1))) as fabric:
+        r = fabric.sweep(routing="dfsssp")
+    assert r.path_sls is not None
+    s = Subnet.from_sweep(r)
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+    lids = _ca_lids(s)
+    sls = {}
+    for a in lids:
+        for b in lids:
+            if a != b:
+                pr = ask(agent, Method.GET, PathRecord(slid=a, dlid=b), "slid", "dlid").record(PathRecord)
+                node, port = s.port_of_lid(a)
+                switch = s.links[(node.guid, port)][0]
+                sls[a, b] = pr.sl
+                assert pr.sl == r.path_sls[switch][b]
+    assert len(set(sls.values())) > 1  # the layers are in use: not every path on SL 0

@@ -59,7 +59,7 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
             [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
     rate = min(rates, key=codes.rate_gbps) if rates else 0
     return PathRecord(dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid, hop_limit=0, reversible=1,
-                      p_key=DEFAULT_P_KEY, sl=0, mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
+                      p_key=DEFAULT_P_KEY, sl=s.path_sl((sn.guid, sp), dlid), mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
                       packet_life_time_selector=EXACTLY, packet_life_time=PACKET_LIFE_TIME)
 
 
