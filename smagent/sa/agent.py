@@ -8,7 +8,9 @@ a socket: the daemon drives it, and the tests call it directly.
 Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
 SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
 MulticastForwardingTableRecord and GUIDInfoRecord, from the `Subnet` snapshot
-published last (`publish`). Everything else gets the IBA status that says so (never
+published last (`publish`); MCMemberRecord Set (join), Delete (leave), Get and GetTable
+from the groups (`smagent.sa.groups`): the answer goes at once, and the owner sees
+``groups.version`` move and has the MFTs follow. Everything else gets the IBA status that says so (never
 silence: a client would wait for ever): an unknown method 0x0008, a known method of an
 attribute not served 0x000C, a bad class version 0x0004 (IBA 13.4.7); a mask with bits past
 the record's components ERR_REQ_INVALID; a Get matching no record ERR_NO_RECORDS, several
@@ -32,8 +34,9 @@ from mad.gmp import CLASS_PORT_INFO, ClassPortInfo
 from mad.header import GSI_QKEY, GSI_QP, InvalidField, Method, response_method
 from mad.rmpp import NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, RmppSender, RmppType, rmpp_of
 from mad.sa import SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SaAttrID, SaMad, SaRecord, SaStatus, encode_table, matcher
-from mad.sa_records import PortInfoRecord, record_class
+from mad.sa_records import MCMemberRecord, PortInfoRecord, record_class
 from smagent.sa import paths
+from smagent.sa.groups import McastGroups
 from smagent.sa.records import Records
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
@@ -67,6 +70,7 @@ class SaAgent:
         self.subnet: Subnet | None = None
         self._records: Records | None = None
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
+        self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
         self.answered = 0  # requests answered (any status)
 
     def publish(self, subnet: Subnet) -> None:
@@ -129,6 +133,9 @@ class SaAgent:
         if method not in KNOWN_METHODS:
             return UNSUPPORTED_METHOD, b"", 0
         served = _SERVED.get(attr)
+        if attr == SaAttrID.MC_MEMBER_RECORD and method in (Method.SET, Method.DELETE):
+            served = SaAgent._join if method == Method.SET else SaAgent._leave
+            method = Method.GET  # answered as a Get is: the one record
         if not self.master or self.subnet is None or served is None or method not in (Method.GET, Method.GET_TABLE):
             return UNSUPPORTED_ATTRIBUTE, b"", 0
         if attr == CLASS_PORT_INFO:
@@ -221,6 +228,15 @@ class SaAgent:
     def _guid_infos(self, q, mad, _inc):
         return self._scan(self._recs.guid_infos, q, mad.component_mask)
 
+    def _members(self, q, mad, _inc):
+        return self._scan(self.groups.records(), q, mad.component_mask)
+
+    def _join(self, q, mad, _inc):
+        return [self.groups.join(self._recs, q, mad.component_mask)]
+
+    def _leave(self, q, mad, _inc):
+        return [self.groups.leave(q, mad.component_mask)]
+
     def _paths(self, q, mad, inc):
         return paths.query(self._recs, q, mad.component_mask, inc.address.lid)
 
@@ -252,4 +268,5 @@ _SERVED: dict[int, Callable] = {
     SaAttrID.LINEAR_FORWARDING_TABLE_RECORD: SaAgent._lfts,
     SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD: SaAgent._mfts,
     SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
+    SaAttrID.MC_MEMBER_RECORD: SaAgent._members,
 }
