@@ -122,3 +122,72 @@ def test_well_known_group_outlives_its_members(agent):
     assert mgid in agent.groups.groups and not agent.groups.records()
     # a new group does not take the broadcast group's MLID
     assert join(agent, a, mgid=0).record(MCMemberRecord).mlid == fw.MULTICAST_LID_MIN + 1
+
+
+# -- the daemon: MFTs follow joins and leaves ---------------------------------------------
+def _daemon():
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    from smagent.transport.sim import SimTransport
+
+    t = SimTransport()
+    t.serve()
+    d = Daemon(t, DaemonOptions(), clock=lambda: 1000.0)
+    d.start()
+    return t, d
+
+
+def _send(t, d, method, rec, *fields, src):
+    q = sa.request(method, rec, component_mask=MCMemberRecord.mask(*fields), transaction_id=5)
+    t.outbox.clear()
+    t.deliver(q.encode(), src)
+    d.step(max_wait=0)
+    ((raw, _to),) = [(r, to) for r, to in t.outbox if r[1] == sa.SA_CLASS]
+    return sa.SaMad.decode(raw)
+
+
+def _holders(t, mlid):
+    """{switch name: ports} of the simulated switches whose MFT forwards ``mlid``."""
+    out = {}
+    for n in t.sim.switches():
+        mask = n.mft[mlid - fw.MULTICAST_LID_MIN] if n.mft else 0
+        if mask:
+            out[n.name] = {p for p in range(mask.bit_length()) if mask >> p & 1}
+    return out
+
+
+def test_daemon_mfts_follow_joins_and_leaves():
+    t, d = _daemon()
+    agent = d.sa.agent
+    bcast = agent.groups.groups[ipoib_broadcast_mgid()]
+    assert (bcast.mlid, bcast.mtu, bcast.rate, bcast.well_known) == (fw.MULTICAST_LID_MIN, 4, 3, True)
+    a, b = ca_gids(agent)[:2]
+    src_a = Address.gsi(agent.subnet.base_lid(*agent.subnet.port_of_guid(a & (1 << 64) - 1)))
+    bcast_entries = _holders(t, fw.MULTICAST_LID_MIN)
+    assert bcast_entries
+    sweeps, blocks = d.counters.sweeps, d.t.stats.by_kind.get("SubnSet(MulticastForwardingTable)", 0)
+    rec = MCMemberRecord(mgid=MGID, port_gid=a, q_key=0x0B1B, p_key=0xFFFF, join_state=FULL)
+    m = _send(t, d, Method.SET, rec, *CREATE, src=src_a)
+    assert m.status == 0
+    mlid = m.record(MCMemberRecord).mlid
+    assert mlid == fw.MULTICAST_LID_MIN + 1 and not d.sa.groups_pending
+    assert d.counters.sweeps == sweeps + 1 and d.last_sweep["incremental"] and d.last_sweep["mft_blocks"]
+    # one member: only its switch forwards, to the member's port
+    (sw, ports), = _holders(t, mlid).items()
+    m = _send(t, d, Method.SET, rec.replace(port_gid=b), "mgid", "port_gid", "join_state", src=src_a)
+    assert m.status == 0
+    holders = _holders(t, mlid)
+    assert sw in holders and len(holders) >= 1
+    pa, pb = (agent.subnet.port_of_guid(g & (1 << 64) - 1) for g in (a, b))
+    leaf = {n.name: n for n in t.sim.switches()}
+    for node, port in (pa, pb):  # each member's switch forwards to it
+        peer = next(((g, p) for (x, q), (g, p) in agent.subnet.links.items() if (x, q) == (node.guid, port)))
+        name = agent.subnet.nodes[peer[0]].description
+        assert name in leaf and peer[1] in holders[name]
+    # the last full member leaves: every entry of the MLID is gone, written incrementally
+    _send(t, d, Method.DELETE, rec.replace(port_gid=b), "mgid", "port_gid", "join_state", src=src_a)
+    assert _holders(t, mlid)  # a full member is left
+    _send(t, d, Method.DELETE, rec, "mgid", "port_gid", "join_state", src=src_a)
+    assert _holders(t, mlid) == {} and MGID not in agent.groups.groups
+    assert d.last_sweep["incremental"] and d.t.stats.by_kind.get("SubnSet(MulticastForwardingTable)", 0) > blocks
+    # the broadcast group's entries (every CA port, configured) were never touched
+    assert _holders(t, fw.MULTICAST_LID_MIN) == bcast_entries

@@ -57,6 +57,16 @@ class SaClient:
         raw = self._ask(sa.request(Method.GET, query, component_mask=mask, transaction_id=next_tid()).encode())
         return sa.SaMad.decode(raw).record(type(query))
 
+    def set(self, record: R, mask: int) -> R:
+        """A Set (a multicast join, a registration): the record the SA answers with."""
+        raw = self._ask(sa.request(Method.SET, record, component_mask=mask, transaction_id=next_tid()).encode())
+        return sa.SaMad.decode(raw).record(type(record))
+
+    def delete(self, record: R, mask: int) -> R:
+        """A Delete (a multicast leave): the record as the SA deleted it."""
+        raw = self._ask(sa.request(Method.DELETE, record, component_mask=mask, transaction_id=next_tid()).encode())
+        return sa.SaMad.decode(raw).record(type(record))
+
     def table(self, query: R, mask: int = 0) -> list[R]:
         """Every record a GetTable finds, reassembled from its RMPP segments."""
         raw = self._ask(sa.request(Method.GET_TABLE, query, component_mask=mask, transaction_id=next_tid()).encode())

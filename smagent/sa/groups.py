@@ -149,7 +149,7 @@ class McastGroups:
             g_mtu, g_rate = _pick(mask, q, "mtu", mtu), _pick(mask, q, "rate", rate, codes.rate_gbps)
             if g_mtu is None or g_rate is None:
                 raise GroupError(SaStatus.ERR_REQ_INVALID, "the member's link cannot carry the MTU/rate asked for")
-            mlid = self._free_mlid(_mlid_limit(recs))
+            mlid = self._free_mlid(mlid_limit(recs.subnet))
             mgid = q.mgid or self._new_mgid(q, mlid)
             g = McGroup(mgid, mlid, q.q_key, q.p_key, g_mtu, g_rate, q.sl, q.flow_label, q.tclass,
                         q.hop_limit if has("hop_limit") else 0, q.scope if has("scope") else LINK_LOCAL)
@@ -211,16 +211,16 @@ class McastGroups:
                 continue
             guids = tuple(sorted(guid for guid in {gid & (1 << 64) - 1 for gid in g.members} if in_fabric(guid)))
             if guids:
-                out.append(multicast.Group(g.mlid, guids, f"SA group {_mgid_text(g.mgid)}"))
+                out.append(multicast.Group(g.mlid, guids, f"SA group {mgid_text(g.mgid)}"))
         return out
 
 
-def _mgid_text(mgid: int) -> str:
+def mgid_text(mgid: int) -> str:
     return ":".join(f"{mgid >> (112 - 16 * i) & 0xFFFF:x}" for i in range(8))
 
 
-def _mlid_limit(recs: Records) -> int:
-    """The highest MLID every switch's MFT holds."""
-    caps = [n.switch_info.multicast_fdb_cap for n in recs.subnet.nodes.values()
+def mlid_limit(subnet) -> int:
+    """The highest MLID every switch's MFT holds (below 0xC000: none)."""
+    caps = [n.switch_info.multicast_fdb_cap for n in subnet.nodes.values()
             if n.is_switch and n.switch_info is not None]
     return min(fw.MULTICAST_LID_MAX, fw.MULTICAST_LID_MIN + min(caps, default=0) - 1)

@@ -227,6 +227,7 @@ class Daemon:
             self.reload_requested = False
             self._reload()
         if not self.stop_requested:
+            self.sa.follow_groups()  # joins and leaves answered since: the MFTs follow
             self._run_due_timer()
 
     def _between_rounds(self) -> None:
