@@ -38,7 +38,9 @@ class SaClient:
 
     def _ask(self, raw: bytes) -> bytes:
         (reply,) = self.t.execute([Request.gmp(raw, self.address)])
-        if isinstance(reply.error, SmpStatusError) and reply.raw:
+        # the transport sees the common status bits (4:0); the SA's own codes are bits 15:8
+        sa_coded = reply.error is None and reply.raw and int.from_bytes(reply.raw[4:6], "big") & 0xFF00
+        if (isinstance(reply.error, SmpStatusError) or sa_coded) and reply.raw:
             word = int.from_bytes(reply.raw[4:6], "big")
             code = sa.sa_status(word)
             what = code.text if isinstance(code, SaStatus) and code else f"status {word:#06x}"
