@@ -10,7 +10,11 @@ SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRec
 MulticastForwardingTableRecord and GUIDInfoRecord, from the `Subnet` snapshot
 published last (`publish`); MCMemberRecord Set (join), Delete (leave), Get and GetTable
 from the groups (`smagent.sa.groups`): the answer goes at once, and the owner sees
-``groups.version`` move and has the MFTs follow. Everything else gets the IBA status that says so (never
+``groups.version`` move and has the MFTs follow. InformInfo Set subscribes and
+unsubscribes, InformInfoRecord Get/GetTable lists the subscriptions (`smagent.sa.informs`);
+`notify` and `sm_notice` give the Reports of a notice (a group created or deleted here,
+traps 66/67; GIDs in and out of service and forwarded traps from the owner), whose
+ReportResps come back through `handle` and whose retries `on_timeout` sends. Everything else gets the IBA status that says so (never
 silence: a client would wait for ever): an unknown method 0x0008, a known method of an
 attribute not served 0x000C, a bad class version 0x0004 (IBA 13.4.7); a mask with bits past
 the record's components ERR_REQ_INVALID; a Get matching no record ERR_NO_RECORDS, several
@@ -36,6 +40,7 @@ from mad.rmpp import NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, Rmp
 from mad.sa import SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SaAttrID, SaMad, SaRecord, SaStatus, encode_table, matcher
 from mad.sa_records import MCMemberRecord, PortInfoRecord, record_class
 from smagent.sa import paths
+from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.records import Records
 from smagent.subnet import Subnet
@@ -71,6 +76,9 @@ class SaAgent:
         self._records: Records | None = None
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
         self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
+        self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
+        self._reports: list[Reply] = []  # Reports a request caused (a group created), sent with its answer
+        self._now = 0.0
         self.answered = 0  # requests answered (any status)
 
     def publish(self, subnet: Subnet) -> None:
@@ -81,10 +89,12 @@ class SaAgent:
     @property
     def deadline(self) -> float | None:
         times = [s.deadline for s, _a in self.senders.values() if s.deadline is not None]
+        if self.informs.deadline is not None:
+            times.append(self.informs.deadline)
         return min(times) if times else None
 
     def on_timeout(self, now: float) -> list[Reply]:
-        out: list[Reply] = []
+        out: list[Reply] = self.informs.on_timeout(now)
         for key, (sender, addr) in list(self.senders.items()):
             out += [(_trim(m), addr) for m in sender.on_timeout(now)]
             if sender.finished:
@@ -107,10 +117,26 @@ class SaAgent:
         if hdr.active and hdr.rmpp_type in (RmppType.ACK, RmppType.STOP, RmppType.ABORT):
             return self._to_sender(incoming, tid, now)
         if raw[3] & 0x80:
-            return []  # a response (to a Report of ours, one day): nothing to answer
+            if raw[3] == Method.REPORT_RESP:
+                self.informs.on_report_resp(tid)
+            return []  # a response: nothing to answer
+        self._now = now
         status, data, offset = self._answer(incoming)
         self.answered += 1
-        return self._respond(incoming, status, data, offset, now)
+        reports, self._reports = self._reports, []
+        return self._respond(incoming, status, data, offset, now) + reports
+
+    def notify(self, notice, now: float) -> list[Reply]:
+        """Reports of ``notice`` (an `SaNotice`) to every subscription it matches."""
+        return self.informs.notify(notice, now, self._lid_of_gid) if self.master else []
+
+    def sm_notice(self, trap: int, gid: int, now: float) -> list[Reply]:
+        """Reports of one of the SM's own notices (64..67) about ``gid``."""
+        if self.subnet is None:
+            return []
+        hit = self.subnet.port_of_lid(self.subnet.sm_lid)
+        sm_gid = self._recs.gid(*hit) if hit is not None else 0
+        return self.notify(informsmod.sm_notice(trap, gid, self.subnet.sm_lid, sm_gid), now)
 
     # -- answering -------------------------------------------------------------------
     def _to_sender(self, incoming: Incoming, tid: int, now: float) -> list[Reply]:
@@ -136,6 +162,8 @@ class SaAgent:
         if attr == SaAttrID.MC_MEMBER_RECORD and method in (Method.SET, Method.DELETE):
             served = SaAgent._join if method == Method.SET else SaAgent._leave
             method = Method.GET  # answered as a Get is: the one record
+        elif attr == SaAttrID.INFORM_INFO and method == Method.SET:
+            served, method = SaAgent._subscribe, Method.GET
         if not self.master or self.subnet is None or served is None or method not in (Method.GET, Method.GET_TABLE):
             return UNSUPPORTED_ATTRIBUTE, b"", 0
         if attr == CLASS_PORT_INFO:
@@ -232,10 +260,29 @@ class SaAgent:
         return self._scan(self.groups.records(), q, mad.component_mask)
 
     def _join(self, q, mad, _inc):
-        return [self.groups.join(self._recs, q, mad.component_mask)]
+        before = set(self.groups.groups)
+        rec = self.groups.join(self._recs, q, mad.component_mask)
+        if rec.mgid not in before:
+            self._reports += self.sm_notice(informsmod.MCG_CREATED, rec.mgid, self._now)
+        return [rec]
 
     def _leave(self, q, mad, _inc):
-        return [self.groups.leave(q, mad.component_mask)]
+        rec = self.groups.leave(q, mad.component_mask)
+        if rec.mgid not in self.groups.groups:
+            self._reports += self.sm_notice(informsmod.MCG_DELETED, rec.mgid, self._now)
+        return [rec]
+
+    def _subscribe(self, q, _mad, inc):
+        lid = inc.address.lid
+        hit = self.subnet.port_of_lid(lid) if self.subnet is not None else None
+        return [self.informs.subscribe(q, lid, self._recs.gid(*hit) if hit is not None else 0)]
+
+    def _inform_records(self, q, mad, _inc):
+        return self._scan(self.informs.records(), q, mad.component_mask)
+
+    def _lid_of_gid(self, gid: int) -> int:
+        hit = self.subnet.port_of_guid(gid & (1 << 64) - 1) if self.subnet is not None else None
+        return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
 
     def _paths(self, q, mad, inc):
         return paths.query(self._recs, q, mad.component_mask, inc.address.lid)
@@ -269,4 +316,5 @@ _SERVED: dict[int, Callable] = {
     SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD: SaAgent._mfts,
     SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
     SaAttrID.MC_MEMBER_RECORD: SaAgent._members,
+    SaAttrID.INFORM_INFO_RECORD: SaAgent._inform_records,
 }

@@ -368,6 +368,7 @@ class Daemon:
         c.trap_numbers[trap.number] += 1
         log.info("trap: %s (TrapRepress sent)", trap.describe())
         master = self.sm.state == SMState.MASTER
+        self.sa.forward_trap(trap)  # to the hosts that subscribed (InformInfo)
         decision = events.on_trap(trap, master, self._switch_at_lid(trap.issuer_lid) if master else None)
         if isinstance(decision, events.Repair):
             self.repair_why.append(decision.why)

@@ -12,7 +12,11 @@ pre-created at the first snapshot, as OpenSM does; the default partition's takes
 0xC000, which the default configured group (every CA port) already programs. A join or
 leave is answered at once; the groups go into the sweep options at once (any later sweep
 programs them) and `follow_groups`, from the daemon's loop, runs a repair against the
-known state: only the MFT blocks that change are written, through the one write path."""
+known state: only the MFT blocks that change are written, through the one write path.
+
+Events: subscribers (InformInfo) get Reports of CA ports that came or went between two
+snapshots (traps 64/65), of groups created or deleted (66/67, from the agent), and of the
+traps SMAs send us (`forward_trap`, from the daemon's trap handler)."""
 from __future__ import annotations
 
 import logging
@@ -25,6 +29,7 @@ from smagent import multicast
 from smagent.errors import SmagentError
 from smagent.sa import SaAgent
 from smagent.sa import groups as groupsmod
+from smagent.sa import informs as informsmod
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
 
@@ -62,11 +67,45 @@ class SaService:
             self._send(self.agent.on_timeout(self.d.clock()))
 
     def publish(self, result) -> None:
-        """A finished sweep's result becomes the snapshot every answer comes from."""
+        """A finished sweep's result becomes the snapshot every answer comes from; CA ports
+        that came or went since the last one are reported to subscribers (traps 64/65)."""
+        before = self._end_ports()
         self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1))
+        after = self._end_ports()
+        if before is not None and after is not None and before != after:
+            a = self.agent
+            a.master = self.d._sm is not None and self.d.sm.state == SMState.MASTER
+            gone = {gid: lid for gid, lid in before.items() if after.get(gid) != lid}
+            a.informs.forget_lids(set(gone.values()))
+            now = self.d.clock()
+            out = [r for gid in sorted(set(after) - set(before)) for r in a.sm_notice(informsmod.GID_IN, gid, now)]
+            out += [r for gid in sorted(set(before) - set(after)) for r in a.sm_notice(informsmod.GID_OUT, gid, now)]
+            self._send(out)
         if not self._precreated:
             self._precreated = True
             self._precreate(set(result.multicast.mlids()) if result.multicast is not None else set())
+
+    def _end_ports(self) -> dict[int, int] | None:
+        """GID -> base LID of every CA port of the snapshot (None: no snapshot yet)."""
+        sub = self.agent.subnet
+        if sub is None:
+            return None
+        recs = self.agent._recs
+        return {recs.gid(n, p): sub.base_lid(n, p) for n in sub.nodes.values() if not n.is_switch
+                for p in n.lid_ports() if sub.base_lid(n, p)}
+
+    def forward_trap(self, trap) -> None:
+        """A trap an SMA sent us (128, 144, 256, ...): reported to whoever subscribed."""
+        from mad.attributes import Notice
+        from mad.sa_records import SaNotice
+        a = self.agent
+        if a.subnet is None:
+            return
+        n = trap.smp.attribute(Notice)
+        hit = a.subnet.port_of_lid(n.issuer_lid)
+        notice = SaNotice(**{k: getattr(n, k) for k in Notice.LAYOUT.names},
+                          issuer_gid=a._recs.gid(*hit) if hit is not None else 0)
+        self._send(a.notify(notice, self.d.clock()))
 
     # -- multicast groups by join ----------------------------------------------------
     def _precreate(self, static: set[int]) -> None:
@@ -77,7 +116,7 @@ class SaService:
         default = opts.mcast_groups is None and not getattr(opts.desired, "multicast", None)
         parts = opts.partitions or getattr(opts.desired, "partitions", None)
         wanted = [(groupsmod.DEFAULT_PKEY & 0x7FFF, {})] if parts is None else [
-            (p.pkey, dict(p.flags)) for p in parts.partitions if p.ipoib]
+            (p.pkey, dict(p.flags)) for p in getattr(parts, "partitions", ()) if p.ipoib]
         limit = groupsmod.mlid_limit(self.agent.subnet)
         for pkey, flags in wanted:
             mlid = fw.MULTICAST_LID_MIN if pkey == 0x7FFF and default and fw.MULTICAST_LID_MIN in static else None
@@ -117,7 +156,8 @@ class SaService:
         a = self.agent
         return {"answered": a.answered, "tables_in_flight": len(a.senders),
                 "snapshot": a.subnet.generation if a.subnet is not None else None,
-                "groups": len(a.groups.groups), "groups_pending": self.groups_pending}
+                "groups": len(a.groups.groups), "groups_pending": self.groups_pending,
+                "subscriptions": len(a.informs.subs), "reports_sent": a.informs.sent}
 
     def _send(self, out: list[tuple[bytes, Address]]) -> None:
         for raw, addr in out:
