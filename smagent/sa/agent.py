@@ -14,7 +14,8 @@ from the groups (`smagent.sa.groups`): the answer goes at once, and the owner se
 unsubscribes, InformInfoRecord Get/GetTable lists the subscriptions (`smagent.sa.informs`);
 `notify` and `sm_notice` give the Reports of a notice (a group created or deleted here,
 traps 66/67; GIDs in and out of service and forwarded traps from the owner), whose
-ReportResps come back through `handle` and whose retries `on_timeout` sends. Everything else gets the IBA status that says so (never
+ReportResps come back through `handle` and whose retries `on_timeout` sends. ServiceRecord
+Set registers (with its lease), Delete unregisters, Get/GetTable find (`smagent.sa.services`). Everything else gets the IBA status that says so (never
 silence: a client would wait for ever): an unknown method 0x0008, a known method of an
 attribute not served 0x000C, a bad class version 0x0004 (IBA 13.4.7); a mask with bits past
 the record's components ERR_REQ_INVALID; a Get matching no record ERR_NO_RECORDS, several
@@ -42,6 +43,7 @@ from mad.sa_records import MCMemberRecord, PortInfoRecord, record_class
 from smagent.sa import paths
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
+from smagent.sa.services import Services
 from smagent.sa.records import Records
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
@@ -77,6 +79,7 @@ class SaAgent:
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
         self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
         self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
+        self.services = Services()  # ServiceRecords registered (with their leases)
         self._reports: list[Reply] = []  # Reports a request caused (a group created), sent with its answer
         self._now = 0.0
         self.answered = 0  # requests answered (any status)
@@ -164,6 +167,9 @@ class SaAgent:
             method = Method.GET  # answered as a Get is: the one record
         elif attr == SaAttrID.INFORM_INFO and method == Method.SET:
             served, method = SaAgent._subscribe, Method.GET
+        elif attr == SaAttrID.SERVICE_RECORD and method in (Method.SET, Method.DELETE):
+            served = SaAgent._register if method == Method.SET else SaAgent._unregister
+            method = Method.GET if method == Method.SET else Method.GET_TABLE  # a Delete may remove several
         if not self.master or self.subnet is None or served is None or method not in (Method.GET, Method.GET_TABLE):
             return UNSUPPORTED_ATTRIBUTE, b"", 0
         if attr == CLASS_PORT_INFO:
@@ -272,6 +278,15 @@ class SaAgent:
             self._reports += self.sm_notice(informsmod.MCG_DELETED, rec.mgid, self._now)
         return [rec]
 
+    def _register(self, q, mad, _inc):
+        return [self.services.register(self._recs, q, mad.component_mask, self._now)]
+
+    def _unregister(self, q, mad, _inc):
+        return self.services.delete(q, mad.component_mask, self._now)
+
+    def _services(self, q, mad, _inc):
+        return self.services.find(q, mad.component_mask, self._now)
+
     def _subscribe(self, q, _mad, inc):
         lid = inc.address.lid
         hit = self.subnet.port_of_lid(lid) if self.subnet is not None else None
@@ -317,4 +332,5 @@ _SERVED: dict[int, Callable] = {
     SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
     SaAttrID.MC_MEMBER_RECORD: SaAgent._members,
     SaAttrID.INFORM_INFO_RECORD: SaAgent._inform_records,
+    SaAttrID.SERVICE_RECORD: SaAgent._services,
 }
