@@ -18,6 +18,7 @@ selects: the core of every SA query.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import enum
 from typing import Any, Callable, ClassVar, Iterable, Sequence, TypeVar, dataclass_transform
 
@@ -254,11 +255,7 @@ class SaRecord(LayoutValue):
         components (every entry of an Each array, both halves of a Split field)."""
         bits = 0
         for name in names:
-            hit = [c.bit for c in cls.COMPONENTS if name in (c.name, c.field)]
-            if not hit or name == "reserved":
-                raise MadFieldError("component", name, f"a component of {cls.__name__}")
-            for b in hit:
-                bits |= 1 << b
+            bits |= _component_bits(cls, name)
         return bits
 
     @classmethod
@@ -363,3 +360,15 @@ def decode_table(data: bytes | bytearray | memoryview, kind: type[R], attribute_
 
 
 MULTIPATH_GIDS = 11  # the GIDs of a MultiPathRecord that fit the SA data area
+
+
+@functools.lru_cache(maxsize=None)
+def _component_bits(cls: type[SaRecord], name: str) -> int:
+    """The mask bits of one component name (cached: the SA asks per request)."""
+    hit = [c.bit for c in cls.COMPONENTS if name in (c.name, c.field)]
+    if not hit or name == "reserved":
+        raise MadFieldError("component", name, f"a component of {cls.__name__}")
+    bits = 0
+    for b in hit:
+        bits |= 1 << b
+    return bits

@@ -57,6 +57,7 @@ KNOWN_METHODS = (Method.GET, Method.SET, Method.GET_TABLE, Method.GET_TRACE_TABL
 RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
 RMPP_RETRIES = 4
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
+PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
 CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
 
@@ -82,11 +83,15 @@ class SaAgent:
         self.services = Services()  # ServiceRecords registered (with their leases)
         self._reports: list[Reply] = []  # Reports a request caused (a group created), sent with its answer
         self._now = 0.0
+        # PathRecord answers of this snapshot, encoded once: (method, the request past its
+        # RMPP header, requester LID) -> (status, data, offset); a host asks the same again
+        self._path_answers: dict[tuple[int, bytes, int], tuple[int, bytes, int]] = {}
         self.answered = 0  # requests answered (any status)
 
     def publish(self, subnet: Subnet) -> None:
         """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
         self.subnet, self._records = subnet, Records(subnet)
+        self._path_answers.clear()
 
     # -- I/O-free entry points -------------------------------------------------------
     @property
@@ -124,7 +129,7 @@ class SaAgent:
                 self.informs.on_report_resp(tid)
             return []  # a response: nothing to answer
         self._now = now
-        status, data, offset = self._answer(incoming)
+        status, data, offset = self._cached_answer(incoming)
         self.answered += 1
         reports, self._reports = self._reports, []
         return self._respond(incoming, status, data, offset, now) + reports
@@ -152,6 +157,19 @@ class SaAgent:
         if sender.finished:
             del self.senders[key]
         return out
+
+    def _cached_answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
+        raw = incoming.raw
+        if int.from_bytes(raw[16:18], "big") != SaAttrID.PATH_RECORD or raw[3] not in (Method.GET, Method.GET_TABLE) \
+                or not self.master or self.subnet is None:
+            return self._answer(incoming)
+        key = (raw[3], raw[RMPP_OFFSET + RMPP_HEADER_SIZE:], incoming.address.lid)
+        hit = self._path_answers.get(key)
+        if hit is None:
+            if len(self._path_answers) >= PATH_ANSWERS_KEPT:
+                self._path_answers.clear()
+            hit = self._path_answers[key] = self._answer(incoming)
+        return hit
 
     def _answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
         """(status, data, AttributeOffset) of the answer to a request."""
