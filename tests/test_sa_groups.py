@@ -191,3 +191,22 @@ def test_daemon_mfts_follow_joins_and_leaves():
     assert d.last_sweep["incremental"] and d.t.stats.by_kind.get("SubnSet(MulticastForwardingTable)", 0) > blocks
     # the broadcast group's entries (every CA port, configured) were never touched
     assert _holders(t, fw.MULTICAST_LID_MIN) == bcast_entries
+
+
+def test_partitions_flagged_ipoib_get_their_broadcast_groups():
+    from smagent import partitions
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    from smagent.sweep import SweepOptions
+    from smagent.transport.sim import SimTransport
+
+    parts = partitions.parse("Default=0x7fff, ipoib, mtu=5, rate=7 : ALL=full;\n"
+                             "storage=0x0002, ipoib, sl=1 : ALL=full;\nplain=0x0003 : ALL=full;\n")
+    t = SimTransport()
+    t.serve()
+    d = Daemon(t, DaemonOptions(sweep=SweepOptions(partitions=parts)), clock=lambda: 1000.0)
+    d.start()
+    groups = d.sa.agent.groups.groups
+    default, storage = groups[ipoib_broadcast_mgid(0x7FFF)], groups[ipoib_broadcast_mgid(0x0002)]
+    assert len(groups) == 2 and f"{storage.mgid:032x}" == "ff12401b800200000000000000000000"[:16] + "00000000ffffffff"
+    assert (default.mlid, default.mtu, default.rate, default.p_key) == (0xC000, 5, 7, 0xFFFF)
+    assert (storage.mlid, storage.sl, storage.mtu, storage.p_key, storage.q_key) == (0xC001, 1, 4, 0x8002, 0x0B1B)
