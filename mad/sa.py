@@ -18,7 +18,6 @@ selects: the core of every SA query.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import enum
 from typing import Any, Callable, ClassVar, Iterable, Sequence, TypeVar, dataclass_transform
 
@@ -362,13 +361,15 @@ def decode_table(data: bytes | bytearray | memoryview, kind: type[R], attribute_
 MULTIPATH_GIDS = 11  # the GIDs of a MultiPathRecord that fit the SA data area
 
 
-@functools.lru_cache(maxsize=None)
+_BITS: dict[tuple[type, str], int] = {}
+
+
 def _component_bits(cls: type[SaRecord], name: str) -> int:
     """The mask bits of one component name (cached: the SA asks per request)."""
-    hit = [c.bit for c in cls.COMPONENTS if name in (c.name, c.field)]
-    if not hit or name == "reserved":
-        raise MadFieldError("component", name, f"a component of {cls.__name__}")
-    bits = 0
-    for b in hit:
-        bits |= 1 << b
+    bits = _BITS.get((cls, name))
+    if bits is None:
+        hit = [c.bit for c in cls.COMPONENTS if name in (c.name, c.field)]
+        if not hit or name == "reserved":
+            raise MadFieldError("component", name, f"a component of {cls.__name__}")
+        bits = _BITS[(cls, name)] = sum(1 << b for b in set(hit))
     return bits

@@ -92,7 +92,7 @@ class _Pending:
 class Informs:
     """The subscriptions and the Reports in flight."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.subs: list[Subscription] = []
         self.pending: dict[int, _Pending] = {}  # TID -> Report awaiting its ReportResp
         self._enum = 0

@@ -33,7 +33,7 @@ class _Registered:
 
 
 class Services:
-    def __init__(self):
+    def __init__(self) -> None:
         self.registered: dict[tuple[int, int, int], _Registered] = {}
 
     def _expire(self, now: float) -> None:
