@@ -254,11 +254,7 @@ class SaRecord(LayoutValue):
         components (every entry of an Each array, both halves of a Split field)."""
         bits = 0
         for name in names:
-            hit = [c.bit for c in cls.COMPONENTS if name in (c.name, c.field)]
-            if not hit or name == "reserved":
-                raise MadFieldError("component", name, f"a component of {cls.__name__}")
-            for b in hit:
-                bits |= 1 << b
+            bits |= _component_bits(cls, name)
         return bits
 
     @classmethod
@@ -363,3 +359,17 @@ def decode_table(data: bytes | bytearray | memoryview, kind: type[R], attribute_
 
 
 MULTIPATH_GIDS = 11  # the GIDs of a MultiPathRecord that fit the SA data area
+
+
+_BITS: dict[tuple[type, str], int] = {}
+
+
+def _component_bits(cls: type[SaRecord], name: str) -> int:
+    """The mask bits of one component name (cached: the SA asks per request)."""
+    bits = _BITS.get((cls, name))
+    if bits is None:
+        hit = [c.bit for c in cls.COMPONENTS if name in (c.name, c.field)]
+        if not hit or name == "reserved":
+            raise MadFieldError("component", name, f"a component of {cls.__name__}")
+        bits = _BITS[(cls, name)] = sum(1 << b for b in set(hit))
+    return bits

@@ -127,3 +127,96 @@ def paths(obj, src, dst, as_json):
     (sk, sv), (dk, dv) = _endpoint(src), _endpoint(dst)
     fields = {f"s{sk}": sv, f"d{dk}": dv}
     _run(obj, as_json, "PathRecord", PathRecord(**fields), PathRecord.mask(*fields))
+
+
+# -- multicast groups (for tests and for trying the SA: a host's IPoIB joins by itself) --------
+SELECTORS = {"greater": 0, "less": 1, "exactly": 2, "largest": 3}
+JOIN_STATES = {"full": 1, "non": 2, "send-only": 4}
+
+
+def _mgid(text: str | None) -> int:
+    """An MGID: IPv6 text (ff12:401b:ffff::ffff:ffff) or 0x hex; none: 0, the SA assigns one."""
+    import ipaddress
+    if text is None:
+        return 0
+    try:
+        value = int(text, 16) if text.lower().startswith("0x") else int(ipaddress.IPv6Address(text))
+    except ValueError:
+        raise BadInput(f"{text!r} is not an MGID (IPv6 text such as ff12:401b:ffff::ffff:ffff, or 0x hex)") from None
+    if value >> 120 != 0xFF:
+        raise BadInput(f"MGID {text} is not a multicast GID (it starts with ff)")
+    return value
+
+
+def _own_gid(t) -> int:
+    info = t.local_port()
+    return (info.gid_prefix or 0xFE80000000000000) << 64 | info.port_guid
+
+
+@sa.command()
+@click.argument("mgid", required=False)
+@_json
+@click.pass_obj
+def groups(obj, mgid, as_json):
+    """MCMemberRecords: one per member of every multicast group, or of MGID."""
+    from mad.sa_records import MCMemberRecord
+    value = _mgid(mgid) if mgid is not None else None
+    _run(obj, as_json, "MCMemberRecord", MCMemberRecord(mgid=value or 0), MCMemberRecord.mask("mgid") if value else 0)
+
+
+_state = click.option("--join-state", type=click.Choice(list(JOIN_STATES)), default="full", show_default=True,
+                      help="The membership: full, non (receive only) or send-only.")
+
+
+@sa.command()
+@click.argument("mgid", required=False)
+@_state
+@click.option("--mtu", type=click.IntRange(1, 5), default=None, help="MTU code (1 256 .. 5 4096).")
+@click.option("--rate", type=click.IntRange(2, 22), default=None, help="Rate code (IBA: 3 10 Gb/s, 7 40 Gb/s, ...).")
+@click.option("--selector", type=click.Choice(list(SELECTORS)), default="exactly", show_default=True,
+              help="How --mtu and --rate compare with the group's.")
+@click.option("--q-key", type=str, default="0x0b1b", show_default=True, help="The group's Q_Key (a new group).")
+@click.option("--p-key", type=str, default="0xffff", show_default=True, help="The group's P_Key (a new group).")
+@_json
+@click.pass_obj
+def join(obj, mgid, join_state, mtu, rate, selector, q_key, p_key, as_json):
+    """Join this port to multicast group MGID (none: a new group, MGID assigned by the SA)."""
+    from mad.sa_records import MCMemberRecord
+    from smagent.sa.groups import CREATE_NEEDS
+    try:
+        qk, pk = int(q_key, 0), int(p_key, 0)
+    except ValueError:
+        raise BadInput(f"--q-key {q_key!r} / --p-key {p_key!r}: numbers (0x hex) expected") from None
+    if not (0 <= qk <= 0xFFFFFFFF and 0 <= pk <= 0xFFFF):
+        raise BadInput("--q-key is 32 bits, --p-key 16 bits")
+    fields = list(CREATE_NEEDS)
+    extra = {}
+    for name, value in (("mtu", mtu), ("rate", rate)):
+        if value is not None:
+            extra.update({name: value, f"{name}_selector": SELECTORS[selector]})
+            fields += [name, f"{name}_selector"]
+    group = _mgid(mgid)
+    client, t = _client(obj)
+    try:
+        rec = MCMemberRecord(mgid=group, port_gid=_own_gid(t), q_key=qk, p_key=pk,
+                             join_state=JOIN_STATES[join_state], **extra)
+        _show([client.set(rec, MCMemberRecord.mask(*fields))], as_json, "MCMemberRecord")
+    finally:
+        t.close()
+
+
+@sa.command()
+@click.argument("mgid")
+@_state
+@_json
+@click.pass_obj
+def leave(obj, mgid, join_state, as_json):
+    """Leave multicast group MGID (the membership named by --join-state)."""
+    from mad.sa_records import MCMemberRecord
+    group = _mgid(mgid)
+    client, t = _client(obj)
+    try:
+        rec = MCMemberRecord(mgid=group, port_gid=_own_gid(t), join_state=JOIN_STATES[join_state])
+        _show([client.delete(rec, MCMemberRecord.mask("mgid", "port_gid", "join_state"))], as_json, "MCMemberRecord")
+    finally:
+        t.close()

@@ -8,7 +8,14 @@ a socket: the daemon drives it, and the tests call it directly.
 Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
 SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
 MulticastForwardingTableRecord and GUIDInfoRecord, from the `Subnet` snapshot
-published last (`publish`). Everything else gets the IBA status that says so (never
+published last (`publish`); MCMemberRecord Set (join), Delete (leave), Get and GetTable
+from the groups (`smagent.sa.groups`): the answer goes at once, and the owner sees
+``groups.version`` move and has the MFTs follow. InformInfo Set subscribes and
+unsubscribes, InformInfoRecord Get/GetTable lists the subscriptions (`smagent.sa.informs`);
+`notify` and `sm_notice` give the Reports of a notice (a group created or deleted here,
+traps 66/67; GIDs in and out of service and forwarded traps from the owner), whose
+ReportResps come back through `handle` and whose retries `on_timeout` sends. ServiceRecord
+Set registers (with its lease), Delete unregisters, Get/GetTable find (`smagent.sa.services`). Everything else gets the IBA status that says so (never
 silence: a client would wait for ever): an unknown method 0x0008, a known method of an
 attribute not served 0x000C, a bad class version 0x0004 (IBA 13.4.7); a mask with bits past
 the record's components ERR_REQ_INVALID; a Get matching no record ERR_NO_RECORDS, several
@@ -32,8 +39,11 @@ from mad.gmp import CLASS_PORT_INFO, ClassPortInfo
 from mad.header import GSI_QKEY, GSI_QP, InvalidField, Method, response_method
 from mad.rmpp import NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, RmppSender, RmppType, rmpp_of
 from mad.sa import SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SaAttrID, SaMad, SaRecord, SaStatus, encode_table, matcher
-from mad.sa_records import PortInfoRecord, record_class
+from mad.sa_records import MCMemberRecord, PortInfoRecord, record_class
 from smagent.sa import paths
+from smagent.sa import informs as informsmod
+from smagent.sa.groups import McastGroups
+from smagent.sa.services import Services
 from smagent.sa.records import Records
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
@@ -47,6 +57,7 @@ KNOWN_METHODS = (Method.GET, Method.SET, Method.GET_TABLE, Method.GET_TRACE_TABL
 RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
 RMPP_RETRIES = 4
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
+PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
 CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
 
@@ -67,20 +78,31 @@ class SaAgent:
         self.subnet: Subnet | None = None
         self._records: Records | None = None
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
+        self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
+        self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
+        self.services = Services()  # ServiceRecords registered (with their leases)
+        self._reports: list[Reply] = []  # Reports a request caused (a group created), sent with its answer
+        self._now = 0.0
+        # PathRecord answers of this snapshot, encoded once: (method, the request past its
+        # RMPP header, requester LID) -> (status, data, offset); a host asks the same again
+        self._path_answers: dict[tuple[int, bytes, int], tuple[int, bytes, int]] = {}
         self.answered = 0  # requests answered (any status)
 
     def publish(self, subnet: Subnet) -> None:
         """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
         self.subnet, self._records = subnet, Records(subnet)
+        self._path_answers.clear()
 
     # -- I/O-free entry points -------------------------------------------------------
     @property
     def deadline(self) -> float | None:
         times = [s.deadline for s, _a in self.senders.values() if s.deadline is not None]
+        if self.informs.deadline is not None:
+            times.append(self.informs.deadline)
         return min(times) if times else None
 
     def on_timeout(self, now: float) -> list[Reply]:
-        out: list[Reply] = []
+        out: list[Reply] = self.informs.on_timeout(now)
         for key, (sender, addr) in list(self.senders.items()):
             out += [(_trim(m), addr) for m in sender.on_timeout(now)]
             if sender.finished:
@@ -103,10 +125,26 @@ class SaAgent:
         if hdr.active and hdr.rmpp_type in (RmppType.ACK, RmppType.STOP, RmppType.ABORT):
             return self._to_sender(incoming, tid, now)
         if raw[3] & 0x80:
-            return []  # a response (to a Report of ours, one day): nothing to answer
-        status, data, offset = self._answer(incoming)
+            if raw[3] == Method.REPORT_RESP:
+                self.informs.on_report_resp(tid)
+            return []  # a response: nothing to answer
+        self._now = now
+        status, data, offset = self._cached_answer(incoming)
         self.answered += 1
-        return self._respond(incoming, status, data, offset, now)
+        reports, self._reports = self._reports, []
+        return self._respond(incoming, status, data, offset, now) + reports
+
+    def notify(self, notice, now: float) -> list[Reply]:
+        """Reports of ``notice`` (an `SaNotice`) to every subscription it matches."""
+        return self.informs.notify(notice, now, self._lid_of_gid) if self.master else []
+
+    def sm_notice(self, trap: int, gid: int, now: float) -> list[Reply]:
+        """Reports of one of the SM's own notices (64..67) about ``gid``."""
+        if self.subnet is None:
+            return []
+        hit = self.subnet.port_of_lid(self.subnet.sm_lid)
+        sm_gid = self._recs.gid(*hit) if hit is not None else 0
+        return self.notify(informsmod.sm_notice(trap, gid, self.subnet.sm_lid, sm_gid), now)
 
     # -- answering -------------------------------------------------------------------
     def _to_sender(self, incoming: Incoming, tid: int, now: float) -> list[Reply]:
@@ -120,6 +158,19 @@ class SaAgent:
             del self.senders[key]
         return out
 
+    def _cached_answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
+        raw = incoming.raw
+        if int.from_bytes(raw[16:18], "big") != SaAttrID.PATH_RECORD or raw[3] not in (Method.GET, Method.GET_TABLE) \
+                or not self.master or self.subnet is None:
+            return self._answer(incoming)
+        key = (raw[3], raw[RMPP_OFFSET + RMPP_HEADER_SIZE:], incoming.address.lid)
+        hit = self._path_answers.get(key)
+        if hit is None:
+            if len(self._path_answers) >= PATH_ANSWERS_KEPT:
+                self._path_answers.clear()
+            hit = self._path_answers[key] = self._answer(incoming)
+        return hit
+
     def _answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
         """(status, data, AttributeOffset) of the answer to a request."""
         raw = incoming.raw
@@ -129,6 +180,14 @@ class SaAgent:
         if method not in KNOWN_METHODS:
             return UNSUPPORTED_METHOD, b"", 0
         served = _SERVED.get(attr)
+        if attr == SaAttrID.MC_MEMBER_RECORD and method in (Method.SET, Method.DELETE):
+            served = SaAgent._join if method == Method.SET else SaAgent._leave
+            method = Method.GET  # answered as a Get is: the one record
+        elif attr == SaAttrID.INFORM_INFO and method == Method.SET:
+            served, method = SaAgent._subscribe, Method.GET
+        elif attr == SaAttrID.SERVICE_RECORD and method in (Method.SET, Method.DELETE):
+            served = SaAgent._register if method == Method.SET else SaAgent._unregister
+            method = Method.GET if method == Method.SET else Method.GET_TABLE  # a Delete may remove several
         if not self.master or self.subnet is None or served is None or method not in (Method.GET, Method.GET_TABLE):
             return UNSUPPORTED_ATTRIBUTE, b"", 0
         if attr == CLASS_PORT_INFO:
@@ -221,6 +280,43 @@ class SaAgent:
     def _guid_infos(self, q, mad, _inc):
         return self._scan(self._recs.guid_infos, q, mad.component_mask)
 
+    def _members(self, q, mad, _inc):
+        return self._scan(self.groups.records(), q, mad.component_mask)
+
+    def _join(self, q, mad, _inc):
+        before = set(self.groups.groups)
+        rec = self.groups.join(self._recs, q, mad.component_mask)
+        if rec.mgid not in before:
+            self._reports += self.sm_notice(informsmod.MCG_CREATED, rec.mgid, self._now)
+        return [rec]
+
+    def _leave(self, q, mad, _inc):
+        rec = self.groups.leave(q, mad.component_mask)
+        if rec.mgid not in self.groups.groups:
+            self._reports += self.sm_notice(informsmod.MCG_DELETED, rec.mgid, self._now)
+        return [rec]
+
+    def _register(self, q, mad, _inc):
+        return [self.services.register(self._recs, q, mad.component_mask, self._now)]
+
+    def _unregister(self, q, mad, _inc):
+        return self.services.delete(q, mad.component_mask, self._now)
+
+    def _services(self, q, mad, _inc):
+        return self.services.find(q, mad.component_mask, self._now)
+
+    def _subscribe(self, q, _mad, inc):
+        lid = inc.address.lid
+        hit = self.subnet.port_of_lid(lid) if self.subnet is not None else None
+        return [self.informs.subscribe(q, lid, self._recs.gid(*hit) if hit is not None else 0)]
+
+    def _inform_records(self, q, mad, _inc):
+        return self._scan(self.informs.records(), q, mad.component_mask)
+
+    def _lid_of_gid(self, gid: int) -> int:
+        hit = self.subnet.port_of_guid(gid & (1 << 64) - 1) if self.subnet is not None else None
+        return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
+
     def _paths(self, q, mad, inc):
         return paths.query(self._recs, q, mad.component_mask, inc.address.lid)
 
@@ -252,4 +348,7 @@ _SERVED: dict[int, Callable] = {
     SaAttrID.LINEAR_FORWARDING_TABLE_RECORD: SaAgent._lfts,
     SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD: SaAgent._mfts,
     SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
+    SaAttrID.MC_MEMBER_RECORD: SaAgent._members,
+    SaAttrID.INFORM_INFO_RECORD: SaAgent._inform_records,
+    SaAttrID.SERVICE_RECORD: SaAgent._services,
 }

@@ -38,7 +38,9 @@ class SaClient:
 
     def _ask(self, raw: bytes) -> bytes:
         (reply,) = self.t.execute([Request.gmp(raw, self.address)])
-        if isinstance(reply.error, SmpStatusError) and reply.raw:
+        # the transport sees the common status bits (4:0); the SA's own codes are bits 15:8
+        sa_coded = reply.error is None and reply.raw and int.from_bytes(reply.raw[4:6], "big") & 0xFF00
+        if (isinstance(reply.error, SmpStatusError) or sa_coded) and reply.raw:
             word = int.from_bytes(reply.raw[4:6], "big")
             code = sa.sa_status(word)
             what = code.text if isinstance(code, SaStatus) and code else f"status {word:#06x}"
@@ -56,6 +58,16 @@ class SaClient:
         """The one record a Get finds (SaError: none, or several)."""
         raw = self._ask(sa.request(Method.GET, query, component_mask=mask, transaction_id=next_tid()).encode())
         return sa.SaMad.decode(raw).record(type(query))
+
+    def set(self, record: R, mask: int) -> R:
+        """A Set (a multicast join, a registration): the record the SA answers with."""
+        raw = self._ask(sa.request(Method.SET, record, component_mask=mask, transaction_id=next_tid()).encode())
+        return sa.SaMad.decode(raw).record(type(record))
+
+    def delete(self, record: R, mask: int) -> R:
+        """A Delete (a multicast leave): the record as the SA deleted it."""
+        raw = self._ask(sa.request(Method.DELETE, record, component_mask=mask, transaction_id=next_tid()).encode())
+        return sa.SaMad.decode(raw).record(type(record))
 
     def table(self, query: R, mask: int = 0) -> list[R]:
         """Every record a GetTable finds, reassembled from its RMPP segments."""

@@ -33,7 +33,7 @@ class PathQueryError(Exception):
         self.status = status
 
 
-def _port_mtu(node: Node, port: int) -> int:
+def port_mtu(node: Node, port: int) -> int:
     """The MTU a port carries: its MTUCap, and on a link the NeighborMTU the SM set (a
     switch's port 0 has no link: its NeighborMTU means nothing)."""
     pi = node.ports.get(port)
@@ -54,7 +54,7 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
         return None
     ends = [(sn, sp if not sn.is_switch else 0), (dn, dp if not dn.is_switch else 0)]
     crossed = [(s.nodes[g], p) for a, b in hops for g, p in (a, b)]
-    mtu = min(_port_mtu(n, p) for n, p in ends + crossed)
+    mtu = min(port_mtu(n, p) for n, p in ends + crossed)
     rates = [codes.rate_code(n.ports[p]) for n, p in crossed if p in n.ports] or \
             [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
     rate = min(rates, key=codes.rate_gbps) if rates else 0

@@ -238,6 +238,7 @@ class Daemon:
             self.reload_requested = False
             self._reload()
         if not self.stop_requested:
+            self.sa.follow_groups()  # joins and leaves answered since: the MFTs follow
             self._run_due_timer()
 
     def _between_rounds(self) -> None:
@@ -383,6 +384,7 @@ class Daemon:
         c.trap_numbers[trap.number] += 1
         log.info("trap: %s (TrapRepress sent)", trap.describe())
         master = self.sm.state == SMState.MASTER
+        self.sa.forward_trap(trap)  # to the hosts that subscribed (InformInfo)
         decision = events.on_trap(trap, master, self._switch_at_lid(trap.issuer_lid) if master else None)
         if isinstance(decision, events.Repair):
             self.repair_why.append(decision.why)

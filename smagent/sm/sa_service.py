@@ -4,16 +4,32 @@ published after every sweep or repair, and the RMPP retransmission deadline kept
 daemon's loop (and between sweep rounds, so a long sweep does not stall a table).
 
 Only a MASTER serves; a STANDBY or DISCOVERING SM's SA answers "method/attribute not
-supported" (never silence: a client would wait for ever)."""
+supported" (never silence: a client would wait for ever).
+
+Multicast groups by join: the IPoIB broadcast group of the default partition (or, with
+partitions, of every partition flagged ``ipoib``, with its mtu/rate/sl/scope/q_key) is
+pre-created at the first snapshot, as OpenSM does; the default partition's takes MLID
+0xC000, which the default configured group (every CA port) already programs. A join or
+leave is answered at once; the groups go into the sweep options at once (any later sweep
+programs them) and `follow_groups`, from the daemon's loop, runs a repair against the
+known state: only the MFT blocks that change are written, through the one write path.
+
+Events: subscribers (InformInfo) get Reports of CA ports that came or went between two
+snapshots (traps 64/65), of groups created or deleted (66/67, from the agent), and of the
+traps SMAs send us (`forward_trap`, from the daemon's trap handler)."""
 from __future__ import annotations
 
 import logging
 import math
 from typing import TYPE_CHECKING
 
+from mad import forwarding as fw
 from mad.attributes import SMInfo, SMState
+from smagent import multicast
 from smagent.errors import SmagentError
 from smagent.sa import SaAgent
+from smagent.sa import groups as groupsmod
+from smagent.sa import informs as informsmod
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
 
@@ -27,6 +43,8 @@ class SaService:
     def __init__(self, daemon: Daemon):
         self.d = daemon
         self.agent = SaAgent(daemon.opts.sm_key, master=False, sms=self._sms_seen)
+        self.groups_pending = False  # joins or leaves the MFTs do not follow yet
+        self._precreated = False
 
     @property
     def deadline(self) -> float:
@@ -38,7 +56,10 @@ class SaService:
         """A class-0x03 MAD (called inside the transport, perhaps mid-sweep)."""
         d = self.d
         self.agent.master = d._sm is not None and d.sm.state == SMState.MASTER
+        version = self.agent.groups.version
         self._send(self.agent.handle(m, d.clock()))
+        if self.agent.groups.version != version:
+            self._groups_changed()
 
     def tick(self) -> None:
         """RMPP segments whose ACK did not come: sent again (or the transfer aborted)."""
@@ -46,15 +67,97 @@ class SaService:
             self._send(self.agent.on_timeout(self.d.clock()))
 
     def publish(self, result) -> None:
-        """A finished sweep's result becomes the snapshot every answer comes from."""
+        """A finished sweep's result becomes the snapshot every answer comes from; CA ports
+        that came or went since the last one are reported to subscribers (traps 64/65)."""
+        before = self._end_ports()
         self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1))
+        after = self._end_ports()
+        if before is not None and after is not None and before != after:
+            a = self.agent
+            a.master = self.d._sm is not None and self.d.sm.state == SMState.MASTER
+            gone = {gid: lid for gid, lid in before.items() if after.get(gid) != lid}
+            a.informs.forget_lids(set(gone.values()))
+            now = self.d.clock()
+            out = [r for gid in sorted(set(after) - set(before)) for r in a.sm_notice(informsmod.GID_IN, gid, now)]
+            out += [r for gid in sorted(set(before) - set(after)) for r in a.sm_notice(informsmod.GID_OUT, gid, now)]
+            self._send(out)
+        if not self._precreated:
+            self._precreated = True
+            self._precreate(set(result.multicast.mlids()) if result.multicast is not None else set())
+
+    def _end_ports(self) -> dict[int, int] | None:
+        """GID -> base LID of every CA port of the snapshot (None: no snapshot yet)."""
+        sub = self.agent.subnet
+        if sub is None:
+            return None
+        recs = self.agent._recs
+        return {recs.gid(n, p): sub.base_lid(n, p) for n in sub.nodes.values() if not n.is_switch
+                for p in n.lid_ports() if sub.base_lid(n, p)}
+
+    def forward_trap(self, trap) -> None:
+        """A trap an SMA sent us (128, 144, 256, ...): reported to whoever subscribed."""
+        from mad.attributes import Notice
+        from mad.sa_records import SaNotice
+        a = self.agent
+        if a.subnet is None:
+            return
+        n = trap.smp.attribute(Notice)
+        hit = a.subnet.port_of_lid(n.issuer_lid)
+        notice = SaNotice(**{k: getattr(n, k) for k in Notice.LAYOUT.names},
+                          issuer_gid=a._recs.gid(*hit) if hit is not None else 0)
+        self._send(a.notify(notice, self.d.clock()))
+
+    # -- multicast groups by join ----------------------------------------------------
+    def _precreate(self, static: set[int]) -> None:
+        """The IPoIB broadcast groups (OpenSM's defaults: 2048 MTU, 10 Gb/s, SL 0, link-local).
+        ``static``: the MLIDs the configured groups program, never handed to a join."""
+        opts, groups = self.d.opts.sweep, self.agent.groups
+        groups.reserved = frozenset(static)
+        default = opts.mcast_groups is None and not getattr(opts.desired, "multicast", None)
+        parts = opts.partitions or getattr(opts.desired, "partitions", None)
+        wanted = [(groupsmod.DEFAULT_PKEY & 0x7FFF, {})] if parts is None else [
+            (p.pkey, dict(p.flags)) for p in getattr(parts, "partitions", ()) if p.ipoib]
+        limit = groupsmod.mlid_limit(self.agent.subnet)
+        for pkey, flags in wanted:
+            mlid = fw.MULTICAST_LID_MIN if pkey == 0x7FFF and default and fw.MULTICAST_LID_MIN in static else None
+            try:
+                g = groups.precreate(groupsmod.ipoib_broadcast_mgid(pkey, flags.get("scope", groupsmod.LINK_LOCAL)),
+                                     mtu=flags.get("mtu", 4), rate=flags.get("rate", 3), sl=flags.get("sl", 0),
+                                     p_key=pkey, q_key=flags.get("q_key", groupsmod.IPOIB_QKEY), mlid=mlid,
+                                     limit=limit)
+            except groupsmod.GroupError as e:
+                log.warning("IPoIB broadcast group of P_Key 0x%04x not created: %s", pkey | 0x8000, e)
+                continue
+            log.info("IPoIB broadcast group %s: MLID 0x%04x", groupsmod.mgid_text(g.mgid), g.mlid)
+
+    def _groups_changed(self) -> None:
+        """Membership changed: the sweep options say so now, the MFTs follow from the loop."""
+        d, groups = self.d, self.agent.groups
+        topo = d.topo
+        cas = multicast.ca_ports(topo) if topo is not None else {}
+        switches = {n.guid for n in topo.switches()} if topo is not None else set()
+        d.opts.sweep.mcast_joined = tuple(groups.spec_groups(lambda g: g in cas or g in switches))
+        d.opts.sweep.mcast_released = frozenset(groups.released)
+        self.groups_pending = True
+
+    def follow_groups(self) -> None:
+        """Called by the daemon's loop: after joins or leaves, a MASTER repairs against the
+        known state (no reads; only the MFT blocks that change are written), or sweeps."""
+        d = self.d
+        if not self.groups_pending or d._sm is None or d.sm.state != SMState.MASTER:
+            return
+        self.groups_pending = False
+        known, d.known = d.known, None  # consumed: the sweep sets it again
+        d._sweep("multicast groups changed", known=known)
 
     def status(self) -> dict:
         """The SA's part of `smagent status`: requests answered, RMPP transfers in flight,
         and which snapshot it answers from (the sweep count that published it)."""
         a = self.agent
         return {"answered": a.answered, "tables_in_flight": len(a.senders),
-                "snapshot": a.subnet.generation if a.subnet is not None else None}
+                "snapshot": a.subnet.generation if a.subnet is not None else None,
+                "groups": len(a.groups.groups), "groups_pending": self.groups_pending,
+                "subscriptions": len(a.informs.subs), "reports_sent": a.informs.sent}
 
     def _send(self, out: list[tuple[bytes, Address]]) -> None:
         for raw, addr in out:

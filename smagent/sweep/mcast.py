@@ -1,5 +1,6 @@
-"""Multicast: a spanning tree per group (`smagent.multicast`), the MFT units that could
-hold its entries (or stale ones) read from the table source and diffed."""
+"""Multicast: a spanning tree per group (`smagent.multicast`: the configured ones and those
+hosts joined through the SA), the MFT units that could hold its entries (or stale ones)
+read from the table source and diffed."""
 from __future__ import annotations
 
 from mad import forwarding as fw
@@ -26,11 +27,13 @@ def read_mfts(s: SweepState) -> None:
     if s.opts.multicast:
         s.mplan = r.multicast = multicast.plan(topo, s.spec)
         r.notes += s.mplan.notes
+        add_joined(s)
     mplan = s.mplan
     with s.phase("mft_read"):
         units, wanted = {}, []
         group_blocks = {fw.mft_block(m)[0] for m in (mplan.mlids() if mplan else [])}
-        for n in (topo.switches() if mplan and (mplan.trees or mplan.defaults) else []):
+        group_blocks |= {fw.mft_block(m)[0] for m in (s.opts.mcast_released if mplan else ())}
+        for n in (topo.switches() if mplan and (mplan.trees or mplan.defaults or s.opts.mcast_released) else []):
             si = n.switch_info
             if mplan is None or si is None or not si.multicast_fdb_cap:
                 continue
@@ -51,12 +54,31 @@ def read_mfts(s: SweepState) -> None:
         diff_mfts(s, units, current)
 
 
+def add_joined(s: SweepState) -> None:
+    """The groups hosts joined (`SweepOptions.mcast_joined`) join the plan, each planned
+    alone: one that cannot be programmed (its members cut apart) is a note, never a failed
+    sweep, since hosts, not the operator, made it."""
+    assert s.mplan is not None
+    taken = set(s.mplan.mlids())
+    for g in s.opts.mcast_joined:
+        if g.mlid in taken:
+            continue
+        try:
+            more = multicast.plan(s.topo, multicast.GroupSpec([g], source="SA"))
+        except multicast.GroupFileError as e:
+            s.r.notes.append(f"multicast: joined group not programmed: {e}")
+            continue
+        s.mplan.trees += more.trees
+        for sw, entries in more.desired.items():
+            s.mplan.desired.setdefault(sw, {}).update(entries)
+
+
 def diff_mfts(s: SweepState, units: dict, current: dict) -> None:
     """MFT changes; entries of MLIDs outside the groups are kept (and reported) unless pruning."""
     r, opts = s.r, s.opts
     prune = opts.prune_multicast or bool(opts.desired is not None and opts.desired.multicast_prune)
     foreign: dict[int, list[str]] = {}  # MLID -> switches holding it
-    group_mlids = set(s.mplan.mlids()) if s.mplan else set()
+    group_mlids = set(s.mplan.mlids()) | set(opts.mcast_released) if s.mplan else set()
     for g, desired_units in units.items():
         n = s.topo.nodes[g]
         if not prune:

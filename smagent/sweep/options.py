@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Literal
 
 from smagent import discovery, links, multicast, routing
+from smagent.multicast import Group as McastGroup
 
 if TYPE_CHECKING:
     from smagent.desired import DesiredState
@@ -26,6 +27,11 @@ class SweepOptions:
     # group (0xC000, every CA port); multicast=False leaves every MFT alone
     mcast_groups: str | os.PathLike[str] | multicast.GroupSpec | None = None
     multicast: bool = True
+    # groups hosts joined through the SA (`smagent.sa.groups`), programmed besides the
+    # configured ones (an MLID those use is theirs); and MLIDs of joined groups that died:
+    # their entries are removed, not kept as unconfigured multicast
+    mcast_joined: tuple[McastGroup, ...] = ()
+    mcast_released: frozenset[int] = frozenset()
     # where LFT blocks are saved before they are overwritten, the apply journal lives
     # (smagent.fdb.backup, smagent.fdb.journal) and, without lid_file, the LIDs are kept
     # (<state_dir>/guid2lid); None: none of these (the in-process simulator's default)

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""SA PathRecord answers per second: `smagent run` vs OpenSM on the same ibsim fabric.
+
+Each SM in turn brings the fabric up alone; then a client on another node (SIM_HOST, its
+own umad agent for class 0x03: smagent's UmadTransport with SA_CLIENT) floods the SM's SA
+with SubnAdmGet(PathRecord) by SLID/DLID over random CA pairs, a window of requests in
+flight, for a fixed time, and counts the answers with status 0. Not a test: the figures
+are reported, never asserted (ibsim carries every MAD through one socket, so they measure
+SA, simulator and client together; both SMs pay the same simulator).
+
+    python bench/sa_vs_opensm.py                        # 2-level fat tree, k=8 (32 hosts)
+    python bench/sa_vs_opensm.py --fabric ft2-12 --seconds 10 --window 16 --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ibsim_harness import IbSim  # noqa: E402
+
+from smagent import netfile, topogen  # noqa: E402
+
+OPENSM = "/usr/sbin/opensm"
+
+
+def client(lids: list[int], seconds: float, window: int, seed: int) -> dict:
+    """Flood PathRecord Gets (runs in the client's process, on its own ibsim node)."""
+    from mad import sa
+    from mad.header import Method
+    from mad.sa_records import PathRecord
+    from mad.smp import next_tid
+    from smagent.sa.client import sa_address
+    from smagent.transport import open_transport
+    from smagent.transport.base import Request
+    from smagent.transport.umad import SA_CLIENT
+    t = open_transport("umad", classes=[SA_CLIENT], window=window, retries=0)
+    addr = sa_address(t)
+    rng = random.Random(seed)
+    mask = PathRecord.mask("slid", "dlid")
+    sent = ok = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        batch = []
+        for _ in range(window * 8):
+            s, d = rng.sample(lids, 2)
+            q = sa.request(Method.GET, PathRecord(slid=s, dlid=d), component_mask=mask, transaction_id=next_tid())
+            batch.append(Request.gmp(q.encode(), addr))
+        replies = t.execute(batch)
+        sent += len(batch)
+        ok += sum(1 for r in replies if r.error is None and r.raw is not None
+                  and not int.from_bytes(r.raw[4:6], "big"))
+    elapsed = time.monotonic() - t0
+    t.close()
+    return {"sent": sent, "answered": ok, "seconds": round(elapsed, 3), "per_second": round(ok / elapsed, 1)}
+
+
+def ca_lids(sim) -> list[int]:
+    text = sim.run(["ibnetdiscover"]).stdout
+    return sorted({int(m.group(1)) for m in re.finditer(r"^\[\d+\]\(\w+\)\s.*#\s+lid (\d+) lmc", text, re.M)})
+
+
+def wait_sa(sim, proc, seconds=120):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the SM exited {proc.returncode}")
+        if sim.run(["saquery", "-c"], check=False).returncode == 0:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"no SA answer in {seconds} s")
+
+
+def run_one(tool: str, net: Path, scratch: Path, a) -> dict:
+    with IbSim(net, scratch) as sim:
+        if tool == "smagent":
+            args = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                    str(scratch / "state"), "--log-file", str(scratch / "smagent.log")]
+            env = sim.env
+        else:
+            args = [OPENSM, "-f", str(scratch / "opensm.log"), "-s", "0"]
+            env = sim.opensm_env(scratch / "osm")
+        proc = subprocess.Popen(args, env=env, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_sa(sim, proc)
+            lids = ca_lids(sim)
+            cmd = [sys.executable, __file__, "--client", json.dumps({"lids": lids, "seconds": a.seconds,
+                                                                     "window": a.window, "seed": a.seed})]
+            r = subprocess.run(cmd, env=dict(sim.env, SIM_HOST=a.client_host), cwd=scratch, capture_output=True,
+                               text=True, timeout=a.seconds * 4 + 60)
+            if r.returncode:
+                raise SystemExit(f"the client failed ({tool}):\n{r.stderr[-2000:]}")
+            return json.loads(r.stdout)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(30)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--fabric", default="ft2-8", help="ft2-K: a 2-level fat tree of K-port switches")
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--window", type=int, default=8, help="requests in flight")
+    p.add_argument("--seed", type=int, default=24)
+    p.add_argument("--client-host", default="H1", help="the ibsim node the client runs on")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--client", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.client:
+        c = json.loads(a.client)
+        print(json.dumps(client(c["lids"], c["seconds"], c["window"], c["seed"])))
+        return
+    m = re.fullmatch(r"ft2-(\d+)", a.fabric)
+    if not m:
+        raise SystemExit(f"unknown fabric {a.fabric!r}: ft2-K")
+    out = {"fabric": a.fabric, "window": a.window}
+    with tempfile.TemporaryDirectory(prefix="sa-bench-") as tmp:
+        net = Path(tmp) / "fabric.net"
+        net.write_text(netfile.dumps(topogen.fat_tree_2(int(m.group(1)))))
+        for tool in ("opensm", "smagent"):
+            out[tool] = run_one(tool, net, Path(tmp) / tool, a)
+            print(f"{tool:8} {out[tool]['per_second']:>9} PathRecords/s "
+                  f"({out[tool]['answered']} of {out[tool]['sent']} in {out[tool]['seconds']} s)", flush=True)
+    if a.json:
+        a.json.write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""Multicast groups made by joins (IBA 15.2.5.17, MCMemberRecord Set and Delete): sans-I/O.
+
+A group is an MGID with its MLID and parameters (Q_Key, P_Key, MTU, rate, SL, FlowLabel,
+TClass, HopLimit, Scope, packet lifetime), fixed by the join that creates it, and its
+members: port GID -> JoinState bits (full 1, non 2, send-only 4). A join names the MGID
+(or 0: one is assigned) and the port; the first join creates the group and must give
+the components IBA 15.2.5.17.1 requires (else ERR_REQ_INSUFFICIENT_COMPONENTS); MTU and
+rate are chosen with their selectors from what the member's link carries, and a join
+whose MTU or rate that link cannot carry is refused (ERR_REQ_INVALID), as OpenSM does. A
+Delete clears the JoinState bits it names; the group dies with its last full member
+unless it is well known (the IPoIB broadcast group the SM pre-creates, as OpenSM keeps
+its partition groups).
+
+MLIDs come from 0xC000 up, below every switch's MulticastFDBCap, never one the SM's
+configured groups use. `version` counts changes of what the MFTs must hold; `spec`
+turns the groups into `smagent.multicast.Group`s for the sweep, and `released` is the
+MLIDs of dead groups whose entries must be cleared."""
+from __future__ import annotations
+
+import dataclasses
+
+from mad import codes
+from mad import forwarding as fw
+from mad.sa import SaStatus
+from mad.sa_records import MCMemberRecord
+from smagent import multicast
+from smagent.sa.paths import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError, port_mtu
+from smagent.sa.records import Records
+
+FULL, NON, SEND_ONLY = 1, 2, 4
+IPOIB_QKEY = 0x0B1B  # the IPoIB Q_Key (RFC 4391), OpenSM's for its broadcast groups
+LINK_LOCAL = 2
+DEFAULT_PKEY = 0xFFFF
+
+
+def ipoib_broadcast_mgid(p_key: int = DEFAULT_PKEY, scope: int = LINK_LOCAL) -> int:
+    """ff1S:401b:PPPP::ffff:ffff, the IPv4 broadcast group of a partition (RFC 4391)."""
+    return (0xFF10 | scope) << 112 | 0x401B << 96 | (p_key | 0x8000) << 80 | 0xFFFFFFFF
+
+
+# the components a create needs (IBA 15.2.5.17.1, OpenSM's REQUIRED mask); MGID may be 0
+CREATE_NEEDS = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
+JOIN_NEEDS = ("mgid", "port_gid", "join_state")
+
+
+class GroupError(PathQueryError):
+    """A join or leave refused: ``status`` is the SA status to send."""
+
+
+@dataclasses.dataclass
+class McGroup:
+    mgid: int
+    mlid: int
+    q_key: int
+    p_key: int
+    mtu: int
+    rate: int
+    sl: int = 0
+    flow_label: int = 0
+    tclass: int = 0
+    hop_limit: int = 0
+    scope: int = LINK_LOCAL
+    packet_life_time: int = PACKET_LIFE_TIME
+    well_known: bool = False
+    members: dict[int, int] = dataclasses.field(default_factory=dict)  # port GID -> JoinState
+
+    def record(self, port_gid: int = 0, join_state: int = 0) -> MCMemberRecord:
+        return MCMemberRecord(mgid=self.mgid, port_gid=port_gid, q_key=self.q_key, mlid=self.mlid,
+                              mtu_selector=EXACTLY, mtu=self.mtu, tclass=self.tclass, p_key=self.p_key,
+                              rate_selector=EXACTLY, rate=self.rate, packet_life_time_selector=EXACTLY,
+                              packet_life_time=self.packet_life_time, sl=self.sl, flow_label=self.flow_label,
+                              hop_limit=self.hop_limit, scope=self.scope, join_state=join_state)
+
+
+def _pick(mask: int, q: MCMemberRecord, field: str, carried: int, order=lambda v: v) -> int | None:
+    """The value a new group gets for ``field`` (mtu, rate) given the member's link carries
+    ``carried``; None if the request cannot be met."""
+    if not mask & MCMemberRecord.mask(field):
+        return carried
+    sel = getattr(q, f"{field}_selector") if mask & MCMemberRecord.mask(f"{field}_selector") else EXACTLY
+    want = getattr(q, field)
+    if sel == LARGEST:
+        return carried
+    if sel == GREATER:
+        return carried if order(carried) > order(want) else None
+    if sel == LESS:
+        if field == "mtu":  # MTU codes are in order: the largest below the one named
+            return min(carried, want - 1) if min(carried, want - 1) >= 1 else None
+        return carried if order(carried) < order(want) else None
+    return want if order(want) <= order(carried) else None
+
+
+def _accepts(mask: int, q: MCMemberRecord, field: str, value: int, order=lambda v: v) -> bool:
+    """Whether an existing group's ``value`` meets the join's selector for ``field``."""
+    if not mask & MCMemberRecord.mask(field):
+        return True
+    sel = getattr(q, f"{field}_selector") if mask & MCMemberRecord.mask(f"{field}_selector") else EXACTLY
+    want = getattr(q, field)
+    return {GREATER: order(value) > order(want), LESS: order(value) < order(want),
+            LARGEST: True}.get(sel, value == want)
+
+
+class McastGroups:
+    """The groups the SA holds. ``reserved``: MLIDs the SM's configured groups use."""
+
+    def __init__(self, reserved: frozenset[int] = frozenset()):
+        self.groups: dict[int, McGroup] = {}
+        self.reserved = reserved
+        self.released: set[int] = set()
+        self.version = 0
+
+    # -- making groups ---------------------------------------------------------------
+    def precreate(self, mgid: int, *, mtu: int, rate: int, sl: int = 0, p_key: int = DEFAULT_PKEY,
+                  q_key: int = IPOIB_QKEY, mlid: int | None = None, limit: int = fw.MULTICAST_LID_MAX) -> McGroup:
+        """A well-known group (the IPoIB broadcast group): it lives without members."""
+        g = McGroup(mgid, mlid if mlid is not None else self._free_mlid(limit), q_key, p_key | 0x8000, mtu, rate,
+                    sl, well_known=True)
+        self.groups[mgid] = g
+        return g
+
+    def _free_mlid(self, limit: int) -> int:
+        used = {g.mlid for g in self.groups.values()} | self.reserved
+        for m in range(fw.MULTICAST_LID_MIN, limit + 1):
+            if m not in used:
+                self.released.discard(m)
+                return m
+        raise GroupError(SaStatus.ERR_NO_RESOURCES, "no free MLID below the switches' MulticastFDBCap")
+
+    def _new_mgid(self, q: MCMemberRecord, mlid: int) -> int:
+        """An MGID for a join that gave 0: ff1S:a01b:PPPP::MLID (OpenSM's signature a01b)."""
+        scope = q.scope or LINK_LOCAL
+        return (0xFF10 | scope) << 112 | 0xA01B << 96 | (q.p_key or DEFAULT_PKEY) << 80 | mlid
+
+    # -- the SA's methods ------------------------------------------------------------
+    def join(self, recs: Records, q: MCMemberRecord, mask: int) -> MCMemberRecord:
+        """MCMemberRecord Set: the group (created if new) as the member sees it."""
+        has = lambda *names: all(mask & MCMemberRecord.mask(n) for n in names)  # noqa: E731
+        if not has(*JOIN_NEEDS) or not q.join_state & (FULL | NON | SEND_ONLY):
+            raise GroupError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS, "a join names MGID, PortGID and JoinState")
+        node, port = self._port(recs, q.port_gid)
+        mtu, rate = port_mtu(node, port), codes.rate_code(node.ports[port]) if port in node.ports else 0
+        g = self.groups.get(q.mgid) if q.mgid else None
+        if g is None:
+            if not has(*CREATE_NEEDS):
+                raise GroupError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS,
+                                 "creating a group needs Q_Key, P_Key, SL, FlowLabel, TClass")
+            if q.join_state & FULL == 0:
+                raise GroupError(SaStatus.ERR_REQ_INVALID, "only a full member creates a group")
+            g_mtu, g_rate = _pick(mask, q, "mtu", mtu), _pick(mask, q, "rate", rate, codes.rate_gbps)
+            if g_mtu is None or g_rate is None:
+                raise GroupError(SaStatus.ERR_REQ_INVALID, "the member's link cannot carry the MTU/rate asked for")
+            mlid = self._free_mlid(mlid_limit(recs.subnet))
+            mgid = q.mgid or self._new_mgid(q, mlid)
+            g = McGroup(mgid, mlid, q.q_key, q.p_key, g_mtu, g_rate, q.sl, q.flow_label, q.tclass,
+                        q.hop_limit if has("hop_limit") else 0, q.scope if has("scope") else LINK_LOCAL)
+            self.groups[mgid] = g
+        else:
+            for f, order in (("mtu", int), ("rate", codes.rate_gbps)):
+                if not _accepts(mask, q, f, getattr(g, f), order):
+                    raise GroupError(SaStatus.ERR_REQ_INVALID, f"the group's {f} does not meet the join's")
+            for f in ("q_key", "p_key", "sl", "flow_label", "tclass", "mlid"):
+                if has(f) and getattr(q, f) != getattr(g, f):
+                    raise GroupError(SaStatus.ERR_REQ_INVALID, f"the join's {f} differs from the group's")
+            if mtu < g.mtu or codes.rate_gbps(rate) < codes.rate_gbps(g.rate):
+                raise GroupError(SaStatus.ERR_REQ_INVALID, "the member's link cannot carry the group's MTU/rate")
+        before = g.members.get(q.port_gid, 0)
+        g.members[q.port_gid] = before | q.join_state
+        if not before:
+            self.version += 1
+        return g.record(q.port_gid, g.members[q.port_gid])
+
+    def leave(self, q: MCMemberRecord, mask: int) -> MCMemberRecord:
+        """MCMemberRecord Delete: the JoinState bits named are cleared; the record as it was."""
+        if not all(mask & MCMemberRecord.mask(n) for n in JOIN_NEEDS):
+            raise GroupError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS, "a leave names MGID, PortGID and JoinState")
+        g = self.groups.get(q.mgid)
+        state = g.members.get(q.port_gid, 0) if g is not None else 0
+        if g is None or not state & q.join_state:
+            raise GroupError(SaStatus.ERR_REQ_INVALID, "no such membership")
+        left = state & ~q.join_state
+        if left:
+            g.members[q.port_gid] = left
+        else:
+            del g.members[q.port_gid]
+            self.version += 1
+        if not g.well_known and not any(s & FULL for s in g.members.values()):
+            del self.groups[g.mgid]  # dies with its last full member
+            self.released.add(g.mlid)
+            self.version += 1
+        return g.record(q.port_gid, state)
+
+    def records(self) -> list[MCMemberRecord]:
+        """One record per (group, member), for Get and GetTable."""
+        return [g.record(gid, s) for g in sorted(self.groups.values(), key=lambda g: g.mlid)
+                for gid, s in sorted(g.members.items())]
+
+    @staticmethod
+    def _port(recs: Records, gid: int):
+        hit = recs.subnet.port_of_guid(gid & (1 << 64) - 1)
+        if hit is None or recs.gid(*hit) != gid:
+            raise GroupError(SaStatus.ERR_REQ_INVALID_GID, f"PortGID {gid:#034x} is no port of the subnet")
+        return hit
+
+    # -- for the sweep ---------------------------------------------------------------
+    def spec_groups(self, in_fabric) -> list[multicast.Group]:
+        """A `multicast.Group` per group with a member port ``in_fabric`` (port GUID -> bool),
+        MLIDs the configured groups use left out (those are programmed as configured)."""
+        out = []
+        for g in sorted(self.groups.values(), key=lambda g: g.mlid):
+            if g.mlid in self.reserved:
+                continue
+            guids = tuple(sorted(guid for guid in {gid & (1 << 64) - 1 for gid in g.members} if in_fabric(guid)))
+            if guids:
+                out.append(multicast.Group(g.mlid, guids, f"SA group {mgid_text(g.mgid)}"))
+        return out
+
+
+def mgid_text(mgid: int) -> str:
+    return ":".join(f"{mgid >> (112 - 16 * i) & 0xFFFF:x}" for i in range(8))
+
+
+def mlid_limit(subnet) -> int:
+    """The highest MLID every switch's MFT holds (below 0xC000: none)."""
+    caps = [n.switch_info.multicast_fdb_cap for n in subnet.nodes.values()
+            if n.is_switch and n.switch_info is not None]
+    return min(fw.MULTICAST_LID_MAX, fw.MULTICAST_LID_MIN + min(caps, default=0) - 1)

@@ -1,0 +1,212 @@
+"""Multicast groups by join (smagent.sa.groups through the SA agent, in-process): an
+MCMemberRecord Set creates a group on its first full join (MLID from 0xC000 up, MGID
+assigned when 0, MTU and rate by selector from the member's link), a join the link cannot
+carry is refused, Get/GetTable by MGID, Delete removes members and the group dies with
+its last full member; the daemon's MFTs follow through the one write path."""
+import pytest
+
+import smagent
+from mad import codes, sa
+from mad import forwarding as fw
+from mad.header import Method
+from mad.sa_records import MCMemberRecord
+from smagent.sa import SaAgent
+from smagent.sa.groups import FULL, SEND_ONLY, ipoib_broadcast_mgid
+from smagent.subnet import Subnet
+from smagent.transport.address import Address, Incoming
+
+MGID = 0xFF12A01BFFFF00000000000000001234
+CREATE = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
+
+
+@pytest.fixture(scope="module")
+def subnet():
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep()
+    return Subnet.from_sweep(r)
+
+
+@pytest.fixture
+def agent(subnet):
+    a = SaAgent()
+    a.publish(subnet)
+    return a
+
+
+def ca_gids(agent):
+    recs, s = agent._recs, agent.subnet
+    return [recs.gid(n, p) for n in sorted(s.nodes.values(), key=lambda n: n.guid) if not n.is_switch
+            for p in n.lid_ports()]
+
+
+def ask(agent, method, record, *fields, src=Address.gsi(1)):
+    q = sa.request(method, record, component_mask=MCMemberRecord.mask(*fields), transaction_id=9)
+    ((raw, _to),) = agent.handle(Incoming(q.encode(), src), 0.0)
+    return sa.SaMad.decode(raw)
+
+
+def join(agent, gid, mgid=MGID, state=FULL, extra=(), **kw):
+    rec = MCMemberRecord(mgid=mgid, port_gid=gid, q_key=0x0B1B, p_key=0xFFFF, join_state=state, **kw)
+    return ask(agent, Method.SET, rec, *CREATE, *extra)
+
+
+def test_first_join_creates_the_group_and_later_joins_add_members(agent):
+    a, b, c = ca_gids(agent)[:3]
+    m = join(agent, a)
+    assert m.method == Method.GET_RESP and m.status == 0
+    g = m.record(MCMemberRecord)
+    assert (g.mgid, g.mlid, g.port_gid, g.join_state, g.q_key, g.p_key) == (MGID, fw.MULTICAST_LID_MIN, a, FULL,
+                                                                         0x0B1B, 0xFFFF)
+    assert g.mtu == 5 and g.rate == codes.rate_code(agent.subnet.port_of_guid(a & (1 << 64) - 1)[0].ports[1])
+    v = agent.groups.version
+    assert join(agent, b, state=SEND_ONLY).record(MCMemberRecord).mlid == g.mlid
+    assert agent.groups.version == v + 1
+    # a second group, MGID assigned: the next MLID, an MGID carrying it
+    other = join(agent, c, mgid=0).record(MCMemberRecord)
+    assert other.mlid == g.mlid + 1 and other.mgid >> 112 == 0xFF12 and other.mgid & 0xFFFF == other.mlid
+    # Get by MGID and PortGID; GetTable by MGID: one record per member
+    got = ask(agent, Method.GET, MCMemberRecord(mgid=MGID, port_gid=b), "mgid", "port_gid").record(MCMemberRecord)
+    assert (got.port_gid, got.join_state, got.mlid) == (b, SEND_ONLY, g.mlid)
+    assert sorted(r.port_gid for r in agent.groups.records() if r.mgid == MGID) == sorted([a, b])
+
+
+def test_joins_the_links_cannot_carry_are_refused(agent):
+    a, b = ca_gids(agent)[:2]
+    sel = ("mtu_selector", "mtu")
+    too_big = join(agent, a, extra=sel, mtu_selector=2, mtu=6)  # exactly 8 KiB on 4 KiB links
+    assert too_big.sa_status is sa.SaStatus.ERR_REQ_INVALID and not agent.groups.records()
+    assert join(agent, a, extra=sel, mtu_selector=0, mtu=5).sa_status is sa.SaStatus.ERR_REQ_INVALID
+    small = join(agent, a, extra=sel, mtu_selector=1, mtu=4).record(MCMemberRecord)  # less than 2048
+    assert small.mtu == 3
+    # the group is 1024: a join wanting exactly 4096 is refused, one wanting less than 4096 accepted
+    assert join(agent, b, extra=sel, mtu_selector=2, mtu=5).sa_status is sa.SaStatus.ERR_REQ_INVALID
+    assert join(agent, b, extra=sel, mtu_selector=1, mtu=5).status == 0
+    fast = codes.RATE_CODES[max(codes.RATE_CODES)]
+    assert join(agent, a, mgid=0, extra=("rate_selector", "rate"), rate_selector=2,
+                rate=fast).sa_status is sa.SaStatus.ERR_REQ_INVALID
+
+
+def test_bad_joins_say_why(agent):
+    a = ca_gids(agent)[0]
+    rec = MCMemberRecord(mgid=MGID, port_gid=a, join_state=FULL)
+    short = ask(agent, Method.SET, rec, "mgid", "port_gid", "join_state")
+    assert short.sa_status is sa.SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS
+    assert join(agent, 0xFE80 << 112 | 0x1234).sa_status is sa.SaStatus.ERR_REQ_INVALID_GID
+    assert join(agent, a, state=SEND_ONLY).sa_status is sa.SaStatus.ERR_REQ_INVALID  # no full member creates
+    gone = ask(agent, Method.DELETE, rec, "mgid", "port_gid", "join_state")
+    assert gone.sa_status is sa.SaStatus.ERR_REQ_INVALID
+
+
+def test_leave_and_the_group_dies_with_its_last_full_member(agent):
+    a, b = ca_gids(agent)[:2]
+    mlid = join(agent, a).record(MCMemberRecord).mlid
+    join(agent, b, state=SEND_ONLY)
+    d = ask(agent, Method.DELETE, MCMemberRecord(mgid=MGID, port_gid=a, join_state=FULL), "mgid", "port_gid",
+            "join_state")
+    assert d.method == Method.DELETE_RESP and d.status == 0 and d.record(MCMemberRecord).port_gid == a
+    assert MGID not in agent.groups.groups and agent.groups.released == {mlid}
+    assert ask(agent, Method.GET, MCMemberRecord(mgid=MGID), "mgid").sa_status is sa.SaStatus.ERR_NO_RECORDS
+    # the MLID is handed out again
+    assert join(agent, a, mgid=0).record(MCMemberRecord).mlid == mlid and not agent.groups.released
+
+
+def test_well_known_group_outlives_its_members(agent):
+    a = ca_gids(agent)[0]
+    mgid = ipoib_broadcast_mgid()
+    assert f"{mgid:032x}" == "ff12401bffff000000000000ffffffff"
+    agent.groups.precreate(mgid, mtu=4, rate=3, mlid=fw.MULTICAST_LID_MIN)
+    g = join(agent, a, mgid=mgid).record(MCMemberRecord)
+    assert (g.mlid, g.mtu, g.rate, g.q_key) == (fw.MULTICAST_LID_MIN, 4, 3, 0x0B1B)
+    ask(agent, Method.DELETE, MCMemberRecord(mgid=mgid, port_gid=a, join_state=FULL), "mgid", "port_gid",
+        "join_state")
+    assert mgid in agent.groups.groups and not agent.groups.records()
+    # a new group does not take the broadcast group's MLID
+    assert join(agent, a, mgid=0).record(MCMemberRecord).mlid == fw.MULTICAST_LID_MIN + 1
+
+
+# -- the daemon: MFTs follow joins and leaves ---------------------------------------------
+def _daemon():
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    from smagent.transport.sim import SimTransport
+
+    t = SimTransport()
+    t.serve()
+    d = Daemon(t, DaemonOptions(), clock=lambda: 1000.0)
+    d.start()
+    return t, d
+
+
+def _send(t, d, method, rec, *fields, src):
+    q = sa.request(method, rec, component_mask=MCMemberRecord.mask(*fields), transaction_id=5)
+    t.outbox.clear()
+    t.deliver(q.encode(), src)
+    d.step(max_wait=0)
+    ((raw, _to),) = [(r, to) for r, to in t.outbox if r[1] == sa.SA_CLASS]
+    return sa.SaMad.decode(raw)
+
+
+def _holders(t, mlid):
+    """{switch name: ports} of the simulated switches whose MFT forwards ``mlid``."""
+    out = {}
+    for n in t.sim.switches():
+        mask = n.mft[mlid - fw.MULTICAST_LID_MIN] if n.mft else 0
+        if mask:
+            out[n.name] = {p for p in range(mask.bit_length()) if mask >> p & 1}
+    return out
+
+
+def test_daemon_mfts_follow_joins_and_leaves():
+    t, d = _daemon()
+    agent = d.sa.agent
+    bcast = agent.groups.groups[ipoib_broadcast_mgid()]
+    assert (bcast.mlid, bcast.mtu, bcast.rate, bcast.well_known) == (fw.MULTICAST_LID_MIN, 4, 3, True)
+    a, b = ca_gids(agent)[:2]
+    src_a = Address.gsi(agent.subnet.base_lid(*agent.subnet.port_of_guid(a & (1 << 64) - 1)))
+    bcast_entries = _holders(t, fw.MULTICAST_LID_MIN)
+    assert bcast_entries
+    sweeps, blocks = d.counters.sweeps, d.t.stats.by_kind.get("SubnSet(MulticastForwardingTable)", 0)
+    rec = MCMemberRecord(mgid=MGID, port_gid=a, q_key=0x0B1B, p_key=0xFFFF, join_state=FULL)
+    m = _send(t, d, Method.SET, rec, *CREATE, src=src_a)
+    assert m.status == 0
+    mlid = m.record(MCMemberRecord).mlid
+    assert mlid == fw.MULTICAST_LID_MIN + 1 and not d.sa.groups_pending
+    assert d.counters.sweeps == sweeps + 1 and d.last_sweep["incremental"] and d.last_sweep["mft_blocks"]
+    # one member: only its switch forwards, to the member's port
+    (sw, ports), = _holders(t, mlid).items()
+    m = _send(t, d, Method.SET, rec.replace(port_gid=b), "mgid", "port_gid", "join_state", src=src_a)
+    assert m.status == 0
+    holders = _holders(t, mlid)
+    assert sw in holders and len(holders) >= 1
+    pa, pb = (agent.subnet.port_of_guid(g & (1 << 64) - 1) for g in (a, b))
+    leaf = {n.name: n for n in t.sim.switches()}
+    for node, port in (pa, pb):  # each member's switch forwards to it
+        peer = next(((g, p) for (x, q), (g, p) in agent.subnet.links.items() if (x, q) == (node.guid, port)))
+        name = agent.subnet.nodes[peer[0]].description
+        assert name in leaf and peer[1] in holders[name]
+    # the last full member leaves: every entry of the MLID is gone, written incrementally
+    _send(t, d, Method.DELETE, rec.replace(port_gid=b), "mgid", "port_gid", "join_state", src=src_a)
+    assert _holders(t, mlid)  # a full member is left
+    _send(t, d, Method.DELETE, rec, "mgid", "port_gid", "join_state", src=src_a)
+    assert _holders(t, mlid) == {} and MGID not in agent.groups.groups
+    assert d.last_sweep["incremental"] and d.t.stats.by_kind.get("SubnSet(MulticastForwardingTable)", 0) > blocks
+    # the broadcast group's entries (every CA port, configured) were never touched
+    assert _holders(t, fw.MULTICAST_LID_MIN) == bcast_entries
+
+
+def test_partitions_flagged_ipoib_get_their_broadcast_groups():
+    from smagent import partitions
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    from smagent.sweep import SweepOptions
+    from smagent.transport.sim import SimTransport
+
+    parts = partitions.parse("Default=0x7fff, ipoib, mtu=5, rate=7 : ALL=full;\n"
+                             "storage=0x0002, ipoib, sl=1 : ALL=full;\nplain=0x0003 : ALL=full;\n")
+    t = SimTransport()
+    t.serve()
+    d = Daemon(t, DaemonOptions(sweep=SweepOptions(partitions=parts)), clock=lambda: 1000.0)
+    d.start()
+    groups = d.sa.agent.groups.groups
+    default, storage = groups[ipoib_broadcast_mgid(0x7FFF)], groups[ipoib_broadcast_mgid(0x0002)]
+    assert len(groups) == 2 and f"{storage.mgid:032x}" == "ff12401b800200000000000000000000"[:16] + "00000000ffffffff"
+    assert (default.mlid, default.mtu, default.rate, default.p_key) == (0xC000, 5, 7, 0xFFFF)
+    assert (storage.mlid, storage.sl, storage.mtu, storage.p_key, storage.q_key) == (0xC001, 1, 4, 0x8002, 0x0B1B)

@@ -1,0 +1,95 @@
+"""Multicast groups by join on ibsim, with `smagent --transport umad run` as the SM: a
+client on another node (SIM_HOST; its own umad agent for class 0x03) sends
+SubnAdmSet(MCMemberRecord); the group's MFT entries appear, as `ibroute -M` reads them,
+on every switch of its tree (the members' leaves and one spine) and nowhere else;
+`saquery -g` shows the group; a join asking an MTU no link carries is refused; when the
+members leave, the entries are gone from every switch."""
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+
+from ibsim_harness import run_smagent
+from smagent import netfile, topogen
+from test_sa_live import SAQUERY, Proc, lid_map, pytestmark, saquery, wait_for_sa  # noqa: F401
+
+assert pytestmark
+
+
+@pytest.fixture
+def procs():
+    started: list[Proc] = []
+    yield started
+    for p in reversed(started):
+        p.stop()
+
+
+def mft(sim, lid: int) -> dict[int, set[int]]:
+    """MLID -> ports, as `ibroute -M` reads a switch's MFT (an 'x' under each port)."""
+    text = sim.run(["ibroute", "-M", str(lid)]).stdout
+    cols: dict[int, int] = {}
+    out: dict[int, set[int]] = {}
+    for line in text.splitlines():
+        if line.strip().startswith("Ports:"):
+            cols = {m.start(): int(m.group()) for m in re.finditer(r"\d+", line)}
+        m = re.match(r"^(0x[0-9a-fA-F]+)\s", line)
+        if m and cols:
+            out[int(m.group(1), 16)] = {p for pos, p in cols.items() if line[pos:pos + 1] == "x"}
+    return out
+
+
+def holders(sim, switches, mlid):
+    return {name: ports for name, lid in switches.items() if (ports := mft(sim, lid).get(mlid))}
+
+
+def wait_holders(sim, switches, mlid, done, seconds=30):
+    deadline = time.monotonic() + seconds
+    while True:
+        got = holders(sim, switches, mlid)
+        if done(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.3)
+
+
+def test_join_from_another_node_programs_the_tree_and_leave_removes_it(tmp_path, ibsim, procs):
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
+                tmp_path / "run.out")
+    procs.append(ours)
+    wait_for_sa(sim, "smagent run", ours)
+    switches = {d: lid for (d, p), lid in lid_map(sim).items() if not p}
+
+    def client(host, *args, check=True):
+        return run_smagent(["--transport", "umad", "sa", *args], env=dict(sim.env, SIM_HOST=host), cwd=sim.cwd,
+                           check=check, timeout=60)
+
+    (rec,) = client("H5", "join", "--json").json()["items"]  # a new group: MGID and MLID assigned
+    mgid, mlid = rec["mgid"], rec["mlid"]
+    assert 0xC000 < mlid <= 0xC3FF and mgid >> 120 == 0xFF and rec["join_state"] == 1
+    mgid_text = f"{mgid:#034x}"
+    (rec2,) = client("H2", "join", mgid_text, "--json").json()["items"]
+    assert (rec2["mlid"], rec2["mgid"]) == (mlid, mgid) and rec2["port_gid"] != rec["port_gid"]
+    got = wait_holders(sim, switches, mlid, lambda g: {"L1", "L2"} <= set(g))
+    spines = {s for s in got if s.startswith("S")}
+    # the tree: the two members' leaves (toward the member, H2 on L1 port 1, H5 on L2 port 2,
+    # and up to the spine) and one spine; the other leaves hold nothing
+    assert set(got) == {"L1", "L2"} | spines and len(spines) == 1, got
+    assert 1 in got["L1"] and 2 in got["L2"] and len(got["L1"]) == len(got["L2"]) == 2, got
+    # the SA's view, as saquery (OpenSM's client) reads it
+    text = saquery(sim, "-g").stdout
+    assert text.count("MCMemberRecord") >= 2 and f"0x{mlid:x}".upper()[2:] in text.upper(), text
+    # an MTU no link carries (more than 4096) is refused, and changes nothing
+    refused = client("H3", "join", mgid_text, "--mtu", "5", "--selector", "greater", check=False)
+    assert refused.returncode == 3 and "request is invalid" in refused.stderr, refused.stderr
+    # the members leave: the group dies, its entries go from every switch
+    client("H2", "leave", mgid_text)
+    assert wait_holders(sim, switches, mlid, lambda g: "L1" not in g) == {"L2": {2}}  # H5's leaf alone
+    client("H5", "leave", mgid_text)
+    assert wait_holders(sim, switches, mlid, lambda g: not g) == {}
+    assert client("H5", "groups", mgid_text, "--json").json()["count"] == 0

@@ -1,0 +1,138 @@
+"""Event subscriptions (InformInfo Set, InformInfoRecord) and Reports (smagent.sa.informs
+through the SA agent and the daemon, in-process): a subscriber gets a Report of every
+notice its subscription matches (groups created and deleted, CA ports in and out of
+service, traps forwarded), a ReportResp ends the retries, an unanswered Report is sent
+again and then the subscription dropped."""
+import pytest
+
+import smagent
+from mad import sa
+from mad.header import Method
+from mad.sa_records import InformInfo, InformInfoRecord, MCMemberRecord, SaNotice
+from smagent.sa import SaAgent
+from smagent.sa import informs as inf
+from smagent.sa.groups import FULL
+from smagent.subnet import Subnet
+from smagent.transport.address import Address, Incoming
+
+CREATE = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
+ALL_GENERIC = dict(lid_range_begin=0xFFFF, is_generic=1, subscribe=1, type=0xFFFF, qpn=1,
+                   producer_type_or_vendor_id=0xFFFFFF)
+
+
+@pytest.fixture(scope="module")
+def subnet():
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep()
+    return Subnet.from_sweep(r)
+
+
+@pytest.fixture
+def agent(subnet):
+    a = SaAgent()
+    a.publish(subnet)
+    return a
+
+
+def cas(agent):
+    s = agent.subnet
+    return [(agent._recs.gid(n, p), s.base_lid(n, p)) for n in sorted(s.nodes.values(), key=lambda n: n.guid)
+            if not n.is_switch for p in n.lid_ports()]
+
+
+def send(agent, method, record, *fields, src, now=0.0, tid=3):
+    q = sa.request(method, record, component_mask=type(record).mask(*fields), transaction_id=tid)
+    return agent.handle(Incoming(q.encode(), src), now)
+
+
+def subscribe(agent, lid, **kw):
+    ((raw, _to),) = send(agent, Method.SET, InformInfo(**{**ALL_GENERIC, **kw}), src=Address.gsi(lid))
+    return sa.SaMad.decode(raw)
+
+
+def reports(out):
+    return [(sa.SaMad.decode(raw), to) for raw, to in out if raw[3] == Method.REPORT]
+
+
+def test_subscriber_gets_reports_of_groups_created_and_deleted(agent):
+    (g1, l1), (g2, l2) = cas(agent)[:2]
+    m = subscribe(agent, l1, trap_number_or_device_id=0xFFFF)
+    assert m.method == Method.GET_RESP and m.status == 0
+    (rec,) = [sa.SaMad.decode(raw.ljust(256, b"\0")).record(InformInfoRecord) for raw, _ in
+              send(agent, Method.GET_TABLE, InformInfoRecord(), src=Address.gsi(l1))]
+    assert (rec.subscriber_gid, rec.enum, rec.qpn, rec.trap_number_or_device_id) == (g1, 1, 1, 0xFFFF)
+    join = MCMemberRecord(mgid=0, port_gid=g2, q_key=0x0B1B, p_key=0xFFFF, join_state=FULL)
+    out = send(agent, Method.SET, join, *CREATE, src=Address.gsi(l2), now=10.0)
+    (rep, to), = reports(out)
+    assert to.lid == l1 and to.qpn == 1 and out[0][1].lid == l2  # the answer first, to the joiner
+    n = rep.record(SaNotice)
+    mgid = sa.SaMad.decode(out[0][0]).record(MCMemberRecord).mgid
+    assert (n.trap_number_or_device_id, n.type, n.producer_type_or_vendor_id) == (inf.MCG_CREATED, 3, 4)
+    assert int.from_bytes(bytes(n.data_details)[6:22], "big") == mgid and n.issuer_lid == agent.subnet.sm_lid
+    # ReportResp ends it: nothing is sent again
+    resp = bytearray(rep.encode())
+    resp[3] = Method.REPORT_RESP
+    assert agent.handle(Incoming(bytes(resp), Address.gsi(l1)), 10.1) == [] and agent.deadline is None
+    leave = MCMemberRecord(mgid=mgid, port_gid=g2, join_state=FULL)
+    out = send(agent, Method.DELETE, leave, "mgid", "port_gid", "join_state", src=Address.gsi(l2), now=11.0)
+    (rep, _), = reports(out)
+    assert rep.record(SaNotice).trap_number_or_device_id == inf.MCG_DELETED
+
+
+def test_subscriptions_select_by_trap_and_port(agent):
+    (g1, l1), (g2, l2), (g3, l3) = cas(agent)[:3]
+    subscribe(agent, l1, trap_number_or_device_id=inf.GID_OUT)  # only 65
+    subscribe(agent, l2, trap_number_or_device_id=0xFFFF, lid_range_begin=l3, lid_range_end=l3)  # about l3
+    assert {to.lid for _m, to in reports(agent.sm_notice(inf.GID_OUT, g3, 0.0))} == {l1, l2}
+    assert {to.lid for _m, to in reports(agent.sm_notice(inf.GID_IN, g3, 0.0))} == {l2}
+    assert reports(agent.sm_notice(inf.GID_IN, g1, 0.0)) == []
+    # unsubscribe: Subscribe 0 with the same InformInfo; an unknown one is refused
+    assert subscribe(agent, l1, trap_number_or_device_id=inf.GID_OUT, subscribe=0).status == 0
+    assert {to.lid for _m, to in reports(agent.sm_notice(inf.GID_OUT, g3, 0.0))} == {l2}
+    bad = subscribe(agent, l1, trap_number_or_device_id=inf.GID_OUT, subscribe=0)
+    assert bad.sa_status is sa.SaStatus.ERR_REQ_INVALID
+    assert subscribe(agent, l1, qpn=0).sa_status is sa.SaStatus.ERR_REQ_INVALID
+
+
+def test_unanswered_reports_are_sent_again_then_the_subscriber_dropped(agent):
+    (g1, l1), (g2, _l2) = cas(agent)[:2]
+    subscribe(agent, l1, trap_number_or_device_id=0xFFFF)
+    (first, _), = reports(agent.sm_notice(inf.GID_IN, g2, 100.0))
+    assert agent.deadline == 100.0 + inf.REPORT_TIMEOUT_S
+    assert agent.on_timeout(100.5) == []
+    now = 100.0
+    for _ in range(inf.REPORT_RETRIES):
+        now += inf.REPORT_TIMEOUT_S
+        (again, _to), = agent.on_timeout(now)
+        assert again == first.encode()  # the same Report, the same TID
+    assert agent.on_timeout(now + inf.REPORT_TIMEOUT_S) == []
+    assert agent.informs.subs == [] and agent.informs.dropped == 1 and agent.deadline is None
+
+
+def test_daemon_reports_ports_in_and_out_of_service_and_forwards_traps():
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    from smagent.transport.sim import SimTransport
+    t = SimTransport()
+    t.serve()
+    d = Daemon(t, DaemonOptions(trap_settle=0), clock=lambda: 1000.0)
+    d.start()
+    (g1, l1), (g2, l2) = cas(d.sa.agent)[-2:]
+    t.outbox.clear()
+    t.deliver(sa.request(Method.SET, InformInfo(**ALL_GENERIC, trap_number_or_device_id=0xFFFF),
+                         transaction_id=8).encode(), Address.gsi(l1))
+    d.step(max_wait=0)
+    assert d.status()["sa"]["subscriptions"] == 1
+    # the port of g2 goes down: a trap 128 from its switch (forwarded), then the repair's
+    # snapshot lacks g2 (trap 65 about it)
+    node, port = d.sa.agent.subnet.port_of_guid(g2 & (1 << 64) - 1)
+    sim_node = next(n for n in t.sim if n.guid == node.guid)
+    t.outbox.clear()
+    t.sim.unlink(sim_node.name, port)
+    for _ in range(5):
+        d.step(max_wait=0.05)
+    got = [sa.SaMad.decode(raw).record(SaNotice) for raw, to in t.outbox
+           if raw[1] == sa.SA_CLASS and raw[3] == Method.REPORT and to.lid == l1]
+    numbers = [n.trap_number_or_device_id for n in got]
+    assert 128 in numbers and inf.GID_OUT in numbers, numbers
+    gone = next(n for n in got if n.trap_number_or_device_id == inf.GID_OUT)
+    assert int.from_bytes(bytes(gone.data_details)[6:22], "big") == g2
