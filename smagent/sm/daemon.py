@@ -46,6 +46,7 @@ from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
 from smagent.sm import events, peers as peersmod, reload, repair, timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
+from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
 from smagent.sm.perfmgr import PerfMgr
 from smagent.transport.address import Incoming
@@ -68,6 +69,9 @@ RESWEEPS_AFTER_PROBLEMS = 2
 RETRY_AFTER_FAILURE = (0.2, 0.5, 1.0, 2.0)
 
 
+PUBLISH_EVERY_S = 0.05  # the published status is at most this old when nothing important changed
+
+
 class Stopped(BaseException):
     """SIGTERM or SIGINT while the daemon works: raised from the transport's between-rounds
     hook so that a sweep or discovery unwinds at once. A BaseException, like
@@ -77,41 +81,6 @@ class Stopped(BaseException):
     def __init__(self, what: str | None):
         super().__init__(what)
         self.what = what  # the work abandoned, for the log
-
-
-@dataclasses.dataclass
-class DaemonOptions:
-    priority: int = 0
-    sm_key: int = smstate.DEFAULT_SM_KEY
-    sweep_interval: float = smstate.DEFAULT_SWEEP_INTERVAL_S  # 0: no light sweeps
-    poll_interval: float = smstate.DEFAULT_POLL_INTERVAL_S
-    poll_retries: int = smstate.DEFAULT_POLL_RETRIES
-    trap_settle: float = 0.05  # traps of one event come in bursts (both ends of a link): repair once
-    state_dir: str | None = None
-    desired_file: str | None = None  # re-read on SIGHUP
-    given: dict = dataclasses.field(default_factory=dict)  # lmc, lid_file, routing from the command line
-    sweep: sweepmod.SweepOptions = dataclasses.field(default_factory=sweepmod.SweepOptions)
-    perfmgr_interval: float = 0.0  # seconds between counter sweeps as MASTER (`smagent.sm.perfmgr`); 0: none
-
-
-@dataclasses.dataclass
-class Counters:
-    sweeps: int = 0  # sweeps done: the bring-up, every repair (incremental or full), SIGHUP
-    repairs: int = 0
-    light_sweeps: int = 0
-    light_sweep_gets: int = 0  # SMPs of the last light sweep (all Gets)
-    traps: int = 0
-    trap_numbers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    sminfo_gets_answered: int = 0
-    sminfo_sets_answered: int = 0
-    sweeps_failed: int = 0  # sweeps (and repairs) that ended in an error: see `last_error`
-    censuses: int = 0  # PortInfo of every CA port, to find an SM we did not know
-    handovers_sent: int = 0
-    handovers_received: int = 0
-    polls: int = 0
-    poll_failures: int = 0
-    errors: int = 0
-    plan_refusals: int = 0  # sweeps the check of planned tables refused (`sweep.PlanDefects`)
 
 
 class Daemon:
@@ -138,6 +107,8 @@ class Daemon:
         self._activity: str | None = "starting"  # what the daemon is busy with (`activity`)
         self._in_run = False  # inside `run`: a stop may raise Stopped there
         self._published: dict = {}  # the status the control thread answers with
+        self._published_key: tuple = ()  # what it was built from (`_publish_if_due`)
+        self._publish_at = 0.0
         self.perfmgr = PerfMgr(opts.perfmgr_interval) if opts.perfmgr_interval else None
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
@@ -223,7 +194,7 @@ class Daemon:
         """Wait up to `max_wait` (less if a timer is due) for MADs, then do what is due."""
         control = control if control is not None else self.control
         self.activity = None
-        self._publish()
+        self._publish_if_due()
         try:
             self.t.poll(min(max_wait, max(0.0, min(self.timers.next_at(), self.sa.deadline) - self.clock())))
             self.sa.tick()
@@ -254,6 +225,18 @@ class Daemon:
     def _publish(self) -> None:
         """The status as it is now, at a consistent point of the loop, for the control socket."""
         self._published = self.status()
+        self._published_key, self._publish_at = self._status_key(), time.monotonic() + PUBLISH_EVERY_S
+
+    def _status_key(self) -> tuple:
+        c = self.counters
+        return (self._sm.state if self._sm else None, self.activity, c.sweeps, c.sweeps_failed, c.errors)
+
+    def _publish_if_due(self) -> None:
+        """At once when the state, the work or the sweeps changed; else at most every
+        PUBLISH_EVERY_S: a flood of SA queries wakes the loop for each, and building the
+        whole status every time would cost more than answering them."""
+        if time.monotonic() >= self._publish_at or self._status_key() != self._published_key:
+            self._publish()
 
     def _answer_control(self, _command: str) -> dict:
         # the control thread: the status published last, never the daemon's live fields

@@ -1,0 +1,44 @@
+"""What `smagent run` is told (`DaemonOptions`) and what it counts (`Counters`, shown by
+`smagent status` and the metrics endpoint)."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from smagent import sweep as sweepmod
+from smagent.sm import state as smstate
+
+
+@dataclasses.dataclass
+class DaemonOptions:
+    priority: int = 0
+    sm_key: int = smstate.DEFAULT_SM_KEY
+    sweep_interval: float = smstate.DEFAULT_SWEEP_INTERVAL_S  # 0: no light sweeps
+    poll_interval: float = smstate.DEFAULT_POLL_INTERVAL_S
+    poll_retries: int = smstate.DEFAULT_POLL_RETRIES
+    trap_settle: float = 0.05  # traps of one event come in bursts (both ends of a link): repair once
+    state_dir: str | None = None
+    desired_file: str | None = None  # re-read on SIGHUP
+    given: dict = dataclasses.field(default_factory=dict)  # lmc, lid_file, routing from the command line
+    sweep: sweepmod.SweepOptions = dataclasses.field(default_factory=sweepmod.SweepOptions)
+    perfmgr_interval: float = 0.0  # seconds between counter sweeps as MASTER (`smagent.sm.perfmgr`); 0: none
+
+
+@dataclasses.dataclass
+class Counters:
+    sweeps: int = 0  # sweeps done: the bring-up, every repair (incremental or full), SIGHUP
+    repairs: int = 0
+    light_sweeps: int = 0
+    light_sweep_gets: int = 0  # SMPs of the last light sweep (all Gets)
+    traps: int = 0
+    trap_numbers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    sminfo_gets_answered: int = 0
+    sminfo_sets_answered: int = 0
+    sweeps_failed: int = 0  # sweeps (and repairs) that ended in an error: see `last_error`
+    censuses: int = 0  # PortInfo of every CA port, to find an SM we did not know
+    handovers_sent: int = 0
+    handovers_received: int = 0
+    polls: int = 0
+    poll_failures: int = 0
+    errors: int = 0
+    plan_refusals: int = 0  # sweeps the check of planned tables refused (`sweep.PlanDefects`)
