@@ -128,6 +128,6 @@ def test_fat_tree_648_hosts(ibsim, tmp_path):
     s = json.loads(sim.smagent("sweep", "--json").stdout)
     assert s["problems"] == [] and s["unreachable"] == []
     assert s["nodes"] == 648 + 54
-    witness_checks(sim, fabric, pairs_sample=2000)
+    witness_checks(sim, fabric, pairs_sample=400)  # ibtracert per pair: a sample (ibroute covers every entry)
     again = json.loads(sim.smagent("sweep", "--json").stdout)
     assert set(again["sets"].values()) == {0}, again
