@@ -143,6 +143,20 @@ class Session:
                 self.stop_recording()
 
     # -- operations ------------------------------------------------------------------
+    def snapshot(self, path: PathArg, *, mft_blocks: int | None = None) -> Any:
+        """Record to ``path`` one discovery and one Get of every table any plan could read
+        (`smagent.snapshot`): a replay of it (``connect("replay", fixture=path)``) answers
+        the Gets of any plan offline. ``mft_blocks``: MFT blocks read at least (from MLID
+        0xC000; more up to each switch's MulticastFDBTop). Returns a
+        `smagent.snapshot.SnapshotResult` (``.summary()``, ``.failed``)."""
+        from smagent import snapshot as snapmod
+        t = self._open()
+        blocks = snapmod.MFT_BLOCKS_DEFAULT if mft_blocks is None else _mft_blocks(mft_blocks)
+        with self.recording(path):
+            result = snapmod.take(t, os.fspath(path), mft_blocks=blocks)
+        self.topology = result.topology
+        return result
+
     def discover(self) -> Topology:
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
         from smagent import discovery
@@ -509,6 +523,12 @@ def check_query(attribute: str, target: TargetArg, *, port: int | None = None, b
         raise BadInput(str(e)) from None
     _query_request(attribute, tgt, **kw)
     return tgt
+
+
+def _mft_blocks(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= fw.MFT_BLOCKS:
+        raise BadInput(f"mft_blocks: {n!r}: expected a number of MFT blocks, 1..{fw.MFT_BLOCKS}")
+    return n
 
 
 def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture: PathArg | None = None,
