@@ -157,6 +157,17 @@ class Session:
         self.topology = result.topology
         return result
 
+    def diff(self, baseline: PathArg, *, mft_blocks: int | None = None) -> Any:
+        """Compare the fabric (or the snapshot this session replays) with ``baseline``: a
+        snapshot (`snapshot`) or the JSON of a plan (`plan --json` of a desired state).
+        Returns a `smagent.diff.Diff`: ``.records`` (every difference, by table, with
+        ``baseline`` and ``now``), ``.ok`` (none), ``.lines()``, ``.as_json()``. Gets only."""
+        from smagent import diff as diffmod
+        from smagent import snapshot as snapmod
+        t = self._open()
+        blocks = snapmod.MFT_BLOCKS_DEFAULT if mft_blocks is None else _mft_blocks(mft_blocks)
+        return diffmod.diff(t, baseline, mft_blocks=blocks)
+
     def discover(self) -> Topology:
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
         from smagent import discovery

@@ -34,7 +34,7 @@ COMMANDS = {
     "mft": ("tables_cmd", "mft"), "rft": ("rft_cmd", "rft_group"), "verify": ("verify_cmd", "verify"),
     "report": ("report_cmd", "report"), "run": ("run_cmd", "run"), "status": ("status_cmd", "status"),
     "partitions": ("partitions_cmd", "partitions"),
-    "snapshot": ("snapshot_cmd", "snapshot"),
+    "snapshot": ("snapshot_cmd", "snapshot"), "diff": ("diff_cmd", "diff"),
 }
 
 
