@@ -84,3 +84,30 @@ def test_diff_command(cli, tmp_path):
     r = cli("diff", bad)
     assert r.exit_code == 2 and "plan --json" in r.stderr
     assert cli("diff", tmp_path / "absent.erf").exit_code == 2
+
+
+def test_plan_detailed_exitcode_changes_pending_and_actions(cli, tmp_path):
+    """plan --detailed-exitcode: 2 while changes are pending, 0 once applied; every plan
+    record carries an action."""
+    desired = tmp_path / "d.yaml"
+    desired.write_text("multicast:\n  - {mlid: 0xC001, members: [H1, H2]}\n")
+    state = tmp_path / "state"
+    # the in-process simulator starts fresh for each command: the plan of a fresh fabric
+    r = cli("plan", desired, "--json", "--detailed-exitcode")
+    assert r.exit_code == 2, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["changes_pending"] is True and doc["plan"]
+    assert {rec["action"] for rec in doc["plan"]} <= {"create", "update", "delete"}
+    lft = [rec for rec in doc["plan"] if rec["table"] == "LFT"]
+    assert lft and all(rec["action"] == ("create" if rec["old"] == 255 else "update") for rec in lft)
+    assert all(rec["action"] == "create" for rec in doc["plan"] if rec["table"] == "MFT")
+    assert all(rec["action"] == "update" for rec in doc["plan"] if rec["table"] == "PortInfo")
+    assert cli("plan", desired, "--json").exit_code == 0  # without the flag: 0 as before
+    with smagent.connect("sim", state_dir=state) as s:
+        s.apply(str(desired))
+        left = s.plan(str(desired))
+        assert not left.changes_pending and left.summary()["changes_pending"] is False
+        assert "changes_pending" not in s.sweep().summary()  # only plans say it
+        s.snapshot(tmp_path / "applied.erf")
+    r = cli("--transport", "replay", "--fixture", tmp_path / "applied.erf", "plan", desired, "--detailed-exitcode")
+    assert r.exit_code == 0, r.stderr

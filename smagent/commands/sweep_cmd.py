@@ -11,6 +11,8 @@ from smagent.paths import StateDir, default_state_dir
 from smagent.commands.common import emit_json
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
+EXIT_CHANGES_PENDING = 2  # plan --detailed-exitcode, as Terraform's
+
 
 class Progress:
     """A status line on a terminal: the phase and the SMPs sent so far (stderr only)."""
@@ -259,8 +261,11 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
 @PARTITIONS
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: the plan's summary, its lines and changes.")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="As Terraform: exit 0 when there is nothing to do, 2 when changes are pending (the JSON's "
+                   "changes_pending; bad input also exits 2, with an error on stderr).")
 @click.pass_obj
-def plan_cmd(obj, file, force, state_dir, partitions_file, as_json):
+def plan_cmd(obj, file, force, state_dir, partitions_file, as_json, detailed_exitcode):
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
@@ -282,6 +287,8 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, as_json):
         warn_kept_groups(summary)
         print_plan_defects(r)
     _exit(r)
+    if detailed_exitcode and r.changes_pending:
+        sys.exit(EXIT_CHANGES_PENDING)
 
 
 @click.command("apply")

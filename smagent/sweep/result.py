@@ -17,6 +17,21 @@ from smagent.errors import SafetyRefusal
 from smagent.sweep.options import KnownState
 
 
+_EMPTY: tuple[Any, ...] = (None, [], 0xFF)  # nothing held: not read, no ports, LFT "no port"
+
+
+def plan_action(record: dict[str, Any]) -> str:
+    """What a plan record does to its entry, as Terraform names it: "create" (the entry
+    held nothing: an LFT entry of 255, an MFT group without ports, a table not read),
+    "delete" (it will hold nothing), else "update"."""
+    old, new = record.get("old"), record.get("new")
+    if record.get("table") in ("LFT", "MFT") and new in _EMPTY:
+        return "delete"
+    if old is None or (record.get("table") in ("LFT", "MFT") and old in _EMPTY):
+        return "create"
+    return "update"
+
+
 class PlanDefects(SafetyRefusal):
     """The planned tables would break the fabric (`smagent.plancheck`): refused before
     the first Set (``allow_defects`` / --allow-defects overrides). ``defects``: class ->
@@ -148,7 +163,12 @@ class SweepResult:
         out = [d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc)]
         out += fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes).to_json()
         out += [c.to_json() for c in self.link_changes]
-        return out
+        return [{**d, "action": plan_action(d)} for d in out]
+
+    @property
+    def changes_pending(self) -> bool:
+        """Whether the plan has any Set to send (`plan --detailed-exitcode`: exit 2)."""
+        return self.sets_planned > 0
 
     @property
     def plan_defects(self) -> dict[str, Any]:
@@ -163,6 +183,7 @@ class SweepResult:
         topo = self.topology
         return {
             "dry_run": self.dry_run,
+            **({"changes_pending": self.changes_pending} if self.dry_run else {}),
             "nodes": len(topo.nodes), "switches": len(topo.switches()), "cas": len(topo.cas()),
             "links": topo.num_links(), "lids": len(self.lid_plan.lids), "lmc": self.lid_plan.lmc,
             "linear_fdb_top": self.lid_plan.top,
