@@ -58,19 +58,27 @@ class SessionClosed(BadInput):
     """A call on a session after `Session.close` (nothing was sent)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class ApplyResult:
-    """What `Session.apply` did: ``result`` the sweep that wrote the desired state,
-    ``left_after_apply`` the plan lines of a fresh plan afterwards (empty: it holds),
-    ``left`` that plan itself (``left.plan_changes()``: the same as records)."""
+    """What `Session.apply` did: ``result`` the sweep that wrote the desired state, ``left``
+    the fresh plan afterwards (a `SweepResult`; ``left.plan_lines()``, ``left.plan_changes()``:
+    empty when the fabric holds the desired state)."""
     result: SweepResult
-    left_after_apply: list[str]
-    left: object = None  # the fresh plan afterwards (a SweepResult): `.plan_changes()`
+    left: SweepResult
+
+    @property
+    def left_after_apply(self) -> list[str]:
+        """Deprecated (the README named it): ``left.plan_lines()``."""
+        return self.left.plan_lines()
 
     @property
     def ok(self) -> bool:
         """No write problem, nothing unreachable, nothing left to change."""
-        return not (self.result.problems or self.result.topology.unreachable or self.left_after_apply)
+        return not (self.result.problems or self.result.topology.unreachable or self.left.sets_planned)
+
+    def __repr__(self) -> str:
+        return (f"<ApplyResult: {self.result.sets_planned} Sets sent, {len(self.result.problems)} problems, "
+                f"{self.left.sets_planned} left to change{', ok' if self.ok else ''}>")
 
 
 class Session:
@@ -244,7 +252,7 @@ class Session:
     def apply(self, desired: Any, *, force: bool = False, state_dir: PathArg | None = None,
               **kw: Any) -> ApplyResult:
         """Make the fabric hold a desired state (as for `plan`), then plan again:
-        ``left_after_apply`` must be empty. Another MASTER SM: SafetyRefusal unless ``force``;
+        ``left`` (that plan) must have nothing to change. Another MASTER SM: SafetyRefusal unless ``force``;
         planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
         from smagent import desired as desiredmod
         ds = desiredmod.coerce(desired)  # read once: the re-plan sees the same state
@@ -252,7 +260,7 @@ class Session:
         r = self.sweep(desired=ds, force=force, **kw)
         kw.pop("progress", None)
         left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
-        return ApplyResult(r, left.plan_lines(), left)
+        return ApplyResult(r, left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.

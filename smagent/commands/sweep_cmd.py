@@ -318,9 +318,9 @@ def apply_cmd(obj, file, force, allow_defects, state_dir, partitions_file, as_js
         print_summary(summary)
         warn_kept_groups(summary)
         print_plan_defects(r)
-        for line in a.left_after_apply:
+        for line in a.left.plan_lines():
             click.echo(f"error: still differs after apply: {line}", err=True)
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
-    if a.left_after_apply or r.plan_defects:  # written with --allow-defects: the fabric has them now
+    if a.left.sets_planned or r.plan_defects:  # written with --allow-defects: the fabric has them now
         sys.exit(EXIT_DEFECTS)

@@ -166,6 +166,17 @@ class SweepResult:
         return [{**d, "action": plan_action(d)} for d in out]
 
     @property
+    def ok(self) -> bool:
+        """No problem, nothing unreachable, and no defect in the planned tables."""
+        return not (self.problems or self.topology.unreachable or self.plan_defects)
+
+    def __repr__(self) -> str:  # the fields hold whole tables: counts only
+        what = "plan" if self.dry_run else "sweep"
+        return (f"<SweepResult {what}: {len(self.topology.nodes)} nodes, {self.sets_planned} Sets "
+                f"{'planned' if self.dry_run else 'sent'}, {len(self.problems)} problems, "
+                f"{len(self.topology.unreachable)} unreachable{', ok' if self.ok else ''}>")
+
+    @property
     def changes_pending(self) -> bool:
         """Whether the plan has any Set to send (`plan --detailed-exitcode`: exit 2)."""
         return self.sets_planned > 0
