@@ -25,6 +25,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Iterator, Sequence, TypeVar
 
+from mad import codes
 from mad import forwarding as fw
 from mad.attributes import Attribute, PortInfo, PortState
 from mad.errors import MadError
@@ -485,10 +486,13 @@ def _node_refuses(t: Transport, tgt: Target, attribute: str, port: int | None, i
 
 
 def _decoded(value: A) -> A:
-    """The attribute as the API returns it: a PortInfo's ``port_state`` as a `PortState`
-    (an IntEnum: ``== 4`` still holds; a reserved value stays an int)."""
-    if isinstance(value, PortInfo) and value.port_state in PortState._value2member_map_:
-        value.port_state = PortState(value.port_state)
+    """The attribute as the API returns it: a PortInfo's coded fields as enums
+    (`mad.codes.FIELD_ENUMS`: ``port_state`` a `PortState`, MTUs `Mtu`, VLs `Vls`, widths
+    `LinkWidth`, speeds `LinkSpeed`; IntEnums: ``== 4`` still holds; a reserved value stays
+    an int)."""
+    if isinstance(value, PortInfo):
+        for field in codes.FIELD_ENUMS:
+            setattr(value, field, codes.as_enum(field, getattr(value, field)))
     return value
 
 

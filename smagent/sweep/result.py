@@ -4,8 +4,10 @@ that would break the fabric."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
+from mad import codes
 from mad.attributes import PortInfo, PortState
 from smagent import discovery, lids, links, multicast
 from smagent.fdb import plan as fdbplan
@@ -72,8 +74,9 @@ class PortChange:
                 parts.append(f"master_sm_lid {self.current.master_sm_lid} -> {master_lid}")
         parts += links.describe_diff(self.link_diff)
         if self.arm:
-            via = "" if self.current.port_state == PortState.ARMED else " -> ARMED"
-            parts.append(f"port_state {PortState(self.current.port_state).name}{via} -> ACTIVE")
+            state = functools.partial(codes.value_text, "port_state")
+            via = "" if self.current.port_state == PortState.ARMED else f" -> {state(PortState.ARMED)}"
+            parts.append(f"port_state {state(self.current.port_state)}{via} -> {state(PortState.ACTIVE)}")
         return f"{self.name} port {self.port}: " + ", ".join(parts)
 
     def to_json(self, master_lid: int, lmc: int) -> list[dict]:
@@ -86,7 +89,14 @@ class PortChange:
         if self.arm:
             new["port_state"] = int(PortState.ACTIVE)
         rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "port": self.port, "table": "PortInfo"}
-        return [{**rec, "field": k, "old": getattr(pi, k), "new": v} for k, v in new.items() if getattr(pi, k) != v]
+        return [{**rec, "field": k, "old": getattr(pi, k), "new": v, **_names(k, getattr(pi, k), v)}
+                for k, v in new.items() if getattr(pi, k) != v]
+
+
+def _names(field: str, old: int, new: int) -> dict[str, str]:
+    """A coded field's values by name too (`codes.value_name`): MTU bytes, VL counts, states."""
+    name = codes.value_name(field, new)
+    return {} if name is None else {"old_name": codes.value_name(field, old) or str(old), "new_name": name}
 
 
 @dataclasses.dataclass
