@@ -8,34 +8,15 @@ import click
 
 from smagent import render
 from smagent.paths import StateDir, default_state_dir
-from smagent.commands.common import emit_json
+from smagent.commands.common import emit_json, progress_line
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
 EXIT_CHANGES_PENDING = 2  # plan --detailed-exitcode, as Terraform's
 
 
-class Progress:
-    """A status line on a terminal: the phase and the SMPs sent so far (stderr only)."""
-
-    def __init__(self, transport, what: str):
-        self.t, self.what, self.phase, self.shown = transport, what, "", 0
-        transport.on_send = self._sent
-
-    def __call__(self, phase: str) -> None:
-        self.phase = phase
-        self._show()
-
-    def _sent(self, _request) -> None:
-        if self.t.stats.sent - self.shown >= 256:
-            self._show()
-
-    def _show(self) -> None:
-        self.shown = self.t.stats.sent
-        click.echo(f"\r{self.what}: {self.phase:<12} {self.shown:>9,} SMPs", nl=False, err=True)
-
-    def finish(self) -> None:
-        self.t.on_send = None
-        click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
+def _steps(dry_run: bool) -> tuple[str, ...]:
+    from smagent.sweep import PLAN_PHASES, WRITE_PHASES
+    return PLAN_PHASES if dry_run else PLAN_PHASES + WRITE_PHASES
 
 
 def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
@@ -229,7 +210,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
     parts = _partitions(partitions_file)
     state_dir = _state_dir(obj, state_dir)
-    progress = Progress(obj.transport(), "sweep") if sys.stderr.isatty() and not as_json else None
+    progress = progress_line(obj, "sweep", as_json, _steps(dry_run))
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), qos),
@@ -275,8 +256,11 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, as_json, detailed_exi
     break the fabric are listed as warnings (exit 1: `apply` would refuse them).
     """
     parts = _partitions(partitions_file)
-    r = obj.session().plan(file, force=force, state_dir=_state_dir(obj, state_dir),
-                           **({} if parts is None else {"partitions": parts}))
+    state_dir = _state_dir(obj, state_dir)
+    progress = progress_line(obj, "plan", as_json, _steps(True))
+    r = _interruptible(obj, state_dir, lambda: obj.session().plan(
+        file, force=force, state_dir=state_dir, progress=progress, **({} if parts is None else {"partitions": parts})),
+        progress)
     summary = r.summary()
     summary["plan"] = r.plan_changes()
     if as_json:
@@ -306,8 +290,10 @@ def apply_cmd(obj, file, force, allow_defects, state_dir, partitions_file, as_js
     state_dir = _state_dir(obj, state_dir)
     parts = _partitions(partitions_file)
     more = {} if parts is None else {"partitions": parts}
+    progress = progress_line(obj, "apply", as_json, _steps(False))
     a = _interruptible(obj, state_dir, lambda: obj.session().apply(file, force=force, state_dir=state_dir,
-                                                                   allow_defects=allow_defects, **more))
+                                                                   allow_defects=allow_defects, progress=progress,
+                                                                   **more), progress)
     r = a.result
     summary = r.summary()
     summary["left_after_apply"] = a.left.plan_changes()
