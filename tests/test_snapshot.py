@@ -62,6 +62,20 @@ def test_a_replay_names_every_missing_read_at_once(tmp_path):
     assert "smagent snapshot" in str(e.value)
 
 
+def test_a_long_miss_names_ten_and_counts_the_rest(tmp_path):
+    rec = tmp_path / "query.erf"
+    with smagent.connect("sim") as f, f.recording(rec):
+        f.discover()
+    with smagent.connect("replay", fixture=rec) as offline:
+        offline.discover()
+        from mad.header import Method
+        from smagent.transport.base import Request
+        with pytest.raises(ReplayMiss) as e:
+            offline.transport.execute([Request.dr(Method.GET, 0x19, (0, 1), b) for b in range(25)])
+    assert len(e.value.missing) == 25 and "; and 15 more (25 requests): not in the recording" in str(e.value)
+    assert str(e.value).count("SubnGet(") == 10
+
+
 def offline_request(attr: int):
     from mad.header import Method
     from smagent.transport.base import Request

@@ -161,6 +161,7 @@ class ReplayIndex:
         return self.requests
 
 
+MISSES_SHOWN = 10  # requests a ReplayMiss message names (`missing` holds them all)
 _DR_ENDS = (PERMISSIVE_LID, PERMISSIVE_LID)
 _LOCAL_PORT = NodeInfo.LAYOUT.byte_slice("local_port_num")
 _STATUS = MadHeader.LAYOUT.byte_slice("status")  # a directed-route SMP's D bit included
@@ -284,7 +285,9 @@ class ReplayTransport(ImmediateTransport):
     def _miss(self) -> ReplayMiss:
         missing = list(self._missed)
         first = missing[0]
-        what = first if len(missing) == 1 else f"{'; '.join(missing)} ({len(missing)} requests)"
+        shown = "; ".join(missing[:MISSES_SHOWN]) + (f"; and {len(missing) - MISSES_SHOWN} more"
+                                                    if len(missing) > MISSES_SHOWN else "")
+        what = first if len(missing) == 1 else f"{shown} ({len(missing)} requests)"
         return ReplayMiss(f"{what}: not in the recording {self.fixture} ({self.index.requests} recorded requests): "
                           f"was it recorded on this fabric, with the same commands and options "
                           f"(`smagent snapshot` records every table any plan reads)?",
