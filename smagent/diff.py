@@ -32,6 +32,8 @@ SKIPPED_FIELDS = {"m_key", "local_port_num", "m_key_violations", "p_key_violatio
 TABLE_ORDER = ("NodeDescription", "PortInfo", "SwitchInfo", "LFT", "MFT", "SL2VL", "VLArb", "P_Key")
 _DEFAULTS: dict[str, Any] = {"LFT": fw.LFT_NO_PORT, "MFT": []}
 
+# a plan record's fields that are not its entry's name (the values, how to reach it, what the Set does)
+_NOT_NAMING = ("old", "new", "old_name", "new_name", "action", "path", "block")
 Entries = dict[tuple, tuple[dict[str, Any], Any]]  # identity -> (the record's naming fields, value)
 
 
@@ -176,7 +178,7 @@ def plan_entries(doc: Any, topo: discovery.Topology, source: str) -> Entries:
     out: Entries = {}
     for i, r in enumerate(records, 1):
         try:
-            out[_plan_identity(r, port_of)] = ({k: v for k, v in r.items() if k not in ("old", "new", "path", "block")
+            out[_plan_identity(r, port_of)] = ({k: v for k, v in r.items() if k not in _NOT_NAMING
                                                 or (k == "block" and r["table"] == "P_Key")}, r["new"])
         except (KeyError, TypeError, ValueError) as e:
             raise BadInput(f"{source}: plan record {i}: not a plan record ({e!r})") from None

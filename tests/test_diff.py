@@ -58,6 +58,7 @@ def test_diff_against_a_plan_json(cli, tmp_path):
         (tmp_path / "plan.json").write_text(json.dumps(doc))
         before = s.diff(tmp_path / "plan.json")
         assert len(before.records) == len(doc["plan"]) and before.by_table().keys() == {"LFT", "MFT"}
+        assert all(set(r) >= {"table", "guid", "baseline", "now"} and "action" not in r for r in before.records)
         s.apply(str(desired))
         assert s.diff(tmp_path / "plan.json").records == []
 
