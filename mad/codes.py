@@ -5,6 +5,10 @@ checks all read these. Pure data and small functions: no I/O.
 """
 from __future__ import annotations
 
+import enum
+
+from mad.attributes import PortState
+
 # LinkWidth* bits -> (smpquery's name, ibnetdiscover's rate prefix, lanes)
 WIDTHS = {1: ("1X", "1x", 1), 2: ("4X", "4x", 4), 4: ("8X", "8x", 8), 8: ("12X", "12x", 12), 16: ("2X", "2x", 2)}
 # LinkSpeed* bits -> (smpquery's name, rate suffix, Gb/s per lane)
@@ -22,6 +26,102 @@ PORT_STATES = {0: "NoChange", 1: "Down", 2: "Initialize", 3: "Armed", 4: "Active
 PHYS_STATES = {0: "NoChange", 1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
                5: "LinkUp", 6: "LinkErrorRecovery", 7: "PhyTest"}
 LINK_DOWN_DEFAULT = {0: "NoChange", 1: "Sleep", 2: "Polling"}
+
+
+class Mtu(enum.IntEnum):
+    """NeighborMTU / MTUCap codes; ``.bytes`` the size."""
+    MTU_256 = 1
+    MTU_512 = 2
+    MTU_1024 = 3
+    MTU_2048 = 4
+    MTU_4096 = 5
+
+    @property
+    def bytes(self) -> int:
+        return MTUS[self]
+
+
+class Vls(enum.IntEnum):
+    """OperationalVLs / VLCap codes; ``.data_vls`` how many data VLs (VL0..n-1)."""
+    VL0 = 1
+    VL0_1 = 2
+    VL0_3 = 3
+    VL0_7 = 4
+    VL0_14 = 5
+
+    @property
+    def data_vls(self) -> int:
+        return DATA_VLS[self]
+
+
+class LinkWidth(enum.IntFlag):
+    """LinkWidth* bits."""
+    X1 = 1
+    X4 = 2
+    X8 = 4
+    X12 = 8
+    X2 = 16
+
+
+class LinkSpeed(enum.IntFlag):
+    """LinkSpeed* bits (LinkSpeedExt* are `EXT_SPEEDS`)."""
+    SDR = 1
+    DDR = 2
+    QDR = 4
+
+
+# PortInfo fields whose numbers are codes, by kind: the one rule for how a value reads
+FIELD_KINDS = {"neighbor_mtu": "mtu", "mtu_cap": "mtu", "operational_vls": "vls", "vl_cap": "vls",
+               "port_state": "state", "port_physical_state": "phys", "link_down_default_state": "down_default",
+               **{f"link_width_{k}": "width" for k in ("enabled", "supported", "active")},
+               **{f"link_speed_{k}": "speed" for k in ("enabled", "supported", "active")}}
+# the enum each coded field is handed out as by the API (`smagent.api`; port_state: PortState)
+FIELD_ENUMS: dict[str, type[enum.IntEnum] | type[enum.IntFlag]] = {
+    "neighbor_mtu": Mtu, "mtu_cap": Mtu, "operational_vls": Vls, "vl_cap": Vls, "port_state": PortState,
+    **{f"link_width_{k}": LinkWidth for k in ("enabled", "supported", "active")},
+    **{f"link_speed_{k}": LinkSpeed for k in ("enabled", "supported", "active")}}
+
+
+def as_enum(field: str, value: int) -> int:
+    """A PortInfo field's value as its enum (`FIELD_ENUMS`), an int still (``== 4`` holds);
+    a reserved code stays a plain int."""
+    kind = FIELD_ENUMS.get(field)
+    if kind is None:
+        return value
+    if issubclass(kind, enum.IntFlag):
+        return kind(value) if value and not value & ~sum(kind) else value
+    return kind(value) if value in kind._value2member_map_ else value
+
+
+def value_name(field: str, code: int) -> str | None:
+    """A coded PortInfo field's value in its human unit (MTUs in bytes, VLs as the count of
+    data VLs, states by name, widths, speeds); None for a plain number. Plan text and plan
+    JSON (``old_name``/``new_name``) both read it."""
+    kind = FIELD_KINDS.get(field)
+    if kind == "mtu":
+        return f"{MTUS[code]} bytes" if code in MTUS else f"undefined ({code})"
+    if kind == "vls":
+        return (f"{DATA_VLS[code]} VL{'s' if DATA_VLS[code] != 1 else ''}" if code in DATA_VLS
+                else f"undefined ({code})")
+    if kind == "state":  # as the plan has always named them (PortState), not smpquery's "Active"
+        return PortState(code).name if code in PortState._value2member_map_ else f"undefined ({code})"
+    if kind == "phys":
+        return PHYS_STATES.get(code, f"undefined ({code})")
+    if kind == "down_default":
+        return LINK_DOWN_DEFAULT.get(code, f"undefined ({code})")
+    if kind == "width":
+        return width_text(code)
+    if kind == "speed":
+        return speed_text(code)
+    return None
+
+
+def value_text(field: str, value: int) -> str:
+    """A PortInfo field's value as text: `value_name`, the GID prefix in hex, else the number."""
+    if field == "gid_prefix":
+        return f"{value:#018x}"
+    name = value_name(field, value)
+    return str(value) if name is None else name
 
 
 def _bits(value: int, table: dict, undefined: str) -> str:

@@ -25,6 +25,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Iterator, Sequence, TypeVar
 
+from mad import codes
 from mad import forwarding as fw
 from mad.attributes import Attribute, PortInfo, PortState
 from mad.errors import MadError
@@ -58,19 +59,27 @@ class SessionClosed(BadInput):
     """A call on a session after `Session.close` (nothing was sent)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class ApplyResult:
-    """What `Session.apply` did: ``result`` the sweep that wrote the desired state,
-    ``left_after_apply`` the plan lines of a fresh plan afterwards (empty: it holds),
-    ``left`` that plan itself (``left.plan_changes()``: the same as records)."""
+    """What `Session.apply` did: ``result`` the sweep that wrote the desired state, ``left``
+    the fresh plan afterwards (a `SweepResult`; ``left.plan_lines()``, ``left.plan_changes()``:
+    empty when the fabric holds the desired state)."""
     result: SweepResult
-    left_after_apply: list[str]
-    left: object = None  # the fresh plan afterwards (a SweepResult): `.plan_changes()`
+    left: SweepResult
+
+    @property
+    def left_after_apply(self) -> list[str]:
+        """Deprecated (the README named it): ``left.plan_lines()``."""
+        return self.left.plan_lines()
 
     @property
     def ok(self) -> bool:
         """No write problem, nothing unreachable, nothing left to change."""
-        return not (self.result.problems or self.result.topology.unreachable or self.left_after_apply)
+        return not (self.result.problems or self.result.topology.unreachable or self.left.sets_planned)
+
+    def __repr__(self) -> str:
+        return (f"<ApplyResult: {self.result.sets_planned} Sets sent, {len(self.result.problems)} problems, "
+                f"{self.left.sets_planned} left to change{', ok' if self.ok else ''}>")
 
 
 class Session:
@@ -143,6 +152,31 @@ class Session:
                 self.stop_recording()
 
     # -- operations ------------------------------------------------------------------
+    def snapshot(self, path: PathArg, *, mft_blocks: int | None = None) -> Any:
+        """Record to ``path`` one discovery and one Get of every table any plan could read
+        (`smagent.snapshot`): a replay of it (``connect("replay", fixture=path)``) answers
+        the Gets of any plan offline. ``mft_blocks``: MFT blocks read at least (from MLID
+        0xC000; more up to each switch's MulticastFDBTop). Returns a
+        `smagent.snapshot.SnapshotResult` (``.summary()``, ``.failed``)."""
+        from smagent import snapshot as snapmod
+        t = self._open()
+        blocks = snapmod.MFT_BLOCKS_DEFAULT if mft_blocks is None else _mft_blocks(mft_blocks)
+        with self.recording(path):
+            result = snapmod.take(t, os.fspath(path), mft_blocks=blocks)
+        self.topology = result.topology
+        return result
+
+    def diff(self, baseline: PathArg, *, mft_blocks: int | None = None) -> Any:
+        """Compare the fabric (or the snapshot this session replays) with ``baseline``: a
+        snapshot (`snapshot`) or the JSON of a plan (`plan --json` of a desired state).
+        Returns a `smagent.diff.Diff`: ``.records`` (every difference, by table, with
+        ``baseline`` and ``now``), ``.ok`` (none), ``.lines()``, ``.as_json()``. Gets only."""
+        from smagent import diff as diffmod
+        from smagent import snapshot as snapmod
+        t = self._open()
+        blocks = snapmod.MFT_BLOCKS_DEFAULT if mft_blocks is None else _mft_blocks(mft_blocks)
+        return diffmod.diff(t, baseline, mft_blocks=blocks)
+
     def discover(self) -> Topology:
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
         from smagent import discovery
@@ -219,7 +253,7 @@ class Session:
     def apply(self, desired: Any, *, force: bool = False, state_dir: PathArg | None = None,
               **kw: Any) -> ApplyResult:
         """Make the fabric hold a desired state (as for `plan`), then plan again:
-        ``left_after_apply`` must be empty. Another MASTER SM: SafetyRefusal unless ``force``;
+        ``left`` (that plan) must have nothing to change. Another MASTER SM: SafetyRefusal unless ``force``;
         planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
         from smagent import desired as desiredmod
         ds = desiredmod.coerce(desired)  # read once: the re-plan sees the same state
@@ -227,7 +261,7 @@ class Session:
         r = self.sweep(desired=ds, force=force, **kw)
         kw.pop("progress", None)
         left = self.sweep(desired=ds, force=force, dry_run=True, **kw)  # the same LID file as the write
-        return ApplyResult(r, left.plan_lines(), left)
+        return ApplyResult(r, left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
                path_sls: PathArg | None = None) -> Report:
@@ -475,10 +509,13 @@ def _node_refuses(t: Transport, tgt: Target, attribute: str, port: int | None, i
 
 
 def _decoded(value: A) -> A:
-    """The attribute as the API returns it: a PortInfo's ``port_state`` as a `PortState`
-    (an IntEnum: ``== 4`` still holds; a reserved value stays an int)."""
-    if isinstance(value, PortInfo) and value.port_state in PortState._value2member_map_:
-        value.port_state = PortState(value.port_state)
+    """The attribute as the API returns it: a PortInfo's coded fields as enums
+    (`mad.codes.FIELD_ENUMS`: ``port_state`` a `PortState`, MTUs `Mtu`, VLs `Vls`, widths
+    `LinkWidth`, speeds `LinkSpeed`; IntEnums: ``== 4`` still holds; a reserved value stays
+    an int)."""
+    if isinstance(value, PortInfo):
+        for field in codes.FIELD_ENUMS:
+            setattr(value, field, codes.as_enum(field, getattr(value, field)))
     return value
 
 
@@ -532,6 +569,12 @@ def check_query(attribute: str, target: TargetArg, *, port: int | None = None, b
         raise BadInput(str(e)) from None
     _query_request(attribute, tgt, **kw)
     return tgt
+
+
+def _mft_blocks(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= fw.MFT_BLOCKS:
+        raise BadInput(f"mft_blocks: {n!r}: expected a number of MFT blocks, 1..{fw.MFT_BLOCKS}")
+    return n
 
 
 def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture: PathArg | None = None,

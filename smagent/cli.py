@@ -37,6 +37,7 @@ COMMANDS = {
     "sa": ("sa_cmd", "sa"),
     "counters": ("perf_cmd", "counters"), "health": ("perf_cmd", "health"),
     "paths": ("paths_cmd", "paths"),
+    "snapshot": ("snapshot_cmd", "snapshot"), "diff": ("diff_cmd", "diff"),
 }
 
 

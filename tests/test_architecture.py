@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("smagent.fabric", "smagent.netfile", "smagent.topogen", "smagent.paths", "smagent.atomicfile", "smagent.mkeys",
      "smagent.pcap", "smagent.sim"),
     ("smagent.transport",),
-    ("smagent.discovery", "smagent.smcheck", "smagent.lids", "smagent.fdb", "smagent.routing", "smagent.targets", "smagent.render",
+    ("smagent.discovery", "smagent.snapshot", "smagent.diff", "smagent.smcheck", "smagent.lids", "smagent.fdb", "smagent.routing", "smagent.targets", "smagent.render",
      "smagent.lftwalk", "smagent.links", "smagent.partitions", "smagent.multicast", "smagent.balance",
      "smagent.subnet", "smagent.perf", "smagent.metrics", "smagent.cycles", "smagent.pathsl"),
     ("smagent.verify", "smagent.plancheck", "smagent.desired", "smagent.sweep", "smagent.sa"),

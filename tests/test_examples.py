@@ -76,3 +76,22 @@ def test_drift_monitor_baseline_then_no_drift_then_an_injected_change(tmp_path):
     assert drifted.stdout.splitlines() == ["LFT L1: LID 10: port 5 -> 6"]
     bad = run("drift_monitor.py", "--baseline", base, "--inject", "NoSuchSwitch", 10, 6)
     assert bad.returncode == 2 and "NoSuchSwitch" in bad.stderr
+
+
+def test_ci_gate_on_the_simulator(tmp_path):
+    """ci_gate.py snapshot (--transport sim), then check offline: the shipped desired state
+    passes, a file that names no such switch is bad input (exit 1 overall)."""
+    snap = tmp_path / "fabric.erf"
+    r = run("ci_gate.py", "snapshot", snap, "--transport", "sim")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["failed"] == 0 and snap.exists()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lft:\n  - {switch: NoSuchSwitch, lid: 2, port: 1}\n")
+    r = run("ci_gate.py", "check", snap, EXAMPLES / "desired.yaml", bad)
+    assert r.returncode == 1, r.stderr
+    first, second = map(json.loads, r.stdout.splitlines())
+    assert first["verdict"] == "pass" and first["exit"] == 0 and first["sets"] > 0
+    assert second["verdict"] == "bad input" and second["exit"] == 2 and "NoSuchSwitch" in second["problems"][0]
+    assert "1 of 2 desired states pass" in r.stderr
+    r = run("ci_gate.py", "check", tmp_path / "absent.erf", bad)
+    assert r.returncode == 2 and "error:" in r.stderr

@@ -187,7 +187,7 @@ def test_dry_run_plan_lists_link_changes():
     r = sweep.plan(t, sweep.SweepOptions())
     lines = r.plan_lines()
     assert any("gid_prefix 0x0000000000000000 -> 0xfe80000000000000" in x for x in lines)
-    assert any("neighbor_mtu 256 -> 4096" in x and "operational_vls 1 -> 4" in x for x in lines)
+    assert any("neighbor_mtu 256 bytes -> 4096 bytes" in x and "operational_vls 1 VL -> 8 VLs" in x for x in lines)
     assert any(x.startswith("SubnSet(SLtoVLMappingTable)") and "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 -> "
                "0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7" in x for x in lines)
     assert any(x.startswith("SubnSet(VLArbitrationTable)") and "low 0-31" in x for x in lines)

@@ -289,9 +289,9 @@ def test_plan_changes_match_the_sets(fabric):
     old = s.lft_show(entry["switch"]).table[lid]
     assert r.plan_changes() == [
         {"switch": entry["switch"], "guid": f"0x{node(s, entry['switch']).guid:016x}", "table": "SwitchInfo",
-         "field": "life_time_value", "old": 18, "new": 9},
+         "field": "life_time_value", "old": 18, "new": 9, "action": "update"},
     ] + ([{"switch": entry["switch"], "guid": f"0x{node(s, entry['switch']).guid:016x}", "table": "LFT",
-           "block": lid // 64, "lid": lid, "old": old, "new": l3_port}] if old != l3_port else [])
+           "block": lid // 64, "lid": lid, "old": old, "new": l3_port, "action": "update"}] if old != l3_port else [])
 
 
 def test_run_reads_a_desired_state_by_the_same_rule(cli, tmp_path):

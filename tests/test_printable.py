@@ -61,3 +61,15 @@ def test_to_networkx_without_networkx_says_how_to_get_it(swept, monkeypatch):
     monkeypatch.setitem(sys.modules, "networkx", None)  # an import of it fails
     with pytest.raises(ImportError, match=r"pip install 'smagent\[graph\]'"):
         swept.topology.to_networkx()
+
+
+def test_sweep_and_apply_results_print_short_and_say_ok(tmp_path):
+    with smagent.connect("sim", state_dir=tmp_path) as s:
+        plan = s.plan()
+        assert plan.ok and plan.changes_pending
+        assert repr(plan) == (f"<SweepResult plan: 14 nodes, {plan.sets_planned} Sets planned, 0 problems, "
+                              f"0 unreachable, ok>")
+        a = s.apply({"multicast": [{"mlid": 0xC001, "members": ["H1", "H2"]}]})
+        assert a.ok and a.left.sets_planned == 0 and a.left_after_apply == a.left.plan_lines() == []
+        assert repr(a) == f"<ApplyResult: {a.result.sets_planned} Sets sent, 0 problems, 0 left to change, ok>"
+        assert len(repr(a.result)) < 120 and "Sets sent" in repr(a.result)

@@ -224,7 +224,7 @@ def test_plan_mft_set_writes_only_changing_positions():
     cur = {(0, p): [0] * 32 for p in range(3)}
     ch = mfttab.plan_mft_set(f, 0xC005, [1, 17, 20, 35], cur)
     assert [(c.block, c.position, c.new[5]) for c in ch] == [(0, 0, 0x0002), (0, 1, 0x0012), (0, 2, 0x0008)]
-    assert ch[1].lines() == ["S36 MFT block 0 position 1: mlid 0xc005: 0x0000 -> 0x0012"]
+    assert ch[1].lines() == ["S36 MFT block 0 position 1: mlid 0xc005: ports {} -> {17,20}"]  # as the sweep's plan
     cur2 = {(0, 0): [0] * 32, (0, 1): [0] * 32, (0, 2): [0] * 32}
     cur2[(0, 0)][5] = 0x0002
     assert [c.position for c in mfttab.plan_mft_set(f, 0xC005, [1, 3], cur2)] == [0]  # 1, 2: zero, stay zero

@@ -9,13 +9,14 @@ With ``--json``, a failed command still prints exactly one JSON document on stdo
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
 import traceback
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
 import click
 
@@ -156,7 +157,7 @@ def log_to_stderr(verbose: int):
     logger = logging.getLogger("smagent")
     if not verbose:
         return lambda: None
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LineAwareHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     old = logger.level
     logger.addHandler(handler)
@@ -166,6 +167,84 @@ def log_to_stderr(verbose: int):
         logger.removeHandler(handler)
         logger.setLevel(old)
     return undo
+
+
+class ProgressLine:
+    """The one status line on a terminal (stderr, a TTY only: `progress_line`): the
+    command's step, ``[i/n]`` of its steps when they are known, and the SMPs sent so far.
+    A log record (`-v`) clears it, is printed, and the line is drawn again below it
+    (`_LineAwareHandler`), so the two never run into each other. Call it with a step's
+    name (the sweep's ``progress`` callback); `finish` erases it."""
+    active: ClassVar[ProgressLine | None] = None
+    EVERY = 256  # SMPs between redraws
+
+    def __init__(self, transport, what: str, steps: Sequence[str] = ()):
+        self.t, self.what, self.steps = transport, what, tuple(steps)
+        self.step, self.shown, self.width = "", 0, 0
+        transport.on_send = self._sent
+        ProgressLine.active = self
+
+    def __call__(self, step: str) -> None:
+        self.step = step
+        self.draw()
+
+    def _sent(self, _request) -> None:
+        if self.t.stats.sent - self.shown >= self.EVERY:
+            self.draw()
+
+    def text(self) -> str:
+        name = self.step.rpartition(": ")[2]  # a repair pass names "repair_2: lft_write"
+        at = f"[{self.steps.index(name) + 1}/{len(self.steps)}] " if name in self.steps else ""
+        return f"{self.what}: {at}{self.step} {self.shown:,} SMPs"
+
+    def draw(self) -> None:
+        self.shown = self.t.stats.sent
+        text = self.text()
+        click.echo("\r" + text.ljust(self.width), nl=False, err=True)
+        self.width = len(text)
+
+    def clear(self) -> None:
+        click.echo("\r" + " " * self.width + "\r", nl=False, err=True)
+
+    def finish(self) -> None:
+        self.t.on_send = None
+        self.clear()
+        if ProgressLine.active is self:
+            ProgressLine.active = None
+
+
+class _LineAwareHandler(logging.StreamHandler):
+    """``-v``'s handler: a record never lands on the progress line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = ProgressLine.active
+        if line is not None:
+            line.clear()
+        super().emit(record)
+        if line is not None:
+            line.draw()
+
+
+def progress_line(obj, what: str, as_json: bool = False, steps: Sequence[str] = ()) -> ProgressLine | None:
+    """A `ProgressLine` for a command on a terminal; None when stderr is not a TTY or the
+    output is JSON (scripts and pipes get no control characters)."""
+    if as_json or not sys.stderr.isatty():
+        return None
+    return ProgressLine(obj.transport(), what, steps)
+
+
+@contextlib.contextmanager
+def progress_of(obj, what: str, as_json: bool = False, step: str = "reading the fabric") -> Iterator[None]:
+    """A `ProgressLine` on a terminal for a command whose steps are not reported (verify,
+    report): the SMPs sent while the block runs; erased at its end."""
+    line = progress_line(obj, what, as_json)
+    if line is not None:
+        line(step)
+    try:
+        yield
+    finally:
+        if line is not None:
+            line.finish()
 
 
 def emit_json(obj) -> None:

@@ -22,7 +22,7 @@ import sys
 import click
 
 from smagent import paths
-from smagent.commands.common import emit_json
+from smagent.commands.common import emit_json, progress_of
 from smagent.errors import EXIT_DEFECTS, BadInput
 
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -52,7 +52,7 @@ def report(obj, output, from_json, title, as_json):
         figures = _load(from_json)
         source = os.path.basename(from_json)
     else:
-        figures = _measure(obj)
+        figures = _measure(obj, as_json)
         source = "fabric"
     if not figures["routes"]:
         _nothing_to_draw(figures, output, fmt, source, as_json)
@@ -91,8 +91,9 @@ def _load(path: str) -> dict:
     return b
 
 
-def _measure(obj) -> dict:
-    return obj.session().verify(mcast=False).balance
+def _measure(obj, as_json: bool = False) -> dict:
+    with progress_of(obj, "report", as_json):
+        return obj.session().verify(mcast=False).balance
 
 
 def draw(b: dict, output: str, fmt: str, title: str) -> None:

@@ -8,32 +8,15 @@ import click
 
 from smagent import render
 from smagent.paths import StateDir, default_state_dir
-from smagent.commands.common import emit_json
+from smagent.commands.common import emit_json, progress_line
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
+EXIT_CHANGES_PENDING = 2  # plan --detailed-exitcode, as Terraform's
 
-class Progress:
-    """A status line on a terminal: the phase and the SMPs sent so far (stderr only)."""
 
-    def __init__(self, transport, what: str):
-        self.t, self.what, self.phase, self.shown = transport, what, "", 0
-        transport.on_send = self._sent
-
-    def __call__(self, phase: str) -> None:
-        self.phase = phase
-        self._show()
-
-    def _sent(self, _request) -> None:
-        if self.t.stats.sent - self.shown >= 256:
-            self._show()
-
-    def _show(self) -> None:
-        self.shown = self.t.stats.sent
-        click.echo(f"\r{self.what}: {self.phase:<12} {self.shown:>9,} SMPs", nl=False, err=True)
-
-    def finish(self) -> None:
-        self.t.on_send = None
-        click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
+def _steps(dry_run: bool) -> tuple[str, ...]:
+    from smagent.sweep import PLAN_PHASES, WRITE_PHASES
+    return PLAN_PHASES if dry_run else PLAN_PHASES + WRITE_PHASES
 
 
 def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
@@ -228,7 +211,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
     parts = _partitions(partitions_file)
     state_dir = _state_dir(obj, state_dir)
-    progress = Progress(obj.transport(), "sweep") if sys.stderr.isatty() and not as_json else None
+    progress = progress_line(obj, "sweep", as_json, _steps(dry_run))
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), qos),
@@ -260,8 +243,11 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
 @PARTITIONS
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: the plan's summary, its lines and changes.")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="As Terraform: exit 0 when there is nothing to do, 2 when changes are pending (the JSON's "
+                   "changes_pending; bad input also exits 2, with an error on stderr).")
 @click.pass_obj
-def plan_cmd(obj, file, force, state_dir, partitions_file, as_json):
+def plan_cmd(obj, file, force, state_dir, partitions_file, as_json, detailed_exitcode):
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
@@ -271,8 +257,11 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, as_json):
     break the fabric are listed as warnings (exit 1: `apply` would refuse them).
     """
     parts = _partitions(partitions_file)
-    r = obj.session().plan(file, force=force, state_dir=_state_dir(obj, state_dir),
-                           **({} if parts is None else {"partitions": parts}))
+    state_dir = _state_dir(obj, state_dir)
+    progress = progress_line(obj, "plan", as_json, _steps(True))
+    r = _interruptible(obj, state_dir, lambda: obj.session().plan(
+        file, force=force, state_dir=state_dir, progress=progress, **({} if parts is None else {"partitions": parts})),
+        progress)
     summary = r.summary()
     summary["plan"] = r.plan_changes()
     if as_json:
@@ -283,6 +272,8 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, as_json):
         warn_kept_groups(summary)
         print_plan_defects(r)
     _exit(r)
+    if detailed_exitcode and r.changes_pending:
+        sys.exit(EXIT_CHANGES_PENDING)
 
 
 @click.command("apply")
@@ -300,8 +291,10 @@ def apply_cmd(obj, file, force, allow_defects, state_dir, partitions_file, as_js
     state_dir = _state_dir(obj, state_dir)
     parts = _partitions(partitions_file)
     more = {} if parts is None else {"partitions": parts}
+    progress = progress_line(obj, "apply", as_json, _steps(False))
     a = _interruptible(obj, state_dir, lambda: obj.session().apply(file, force=force, state_dir=state_dir,
-                                                                   allow_defects=allow_defects, **more))
+                                                                   allow_defects=allow_defects, progress=progress,
+                                                                   **more), progress)
     r = a.result
     summary = r.summary()
     summary["left_after_apply"] = a.left.plan_changes()
@@ -312,9 +305,9 @@ def apply_cmd(obj, file, force, allow_defects, state_dir, partitions_file, as_js
         print_summary(summary)
         warn_kept_groups(summary)
         print_plan_defects(r)
-        for line in a.left_after_apply:
+        for line in a.left.plan_lines():
             click.echo(f"error: still differs after apply: {line}", err=True)
     if r.problems or r.topology.unreachable:
         sys.exit(EXIT_FABRIC)
-    if a.left_after_apply or r.plan_defects:  # written with --allow-defects: the fabric has them now
+    if a.left.sets_planned or r.plan_defects:  # written with --allow-defects: the fabric has them now
         sys.exit(EXIT_DEFECTS)

@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from smagent.commands.common import emit_json
+from smagent.commands.common import emit_json, progress_of
 from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
@@ -66,8 +66,9 @@ def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls):
     links listed as warnings); and how evenly routes load the switch-to-switch links (per tree
     level on a fat tree, hottest links named). Nodes that do not answer are listed (defect
     `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
-    report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
-                                  path_sls=path_sls)
+    with progress_of(obj, "verify", as_json):
+        report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
+                                      path_sls=path_sls)
     if as_json:
         emit_json(report.as_json())
     else:

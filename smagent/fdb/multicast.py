@@ -46,11 +46,11 @@ class MftChange:
         return f"{self.name} block {self.block} position {self.position}: " + "; ".join(parts)
 
     def lines(self) -> list[str]:
-        """`mft set`'s plan lines: PortMasks as ibroute shows them."""
-        old: list[int | None] = list(self.old) if self.old is not None else [None] * fw.MFT_BLOCK_SIZE
+        """`mft set`'s plan lines: the ports of each changed MLID in this position, as the
+        sweep's plan shows them (`describe`; `mft show` keeps ibroute's PortMask words)."""
         return [f"{self.name} MFT block {self.block} position {self.position}: "
-                f"mlid 0x{fw.mft_mlid(self.block, i):04x}: {'?' if o is None else f'0x{o:04x}'} -> 0x{n:04x}"
-                for i, (o, n) in enumerate(zip(old, self.new)) if o != n]
+                f"mlid 0x{mlid:04x}: ports {'?' if o is None else _ports_str(o)} -> {_ports_str(n)}"
+                for mlid, o, n in self.changed_mlids()]
 
 
 def mft_units(entries: dict[int, frozenset[int]], blocks, positions: int) -> dict[tuple[int, int], list[int]]:

@@ -65,6 +65,5 @@ def port_diff(pi, want: dict) -> dict:
 
 
 def describe_diff(diff: dict) -> list[str]:
-    def fmt(k, v):
-        return f"{v:#018x}" if k == "gid_prefix" else (f"{codes.MTUS.get(v, v)}" if k == "neighbor_mtu" else str(v))
-    return [f"{k} {fmt(k, o)} -> {fmt(k, n)}" for k, (o, n) in diff.items()]
+    """The changed link fields as text, each value in its human unit (`codes.value_text`)."""
+    return [f"{k} {codes.value_text(k, o)} -> {codes.value_text(k, n)}" for k, (o, n) in diff.items()]

@@ -45,11 +45,11 @@ from smagent.sweep.options import REPAIR_PASSES, KnownState, SweepOptions  # noq
 from smagent.sweep.pipeline import GUID2LID, plan, sweep  # noqa: F401
 from smagent.sweep.result import PlanDefects, PortChange, SweepResult  # noqa: F401
 from smagent.sweep.route import routing_input  # noqa: F401
-from smagent.sweep.state import SweepError, SweepState  # noqa: F401
+from smagent.sweep.state import PLAN_PHASES, WRITE_PHASES, SweepError, SweepState  # noqa: F401
 from smagent.sweep.switchinfo import LIFE_TIME_VALUE  # noqa: F401
 from smagent.sweep.tables import KnownTables, LiveTables, TableSource  # noqa: F401
 from smagent.sweep.write import JOURNAL_CHUNK  # noqa: F401
 
-__all__ = ["GUID2LID", "JOURNAL_CHUNK", "LIFE_TIME_VALUE", "REPAIR_PASSES", "KnownState", "KnownTables", "LiveTables",
+__all__ = ["GUID2LID", "JOURNAL_CHUNK", "LIFE_TIME_VALUE", "PLAN_PHASES", "REPAIR_PASSES", "WRITE_PHASES", "KnownState", "KnownTables", "LiveTables",
            "OtherMasterSM", "PlanDefects", "PortChange", "SweepError", "SweepOptions", "SweepResult", "SweepState",
            "TableSource", "check_other_sms", "find_sms", "plan", "routing_input", "sweep"]

@@ -4,8 +4,10 @@ that would break the fabric."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
+from mad import codes
 from mad.attributes import PortInfo, PortState
 from smagent import discovery, lids, links, multicast
 from smagent.fdb import plan as fdbplan
@@ -15,6 +17,21 @@ from smagent.fdb import random as rft
 from smagent.fdb.switch import interleave
 from smagent.errors import SafetyRefusal
 from smagent.sweep.options import KnownState
+
+
+_EMPTY: tuple[Any, ...] = (None, [], 0xFF)  # nothing held: not read, no ports, LFT "no port"
+
+
+def plan_action(record: dict[str, Any]) -> str:
+    """What a plan record does to its entry, as Terraform names it: "create" (the entry
+    held nothing: an LFT entry of 255, an MFT group without ports, a table not read),
+    "delete" (it will hold nothing), else "update"."""
+    old, new = record.get("old"), record.get("new")
+    if record.get("table") in ("LFT", "MFT") and new in _EMPTY:
+        return "delete"
+    if old is None or (record.get("table") in ("LFT", "MFT") and old in _EMPTY):
+        return "create"
+    return "update"
 
 
 class PlanDefects(SafetyRefusal):
@@ -57,8 +74,9 @@ class PortChange:
                 parts.append(f"master_sm_lid {self.current.master_sm_lid} -> {master_lid}")
         parts += links.describe_diff(self.link_diff)
         if self.arm:
-            via = "" if self.current.port_state == PortState.ARMED else " -> ARMED"
-            parts.append(f"port_state {PortState(self.current.port_state).name}{via} -> ACTIVE")
+            state = functools.partial(codes.value_text, "port_state")
+            via = "" if self.current.port_state == PortState.ARMED else f" -> {state(PortState.ARMED)}"
+            parts.append(f"port_state {state(self.current.port_state)}{via} -> {state(PortState.ACTIVE)}")
         return f"{self.name} port {self.port}: " + ", ".join(parts)
 
     def to_json(self, master_lid: int, lmc: int) -> list[dict]:
@@ -71,7 +89,14 @@ class PortChange:
         if self.arm:
             new["port_state"] = int(PortState.ACTIVE)
         rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "port": self.port, "table": "PortInfo"}
-        return [{**rec, "field": k, "old": getattr(pi, k), "new": v} for k, v in new.items() if getattr(pi, k) != v]
+        return [{**rec, "field": k, "old": getattr(pi, k), "new": v, **_names(k, getattr(pi, k), v)}
+                for k, v in new.items() if getattr(pi, k) != v]
+
+
+def _names(field: str, old: int, new: int) -> dict[str, str]:
+    """A coded field's values by name too (`codes.value_name`): MTU bytes, VL counts, states."""
+    name = codes.value_name(field, new)
+    return {} if name is None else {"old_name": codes.value_name(field, old) or str(old), "new_name": name}
 
 
 @dataclasses.dataclass
@@ -151,7 +176,23 @@ class SweepResult:
         out = [d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc)]
         out += fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes).to_json()
         out += [c.to_json() for c in self.link_changes]
-        return out
+        return [{**d, "action": plan_action(d)} for d in out]
+
+    @property
+    def ok(self) -> bool:
+        """No problem, nothing unreachable, and no defect in the planned tables."""
+        return not (self.problems or self.topology.unreachable or self.plan_defects)
+
+    def __repr__(self) -> str:  # the fields hold whole tables: counts only
+        what = "plan" if self.dry_run else "sweep"
+        return (f"<SweepResult {what}: {len(self.topology.nodes)} nodes, {self.sets_planned} Sets "
+                f"{'planned' if self.dry_run else 'sent'}, {len(self.problems)} problems, "
+                f"{len(self.topology.unreachable)} unreachable{', ok' if self.ok else ''}>")
+
+    @property
+    def changes_pending(self) -> bool:
+        """Whether the plan has any Set to send (`plan --detailed-exitcode`: exit 2)."""
+        return self.sets_planned > 0
 
     @property
     def plan_defects(self) -> dict[str, Any]:
@@ -166,6 +207,7 @@ class SweepResult:
         topo = self.topology
         return {
             "dry_run": self.dry_run,
+            **({"changes_pending": self.changes_pending} if self.dry_run else {}),
             "nodes": len(topo.nodes), "switches": len(topo.switches()), "cas": len(topo.cas()),
             "links": topo.num_links(), "lids": len(self.lid_plan.lids), "lmc": self.lid_plan.lmc,
             "linear_fdb_top": self.lid_plan.top,

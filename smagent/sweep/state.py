@@ -25,6 +25,12 @@ class SweepError(FabricFailure):
     """The sweep could not finish; the message says what and where."""
 
 
+# the phases a sweep reports (to its ``progress`` callback, in `SweepResult.phases`), in order:
+# a plan runs the first tuple, a sweep both (a phase with nothing to do may not run)
+PLAN_PHASES = ("discover", "sm_check", "route", "link_read", "lft_read", "rft_read", "mft_read", "plan_check")
+WRITE_PHASES = ("lids_arm", "switchinfo", "lft_write", "rft_write", "mft_write", "link_write", "activate")
+
+
 class Phase:
     def __init__(self, result: SweepResult, transport: Transport, name: str):
         self.r, self.t, self.name = result, transport, name
