@@ -21,6 +21,7 @@ class StateDir:
     JOURNALS = "journals"  # finished (and superseded) journals, next to the live one
     BACKUPS = "backups"  # what applies overwrote (smagent.fdb.backup)
     CONTROL_SOCKET = "control.sock"  # the running SM's control socket (smagent.sm.control)
+    GUID2MKEY = "guid2mkey"  # the M_Keys this SM set, by node GUID (OpenSM's name; mode 0600)
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
@@ -44,6 +45,10 @@ class StateDir:
     @property
     def control_socket(self) -> Path:
         return self.root / self.CONTROL_SOCKET
+
+    @property
+    def guid2mkey(self) -> Path:
+        return self.root / self.GUID2MKEY
 
 
 STATE_KEEP_ENV = "SMAGENT_STATE_KEEP"

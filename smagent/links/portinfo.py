@@ -64,7 +64,12 @@ def port_diff(pi, want: dict) -> dict:
     return {k: (getattr(pi, k), v) for k, v in want.items() if k not in RIDE_ALONG and getattr(pi, k) != v}
 
 
+SECRET_FIELDS = frozenset({"m_key"})  # set by a sweep (smagent.sweep.protect), never shown
+HIDDEN = "(not shown)"
+
+
 def describe_diff(diff: dict) -> list[str]:
     def fmt(k, v):
         return f"{v:#018x}" if k == "gid_prefix" else (f"{codes.MTUS.get(v, v)}" if k == "neighbor_mtu" else str(v))
-    return [f"{k} {fmt(k, o)} -> {fmt(k, n)}" for k, (o, n) in diff.items()]
+    return [f"{k} changes {HIDDEN}" if k in SECRET_FIELDS else f"{k} {fmt(k, o)} -> {fmt(k, n)}"
+            for k, (o, n) in diff.items()]

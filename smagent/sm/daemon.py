@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState, SwitchInfo
+from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState, SwitchInfo, TrapNumber
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method
@@ -94,6 +94,7 @@ class Counters:
     light_sweeps: int = 0
     light_sweep_gets: int = 0  # SMPs of the last light sweep (all Gets)
     traps: int = 0
+    bad_m_keys: int = 0  # traps 256: an SMP with a wrong M_Key reached a protected port
     trap_numbers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     sminfo_gets_answered: int = 0
     sminfo_sets_answered: int = 0
@@ -360,7 +361,11 @@ class Daemon:
         c = self.counters
         c.traps += 1
         c.trap_numbers[trap.number] += 1
-        log.info("trap: %s (TrapRepress sent)", trap.describe())
+        if trap.generic and trap.number == TrapNumber.BAD_M_KEY:
+            c.bad_m_keys += 1  # someone without the key tried a protected port: warned, never the key
+            log.warning("trap: %s (TrapRepress sent)", trap.describe())
+        else:
+            log.info("trap: %s (TrapRepress sent)", trap.describe())
         master = self.sm.state == SMState.MASTER
         decision = events.on_trap(trap, master, self._switch_at_lid(trap.issuer_lid) if master else None)
         if isinstance(decision, events.Repair):
