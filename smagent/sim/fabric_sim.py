@@ -161,14 +161,16 @@ class SimFabric:
                                 data_details=Trap128Details.LAYOUT.encode(Trap128Details(lid=pi.lid)))
             self._send_trap(notice, pi.master_sm_lid)
 
-    def bad_mkey_trap(self, node: SimNode, in_port: int, smp) -> None:
+    def bad_mkey_trap(self, node: SimNode, in_port: int, smp, slid: int | None = None) -> None:
         """Trap 256 (Bad M_Key) from the port that refused ``smp`` to its MasterSMLID, when
-        the port has a LID and an SM listens there. The details name the requester (DRSLID
-        for a directed route), the method, attribute and modifier, and the key it carried."""
+        the port has a LID and an SM listens there. The details name the requester (its
+        SLID; DrSLID for a directed route), the method, attribute and modifier, and the key
+        it carried."""
         pi = node.pi[node.lid_port(in_port)]
         if not pi.lid or not pi.master_sm_lid:
             return
-        details = Trap256Details(lid=smp.dr_slid if smp.directed else 0, dr_slid=smp.dr_slid if smp.directed else 0,
+        details = Trap256Details(lid=smp.dr_slid if smp.directed else (slid or 0),
+                                 dr_slid=smp.dr_slid if smp.directed else 0,
                                  method=smp.method, attribute_id=smp.attribute_id,
                                  attribute_modifier=smp.attribute_modifier, m_key=smp.m_key,
                                  dr_notice=int(smp.directed), dr_hop_count=smp.hop_count if smp.directed else 0)
