@@ -332,3 +332,27 @@ def test_trap_256_is_logged_without_the_key_and_counted(tmp_path, caplog):
     h8 = t.sim.port_lid(("H8", 1))
     assert f"from LID {lid}: LID {h8} sent SubnSet(PORT_INFO" in line, line
     assert_no_key(caplog.text + json.dumps(d.status()), KEY, OTHER)
+
+
+def test_a_lost_answer_to_the_set_that_changed_the_key_is_recovered(on_sim, monkeypatch, secret_file):
+    """Switch2 applies the Set that installs its key but the answer is lost: the retry
+    (old key) is refused, so the sweep asks once with the new key, learns it, and goes on."""
+    sim = SimFabric.load(TWO_SW)
+    new = mkeys.Protection(secret=SECRET).key_of(sim.node("Switch2").guid)
+    handle = SimFabric.handle
+    lost = []
+
+    def lose_one_answer(self, raw, ingress, *a, **kw):
+        out = handle(self, raw, ingress, *a, **kw)
+        smp = smpcodec.decode(raw)
+        if (not lost and smp.method == Method.SET and smp.attribute_id == AttrID.PORT_INFO
+                and smp.target() == "DR 0,1,3" and smp.attribute(PortInfo).m_key == new):
+            lost.append(smp)
+            return None
+        return out
+
+    monkeypatch.setattr(SimFabric, "handle", lose_one_answer)
+    r = on_sim(sim, "sweep", "--mkey-protect", "2", "--mkey-secret-file", secret_file, "--json")
+    assert lost and r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["problems"] == []
+    assert guards(sim)[("Switch2", 0)] == (new, 2, mkeys.LEASE_DEFAULT) and all_active(sim)

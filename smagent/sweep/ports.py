@@ -108,6 +108,7 @@ def arm_ports(s: SweepState) -> None:
         failed: list = []
         for batch in protect.key_last(todo):  # a new M_Key last: the other Sets carry the old one
             failed += _arm_batch(s, batch)
+        protect.relearn(s, failed)  # a lost answer to a Set that changed the key
         for c, err in confirm_port_sets(s.transport, failed, lambda c: PortState.ARMED if c.arm else None,
                                          lp.master_lid, lambda c: lmc_for(s, c), r.topology):
             r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {err}")

@@ -26,9 +26,13 @@ import logging
 import os
 import time
 
+from mad import smp as smpcodec
+from mad.attributes import AttrID, PortInfo
+from mad.forwarding import portinfo_modifier
+from mad.header import Method
 from smagent import discovery, mkeys, paths
 from smagent.sweep.state import SweepState
-from smagent.transport.base import SmpTimeout
+from smagent.transport.base import Request, SmpTimeout
 
 log = logging.getLogger("smagent.sweep")
 
@@ -155,6 +159,18 @@ def key_last(todo: list) -> tuple[list, list]:
     """(the Sets that keep the node's key, those that change it): a node's new key must
     not overtake the other Sets to it, which carry the old one."""
     return [c for c in todo if "m_key" not in c.link_diff], [c for c in todo if "m_key" in c.link_diff]
+
+
+def relearn(s: SweepState, failed: list) -> None:
+    """A key-changing Set whose answer was lost may have been applied: the port then
+    refuses the old key (level 2 and 3 even a Get). Ask it once with the new key; if it
+    answers, the Set took: learn the key, so the re-read that confirms the rest finds it."""
+    todo = [c for c, _e in failed if "m_key" in c.link_diff]
+    reqs = [Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, c.path, portinfo_modifier(c.port),
+                                m_key=c.link["m_key"])) for c in todo]
+    for c, rep in zip(todo, s.transport.execute(reqs, retries=0) if reqs else []):
+        if rep.ok and rep.value(PortInfo).m_key == c.link["m_key"]:
+            learn_set(s, c, rep.value(PortInfo))
 
 
 def learn_set(s: SweepState, c, back) -> None:
