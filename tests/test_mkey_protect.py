@@ -356,3 +356,23 @@ def test_a_lost_answer_to_the_set_that_changed_the_key_is_recovered(on_sim, monk
     assert lost and r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["problems"] == []
     assert guards(sim)[("Switch2", 0)] == (new, 2, mkeys.LEASE_DEFAULT) and all_active(sim)
+
+
+def test_a_desired_state_asks_for_protection(on_sim, tmp_path, secret_file):
+    sim = SimFabric.load(TWO_SW)
+    ds = tmp_path / "desired.yaml"
+    ds.write_text(f"mkey_protection: {{level: 2, lease: 45, secret_file: {secret_file}}}\n")
+    r = on_sim(sim, "apply", str(ds), "--state-dir", str(tmp_path / "s"))
+    assert r.exit_code == 0, r.stderr
+    p = mkeys.Protection(secret=SECRET)
+    assert all(v == (p.key_of(sim.node(k[0]).guid), 2, 45) for k, v in guards(sim).items())
+    key_file = tmp_path / "subnet.key"
+    key_file.write_text(f"{KEY:#x}\n")
+    for text, says in [("mkey_protection: {level: 2}", "exactly one of secret_file"),
+                       (f"mkey_protection: {{level: 5, key_file: {key_file}}}", "0, 1, 2 or 3"),
+                       (f"mkey_protection: {{key: {KEY:#x}}}", "unknown key(s) 'key'"),
+                       (f"mkey_protection: {{key_file: {tmp_path / 'absent'}}}", "key_file")]:
+        ds.write_text(text + "\n")
+        r = on_sim(SimFabric.load(TWO_SW), "apply", str(ds))
+        assert r.exit_code == 2 and says in r.stderr, r.stderr
+        assert_no_key(r.stderr, KEY)

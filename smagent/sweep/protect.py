@@ -40,9 +40,14 @@ LEASE_ROUNDS = 64  # waits at most (each must find more nodes: one more layer of
 MKEY_FIELDS = ("m_key", "m_key_protect_bits", "m_key_lease_period")
 
 
+def protection(s: SweepState) -> mkeys.Protection | None:
+    """The options' protection, else the desired state's (``mkey_protection:``)."""
+    return s.opts.mkey_protection or getattr(s.opts.desired, "mkey_protection", None)
+
+
 def prepare_keys(s: SweepState) -> None:
     """Read guid2mkey (whole: a bad line refuses the sweep, exit 2) and teach the key chain."""
-    prot = s.opts.mkey_protection
+    prot = protection(s)
     if prot is None:
         return
     if s.opts.state_dir:
@@ -66,7 +71,7 @@ def discover(s: SweepState) -> discovery.Topology:
     """Discovery; with protection asked for, nodes that did not answer (the local port
     included) make it wait out the lease and discover again while that finds more nodes
     (never forever: each round must find more, at most `LEASE_ROUNDS`)."""
-    prot = s.opts.mkey_protection
+    prot = protection(s)
     if prot is None or s.opts.known is not None:
         with s.phase("discover"):
             return s.source.topology(s.transport)
@@ -105,7 +110,7 @@ def _end_ports(n) -> list[int]:
 def learn_shown(s: SweepState) -> None:
     """A port that shows its M_Key (level 0, or the key we sent matched) holds that key:
     the chain learns it for the port's path, so the Sets that follow carry it."""
-    if s.opts.mkey_protection is None:
+    if protection(s) is None:
         return
     keys = s.transport.keys
     for n in s.topo.nodes.values():
@@ -121,7 +126,7 @@ def learn_shown(s: SweepState) -> None:
 
 def plan_fields(s: SweepState, n, port: int) -> dict:
     """The M_Key fields of ``port`` of ``n`` (an end port), or {}."""
-    prot = s.opts.mkey_protection
+    prot = protection(s)
     if prot is None or (n.is_switch and port != 0):
         return {}
     return prot.fields(n.guid)
@@ -130,7 +135,7 @@ def plan_fields(s: SweepState, n, port: int) -> dict:
 def save_keys(s: SweepState) -> None:
     """guid2mkey, before the Sets that install the keys: every node the plan gives a key,
     and those not seen this time (kept for when they return)."""
-    prot = s.opts.mkey_protection
+    prot = protection(s)
     if prot is None:
         return
     planned = {c.guid: c.link["m_key"] for c in s.r.port_changes if "m_key" in c.link_diff}
