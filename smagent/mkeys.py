@@ -18,6 +18,9 @@ Key file format (``--mkey-file``)::
 * a GUID is a node GUID (a switch: the key of port 0, which guards the whole switch;
   a CA: the key of every port) or a port GUID (that port of a CA: CA ports are
   guarded one by one); a port GUID entry wins over its node's;
+* a GUID line may go on with DR paths (``0,1,3``), as STATE_DIR/guid2mkey writes them
+  (`save_guid2mkey`): SMPs down those paths carry that key first, so the file a protecting
+  sweep left serves as ``--mkey-file`` for every other command;
 * ``#`` starts a comment, to the end of the line; blank lines are ignored;
 * a GUID listed twice is an error (even with the same key).
 
@@ -184,16 +187,18 @@ def parse(text: str, source: str = "<mkeys>") -> KeyChain:
     default = None
     by_guid: dict[int, int] = {}
     seen_at: dict[int, int] = {}
+    hints: list[tuple[tuple[int, ...], int]] = []  # guid2mkey's DR paths: (path, key)
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         where = f"{source}:{n}"
         words = line.split()
-        if len(words) != 2:
-            raise MKeyFileError(f"{where}: expected 'GUID MKEY' or 'default MKEY' "
-                                f"(two hexadecimal words), found {len(words)} words")
-        first, second = words
+        paths = [_path(w) for w in words[2:]]
+        if len(words) < 2 or None in paths or (paths and words[0].lower() == "default"):
+            raise MKeyFileError(f"{where}: expected 'GUID MKEY' or 'default MKEY' (two hexadecimal words; "
+                                f"a GUID line may go on with DR paths, as guid2mkey), found {len(words)} words")
+        first, second = words[:2]
         key = _hex(second)
         if key is None:
             raise MKeyFileError(f"{where}: the M_Key is not a hexadecimal number of at most 16 digits")
@@ -214,7 +219,11 @@ def parse(text: str, source: str = "<mkeys>") -> KeyChain:
             raise MKeyFileError(f"{where}: GUID {guid:#018x} is listed twice (first on line {seen_at[guid]})")
         by_guid[guid] = key
         seen_at[guid] = n
-    return KeyChain(default or 0, by_guid, source=source)
+        hints += [(p, key) for p in paths if p is not None]
+    chain = KeyChain(default or 0, by_guid, source=source)
+    for path, key in hints:  # who was found down each path last time: its key goes first
+        chain.learn(path=path, key=key)
+    return chain
 
 
 def load(path) -> KeyChain:

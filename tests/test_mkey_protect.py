@@ -376,3 +376,15 @@ def test_a_desired_state_asks_for_protection(on_sim, tmp_path, secret_file):
         r = on_sim(SimFabric.load(TWO_SW), "apply", str(ds))
         assert r.exit_code == 2 and says in r.stderr, r.stderr
         assert_no_key(r.stderr, KEY)
+
+
+def test_guid2mkey_serves_as_the_key_file_of_other_commands(on_sim, tmp_path, secret_file):
+    sim = SimFabric.load(TWO_SW)
+    state = tmp_path / "s"
+    assert on_sim(sim, "sweep", "--mkey-protect", "2", "--mkey-secret-file", secret_file,
+                  "--state-dir", str(state)).exit_code == 0
+    r = on_sim(sim, "--mkey-file", str(state / "guid2mkey"), "verify", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["ok"] is True
+    assert violations(sim) == {}  # every SMP, discovery's first NodeInfos included, had the key
+    assert on_sim(sim, "verify").exit_code == 3 and violations(sim)  # without it: refused, counted
