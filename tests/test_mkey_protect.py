@@ -388,3 +388,14 @@ def test_guid2mkey_serves_as_the_key_file_of_other_commands(on_sim, tmp_path, se
     assert json.loads(r.stdout)["ok"] is True
     assert violations(sim) == {}  # every SMP, discovery's first NodeInfos included, had the key
     assert on_sim(sim, "verify").exit_code == 3 and violations(sim)  # without it: refused, counted
+
+
+def test_a_new_subnet_key_replaces_the_old_one_without_a_refused_smp(on_sim, tmp_path):
+    sim = SimFabric.load(TWO_SW)
+    state = str(tmp_path / "s")
+    assert on_sim(sim, "--mkey", hex(OTHER), "sweep", "--mkey-protect", "2", "--state-dir", state).exit_code == 0
+    r = on_sim(sim, "--mkey", hex(KEY), "sweep", "--mkey-protect", "2", "--state-dir", state)
+    assert r.exit_code == 0, r.stderr
+    assert set(guards(sim).values()) == {(KEY, 2, mkeys.LEASE_DEFAULT)} and violations(sim) == {}
+    assert set(mkeys.load_guid2mkey(pathlib.Path(state) / "guid2mkey").keys.values()) == {KEY}
+    assert_no_key(r.stdout + r.stderr, KEY, OTHER)

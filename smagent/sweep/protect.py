@@ -57,8 +57,8 @@ def prepare_keys(s: SweepState) -> None:
     keys.by_guid.update(s.assigned.keys)  # what this SM set last wins over a --mkey-file's guess
     if not prot.per_node and not keys.default:
         keys.default = prot.key
-    elif prot.per_node:  # the node found down a path last time, until discovery says otherwise
-        for g, ps in s.assigned.paths.items():
+    for g, ps in s.assigned.paths.items():  # the node found down a path last time goes first
+        if s.assigned.keys[g] != keys.default:  # (per-node keys, or a subnet key being replaced)
             for p in ps:
                 keys.learn(path=p, key=s.assigned.keys[g])
 
