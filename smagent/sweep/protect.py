@@ -32,12 +32,11 @@ from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from smagent import discovery, mkeys, paths
 from smagent.sweep.state import SweepState
-from smagent.transport.base import Request, SmpTimeout
+from smagent.transport.base import BETWEEN_ROUNDS_S, Request, SmpTimeout
 
 log = logging.getLogger("smagent.sweep")
 
 LEASE_ROUNDS = 64  # waits at most (each must find more nodes: one more layer of protected switches)
-MKEY_FIELDS = ("m_key", "m_key_protect_bits", "m_key_lease_period")
 
 
 def protection(s: SweepState) -> mkeys.Protection | None:
@@ -63,8 +62,23 @@ def prepare_keys(s: SweepState) -> None:
                 keys.learn(path=p, key=s.assigned.keys[g])
 
 
+_NO_ANSWER = discovery.NO_ANSWER.split(":", 1)[0]  # how discovery words a node that stayed silent
+
+
 def _silent(topo: discovery.Topology) -> int:
-    return sum(1 for d in topo.unreached if str(d.get("error", "")).startswith("no response"))
+    return sum(1 for d in topo.unreached if str(d.get("error", "")).startswith(_NO_ANSWER))
+
+
+def _wait(s: SweepState, seconds: float) -> None:
+    """Sleep, but let a running SM serve meanwhile (`Transport.between_rounds`: its
+    control socket, other SMs' polls), as it does while a batch is in flight."""
+    left = seconds
+    while left > 0:
+        step = min(BETWEEN_ROUNDS_S, left)
+        time.sleep(step)
+        left -= step
+        if s.transport.between_rounds is not None:
+            s.transport.between_rounds()
 
 
 def discover(s: SweepState) -> discovery.Topology:
@@ -86,7 +100,7 @@ def discover(s: SweepState) -> discovery.Topology:
             log.warning("M_Key: %d part(s) of the fabric do not answer (protected by a key this SM does not "
                         "hold?); waiting out the M_Key lease (%d s) before discovering again", silent, prot.lease)
             s.r.notes.append(f"waited {prot.lease + 1} s for the M_Key lease of {silent} silent part(s) to run out")
-            time.sleep(prot.lease + 1)  # the refused NodeInfos started the lease timers
+            _wait(s, prot.lease + 1)  # the refused NodeInfos started the lease timers
         try:
             with s.phase("discover" if not round_ else f"discover_after_lease_{round_}"):
                 topo = s.source.topology(s.transport)
