@@ -329,6 +329,8 @@ def test_trap_256_is_logged_without_the_key_and_counted(tmp_path, caplog):
     now[0] += 0.1
     d.step(max_wait=0)
     assert d.counters.bad_m_keys == 1 and d.status()["counters"]["bad_m_keys"] == 1
+    from smagent.commands import status_cmd
+    assert "traps 1 (1 bad M_Key)" in "\n".join(status_cmd.lines(d.status()))
     line = next(r.getMessage() for r in caplog.records if "bad M_Key" in r.getMessage())
     h8 = t.sim.port_lid(("H8", 1))
     assert f"from LID {lid}: LID {h8} sent SubnSet(PORT_INFO" in line, line
