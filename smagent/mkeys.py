@@ -181,13 +181,12 @@ class KeyChain:
     __str__ = __repr__
 
 
-def parse(text: str, source: str = "<mkeys>") -> KeyChain:
-    """A `KeyChain` from key file text (see the module docstring); MKeyFileError names
-    ``source:line``."""
+def _entries(text: str, source: str) -> tuple[int | None, list[tuple[int, int, list[tuple[int, ...]]]]]:
+    """The grammar of a key file (the module docstring), the one reader of both
+    ``--mkey-file`` and guid2mkey: (the default key or None, [(GUID, key, DR paths)])."""
     default = None
-    by_guid: dict[int, int] = {}
+    entries: list[tuple[int, int, list[tuple[int, ...]]]] = []
     seen_at: dict[int, int] = {}
-    hints: list[tuple[tuple[int, ...], int]] = []  # guid2mkey's DR paths: (path, key)
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -215,14 +214,21 @@ def parse(text: str, source: str = "<mkeys>") -> KeyChain:
                                 f"nor 'default'")
         if guid == 0:
             raise MKeyFileError(f"{where}: GUID 0 is not a node or port GUID")
-        if guid in by_guid:
+        if guid in seen_at:
             raise MKeyFileError(f"{where}: GUID {guid:#018x} is listed twice (first on line {seen_at[guid]})")
-        by_guid[guid] = key
+        entries.append((guid, key, [p for p in paths if p is not None]))
         seen_at[guid] = n
-        hints += [(p, key) for p in paths if p is not None]
-    chain = KeyChain(default or 0, by_guid, source=source)
-    for path, key in hints:  # who was found down each path last time: its key goes first
-        chain.learn(path=path, key=key)
+    return default, entries
+
+
+def parse(text: str, source: str = "<mkeys>") -> KeyChain:
+    """A `KeyChain` from key file text (see the module docstring); MKeyFileError names
+    ``source:line``."""
+    default, entries = _entries(text, source)
+    chain = KeyChain(default or 0, {g: k for g, k, _p in entries}, source=source)
+    for _g, key, paths in entries:  # who was found down each path last time: its key goes first
+        for path in paths:
+            chain.learn(path=path, key=key)
     return chain
 
 
@@ -374,33 +380,21 @@ def _path(token: str) -> tuple[int, ...] | None:
 
 
 def load_guid2mkey(path) -> Assigned:
-    """STATE_DIR/guid2mkey, read and checked whole: one ``GUID MKEY [PATH ...]`` line per
-    node (GUID and key hexadecimal, paths as ``0,1,3``; ``#`` comments). A bad line is
+    """STATE_DIR/guid2mkey, read and checked whole: one ``GUID MKEY [DR-PATH ...]`` line per
+    node (the key-file grammar, `_entries`, without ``default``). A bad line is
     MKeyFileError naming file:line, never the key. An absent file holds nothing."""
     p = os.fspath(path)
     if not os.path.exists(p):
         return Assigned()
     try:
-        with open(p, encoding="ascii") as f:
+        with open(p, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise MKeyFileError(f"{p}: {getattr(e, 'strerror', None) or 'not an ASCII text file'}") from None
-    out = Assigned()
-    for n, raw in enumerate(text.splitlines(), 1):
-        words = raw.split("#", 1)[0].split()
-        if not words:
-            continue
-        guid = _hex(words[0])
-        key = _hex(words[1]) if len(words) > 1 else None
-        hops = [_path(w) for w in words[2:]]
-        if not guid or key is None or None in hops:
-            raise MKeyFileError(f"{p}:{n}: expected 'GUID MKEY [DR-PATH ...]' (hexadecimal GUID and key, "
-                                f"paths as 0,1,3)")
-        if guid in out.keys:
-            raise MKeyFileError(f"{p}:{n}: GUID {guid:#018x} is listed twice")
-        out.keys[guid] = key
-        out.paths[guid] = [h for h in hops if h is not None]
-    return out
+        raise MKeyFileError(f"{p}: {getattr(e, 'strerror', None) or 'not a text file (UTF-8)'}") from None
+    default, entries = _entries(text, p)
+    if default is not None:
+        raise MKeyFileError(f"{p}: a 'default' line: guid2mkey names the key of each node")
+    return Assigned({g: k for g, k, _p in entries}, {g: paths for g, _k, paths in entries})
 
 
 def save_guid2mkey(path, assigned: Assigned) -> None:
