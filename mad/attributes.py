@@ -144,10 +144,27 @@ class Trap144Details(LayoutValue):
     capability_mask2: int = 0
 
 
-TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details]] = {
+@_details(Padding(16), "lid" / B(16), "dr_slid" / B(16), "method" / B(8), Padding(8), "attribute_id" / B(16),
+          "attribute_modifier" / B(32), "m_key" / B(64), "dr_notice" / B(1), "dr_path_truncated" / B(1),
+          "dr_hop_count" / B(6))
+class Trap256Details(LayoutValue):
+    """Trap 256 (Bad M_Key): who sent the SMP (its LID; DRSLID for a directed route),
+    its method, attribute and modifier, and the M_Key it carried (a secret: never shown)."""
+    lid: int = 0
+    dr_slid: int = 0
+    method: int = 0
+    attribute_id: int = 0
+    attribute_modifier: int = 0
+    m_key: int = 0
+    dr_notice: int = 0
+    dr_path_truncated: int = 0
+    dr_hop_count: int = 0
+
+
+TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details | Trap256Details]] = {
     TrapNumber.LINK_STATE_CHANGE: Trap128Details, TrapNumber.LINK_INTEGRITY: Trap129Details,
     TrapNumber.BUFFER_OVERRUN: Trap129Details, TrapNumber.FLOW_CONTROL_WATCHDOG: Trap129Details,
-    TrapNumber.CAPABILITY_CHANGE: Trap144Details}
+    TrapNumber.CAPABILITY_CHANGE: Trap144Details, TrapNumber.BAD_M_KEY: Trap256Details}
 
 
 @_attribute(AttrID.NODE_DESCRIPTION, "node_string" / Bytewise(NulText(64)))

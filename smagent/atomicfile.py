@@ -36,16 +36,16 @@ def temp_name(path) -> str:
     return os.path.join(head, f".{name}.{os.getpid()}.{next(_serial)}.tmp")
 
 
-def write_bytes(path, data: bytes) -> None:
+def write_bytes(path, data: bytes, mode: int = 0o666) -> None:
     """Replace ``path`` with ``data`` atomically (see the module docstring). The mode is
-    what a new file gets (0666 less the umask)."""
+    ``mode`` less the umask (0600 for a file of secrets: it never exists more open)."""
     p = os.path.realpath(os.fspath(path))  # a symlink's target is replaced, the link stays
     if os.path.exists(p) and not os.path.isfile(p):  # /dev/null, a FIFO: written, never replaced
         with open(p, "wb") as f:
             f.write(data)
         return
     tmp = temp_name(p)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -23,6 +23,11 @@
     partitions_file: /etc/opensm/partitions.conf   # OpenSM's grammar (smagent.partitions), or:
     partitions:                  # the same, structured
       - {name: storage, pkey: 0x8001, ipoib: true, mtu: 4, members: [ALL_CAS, "0x0002c90300000001=full"]}
+    mkey_protection:             # as --mkey-protect (smagent.mkeys.Protection); keys only in files
+      level: 2                   # M_KeyProtectBits 0-3
+      lease: 60                  # M_KeyLeasePeriod, seconds (0: never lapses)
+      secret_file: /etc/smagent/mkey.secret   # per-node keys (HMAC-SHA256), or
+      # key_file: /etc/smagent/mkey           # one key for the subnet (one line, as --sm-key-file)
 
 Switches and members are targets in the CLI's syntax (`smagent.targets`, one lookup:
 `targets.find_node`): a LID (the node holding it now), a DR path ("0,1,3"), a node or
@@ -48,7 +53,7 @@ from smagent import routing as routingmod
 from smagent.errors import BadInput
 
 KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links",
-        "partitions", "partitions_file"}
+        "partitions", "partitions_file", "mkey_protection"}
 SWITCH_KEYS = {"linear_fdb_top", "default_port", "default_multicast_primary_port",
                "default_multicast_not_primary_port", "life_time_value"}
 
@@ -72,6 +77,7 @@ class DesiredState:
     multicast_prune: bool = False  # remove MFT entries of MLIDs outside `multicast`
     links: object = None  # links.LinkOptions, when the file has a links section
     partitions: object = None  # partitions.PartitionConfig: `partitions:` or `partitions_file:`
+    mkey_protection: object = None  # mkeys.Protection: `mkey_protection:`
     given: frozenset = frozenset()  # the top-level keys the document named
 
     def __post_init__(self) -> None:
@@ -187,9 +193,40 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
         except links.LinkConfigError as e:
             problems += str(e).split("; ")
     _parse_partitions(doc, ds, problems)
+    _parse_mkey_protection(doc.get("mkey_protection"), ds, problems)
     if problems:
         raise DesiredStateError(source, problems)
     return ds
+
+
+MKEY_PROTECTION_KEYS = {"level", "lease", "secret_file", "key_file"}
+
+
+def _parse_mkey_protection(m, ds: DesiredState, problems: list[str]) -> None:
+    """`mkey_protection: {level, lease, secret_file | key_file}`: the files are read now
+    (before any SMP); a key is never written in the document itself, nor quoted."""
+    if m is None:
+        return
+    from smagent import mkeys
+    if not isinstance(m, dict):
+        problems.append("mkey_protection: expected a mapping (level, lease, secret_file or key_file)")
+        return
+    bad = sorted(set(m) - MKEY_PROTECTION_KEYS)
+    if bad:
+        problems.append(f"mkey_protection: unknown key(s) {', '.join(map(repr, bad))} "
+                        f"(known: {', '.join(sorted(MKEY_PROTECTION_KEYS))})")
+        return
+    if (m.get("secret_file") is None) == (m.get("key_file") is None):
+        problems.append("mkey_protection: give exactly one of secret_file (a key per node) and key_file "
+                        "(one key for the subnet)")
+        return
+    try:
+        secret = mkeys.load_secret(m["secret_file"]) if m.get("secret_file") is not None else None
+        key = mkeys.load_key_file(m["key_file"], "mkey_protection.key_file") if secret is None else 0
+        ds.mkey_protection = mkeys.Protection(level=m.get("level", 2), lease=m.get("lease", mkeys.LEASE_DEFAULT),
+                                              key=key, secret=secret)
+    except BadInput as e:
+        problems.append(f"mkey_protection: {e}")
 
 
 def _parse_partitions(doc, ds: DesiredState, problems: list[str]) -> None:

@@ -18,6 +18,9 @@ Key file format (``--mkey-file``)::
 * a GUID is a node GUID (a switch: the key of port 0, which guards the whole switch;
   a CA: the key of every port) or a port GUID (that port of a CA: CA ports are
   guarded one by one); a port GUID entry wins over its node's;
+* a GUID line may go on with DR paths (``0,1,3``), as STATE_DIR/guid2mkey writes them
+  (`save_guid2mkey`): SMPs down those paths carry that key first, so the file a protecting
+  sweep left serves as ``--mkey-file`` for every other command;
 * ``#`` starts a comment, to the end of the line; blank lines are ignored;
 * a GUID listed twice is an error (even with the same key).
 
@@ -37,8 +40,12 @@ Keys are secrets: nothing here (errors, ``repr``) shows one.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import hmac
 import os
 
+from smagent import atomicfile
 from smagent.errors import BadInput
 
 MKEY_BITS = 64
@@ -174,11 +181,11 @@ class KeyChain:
     __str__ = __repr__
 
 
-def parse(text: str, source: str = "<mkeys>") -> KeyChain:
-    """A `KeyChain` from key file text (see the module docstring); MKeyFileError names
-    ``source:line``."""
+def _entries(text: str, source: str) -> tuple[int | None, list[tuple[int, int, list[tuple[int, ...]]]]]:
+    """The grammar of a key file (the module docstring), the one reader of both
+    ``--mkey-file`` and guid2mkey: (the default key or None, [(GUID, key, DR paths)])."""
     default = None
-    by_guid: dict[int, int] = {}
+    entries: list[tuple[int, int, list[tuple[int, ...]]]] = []
     seen_at: dict[int, int] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -186,10 +193,11 @@ def parse(text: str, source: str = "<mkeys>") -> KeyChain:
             continue
         where = f"{source}:{n}"
         words = line.split()
-        if len(words) != 2:
-            raise MKeyFileError(f"{where}: expected 'GUID MKEY' or 'default MKEY' "
-                                f"(two hexadecimal words), found {len(words)} words")
-        first, second = words
+        paths = [_path(w) for w in words[2:]]
+        if len(words) < 2 or None in paths or (paths and words[0].lower() == "default"):
+            raise MKeyFileError(f"{where}: expected 'GUID MKEY' or 'default MKEY' (two hexadecimal words; "
+                                f"a GUID line may go on with DR paths, as guid2mkey), found {len(words)} words")
+        first, second = words[:2]
         key = _hex(second)
         if key is None:
             raise MKeyFileError(f"{where}: the M_Key is not a hexadecimal number of at most 16 digits")
@@ -206,11 +214,22 @@ def parse(text: str, source: str = "<mkeys>") -> KeyChain:
                                 f"nor 'default'")
         if guid == 0:
             raise MKeyFileError(f"{where}: GUID 0 is not a node or port GUID")
-        if guid in by_guid:
+        if guid in seen_at:
             raise MKeyFileError(f"{where}: GUID {guid:#018x} is listed twice (first on line {seen_at[guid]})")
-        by_guid[guid] = key
+        entries.append((guid, key, [p for p in paths if p is not None]))
         seen_at[guid] = n
-    return KeyChain(default or 0, by_guid, source=source)
+    return default, entries
+
+
+def parse(text: str, source: str = "<mkeys>") -> KeyChain:
+    """A `KeyChain` from key file text (see the module docstring); MKeyFileError names
+    ``source:line``."""
+    default, entries = _entries(text, source)
+    chain = KeyChain(default or 0, {g: k for g, k, _p in entries}, source=source)
+    for _g, key, paths in entries:  # who was found down each path last time: its key goes first
+        for path in paths:
+            chain.learn(path=path, key=key)
+    return chain
 
 
 def load(path) -> KeyChain:
@@ -269,4 +288,123 @@ def keychain(m_key: int = 0, m_key_file=None) -> KeyChain:
     return chain
 
 
-__all__ = ["KeyChain", "MKeyFileError", "parse", "load", "keychain", "parse_key", "load_key_file", "MKEY_MAX"]
+# -- assigning keys (OpenSM's m_key, m_key_protection_level, m_key_lease_period, guid2mkey) --------
+LEASE_DEFAULT = 60  # seconds; OpenSM's default 0 (never lapses) locks a fabric whose keys are lost for good
+LEASE_MAX = 0xFFFF  # PortInfo.M_KeyLeasePeriod is 16 bits
+
+
+def derive_key(secret: bytes, guid: int) -> int:
+    """A node's M_Key from the subnet's secret: HMAC-SHA256(secret, the node GUID as 8
+    big-endian bytes), its first 8 bytes as a big-endian integer (the next 8 in the
+    2^-64 case of 0, which would mean "no key"). Knowing one node's key tells nothing
+    about another's."""
+    digest = hmac.new(secret, guid.to_bytes(8, "big"), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "big") or int.from_bytes(digest[8:16], "big")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Protection:
+    """What a sweep sets on every end port (a switch's port 0, every CA port), all three
+    in the same SubnSet(PortInfo) (IBA C14-22): M_Key (``key`` for the whole subnet, or
+    per node from ``secret``: `derive_key`), M_KeyProtectBits ``level`` (0-3) and
+    M_KeyLeasePeriod ``lease`` (seconds, 0 = protection never lapses)."""
+    level: int = 2
+    lease: int = LEASE_DEFAULT
+    key: int = 0
+    secret: bytes | None = None
+
+    def __post_init__(self):
+        if isinstance(self.level, bool) or not isinstance(self.level, int) or not 0 <= self.level <= 3:
+            raise BadInput("M_Key protection level: 0, 1, 2 or 3 (M_KeyProtectBits)")
+        if isinstance(self.lease, bool) or not isinstance(self.lease, int) or not 0 <= self.lease <= LEASE_MAX:
+            raise BadInput(f"M_Key lease period: 0 .. {LEASE_MAX} seconds (0: the protection never lapses)")
+        _check_key(self.key, "the subnet M_Key")
+        if self.secret is not None and len(self.secret) < 16:
+            raise BadInput("M_Key secret: at least 16 bytes (the per-node keys are derived from it)")
+        if not self.key and self.secret is None:
+            raise BadInput("M_Key protection needs a key: --mkey KEY (one key for the subnet) or "
+                           "--mkey-secret-file FILE (one key per node, derived from the secret)")
+
+    @property
+    def per_node(self) -> bool:
+        return self.secret is not None
+
+    def key_of(self, guid: int) -> int:
+        """The key node ``guid`` is to hold."""
+        return derive_key(self.secret, guid) if self.secret is not None else self.key
+
+    def fields(self, guid: int) -> dict:
+        """The PortInfo fields of an end port of node ``guid``."""
+        return {"m_key": self.key_of(guid), "m_key_protect_bits": self.level, "m_key_lease_period": self.lease}
+
+    def __repr__(self) -> str:  # never the key nor the secret
+        return (f"<Protection level {self.level}, lease {self.lease} s, "
+                f"{'per-node keys' if self.per_node else 'one subnet key'}>")
+
+    __str__ = __repr__
+
+
+def load_secret(path) -> bytes:
+    """The secret per-node keys derive from: the file's bytes, surrounding white space
+    stripped (at least 16 bytes left; `Protection` checks). Never quoted."""
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read().strip()
+    except OSError as e:
+        raise BadInput(f"--mkey-secret-file {p}: {e.strerror or e}") from None
+    if len(data) < 16:
+        raise BadInput(f"--mkey-secret-file {p}: the secret is shorter than 16 bytes")
+    return data
+
+
+@dataclasses.dataclass
+class Assigned:
+    """What STATE_DIR/guid2mkey holds: the key this SM gave each node (by node GUID), and
+    the DR paths it last reached the node by (so that a restarted SM's first NodeInfo down
+    a path already carries the key of the node found there last time: at levels 2 and 3
+    a wrong key is refused, and each refusal is a violation)."""
+    keys: dict[int, int] = dataclasses.field(default_factory=dict)
+    paths: dict[int, list[tuple[int, ...]]] = dataclasses.field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"<Assigned {len(self.keys)} nodes>"
+
+
+def _path(token: str) -> tuple[int, ...] | None:
+    try:
+        hops = tuple(int(h) for h in token.split(","))
+    except ValueError:
+        return None
+    return hops if hops and hops[0] == 0 and len(hops) <= 64 and all(0 <= h <= 255 for h in hops) else None
+
+
+def load_guid2mkey(path) -> Assigned:
+    """STATE_DIR/guid2mkey, read and checked whole: one ``GUID MKEY [DR-PATH ...]`` line per
+    node (the key-file grammar, `_entries`, without ``default``). A bad line is
+    MKeyFileError naming file:line, never the key. An absent file holds nothing."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        return Assigned()
+    try:
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MKeyFileError(f"{p}: {getattr(e, 'strerror', None) or 'not a text file (UTF-8)'}") from None
+    default, entries = _entries(text, p)
+    if default is not None:
+        raise MKeyFileError(f"{p}: a 'default' line: guid2mkey names the key of each node")
+    return Assigned({g: k for g, k, _p in entries}, {g: paths for g, _k, paths in entries})
+
+
+def save_guid2mkey(path, assigned: Assigned) -> None:
+    """Replace guid2mkey atomically, mode 0600 (keys are secrets)."""
+    lines = ["# M_Keys this SM set: node GUID, key, the DR paths it was reached by. Keep it secret."]
+    for g, k in sorted(assigned.keys.items()):
+        lines.append(" ".join([f"0x{g:016x}", f"0x{k:016x}",
+                               *(",".join(map(str, p)) for p in assigned.paths.get(g, []))]))
+    atomicfile.write_bytes(path, ("\n".join(lines) + "\n").encode("ascii"), mode=0o600)
+
+
+__all__ = ["KeyChain", "MKeyFileError", "parse", "load", "keychain", "parse_key", "load_key_file", "MKEY_MAX",
+           "Protection", "Assigned", "derive_key", "load_secret", "load_guid2mkey", "save_guid2mkey", "LEASE_DEFAULT"]

@@ -22,6 +22,7 @@ class StateDir:
     BACKUPS = "backups"  # what applies overwrote (smagent.fdb.backup)
     CONTROL_SOCKET = "control.sock"  # the running SM's control socket (smagent.sm.control)
     PATH_SLS = "path_sls"  # the SL of every path a VL-layering engine chose (smagent.pathsl)
+    GUID2MKEY = "guid2mkey"  # the M_Keys this SM set, by node GUID (OpenSM's name; mode 0600)
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
@@ -49,6 +50,10 @@ class StateDir:
     @property
     def control_socket(self) -> Path:
         return self.root / self.CONTROL_SOCKET
+
+    @property
+    def guid2mkey(self) -> Path:
+        return self.root / self.GUID2MKEY
 
 
 STATE_KEEP_ENV = "SMAGENT_STATE_KEEP"

@@ -302,3 +302,32 @@ def finish_write(as_json: bool, dry_run: bool, plan: list[str], changes: list[di
         click.echo(f"error: {p}", err=True)
     if problems:
         sys.exit(EXIT_FABRIC)
+
+
+def mkey_protect_options(f):
+    """`--mkey-protect LEVEL`, `--mkey-lease SECONDS`, `--mkey-secret-file FILE` (sweep, run):
+    the M_Key protection a sweep sets (`mkey_protection`)."""
+    f = click.option("--mkey-secret-file", type=click.Path(dir_okay=False), default=None,
+                     help="With --mkey-protect: one M_Key per node, HMAC-SHA256(secret, node GUID) truncated "
+                          "to 64 bits, from the secret in this file (at least 16 bytes). Without it: --mkey is "
+                          "the one key of the subnet.")(f)
+    f = click.option("--mkey-lease", type=click.IntRange(0, 0xFFFF), default=None,
+                     help="With --mkey-protect: M_KeyLeasePeriod in seconds (default 60; 0: protection never "
+                          "lapses, so a lost key locks the subnet for good).")(f)
+    return click.option("--mkey-protect", "mkey_level", type=click.IntRange(0, 3), default=None,
+                        help="Set M_Key protection on every end port, as OpenSM's m_key_protection_level: "
+                             "M_Key, M_KeyProtectBits LEVEL and the lease in one PortInfo Set; the keys are kept "
+                             "in STATE_DIR/guid2mkey (mode 0600). 2: Gets without the key are refused too.")(f)
+
+
+def mkey_protection(obj, level, lease, secret_file):
+    """The `smagent.mkeys.Protection` the options ask for (None without --mkey-protect);
+    BadInput, before any SMP, for what does not fit."""
+    from smagent import mkeys
+    if level is None:
+        if lease is not None or secret_file is not None:
+            raise BadInput("--mkey-lease and --mkey-secret-file go with --mkey-protect LEVEL")
+        return None
+    secret = mkeys.load_secret(secret_file) if secret_file is not None else None
+    return mkeys.Protection(level=level, lease=mkeys.LEASE_DEFAULT if lease is None else lease,
+                            key=0 if secret is not None else (obj.opts.get("mkey") or 0), secret=secret)

@@ -19,7 +19,7 @@ from click.core import ParameterSource
 
 from mad.forwarding import LMC_MAX
 from smagent import atomicfile, mkeys, paths
-from smagent.commands.common import key_arg
+from smagent.commands.common import key_arg, mkey_protect_options, mkey_protection
 from smagent.commands.logfile import LogFile
 from smagent.errors import BadInput
 from smagent.paths import default_state_dir
@@ -89,6 +89,7 @@ def _given(**values) -> dict:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="LIDs, journal, backups and the control socket (default as for sweep).")
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None, help="Log here instead of stderr.")
+@mkey_protect_options
 @click.option("--json", "as_json", is_flag=True, help="On exit, print the final status (as `status --json`) on stdout.")
 @click.option("--perfmgr-interval", type=click.FloatRange(0, 86400), default=0.0, show_default=True,
               help="MASTER: seconds between counter sweeps of every port (PerfMgr: totals, rates, a log line per "
@@ -99,8 +100,8 @@ def _given(**values) -> dict:
                    "sent/retried/lost, and with --perfmgr-interval every port's counters and rates.")
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
-        mcast_groups, no_multicast, partitions_file, desired_file, state_dir, log_file, as_json, perfmgr_interval,
-        metrics_listen):
+        mcast_groups, no_multicast, partitions_file, desired_file, state_dir, log_file, mkey_level, mkey_lease,
+        mkey_secret_file, as_json, perfmgr_interval, metrics_listen):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import desired, multicast
@@ -122,7 +123,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     from smagent import partitions
     parts = partitions.load(partitions_file) if partitions_file else None
     sw = sweepmod.SweepOptions(**desired.sweep_settings(ds, **given), mcast_groups=spec, multicast=not no_multicast,
-                               partitions=parts)
+                               partitions=parts, mkey_protection=mkey_protection(obj, mkey_level, mkey_lease,
+                                                                                 mkey_secret_file))
     state_dir = state_dir or default_state_dir()
     paths.check_state_dir(state_dir)
     opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,

@@ -21,7 +21,7 @@ def lines(s: dict) -> list[str]:
         out.append(f"busy: {s['activity']}")
     out.append(f"sweeps: {s.get('sweeps', 0)} (repairs {c.get('repairs', 0)}), failed {s.get('sweeps_failed', 0)}, "
                f"light sweeps {c.get('light_sweeps', 0)} ({c.get('light_sweep_gets', 0)} Gets each), "
-               f"traps {c.get('traps', 0)}")
+               f"traps {c.get('traps', 0)}" + (f" ({c['bad_m_keys']} bad M_Key)" if c.get("bad_m_keys") else ""))
     last = s.get("last_sweep") or {}
     if last.get("ok", True) and last:
         out.append(f"last sweep: {last['why']}: {last['smps']} SMPs, {last['sets']} Sets, {last['seconds']} s")

@@ -8,7 +8,7 @@ import click
 
 from smagent import render
 from smagent.paths import StateDir, default_state_dir
-from smagent.commands.common import emit_json, progress_line
+from smagent.commands.common import emit_json, mkey_protect_options, mkey_protection, progress_line
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
 EXIT_CHANGES_PENDING = 2  # plan --detailed-exitcode, as Terraform's
@@ -193,10 +193,12 @@ def _state_dir(obj, state_dir):
                    "{default}); made only while SMPs are being lost (retries also rise "
                    "with the loss seen, see README).")
 @PARTITIONS
+@mkey_protect_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
 def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast,
-          subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, partitions_file, as_json):
+          subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, partitions_file, mkey_level, mkey_lease,
+          mkey_secret_file, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
@@ -210,12 +212,13 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
         raise BadInput("--prune-multicast and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
     parts = _partitions(partitions_file)
+    protection = mkey_protection(obj, mkey_level, mkey_lease, mkey_secret_file)
     state_dir = _state_dir(obj, state_dir)
     progress = progress_line(obj, "sweep", as_json, _steps(dry_run))
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), qos),
-                   allow_defects=allow_defects, partitions=parts,
+                   allow_defects=allow_defects, partitions=parts, mkey_protection=protection,
                    **({} if repair_passes is None else {"repair_passes": repair_passes}))
     summary = r.summary()
     summary.update(obj.transient_write(dry_run))

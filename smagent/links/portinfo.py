@@ -64,6 +64,12 @@ def port_diff(pi, want: dict) -> dict:
     return {k: (getattr(pi, k), v) for k, v in want.items() if k not in RIDE_ALONG and getattr(pi, k) != v}
 
 
+SECRET_FIELDS = frozenset({"m_key"})  # set by a sweep (smagent.sweep.protect), never shown
+HIDDEN = "(not shown)"
+
+
 def describe_diff(diff: dict) -> list[str]:
-    """The changed link fields as text, each value in its human unit (`codes.value_text`)."""
-    return [f"{k} {codes.value_text(k, o)} -> {codes.value_text(k, n)}" for k, (o, n) in diff.items()]
+    """The changed link fields as text, each value in its human unit (`codes.value_text`);
+    a secret (the M_Key) only as changed."""
+    return [f"{k} changes {HIDDEN}" if k in SECRET_FIELDS else f"{k} {codes.value_text(k, o)} -> {codes.value_text(k, n)}"
+            for k, (o, n) in diff.items()]

@@ -16,7 +16,7 @@ import time
 from typing import Callable
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, Notice, NoticeType, NodeType, Trap128Details, TrapNumber
+from mad.attributes import AttrID, Notice, NoticeType, NodeType, Trap128Details, Trap256Details, TrapNumber
 from mad.header import Method
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
@@ -159,11 +159,32 @@ class SimFabric:
                                 trap_number_or_device_id=int(TrapNumber.LINK_STATE_CHANGE), issuer_lid=pi.lid,
                                 notice_toggle=0, notice_count=0,
                                 data_details=Trap128Details.LAYOUT.encode(Trap128Details(lid=pi.lid)))
-            raw = smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))
-            for (name, port), sink in list(self.trap_sinks.items()):
-                if self.port_lid((name, port)) == pi.master_sm_lid:
-                    self.counters["traps"] += 1
-                    sink(raw, pi.lid)
+            self._send_trap(notice, pi.master_sm_lid)
+
+    def bad_mkey_trap(self, node: SimNode, in_port: int, smp, slid: int | None = None) -> None:
+        """Trap 256 (Bad M_Key) from the port that refused ``smp`` to its MasterSMLID, when
+        the port has a LID and an SM listens there. The details name the requester (its
+        SLID; DrSLID for a directed route), the method, attribute and modifier, and the key
+        it carried."""
+        pi = node.pi[node.lid_port(in_port)]
+        if not pi.lid or not pi.master_sm_lid:
+            return
+        details = Trap256Details(lid=smp.dr_slid if smp.directed else (slid or 0),
+                                 dr_slid=smp.dr_slid if smp.directed else 0,
+                                 method=smp.method, attribute_id=smp.attribute_id,
+                                 attribute_modifier=smp.attribute_modifier, m_key=smp.m_key,
+                                 dr_notice=int(smp.directed), dr_hop_count=smp.hop_count if smp.directed else 0)
+        notice = Notice(is_generic=1, type=int(NoticeType.SECURITY), producer_type_or_vendor_id=int(node.node_type),
+                        trap_number_or_device_id=int(TrapNumber.BAD_M_KEY), issuer_lid=pi.lid, notice_toggle=0,
+                        notice_count=0, data_details=Trap256Details.LAYOUT.encode(details))
+        self._send_trap(notice, pi.master_sm_lid)
+
+    def _send_trap(self, notice: Notice, master_lid: int) -> None:
+        raw = smpcodec.encode(smpcodec.lid_routed(Method.TRAP, AttrID.NOTICE, 0, notice))
+        for (name, port), sink in list(self.trap_sinks.items()):
+            if self.port_lid((name, port)) == master_lid:
+                self.counters["traps"] += 1
+                sink(raw, notice.issuer_lid)
 
     def set_port_state(self, name, port: int, state: int) -> None:
         """Force a logical port state (no checks: for building test scenarios)."""

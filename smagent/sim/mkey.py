@@ -14,8 +14,8 @@ lease timer (unless it is running); an SMP with the matching M_Key stops it. Whe
 the lease (M_KeyLeasePeriod seconds, 0 = forever) runs out first, the protect bits
 fall back to 0 (the M_Key itself stays: at level 0 a Get shows it, and Sets still need
 it). Expiry is settled before every check, so a matching key that arrives after the
-lease ran out finds the bits already cleared. Trap 256 (bad M_Key) is not
-generated: the simulator has no trap path yet.
+lease ran out finds the bits already cleared. A refused Get or Set sends trap 256
+(bad M_Key) to the port's MasterSMLID (`SimFabric.bad_mkey_trap`).
 """
 from __future__ import annotations
 

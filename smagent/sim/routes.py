@@ -136,7 +136,7 @@ def lid_routed(sim, req, src, sport: int, dlid: int, slid: int | None):
     if slid is None:
         slid = PERMISSIVE_LID if dlid == PERMISSIVE_LID else src.lid_range(sport)[0]
     dest, din = send_unicast(src, sport, dlid, True, [])
-    status, data = sma.process(sim, dest, din, req)
+    status, data = sma.process(sim, dest, din, req, slid)
     req.method, req.status, req.data = Method.GET_RESP, status, data
     if slid == 0:
         raise Dropped("the requester's port has no LID: the response cannot be routed back", (dest.name, din))

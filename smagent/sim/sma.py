@@ -48,8 +48,9 @@ def _invalid(why: str):
     raise SmaStatus(INVALID_VALUE, why)
 
 
-def process(sim, node, in_port: int, smp) -> tuple[int, bytes]:
-    """Handle one request at `node`'s SMA; see the module docstring."""
+def process(sim, node, in_port: int, smp, slid: int | None = None) -> tuple[int, bytes]:
+    """Handle one request at `node`'s SMA; see the module docstring. ``slid``: the LRH
+    SLID of a LID-routed request (who sent it, for trap 256)."""
     method = smp.method
     if method & 0x80:
         raise Dropped("a response method arrived at an SMA", (node.name, in_port))
@@ -64,6 +65,7 @@ def process(sim, node, in_port: int, smp) -> tuple[int, bytes]:
         return METHOD_NOT_SUPPORTED, ZERO_DATA
     verdict = mkey.check(node, in_port, method, smp.m_key, sim.clock())
     if verdict == mkey.REFUSE:
+        sim.bad_mkey_trap(node, in_port, smp, slid)  # IBA 14.2.4.1: the SMA reports the violation
         raise Dropped(f"M_Key mismatch ({method_label(method)} refused at protection level "
                       f"{node.pi[node.lid_port(in_port)].m_key_protect_bits})", (node.name, in_port))
     handler = _HANDLERS.get(smp.attribute_id)

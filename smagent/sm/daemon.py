@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState, SwitchInfo
+from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState, SwitchInfo, TrapNumber
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method, MgmtClass
@@ -365,7 +365,11 @@ class Daemon:
         c = self.counters
         c.traps += 1
         c.trap_numbers[trap.number] += 1
-        log.info("trap: %s (TrapRepress sent)", trap.describe())
+        if trap.generic and trap.number == TrapNumber.BAD_M_KEY:
+            c.bad_m_keys += 1  # someone without the key tried a protected port: warned, never the key
+            log.warning("trap: %s (TrapRepress sent)", trap.describe())
+        else:
+            log.info("trap: %s (TrapRepress sent)", trap.describe())
         master = self.sm.state == SMState.MASTER
         self.sa.forward_trap(trap)  # to the hosts that subscribed (InformInfo)
         decision = events.on_trap(trap, master, self._switch_at_lid(trap.issuer_lid) if master else None)

@@ -31,6 +31,7 @@ class Counters:
     light_sweeps: int = 0
     light_sweep_gets: int = 0  # SMPs of the last light sweep (all Gets)
     traps: int = 0
+    bad_m_keys: int = 0  # traps 256: an SMP with a wrong M_Key reached a protected port
     trap_numbers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     sminfo_gets_answered: int = 0
     sminfo_sets_answered: int = 0

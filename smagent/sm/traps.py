@@ -8,10 +8,10 @@ import dataclasses
 from mad import smp as smpcodec
 from mad.attributes import (
     CAP_IS_SM, TRAP_DETAILS, AttrID, Notice, NoticeType, NodeType, Trap128Details, Trap129Details, Trap144Details,
-    TrapNumber,
+    Trap256Details, TrapNumber,
 )
 from mad.errors import MadError
-from mad.header import Method
+from mad.header import Method, method_name
 from mad.smp import AnySmp
 
 # traps after which the fabric's links or routes may differ: the master repairs
@@ -24,13 +24,15 @@ class Trap:
     number: int  # trap number (generic) or device ID (vendor)
     generic: bool
     issuer_lid: int
-    details: Trap128Details | Trap129Details | Trap144Details | None  # decoded DataDetails of a trap we know
+    details: Trap128Details | Trap129Details | Trap144Details | Trap256Details | None  # decoded DataDetails
     smp: AnySmp  # the request, for the TrapRepress
 
     def describe(self) -> str:
         name = TrapNumber(self.number).name.lower() if self.generic and self.number in TrapNumber._value2member_map_ \
             else ("generic" if self.generic else "vendor")
         extra = ""
+        if isinstance(self.details, Trap256Details):
+            return f"trap 256 (bad M_Key) from LID {self.issuer_lid}: {bad_mkey(self.details)}"
         if self.details is not None:
             extra = " " + ", ".join(f"{k} {v:#x}" if k.startswith("capability") else f"{k} {v}"
                                     for k, v in dataclasses.asdict(self.details).items())
@@ -44,10 +46,18 @@ class Trap:
                 and bool(d.capability_mask & CAP_IS_SM))
 
 
+def bad_mkey(d: Trap256Details) -> str:
+    """Who tried what with a wrong M_Key (trap 256), without the key it carried."""
+    attr = AttrID(d.attribute_id).name if d.attribute_id in AttrID._value2member_map_ else f"{d.attribute_id:#06x}"
+    who = f"LID {d.lid}" + (f" (directed route, DRSLID {d.dr_slid})" if d.dr_notice else "")
+    return (f"{who} sent {method_name(d.method)}({attr}, modifier {d.attribute_modifier:#x}) "
+            f"with a wrong M_Key")
+
+
 def parse(smp: AnySmp) -> Trap:
     """A decoded SubnTrap SMP -> Trap; raises MadError on a malformed Notice."""
     n = smp.attribute(Notice)
-    details: Trap128Details | Trap129Details | Trap144Details | None = None
+    details: Trap128Details | Trap129Details | Trap144Details | Trap256Details | None = None
     kind = TRAP_DETAILS.get(n.trap_number_or_device_id) if n.is_generic else None
     if kind is not None:
         try:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from mad import codes
 from mad.attributes import PortState
 from smagent import discovery
+from smagent.sweep import protect
 from smagent.sweep.state import SweepError, SweepState
 
 
 def discover(s: SweepState) -> None:
-    with s.phase("discover"):
-        s.r.topology = s.source.topology(s.transport)
+    s.r.topology = protect.discover(s)  # with M_Key protection, it may wait out the lease
+    protect.learn_shown(s)
     if not s.topo.switches():
         raise SweepError(no_switch_reason(s.topo))
 

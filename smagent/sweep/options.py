@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Callable, Literal
 
-from smagent import discovery, links, multicast, routing
+from smagent import discovery, links, mkeys, multicast, routing
 from smagent.multicast import Group as McastGroup
 
 if TYPE_CHECKING:
@@ -54,6 +54,9 @@ class SweepOptions:
     # a smagent.partitions.PartitionConfig (parsed: `partitions.load`, before any SMP); wins
     # over a desired state's partitions; None: the desired state's, else the default partition
     partitions: object = None
+    # M_Key protection to set on every end port (a smagent.mkeys.Protection: key or secret,
+    # level, lease; smagent.sweep.protect); None: keys are used as given, never set
+    mkey_protection: mkeys.Protection | None = None
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ from smagent.sweep.discover import check_sms, discover, resolve_desired
 from smagent.sweep.lids import assign_lids, save_lids, save_path_sls
 from smagent.sweep.linktables import read_links
 from smagent.sweep.mcast import read_mfts
+from smagent.sweep import protect
 from smagent.sweep.options import SweepOptions
 from smagent.sweep.ports import activate, arm_ports, plan_ports
 from smagent.sweep.result import PlanDefects, SweepResult
@@ -46,6 +47,7 @@ def sweep(transport: Transport, opts: SweepOptions) -> SweepResult:
     else:
         try:
             note_interrupted_apply(s)
+            protect.save_keys(s)  # before the Sets that install them
             write_pass(s)
             repair(s)
             save_lids(s)
@@ -80,6 +82,7 @@ def prepare(transport: Transport, opts: SweepOptions) -> SweepState:
     # LIDs survive port resets and restarts: kept in the state directory unless a file is named
     s.lid_file = opts.lid_file or (str(paths.StateDir(opts.state_dir).guid2lid) if opts.state_dir else None)
     s.persisted = lids.load_guid2lid(s.lid_file) if s.lid_file else {}
+    protect.prepare_keys(s)
     s.route_spec = routing.parse_spec(opts.routing)
     s.engine_input = routing.preload(s.route_spec)
     if not opts.dry_run:

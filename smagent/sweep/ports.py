@@ -9,6 +9,7 @@ from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from smagent import links
 from smagent.transport.base import Request
+from smagent.sweep import protect
 from smagent.sweep.result import PortChange
 from smagent.sweep.state import SweepState, dr
 
@@ -36,6 +37,7 @@ def plan_ports(s: SweepState) -> None:
             lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
             arm = pi.port_state in (PortState.INIT, PortState.ARMED)  # ARMED: left there earlier
             link = links.port_fields(topo, n, p, s.link_opts) if s.link_opts else {}
+            link.update(protect.plan_fields(s, n, p))  # M_Key, ProtectBits, lease: in the same Set
             s.op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
             link_diff = links.port_diff(pi, link)
             if lid_differs or arm or link_diff:
@@ -111,21 +113,33 @@ def arm_ports(s: SweepState) -> None:
     r, lp = s.r, s.r.lid_plan
     with s.phase("lids_arm"):
         todo = [c for c in r.port_changes if needs_set(c, lp.master_lid, lmc_for(s, c))]
-        reqs = [portinfo_set(c, PortState.ARMED if c.arm and c.current.port_state == PortState.INIT
-                              else PortState.NO_CHANGE, lp.master_lid, lmc_for(s, c)) for c in todo]
-        failed = []
-        for c, rep in zip(todo, s.transport.execute(reqs)):
-            if not rep.ok:
-                failed.append((c, rep.error))
-                continue
-            back = rep.value(PortInfo)
-            r.topology.nodes[c.guid].ports[c.port] = back  # what the port holds now (a repair plans on it)
-            if c.lid is not None and back.lid != c.lid:
-                r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
+        failed: list = []
+        for batch in protect.key_last(todo):  # a new M_Key last: the other Sets carry the old one
+            failed += _arm_batch(s, batch)
+        protect.relearn(s, failed)  # a lost answer to a Set that changed the key
         for c, err in confirm_port_sets(s.transport, failed, lambda c: PortState.ARMED if c.arm else None,
                                          lp.master_lid, lambda c: lmc_for(s, c), r.topology):
             r.problems.append(f"{c.name} port {c.port}: PortInfo Set failed: {err}")
             s.arm_failed.add((c.guid, c.port))
+
+
+def _arm_batch(s: SweepState, todo: list[PortChange]) -> list:
+    """One batch of arming Sets; returns the (change, error) pairs that failed."""
+    r, lp = s.r, s.r.lid_plan
+    reqs = [portinfo_set(c, PortState.ARMED if c.arm and c.current.port_state == PortState.INIT
+                          else PortState.NO_CHANGE, lp.master_lid, lmc_for(s, c)) for c in todo]
+    failed = []
+    for c, rep in zip(todo, s.transport.execute(reqs) if reqs else []):
+        if not rep.ok:
+            failed.append((c, rep.error))
+            continue
+        back = rep.value(PortInfo)
+        r.topology.nodes[c.guid].ports[c.port] = back  # what the port holds now (a repair plans on it)
+        if "m_key" in c.link_diff:
+            protect.learn_set(s, c, back)
+        if c.lid is not None and back.lid != c.lid:
+            r.problems.append(f"{c.name} port {c.port}: LID reads back {back.lid}, expected {c.lid}")
+    return failed
 
 
 def activate(s: SweepState) -> None:

@@ -89,7 +89,8 @@ class PortChange:
         if self.arm:
             new["port_state"] = int(PortState.ACTIVE)
         rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "port": self.port, "table": "PortInfo"}
-        return [{**rec, "field": k, "old": getattr(pi, k), "new": v, **_names(k, getattr(pi, k), v)}
+        return [{**rec, "field": k, **({"old": links.HIDDEN, "new": links.HIDDEN} if k in links.SECRET_FIELDS
+                                        else {"old": getattr(pi, k), "new": v, **_names(k, getattr(pi, k), v)})}
                 for k, v in new.items() if getattr(pi, k) != v]
 
 

@@ -7,7 +7,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from smagent import discovery, links, multicast, routing
+from smagent import discovery, links, mkeys, multicast, routing
 from smagent.fdb import apply as fdbapply
 from smagent.errors import FabricFailure
 from smagent.transport.base import Request, Transport
@@ -83,6 +83,9 @@ class SweepState:
     not_active: list[PortChange] = dataclasses.field(default_factory=list)
     links_failed: set[int] = dataclasses.field(default_factory=set)
     unread: list[tuple[str, Any]] = dataclasses.field(default_factory=list)  # (problem line, units) of failed table reads
+    # M_Key protection (smagent.sweep.protect): <state_dir>/guid2mkey, and the keys it holds
+    mkey_file: str | None = None
+    assigned: mkeys.Assigned = dataclasses.field(default_factory=mkeys.Assigned)
     # where the planning phases read the fabric: live, or what earlier sweeps left (opts.known)
     source: TableSource = dataclasses.field(init=False)
 
