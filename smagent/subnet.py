@@ -13,7 +13,7 @@ import types
 from typing import Iterator, Mapping
 
 from mad.attributes import NodeInfo, PortInfo, SMInfo, SwitchInfo
-from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT
+from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
 
 NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
 
@@ -62,12 +62,18 @@ class Subnet:
     # the SL of the paths from each switch's CA ports, by DLID, as a VL-layering engine
     # (dfsssp) chose them (`SweepResult.path_sls`); None: every path on SL 0
     path_sls: Mapping[int, bytes] | None = None
+    # every end port's P_Keys ((node GUID, port: 0 on a switch) -> 16-bit keys, membership
+    # bit set for full), as the partitions the sweep wrote give them; None: the default
+    # partition, full, everywhere
+    pkeys: Mapping[tuple[int, int], tuple[int, ...]] | None = None
 
     @classmethod
-    def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0) -> Subnet:
+    def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0,
+                   partitions=None) -> Subnet:
         """The snapshot a finished (not dry-run) `SweepResult` leaves: its KnownState
         when the apply finished cleanly, else the tables planned against with the planned
-        blocks on top."""
+        blocks on top. ``partitions``: the `smagent.partitions.PartitionConfig` the sweep
+        wrote (None: the default partition everywhere)."""
         known = result.known
         topo = known.topology if known is not None else result.topology
         if known is not None:
@@ -93,7 +99,8 @@ class Subnet:
                    mft=types.MappingProxyType({k: tuple(v) for k, v in mft.items()}), sms=tuple(sms),
                    generation=generation, by_port_guid=types.MappingProxyType(
                        {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
-                   path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)))
+                   path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
+                   pkeys=None if partitions is None else _pkeys(partitions, topo))
 
     def path_sl(self, src: tuple[int, int], dlid: int) -> int:
         """The SL of the path from port ``src`` to ``dlid``: its switch's (a CA port's, the
@@ -104,6 +111,21 @@ class Subnet:
         switch = g if self.nodes[g].is_switch else self.links.get((g, p), (None, 0))[0]
         row = self.path_sls.get(switch) if switch is not None else None
         return row[dlid] if row is not None and dlid < len(row) else 0
+
+    def path_pkey(self, src: tuple[int, int], dst: tuple[int, int], wanted: int | None = None) -> int | None:
+        """The P_Key of a path between two end ports ((node GUID, port), 0 on a switch): the
+        first of the source's keys the destination holds too, with at least one of them a
+        full member (``wanted``: that partition only); None when they share no partition,
+        so there is no path (IBA 10.9: limited members do not talk to each other)."""
+        if self.pkeys is None:
+            return PKEY_DEFAULT if wanted is None or wanted & 0x7FFF == 0x7FFF else None
+        theirs = {k & 0x7FFF: k for k in self.pkeys.get(dst, ())}
+        for k in self.pkeys.get(src, ()):
+            other = theirs.get(k & 0x7FFF)
+            if other is None or not (k | other) & PKEY_FULL_MEMBER or (wanted is not None and (wanted ^ k) & 0x7FFF):
+                continue
+            return k
+        return None
 
     def with_sms(self, sms: tuple[tuple[int, SMInfo], ...]) -> Subnet:
         """The same snapshot with the SMs seen replaced (they change without a sweep)."""
@@ -157,6 +179,11 @@ def _node(n) -> Node:
     return Node(guid=n.guid, info=n.node_info, description=n.description, is_switch=n.is_switch,
                 switch_info=n.switch_info, ports=types.MappingProxyType(dict(n.ports)),
                 port_guids=types.MappingProxyType(dict(n.port_guids)))
+
+
+def _pkeys(config, topo) -> Mapping[tuple[int, int], tuple[int, ...]]:
+    from smagent import partitions as partmod
+    return types.MappingProxyType({k: tuple(v) for k, v in partmod.resolve(config, topo).ports.items()})
 
 
 def _lfts(blocks: dict[tuple[int, int], bytes]) -> dict[int, bytes]:

@@ -278,3 +278,36 @@ def test_path_records_carry_the_sl_dfsssp_chose():
                 sls[a, b] = pr.sl
                 assert pr.sl == r.path_sls[switch][b]
     assert len(set(sls.values())) > 1  # the layers are in use: not every path on SL 0
+
+
+def test_path_records_only_within_a_shared_partition():
+    """With partitions, a PathRecord exists only between ports that share one (at least one
+    of them a full member) and carries its P_Key; limited-limited and unshared pairs get
+    none (IBA 10.9), as the data plane would drop their packets."""
+    from smagent import partitions
+    with smagent.connect("sim") as fabric:
+        topo = fabric.discover()
+        cas = sorted((n for n in topo.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+        g = [f"{n.port_guids[p]:#x}" for n in cas[:4] for p in sorted(n.port_paths)[:1]]
+        conf = partitions.parse(f"Default=0x7fff : SELF=full ;\n"
+                                f"a=0x10 : {g[0]}=full, {g[1]}=limited, {g[2]}=limited ;\n"
+                                f"b=0x20 : {g[3]}=full ;\n")
+        r = fabric.sweep(partitions=conf)
+    assert r.problems == []
+    s = Subnet.from_sweep(r, partitions=conf)
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+
+    def lid(i):
+        n = cas[i]
+        return s.base_lid(s.nodes[n.guid], sorted(n.port_paths)[0])
+
+    def path(a, b, *fields, **kw):
+        return ask(agent, Method.GET, PathRecord(slid=lid(a), dlid=lid(b), **kw), "slid", "dlid", *fields)
+
+    assert path(0, 1).record(PathRecord).p_key == 0x8010  # full to limited: the full member's key
+    assert path(1, 0).record(PathRecord).p_key == 0x0010  # the source's own membership
+    assert path(1, 2).sa_status is sa.SaStatus.ERR_NO_RECORDS  # limited to limited
+    assert path(0, 3).sa_status is sa.SaStatus.ERR_NO_RECORDS  # no shared partition
+    assert path(0, 1, "p_key", p_key=0x8020).sa_status is sa.SaStatus.ERR_NO_RECORDS
+    assert path(0, 1, "p_key", p_key=0x8010).record(PathRecord).p_key == 0x8010

@@ -16,7 +16,6 @@ from mad.sa_records import PathRecord
 from smagent.sa.records import Records
 from smagent.subnet import Node
 
-DEFAULT_P_KEY = 0xFFFF
 PACKET_LIFE_TIME = 18  # OpenSM's default (subnet_timeout 18: 4.096 us x 2^18, about 1 s)
 EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3
 # components decided by the endpoints or compared with selectors, not for equality;
@@ -44,12 +43,14 @@ def port_mtu(node: Node, port: int) -> int:
     return min(pi.mtu_cap, pi.neighbor_mtu)
 
 
-def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int) -> PathRecord | None:
+def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int,
+                p_key: int | None = None) -> PathRecord | None:
     """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
-    deliver it."""
+    deliver it or the two ports share no partition (``p_key``: that one only)."""
     s = recs.subnet
     (sn, sp), (dn, dp) = src, dst
-    hops = s.route((sn.guid, sp), dlid)
+    pkey = s.path_pkey((sn.guid, 0 if sn.is_switch else sp), (dn.guid, 0 if dn.is_switch else dp), p_key)
+    hops = s.route((sn.guid, sp), dlid) if pkey is not None else None
     if hops is None:
         return None
     ends = [(sn, sp if not sn.is_switch else 0), (dn, dp if not dn.is_switch else 0)]
@@ -59,7 +60,7 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
             [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
     rate = min(rates, key=codes.rate_gbps) if rates else 0
     return PathRecord(dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid, hop_limit=0, reversible=1,
-                      p_key=DEFAULT_P_KEY, sl=s.path_sl((sn.guid, sp), dlid), mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
+                      p_key=pkey if p_key is None else p_key, sl=s.path_sl((sn.guid, sp), dlid), mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
                       packet_life_time_selector=EXACTLY, packet_life_time=PACKET_LIFE_TIME)
 
 
@@ -119,11 +120,12 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[P
         rest &= ~PathRecord.mask(f)
     equal = q.selector(rest)
     want = int.from_bytes(q.encode(), "big") & equal
+    wanted_pkey = q.p_key if mask & PathRecord.mask("p_key") else None
     out = []
     for sn, sp, slids in srcs:
         for dn, dp, dlids in dsts:
             for slid, dlid in zip(slids, dlids):
-                pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid)
+                pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey)
                 if pr is None or int.from_bytes(pr.encode(), "big") & equal != want:
                     continue
                 if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)

@@ -70,7 +70,9 @@ class SaService:
         """A finished sweep's result becomes the snapshot every answer comes from; CA ports
         that came or went since the last one are reported to subscribers (traps 64/65)."""
         before = self._end_ports()
-        self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1))
+        opts = self.d.opts.sweep  # the partitions the sweep wrote: PathRecords only within them
+        parts = opts.partitions or getattr(opts.desired, "partitions", None)
+        self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts))
         after = self._end_ports()
         if before is not None and after is not None and before != after:
             a = self.agent
