@@ -127,6 +127,14 @@ class Subnet:
             return k
         return None
 
+    def holds_pkey(self, port: tuple[int, int], pkey: int) -> bool:
+        """Whether an end port ((node GUID, port), 0 on a switch) is a member, full or
+        limited, of ``pkey``'s partition (without partitions: the default one only)."""
+        base = pkey & 0x7FFF
+        if self.pkeys is None:
+            return base == PKEY_DEFAULT & 0x7FFF
+        return any(k & 0x7FFF == base for k in self.pkeys.get(port, ()))
+
     def with_sms(self, sms: tuple[tuple[int, SMInfo], ...]) -> Subnet:
         """The same snapshot with the SMs seen replaced (they change without a sweep)."""
         return dataclasses.replace(self, sms=tuple(sms))

@@ -311,3 +311,30 @@ def test_path_records_only_within_a_shared_partition():
     assert path(0, 3).sa_status is sa.SaStatus.ERR_NO_RECORDS  # no shared partition
     assert path(0, 1, "p_key", p_key=0x8020).sa_status is sa.SaStatus.ERR_NO_RECORDS
     assert path(0, 1, "p_key", p_key=0x8010).record(PathRecord).p_key == 0x8010
+
+
+def test_joins_only_in_a_partition_the_port_is_a_member_of():
+    from mad.sa_records import MCMemberRecord
+    from smagent import partitions
+    with smagent.connect("sim") as fabric:
+        topo = fabric.discover()
+        cas = sorted((n for n in topo.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+        g0 = cas[0].port_guids[sorted(cas[0].port_paths)[0]]
+        conf = partitions.parse(f"Default=0x7fff : ALL=full ;\na=0x10 : {g0:#x}=full ;\n")
+        r = fabric.sweep(partitions=conf)
+    s = Subnet.from_sweep(r, partitions=conf)
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+    fields = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
+
+    def join(i, pkey):
+        n = s.nodes[cas[i].guid]
+        gid = agent._recs.gid(n, sorted(cas[i].port_paths)[0])
+        q = MCMemberRecord(mgid=0, port_gid=gid, q_key=0x1234, p_key=pkey, sl=0, flow_label=0, tclass=0,
+                           join_state=1)
+        return ask(agent, Method.SET, q, *fields, tid=50 + i)
+
+    assert join(1, 0x8010).sa_status is sa.SaStatus.ERR_REQ_INVALID  # not a member of 0x10
+    made = join(0, 0x8010)
+    assert made.status == 0 and made.record(MCMemberRecord).p_key == 0x8010
+    assert join(1, 0xFFFF).status == 0  # the default partition: every port is in it

@@ -140,6 +140,10 @@ class McastGroups:
         node, port = self._port(recs, q.port_gid)
         mtu, rate = port_mtu(node, port), codes.rate_code(node.ports[port]) if port in node.ports else 0
         g = self.groups.get(q.mgid) if q.mgid else None
+        pkey = g.p_key if g is not None else q.p_key
+        if (g is not None or has("p_key")) and not recs.subnet.holds_pkey((node.guid, 0 if node.is_switch else port),
+                                                                          pkey):
+            raise GroupError(SaStatus.ERR_REQ_INVALID, f"the port is not a member of partition {pkey & 0x7FFF:#06x}")
         if g is None:
             if not has(*CREATE_NEEDS):
                 raise GroupError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS,
