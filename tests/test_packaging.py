@@ -11,6 +11,8 @@ import sys
 import tomllib
 import zipfile
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
@@ -20,7 +22,10 @@ def _run(args, cwd, **kw):
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, **kw)
 
 
-def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The wheel of this tree, built once (offline, no build isolation)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     src = tmp_path / "src"  # a copy: an in-tree build would leave build/ and egg-info behind
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -31,6 +36,11 @@ def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path):
               str(tmp_path / "dist"), str(src)], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     (whl,) = (tmp_path / "dist").glob("smagent-*.whl")
+    return whl
+
+
+def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path, wheel):
+    whl = wheel
     assert whl.name.startswith(f"smagent-{VERSION}-")
     names = set(zipfile.ZipFile(whl).namelist())
     assert {"smagent/__main__.py", "smagent/data/default.net", "smagent/py.typed", "mad/py.typed"} <= names
@@ -67,3 +77,41 @@ def test_lazy_names_are_listed():
     import smagent
     assert {"connect", "Session", "__version__", "BadInput"} <= set(dir(smagent))
     assert set(smagent.__all__) <= set(dir(smagent))
+
+
+def _newest_python() -> tuple[str, tuple[int, int]] | None:
+    """The newest CPython on this machine above the one running the tests (on PATH, or
+    under pyenv, as the project's machines have them), with its version."""
+    found = {}
+    roots = [pathlib.Path(os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv")) / "versions"]
+    candidates = [shutil.which(f"python3.{n}") for n in range(sys.version_info[1] + 1, 20)]
+    candidates += [str(p) for root in roots if root.is_dir() for p in root.glob("3.*/bin/python3")]
+    for exe in filter(None, candidates):
+        r = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True)
+        if r.returncode == 0:
+            found[tuple(map(int, r.stdout.split()))] = exe
+    newer = {v: exe for v, exe in found.items() if v > sys.version_info[:2]}
+    return None if not newer else (newer[max(newer)], max(newer))
+
+
+def test_wheel_installs_and_runs_on_the_newest_python(tmp_path, wheel):
+    """pyproject.toml declares >= 3.11 and no upper bound: the newest Python the machine has
+    installs the wheel with its dependencies from the package index (their lower bounds
+    must have wheels there) and runs it. The oldest, 3.11, is the suite's own."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert declared == f">={sys.version_info[0]}.{sys.version_info[1]}", "the suite runs on the oldest Python"
+    newest = _newest_python()
+    if newest is None:
+        pytest.skip("no Python newer than the suite's on this machine (the project's machines have pyenv's)")
+    exe, version = newest
+    venv = tmp_path / "venv"
+    r = _run([exe, "-m", "venv", str(venv)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    py = venv / "bin" / "python"
+    r = _run([str(py), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for cmd in ([str(py), "-m", "smagent", "--version"], [str(venv / "bin" / "smagent"), "--version"]):
+        r = _run(cmd, cwd=tmp_path)
+        assert (r.returncode, r.stdout) == (0, f"smagent {VERSION}\n"), (version, cmd, r.stdout, r.stderr)
+    r = _run([str(py), "-m", "smagent", "sweep", "--json"], cwd=tmp_path)
+    assert r.returncode == 0 and '"problems": []' in r.stdout, (version, r.stdout[-500:], r.stderr[-2000:])
