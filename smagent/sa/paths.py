@@ -50,7 +50,9 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     s = recs.subnet
     (sn, sp), (dn, dp) = src, dst
     pkey = s.path_pkey((sn.guid, 0 if sn.is_switch else sp), (dn.guid, 0 if dn.is_switch else dp), p_key)
-    hops = s.route((sn.guid, sp), dlid) if pkey is not None else None
+    if pkey is None:
+        return None
+    hops = s.route((sn.guid, sp), dlid)
     if hops is None:
         return None
     ends = [(sn, sp if not sn.is_switch else 0), (dn, dp if not dn.is_switch else 0)]
@@ -60,7 +62,8 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
             [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
     rate = min(rates, key=codes.rate_gbps) if rates else 0
     return PathRecord(dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid, hop_limit=0, reversible=1,
-                      p_key=pkey if p_key is None else p_key, sl=s.path_sl((sn.guid, sp), dlid), mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
+                      p_key=pkey if p_key is None else p_key, sl=s.path_sl((sn.guid, sp), dlid),
+                      mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
                       packet_life_time_selector=EXACTLY, packet_life_time=PACKET_LIFE_TIME)
 
 
