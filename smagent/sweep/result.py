@@ -4,7 +4,7 @@ that would break the fabric."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from mad.attributes import PortInfo, PortState
 from smagent import discovery, lids, links, multicast
@@ -14,6 +14,7 @@ from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
 from smagent.fdb.switch import interleave
 from smagent.errors import SafetyRefusal
+from smagent.sweep import planjson
 from smagent.sweep.options import KnownState
 
 
@@ -140,15 +141,29 @@ class SweepResult:
         out += [c.describe() for c in self.link_changes]
         return out
 
-    def plan_changes(self) -> list[dict[str, Any]]:
-        """The plan as records, one per changed field or entry (what ``--json`` prints as
-        "plan"; the README's "The JSON of a plan"): PortInfo fields, then the tables'
-        records as the table commands give them (SwitchInfo, LFT, RFT, MFT), then the
-        per-port link tables (SL2VL, VLArb, P_Key)."""
-        out = [d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc)]
-        out += fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes).to_json()
-        out += [c.to_json() for c in self.link_changes]
-        return out
+    def plan_changes(self, detail: bool = False) -> list[dict[str, Any]]:
+        """The plan as records (what ``--json`` prints as "plan"; the README's "The JSON of
+        a plan"), `plan_records` as a list."""
+        return list(self.plan_records(detail))
+
+    def plan_records(self, detail: bool = False, lids: tuple[int, int] | None = None) -> Iterator[dict[str, Any]]:
+        """The plan's records one at a time (``--plan-file`` streams them): PortInfo fields,
+        then the tables' records as the table commands give them (SwitchInfo, RFT, MFT;
+        LFT: one ``LFTBlock`` record per block, or with ``detail`` one ``LFT`` record per
+        entry), then the per-port link tables (SL2VL, VLArb, P_Key). Without ``detail``
+        PortInfo fields come by port and link tables by group (`smagent.sweep.planjson`);
+        ``lids`` (first, last): the LFT entries of those LIDs only, one record each."""
+        ports = (d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc))
+        tables = fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes).records(detail, lids)
+        link = (lc.to_json() for lc in self.link_changes)
+        if detail:
+            yield from ports
+            yield from tables
+            yield from link
+        else:
+            yield from planjson.compact(ports)
+            yield from tables
+            yield from planjson.compact(link)
 
     @property
     def plan_defects(self) -> dict[str, Any]:
