@@ -58,7 +58,7 @@ def write_plan_file(r, path: str) -> int:
     try:
         with open(path, "w", encoding="utf-8") as f:
             for rec in r.plan_records(detail=True):
-                f.write(json.dumps(rec) + "\n")
+                f.write(json.dumps(rec, separators=(",", ":")) + "\n")
                 n += 1
     except OSError as e:
         raise BadInput(f"--plan-file {path}: {e.strerror or e}") from None
@@ -72,7 +72,7 @@ def emit_with_plan(summary: dict, key: str, records: Iterable[dict]) -> None:
     click.echo(head[:-2] + f",\n  {json.dumps(key)}: [" if head != "{}" else f"{{\n  {json.dumps(key)}: [", nl=False)
     sep = "\n    "
     for rec in records:
-        click.echo(sep + json.dumps(rec), nl=False)
+        click.echo(sep + json.dumps(rec, separators=(",", ":")), nl=False)
         sep = ",\n    "
     click.echo("\n  ]\n}" if sep != "\n    " else "]\n}")
 

@@ -154,16 +154,16 @@ class SweepResult:
         PortInfo fields come by port and link tables by group (`smagent.sweep.planjson`);
         ``lids`` (first, last): the LFT entries of those LIDs only, one record each."""
         ports = (d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc))
-        tables = fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes).records(detail, lids)
-        link = (lc.to_json() for lc in self.link_changes)
+        fdb = fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes)
+        tables = fdb.records(detail, lids)
         if detail:
             yield from ports
             yield from tables
-            yield from link
+            yield from (lc.to_json() for lc in self.link_changes)
         else:
             yield from planjson.compact(ports)
             yield from tables
-            yield from planjson.compact(link)
+            yield from planjson.link_change_groups(self.link_changes)
 
     @property
     def plan_defects(self) -> dict[str, Any]:
