@@ -4,6 +4,7 @@ plans of `lft load` (a whole dump) and `lft set` (one entry)."""
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 from typing import ClassVar, Sequence
 
@@ -233,14 +234,16 @@ def pack_ports(ports: bytes | None) -> str | None:
     ("ff{64}": 64 × 255); None stays None (not read)."""
     if ports is None:
         return None
-    out, i = [], 0
-    while i < len(ports):
-        j = i + 1
-        while j < len(ports) and ports[j] == ports[i]:
-            j += 1
-        out.append(f"{ports[i]:02x}{{{j - i}}}" if j - i >= 4 else f"{ports[i]:02x}" * (j - i))
-        i = j
+    out, pos = [], 0
+    for m in _RUN.finditer(ports):  # runs found in C: a block has few
+        out.append(ports[pos:m.start()].hex())
+        out.append(f"{ports[m.start()]:02x}{{{m.end() - m.start()}}}")
+        pos = m.end()
+    out.append(ports[pos:].hex())
     return "".join(out)
+
+
+_RUN = re.compile(rb"(.)\1{3,}", re.DOTALL)
 
 
 def unpack_ports(text: str | None) -> bytes | None:
@@ -266,7 +269,8 @@ def lft_block_json(c: BlockChange) -> dict:
     """One LFT block Set as one plan record (README, "The JSON of a plan"): ``changed``
     entries, ``old`` and ``new`` packed (`pack_ports`)."""
     return {"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "LFTBlock", "block": c.block,
-            "changed": len(c.changed_lids()), "old": pack_ports(c.old), "new": pack_ports(c.new)}
+            "changed": B if c.old is None else sum(map(operator.ne, c.old, c.new)),
+            "old": pack_ports(c.old), "new": pack_ports(c.new)}
 
 
 def lft_block_entries(rec: dict) -> list[dict]:
