@@ -19,7 +19,7 @@ from smagent.transport.base import Request, SmpTimeout
 TABLES = ("sl2vl", "vlarb", "pkeys")  # the kinds of TableChange (journal and backup "table" values)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class TableChange:
     """One Set of a per-port table: what the port holds (old) and what it gets (new).
     ``port``: the CA port the path leads to (0 for a switch: its modifier names ports).
