@@ -25,6 +25,7 @@ from mad.attributes import (LinearForwardingTable, MulticastForwardingTable, Nod
                             SLtoVLMappingTable, SwitchInfo, VLArbitrationTable, vlarb_entries)
 from smagent import discovery, snapshot
 from smagent.errors import BadInput
+from smagent.sweep import planjson
 from smagent.transport.base import Transport
 
 # fields that change without anyone writing them, and secrets
@@ -176,6 +177,10 @@ def plan_entries(doc: Any, topo: discovery.Topology, source: str) -> Entries:
         raise BadInput(f"{source}: not a snapshot nor the JSON of `smagent plan --json` (no \"plan\" list)")
     port_of = {tuple(path): p for n in topo.cas() for p, path in n.port_paths.items()}
     out: Entries = {}
+    try:  # the compact records (one per LFT block, port, group of tables) as per-entry ones
+        records = [e for r in records for e in planjson.expand(r)]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BadInput(f"{source}: not the records of a plan ({e!r})") from None
     for i, r in enumerate(records, 1):
         try:
             out[_plan_identity(r, port_of)] = ({k: v for k, v in r.items() if k not in _NOT_NAMING

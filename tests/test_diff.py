@@ -94,7 +94,7 @@ def test_plan_detailed_exitcode_changes_pending_and_actions(cli, tmp_path):
     desired.write_text("multicast:\n  - {mlid: 0xC001, members: [H1, H2]}\n")
     state = tmp_path / "state"
     # the in-process simulator starts fresh for each command: the plan of a fresh fabric
-    r = cli("plan", desired, "--json", "--detailed-exitcode")
+    r = cli("plan", desired, "--json", "--detailed-exitcode", "--detail")
     assert r.exit_code == 2, r.stderr
     doc = json.loads(r.stdout)
     assert doc["changes_pending"] is True and doc["plan"]

@@ -159,14 +159,16 @@ def test_every_end_port_gets_key_bits_and_lease_in_one_set(on_sim, portinfo_sets
 
 def test_plan_text_and_json_hide_the_key(on_sim, tmp_path):
     sim = SimFabric.load(TWO_SW)
-    for extra in ([], ["--json"]):
+    for extra in ([], ["--json"], ["--json", "--detail"]):
         r = on_sim(sim, "-v", "--mkey", hex(KEY), "sweep", "--mkey-protect", "2", "--dry-run", *extra)
         assert r.exit_code == 0, r.stderr
         assert "m_key_protect_bits" in r.stdout and "m_key" in r.stdout
         assert_no_key(r.stdout + r.stderr, KEY)
-    plan = json.loads(r.stdout)["plan"]
-    hidden = {(c["old"], c["new"]) for c in plan if c.get("field") == "m_key"}
-    assert hidden == {("(not shown)", "(not shown)")}
+        if "--json" in extra:
+            plan = json.loads(r.stdout)["plan"]
+            hidden = {(c["old"], c["new"]) for c in plan if c.get("field") == "m_key"} if "--detail" in extra \
+                else {tuple(c["fields"]["m_key"]) for c in plan if "m_key" in c.get("fields", {})}
+            assert hidden == {("(not shown)", "(not shown)")}
 
 
 def test_options_are_refused_before_any_smp(on_sim, tmp_path):

@@ -304,7 +304,7 @@ def test_plan_with_partitions_lists_the_pkey_blocks(cli, tmp_path):
     f.write_text("storage=0x10 : ALL_CAS=full ;\n")
     d = tmp_path / "d.yaml"
     d.write_text(f"partitions_file: {f}\n")
-    r = cli("--transport", "sim", "plan", str(d), "--json")
+    r = cli("--transport", "sim", "plan", str(d), "--json", "--detail")
     assert r.exit_code in (0, 1), r.output
     pk = [c for c in r.json()["plan"] if c.get("table") == "P_Key"]
     hosts = [c for c in pk if c["node"].startswith("H")]

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from smagent import api, desired, routing, verify
+from smagent.sweep import planjson
 from smagent.errors import EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_SAFETY, BadInput, SafetyRefusal
 from smagent.sweep import PlanDefects
 from smagent.transport.sim import SimTransport
@@ -163,7 +164,7 @@ def test_a_black_hole_is_refused_and_a_valid_detour_is_not(fabric):
                  and s.topology.nodes[s.topology.links[(l1.guid, p)][0]].is_switch
                  and s.topology.links[(l1.guid, p)][0] != spine.guid)
     ok = s.plan({"lft": [{"switch": "L1", "lid": lid, "port": other}]})
-    assert ok.plan_defects == {} and [c["table"] for c in ok.plan_changes()] == ["LFT"]
+    assert ok.plan_defects == {} and [c["table"] for c in ok.plan_changes(detail=True)] == ["LFT"]
 
 
 def test_a_fresh_fabric_is_not_refused_and_a_dry_run_costs_no_set():
@@ -261,11 +262,15 @@ def test_cli_plan_reports_and_apply_refuses(fabric, on, cli, tmp_path):
 
 
 # -- issue 11 item 11: the JSON plan is records --------------------------------------------------
-def test_plan_json_is_records(cli):
-    r = cli("--transport", "sim", "sweep", "--dry-run", "--json")
-    assert r.exit_code == 0, r.output
+def test_plan_json_is_records_and_the_compact_ones_expand_to_them(cli):
+    compact = cli("--transport", "sim", "sweep", "--dry-run", "--json")
+    r = cli("--transport", "sim", "sweep", "--dry-run", "--json", "--detail")
+    assert r.exit_code == 0 and compact.exit_code == 0, r.output
+    tables = {c["table"] for c in compact.json()["plan"]}
+    assert tables == {"PortInfoSet", "SwitchInfo", "LFTBlock", "MFT", "SL2VLGroup", "VLArbGroup", "P_KeyGroup"}, tables
     doc = json.loads(r.stdout)
     plan = doc["plan"]
+    assert planjson.canonical(e for c in compact.json()["plan"] for e in planjson.expand(c)) == planjson.canonical(plan)
     assert all(isinstance(c, dict) and c["guid"].startswith("0x") for c in plan)
     assert {c["table"] for c in plan} == {"PortInfo", "SwitchInfo", "LFT", "MFT", "SL2VL", "VLArb", "P_Key"}, \
         {c["table"] for c in plan}
@@ -287,7 +292,7 @@ def test_plan_changes_match_the_sets(fabric):
                    and s.topology.nodes[peer].description == "L3")
     r = s.plan({"lft": [dict(entry, port=l3_port)], "switches": {entry["switch"]: {"life_time_value": 9}}})
     old = s.lft_show(entry["switch"]).table[lid]
-    assert r.plan_changes() == [
+    assert r.plan_changes(detail=True) == [
         {"switch": entry["switch"], "guid": f"0x{node(s, entry['switch']).guid:016x}", "table": "SwitchInfo",
          "field": "life_time_value", "old": 18, "new": 9, "action": "update"},
     ] + ([{"switch": entry["switch"], "guid": f"0x{node(s, entry['switch']).guid:016x}", "table": "LFT",
@@ -316,7 +321,7 @@ def test_updn_roots_of_a_desired_state_are_used(fabric):
     now = s.lft_show("L1").table[lid]
 
     def l1_spine(plan):
-        new = [c["new"] for c in plan.plan_changes() if c["table"] == "LFT" and c["switch"] == "L1" and c["lid"] == lid]
+        new = [c["new"] for c in plan.plan_changes(detail=True) if c["table"] == "LFT" and c["switch"] == "L1" and c["lid"] == lid]
         port = new[0] if new else now
         return s.topology.nodes[s.topology.links[(l1.guid, port)][0]].description
 

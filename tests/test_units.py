@@ -25,7 +25,7 @@ def test_plan_text_and_json_agree_on_units():
         plan = s.plan(desired.parse({"links": {"max_mtu": 2048, "max_vls": 4}}, "caps"))
     line = next(x for x in plan.plan_lines() if "neighbor_mtu" in x)
     assert "neighbor_mtu 4096 bytes -> 2048 bytes" in line and "operational_vls 8 VLs -> 4 VLs" in line, line
-    recs = {r["field"]: r for r in plan.plan_changes() if r["table"] == "PortInfo"}
+    recs = {r["field"]: r for r in plan.plan_changes(detail=True) if r["table"] == "PortInfo"}
     mtu, vls = recs["neighbor_mtu"], recs["operational_vls"]
     assert (mtu["old"], mtu["new"], mtu["old_name"], mtu["new_name"]) == (5, 4, "4096 bytes", "2048 bytes")
     assert (vls["old"], vls["new"], vls["old_name"], vls["new_name"]) == (4, 3, "8 VLs", "4 VLs")
@@ -35,7 +35,7 @@ def test_fresh_port_states_by_name_in_both():
     with smagent.connect("sim") as s:
         plan = s.plan()
     assert any("port_state INIT -> ARMED -> ACTIVE" in x for x in plan.plan_lines())
-    st = next(r for r in plan.plan_changes() if r.get("field") == "port_state")
+    st = next(r for r in plan.plan_changes(detail=True) if r.get("field") == "port_state")
     assert (st["old"], st["new"], st["old_name"], st["new_name"]) == (2, 4, "INIT", "ACTIVE")
 
 

@@ -9,6 +9,7 @@ import click
 from smagent import render
 from smagent.paths import StateDir, default_state_dir
 from smagent.commands.common import emit_json, mkey_protect_options, mkey_protection, progress_line
+from smagent.commands.plan_output import check_plan_options, emit_with_plan, plan_options, text_plan, write_plan_file
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
 EXIT_CHANGES_PENDING = 2  # plan --detailed-exitcode, as Terraform's
@@ -194,11 +195,12 @@ def _state_dir(obj, state_dir):
                    "with the loss seen, see README).")
 @PARTITIONS
 @mkey_protect_options
+@plan_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
 def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast,
           subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, partitions_file, mkey_level, mkey_lease,
-          mkey_secret_file, as_json):
+          mkey_secret_file, detail, lid_range, plan_file, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
     from smagent import multicast
@@ -213,6 +215,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
     parts = _partitions(partitions_file)
     protection = mkey_protection(obj, mkey_level, mkey_lease, mkey_secret_file)
+    lids = check_plan_options(plan_file, lid_range)
     state_dir = _state_dir(obj, state_dir)
     progress = progress_line(obj, "sweep", as_json, _steps(dry_run))
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
@@ -222,13 +225,13 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
                    **({} if repair_passes is None else {"repair_passes": repair_passes}))
     summary = r.summary()
     summary.update(obj.transient_write(dry_run))
-    if dry_run:
-        summary["plan"] = r.plan_changes()
+    if plan_file:
+        write_plan_file(r, plan_file)
     if as_json:
-        emit_json(summary)
+        emit_with_plan(summary, "plan", r.plan_records(detail, lids)) if dry_run else emit_json(summary)
     else:
         if dry_run:
-            click.echo("\n".join(r.plan_lines()) or "# nothing to change")
+            click.echo("\n".join(text_plan(r, detail)) or "# nothing to change")
         print_summary(summary)
         click.echo("# multicast groups: "
                    + (", ".join(f"{g['mlid']} ({render.count(g['members'], 'member')}, "
@@ -245,12 +248,13 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
 @click.option("--force", is_flag=True, help="Plan even if another SM is MASTER.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
 @PARTITIONS
+@plan_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: the plan's summary, its lines and changes.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="As Terraform: exit 0 when there is nothing to do, 2 when changes are pending (the JSON's "
                    "changes_pending; bad input also exits 2, with an error on stderr).")
 @click.pass_obj
-def plan_cmd(obj, file, force, state_dir, partitions_file, as_json, detailed_exitcode):
+def plan_cmd(obj, file, force, state_dir, partitions_file, detail, lid_range, plan_file, as_json, detailed_exitcode):
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
@@ -260,17 +264,19 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, as_json, detailed_exi
     break the fabric are listed as warnings (exit 1: `apply` would refuse them).
     """
     parts = _partitions(partitions_file)
+    lids = check_plan_options(plan_file, lid_range)
     state_dir = _state_dir(obj, state_dir)
     progress = progress_line(obj, "plan", as_json, _steps(True))
     r = _interruptible(obj, state_dir, lambda: obj.session().plan(
         file, force=force, state_dir=state_dir, progress=progress, **({} if parts is None else {"partitions": parts})),
         progress)
     summary = r.summary()
-    summary["plan"] = r.plan_changes()
+    if plan_file:
+        write_plan_file(r, plan_file)
     if as_json:
-        emit_json(summary)
+        emit_with_plan(summary, "plan", r.plan_records(detail, lids))
     else:
-        click.echo("\n".join(r.plan_lines()) or "# the fabric holds the desired state: nothing to change")
+        click.echo("\n".join(text_plan(r, detail)) or "# the fabric holds the desired state: nothing to change")
         print_summary(summary)
         warn_kept_groups(summary)
         print_plan_defects(r)

@@ -4,6 +4,8 @@ plans of `lft load` (a whole dump) and `lft set` (one entry)."""
 from __future__ import annotations
 
 import dataclasses
+import operator
+import re
 from typing import ClassVar, Sequence
 
 from mad import forwarding as fw
@@ -224,3 +226,59 @@ def lft_changes_json(changes, tops) -> list[dict]:
             out.append({"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "LFT", "block": c.block,
                         "lid": lid, "old": old, "new": new})
     return out
+
+
+def pack_ports(ports: bytes | None) -> str | None:
+    """A block's 64 ports as a plan record carries them: two hex digits per entry (LID
+    64·block + i at position i), a run of four or more equal entries as ``XX{N}``
+    ("ff{64}": 64 × 255); None stays None (not read)."""
+    if ports is None:
+        return None
+    out, pos = [], 0
+    for m in _RUN.finditer(ports):  # runs found in C: a block has few
+        out.append(ports[pos:m.start()].hex())
+        out.append(f"{ports[m.start()]:02x}{{{m.end() - m.start()}}}")
+        pos = m.end()
+    out.append(ports[pos:].hex())
+    return "".join(out)
+
+
+_RUN = re.compile(rb"(.)\1{3,}", re.DOTALL)
+
+
+def unpack_ports(text: str | None) -> bytes | None:
+    """`pack_ports` undone (ValueError on anything else)."""
+    if text is None:
+        return None
+    out = bytearray()
+    pos = 0
+    for m in _PACKED.finditer(text):
+        if m.start() != pos:
+            break
+        out += bytes([int(m[1], 16)]) * (int(m[2]) if m[2] else 1)
+        pos = m.end()
+    if pos != len(text):
+        raise ValueError(f"not a packed LFT block: {text!r}")
+    return bytes(out)
+
+
+_PACKED = re.compile(r"([0-9a-f]{2})(?:\{(\d+)\})?")
+
+
+def lft_block_json(c: BlockChange) -> dict:
+    """One LFT block Set as one plan record (README, "The JSON of a plan"): ``changed``
+    entries, ``old`` and ``new`` packed (`pack_ports`)."""
+    return {"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "LFTBlock", "block": c.block,
+            "changed": B if c.old is None else sum(map(operator.ne, c.old, c.new)),
+            "old": pack_ports(c.old), "new": pack_ports(c.new)}
+
+
+def lft_block_entries(rec: dict) -> list[dict]:
+    """The per-entry ``LFT`` records (`lft_changes_json`) of one ``LFTBlock`` record:
+    what a script does to find every changed LFT entry of a compact plan."""
+    old, new = unpack_ports(rec["old"]), unpack_ports(rec["new"])
+    assert new is not None
+    base = rec["block"] * B
+    return [{"switch": rec["switch"], "guid": rec["guid"], "table": "LFT", "block": rec["block"], "lid": base + i,
+             "old": None if old is None else old[i], "new": new[i]}
+            for i in range(len(new)) if old is None or old[i] != new[i]]

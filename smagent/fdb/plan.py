@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Iterator
 
 from smagent.fdb import linear
 from smagent.fdb.switch import interleave
@@ -37,7 +38,22 @@ class Plan:
 
     def to_json(self) -> list[dict]:
         """One record per changed entry (SwitchInfo field, LID, MLID, RFT slot)."""
-        out = linear.lft_changes_json(self.lft, self.tops)
+        return list(self.records(detail=True))
+
+    def records(self, detail: bool = True, lids: tuple[int, int] | None = None) -> Iterator[dict]:
+        """The records of `to_json`, one at a time; ``detail`` False: one ``LFTBlock``
+        record per LFT block instead of one ``LFT`` record per entry; ``lids`` (first,
+        last): only the LFT entries of those LIDs, one record each."""
+        yield from (d for t in self.tops for d in t.to_json())
+        for b in interleave(self.lft):
+            if lids is not None:
+                if lids[0] <= b.block * linear.B + linear.B - 1 and b.block * linear.B <= lids[1]:
+                    yield from (d for d in linear.lft_changes_json([b], []) if lids[0] <= d["lid"] <= lids[1])
+            elif detail:
+                yield from linear.lft_changes_json([b], [])
+            else:
+                yield linear.lft_block_json(b)
+        out: list[dict] = []
         for c in interleave(self.rft):
             out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "RFT", "block": c.block, "entry": e,
                      "old": o, "new": n} for e, o, n in c.changed_entries()]
@@ -49,4 +65,4 @@ class Plan:
             rec = c.journal_record()
             out.append({"switch": c.name, "guid": rec["switch"], "table": c.kind.upper() if c.kind != "pkeys"
                         else "P_KEY", "modifier": c.modifier, "port": c.port, "old": rec["old"], "new": rec["new"]})
-        return out
+        yield from out

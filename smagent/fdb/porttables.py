@@ -6,6 +6,7 @@ journal around them). What to want is planned in `smagent.links`."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from typing import Any
 
@@ -18,7 +19,7 @@ from smagent.transport.base import Request, SmpTimeout
 TABLES = ("sl2vl", "vlarb", "pkeys")  # the kinds of TableChange (journal and backup "table" values)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class TableChange:
     """One Set of a per-port table: what the port holds (old) and what it gets (new).
     ``port``: the CA port the path leads to (0 for a switch: its modifier names ports).
@@ -180,10 +181,8 @@ class Want:
 
     def desired(self, current):
         """The attribute value to write given what the port holds."""
-        if self.kind == "sl2vl":
-            return SLtoVLMappingTable(sl_to_vl=list(self.value))
-        if self.kind == "vlarb":
-            return vlarb_block(self.value)
+        if self.kind in ("sl2vl", "vlarb"):
+            return _built(self.kind, tuple(tuple(e) if isinstance(e, (list, tuple)) else e for e in self.value))
         if self.value is not None:  # a whole block (smagent.links.pkeys, with partitions)
             return P_KeyTable(p_keys=list(self.value))
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
@@ -193,6 +192,17 @@ class Want:
     def change(self, old, new, **kw) -> TableChange:
         return TableChange(self.kind, self.guid, self.name, self.path, kw.pop("modifier", self.modifier), old, new,
                            port=self.port, **kw)
+
+
+@functools.lru_cache(maxsize=64)
+def _built(kind: str, value: tuple):
+    """The SL2VL or VLArb attribute of a wanted value, built once per distinct value: a
+    fabric wants the same few tables on every port (2 million SL2VL pairs, 140,000 VLArb
+    parts on 11,664 hosts), and one shared attribute is also encoded once. Never
+    modified (attributes are replaced, not changed)."""
+    if kind == "sl2vl":
+        return SLtoVLMappingTable(sl_to_vl=list(value))
+    return vlarb_block(value)
 
 
 def same_table(kind, cur, new) -> bool:

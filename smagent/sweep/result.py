@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from mad import codes
 from mad.attributes import PortInfo, PortState
@@ -16,22 +16,8 @@ from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
 from smagent.fdb.switch import interleave
 from smagent.errors import SafetyRefusal
+from smagent.sweep import planjson
 from smagent.sweep.options import KnownState
-
-
-_EMPTY: tuple[Any, ...] = (None, [], 0xFF)  # nothing held: not read, no ports, LFT "no port"
-
-
-def plan_action(record: dict[str, Any]) -> str:
-    """What a plan record does to its entry, as Terraform names it: "create" (the entry
-    held nothing: an LFT entry of 255, an MFT group without ports, a table not read),
-    "delete" (it will hold nothing), else "update"."""
-    old, new = record.get("old"), record.get("new")
-    if record.get("table") in ("LFT", "MFT") and new in _EMPTY:
-        return "delete"
-    if old is None or (record.get("table") in ("LFT", "MFT") and old in _EMPTY):
-        return "create"
-    return "update"
 
 
 class PlanDefects(SafetyRefusal):
@@ -90,14 +76,8 @@ class PortChange:
             new["port_state"] = int(PortState.ACTIVE)
         rec = {"node": self.name, "guid": f"0x{self.guid:016x}", "port": self.port, "table": "PortInfo"}
         return [{**rec, "field": k, **({"old": links.HIDDEN, "new": links.HIDDEN} if k in links.SECRET_FIELDS
-                                        else {"old": getattr(pi, k), "new": v, **_names(k, getattr(pi, k), v)})}
+                                        else {"old": getattr(pi, k), "new": v, **planjson.value_names(k, getattr(pi, k), v)})}
                 for k, v in new.items() if getattr(pi, k) != v]
-
-
-def _names(field: str, old: int, new: int) -> dict[str, str]:
-    """A coded field's values by name too (`codes.value_name`): MTU bytes, VL counts, states."""
-    name = codes.value_name(field, new)
-    return {} if name is None else {"old_name": codes.value_name(field, old) or str(old), "new_name": name}
 
 
 @dataclasses.dataclass
@@ -169,15 +149,34 @@ class SweepResult:
         out += [c.describe() for c in self.link_changes]
         return out
 
-    def plan_changes(self) -> list[dict[str, Any]]:
-        """The plan as records, one per changed field or entry (what ``--json`` prints as
-        "plan"; the README's "The JSON of a plan"): PortInfo fields, then the tables'
-        records as the table commands give them (SwitchInfo, LFT, RFT, MFT), then the
-        per-port link tables (SL2VL, VLArb, P_Key)."""
-        out = [d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc)]
-        out += fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes).to_json()
-        out += [c.to_json() for c in self.link_changes]
-        return [{**d, "action": plan_action(d)} for d in out]
+    def plan_changes(self, detail: bool = False) -> list[dict[str, Any]]:
+        """The plan as records (what ``--json`` prints as "plan"; the README's "The JSON of
+        a plan"), `plan_records` as a list."""
+        return list(self.plan_records(detail))
+
+    def plan_records(self, detail: bool = False, lids: tuple[int, int] | None = None) -> Iterator[dict[str, Any]]:
+        """The plan's records one at a time (``--plan-file`` streams them): PortInfo fields,
+        then the tables' records as the table commands give them (SwitchInfo, RFT, MFT;
+        LFT: one ``LFTBlock`` record per block, or with ``detail`` one ``LFT`` record per
+        entry), then the per-port link tables (SL2VL, VLArb, P_Key). Without ``detail``
+        PortInfo fields come by port and link tables by group (`smagent.sweep.planjson`);
+        ``lids`` (first, last): the LFT entries of those LIDs only, one record each. Every
+        record carries its `plan_action`."""
+        for rec in self._records(detail, lids):
+            yield planjson.decorate(rec)
+
+    def _records(self, detail: bool, lids: tuple[int, int] | None) -> Iterator[dict[str, Any]]:
+        ports = (d for c in self.port_changes for d in c.to_json(self.lid_plan.master_lid, self.lid_plan.lmc))
+        fdb = fdbplan.Plan(self.switch_changes, self.lft_changes, self.rft_changes, self.mft_changes)
+        tables = fdb.records(detail, lids)
+        if detail:
+            yield from ports
+            yield from tables
+            yield from (lc.to_json() for lc in self.link_changes)
+        else:
+            yield from planjson.compact(ports)
+            yield from tables
+            yield from planjson.link_change_groups(self.link_changes)
 
     @property
     def ok(self) -> bool:
