@@ -338,3 +338,17 @@ def test_joins_only_in_a_partition_the_port_is_a_member_of():
     made = join(0, 0x8010)
     assert made.status == 0 and made.record(MCMemberRecord).p_key == 0x8010
     assert join(1, 0xFFFF).status == 0  # the default partition: every port is in it
+
+
+def test_path_answers_are_cached_on_what_the_query_says(agent, subnet):
+    """Two PathRecord Gets that differ only past the record (umad2sim hands up junk in a
+    MAD's last 32 bytes) are one query: the second is the cached answer."""
+    lids = _ca_lids(subnet)
+    q = sa.request(Method.GET, PathRecord(slid=lids[0], dlid=lids[-1]), component_mask=PathRecord.mask("slid", "dlid"),
+                   transaction_id=5).encode()
+    junk = q[:224] + bytes(range(32))
+    first = agent.handle(Incoming(q, ME), 0.0)
+    before = len(agent._path_answers)
+    second = agent.handle(Incoming(junk, ME), 0.0)
+    assert len(agent._path_answers) == before == 1
+    assert first == second

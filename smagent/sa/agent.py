@@ -58,6 +58,7 @@ RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
 RMPP_RETRIES = 4
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
+_PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
 CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
 CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
 
@@ -163,7 +164,9 @@ class SaAgent:
         if int.from_bytes(raw[16:18], "big") != SaAttrID.PATH_RECORD or raw[3] not in (Method.GET, Method.GET_TABLE) \
                 or not self.master or self.subnet is None:
             return self._answer(incoming)
-        key = (raw[3], raw[RMPP_OFFSET + RMPP_HEADER_SIZE:], incoming.address.lid)
+        # the SA header and the PathRecord only: under umad2sim a MAD's last 32 bytes are junk
+        # (docs/PITFALLS.md), which made every request a cache miss
+        key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], incoming.address.lid)
         hit = self._path_answers.get(key)
         if hit is None:
             if len(self._path_answers) >= PATH_ANSWERS_KEPT:
