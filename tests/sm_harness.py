@@ -18,6 +18,18 @@ OPENSM = shutil.which("opensm", path="/usr/sbin:/sbin:" + os.environ.get("PATH",
 needs_opensm = pytest.mark.skipif(OPENSM is None, reason="opensm is not installed (Debian package opensm)")
 
 
+def stop_group(proc: subprocess.Popen | None, sig=signal.SIGTERM) -> int:
+    """Stop a process group we started (``sig``, then SIGKILL after 10 s); its exit code."""
+    if proc is None or proc.poll() is not None:
+        return proc.returncode if proc else 0
+    os.killpg(proc.pid, sig)
+    try:
+        return proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait(10)
+
+
 class Daemon:
     """`smagent run` on ibsim; stopped with SIGTERM (then SIGKILL) by process group."""
 
@@ -52,14 +64,7 @@ class Daemon:
 
     def stop(self, sig=signal.SIGTERM) -> int:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return proc.returncode if proc else 0
-        os.killpg(proc.pid, sig)
-        try:
-            return proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait(10)
+        return stop_group(proc, sig)
 
 
 class OpenSM:
@@ -76,14 +81,7 @@ class OpenSM:
 
     def stop(self):
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(proc)
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import time
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
+from sm_harness import stop_group
 from smagent import netfile, topogen
 
 OPENSM = shutil.which("opensm", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
@@ -46,14 +46,7 @@ class Proc:
 
     def stop(self):
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(proc)
 
 
 @pytest.fixture
