@@ -210,3 +210,23 @@ def rogue(sim, target_guid: int, requests: list[dict], host: str = "H3") -> list
                        cwd=sim.cwd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def daemon_status(sim, state) -> dict:
+    """`smagent status --json` of the daemon whose state directory is ``state`` ({} if none answers)."""
+    r = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--json", "--state-dir", str(state)],
+                       env=sim.env, capture_output=True, text=True, timeout=30)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+
+
+def wait_status(proc, sim, state, log, pred, what, timeout=30.0) -> dict:
+    """The status once ``pred`` holds, while the daemon ``proc`` lives (its ``log`` in the failure)."""
+    deadline = time.monotonic() + timeout
+    s: dict = {}
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"smagent run exited {proc.returncode}: {log.read_text()[-2000:]}"
+        s = daemon_status(sim, state)
+        if s.get("state") and pred(s):
+            return s
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached: {s}; log:\n{log.read_text()[-2000:] if log.exists() else ''}")

@@ -5,18 +5,17 @@ The reset, on ibsim's console: Hca3's link goes away (Unlink: it keeps its LID, 
 host that is rebooting) while Hca4's port is reset (Clear + ReLink: it comes back INIT
 with LID 0). Without the file, the sweep in between hands Hca4 the lowest free LID,
 which is Hca3's; Hca3 then returns with its old LID and one of the two has moved."""
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
+from sm_harness import wait_status
 from smagent import lids, netfile, topogen
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
@@ -78,24 +77,6 @@ def _run_daemon(sim, state, log):
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
-def _status(sim, state) -> dict:
-    r = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--json", "--state-dir", str(state)],
-                       env=sim.env, capture_output=True, text=True, timeout=30)
-    return json.loads(r.stdout) if r.returncode == 0 else {}
-
-
-def _wait(proc, sim, state, log, pred, what, timeout=30.0) -> dict:
-    deadline = time.monotonic() + timeout
-    s: dict = {}
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"smagent run exited {proc.returncode}: {log.read_text()[-2000:]}"
-        s = _status(sim, state)
-        if s.get("state") and pred(s):
-            return s
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached: {s}; log:\n{log.read_text()[-2000:] if log.exists() else ''}")
-
-
 def _stop(proc) -> int:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -117,9 +98,9 @@ def test_daemon_routes_and_repairs_with_a_garbled_guid2lid(ibsim, tmp_path):
     (state / "guid2lid").write_text("garbage !!!\n")
     proc = _run_daemon(sim, state, log)
     try:
-        _wait(proc, sim, state, log, lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, "a first sweep")
+        wait_status(proc, sim, state, log, lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, "a first sweep")
         sim.unlink("Hca3", 1)
-        s = _wait(proc, sim, state, log, lambda s: s["counters"]["repairs"] >= 1, "a repair")
+        s = wait_status(proc, sim, state, log, lambda s: s["counters"]["repairs"] >= 1, "a repair")
         assert s["last_sweep"]["problems"] == 0
     finally:
         assert _stop(proc) == 0

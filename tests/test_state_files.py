@@ -5,18 +5,17 @@ before) but is only a warning under the running SM (`atomicfile.tolerate_full_di
 The full disk is real where the sandbox lets root mount a small tmpfs (`full_fs`); the
 in-process injection tests (ENOSPC from os.fsync) run everywhere."""
 import errno
-import json
 import logging
 import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 import smagent
 from ibsim_harness import ibsim_available, skip_reason
+from sm_harness import wait_status
 from smagent import atomicfile, lids, netfile, topogen
 from smagent.errors import FabricFailure
 from smagent.fdb import journal
@@ -148,24 +147,6 @@ def test_atomic_write_leaves_special_files_in_place(tmp_path):
     assert link.is_symlink() and f.read_text() == "three\n"
 
 
-def _status(sim, state) -> dict:
-    r = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--json", "--state-dir", str(state)],
-                       env=sim.env, capture_output=True, text=True, timeout=30)
-    return json.loads(r.stdout) if r.returncode == 0 else {}
-
-
-def _wait(proc, sim, state, log, pred, what, timeout=30.0) -> dict:
-    deadline = time.monotonic() + timeout
-    s: dict = {}
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"smagent run exited {proc.returncode}: {log.read_text()[-2000:]}"
-        s = _status(sim, state)
-        if s.get("state") and pred(s):
-            return s
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached: {s}; log:\n{log.read_text()[-2000:] if log.exists() else ''}")
-
-
 @pytest.mark.ibsim
 @pytest.mark.skipif(not ibsim_available(), reason=skip_reason())
 def test_daemon_on_a_full_disk_repairs_and_warns(ibsim, full_fs, tmp_path):
@@ -180,10 +161,10 @@ def test_daemon_on_a_full_disk_repairs_and_warns(ibsim, full_fs, tmp_path):
                             env=sim.env, cwd=sim.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        _wait(proc, sim, state, log, lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, "a first sweep")
+        wait_status(proc, sim, state, log, lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, "a first sweep")
         full_fs.fill()
         sim.unlink("Switch2", 3)  # one of the two inter-switch cables: the routes over it move
-        s = _wait(proc, sim, state, log, lambda s: s["counters"]["repairs"] >= 1, "a repair")
+        s = wait_status(proc, sim, state, log, lambda s: s["counters"]["repairs"] >= 1, "a repair")
         assert s["last_sweep"]["problems"] == 0 and s["last_sweep"]["lft_blocks"] > 0
     finally:
         if proc.poll() is None:
