@@ -7,7 +7,8 @@ a socket: the daemon drives it, and the tests call it directly.
 
 Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
 SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
-MulticastForwardingTableRecord and GUIDInfoRecord, from the `Subnet` snapshot
+MulticastForwardingTableRecord, GUIDInfoRecord, P_KeyTableRecord (only with our SM_Key),
+SLtoVLMappingTableRecord and VLArbitrationTableRecord, from the `Subnet` snapshot
 published last (`publish`); MCMemberRecord Set (join), Delete (leave), Get and GetTable
 from the groups (`smagent.sa.groups`): the answer goes at once, and the owner sees
 ``groups.version`` move and has the MFTs follow. InformInfo Set subscribes and
@@ -316,6 +317,19 @@ class SaAgent:
     def _inform_records(self, q, mad, _inc):
         return self._scan(self.informs.records(), q, mad.component_mask)
 
+    def _pkey_tables(self, q, mad, _inc):
+        # P_Keys say who may talk to whom: only to a requester with our SM_Key (IBA 15.4.1),
+        # as OpenSM answers; ERR_REQ_INVALID to the others
+        if not self._reveal(mad):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "P_KeyTableRecord without the SM_Key")
+        return self._scan(self._recs.pkey_tables, q, mad.component_mask)
+
+    def _sl2vl_tables(self, q, mad, _inc):
+        return self._scan(self._recs.sl2vl_tables, q, mad.component_mask)
+
+    def _vlarb_tables(self, q, mad, _inc):
+        return self._scan(self._recs.vlarb_tables, q, mad.component_mask)
+
     def _lid_of_gid(self, gid: int) -> int:
         hit = self.subnet.port_of_guid(gid & (1 << 64) - 1) if self.subnet is not None else None
         return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
@@ -351,6 +365,9 @@ _SERVED: dict[int, Callable] = {
     SaAttrID.LINEAR_FORWARDING_TABLE_RECORD: SaAgent._lfts,
     SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD: SaAgent._mfts,
     SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
+    SaAttrID.P_KEY_TABLE_RECORD: SaAgent._pkey_tables,
+    SaAttrID.SL_TO_VL_MAPPING_TABLE_RECORD: SaAgent._sl2vl_tables,
+    SaAttrID.VL_ARBITRATION_TABLE_RECORD: SaAgent._vlarb_tables,
     SaAttrID.MC_MEMBER_RECORD: SaAgent._members,
     SaAttrID.INFORM_INFO_RECORD: SaAgent._inform_records,
     SaAttrID.SERVICE_RECORD: SaAgent._services,

@@ -127,6 +127,7 @@ class Daemon:
             opts.sweep.state_dir = opts.state_dir
             opts.sweep.lid_file = opts.sweep.lid_file or str(Path(opts.state_dir) / LID_FILE)
         opts.sweep.force = True  # the state machine decided we are MASTER; sweep must not refuse
+        opts.sweep.keep_link_tables = True  # the SA's P_Key, SL2VL and VLArb records
 
     @property
     def activity(self) -> str | None:
