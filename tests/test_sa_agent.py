@@ -453,3 +453,88 @@ def test_a_later_snapshot_keeps_the_tables_not_read_again(swept):
 def test_only_kept_when_asked():
     with smagent.connect("sim") as fabric:
         assert fabric.sweep().link_tables == {}
+
+
+# -- MultiPathRecord (SubnAdmGetMulti) --------------------------------------------------
+_TIDS = iter(range(1000, 2000))  # a TID per transaction: the SA takes a repeated one for a duplicate
+
+
+def multi(agent, mpr, gids, *fields):
+    """A GetMulti as a requester sends it (an RMPP transfer: one segment for up to 11 GIDs),
+    the SA's ACKs fed to our sender, its GetMultiResp reassembled: (status, PathRecords)."""
+    from mad.rmpp import RmppSender, RmppType, rmpp_of
+    from mad.sa_records import MultiPathRecord
+    tid = next(_TIDS)
+    pad = list(gids[:11]) + [0] * (11 - len(gids[:11]))
+    raw = sa.request(Method.GET_MULTI, mpr.replace(sdgids=pad), component_mask=MultiPathRecord.mask(*fields),
+                     transaction_id=tid).encode()
+    data = raw[sa.SA_HEADER.stop:sa.SA_HEADER.stop + 24] + b"".join(g.to_bytes(16, "big") for g in gids)
+    tx = RmppSender(raw[:24], raw[sa.SA_HEADER], data, timeout=1.0)
+    rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
+    to_sa, now = tx.start(0.0), 0.0
+    while not rx.finished:
+        assert to_sa, "the exchange stalled"
+        out = [m for req in to_sa for m, _a in agent.handle(Incoming(req, ME), now)]
+        to_sa = []
+        for m in out:
+            assert m[3] == Method.GET_MULTI_RESP
+            hdr = rmpp_of(m.ljust(256, b"\0"))
+            if hdr.active and hdr.rmpp_type == RmppType.ACK and not rx.first:
+                to_sa += tx.on_mad(m, now)  # the SA ACKs our request's segments
+            else:
+                to_sa += rx.on_mad(m.ljust(256, b"\0"), now)
+    for ack in to_sa:  # our last ACK ends the SA's sender
+        assert agent.handle(Incoming(ack, ME), now) == []
+    first = sa.SaMad.decode(rx.first)
+    assert first.attribute_id == sa.SaAttrID.PATH_RECORD
+    return first.status, sa.decode_table(rx.data, PathRecord, first.attribute_offset) if not first.status else []
+
+
+def _gids(agent, subnet, n):
+    cas = sorted(((node, p) for node in subnet.nodes.values() if not node.is_switch for p in node.lid_ports()),
+                 key=lambda c: (c[0].guid, c[1]))
+    return [agent._recs.gid(node, p) for node, p in cas[:n]]
+
+
+def test_multipath_gives_every_pairs_paths_in_order(agent, subnet):
+    from mad.sa_records import MultiPathRecord
+    g = _gids(agent, subnet, 4)
+    status, got = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2), g, "sgid_count", "dgid_count")
+    want = [r.replace(num_path=0) for s in g[:2] for d in g[2:]
+            for r in table(agent, PathRecord(sgid=s, dgid=d), "sgid", "dgid")]
+    assert status == 0 and len(want) == 4 and got == want
+    assert all(r.reversible == 1 and r.num_path == 0 for r in got)
+    # NumbPath bounds the whole answer: the first ones found
+    status, three = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, num_path=3), g,
+                          "sgid_count", "dgid_count", "num_path")
+    assert status == 0 and three == want[:3]
+    # other components select as a PathRecord query's: no path carries an MTU above the largest
+    top = max(r.mtu for r in got)
+    status, none = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, mtu_selector=0, mtu=top), g,
+                         "sgid_count", "dgid_count", "mtu_selector", "mtu")
+    assert status == 0 and none == []
+    status, exact = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, mtu_selector=2, mtu=top), g,
+                          "sgid_count", "dgid_count", "mtu_selector", "mtu")
+    assert status == 0 and exact == [r for r in got if r.mtu == top] and exact
+
+
+def test_multipath_request_of_several_segments(agent, subnet):
+    """16 GIDs do not fit one MAD: the request comes in two RMPP segments, ACKed."""
+    from mad.sa_records import MultiPathRecord
+    some = _gids(agent, subnet, 9)
+    g = [some[0]] + (some[1:] * 2)[:15]  # a destination may come twice: its paths come twice
+    status, got = multi(agent, MultiPathRecord(sgid_count=1, dgid_count=15), g, "sgid_count", "dgid_count")
+    assert status == 0 and [r.dgid for r in got] == g[1:] and {r.sgid for r in got} == {g[0]}
+    assert not agent.senders  # every response segment ACKed
+
+
+def test_multipath_statuses(agent, subnet):
+    from mad.sa_records import MultiPathRecord
+    g = _gids(agent, subnet, 2)
+    assert multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), g, "sgid_count")[0] == \
+        sa.SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS.word
+    assert multi(agent, MultiPathRecord(sgid_count=0, dgid_count=1), g[:1], "sgid_count", "dgid_count")[0] == \
+        sa.SaStatus.ERR_REQ_INVALID.word
+    bad = (0xFE80 << 112) | 0x1234
+    assert multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), [g[0], bad], "sgid_count", "dgid_count")[0] == \
+        sa.SaStatus.ERR_REQ_INVALID_GID.word

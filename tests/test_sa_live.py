@@ -302,3 +302,27 @@ def test_table_records_answer_like_opensm_with_qos(tmp_path, ibsim, procs):
     assert any(r.get("Weight", "").strip("0| ") for recs in want.values() for r in recs)  # tables, not zeros
     wrong = {name: (got[name], want[name]) for name in want if got[name] != want[name]}
     assert not wrong, "\n".join(f"{n}:\n  smagent {g}\n  OpenSM  {w}" for n, (g, w) in wrong.items())
+
+
+def test_multipath_records_through_our_client(tmp_path, ibsim, procs):
+    """SubnAdmGetMulti (`smagent sa multipaths`: a MultiPathRecord with its GIDs, sent as one
+    RMPP segment, ACKed by the SA) answers every source-destination pair's PathRecord, each
+    the one `smagent sa paths` gets for that pair (NumbPath 0); NumbPath bounds the answer."""
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
+                tmp_path / "run.out")
+    procs.append(ours)
+    wait_for_sa(sim, "smagent run", ours)
+    lids = lid_map(sim)
+    cas = sorted(k for k in lids if k[1])[:3]
+    guids = ["0x" + re.search(r"PortGuid:\.*0x([0-9a-f]+)", sim.run(["smpquery", "nodeinfo", str(lids[k])]).stdout)
+             .group(1).rjust(16, "0") for k in cas]
+    got = sim.smagent("sa", "multipaths", "--sources", "2", *guids, "--json").json()["items"]
+    want = [dict(r, num_path=0) for s in guids[:2]
+            for r in sim.smagent("sa", "paths", s, guids[2], "--json").json()["items"]]
+    assert len(want) == 2 and got == want
+    one = sim.smagent("sa", "multipaths", "--sources", "2", "--num-path", "1", *guids, "--json").json()["items"]
+    assert one == want[:1]
