@@ -538,3 +538,22 @@ def test_multipath_statuses(agent, subnet):
     bad = (0xFE80 << 112) | 0x1234
     assert multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), [g[0], bad], "sgid_count", "dgid_count")[0] == \
         sa.SaStatus.ERR_REQ_INVALID_GID.word
+
+
+def test_multipath_requests_are_forgotten_after_a_while(agent, subnet):
+    """A finished request is kept (its duplicates ACKed) for REQUEST_KEPT_S, then dropped;
+    one whose further segments never come is aborted then."""
+    from mad.rmpp import RmppSender, RmppType, rmpp_of
+    from mad.sa_records import MultiPathRecord
+    from smagent.sa.agent import REQUEST_KEPT_S
+    g = _gids(agent, subnet, 2)
+    assert multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), g, "sgid_count", "dgid_count")[0] == 0
+    assert len(agent.receivers) == 1
+    raw = sa.request(Method.GET_MULTI, MultiPathRecord(sgid_count=1, dgid_count=15),
+                     component_mask=MultiPathRecord.mask("sgid_count", "dgid_count"), transaction_id=4242).encode()
+    first = RmppSender(raw[:24], raw[sa.SA_HEADER], raw[56:80] + bytes(16 * 16), timeout=1.0).start(0.0)[0]
+    (ack, _a), = agent.handle(Incoming(first, ME), 0.0)  # segment 1 of 2: ACKed, opening the window
+    assert rmpp_of(ack).rmpp_type == RmppType.ACK and rmpp_of(ack).segment_number == 1
+    assert agent.deadline == REQUEST_KEPT_S
+    out = agent.on_timeout(REQUEST_KEPT_S)
+    assert [rmpp_of(m).rmpp_type for m, _a in out] == [RmppType.ABORT] and not agent.receivers

@@ -85,8 +85,9 @@ class SaAgent:
         self.subnet: Subnet | None = None
         self._records: Records | None = None
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
-        # GetMulti requests (RMPP) being reassembled, or just answered, by (LID, TID)
-        self.receivers: dict[tuple[int, int], tuple[RmppReceiver, Address]] = {}
+        # GetMulti requests (RMPP) being reassembled, or just answered, by (LID, TID): the
+        # receiver, where its ACKs go, when it is dropped
+        self.receivers: dict[tuple[int, int], tuple[RmppReceiver, Address, float]] = {}
         self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
         self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
         self.services = Services()  # ServiceRecords registered (with their leases)
@@ -106,16 +107,16 @@ class SaAgent:
     @property
     def deadline(self) -> float | None:
         times = [s.deadline for s, _a in self.senders.values() if s.deadline is not None]
-        times += [r.deadline for r, _a in self.receivers.values() if r.deadline is not None]
+        times += [until for _r, _a, until in self.receivers.values()]
         if self.informs.deadline is not None:
             times.append(self.informs.deadline)
         return min(times) if times else None
 
     def on_timeout(self, now: float) -> list[Reply]:
         out: list[Reply] = self.informs.on_timeout(now)
-        for key, (rx, addr) in list(self.receivers.items()):
-            if rx.deadline is not None and now >= rx.deadline:
-                out += [(m, addr) for m in rx.on_timeout(now)]  # ABORT of one never finished
+        for key, (rx, addr, until) in list(self.receivers.items()):
+            if now >= until:
+                out += [(m, addr) for m in rx.on_timeout(now)]  # an ABORT if it never finished
                 del self.receivers[key]
         for key, (sender, addr) in list(self.senders.items()):
             out += [(_trim(m), addr) for m in sender.on_timeout(now)]
@@ -184,7 +185,8 @@ class SaAgent:
         key = (incoming.address.lid, tid)
         addr = incoming.address.reply()
         if key not in self.receivers:
-            self.receivers[key] = (RmppReceiver(class_header_size=SA_HEADER_SIZE, total_timeout=REQUEST_KEPT_S), addr)
+            rx = RmppReceiver(class_header_size=SA_HEADER_SIZE, total_timeout=REQUEST_KEPT_S)
+            self.receivers[key] = (rx, addr, now + REQUEST_KEPT_S)
         rx = self.receivers[key][0]
         done = rx.state is RmppState.DONE
         out = [(m, addr) for m in rx.on_mad(incoming.raw, now)]
