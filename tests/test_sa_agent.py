@@ -218,6 +218,10 @@ def test_sa_command_refuses_bad_input(cli):
         assert r.exit_code == 2 and "LID" in r.output, (args, r.output)
     r = cli("sa", "nodes")  # the in-process simulator has no SA
     assert r.exit_code == 2 and "--transport umad" in r.output
+    g = "0x0000000000100001"
+    for args, why in ((["12", g], "not a LID"), ([g] * 12, "at most 11"), (["--sources", "2", g, g], "no destination")):
+        r = cli("--transport", "umad", "sa", "multipaths", *args)
+        assert r.exit_code == 2 and why in r.output, (args, r.output)
 
 
 def test_forwarding_table_and_guid_records(agent, subnet):
