@@ -498,6 +498,8 @@ class NodeType(enum.IntEnum):
 
 
 CAP_IS_SM = 1 << 1  # PortInfo.CapabilityMask bit 1: IsSM
+# PortInfo.CapabilityMask bit 25: the port honours PortInfo.ClientReregister (IBA 14.2.5.6)
+CAP_IS_CLIENT_REREGISTRATION = 1 << 25
 
 _BY_ID: dict[int, Layout[Any]] = {
     cls.ATTR_ID: cls.LAYOUT

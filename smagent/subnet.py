@@ -66,14 +66,21 @@ class Subnet:
     # bit set for full), as the partitions the sweep wrote give them; None: the default
     # partition, full, everywhere
     pkeys: Mapping[tuple[int, int], tuple[int, ...]] | None = None
+    # the per-port tables as the SM last read or wrote them: (kind "pkeys" | "sl2vl" |
+    # "vlarb", node GUID, CA port or 0 on a switch, AttributeModifier) -> the table
+    # attribute (`SweepResult.link_tables`); a unit never read is absent
+    tables: Mapping[tuple[str, int, int, int], object] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({}))
 
     @classmethod
     def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0,
-                   partitions=None) -> Subnet:
+                   partitions=None, previous: Subnet | None = None) -> Subnet:
         """The snapshot a finished (not dry-run) `SweepResult` leaves: its KnownState
         when the apply finished cleanly, else the tables planned against with the planned
         blocks on top. ``partitions``: the `smagent.partitions.PartitionConfig` the sweep
-        wrote (None: the default partition everywhere)."""
+        wrote (None: the default partition everywhere). ``previous``: the snapshot before,
+        whose per-port tables of nodes still there stand where this sweep read none (a
+        repair reads only the nodes that changed)."""
         known = result.known
         topo = known.topology if known is not None else result.topology
         if known is not None:
@@ -100,7 +107,8 @@ class Subnet:
                    generation=generation, by_port_guid=types.MappingProxyType(
                        {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
                    path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
-                   pkeys=None if partitions is None else _pkeys(partitions, topo))
+                   pkeys=None if partitions is None else _pkeys(partitions, topo),
+                   tables=_tables(previous, result.link_tables, topo))
 
     def path_sl(self, src: tuple[int, int], dlid: int) -> int:
         """The SL of the path from port ``src`` to ``dlid``: its switch's (a CA port's, the
@@ -192,6 +200,12 @@ def _node(n) -> Node:
 def _pkeys(config, topo) -> Mapping[tuple[int, int], tuple[int, ...]]:
     from smagent import partitions as partmod
     return types.MappingProxyType({k: tuple(v) for k, v in partmod.resolve(config, topo).ports.items()})
+
+
+def _tables(previous: Subnet | None, read: dict, topo) -> Mapping[tuple[str, int, int, int], object]:
+    kept = {k: v for k, v in previous.tables.items() if k[1] in topo.nodes} if previous is not None else {}
+    kept.update(read)
+    return types.MappingProxyType(kept)
 
 
 def _lfts(blocks: dict[tuple[int, int], bytes]) -> dict[int, bytes]:

@@ -5,15 +5,19 @@ import dataclasses
 import pytest
 
 import smagent
+from mad import forwarding as fw
 from mad import sa
-from mad.attributes import SMInfo
+from mad import smp as smpcodec
+from mad.attributes import AttrID, P_KeyTable, SLtoVLMappingTable, SMInfo, VLArbitrationTable
 from mad.gmp import ClassPortInfo, build
 from mad.header import Method, MgmtClass
 from mad.rmpp import RmppReceiver, RmppState
-from mad.sa_records import LinkRecord, NodeRecord, PathRecord, PortInfoRecord, SMInfoRecord, SwitchInfoRecord
+from mad.sa_records import (LinkRecord, NodeRecord, P_KeyTableRecord, PathRecord, PortInfoRecord,
+                            SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord, VLArbitrationTableRecord)
 from smagent.sa import SaAgent
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
+from smagent.transport.base import Request
 
 SM_KEY = 0x1122334455667788
 ME = Address.gsi(1)
@@ -214,6 +218,10 @@ def test_sa_command_refuses_bad_input(cli):
         assert r.exit_code == 2 and "LID" in r.output, (args, r.output)
     r = cli("sa", "nodes")  # the in-process simulator has no SA
     assert r.exit_code == 2 and "--transport umad" in r.output
+    g = "0x0000000000100001"
+    for args, why in ((["12", g], "not a LID"), ([g] * 12, "at most 11"), (["--sources", "2", g, g], "no destination")):
+        r = cli("--transport", "umad", "sa", "multipaths", *args)
+        assert r.exit_code == 2 and why in r.output, (args, r.output)
 
 
 def test_forwarding_table_and_guid_records(agent, subnet):
@@ -352,3 +360,204 @@ def test_path_answers_are_cached_on_what_the_query_says(agent, subnet):
     second = agent.handle(Incoming(junk, ME), 0.0)
     assert len(agent._path_answers) == before == 1
     assert first == second
+
+
+# -- P_KeyTableRecord, SLtoVLMappingTableRecord, VLArbitrationTableRecord -----------------
+# From the tables a sweep read or wrote (`SweepResult.link_tables` -> `Subnet.tables`),
+# checked against what the simulated ports answer to SMP Gets of the same tables: keys as
+# OpenSM keys them, component masks honoured, P_Keys only to a requester with our SM_Key,
+# units never read have no record, and a later snapshot keeps the tables a repair did not
+# read.
+
+
+@pytest.fixture(scope="module")
+def swept():
+    with smagent.connect("sim") as fabric:
+        r = fabric.sweep(keep_link_tables=True)
+        assert r.problems == [] and r.link_tables
+        sub = Subnet.from_sweep(r)
+        topo = r.topology
+        ca = next(n for n in topo.nodes.values() if not n.is_switch)
+        sw = next(n for n in topo.nodes.values() if n.is_switch)
+        p = min(ca.port_guids)
+
+        def smp(attr, kind, node, port, modifier):
+            path = node.path_to_port(port) if not node.is_switch else node.path
+            return fabric.transport.query(Request(smpcodec.dr(Method.GET, attr, path, modifier))).attribute(kind)
+        wit = {  # what the ports answer now: the witness
+            "ca_pkey": smp(AttrID.P_KEY_TABLE, P_KeyTable, ca, p, fw.pkey_modifier(0)),
+            "sw_pkey": smp(AttrID.P_KEY_TABLE, P_KeyTable, sw, 0, fw.pkey_modifier(0, 0)),
+            "ca_sl2vl": smp(AttrID.SL_TO_VL_MAPPING_TABLE, SLtoVLMappingTable, ca, p, 0),
+            "sw_sl2vl": smp(AttrID.SL_TO_VL_MAPPING_TABLE, SLtoVLMappingTable, sw, 0, fw.sl2vl_modifier(1, 2)),
+            "ca_vlarb": smp(AttrID.VL_ARBITRATION_TABLE, VLArbitrationTable, ca, p, fw.vlarb_modifier(1)),
+            "sw_vlarb": smp(AttrID.VL_ARBITRATION_TABLE, VLArbitrationTable, sw, 0, fw.vlarb_modifier(3, 2)),
+        }
+    a = SaAgent(SM_KEY)
+    a.publish(sub)
+    return a, r, sub, sub.base_lid(sub.nodes[ca.guid], p), p, sub.base_lid(sub.nodes[sw.guid], 0), wit
+
+
+def _one(m, kind):
+    assert m.status == 0, hex(m.status)
+    return kind.decode(m.data)
+
+
+def test_pkey_records_need_our_sm_key(swept):
+    a, _r, _s, ca_lid, p, sw_lid, wit = swept
+    q = P_KeyTableRecord(lid=ca_lid, port_num=p, block_num=0)
+    assert ask(a, Method.GET, q, "lid", "port_num", "block_num").status == sa.SaStatus.ERR_REQ_INVALID.word
+    got = _one(ask(a, Method.GET, q, "lid", "port_num", "block_num", sm_key=SM_KEY), P_KeyTableRecord)
+    assert (got.lid, got.port_num, got.block_num, got.p_keys) == (ca_lid, p, 0, wit["ca_pkey"].p_keys)
+    assert got.p_keys[0] == fw.PKEY_DEFAULT
+    sw = _one(ask(a, Method.GET, P_KeyTableRecord(lid=sw_lid, port_num=0), "lid", "port_num", sm_key=SM_KEY),
+              P_KeyTableRecord)
+    assert (sw.port_num, sw.block_num, sw.p_keys) == (0, 0, wit["sw_pkey"].p_keys)
+
+
+def test_sl2vl_records_of_a_ca_port_and_a_switch_pair(swept):
+    a, _r, _s, ca_lid, _p, sw_lid, wit = swept
+    ca = _one(ask(a, Method.GET, SLtoVLMappingTableRecord(lid=ca_lid), "lid"), SLtoVLMappingTableRecord)
+    assert (ca.input_port_num, ca.output_port_num, ca.sl_to_vl) == (0, 0, wit["ca_sl2vl"].sl_to_vl)
+    q = SLtoVLMappingTableRecord(lid=sw_lid, input_port_num=1, output_port_num=2)
+    sw = _one(ask(a, Method.GET, q, "lid", "input_port_num", "output_port_num"), SLtoVLMappingTableRecord)
+    assert sw.sl_to_vl == wit["sw_sl2vl"].sl_to_vl
+    # a switch's records to one output port: every input port written, each field matched
+    outs = table(a, SLtoVLMappingTableRecord(lid=sw_lid, output_port_num=2), "lid", "output_port_num")
+    assert len(outs) > 1 and {(r.lid, r.output_port_num) for r in outs} == {(sw_lid, 2)}
+    assert len({r.input_port_num for r in outs}) == len(outs)
+
+
+def test_vlarb_records_by_port_and_block(swept):
+    a, _r, _s, ca_lid, p, sw_lid, wit = swept
+    names = VLArbitrationTable.LAYOUT.names
+    ca = _one(ask(a, Method.GET, VLArbitrationTableRecord(lid=ca_lid, output_port_num=p, block_num=1),
+                  "lid", "output_port_num", "block_num"), VLArbitrationTableRecord)
+    assert [getattr(ca, k) for k in names] == [getattr(wit["ca_vlarb"], k) for k in names]
+    assert any(getattr(ca, f"weight_{i}") for i in range(32))  # a table, not zeros
+    sw = _one(ask(a, Method.GET, VLArbitrationTableRecord(lid=sw_lid, output_port_num=2, block_num=3),
+                  "lid", "output_port_num", "block_num"), VLArbitrationTableRecord)
+    assert [getattr(sw, k) for k in names] == [getattr(wit["sw_vlarb"], k) for k in names]
+    # a unit the sweep never read (switch port 0's VLArb) has no record
+    m = ask(a, Method.GET, VLArbitrationTableRecord(lid=sw_lid, output_port_num=0, block_num=1),
+            "lid", "output_port_num", "block_num")
+    assert m.status == sa.SaStatus.ERR_NO_RECORDS.word
+
+
+def test_a_later_snapshot_keeps_the_tables_not_read_again(swept):
+    _a, r, sub, *_ = swept
+    again = Subnet.from_sweep(dataclasses.replace(r, link_tables={}), previous=sub)
+    assert dict(again.tables) == dict(sub.tables)
+    assert not Subnet.from_sweep(dataclasses.replace(r, link_tables={})).tables
+    gone = next(g for g, n in sub.nodes.items() if not n.is_switch)
+    topo = dataclasses.replace(r.topology, nodes={g: n for g, n in r.topology.nodes.items() if g != gone})
+    fewer = Subnet.from_sweep(dataclasses.replace(r, link_tables={}, topology=topo, known=None), previous=sub)
+    assert fewer.tables and all(k[1] != gone for k in fewer.tables)
+
+
+def test_only_kept_when_asked():
+    with smagent.connect("sim") as fabric:
+        assert fabric.sweep().link_tables == {}
+
+
+# -- MultiPathRecord (SubnAdmGetMulti) --------------------------------------------------
+_TIDS = iter(range(1000, 2000))  # a TID per transaction: the SA takes a repeated one for a duplicate
+
+
+def multi(agent, mpr, gids, *fields):
+    """A GetMulti as a requester sends it (an RMPP transfer: one segment for up to 11 GIDs),
+    the SA's ACKs fed to our sender, its GetMultiResp reassembled: (status, PathRecords)."""
+    from mad.rmpp import RmppSender, RmppType, rmpp_of
+    from mad.sa_records import MultiPathRecord
+    tid = next(_TIDS)
+    pad = list(gids[:11]) + [0] * (11 - len(gids[:11]))
+    raw = sa.request(Method.GET_MULTI, mpr.replace(sdgids=pad), component_mask=MultiPathRecord.mask(*fields),
+                     transaction_id=tid).encode()
+    data = raw[sa.SA_HEADER.stop:sa.SA_HEADER.stop + 24] + b"".join(g.to_bytes(16, "big") for g in gids)
+    tx = RmppSender(raw[:24], raw[sa.SA_HEADER], data, timeout=1.0)
+    rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
+    to_sa, now = tx.start(0.0), 0.0
+    while not rx.finished:
+        assert to_sa, "the exchange stalled"
+        out = [m for req in to_sa for m, _a in agent.handle(Incoming(req, ME), now)]
+        to_sa = []
+        for m in out:
+            assert m[3] == Method.GET_MULTI_RESP
+            hdr = rmpp_of(m.ljust(256, b"\0"))
+            if hdr.active and hdr.rmpp_type == RmppType.ACK and not rx.first:
+                to_sa += tx.on_mad(m, now)  # the SA ACKs our request's segments
+            else:
+                to_sa += rx.on_mad(m.ljust(256, b"\0"), now)
+    for ack in to_sa:  # our last ACK ends the SA's sender
+        assert agent.handle(Incoming(ack, ME), now) == []
+    first = sa.SaMad.decode(rx.first)
+    assert first.attribute_id == sa.SaAttrID.PATH_RECORD
+    return first.status, sa.decode_table(rx.data, PathRecord, first.attribute_offset) if not first.status else []
+
+
+def _gids(agent, subnet, n):
+    cas = sorted(((node, p) for node in subnet.nodes.values() if not node.is_switch for p in node.lid_ports()),
+                 key=lambda c: (c[0].guid, c[1]))
+    return [agent._recs.gid(node, p) for node, p in cas[:n]]
+
+
+def test_multipath_gives_every_pairs_paths_in_order(agent, subnet):
+    from mad.sa_records import MultiPathRecord
+    g = _gids(agent, subnet, 4)
+    status, got = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2), g, "sgid_count", "dgid_count")
+    want = [r.replace(num_path=0) for s in g[:2] for d in g[2:]
+            for r in table(agent, PathRecord(sgid=s, dgid=d), "sgid", "dgid")]
+    assert status == 0 and len(want) == 4 and got == want
+    assert all(r.reversible == 1 and r.num_path == 0 for r in got)
+    # NumbPath bounds the whole answer: the first ones found
+    status, three = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, num_path=3), g,
+                          "sgid_count", "dgid_count", "num_path")
+    assert status == 0 and three == want[:3]
+    # other components select as a PathRecord query's: no path carries an MTU above the largest
+    top = max(r.mtu for r in got)
+    status, none = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, mtu_selector=0, mtu=top), g,
+                         "sgid_count", "dgid_count", "mtu_selector", "mtu")
+    assert status == 0 and none == []
+    status, exact = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, mtu_selector=2, mtu=top), g,
+                          "sgid_count", "dgid_count", "mtu_selector", "mtu")
+    assert status == 0 and exact == [r for r in got if r.mtu == top] and exact
+
+
+def test_multipath_request_of_several_segments(agent, subnet):
+    """16 GIDs do not fit one MAD: the request comes in two RMPP segments, ACKed."""
+    from mad.sa_records import MultiPathRecord
+    some = _gids(agent, subnet, 9)
+    g = [some[0]] + (some[1:] * 2)[:15]  # a destination may come twice: its paths come twice
+    status, got = multi(agent, MultiPathRecord(sgid_count=1, dgid_count=15), g, "sgid_count", "dgid_count")
+    assert status == 0 and [r.dgid for r in got] == g[1:] and {r.sgid for r in got} == {g[0]}
+    assert not agent.senders  # every response segment ACKed
+
+
+def test_multipath_statuses(agent, subnet):
+    from mad.sa_records import MultiPathRecord
+    g = _gids(agent, subnet, 2)
+    assert multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), g, "sgid_count")[0] == \
+        sa.SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS.word
+    assert multi(agent, MultiPathRecord(sgid_count=0, dgid_count=1), g[:1], "sgid_count", "dgid_count")[0] == \
+        sa.SaStatus.ERR_REQ_INVALID.word
+    bad = (0xFE80 << 112) | 0x1234
+    assert multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), [g[0], bad], "sgid_count", "dgid_count")[0] == \
+        sa.SaStatus.ERR_REQ_INVALID_GID.word
+
+
+def test_multipath_requests_are_forgotten_after_a_while(agent, subnet):
+    """A finished request is kept (its duplicates ACKed) for REQUEST_KEPT_S, then dropped;
+    one whose further segments never come is aborted then."""
+    from mad.rmpp import RmppSender, RmppType, rmpp_of
+    from mad.sa_records import MultiPathRecord
+    from smagent.sa.agent import REQUEST_KEPT_S
+    g = _gids(agent, subnet, 2)
+    assert multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), g, "sgid_count", "dgid_count")[0] == 0
+    assert len(agent.receivers) == 1
+    raw = sa.request(Method.GET_MULTI, MultiPathRecord(sgid_count=1, dgid_count=15),
+                     component_mask=MultiPathRecord.mask("sgid_count", "dgid_count"), transaction_id=4242).encode()
+    first = RmppSender(raw[:24], raw[sa.SA_HEADER], raw[56:80] + bytes(16 * 16), timeout=1.0).start(0.0)[0]
+    (ack, _a), = agent.handle(Incoming(first, ME), 0.0)  # segment 1 of 2: ACKed, opening the window
+    assert rmpp_of(ack).rmpp_type == RmppType.ACK and rmpp_of(ack).segment_number == 1
+    assert agent.deadline == REQUEST_KEPT_S
+    out = agent.on_timeout(REQUEST_KEPT_S)
+    assert [rmpp_of(m).rmpp_type for m, _a in out] == [RmppType.ABORT] and not agent.receivers

@@ -1,7 +1,9 @@
 """The SA of `smagent --transport umad run` on ibsim, against OpenSM's on the same fabric:
 every `saquery` form whose answer fits one MAD (ClassPortInfo, NodeRecord, PortInfoRecord,
 PathRecord by LIDs for a seeded sample of pairs, SMInfoRecord, LinkRecord, SwitchInfoRecord)
-answers, and decodes to the same fields as OpenSM 3.3's answer, field by field.
+answers, and decodes to the same fields as OpenSM 3.3's answer, field by field; so do the
+table records (P_KeyTableRecord, SLtoVLMappingTableRecord, VLArbitrationTableRecord) against
+`opensm -Q`.
 
 OpenSM runs first, alone, on the ibsim; then it is stopped and `smagent run` takes the
 fabric. The two SMs may give nodes different LIDs, so queries name nodes (each SM's LIDs
@@ -66,17 +68,21 @@ def saquery(sim, *args, check=True):
 
 
 def records(text: str) -> list[dict[str, str]]:
-    """saquery's dump: one dict per record ("Name....value" lines)."""
+    """saquery's dump: one dict per record ("Name....value" lines; a table's rows, "SL: 0| 1|
+    ..." or a row of P_Keys, joined under their label, "table" for unlabelled rows)."""
     out: list[dict[str, str]] = []
     for line in text.splitlines():
         if line.rstrip().endswith("dump:") and not line.startswith("\t"):
             out.append({})
             continue
-        m = re.match(r"^\t\t(\S[^.]*?)\.{2,}(.*)$", line)
-        if m:
+        m = re.match(r"^\t\t(\S[^.]*?)\.{2,}(.*)$", line) or re.match(r"^\t\t(\w[\w ]*?)\s*:(.*\|.*)$", line)
+        row = re.match(r"^\t\t(0x[0-9a-f]{4}(?: 0x[0-9a-f]{4})*)\s*$", line)
+        if m or row:
             if not out:
                 out.append({})
-            out[-1][m.group(1).strip()] = m.group(2).strip()
+            key, value = (m.group(1).strip(), m.group(2).strip()) if m else ("table", row.group(1))
+            rec = out[-1]
+            rec[key] = f"{rec[key]} {value}" if key in rec and (row or "|" in value) else value
     return out
 
 
@@ -249,3 +255,74 @@ def test_all_node_records_arrive_whole_through_our_rmpp_receiver(tmp_path, ibsim
         routes = sim.run(["ibroute", "-n", str(lid)]).stdout
         from_switch = {int(a, 16): int(b) for a, b in re.findall(r"^(0x[0-9a-f]+) (\d+)", routes, re.M)}
         assert from_sa == from_switch and from_sa, desc
+
+
+def table_queries(lids):
+    """(name, saquery arguments) of the table-record forms whose answer fits one MAD (a CA
+    port's SL2VL has one record; P_Key blocks and VLArb parts are named whole)."""
+    ca = sorted(k for k in lids if k[1])[1]
+    sw = min(k for k in lids if not k[1])
+    key = ["--smkey", "1"]  # P_KeyTableRecords go only to a requester with the SM_Key (both SMs' default)
+    return [("pkeys ca", key + ["PKTR", f"{lids[ca]}/{ca[1]}/0"]), ("pkeys switch", key + ["PKTR", f"{lids[sw]}/0/0"]),
+            ("sl2vl ca", ["SL2VL", f"{lids[ca]}//"]), ("sl2vl switch", ["SL2VL", f"{lids[sw]}/1/2"]),
+            ("sl2vl switch port 0", ["SL2VL", f"{lids[sw]}/0/3"]),
+            ("vlarb ca", ["VLAR", f"{lids[ca]}/{ca[1]}/1"]), ("vlarb switch low", ["VLAR", f"{lids[sw]}/2/1"]),
+            ("vlarb switch high", ["VLAR", f"{lids[sw]}/2/3"])]
+
+
+def test_table_records_answer_like_opensm_with_qos(tmp_path, ibsim, procs):
+    """P_KeyTableRecord, SLtoVLMappingTableRecord and VLArbitrationTableRecord against
+    `opensm -Q`, which writes the QoS tables smagent's default (qos auto) writes on ibsim's
+    unusable ones: field by field. smagent runs first, on the fresh fabric, where it reads
+    or writes every table (on a fabric already configured, qos auto reads only its probes,
+    and a table never read has no record); without the SM_Key a PKTR query is refused by
+    both."""
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
+                tmp_path / "run.out")
+    procs.append(ours)
+    wait_for_sa(sim, "smagent run", ours)
+    lids = lid_map(sim)
+    got = answers(sim, table_queries(lids), lids)
+    refused = saquery(sim, "PKTR", f"{lids[min(k for k in lids if not k[1])]}/0/0", check=False)
+    ours.stop()
+    assert refused.returncode != 0 and "SA_ERR_REQ_INVALID" in refused.stdout + refused.stderr
+
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, "-Q", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+               osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    lids_osm = lid_map(sim)
+    want = answers(sim, table_queries(lids_osm), lids_osm)
+    assert saquery(sim, "PKTR", f"{lids_osm[min(k for k in lids_osm if not k[1])]}/0/0", check=False).returncode
+    assert any(r.get("Weight", "").strip("0| ") for recs in want.values() for r in recs)  # tables, not zeros
+    wrong = {name: (got[name], want[name]) for name in want if got[name] != want[name]}
+    assert not wrong, "\n".join(f"{n}:\n  smagent {g}\n  OpenSM  {w}" for n, (g, w) in wrong.items())
+
+
+def test_multipath_records_through_our_client(tmp_path, ibsim, procs):
+    """SubnAdmGetMulti (`smagent sa multipaths`: a MultiPathRecord with its GIDs, sent as one
+    RMPP segment, ACKed by the SA) answers every source-destination pair's PathRecord, each
+    the one `smagent sa paths` gets for that pair (NumbPath 0); NumbPath bounds the answer."""
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
+                tmp_path / "run.out")
+    procs.append(ours)
+    wait_for_sa(sim, "smagent run", ours)
+    lids = lid_map(sim)
+    cas = sorted(k for k in lids if k[1])[:3]
+    guids = ["0x" + re.search(r"PortGuid:\.*0x([0-9a-f]+)", sim.run(["smpquery", "nodeinfo", str(lids[k])]).stdout)
+             .group(1).rjust(16, "0") for k in cas]
+    got = sim.smagent("sa", "multipaths", "--sources", "2", *guids, "--json").json()["items"]
+    want = [dict(r, num_path=0) for s in guids[:2]
+            for r in sim.smagent("sa", "paths", s, guids[2], "--json").json()["items"]]
+    assert len(want) == 2 and got == want
+    one = sim.smagent("sa", "multipaths", "--sources", "2", "--num-path", "1", *guids, "--json").json()["items"]
+    assert one == want[:1]

@@ -98,10 +98,15 @@ def _given(**values) -> dict:
 @click.option("--metrics", "metrics_listen", default=None, metavar="ADDR:PORT",
               help="Serve Prometheus metrics at http://ADDR:PORT/metrics: state, sweeps, repairs, traps, MADs "
                    "sent/retried/lost, and with --perfmgr-interval every port's counters and rates.")
+@click.option("--client-reregister", type=click.Choice(["capable", "all", "off"]), default="capable",
+              show_default=True,
+              help="On becoming MASTER, set PortInfo.ClientReregister once on every end port that advertises it "
+                   "(capable), on every CA port (all: for ports that honour it unadvertised, as ibsim's), or none "
+                   "(off, as OpenSM's no_clients_rereg): hosts rejoin their groups with the new SA.")
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
         mcast_groups, no_multicast, partitions_file, desired_file, state_dir, log_file, mkey_level, mkey_lease,
-        mkey_secret_file, as_json, perfmgr_interval, metrics_listen):
+        mkey_secret_file, as_json, perfmgr_interval, metrics_listen, client_reregister):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import desired, multicast
@@ -129,7 +134,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     paths.check_state_dir(state_dir)
     opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,
                          poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw,
-                         given=given, perfmgr_interval=perfmgr_interval)
+                         given=given, perfmgr_interval=perfmgr_interval,
+                         client_reregister=client_reregister)
     if perfmgr_interval and obj.opts["transport"] != "umad":
         raise BadInput("--perfmgr-interval needs a live fabric (--transport umad): the simulator has no PerfMgt agents")
     server = control.ControlServer(control.socket_path(state_dir))

@@ -129,6 +129,37 @@ def paths(obj, src, dst, as_json):
     _run(obj, as_json, "PathRecord", PathRecord(**fields), PathRecord.mask(*fields))
 
 
+@sa.command()
+@click.argument("guids", nargs=-1, required=True)
+@click.option("--sources", type=click.IntRange(1, 10), default=1, show_default=True,
+              help="How many of GUIDS (the first ones) are sources; the rest are destinations.")
+@click.option("--num-path", type=click.IntRange(1, 127), default=None, help="At most this many paths in all (NumbPath).")
+@_json
+@click.pass_obj
+def multipaths(obj, guids, sources, num_path, as_json):
+    """PathRecords between port GUIDs at once (SubnAdmGetMulti with a MultiPathRecord, IBA
+    15.2.5.17): each GUID 0x and 16 hex digits, at most 11, the first --sources the sources."""
+    from mad.sa import MULTIPATH_GIDS
+    from mad.sa_records import MultiPathRecord
+    gids = []
+    for g in guids:
+        kind, value = _endpoint(g)
+        if kind != "gid":
+            raise BadInput(f"{g}: a port GUID (0x and 16 hex digits) is needed here, not a LID")
+        gids.append(value)
+    if len(gids) > MULTIPATH_GIDS:
+        raise BadInput(f"{len(gids)} GUIDs: one request carries at most {MULTIPATH_GIDS}")
+    if sources >= len(gids):
+        raise BadInput(f"--sources {sources} leaves no destination among {len(gids)} GUID(s)")
+    query = MultiPathRecord(sgid_count=sources, dgid_count=len(gids) - sources, num_path=num_path or 0)
+    mask = MultiPathRecord.mask("sgid_count", "dgid_count", *(("num_path",) if num_path else ()))
+    client, t = _client(obj)
+    try:
+        _show(client.multi_paths(query, gids, mask), as_json, "PathRecord")
+    finally:
+        t.close()
+
+
 # -- multicast groups (for tests and for trying the SA: a host's IPoIB joins by itself) --------
 SELECTORS = {"greater": 0, "less": 1, "exactly": 2, "largest": 3}
 JOIN_STATES = {"full": 1, "non": 2, "send-only": 4}

@@ -37,15 +37,19 @@ def table_wants(topo, opts: LinkOptions, op_vls: dict) -> list[Want]:
     return out
 
 
-def _read(transport, wants: list[Want], failed: set[int] | None = None) -> tuple[list[tuple[Want, Any]], list[str]]:
+def _read(transport, wants: list[Want], failed: set[int] | None = None, seen: dict | None = None
+          ) -> tuple[list[tuple[Want, Any]], list[str]]:
     """[(want, value)] of the units read, and problems: a unit that could not be read is
     never written (nor judged): the port may lack the table. ``failed`` collects the GUIDs
-    of nodes a Get got no answer from (worth asking again)."""
+    of nodes a Get got no answer from (worth asking again); ``seen`` every value read, by
+    (kind, node GUID, CA port or 0, AttributeModifier) (the SA's table records)."""
     got: list[tuple[Want, Any]] = []
     problems: list[str] = []
     for w, rep in zip(wants, transport.execute([w.get() for w in wants])):
         if rep.ok:
             got.append((w, rep.value(LINK_TABLES[w.kind])))
+            if seen is not None:
+                seen[(w.kind, w.guid, w.port, w.modifier)] = got[-1][1]
         else:
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")
             if failed is not None and isinstance(rep.error, SmpTimeout):
@@ -67,20 +71,20 @@ def _diff(read: list) -> list[TableChange]:
     return changes
 
 
-def read_and_diff(transport, wants: list[Want], failed: set[int] | None = None
+def read_and_diff(transport, wants: list[Want], failed: set[int] | None = None, seen: dict | None = None
                   ) -> tuple[list[TableChange], list[str]]:
     """Get every wanted unit (one batch) and return the Sets needed, and problems."""
-    read, problems = _read(transport, wants, failed)
+    read, problems = _read(transport, wants, failed, seen)
     return _diff(read), problems
 
 
-def read_and_repair(transport, units: list[QosUnit], failed: set[int] | None = None
+def read_and_repair(transport, units: list[QosUnit], failed: set[int] | None = None, seen: dict | None = None
                     ) -> tuple[list[TableChange], list[str], list[str]]:
     """qos "auto": read each unit's probe (one batch); where its tables are unusable, read
     the unit's other tables (one batch) and plan for all of them what "always" plans.
     Returns (changes, problems, notes)."""
     flat = [(i, w) for i, u in enumerate(units) for w in u.probe]
-    probes, problems = _read(transport, [w for _i, w in flat], failed)
+    probes, problems = _read(transport, [w for _i, w in flat], failed, seen)
     unit_of = {id(w): i for i, w in flat}
     judged: list[list] = [[] for _u in units]  # per unit: [(want, value)] of its probe
     for w, v in probes:
@@ -88,7 +92,7 @@ def read_and_repair(transport, units: list[QosUnit], failed: set[int] | None = N
     # a unit whose probe could not be read whole is not judged (the problem names it)
     bad = [(i, why) for i, u in enumerate(units) if len(judged[i]) == len(u.probe)
            for why in [_unusable(u, judged[i])] if why]
-    rest, more = _read(transport, [w for i, _why in bad for w in units[i].rest()], failed)
+    rest, more = _read(transport, [w for i, _why in bad for w in units[i].rest()], failed, seen)
     changes = _diff([x for i, _why in bad for x in judged[i]] + rest)
     notes = []
     if bad:
@@ -99,16 +103,16 @@ def read_and_repair(transport, units: list[QosUnit], failed: set[int] | None = N
     return changes, problems + more, notes
 
 
-def plan_tables(transport, topo, opts: LinkOptions, op_vls: dict, only=None, failed: set[int] | None = None
-                ) -> tuple[list, list, list]:
+def plan_tables(transport, topo, opts: LinkOptions, op_vls: dict, only=None, failed: set[int] | None = None,
+                seen: dict | None = None) -> tuple[list, list, list]:
     """Read the per-port tables the options cover and plan the Sets: (changes, problems,
     notes). ``only``: node GUIDs to look at (None: all); ``failed`` collects the GUIDs of
-    nodes a Get got no answer from."""
+    nodes a Get got no answer from; ``seen`` every table read (see `_read`)."""
     wants = [w for w in table_wants(topo, opts, op_vls) if only is None or w.guid in only]
-    changes, problems = read_and_diff(transport, wants, failed)
+    changes, problems = read_and_diff(transport, wants, failed, seen)
     notes: list[str] = pkeys.notes(topo, opts)
     if opts.qos_mode == QOS_AUTO:
         units = [u for u in qos_units(topo, opts, op_vls) if only is None or u.ports[0][0].guid in only]
-        more, p2, qos_notes = read_and_repair(transport, units, failed)
+        more, p2, qos_notes = read_and_repair(transport, units, failed, seen)
         changes, problems, notes = changes + more, problems + p2, notes + qos_notes
     return changes, problems, notes

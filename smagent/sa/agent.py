@@ -7,7 +7,10 @@ a socket: the daemon drives it, and the tests call it directly.
 
 Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
 SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
-MulticastForwardingTableRecord and GUIDInfoRecord, from the `Subnet` snapshot
+MulticastForwardingTableRecord, GUIDInfoRecord, P_KeyTableRecord (only with our SM_Key),
+SLtoVLMappingTableRecord and VLArbitrationTableRecord, and GetMulti of MultiPathRecord
+(`multipath`: the request reassembled from its RMPP segments, the answer a table of
+PathRecords), from the `Subnet` snapshot
 published last (`publish`); MCMemberRecord Set (join), Delete (leave), Get and GetTable
 from the groups (`smagent.sa.groups`): the answer goes at once, and the owner sees
 ``groups.version`` move and has the MFTs follow. InformInfo Set subscribes and
@@ -37,10 +40,12 @@ from mad.attributes import SMInfo
 from mad.errors import MadError
 from mad.gmp import CLASS_PORT_INFO, ClassPortInfo
 from mad.header import GSI_QKEY, GSI_QP, InvalidField, Method, response_method
-from mad.rmpp import NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, RmppSender, RmppType, rmpp_of
-from mad.sa import SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SaAttrID, SaMad, SaRecord, SaStatus, encode_table, matcher
-from mad.sa_records import MCMemberRecord, PortInfoRecord, record_class
-from smagent.sa import paths
+from mad.rmpp import (NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, RmppReceiver, RmppSender, RmppState,
+                      RmppType, rmpp_of)
+from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEADER_SIZE, SaAttrID, SaMad, SaRecord,
+                    SaStatus, encode_table, matcher)
+from mad.sa_records import PathRecord, PortInfoRecord, record_class
+from smagent.sa import multipath, paths
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
@@ -56,6 +61,7 @@ BAD_VERSION = InvalidField.BAD_VERSION << 2  # 0x0004
 KNOWN_METHODS = (Method.GET, Method.SET, Method.GET_TABLE, Method.GET_TRACE_TABLE, Method.GET_MULTI, Method.DELETE)
 RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
 RMPP_RETRIES = 4
+REQUEST_KEPT_S = 10.0  # a GetMulti request's reassembly: abandoned, or kept after it (its duplicates ACKed), this long
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
@@ -79,6 +85,9 @@ class SaAgent:
         self.subnet: Subnet | None = None
         self._records: Records | None = None
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
+        # GetMulti requests (RMPP) being reassembled, or just answered, by (LID, TID): the
+        # receiver, where its ACKs go, when it is dropped
+        self.receivers: dict[tuple[int, int], tuple[RmppReceiver, Address, float]] = {}
         self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
         self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
         self.services = Services()  # ServiceRecords registered (with their leases)
@@ -98,12 +107,17 @@ class SaAgent:
     @property
     def deadline(self) -> float | None:
         times = [s.deadline for s, _a in self.senders.values() if s.deadline is not None]
+        times += [until for _r, _a, until in self.receivers.values()]
         if self.informs.deadline is not None:
             times.append(self.informs.deadline)
         return min(times) if times else None
 
     def on_timeout(self, now: float) -> list[Reply]:
         out: list[Reply] = self.informs.on_timeout(now)
+        for key, (rx, addr, until) in list(self.receivers.items()):
+            if now >= until:
+                out += [(m, addr) for m in rx.on_timeout(now)]  # an ABORT if it never finished
+                del self.receivers[key]
         for key, (sender, addr) in list(self.senders.items()):
             out += [(_trim(m), addr) for m in sender.on_timeout(now)]
             if sender.finished:
@@ -125,6 +139,8 @@ class SaAgent:
         tid = int.from_bytes(raw[8:16], "big")
         if hdr.active and hdr.rmpp_type in (RmppType.ACK, RmppType.STOP, RmppType.ABORT):
             return self._to_sender(incoming, tid, now)
+        if raw[3] == Method.GET_MULTI:
+            return self._get_multi(incoming, tid, now)
         if raw[3] & 0x80:
             if raw[3] == Method.REPORT_RESP:
                 self.informs.on_report_resp(tid)
@@ -158,6 +174,50 @@ class SaAgent:
         if sender.finished:
             del self.senders[key]
         return out
+
+    def _get_multi(self, incoming: Incoming, tid: int, now: float) -> list[Reply]:
+        """SubnAdmGetMulti: the request is an RMPP transfer (one segment when its GIDs fit
+        one MAD); its windows are ACKed, and once it is whole it is answered with a table of
+        PathRecords (`multipath`). The answer stands for the ACK of the last segment: a
+        requester reading its answer with one receive would otherwise take the ACK for it
+        and drop the answer behind it (ours did); one that still waits for that ACK sends
+        the segment again, and a duplicate after the end gets the ACK."""
+        key = (incoming.address.lid, tid)
+        addr = incoming.address.reply()
+        if key not in self.receivers:
+            rx = RmppReceiver(class_header_size=SA_HEADER_SIZE, total_timeout=REQUEST_KEPT_S)
+            self.receivers[key] = (rx, addr, now + REQUEST_KEPT_S)
+        rx = self.receivers[key][0]
+        done = rx.state is RmppState.DONE
+        out = [(m, addr) for m in rx.on_mad(incoming.raw, now)]
+        if done or rx.state is not RmppState.DONE:
+            if rx.finished and rx.state is not RmppState.DONE:
+                del self.receivers[key]  # aborted: the ABORT or STOP is in `out`
+            return out
+        assert rx.first is not None and rx.data is not None  # DONE
+        whole = Incoming(rx.first[:SA_HEADER.stop] + rx.data, incoming.address)
+        self._now = now
+        status, data, offset = self._multi_answer(whole)
+        self.answered += 1
+        return self._respond(whole, status, data, offset, now)
+
+    def _multi_answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
+        raw = incoming.raw
+        if raw[2] != SA_CLASS_VERSION:
+            return BAD_VERSION, b"", 0
+        if int.from_bytes(raw[16:18], "big") != SaAttrID.MULTI_PATH_RECORD or not self.master or self.subnet is None:
+            return UNSUPPORTED_ATTRIBUTE, b"", 0
+        mask = int.from_bytes(raw[SA_HEADER.start + 12:SA_HEADER.stop], "big")
+        try:
+            found = multipath.query(self._recs, raw[SA_HEADER.stop:], mask, incoming.address.lid)
+        except paths.PathQueryError as e:
+            return e.status.word, b"", 0
+        except MadError:
+            return SaStatus.ERR_REQ_INVALID.word, b"", 0
+        if not found:
+            return 0, b"", PathRecord.STRIDE // 8
+        offset, data = encode_table(found)
+        return 0, data, offset
 
     def _cached_answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
         raw = incoming.raw
@@ -226,9 +286,11 @@ class SaAgent:
         head[3] = (Method.GET_TABLE_RESP if req[3] == Method.GET_TRACE_TABLE else
                    response_method(req[3]) if req[3] in KNOWN_METHODS else req[3] | 0x80)
         head[4:6] = status.to_bytes(2, "big")
+        if req[3] == Method.GET_MULTI:  # PathRecords answer a MultiPathRecord (IBA 15.2.5.17)
+            head[16:18] = int(SaAttrID.PATH_RECORD).to_bytes(2, "big")
         class_header = bytearray(req[SA_HEADER])
         class_header[8:10] = offset.to_bytes(2, "big")
-        if head[3] != Method.GET_TABLE_RESP or status:
+        if head[3] not in (Method.GET_TABLE_RESP, Method.GET_MULTI_RESP) or status:
             body = bytes(head) + bytes(12) + bytes(class_header) + data[:SA_DATA_SIZE].ljust(SA_DATA_SIZE, b"\0")
             return [(body, addr)]
         sender = RmppSender(bytes(head), bytes(class_header), data, timeout=RMPP_TIMEOUT_S, retries=RMPP_RETRIES,
@@ -316,6 +378,19 @@ class SaAgent:
     def _inform_records(self, q, mad, _inc):
         return self._scan(self.informs.records(), q, mad.component_mask)
 
+    def _pkey_tables(self, q, mad, _inc):
+        # P_Keys say who may talk to whom: only to a requester with our SM_Key (IBA 15.4.1),
+        # as OpenSM answers; ERR_REQ_INVALID to the others
+        if not self._reveal(mad):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "P_KeyTableRecord without the SM_Key")
+        return self._scan(self._recs.pkey_tables, q, mad.component_mask)
+
+    def _sl2vl_tables(self, q, mad, _inc):
+        return self._scan(self._recs.sl2vl_tables, q, mad.component_mask)
+
+    def _vlarb_tables(self, q, mad, _inc):
+        return self._scan(self._recs.vlarb_tables, q, mad.component_mask)
+
     def _lid_of_gid(self, gid: int) -> int:
         hit = self.subnet.port_of_guid(gid & (1 << 64) - 1) if self.subnet is not None else None
         return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
@@ -351,6 +426,9 @@ _SERVED: dict[int, Callable] = {
     SaAttrID.LINEAR_FORWARDING_TABLE_RECORD: SaAgent._lfts,
     SaAttrID.MULTICAST_FORWARDING_TABLE_RECORD: SaAgent._mfts,
     SaAttrID.GUID_INFO_RECORD: SaAgent._guid_infos,
+    SaAttrID.P_KEY_TABLE_RECORD: SaAgent._pkey_tables,
+    SaAttrID.SL_TO_VL_MAPPING_TABLE_RECORD: SaAgent._sl2vl_tables,
+    SaAttrID.VL_ARBITRATION_TABLE_RECORD: SaAgent._vlarb_tables,
     SaAttrID.MC_MEMBER_RECORD: SaAgent._members,
     SaAttrID.INFORM_INFO_RECORD: SaAgent._inform_records,
     SaAttrID.SERVICE_RECORD: SaAgent._services,

@@ -2,7 +2,12 @@
 filtered per query. Which records exist follows what OpenSM's database holds: a NodeRecord
 per LID-carrying port (a switch one, a CA one per port), a PortInfoRecord per port of a
 switch (at the switch's LID) and per CA port, a LinkRecord per direction of every link,
-an SMInfoRecord per SM seen.
+an SMInfoRecord per SM seen. P_KeyTableRecord, SLtoVLMappingTableRecord and
+VLArbitrationTableRecord: one per table unit the SM read or wrote (`Subnet.tables`; OpenSM
+reads every port's tables and answers zeros for those it never read: a unit we never read
+has no record), keyed as OpenSM keys them: a CA port's at its LID and port number (its
+SL2VL record with input and output port 0), a switch's at its LID with the ports its
+AttributeModifier names.
 
 Secrets are never handed out: M_Key (PortInfoRecord) and SM_Key (SMInfoRecord) read 0
 unless the query carries the SM's own SM_Key (IBA 15.4.1; OpenSM does the same)."""
@@ -11,11 +16,13 @@ from __future__ import annotations
 import functools
 from typing import Iterable
 
-from mad.attributes import SMInfo
+from mad import forwarding as fw
+from mad.attributes import SMInfo, VLArbitrationTable
 from mad.forwarding import LFT_BLOCK_SIZE
 from mad.sa_records import (
     GUIDInfoRecord, LinearForwardingTableRecord, LinkRecord, MulticastForwardingTableRecord, NodeRecord,
-    PortInfoRecord, SMInfoRecord, SwitchInfoRecord,
+    P_KeyTableRecord, PortInfoRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
+    VLArbitrationTableRecord,
 )
 from smagent.subnet import Subnet
 
@@ -118,6 +125,43 @@ class Records:
                     out.append(GUIDInfoRecord(lid=lid, block_num=0, guids=[n.port_guid(p)] + [0] * 7))
         return sorted(out, key=lambda r: r.lid)
 
+    def _tables(self, kind: str):
+        """(LID, port: the CA port or 0 on a switch, AttributeModifier, table) of every unit
+        of ``kind`` whose port still carries a LID."""
+        s = self.subnet
+        for (k, guid, port, modifier), table in s.tables.items():
+            n = s.nodes.get(guid)
+            if k != kind or n is None or (not n.is_switch and port not in n.port_guids):
+                continue
+            lid = s.base_lid(n, port)
+            if lid:
+                yield lid, port, modifier, table
+
+    @functools.cached_property
+    def pkey_tables(self) -> list[P_KeyTableRecord]:
+        out = []
+        for lid, port, modifier, t in self._tables("pkeys"):
+            block, switch_port = fw.pkey_from_modifier(modifier)
+            out.append(P_KeyTableRecord(lid=lid, block_num=block, port_num=port or switch_port, p_keys=list(t.p_keys)))
+        return sorted(out, key=lambda r: (r.lid, r.port_num, r.block_num))
+
+    @functools.cached_property
+    def sl2vl_tables(self) -> list[SLtoVLMappingTableRecord]:
+        out = []
+        for lid, _port, modifier, t in self._tables("sl2vl"):
+            inp, outp = fw.sl2vl_from_modifier(modifier)  # a CA port's: 0, 0
+            out.append(SLtoVLMappingTableRecord(lid=lid, input_port_num=inp, output_port_num=outp,
+                                                sl_to_vl=list(t.sl_to_vl)))
+        return sorted(out, key=lambda r: (r.lid, r.input_port_num, r.output_port_num))
+
+    @functools.cached_property
+    def vlarb_tables(self) -> list[VLArbitrationTableRecord]:
+        out = []
+        for lid, port, modifier, t in self._tables("vlarb"):
+            out.append(VLArbitrationTableRecord(lid=lid, output_port_num=port or modifier & 0xFF,
+                                                block_num=modifier >> 16, **{k: getattr(t, k) for k in _VLARB}))
+        return sorted(out, key=lambda r: (r.lid, r.output_port_num, r.block_num))
+
     @staticmethod
     def sms(sms: Iterable[tuple[int, SMInfo]], reveal_keys: bool) -> list[SMInfoRecord]:
         return [SMInfoRecord(lid=lid, guid=i.guid, sm_key=i.sm_key if reveal_keys else 0, act_count=i.act_count,
@@ -137,3 +181,4 @@ def _fields(record: type, skip: tuple[str, ...]) -> tuple[str, ...]:
 _NODE_INFO = _fields(NodeRecord, ("lid", "node_string"))
 _PORT_INFO = _fields(PortInfoRecord, ("endport_lid", "port_num", "options"))
 _SWITCH_INFO = _fields(SwitchInfoRecord, ("lid",))
+_VLARB = VLArbitrationTable.LAYOUT.names  # type: ignore[attr-defined]

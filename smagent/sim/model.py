@@ -30,7 +30,8 @@ capability ``link_reset`` picks which one a node models:
 from __future__ import annotations
 
 from mad.attributes import (
-    CAP_IS_SM, NodeInfo, NodeType, PortInfoExtSpeeds, PortState, SMInfo, SMState, SwitchInfo,
+    CAP_IS_CLIENT_REREGISTRATION, CAP_IS_SM, NodeInfo, NodeType, PortInfoExtSpeeds, PortState, SMInfo, SMState,
+    SwitchInfo,
 )
 from mad.forwarding import LFT_NO_PORT, MFT_BLOCKS, MFT_BLOCK_SIZE, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX
 from smagent.errors import BadInput
@@ -70,6 +71,10 @@ NODE_CAPS = {
     "m_key_protect_bits": 0,
     "m_key_lease_period": None,  # None: the port kind's default below
     "link_reset": "iba",  # "iba" | "ibsim": the link configuration a port starts with (see above)
+    # 1: the end ports advertise IsClientReregistrationSupported (CapabilityMask bit 25), as
+    # real HCAs do; 0, as ibsim's: the ClientReregister bit of a Set is accepted either way
+    # and reads back 0 (a one-shot event, never a stored state)
+    "client_reregister": 0,
 }
 LINK_RESETS = ("iba", "ibsim")
 KNOWN_CAPS = frozenset(SWITCH_CAPS) | frozenset(NODE_CAPS)
@@ -194,6 +199,8 @@ class SimNode:
         caps = self.caps
         pi.m_key = caps["m_key"]
         pi.m_key_protect_bits = caps["m_key_protect_bits"]
+        if caps["client_reregister"]:
+            pi.capability_mask |= CAP_IS_CLIENT_REREGISTRATION
         if caps["m_key_lease_period"] is not None:
             pi.m_key_lease_period = caps["m_key_lease_period"]
         return pi

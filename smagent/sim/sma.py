@@ -145,7 +145,9 @@ def _get_portinfo(node, in_port, smp, reveal):
     return _encode_portinfo(node, port, in_port, bool(smp.attribute_modifier & PORTINFO_EXT_SPEEDS), reveal)
 
 
-# Fields an SM may write on every port, and those only port 0 / CA ports carry.
+# Fields an SM may write on every port, and those only port 0 / CA ports carry. Not
+# ClientReregister: a one-shot event to the port's host stack, accepted and never kept (it
+# reads back 0, as on a real port; `NODE_CAPS['client_reregister']` says if it is advertised).
 _PORT_RW = ("vl_high_limit", "hoq_life", "vl_stall_count", "partition_enforcement_inbound",
             "partition_enforcement_outbound", "filter_raw_inbound", "filter_raw_outbound",
             "m_key_violations", "p_key_violations", "q_key_violations")

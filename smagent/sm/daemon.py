@@ -49,6 +49,7 @@ from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
 from smagent.sm.perfmgr import PerfMgr
+from smagent.sm.reregister import ClientReregister
 from smagent.transport.address import Incoming
 from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
@@ -110,6 +111,7 @@ class Daemon:
         self._published_key: tuple = ()  # what it was built from (`_publish_if_due`)
         self._publish_at = 0.0
         self.perfmgr = PerfMgr(opts.perfmgr_interval) if opts.perfmgr_interval else None
+        self.rereg = ClientReregister(opts.client_reregister)  # once per mastership, after its first sweep
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
@@ -125,6 +127,7 @@ class Daemon:
             opts.sweep.state_dir = opts.state_dir
             opts.sweep.lid_file = opts.sweep.lid_file or str(Path(opts.state_dir) / LID_FILE)
         opts.sweep.force = True  # the state machine decided we are MASTER; sweep must not refuse
+        opts.sweep.keep_link_tables = True  # the SA's P_Key, SL2VL and VLArb records
 
     @property
     def activity(self) -> str | None:
@@ -419,7 +422,8 @@ class Daemon:
             if sender is not None:
                 self._send_sminfo_set(sender, Control.ACKNOWLEDGE, SMState.STANDBY)
             self._sweep(f"HANDOVER from SM {remote.guid:#018x}")
-        elif action == Action.SWEEP:
+        elif action == Action.SWEEP:  # the other master let go: its hosts registered with its SA
+            self.rereg.became_master()
             self._sweep(f"HANDOVER from master SM {remote.guid:#018x}")
         elif action == Action.DISCOVER:
             self.timers.arm(timers.DISCOVER, self.clock())
@@ -517,6 +521,7 @@ class Daemon:
         self._retries = 0
         self.topo = r.topology
         self.sa.publish(r)  # the SA answers from this whole snapshot from now on
+        self.counters.client_reregisters += self.rereg.after_sweep(self.t, r.topology)
         clean = not r.problems and not r.topology.unreachable
         self.known = r.known if clean else None
         self.counters.sweeps += 1
@@ -706,6 +711,7 @@ class Daemon:
             self._changed(f"state {state_name(tr.old)} -> {state_name(tr.new)}: {tr.why}")
             if tr.new == SMState.MASTER:
                 self.timers.cancel(timers.POLL)
+                self.rereg.became_master()
             else:
                 self.timers.cancel(timers.LIGHT, timers.REPAIR)
 

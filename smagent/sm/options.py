@@ -22,6 +22,7 @@ class DaemonOptions:
     given: dict = dataclasses.field(default_factory=dict)  # lmc, lid_file, routing from the command line
     sweep: sweepmod.SweepOptions = dataclasses.field(default_factory=sweepmod.SweepOptions)
     perfmgr_interval: float = 0.0  # seconds between counter sweeps as MASTER (`smagent.sm.perfmgr`); 0: none
+    client_reregister: str = "capable"  # on becoming MASTER: capable | all | off (`smagent.sm.reregister`)
 
 
 @dataclasses.dataclass
@@ -42,4 +43,5 @@ class Counters:
     polls: int = 0
     poll_failures: int = 0
     errors: int = 0
+    client_reregisters: int = 0  # end ports sent PortInfo.ClientReregister (on becoming MASTER)
     plan_refusals: int = 0  # sweeps the check of planned tables refused (`sweep.PlanDefects`)

@@ -72,7 +72,8 @@ class SaService:
         before = self._end_ports()
         opts = self.d.opts.sweep  # the partitions the sweep wrote: PathRecords only within them
         parts = opts.partitions or getattr(opts.desired, "partitions", None)
-        self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts))
+        self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts,
+                                             previous=self.agent.subnet))
         after = self._end_ports()
         if before is not None and after is not None and before != after:
             a = self.agent

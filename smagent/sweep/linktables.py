@@ -12,6 +12,7 @@ def read_links(s: SweepState) -> None:
     with s.phase("link_read"):
         only = s.source.link_nodes(s.r.port_changes)
         s.r.link_changes, problems, notes = links.plan_tables(s.transport, s.topo, s.link_opts, s.op_vls, only,
-                                                              s.links_failed)
+                                                              s.links_failed,
+                                                              s.r.link_tables if s.opts.keep_link_tables else None)
         s.r.problems += problems
         s.r.notes += notes

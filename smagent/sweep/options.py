@@ -57,6 +57,10 @@ class SweepOptions:
     # M_Key protection to set on every end port (a smagent.mkeys.Protection: key or secret,
     # level, lease; smagent.sweep.protect); None: keys are used as given, never set
     mkey_protection: mkeys.Protection | None = None
+    # collect every per-port table unit read or confirmed written (P_Key, SL2VL, VLArb) in
+    # `SweepResult.link_tables`: the running SM's SA answers its table records from them;
+    # off elsewhere (a fresh 11,664-host fabric writes 2 million SL2VL pairs)
+    keep_link_tables: bool = False
 
 
 @dataclasses.dataclass

@@ -177,3 +177,27 @@ def activate(s: SweepState) -> None:
             s.not_active.append(c)
             r.problems.append(f"{c.name} port {c.port}: Set ACTIVE failed: {err}")
         r.activations = len(arming)
+
+
+def client_reregister(transport, topo, targets: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[str]]:
+    """PortInfo.ClientReregister to each (GUID, port) of `targets`: one Set each, the
+    PortInfo as last read (no state change, the link fields as they are) with the one-shot
+    bit on (IBA 14.4.11: the port's host stack rejoins its multicast groups and subscribes
+    again with the SA). What the port answers goes into `topo` (the bit reads back 0).
+    Returns the ports that took it and the problems of the others."""
+    reqs, where = [], []
+    for guid, port in targets:
+        n = topo.nodes[guid]
+        pi = n.ports[port]
+        data = pi.LAYOUT.replace(pi, port_state=PortState.NO_CHANGE, port_physical_state=0, link_down_default_state=0,
+                                 link_width_enabled=0, link_speed_enabled=0, client_reregister=1).encode()
+        reqs.append(dr(Method.SET, AttrID.PORT_INFO, n.path_to_port(port), portinfo_modifier(port), data))
+        where.append((n, port))
+    done, problems = [], []
+    for (n, port), rep in zip(where, transport.execute(reqs) if reqs else []):
+        if rep.ok:
+            n.ports[port] = rep.value(PortInfo)
+            done.append((n.guid, port))
+        else:
+            problems.append(f"{n.description} port {port}: PortInfo Set (ClientReregister) failed: {rep.error}")
+    return done, problems

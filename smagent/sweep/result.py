@@ -99,6 +99,9 @@ class SweepResult:
     mft_changes: list[mfttab.MftChange] = dataclasses.field(default_factory=list)
     rft_changes: list[rft.RftChange] = dataclasses.field(default_factory=list)
     link_changes: list[links.TableChange] = dataclasses.field(default_factory=list)  # SL2VL, VLArb, P_Key
+    # every per-port table unit read or confirmed written: (kind, node GUID, CA port or 0,
+    # AttributeModifier) -> the table (the SA's P_Key, SL2VL and VLArb records)
+    link_tables: dict[tuple[str, int, int, int], Any] = dataclasses.field(default_factory=dict)
     multicast: multicast.MulticastPlan | None = None
     multicast_kept: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # "0xMLID" -> switches, not pruned
     rft_plans: list[rft.RftPlan] = dataclasses.field(default_factory=list)

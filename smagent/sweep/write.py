@@ -55,6 +55,8 @@ def write_links(s: SweepState) -> None:
     assert ap is not None  # write_tables began it
     with s.phase("link_write"):
         s.r.problems += ap.links(s.links_failed)
+    if s.opts.keep_link_tables:  # what the ports hold now: the units read, the confirmed Sets on top
+        s.r.link_tables.update(((c.kind, c.guid, c.port, c.modifier), c.new) for c in ap.written["links"])
     ap.finish(ok=not s.r.problems)
 
 
