@@ -12,8 +12,11 @@ tree_levels`: leaves level 1, every link between adjacent levels), the same per 
 links between two levels, one direction ("1->2" up, "2->1" down), with the *ideal*: the
 routes that group carries divided by its links, the load every link would have if they
 were spread perfectly (shortest up*/down* routes cross the same levels whatever the
-engine, so the total per group is fixed). Also the hottest links by name, and per group a
-histogram (load -> links) that `smagent report` draws.
+engine, so the total per group is fixed). Also the hottest links by name, per group a
+histogram (load -> links), and, so that a saved `verify --json` draws the whole fabric
+(`smagent report --from-json`), every switch (``switches``: GUID, name, CA ports cabled to
+it) and every directed switch-to-switch link (``link_loads``: from GUID, port, to GUID,
+port, routes, the ideal of its group).
 
 Speed: a route depends only on (switch, DLID), so the loads come from per-(switch, DLID)
 arrays, vectorised with numpy over DLIDs in chunks: flows start as the number of CA
@@ -28,6 +31,7 @@ import numpy as np
 from mad import forwarding as fw
 
 HOTTEST = 10
+ROWS = ("switches", "link_loads")  # the per-switch and per-link lists, one entry per line in JSON
 _CHUNK = 2048
 
 
@@ -124,12 +128,13 @@ def _figures(snap, st, links, load, pairs, hottest) -> dict:
     for i, _p, j in links:
         nb[i].add(j)
     nbrs = [sorted(x) for x in nb]
-    leaves = [False] * S
+    hosts = [0] * S  # CA ports cabled to each switch
     index = {s.guid: i for i, s in enumerate(st)}
     for k in snap.ca_ports:
         peer = snap.links.get(k)
         if peer is not None and peer[0] in index:
-            leaves[index[peer[0]]] = True
+            hosts[index[peer[0]]] += 1
+    leaves = [h > 0 for h in hosts]
     try:
         level = tree_levels(nbrs, leaves, names.__getitem__) if S else None
     except NotFatTree as e:
@@ -139,7 +144,7 @@ def _figures(snap, st, links, load, pairs, hottest) -> dict:
         key = (level[i], level[j]) if level else ("all", "all")
         groups.setdefault(key, []).append(n)
     out["levels"] = []
-    for (a, b), members in sorted(groups.items(), key=lambda kv: (str(min(kv[0])), kv[0][0] > kv[0][1])):
+    for (a, b), members in _sorted_groups(groups):
         v = per[members]
         vals, counts = np.unique(v, return_counts=True)
         out["levels"].append({
@@ -156,4 +161,17 @@ def _figures(snap, st, links, load, pairs, hottest) -> dict:
         hot.append({"link": f"{names[i]}[{p}] -> {names[j]}[{peer[1]}]", "routes": int(per[n]),
                     "level": f"{level[i]}->{level[j]}" if level else None})
     out["hottest"] = hot
+    ideal_of = {n: lv["ideal"] for lv, (_k, members) in zip(out["levels"], _sorted_groups(groups)) for n in members}
+    out["switches"] = [[_hex(s.guid), names[i], hosts[i]] for i, s in enumerate(st)]
+    out["link_loads"] = [[_hex(st[i].guid), p, _hex(st[j].guid), snap.links[(st[i].guid, p)][1], int(per[n]),
+                          ideal_of[n]] for n, (i, p, j) in enumerate(links)]
     return out
+
+
+def _hex(guid: int) -> str:
+    return f"0x{guid:016x}"
+
+
+def _sorted_groups(groups: dict) -> list:
+    """Link groups in the order the figures list them: up before down, lower levels first."""
+    return sorted(groups.items(), key=lambda kv: (str(min(kv[0])), kv[0][0] > kv[0][1]))

@@ -1,0 +1,178 @@
+"""The picture `smagent report` draws: the fabric itself, each link coloured by its load
+relative to the ideal.
+
+Switches sit where `smagent.layout` puts them (tree levels, a grid, layers). Every
+cable between two drawn nodes is one line in two halves: the half at a node is coloured
+by the load that node sends over it divided by the ideal of its link group (1 =
+balanced, drawn neutral grey; above, red; below, blue), so where traffic piles up and in
+which direction shows at a glance. Parallel cables between two nodes are one line (the
+worst of them), and a big tree is drawn by groups (pods and their levels,
+`layout.aggregate`), each line the worst of the cables it stands for. The worst halves
+above the ideal are labelled load/ideal. Hosts are drawn as dots under their switch
+only on small fabrics.
+"""
+from __future__ import annotations
+
+from smagent import layout as layoutmod
+
+LABELS = 8  # worst links labelled
+HOST_DOTS_UP_TO = 300  # hosts drawn one by one up to this many
+NAMES_UP_TO = 64  # switch names written up to this many drawn nodes
+
+
+def _ratio(load: float, ideal: float) -> float:
+    if ideal <= 0:
+        return 0.0 if load <= 0 else 2.0
+    return load / ideal
+
+
+def model(b: dict):
+    """(layout, node of each switch, node positions, node sizes, lines) from balance
+    figures: lines map (node a, node b) -> {a: worst (ratio, load, ideal) a sends, b: ...}."""
+    ids = [s[0] for s in b["switches"]]
+    hosts = {s[0]: s[2] for s in b["switches"]}
+    cables = [(r[0], r[2]) for r in b["link_loads"]]
+    lay = layoutmod.compute(ids, cables, hosts)
+    node = {s: s for s in ids}
+    if lay.kind == "tree" and len(ids) > layoutmod.AGGREGATE_ABOVE:
+        node = layoutmod.aggregate(lay, layoutmod.neighbours(ids, cables))
+    members: dict = {}
+    for s in ids:
+        members.setdefault(node[s], []).append(s)
+    pos = {n: (sum(lay.pos[s][0] for s in ms) / len(ms), lay.pos[ms[0]][1]) for n, ms in members.items()}
+    lines: dict = {}
+    for frm, _fp, to, _tp, load, ideal in b["link_loads"]:
+        a, z = node[frm], node[to]
+        if a == z:
+            continue
+        key = (a, z) if str(a) < str(z) else (z, a)
+        ends = lines.setdefault(key, {"cables": 0})
+        ends["cables"] += 1
+        worst = ends.get(a)
+        r = _ratio(load, ideal)
+        if worst is None or r > worst[0]:
+            ends[a] = (r, load, ideal)
+    for ends in lines.values():
+        ends["cables"] //= 2  # both directions counted
+    return lay, node, pos, {n: len(ms) for n, ms in members.items()}, hosts, lines
+
+
+def _halves(lay, pos: dict, a, z):
+    """The two halves of the line a-z: ((a's start, mid), (z's start, mid)). On a torus a
+    wrap-around cable is two stubs pointing off the grid; in layers a cable within one
+    rank bows upwards."""
+    (ax, ay), (zx, zy) = pos[a], pos[z]
+    if lay.kind == "grid" and (abs(ax - zx) > 1 or abs(ay - zy) > 1):
+        dx = 0.0 if ax == zx else (0.45 if ax > zx else -0.45)
+        dy = 0.0 if ay == zy else (0.45 if ay > zy else -0.45)
+        return ((ax, ay), (ax + dx, ay + dy)), ((zx, zy), (zx - dx, zy - dy))
+    mx, my = (ax + zx) / 2, (ay + zy) / 2
+    if lay.kind != "grid" and ay == zy:
+        my += 0.35
+    return ((ax, ay), (mx, my)), ((zx, zy), (mx, my))
+
+
+def figure(b: dict, title: str, unit: str = "routes"):
+    """The matplotlib Figure and what it shows: {"kind", "nodes", "lines", "halves",
+    "labelled", "worst": (ratio, load, ideal, where) or None}."""
+    from matplotlib import colors, pyplot as plt
+    from matplotlib.collections import LineCollection
+    lay, node, pos, size, hosts, lines = model(b)
+    segs, vals, worst = [], [], []
+    for (a, z), ends in lines.items():
+        for end, half in zip((a, z), _halves(lay, pos, a, z)):
+            if end in ends:
+                r, load, ideal = ends[end]
+                segs.append(half)
+                vals.append(r)
+                worst.append((r, load, ideal, half, end, a if end == z else z, ends["cables"]))
+    big = len(pos) > NAMES_UP_TO
+    fig, ax = plt.subplots(figsize=(16, 9) if big or lay.kind != "grid" else (12, 10), layout="constrained")
+    top = max(2.0, max(vals, default=1.0))
+    norm = colors.TwoSlopeNorm(vmin=0.0, vcenter=1.0, vmax=top)
+    width = 3.0 if len(segs) < 200 else 1.6 if len(segs) < 2000 else 0.8
+    coll = LineCollection(segs, array=vals, cmap="coolwarm", norm=norm, linewidths=width, gid="links", zorder=1)
+    ax.add_collection(coll)
+    fig.colorbar(coll, ax=ax, shrink=0.8, label=f"{unit} per link / ideal (1 = balanced)")
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    dot = [max(12.0, min(120.0, 6000.0 / max(len(pos), 1))) * (1 + (size[n] > 1)) for n in pos]
+    ax.scatter(xs, ys, s=dot, c="#444444", zorder=3, gid="switches")
+    _names(ax, lay, pos, size, node, b, big)
+    _hosts(ax, lay, pos, node, hosts, big or len(pos) < len(node))
+    labelled = _labels(ax, worst, unit)
+    _frame(ax, lay, pos)
+    ax.set_title(title, fontsize=11)
+    best = max(worst, key=lambda w: w[0], default=None)
+    name = {s[0]: s[1] for s in b["switches"]}
+    label = (lambda n: name.get(n, str(n))) if len(pos) == len(node) else _group_name
+    return fig, {"kind": lay.kind, "nodes": len(pos), "lines": len(lines), "halves": len(segs),
+                 "labelled": labelled, "aggregated": len(pos) < len(node),
+                 "worst": None if best is None else (best[0], best[1], best[2], f"{label(best[4])} -> {label(best[5])}")}
+
+
+def _group_name(group) -> str:
+    """A group of `layout.aggregate`: (level, pod) or (level, "top", positions)."""
+    if group[1] == "top":
+        return f"level {group[0]} group serving position {','.join(map(str, group[2]))}"
+    return f"level {group[0]} of pod {group[1]}"
+
+
+def _names(ax, lay, pos, size, node, b, big) -> None:
+    name = {s[0]: s[1] for s in b["switches"]}
+    if big and len(pos) < len(node):  # groups: say what a row of groups is
+        for r in sorted({p[1] for p in pos.values()}):
+            count = sum(size[n] for n, p in pos.items() if p[1] == r)
+            ax.annotate(f"level {int(r)}: {count} switches in {sum(1 for p in pos.values() if p[1] == r)} groups",
+                        (0.0, r), xytext=(-4, 8), textcoords="offset points", fontsize=8, ha="left")
+        return
+    if big:
+        return
+    for n, (x, y) in pos.items():
+        ax.annotate(name.get(n, str(n)), (x, y), xytext=(0, 6), textcoords="offset points", fontsize=7,
+                    ha="center", zorder=4)
+
+
+def _hosts(ax, lay, pos, node, hosts, big) -> None:
+    """Hosts as dots under their switch (trees and layers, small fabrics drawn switch by switch)."""
+    total = sum(hosts.values())
+    if big or lay.kind == "grid" or not total or total > HOST_DOTS_UP_TO:
+        return
+    gap = 0.8 / max(len([p for p in pos.values() if p[1] == 1.0]), 1)
+    xs, ys = [], []
+    for s, h in hosts.items():
+        x, y = pos[node[s]]
+        for i in range(h):
+            xs.append(x + (i - (h - 1) / 2) * gap / max(h, 1))
+            ys.append(y - 0.2)
+    ax.scatter(xs, ys, s=6, c="#999999", marker="s", zorder=2, gid="hosts")
+
+
+def _labels(ax, worst: list, unit: str) -> int:
+    over = sorted((w for w in worst if w[0] > 1.001), key=lambda w: -w[0])[:LABELS]
+    for r, load, ideal, ((x0, y0), (x1, y1)), _frm, _to, cables in over:
+        more = f" ({cables} cables)" if cables > 1 else ""
+        ax.annotate(f"{load:,}/{ideal:,.4g}{more}", ((x0 + x1) / 2, (y0 + y1) / 2), fontsize=7, color="#880000",
+                    ha="center", zorder=5, bbox={"boxstyle": "round,pad=0.15", "fc": "white", "alpha": 0.8, "lw": 0})
+    return len(over)
+
+
+def _frame(ax, lay, pos) -> None:
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    pad = 0.7 if lay.kind == "grid" else 0.03
+    ax.set_xlim(min(xs) - pad, max(xs) + pad)
+    ax.set_ylim(min(ys) - (0.7 if lay.kind == "grid" else 0.6), max(ys) + 0.6)
+    if lay.kind == "grid":
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"{lay.size[0]} x {lay.size[1]} {'torus' if any(lay.wrap) else 'mesh'} "
+                      "(coordinates recovered from the cabling)")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    else:
+        ax.set_xticks([])
+        ax.set_yticks(sorted(set(ys)), [f"level {int(y)}" for y in sorted(set(ys))])
+        ax.set_xlabel("fat tree: leaves at the bottom" if lay.kind == "tree" else
+                      "layers by distance from the switches that carry hosts")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
