@@ -16,6 +16,7 @@ from __future__ import annotations
 from smagent import layout as layoutmod
 
 LABELS = 8  # worst links labelled
+SCALE_AT_LEAST = 1.25  # the colour scale's top (load / ideal) at least
 HOST_DOTS_UP_TO = 300  # hosts drawn one by one up to this many
 NAMES_UP_TO = 64  # switch names written up to this many drawn nodes
 
@@ -88,10 +89,15 @@ def figure(b: dict, title: str, unit: str = "routes"):
                 worst.append((r, load, ideal, half, end, a if end == z else z, ends["cables"]))
     big = len(pos) > NAMES_UP_TO
     fig, ax = plt.subplots(figsize=(16, 9) if big or lay.kind != "grid" else (12, 10), layout="constrained")
-    top = max(2.0, max(vals, default=1.0))
+    # the scale reaches at least 1.25 x ideal, so that a few overloaded cables stand out
+    # red among balanced ones; a balanced fabric is all the neutral centre whatever the scale
+    top = max(SCALE_AT_LEAST, max(vals, default=1.0))
     norm = colors.TwoSlopeNorm(vmin=0.0, vcenter=1.0, vmax=top)
-    width = 3.0 if len(segs) < 200 else 1.6 if len(segs) < 2000 else 0.8
-    coll = LineCollection(segs, array=vals, cmap="coolwarm", norm=norm, linewidths=width, gid="links", zorder=1)
+    order = sorted(range(len(segs)), key=lambda n: vals[n])  # the hottest drawn last, on top
+    base = 3.0 if len(segs) < 200 else 1.6 if len(segs) < 2000 else 0.8
+    widths = [base * (1 + 1.5 * min(1.0, max(0.0, (vals[n] - 1) / (top - 1)))) for n in order]
+    coll = LineCollection([segs[n] for n in order], array=[vals[n] for n in order], cmap="coolwarm", norm=norm,
+                          linewidths=widths, gid="links", zorder=1)
     ax.add_collection(coll)
     fig.colorbar(coll, ax=ax, shrink=0.8, label=f"{unit} per link / ideal (1 = balanced)")
     xs = [p[0] for p in pos.values()]
@@ -150,9 +156,11 @@ def _hosts(ax, lay, pos, node, hosts, big) -> None:
 
 def _labels(ax, worst: list, unit: str) -> int:
     over = sorted((w for w in worst if w[0] > 1.001), key=lambda w: -w[0])[:LABELS]
-    for r, load, ideal, ((x0, y0), (x1, y1)), _frm, _to, cables in over:
+    for n, (r, load, ideal, ((x0, y0), (x1, y1)), _frm, _to, cables) in enumerate(over):
         more = f" ({cables} cables)" if cables > 1 else ""
-        ax.annotate(f"{load:,}/{ideal:,.4g}{more}", ((x0 + x1) / 2, (y0 + y1) / 2), fontsize=7, color="#880000",
+        at = 0.3 + 0.4 * (n % 3) / 2  # staggered along the half: labels of neighbouring halves apart
+        ax.annotate(f"{load:,}/{ideal:,.4g}{more}", (x0 + (x1 - x0) * at, y0 + (y1 - y0) * at), fontsize=7,
+                    color="#880000",
                     ha="center", zorder=5, bbox={"boxstyle": "round,pad=0.15", "fc": "white", "alpha": 0.8, "lw": 0})
     return len(over)
 
