@@ -43,6 +43,7 @@ class Layout:
     size: tuple = (0, 0)  # grid: (X, Y)
     wrap: tuple = (False, False)  # grid: wrap-around cables in x, in y
     pod: dict = dataclasses.field(default_factory=dict)  # tree: switch -> pod number (below the top rank)
+    ideals: tuple | None = None  # grid: the ideal load per dimension, once a picture computed it
 
 
 def neighbours(switches, cables) -> dict:

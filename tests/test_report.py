@@ -231,9 +231,16 @@ def test_grid_picture_has_wraparound_stubs(tmp_path):
     from matplotlib import pyplot as plt
 
     from smagent.commands.report_picture import figure
-    fig, shown = figure(figures(topogen.torus_2d(5, 3), "dfsssp"), "t")
+    b = figures(topogen.torus_2d(5, 3), "dfsssp")
+    fig, shown = figure(b, "t")
     try:
         assert shown["kind"] == "grid" and shown["lines"] == 30
+        # the ideal per dimension: the 5-long rings carry more than the 3-long ones
+        name = {s[0]: s[1] for s in b["switches"]}
+        along_x = [r[4] for r in b["link_loads"] if _name_xy(name[r[0]])[1] == _name_xy(name[r[2]])[1]]
+        along_y = [r[4] for r in b["link_loads"] if _name_xy(name[r[0]])[0] == _name_xy(name[r[2]])[0]]
+        assert shown["grid_ideals"] == (round(sum(along_x) / 30, 2), round(sum(along_y) / 30, 2))
+        assert shown["grid_ideals"][0] > shown["grid_ideals"][1]
         segs = _links(fig).get_segments()
         # the wrap-around cables (x: 3 rows, y: 5 columns) are stubs off the grid's edge
         off = [s for s in segs if s[1][0] < 0 or s[1][0] > 4 or s[1][1] < 0 or s[1][1] > 2]

@@ -95,8 +95,9 @@ def _default_name(obj, from_json) -> str:
 def _summary(b: dict, shown: dict) -> str:
     """max/ideal in words: the worst link against its group's ideal."""
     worst = shown["worst"]
-    text = (f"{shown['kind']} layout, {shown['nodes']} nodes, {shown['lines']} lines; max {b['max']:,} routes per link, "
-            f"ideal {b['ideal']:,}")
+    ideal = (f"ideal {b['ideal']:,}" if not shown.get("grid_ideals") else
+             "ideal per dimension {:,} (x) and {:,} (y)".format(*shown["grid_ideals"]))
+    text = f"{shown['kind']} layout, {shown['nodes']} nodes, {shown['lines']} lines; max {b['max']:,} routes per link, {ideal}"
     if worst is not None:
         text += f"; worst link {worst[3]}: {worst[1]:,}/{worst[2]:,} = {worst[0]:.2f} x ideal"
     return text

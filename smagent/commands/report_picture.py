@@ -42,7 +42,7 @@ def model(b: dict):
         members.setdefault(node[s], []).append(s)
     pos = {n: (sum(lay.pos[s][0] for s in ms) / len(ms), lay.pos[ms[0]][1]) for n, ms in members.items()}
     lines: dict = {}
-    for frm, _fp, to, _tp, load, ideal in b["link_loads"]:
+    for frm, _fp, to, _tp, load, ideal in _grid_ideals(lay, b["link_loads"]):
         a, z = node[frm], node[to]
         if a == z:
             continue
@@ -56,6 +56,24 @@ def model(b: dict):
     for ends in lines.values():
         ends["cables"] //= 2  # both directions counted
     return lay, node, pos, {n: len(ms) for n, ms in members.items()}, hosts, lines
+
+
+def _grid_ideals(lay, records: list) -> list:
+    """On a grid the ideal is per dimension: shortest routes cross each dimension a fixed
+    number of times whatever the engine, so the routes over a dimension's links divided by
+    their number is what each would carry spread perfectly (a longer dimension carries
+    more). Elsewhere the records' own ideal (per tree level group)."""
+    if lay.kind != "grid":
+        return records
+    def dim(r):
+        return 0 if lay.coords[r[0]][1] == lay.coords[r[2]][1] else 1
+    total, count = [0.0, 0.0], [0, 0]
+    for r in records:
+        total[dim(r)] += r[4]
+        count[dim(r)] += 1
+    mean = [round(total[d] / count[d], 2) if count[d] else 0.0 for d in (0, 1)]
+    lay.ideals = tuple(mean)
+    return [r[:5] + [mean[dim(r)]] for r in records]
 
 
 def _halves(lay, pos: dict, a, z):
@@ -113,7 +131,7 @@ def figure(b: dict, title: str, unit: str = "routes"):
     name = {s[0]: s[1] for s in b["switches"]}
     label = (lambda n: name.get(n, str(n))) if len(pos) == len(node) else _group_name
     return fig, {"kind": lay.kind, "nodes": len(pos), "lines": len(lines), "halves": len(segs),
-                 "labelled": labelled, "aggregated": len(pos) < len(node),
+                 "labelled": labelled, "aggregated": len(pos) < len(node), "grid_ideals": lay.ideals,
                  "worst": None if best is None else (best[0], best[1], best[2], f"{label(best[4])} -> {label(best[5])}")}
 
 
