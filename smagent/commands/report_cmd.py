@@ -37,10 +37,15 @@ FORMATS = {".png": "png", ".svg": "svg"}
 @click.option("--name", "fabric_name", default=None,
               help="The fabric's name in the title (default: the topology, fixture or JSON file's name).")
 @click.option("--engine", default=None, help="The routing engine named in the title (the tables do not say).")
+@click.option("--counters", "use_counters", is_flag=True,
+              help="Load from traffic, not routes: each switch port's PortXmitData (64-bit where the agent has "
+                   "PortCountersExtended), totals, or with --interval the bytes sent during it (needs umad).")
+@click.option("--interval", type=click.FloatRange(0.1, 3600), default=None,
+              help="With --counters: read twice, this many seconds apart, and draw the difference.")
 @click.option("--title", default=None, help="Title of the picture (default: fabric, engine, time, pairs).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written and the figures drawn as one JSON object.")
 @click.pass_obj
-def report(obj, output, from_json, fabric_name, engine, title, as_json):
+def report(obj, output, from_json, fabric_name, engine, use_counters, interval, title, as_json):
     """Draw the fabric into OUTPUT (.png or .svg): fat trees as levels, tori and meshes as
     their grid, anything else in layers, each link coloured by its load relative to the
     ideal, the worst labelled; prints the maximum against the ideal. Exit 0 written, 1
@@ -55,20 +60,31 @@ def report(obj, output, from_json, fabric_name, engine, title, as_json):
         from matplotlib import pyplot  # noqa: F401
     except ImportError:
         raise BadInput("smagent report needs matplotlib: pip install 'smagent[report]'") from None
+    if use_counters and from_json:
+        raise BadInput("--counters reads the fabric's counters and --from-json draws a saved verify: give one")
+    if interval is not None and not use_counters:
+        raise BadInput("--interval is the time between two counter reads: it goes with --counters")
     if from_json:
         figures = _load(from_json)
         source = os.path.basename(from_json)
+    elif use_counters:
+        figures = _measure_counters(obj, interval, as_json)
+        source = "fabric's counters"
     else:
         figures = _measure(obj, as_json)
         source = "fabric"
     if not figures["routes"]:
         _nothing_to_draw(figures, output, fmt, source, as_json)
+    unit = figures.get("unit", "routes")
+    if unit == "bytes":
+        engine = engine or ("PortXmitData" + (f" over {interval:g} s" if interval else " totals"))
     name = fabric_name or _default_name(obj, from_json)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     title = title or (f"{name} - {engine or 'engine not named'} - {when}\n"
-                      f"{figures['pairs']:,} CA-to-CA pairs, {figures['links']:,} switch-to-switch links")
+                      + (f"{figures['pairs']:,} CA-to-CA pairs, " if unit == "routes" else "bytes sent, ")
+                      + f"{figures['links']:,} switch-to-switch links")
     try:
-        shown = draw(figures, output, fmt, title)
+        shown = draw(figures, output, fmt, title, unit)
     except OSError as e:
         raise BadInput(f"{output}: {e.strerror or e}") from None
     if as_json:
@@ -97,7 +113,8 @@ def _summary(b: dict, shown: dict) -> str:
     worst = shown["worst"]
     ideal = (f"ideal {b['ideal']:,}" if not shown.get("grid_ideals") else
              "ideal per dimension {:,} (x) and {:,} (y)".format(*shown["grid_ideals"]))
-    text = f"{shown['kind']} layout, {shown['nodes']} nodes, {shown['lines']} lines; max {b['max']:,} routes per link, {ideal}"
+    unit = b.get("unit", "routes")
+    text = f"{shown['kind']} layout, {shown['nodes']} nodes, {shown['lines']} lines; max {b['max']:,} {unit} per link, {ideal}"
     if worst is not None:
         text += f"; worst link {worst[3]}: {worst[1]:,}/{worst[2]:,} = {worst[0]:.2f} x ideal"
     return text
@@ -107,8 +124,12 @@ def _nothing_to_draw(figures: dict, output: str, fmt: str, source: str, as_json:
     """No route between CAs: an empty chart would look like a balanced fabric. Say so, write
     nothing, exit 1 (a defect found, as `verify` reports it)."""
     why = f"; {figures['levels_note']}" if figures.get("levels_note") else ""
-    message = (f"nothing to draw: the {source} routes no CA-to-CA pair (0 routes{why}); is it swept "
-               f"(smagent sweep)? {output} not written")
+    if figures.get("unit") == "bytes":
+        message = (f"nothing to draw: the {source} show no data sent over a switch-to-switch link; "
+                   f"{output} not written")
+    else:
+        message = (f"nothing to draw: the {source} routes no CA-to-CA pair (0 routes{why}); is it swept "
+                   f"(smagent sweep)? {output} not written")
     if as_json:
         emit_json({"output": None, "format": fmt, "balance": figures, "problems": [message]})
     click.echo(f"error: {message}", err=True)
@@ -142,17 +163,41 @@ def _load(path: str) -> dict:
     return b
 
 
+def _measure_counters(obj, interval: float | None, as_json: bool) -> dict:
+    """Figures whose loads are the bytes each switch port sent (PortXmitData x 4): totals,
+    or the difference of two reads ``interval`` seconds apart (a counter cleared in
+    between counts from zero)."""
+    import time
+
+    from smagent import balance, perf
+    from smagent.commands.perf_cmd import _perf_session
+    data = next(c for c in perf.COUNTERS if c.iba == "PortXmitData")
+    session = _perf_session(obj)
+    with progress_of(obj, "report", as_json):
+        first = session.health(every_port=True)
+        sent = _sent(first, data)
+        if interval:
+            time.sleep(interval)
+            then, sent = sent, _sent(perf.sweep(obj.transport(), session.topology, every_port=True), data)
+            sent = {k: v - then[k] if v >= then.get(k, 0) else v for k, v in sent.items()}
+    return balance.from_counters(session.topology, sent)
+
+
+def _sent(health, data) -> dict:
+    return {(r.node_guid, r.port): (r.value(data) or 0) * data.scale for r in health.readings}
+
+
 def _measure(obj, as_json: bool = False) -> dict:
     with progress_of(obj, "report", as_json):
         return obj.session().verify(mcast=False).balance
 
 
-def draw(b: dict, output: str, fmt: str, title: str) -> dict:
+def draw(b: dict, output: str, fmt: str, title: str, unit: str = "routes") -> dict:
     """Write the picture; returns what it shows (`report_picture.figure`)."""
     from matplotlib import pyplot as plt
 
     from smagent.commands.report_picture import figure
-    fig, shown = figure(b, title)
+    fig, shown = figure(b, title, unit)
     try:
         fig.savefig(output, format=fmt, dpi=110)
     finally:

@@ -177,10 +177,18 @@ def _labels(ax, worst: list, unit: str) -> int:
     for n, (r, load, ideal, ((x0, y0), (x1, y1)), _frm, _to, cables) in enumerate(over):
         more = f" ({cables} cables)" if cables > 1 else ""
         at = 0.3 + 0.4 * (n % 3) / 2  # staggered along the half: labels of neighbouring halves apart
-        ax.annotate(f"{load:,}/{ideal:,.4g}{more}", (x0 + (x1 - x0) * at, y0 + (y1 - y0) * at), fontsize=7,
+        ax.annotate(f"{_short(load)}/{_short(ideal)}{more}", (x0 + (x1 - x0) * at, y0 + (y1 - y0) * at), fontsize=7,
                     color="#880000",
                     ha="center", zorder=5, bbox={"boxstyle": "round,pad=0.15", "fc": "white", "alpha": 0.8, "lw": 0})
     return len(over)
+
+
+def _short(x: float) -> str:
+    """630, 11,646, 2.1 G: a label stays short whatever the unit."""
+    for size, suffix in ((1e12, " T"), (1e9, " G"), (1e6, " M")):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{suffix}"
+    return f"{x:,.4g}" if x != int(x) else f"{int(x):,}"
 
 
 def _frame(ax, lay, pos) -> None:
