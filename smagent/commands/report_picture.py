@@ -125,7 +125,7 @@ def figure(b: dict, title: str, unit: str = "routes"):
     _names(ax, lay, pos, size, node, b, big)
     _hosts(ax, lay, pos, node, hosts, big or len(pos) < len(node))
     labelled = _labels(ax, worst, unit)
-    _frame(ax, lay, pos)
+    _frame(ax, lay, pos, size)
     ax.set_title(title, fontsize=11)
     best = max(worst, key=lambda w: w[0], default=None)
     name = {s[0]: s[1] for s in b["switches"]}
@@ -143,18 +143,21 @@ def _group_name(group) -> str:
 
 
 def _names(ax, lay, pos, size, node, b, big) -> None:
+    """Switch names (small fabrics), or, drawn by groups, a short name per group (pod N,
+    or the pod positions a top group serves)."""
     name = {s[0]: s[1] for s in b["switches"]}
-    if big and len(pos) < len(node):  # groups: say what a row of groups is
-        for r in sorted({p[1] for p in pos.values()}):
-            count = sum(size[n] for n, p in pos.items() if p[1] == r)
-            ax.annotate(f"level {int(r)}: {count} switches in {sum(1 for p in pos.values() if p[1] == r)} groups",
-                        (0.0, r), xytext=(-4, 8), textcoords="offset points", fontsize=8, ha="left")
-        return
+    grouped = len(pos) < len(node)
     if big:
         return
     for n, (x, y) in pos.items():
-        ax.annotate(name.get(n, str(n)), (x, y), xytext=(0, 6), textcoords="offset points", fontsize=7,
-                    ha="center", zorder=4)
+        text = _group_label(n) if grouped else name.get(n, str(n))
+        ax.annotate(text, (x, y), xytext=(0, 6), textcoords="offset points", fontsize=7, ha="center", zorder=4)
+
+
+def _group_label(group) -> str:
+    if group[1] == "top":
+        return "pos " + ",".join(map(str, group[2]))
+    return f"pod {group[1]}"
 
 
 def _hosts(ax, lay, pos, node, hosts, big) -> None:
@@ -173,9 +176,13 @@ def _hosts(ax, lay, pos, node, hosts, big) -> None:
 
 
 def _labels(ax, worst: list, unit: str) -> int:
-    over = sorted((w for w in worst if w[0] > 1.001), key=lambda w: -w[0])[:LABELS]
+    over, per_node = [], {}  # at most two labels on the lines leaving one node: spread over the picture
+    for w in sorted((w for w in worst if w[0] > 1.001), key=lambda w: -w[0]):
+        if per_node.get(w[4], 0) < 2 and len(over) < LABELS:
+            per_node[w[4]] = per_node.get(w[4], 0) + 1
+            over.append(w)
     for n, (r, load, ideal, ((x0, y0), (x1, y1)), _frm, _to, cables) in enumerate(over):
-        more = f" ({cables} cables)" if cables > 1 else ""
+        more = f" x{cables}" if cables > 1 else ""  # a line standing for several cables: the worst of them
         at = 0.3 + 0.4 * (n % 3) / 2  # staggered along the half: labels of neighbouring halves apart
         ax.annotate(f"{_short(load)}/{_short(ideal)}{more}", (x0 + (x1 - x0) * at, y0 + (y1 - y0) * at), fontsize=7,
                     color="#880000",
@@ -191,7 +198,14 @@ def _short(x: float) -> str:
     return f"{x:,.4g}" if x != int(x) else f"{int(x):,}"
 
 
-def _frame(ax, lay, pos) -> None:
+def _row_note(y: float, pos: dict, size: dict) -> str:
+    """Under a level's name, drawn by groups: how many switches in how many groups."""
+    row = [n for n, p in pos.items() if p[1] == y]
+    switches = sum(size[n] for n in row)
+    return f"\n{switches:,} switches\n{len(row)} groups" if switches > len(row) else ""
+
+
+def _frame(ax, lay, pos, size) -> None:
     xs = [p[0] for p in pos.values()]
     ys = [p[1] for p in pos.values()]
     pad = 0.7 if lay.kind == "grid" else 0.03
@@ -205,7 +219,7 @@ def _frame(ax, lay, pos) -> None:
         ax.set_yticks([])
     else:
         ax.set_xticks([])
-        ax.set_yticks(sorted(set(ys)), [f"level {int(y)}" for y in sorted(set(ys))])
+        ax.set_yticks(sorted(set(ys)), [f"level {int(y)}" + _row_note(y, pos, size) for y in sorted(set(ys))])
         ax.set_xlabel("fat tree: leaves at the bottom" if lay.kind == "tree" else
                       "layers by distance from the switches that carry hosts")
     for side in ("top", "right"):
