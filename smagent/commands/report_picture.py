@@ -176,7 +176,8 @@ def _hosts(ax, lay, pos, node, hosts, big) -> None:
 
 
 def _labels(ax, worst: list, unit: str) -> int:
-    over, per_node = [], {}  # at most two labels on the lines leaving one node: spread over the picture
+    over: list = []
+    per_node: dict = {}  # at most two labels on the lines leaving one node: spread over the picture
     for w in sorted((w for w in worst if w[0] > 1.001), key=lambda w: -w[0]):
         if per_node.get(w[4], 0) < 2 and len(over) < LABELS:
             per_node[w[4]] = per_node.get(w[4], 0) + 1
