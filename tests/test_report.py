@@ -155,6 +155,13 @@ def test_verify_json_round_trips_into_report(tmp_path):
     assert "<svg" in out.read_text()[:2000]
 
 
+def test_report_output_checked_before_the_fabric_is_read(tmp_path, monkeypatch):
+    from smagent.commands import report_cmd
+    monkeypatch.setattr(report_cmd, "_measure", lambda *a: pytest.fail("the fabric was read"))
+    r = CliRunner().invoke(main, ["report", str(tmp_path / "no-such-dir" / "x.png")])
+    assert r.exit_code == 2 and "does not exist" in r.output
+
+
 def test_report_refuses_figures_without_link_loads(tmp_path):
     b = figures(topogen.fat_tree_2(4))
     for drop in ("link_loads", "switches"):

@@ -60,6 +60,7 @@ def report(obj, output, from_json, fabric_name, engine, use_counters, interval, 
         from matplotlib import pyplot  # noqa: F401
     except ImportError:
         raise BadInput("smagent report needs matplotlib: pip install 'smagent[report]'") from None
+    paths.check_output(output, "OUTPUT")  # before the fabric is read
     if use_counters and from_json:
         raise BadInput("--counters reads the fabric's counters and --from-json draws a saved verify: give one")
     if interval is not None and not use_counters:
