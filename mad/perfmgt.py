@@ -30,6 +30,17 @@ class PerfCap(enum.IntFlag):
     XMIT_WAIT = 1 << 12  # PortCounters.PortXmitWait is kept
 
 
+class PerfCap2(enum.IntFlag):
+    """ClassPortInfo.CapabilityMask2 bits of the PerfMgt class (IBA 1.3, 16.1.2)."""
+    PM_KEY = 1 << 0  # IsPMKeySupported
+    ADDITIONAL_PORT_COUNTERS_EXTENDED = 1 << 1  # PortCountersExtended carries the 64-bit error counters
+
+
+def has_extended_errors(capability_mask2: int) -> bool:
+    """Whether a port agent keeps PortCountersExtended's 64-bit error counters."""
+    return bool(capability_mask2 & PerfCap2.ADDITIONAL_PORT_COUNTERS_EXTENDED)
+
+
 def has_extended(capability_mask: int) -> bool:
     """Whether a port agent with this CapabilityMask answers PortCountersExtended."""
     return bool(capability_mask & (PerfCap.EXTENDED_WIDTH | PerfCap.EXTENDED_WIDTH_NOIETF))
@@ -83,21 +94,33 @@ CLEAR_ALL2 = 0xFF
 CLEAR_ALL_EXTENDED = 0x00FF  # PortCountersExtended's eight counters (bits 0-7)
 
 
+# IBA 1.3's optional 64-bit error counters of PortCountersExtended, in their order after the
+# data and packet counters (bytes 72-183); answered where ClassPortInfo.CapabilityMask2 has
+# IsAdditionalPortCountersExtendedSupported (`has_extended_errors`), zero elsewhere
+EXTENDED_ERRORS = ("symbol_error_counter", "link_error_recovery_counter", "link_downed_counter", "port_rcv_errors",
+                   "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
+                   "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
+                   "excessive_buffer_overrun_errors", "vl15_dropped", "port_xmit_wait", "qp1_dropped")
+ADDITIONAL_EXTENDED = ("counter_select2",) + EXTENDED_ERRORS  # what perfquery -x adds when supported
+
+
 @layout(
-    "reserved" / B(8), "port_select" / B(8), "counter_select" / B(16), "reserved2" / B(32),
+    "reserved" / B(8), "port_select" / B(8), "counter_select" / B(16), "counter_select2" / B(32),
     "port_xmit_data" / B(64), "port_rcv_data" / B(64), "port_xmit_pkts" / B(64), "port_rcv_pkts" / B(64),
     "port_unicast_xmit_pkts" / B(64), "port_unicast_rcv_pkts" / B(64),
     "port_multicast_xmit_pkts" / B(64), "port_multicast_rcv_pkts" / B(64),
+    *(name / B(64) for name in EXTENDED_ERRORS),
 )
 class PortCountersExtended(LayoutValue):
     """PortCountersExtended (IBA 16.1.4.11): a port's data and packet counters, 64 bits
-    wide (data in 4-byte words, as PortCounters'). The optional 64-bit error counters
-    that follow (ClassPortInfo.CapabilityMask2 bit 1) are not read."""
+    wide (data in 4-byte words, as PortCounters'), then IBA 1.3's optional 64-bit error
+    counters (`EXTENDED_ERRORS`), meaningful only where ClassPortInfo.CapabilityMask2
+    says the agent keeps them (`has_extended_errors`); CounterSelect2 selects those in a Set."""
     ATTR_ID: ClassVar[int] = PerfAttrID.PORT_COUNTERS_EXTENDED
     reserved: int = 0
     port_select: int = 0
     counter_select: int = 0
-    reserved2: int = 0
+    counter_select2: int = 0
     port_xmit_data: int = 0
     port_rcv_data: int = 0
     port_xmit_pkts: int = 0
@@ -106,9 +129,23 @@ class PortCountersExtended(LayoutValue):
     port_unicast_rcv_pkts: int = 0
     port_multicast_xmit_pkts: int = 0
     port_multicast_rcv_pkts: int = 0
+    symbol_error_counter: int = 0
+    link_error_recovery_counter: int = 0
+    link_downed_counter: int = 0
+    port_rcv_errors: int = 0
+    port_rcv_remote_physical_errors: int = 0
+    port_rcv_switch_relay_errors: int = 0
+    port_xmit_discards: int = 0
+    port_xmit_constraint_errors: int = 0
+    port_rcv_constraint_errors: int = 0
+    local_link_integrity_errors: int = 0
+    excessive_buffer_overrun_errors: int = 0
+    vl15_dropped: int = 0
+    port_xmit_wait: int = 0
+    qp1_dropped: int = 0
 
 
-assert PortCountersExtended.LAYOUT.size == 72
+assert PortCountersExtended.LAYOUT.size == 184  # within the GMP data area (192)
 
 gmp.ATTRIBUTE_NAMES[int(MgmtClass.PERF_MGT)] = {
     PerfAttrID.PORT_SAMPLES_CONTROL: "PortSamplesControl", PerfAttrID.PORT_SAMPLES_RESULT: "PortSamplesResult",

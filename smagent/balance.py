@@ -12,8 +12,11 @@ tree_levels`: leaves level 1, every link between adjacent levels), the same per 
 links between two levels, one direction ("1->2" up, "2->1" down), with the *ideal*: the
 routes that group carries divided by its links, the load every link would have if they
 were spread perfectly (shortest up*/down* routes cross the same levels whatever the
-engine, so the total per group is fixed). Also the hottest links by name, and per group a
-histogram (load -> links) that `smagent report` draws.
+engine, so the total per group is fixed). Also the hottest links by name, per group a
+histogram (load -> links), and, so that a saved `verify --json` draws the whole fabric
+(`smagent report --from-json`), every switch (``switches``: GUID, name, CA ports cabled to
+it) and every directed switch-to-switch link (``link_loads``: from GUID, port, to GUID,
+port, routes, the ideal of its group).
 
 Speed: a route depends only on (switch, DLID), so the loads come from per-(switch, DLID)
 arrays, vectorised with numpy over DLIDs in chunks: flows start as the number of CA
@@ -28,6 +31,7 @@ import numpy as np
 from mad import forwarding as fw
 
 HOTTEST = 10
+ROWS = ("switches", "link_loads")  # the per-switch and per-link lists, one entry per line in JSON
 _CHUNK = 2048
 
 
@@ -68,8 +72,36 @@ def compute(snap, hottest: int = HOTTEST) -> dict:
     for a in range(0, len(dlids), _CHUNK):
         own = np.array(owner[a:a + _CHUNK], np.int32)
         pairs += _chunk(st, exit_sw, exit_ca, sources, np.array(dlids[a:a + _CHUNK], np.int64), own, at[own], load)
-    links = [(i, p, int(exit_sw[i, p])) for i in range(S) for p in range(256) if exit_sw[i, p] >= 0]
-    return _figures(snap, st, links, load, pairs, hottest)
+    links = [(i, p, int(exit_sw[i, p]), snap.links[(st[i].guid, p)][1])
+             for i in range(S) for p in range(256) if exit_sw[i, p] >= 0]
+    hosts = [0] * S  # CA ports cabled to each switch
+    for k in snap.ca_ports:
+        peer = snap.links.get(k)
+        if peer is not None and peer[0] in idx:
+            hosts[idx[peer[0]]] += 1
+    per = np.array([load[i * 256 + p] for i, p, _j, _q in links], np.int64)
+    return _figures([s.guid for s in st], [s.name or _hex(s.guid) for s in st], hosts, links, per, pairs, hottest)
+
+
+def from_counters(topo, sent: dict, hottest: int = HOTTEST) -> dict:
+    """The same figures with each directed switch-to-switch link's load taken from its
+    transmitting port's counter (``sent``: (switch GUID, port) -> bytes, e.g. PortXmitData
+    x 4 or its delta over an interval) instead of routes; ``unit`` "bytes", ``pairs`` 0.
+    ``topo``: a discovered `Topology`. A link whose port was not read counts 0."""
+    sws = sorted(n.guid for n in topo.switches())
+    idx = {g: i for i, g in enumerate(sws)}
+    hosts = [0] * len(sws)
+    links = []
+    for (g, p), (g2, q) in sorted(topo.links.items()):
+        if g in idx and g2 in idx:
+            links.append((idx[g], p, idx[g2], q))
+        elif g2 in idx:
+            hosts[idx[g2]] += 1
+    per = np.array([sent.get((sws[i], p), 0) for i, p, _j, _q in links], np.int64)
+    names = [topo.nodes[g].description or _hex(g) for g in sws]
+    out = _figures(sws, names, hosts, links, per, 0, hottest)
+    out["unit"] = "bytes"
+    return out
 
 
 def _chunk(st, exit_sw, exit_ca, sources, dl, own, own_at, load) -> int:
@@ -111,35 +143,30 @@ def _chunk(st, exit_sw, exit_ca, sources, dl, own, own_at, load) -> int:
     return delivered
 
 
-def _figures(snap, st, links, load, pairs, hottest) -> dict:
+def _figures(guids, names, hosts, links, per, pairs, hottest) -> dict:
+    """The figures of directed links ``links`` ((from switch, port, to switch, its port),
+    switches by index into ``guids``/``names``/``hosts``) loaded ``per``."""
     from smagent.routing.ftree import NotFatTree, tree_levels
-    S = len(st)
-    names = [s.name or f"0x{s.guid:016x}" for s in st]
-    per = np.array([load[i * 256 + p] for i, p, _j in links], np.int64)
+    S = len(guids)
     total = int(per.sum())
     out = {"pairs": pairs, "routes": total, "links": len(links),
            "max": int(per.max()) if len(links) else 0,
            "mean": round(total / len(links), 2) if links else 0.0}
     nb: list[set] = [set() for _ in range(S)]
-    for i, _p, j in links:
+    for i, _p, j, _q in links:
         nb[i].add(j)
     nbrs = [sorted(x) for x in nb]
-    leaves = [False] * S
-    index = {s.guid: i for i, s in enumerate(st)}
-    for k in snap.ca_ports:
-        peer = snap.links.get(k)
-        if peer is not None and peer[0] in index:
-            leaves[index[peer[0]]] = True
+    leaves = [h > 0 for h in hosts]
     try:
         level = tree_levels(nbrs, leaves, names.__getitem__) if S else None
     except NotFatTree as e:
         level, out["levels_note"] = None, str(e)
     groups: dict[tuple, list] = {}
-    for n, (i, _p, j) in enumerate(links):
+    for n, (i, _p, j, _q) in enumerate(links):
         key = (level[i], level[j]) if level else ("all", "all")
         groups.setdefault(key, []).append(n)
     out["levels"] = []
-    for (a, b), members in sorted(groups.items(), key=lambda kv: (str(min(kv[0])), kv[0][0] > kv[0][1])):
+    for (a, b), members in _sorted_groups(groups):
         v = per[members]
         vals, counts = np.unique(v, return_counts=True)
         out["levels"].append({
@@ -151,9 +178,21 @@ def _figures(snap, st, links, load, pairs, hottest) -> dict:
     order = np.argsort(-per, kind="stable")[:hottest]
     hot = []
     for n in order:
-        i, p, j = links[n]
-        peer = snap.links[(st[i].guid, p)]
-        hot.append({"link": f"{names[i]}[{p}] -> {names[j]}[{peer[1]}]", "routes": int(per[n]),
+        i, p, j, q = links[n]
+        hot.append({"link": f"{names[i]}[{p}] -> {names[j]}[{q}]", "routes": int(per[n]),
                     "level": f"{level[i]}->{level[j]}" if level else None})
     out["hottest"] = hot
+    ideal_of = {n: lv["ideal"] for lv, (_k, members) in zip(out["levels"], _sorted_groups(groups)) for n in members}
+    out["switches"] = [[_hex(g), names[i], hosts[i]] for i, g in enumerate(guids)]
+    out["link_loads"] = [[_hex(guids[i]), p, _hex(guids[j]), q, int(per[n]), ideal_of[n]]
+                         for n, (i, p, j, q) in enumerate(links)]
     return out
+
+
+def _hex(guid: int) -> str:
+    return f"0x{guid:016x}"
+
+
+def _sorted_groups(groups: dict) -> list:
+    """Link groups in the order the figures list them: up before down, lower levels first."""
+    return sorted(groups.items(), key=lambda kv: (str(min(kv[0])), kv[0][0] > kv[0][1]))

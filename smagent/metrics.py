@@ -113,6 +113,10 @@ def daemon_text(status: dict, ports: str = "") -> str:
         value = _at(status, path)
         if isinstance(value, (int, float)):
             _family(lines, name, "counter", what, [("", value)])
+    _family(lines, "smagent_sa_requests_total", "counter",
+            "SA requests answered, by attribute, method and the answer's status.",
+            ((f'attribute="{r["attribute"]}",method="{r["method"]}",status="{r["status"]}"', r["count"])
+             for r in status.get("sa_requests") or ()))
     return "\n".join(lines) + "\n" + ports
 
 

@@ -86,10 +86,17 @@ DEFAULT_THRESHOLDS: dict[str, int] = {c.iba: c.threshold for c in ERROR_COUNTERS
 _BY_FIELD = {c.field: c for c in COUNTERS}
 
 
-def iba_names(value: PortCounters | PortCountersExtended) -> dict[str, int]:
-    """A counters value as perfquery names its fields (PortSelect, SymbolErrorCounter, ...)."""
+def iba_names(value: PortCounters | PortCountersExtended, *, additional: bool = False) -> dict[str, int]:
+    """A counters value as perfquery names its fields (PortSelect, SymbolErrorCounter, ...).
+    PortCountersExtended's CounterSelect2 and 64-bit error counters only with
+    ``additional`` (where ClassPortInfo.CapabilityMask2 says the agent keeps them, as
+    perfquery -x shows them)."""
     out = {}
-    for name in value.LAYOUT.names:
+    names = list(value.LAYOUT.names)
+    if isinstance(value, PortCountersExtended):  # perfquery -x: the additional ones after the rest, if at all
+        names = [n for n in names if n not in perfmgt.ADDITIONAL_EXTENDED]
+        names += list(perfmgt.ADDITIONAL_EXTENDED) if additional else []
+    for name in names:
         if name.startswith("reserved"):
             continue
         c = _BY_FIELD.get(name)
@@ -349,8 +356,10 @@ def text(r: PortCounterRead) -> str:
     else:
         head = f"# Port counters: Lid {r.lid} port {r.port} (CapMask: {r.capability_mask:#06x})"
     lines = [head]
-    for name, value in iba_names(r.counters).items():
-        shown = f"{value:#06x}" if name == "CounterSelect" else f"{value:#04x}" if name == "CounterSelect2" else value
+    wide = isinstance(r.counters, PortCountersExtended)  # its CounterSelect2 has 32 bits, PortCounters' 8
+    for name, value in iba_names(r.counters, additional=perfmgt.has_extended_errors(r.capability_mask2)).items():
+        shown = (f"{value:#06x}" if name == "CounterSelect" else
+                 f"{value:#0{10 if wide else 4}x}" if name == "CounterSelect2" else value)
         lines.append(f"{name}:".ljust(33, ".") + str(shown))
     return "\n".join(lines)
 

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
      "smagent.pcap", "smagent.sim"),
     ("smagent.transport",),
     ("smagent.discovery", "smagent.snapshot", "smagent.smcheck", "smagent.lids", "smagent.fdb", "smagent.routing", "smagent.targets", "smagent.render",
-     "smagent.lftwalk", "smagent.links", "smagent.partitions", "smagent.multicast", "smagent.balance",
+     "smagent.lftwalk", "smagent.links", "smagent.partitions", "smagent.multicast", "smagent.balance", "smagent.layout",
      "smagent.subnet", "smagent.perf", "smagent.metrics", "smagent.cycles", "smagent.pathsl"),
     ("smagent.verify", "smagent.plancheck", "smagent.desired", "smagent.sweep", "smagent.sa", "smagent.diff"),
     ("smagent.sm",),

@@ -18,8 +18,8 @@ def test_port_counters_extended_layout():
     v = perfmgt.PortCountersExtended(port_select=3, counter_select=0xFF, port_xmit_data=0x0102030405060708,
                                      port_multicast_rcv_pkts=(1 << 64) - 1)
     raw = v.encode()
-    assert len(raw) == 72
-    assert raw[1] == 3 and raw[2:4] == b"\x00\xff" and raw[4:8] == bytes(4)  # reserved 32 bits
+    assert len(raw) == 184  # with IBA 1.3's 64-bit error counters (tests/test_perf_extended.py)
+    assert raw[1] == 3 and raw[2:4] == b"\x00\xff" and raw[4:8] == bytes(4)  # CounterSelect2, 32 bits
     assert raw[8:16] == bytes.fromhex("0102030405060708")  # PortXmitData, the first 64-bit counter
     assert raw[64:72] == b"\xff" * 8  # PortMulticastRcvPkts, the eighth
     assert perfmgt.PortCountersExtended.decode(raw) == v
@@ -51,7 +51,8 @@ def test_counter_table_covers_every_port_counters_field_once():
     assert len(fields) == len(perf.COUNTERS)
     assert {c.field for c in perf.COUNTERS if c.source != "extended"} <= set(perfmgt.PortCounters.LAYOUT.names)
     ext = {c.field for c in perf.COUNTERS if c.source != "basic"}
-    assert ext == {n for n in perfmgt.PortCountersExtended.LAYOUT.names if n.startswith("port_")} - {"port_select"}
+    assert ext == {n for n in perfmgt.PortCountersExtended.LAYOUT.names if n.startswith("port_")} - {
+        "port_select", *perfmgt.EXTENDED_ERRORS}
     names = [c.metric for c in perf.COUNTERS]
     assert len(set(names)) == len(names) and all(re.fullmatch(r"smagent_port_[a-z0-9_]+_total", n) for n in names)
     assert perf.DEFAULT_THRESHOLDS["SymbolErrorCounter"] == 10 and perf.DEFAULT_THRESHOLDS["VL15Dropped"] == 100

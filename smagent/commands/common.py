@@ -247,8 +247,28 @@ def progress_of(obj, what: str, as_json: bool = False, step: str = "reading the 
             line.finish()
 
 
-def emit_json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+def emit_json(obj, rows: tuple = ()) -> None:
+    """``obj`` indented; the lists under the keys ``rows`` (at any depth) one entry per line
+    (a verify of 11,664 hosts has 46,656 link records: indented, each field would take a line)."""
+    if not rows:
+        click.echo(json.dumps(obj, indent=2, sort_keys=False))
+        return
+    kept: list = []
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: (_row_mark(kept, v) if k in rows and isinstance(v, list) else strip(v)) for k, v in x.items()}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+    text = json.dumps(strip(obj), indent=2, sort_keys=False)
+    for n, v in enumerate(kept):
+        body = ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in v)
+        text = text.replace(f'"\\u0000rows{n}\\u0000"', f"[\n{body}\n]" if v else "[]", 1)
+    click.echo(text)
+
+
+def _row_mark(kept: list, value: list) -> str:
+    kept.append(value)
+    return f"\0rows{len(kept) - 1}\0"
 
 
 def check_output(path, what: str = "-o") -> None:

@@ -33,9 +33,11 @@ def counters(obj, target, portnum, reset, extended, as_json):
     configuration: a reset is neither backed up nor journalled (it cannot be undone)."""
     r = _perf_session(obj).counters(target, port=portnum, extended=extended, reset=reset)
     if as_json:
+        from mad import perfmgt
         from smagent import perf
+        additional = perfmgt.has_extended_errors(r.capability_mask2)  # the 64-bit error counters, perfquery -x's
         emit_json({"lid": r.lid, "port": r.port, "capability_mask": r.capability_mask,
-                   "extended": extended, "reset": reset, "counters": perf.iba_names(r.counters)})
+                   "extended": extended, "reset": reset, "counters": perf.iba_names(r.counters, additional=additional)})
     else:
         from smagent import perf
         click.echo(perf.text(r))

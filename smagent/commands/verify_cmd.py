@@ -70,7 +70,8 @@ def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls):
         report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
                                       path_sls=path_sls)
     if as_json:
-        emit_json(report.as_json())
+        from smagent.balance import ROWS
+        emit_json(report.as_json(), rows=ROWS)
     else:
         click.echo("\n".join(render(report) + render_balance(report.balance)))
     sys.exit(EXIT_OK if report.ok else EXIT_DEFECTS)

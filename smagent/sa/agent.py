@@ -33,6 +33,7 @@ needs no ACK.
 """
 from __future__ import annotations
 
+import collections
 import logging
 from typing import Callable, Sequence
 
@@ -97,6 +98,7 @@ class SaAgent:
         # RMPP header, requester LID) -> (status, data, offset); a host asks the same again
         self._path_answers: dict[tuple[int, bytes, int], tuple[int, bytes, int]] = {}
         self.answered = 0  # requests answered (any status)
+        self.requests: collections.Counter = collections.Counter()  # (AttributeID, method, status) -> answered
 
     def publish(self, subnet: Subnet) -> None:
         """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
@@ -148,6 +150,7 @@ class SaAgent:
         self._now = now
         status, data, offset = self._cached_answer(incoming)
         self.answered += 1
+        self.requests[(int.from_bytes(raw[16:18], "big"), raw[3], status)] += 1
         reports, self._reports = self._reports, []
         return self._respond(incoming, status, data, offset, now) + reports
 

@@ -767,7 +767,7 @@ class Daemon:
             "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}
                             for t in sm.transitions[-10:]],
             "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
-            "sa": self.sa.status(),
+            "sa": self.sa.status(), "sa_requests": self.sa.requests(),
             "transport": {k: getattr(self.t.stats, k) for k in ("sent", "received", "retries", "timeouts", "busy")},
             "perfmgr": None if self.perfmgr is None else self.perfmgr.status(),
         }

@@ -25,6 +25,11 @@ from typing import TYPE_CHECKING
 
 from mad import forwarding as fw
 from mad.attributes import SMInfo, SMState
+from mad.errors import MadError
+from mad.gmp import CLASS_PORT_INFO
+from mad.header import method_name
+from mad.sa import SA_CLASS, SaStatus
+from mad.sa_records import record_class
 from smagent import multicast
 from smagent.errors import SmagentError
 from smagent.sa import SaAgent
@@ -162,6 +167,13 @@ class SaService:
                 "groups": len(a.groups.groups), "groups_pending": self.groups_pending,
                 "subscriptions": len(a.informs.subs), "reports_sent": a.informs.sent}
 
+    def requests(self) -> list[dict]:
+        """The requests answered by attribute, method and the answer's status (the metrics'
+        `smagent_sa_requests_total`)."""
+        return [{"attribute": _attribute_name(attr), "method": method_name(method, SA_CLASS),
+                 "status": _status_name(status), "count": n}
+                for (attr, method, status), n in sorted(self.agent.requests.items())]
+
     def _send(self, out: list[tuple[bytes, Address]]) -> None:
         for raw, addr in out:
             try:
@@ -179,3 +191,22 @@ class SaService:
         out += [(p.lid, SMInfo(guid=p.guid, sm_key=0, act_count=p.act_count, priority=p.priority, sm_state=p.state))
                 for p in d.peers.values()]
         return out
+
+
+def _attribute_name(attr: int) -> str:
+    """An SA attribute as IBA names it (the record's class name), its ID if unknown."""
+    if attr == CLASS_PORT_INFO:
+        return "ClassPortInfo"
+    try:
+        return record_class(attr).__name__
+    except MadError:
+        return f"{attr:#06x}"
+
+
+def _status_name(word: int) -> str:
+    """"success", an SA status (ERR_NO_RECORDS, ...), or the MAD status word in hex."""
+    if word == 0:
+        return "success"
+    if not word & 0xFF and word >> 8 in SaStatus._value2member_map_:
+        return SaStatus(word >> 8).name
+    return f"{word:#06x}"
