@@ -29,7 +29,7 @@ import collections
 import dataclasses
 import logging
 import time
-from typing import Callable, Iterable, Sequence, TypeVar, overload
+from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
 from mad import gmp
 from mad import smp as smpcodec
@@ -313,7 +313,7 @@ class Transport:
         self.on_request: Callable[[Incoming], None] | None = None  # unsolicited requests (see module doc)
         # (request bytes, source as `_recv` gives it) -> [(answer, destination)] sent at once,
         # or None: then `on_request` (see module doc)
-        self.answer_at_once: Callable[[bytes, object], list[tuple[bytes, object]] | None] | None = None
+        self.answer_at_once: Callable[[bytes, Any], Sequence[tuple[bytes, Any]] | None] | None = None
         # called about every BETWEEN_ROUNDS_S while a batch is in flight: a daemon serves its
         # control socket there, and may raise to abandon the batch (SIGTERM)
         self.between_rounds: Callable[[], None] | None = None
