@@ -102,9 +102,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=1024, help="hosts of fat_tree_3(16)")
     p.add_argument("--interval-ms", type=float, default=5.0, help="between two PathRecord Gets")
-    p.add_argument("--stop-after", type=float, default=3.0, help="SIGTERM this long into the second sweep")
+    p.add_argument("--stop-after", type=float, help="SIGTERM this long into the second sweep (default: "
+                   "halfway, by the first one's length)")
     p.add_argument("--client-host", default="H1", help="the ibsim node the client runs on")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--keep", help="work (and keep the SM's log) in this directory")
     p.add_argument("--client", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.client:
@@ -114,7 +116,7 @@ def main() -> None:
     fabric = topogen.fat_tree_3(16, hosts=a.hosts)
     out: dict = {"hosts": a.hosts, "switches": len(fabric.switches()), "load_before": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory(prefix="sa-sweep-") as tmp:
-        scratch = Path(tmp)
+        scratch = Path(a.keep) if a.keep else Path(tmp)
         net = scratch / "fabric.net"
         net.write_text(netfile.dumps(fabric))
         with IbSim(net, scratch, extra_args=netfile.ibsim_size_args(fabric)) as sim:
@@ -148,7 +150,7 @@ def main() -> None:
                 out["resweep"] = watch_sweep(sock, sweeps, 900)
                 sweep_end = time.time()
                 sm.send_signal(signal.SIGHUP)  # another, stopped partway
-                watch_sweep(sock, sweeps + 1, 900, until=a.stop_after)
+                watch_sweep(sock, sweeps + 1, 900, until=a.stop_after or out["resweep"]["seconds"] / 2)
                 term = time.monotonic()
                 sm.send_signal(signal.SIGTERM)
                 try:
