@@ -95,5 +95,4 @@ def test_one_thread_at_a_time_uses_the_transport():
         for _ in range(10):
             t.poll(0.001)  # the daemon's thread in the transport
             time.sleep(0.01)  # and out of it: the serving thread's turn
-    busy.close()
     assert overlaps == [] and len(threads) == 2

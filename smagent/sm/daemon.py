@@ -181,7 +181,6 @@ class Daemon:
             log.info("stop: %s abandoned", e.what or "work in progress")
         finally:
             self._in_run = False
-            self.busy.close()
             self.activity = None
             self._publish()
 

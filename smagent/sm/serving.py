@@ -40,9 +40,6 @@ class BusyServer:
         self.lock = threading.RLock()
         for name in _ENTRY_POINTS:
             setattr(transport, name, self._locked(getattr(transport, name)))
-        self._active = threading.Event()
-        self._quit = False
-        self._thread: threading.Thread | None = None
 
     def _locked(self, fn):
         lock = self.lock
@@ -55,40 +52,28 @@ class BusyServer:
 
     @contextlib.contextmanager
     def serving(self):
-        """Requests are served from the second thread while the body runs; none is handled
-        there once this has returned."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="smagent-serve", daemon=True)
-            self._thread.start()
-        self._active.set()
+        """Requests are served from a second thread while the body runs; the thread has
+        ended (and so handles nothing) once this has returned."""
+        done = threading.Event()
+        thread = threading.Thread(target=self._run, args=(done,), name="smagent-serve", daemon=True)
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
+        thread.start()
         try:
             yield
         finally:
             sys.setswitchinterval(interval)
-            self._active.clear()
-            with self.lock:  # a poll under way ends before we go on
-                pass
+            done.set()
+            thread.join()  # at most one period and one poll(0)
 
-    def _run(self) -> None:
-        while not self._quit:
-            self._active.wait()
-            time.sleep(self.period_s)
+    def _run(self, done: threading.Event) -> None:
+        while not done.wait(self.period_s):
             if not self.lock.acquire(blocking=False):
                 continue  # the daemon's thread is using the transport: it serves as it goes
             try:
-                if self._active.is_set() and not self._quit:
+                if not done.is_set():
                     self.t.poll(0)
             except Exception as e:  # noqa: BLE001 - a defect must not end the serving for good
                 log.error("serving requests during a sweep: %s: %s", type(e).__name__, e)
             finally:
                 self.lock.release()
-
-    def close(self) -> None:
-        """End the serving thread (the daemon stops)."""
-        self._quit = True
-        self._active.set()
-        if self._thread is not None:
-            self._thread.join(1.0)
-            self._thread = None
