@@ -9,8 +9,8 @@ daemon's thread is not using it, and hands what came to the same handlers (`on_r
 from the sweep in progress (the daemon publishes one only after the sweep returns).
 
 One thread at a time uses the transport (a `UmadPort` reuses one buffer each way): the
-transport's entry points (`execute`, `poll`, `receive`, `respond`) are wrapped, on this
-instance only, to hold one re-entrant lock; the serving thread only ever tries it, so the
+transport's entry points (`execute`, `poll`, `receive`) are wrapped, on this instance
+only, to hold one re-entrant lock; the serving thread only ever tries it, so the
 daemon's thread never waits for more than one `poll(0)`. Python hands the GIL to the
 serving thread at least every switch interval of a computation (`SWITCH_INTERVAL_S` while
 serving), so an answer waits about `PERIOD_S` plus that, and what the OS scheduler adds. The handlers the daemon registers touch nothing the sweep
@@ -31,7 +31,10 @@ log = logging.getLogger("smagent.sm")
 
 PERIOD_S = 0.005  # how often the serving thread looks for requests while the daemon computes
 SWITCH_INTERVAL_S = 0.001  # meanwhile, a computation hands the GIL over this soon (Python's default: 5 ms)
-_ENTRY_POINTS = ("execute", "poll", "receive", "respond")
+# what the daemon's thread calls during a sweep; `respond` is not among them: handlers send
+# from inside `execute` or `poll`, under the lock already (and the SA flood's answers pay
+# no wrapper each)
+_ENTRY_POINTS = ("execute", "poll", "receive")
 
 
 class BusyServer:
