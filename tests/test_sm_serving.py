@@ -96,3 +96,20 @@ def test_one_thread_at_a_time_uses_the_transport():
             t.poll(0.001)  # the daemon's thread in the transport
             time.sleep(0.01)  # and out of it: the serving thread's turn
     assert overlaps == [] and len(threads) == 2
+
+
+def test_a_late_answer_read_while_the_sweep_computes_counts_as_late():
+    """What the serving thread reads that is no request (an SMP answered after its batch
+    gave up on it) counts as a late answer, as the next batch would have counted it."""
+    from mad import smp as smpcodec
+    from mad.attributes import AttrID
+    t = SimTransport()
+    t.on_request = lambda m: None
+    busy = BusyServer(t, period_s=0.001)
+    late = smpcodec.encode(smpcodec.response_to(smpcodec.decode(smpcodec.dr_raw(Method.GET, AttrID.NODE_INFO, (0,)))))
+    with busy.serving():
+        t._queue.append((late, 0))
+        deadline = time.monotonic() + 5.0
+        while t._queue and time.monotonic() < deadline:
+            sum(range(1000))  # computing
+    assert t._queue == [] and t.stats.late == 1

@@ -3,19 +3,20 @@
 A sweep of a large fabric spends long stretches in pure computation (routing, the port and
 link-table plans, the plan check) without touching the transport, so nothing would read
 the requests that arrive meanwhile: an SA PathRecord Get, another SM's SMInfo Get. Inside
-`BusyServer.serving()` a second thread polls the transport every `PERIOD_S` whenever the
-daemon's thread is not using it, and hands what came to the same handlers (`on_request`,
-`answer_at_once`) the loop would. The SA answers from the snapshot it was last given, never
+`BusyServer.serving()` a second thread looks every `PERIOD_S`, whenever the daemon's thread
+is not using the transport, and hands what came to the same handlers (`on_request`,
+`answer_at_once`) the loop would (`Transport.serve_queued`; a late answer to an SMP of the
+sweep counts as late, as `execute` would count it). The SA answers from the snapshot it was last given, never
 from the sweep in progress (the daemon publishes one only after the sweep returns).
 
 One thread at a time uses the transport (a `UmadPort` reuses one buffer each way): the
 transport's entry points (`execute`, `poll`, `receive`) are wrapped, on this instance
 only, to hold one re-entrant lock; the serving thread only ever tries it, so the
-daemon's thread never waits for more than one `poll(0)`. Python hands the GIL to the
-serving thread at least every switch interval of a computation (`SWITCH_INTERVAL_S` while
-serving), so an answer waits about `PERIOD_S` plus that, and what the OS scheduler adds. The handlers the daemon registers touch nothing the sweep
-uses; what they change (events, counters, the SA's own state) is read by the loop after
-the sweep."""
+daemon's thread never waits for more than one look. Python hands the GIL to the serving
+thread at least every switch interval of a computation (`SWITCH_INTERVAL_S` while
+serving), so an answer waits about `PERIOD_S` plus that, and what the OS scheduler adds.
+The handlers the daemon registers touch nothing the sweep uses; what they change (events,
+counters, the SA's own state) is read by the loop after the sweep."""
 from __future__ import annotations
 
 import contextlib
@@ -67,7 +68,7 @@ class BusyServer:
         finally:
             sys.setswitchinterval(interval)
             done.set()
-            thread.join()  # at most one period and one poll(0)
+            thread.join()  # at most one period and one look
 
     def _run(self, done: threading.Event) -> None:
         while not done.wait(self.period_s):
@@ -75,7 +76,7 @@ class BusyServer:
                 continue  # the daemon's thread is using the transport: it serves as it goes
             try:
                 if not done.is_set():
-                    self.t.poll(0)
+                    self.t.serve_queued()
             except Exception as e:  # noqa: BLE001 - a defect must not end the serving for good
                 log.error("serving requests during a sweep: %s: %s", type(e).__name__, e)
             finally:

@@ -387,6 +387,21 @@ class Transport:
             if n or time.monotonic() >= deadline:
                 return n
 
+    def serve_queued(self) -> int:
+        """Serve what has already arrived, without waiting: requests as `poll` does; a
+        response, which no batch waits for now, counts as a late answer (as `execute`
+        counts one, for the retry policy). Returns how many requests were handed over."""
+        n = 0
+        for item in self._recv(0.0):
+            done = self._serve(item)
+            n += done == HANDED
+            raw = item[0]
+            if not done and item[1] != UMAD_STATUS_TIMEOUT and len(raw) > METHOD_OFFSET \
+                    and raw[METHOD_OFFSET] & RESPONSE_BIT:
+                self.stats.late += 1
+                self.policy.late_answer()
+        return n
+
     def receive(self, tid32: int, timeout_s: float) -> list[bytes]:
         """Wait up to ``timeout_s`` for responses carrying TID ``tid32`` (the low 32 bits)
         that no batch waits for: the further RMPP segments of a GMP answer whose first
