@@ -10,6 +10,10 @@ SA, simulator and client together; both SMs pay the same simulator).
 
     python bench/sa_vs_opensm.py                        # 2-level fat tree, k=8 (32 hosts)
     python bench/sa_vs_opensm.py --fabric ft2-12 --seconds 10 --window 16 --json out.json
+
+Each SM runs `--rounds` times (3), the two taking turns (a shared machine's load moves);
+each run prints the load before it and the SM's own CPU time per answer (/proc), the
+figure that load moves least.
 """
 from __future__ import annotations
 
@@ -142,7 +146,8 @@ def main() -> None:
     p.add_argument("--client-host", default="H1", help="the ibsim node the client runs on")
     p.add_argument("--rounds", type=int, default=3, help="each SM this many times, taking turns")
     p.add_argument("--json", type=Path, help="also write the figures here")
-    p.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of smagent's daemon (last round) here")
+    p.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of smagent's daemon (last round) here (py-spy installed: "
+                   "pip install py-spy)")
     p.add_argument("--client", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.client:
