@@ -10,6 +10,10 @@ SA, simulator and client together; both SMs pay the same simulator).
 
     python bench/sa_vs_opensm.py                        # 2-level fat tree, k=8 (32 hosts)
     python bench/sa_vs_opensm.py --fabric ft2-12 --seconds 10 --window 16 --json out.json
+
+Each SM runs `--rounds` times (3), the two taking turns (a shared machine's load moves);
+each run prints the load before it and the SM's own CPU time per answer (/proc), the
+figure that load moves least.
 """
 from __future__ import annotations
 
@@ -70,6 +74,12 @@ def ca_lids(sim) -> list[int]:
     return sorted({int(m.group(1)) for m in re.finditer(r"^\[\d+\]\(\w+\)\s.*#\s+lid (\d+) lmc", text, re.M)})
 
 
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of a process so far (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK"), int(fields[12]) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_sa(sim, proc, seconds=120):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -95,13 +105,28 @@ def run_one(tool: str, net: Path, scratch: Path, a) -> dict:
         try:
             wait_sa(sim, proc)
             lids = ca_lids(sim)
+            spy = None
+            if a.profile and tool == "smagent":  # py-spy samples the daemon while the client floods it
+                spy = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--rate", "1000", "--format", "raw",
+                                        "--duration", str(int(a.seconds)), "-o", str(a.profile)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cpu0 = cpu_seconds(proc.pid)
             cmd = [sys.executable, __file__, "--client", json.dumps({"lids": lids, "seconds": a.seconds,
                                                                      "window": a.window, "seed": a.seed})]
             r = subprocess.run(cmd, env=dict(sim.env, SIM_HOST=a.client_host), cwd=scratch, capture_output=True,
                                text=True, timeout=a.seconds * 4 + 60)
+            cpu1 = cpu_seconds(proc.pid)
+            user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+            cpu = user + system
+            if spy is not None:
+                spy.wait(60)
             if r.returncode:
                 raise SystemExit(f"the client failed ({tool}):\n{r.stderr[-2000:]}")
-            return json.loads(r.stdout)
+            out = json.loads(r.stdout)
+            out["sm_cpu_s"] = round(cpu, 3)  # the SM's own CPU time during the flood
+            out["sm_cpu_system_s"] = round(system, 3)  # of which in the kernel
+            out["sm_cpu_us_per_answer"] = round(cpu * 1e6 / max(1, out["answered"]), 1)
+            return out
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -119,7 +144,10 @@ def main() -> None:
     p.add_argument("--window", type=int, default=8, help="requests in flight")
     p.add_argument("--seed", type=int, default=24)
     p.add_argument("--client-host", default="H1", help="the ibsim node the client runs on")
+    p.add_argument("--rounds", type=int, default=3, help="each SM this many times, taking turns")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of smagent's daemon (last round) here (py-spy installed: "
+                   "pip install py-spy)")
     p.add_argument("--client", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.client:
@@ -129,14 +157,22 @@ def main() -> None:
     m = re.fullmatch(r"ft2-(\d+)", a.fabric)
     if not m:
         raise SystemExit(f"unknown fabric {a.fabric!r}: ft2-K")
-    out = {"fabric": a.fabric, "window": a.window}
+    out: dict = {"fabric": a.fabric, "window": a.window, "opensm": [], "smagent": []}
     with tempfile.TemporaryDirectory(prefix="sa-bench-") as tmp:
         net = Path(tmp) / "fabric.net"
         net.write_text(netfile.dumps(topogen.fat_tree_2(int(m.group(1)))))
+        for n in range(a.rounds):  # taking turns: a shared machine's load moves
+            for tool in ("opensm", "smagent"):
+                load = os.getloadavg()[0]
+                r = run_one(tool, net, Path(tmp) / f"{tool}{n}", a)
+                out[tool].append(dict(r, load=round(load, 2)))
+                print(f"{tool:8} {r['per_second']:>9} PathRecords/s ({r['answered']} of {r['sent']} in "
+                      f"{r['seconds']} s; SM CPU {r['sm_cpu_us_per_answer']} us/answer, "
+                      f"{r['sm_cpu_system_s'] / max(r['sm_cpu_s'], 1e-9):.0%} system; load {load:.2f} before)",
+                      flush=True)
         for tool in ("opensm", "smagent"):
-            out[tool] = run_one(tool, net, Path(tmp) / tool, a)
-            print(f"{tool:8} {out[tool]['per_second']:>9} PathRecords/s "
-                  f"({out[tool]['answered']} of {out[tool]['sent']} in {out[tool]['seconds']} s)", flush=True)
+            best = max(r["per_second"] for r in out[tool])
+            print(f"{tool:8} best {best:>9} PathRecords/s of {a.rounds}", flush=True)
     if a.json:
         a.json.write_text(json.dumps(out, indent=2))
 

@@ -561,3 +561,61 @@ def test_multipath_requests_are_forgotten_after_a_while(agent, subnet):
     assert agent.deadline == REQUEST_KEPT_S
     out = agent.on_timeout(REQUEST_KEPT_S)
     assert [rmpp_of(m).rmpp_type for m, _a in out] == [RmppType.ABORT] and not agent.receivers
+
+
+def _received(lid: int) -> bytes:
+    """A source address as umad hands it up with a request: QP1, no Q_Key (docs/PITFALLS.md)."""
+    return Address(lid, qpn=1).pack()
+
+
+def test_fast_answers_are_the_answers_handle_gives(subnet):
+    """`answer_fast` (the flood's path: bytes and a packed source in, whole MADs out) gives
+    byte for byte what `handle` gives, the first time (through `handle`) and from its cache
+    (another TID, other junk after the record, another requester)."""
+    lids = _ca_lids(subnet)
+    mask = PathRecord.mask("slid", "dlid")
+    fast, slow = SaAgent(SM_KEY), SaAgent(SM_KEY)
+    fast.publish(subnet)
+    slow.publish(subnet)
+    asked = [(s, d, src) for s, d in [(lids[0], lids[-1]), (lids[1], lids[2]), (lids[0], 0xBFFF)]
+             for src in (lids[0], lids[1])]
+    for tid, (s, d, src) in enumerate(asked * 2, start=40):  # the second round from the cache
+        q = sa.request(Method.GET, PathRecord(slid=s, dlid=d), component_mask=mask, transaction_id=tid).encode()
+        q = q[:224] + bytes([tid]) * 32  # umad2sim's junk
+        got = fast.answer_fast(q, _received(src), lambda: 0.0)
+        want = slow.handle(Incoming(q, Address.unpack(_received(src))), 0.0)
+        assert got == [(m, a.pack()) for m, a in want]
+        assert int.from_bytes(got[0][0][8:16], "big") == tid
+    assert len(fast._fast) == len(asked) and fast.answered == slow.answered == 2 * len(asked)
+    assert fast.requests == slow.requests  # answers from the cache are counted for the metrics too
+    statuses = {sa.SaMad.decode(m).status for (m, _a), in [fast.answer_fast(
+        sa.request(Method.GET, PathRecord(slid=s, dlid=d), component_mask=mask, transaction_id=1).encode(),
+        _received(src), lambda: 0.0) for s, d, src in asked]}
+    assert statuses == {0, sa.SaStatus.ERR_NO_RECORDS.word}  # answers and refusals alike
+
+
+def test_fast_answers_leave_everything_else_to_handle(subnet):
+    """Not a PathRecord Get, an RMPP MAD, a source that is not a packed address, a STANDBY
+    SA, no snapshot: None (the MAD goes to `handle`); a new snapshot forgets the answers."""
+    lids = _ca_lids(subnet)
+    a = SaAgent(SM_KEY)
+    path = sa.request(Method.GET, PathRecord(slid=lids[0], dlid=lids[1]), component_mask=PathRecord.mask("slid", "dlid"),
+                      transaction_id=3).encode()
+    src = _received(lids[0])
+    assert a.answer_fast(path, src, lambda: 0.0) is None  # nothing published yet
+    a.publish(subnet)
+    table = sa.request(Method.GET_TABLE, PathRecord(slid=lids[0], dlid=lids[1]),
+                       component_mask=PathRecord.mask("slid", "dlid"), transaction_id=3).encode()
+    node = sa.request(Method.GET, NodeRecord(lid=lids[0]), component_mask=NodeRecord.mask("lid"),
+                      transaction_id=3).encode()
+    rmpp = bytearray(path)
+    rmpp[26] |= 1  # RMPP Active
+    for raw, source in [(table, src), (node, src), (bytes(rmpp), src), (path, Address.unpack(src)), (path[:200], src)]:
+        assert a.answer_fast(raw, source, lambda: 0.0) is None
+    assert a.answer_fast(path, src, lambda: 0.0) is not None and len(a._fast) == 1
+    a.master = False  # STANDBY: not answered here, not even from what was kept
+    assert a._fast and a.answer_fast(path, src, lambda: 0.0) is None
+    a.master = True
+    assert a.answer_fast(path, src, lambda: 0.0) is not None
+    a.publish(subnet)
+    assert not a._fast

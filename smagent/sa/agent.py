@@ -26,6 +26,12 @@ ERR_TOO_MANY_RECORDS (IBA 15.2.1.2). A STANDBY SA (``master`` False) answers eve
 "method/attribute not supported": it serves nothing (the SMInfo it owes other SMs is an
 SMP, answered by the daemon itself).
 
+`answer_fast(raw, source, clock)` is the flood's path: a PathRecord Get answered before
+is answered again from the whole response MAD encoded then, only its TID patched in (the
+transport calls it with the MAD's bytes and the packed ib_mad_addr it came from, before
+any object is made for the request); anything else, or a first time, returns None or goes
+through `handle`.
+
 A GetTableResp longer than one MAD goes out through a `mad.rmpp.RmppSender`, one per
 (requester LID, TID): the requester's ACKs (class 0x03 MADs with RMPP type ACK) are routed
 back to it. A table that fits one MAD is sent as a single RMPP segment (First and Last) and
@@ -40,12 +46,12 @@ from typing import Callable, Sequence
 from mad.attributes import SMInfo
 from mad.errors import MadError
 from mad.gmp import CLASS_PORT_INFO, ClassPortInfo
-from mad.header import GSI_QKEY, GSI_QP, InvalidField, Method, response_method
+from mad.header import GSI_QKEY, GSI_QP, MAD_SIZE, InvalidField, Method, response_method
 from mad.rmpp import (NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, RmppReceiver, RmppSender, RmppState,
                       RmppType, rmpp_of)
 from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEADER_SIZE, SaAttrID, SaMad, SaRecord,
                     SaStatus, encode_table, matcher)
-from mad.sa_records import PathRecord, PortInfoRecord, record_class
+from mad.sa_records import MCMemberRecord, PathRecord, PortInfoRecord, record_class
 from smagent.sa import multipath, paths
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
@@ -66,6 +72,10 @@ REQUEST_KEPT_S = 10.0  # a GetMulti request's reassembly: abandoned, or kept aft
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
+_PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
+_PATH_ATTR_ID = int(SaAttrID.PATH_RECORD)
+_RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
+_RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
 CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
 CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
 
@@ -97,6 +107,10 @@ class SaAgent:
         # PathRecord answers of this snapshot, encoded once: (method, the request past its
         # RMPP header, requester LID) -> (status, data, offset); a host asks the same again
         self._path_answers: dict[tuple[int, bytes, int], tuple[int, bytes, int]] = {}
+        # whole answers to PathRecord Gets (`answer_fast`): the request's bytes that decide
+        # the answer (all but TID, RMPP header and the junk after the record) and the packed
+        # source -> (answer before the TID, answer after it, packed reply address)
+        self._fast: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.answered = 0  # requests answered (any status)
         self.requests: collections.Counter = collections.Counter()  # (AttributeID, method, status) -> answered
 
@@ -104,6 +118,7 @@ class SaAgent:
         """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
         self.subnet, self._records = subnet, Records(subnet)
         self._path_answers.clear()
+        self._fast.clear()
 
     # -- I/O-free entry points -------------------------------------------------------
     @property
@@ -153,6 +168,34 @@ class SaAgent:
         self.requests[(int.from_bytes(raw[16:18], "big"), raw[3], status)] += 1
         reports, self._reports = self._reports, []
         return self._respond(incoming, status, data, offset, now) + reports
+
+    def answer_fast(self, raw: bytes, source, clock: Callable[[], float]) -> list[tuple[bytes, bytes]] | None:
+        """The answer to a PathRecord Get as whole MADs with their packed reply address,
+        from the request's bytes and ``source`` (the packed ib_mad_addr it came with; any
+        other form: None). Answered before: the answer then, with this request's TID.
+        Else, if it is a PathRecord Get, through `handle`, and kept. None: not for this
+        path (the caller hands the MAD to `handle` as an `Incoming`), nor while ``master``
+        is False (the owner sets it before `handle`)."""
+        if source.__class__ is not bytes or len(raw) != MAD_SIZE or raw[1] != SA_CLASS \
+                or raw[_RMPP_FLAGS_AT] & _RMPP_ACTIVE or not self.master:
+            return None
+        key = raw[:8] + raw[16:24] + raw[SA_HEADER.start:_PATH_QUERY_END] + source
+        hit = self._fast.get(key)
+        if hit is not None:
+            self.answered += 1
+            # counted as `handle` counts: (AttributeID, method, the answer's status)
+            self.requests[(_PATH_ATTR_ID, raw[3], int.from_bytes(hit[0][4:6], "big"))] += 1
+            return [(hit[0] + raw[8:16] + hit[1], hit[2])]
+        if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None:
+            return None
+        out = self.handle(Incoming(raw, Address.unpack(source)), clock())
+        packed = [(m, a.pack()) for m, a in out]
+        if len(packed) == 1 and len(packed[0][0]) == MAD_SIZE:  # one MAD, as a Get's answer is
+            if len(self._fast) >= PATH_ANSWERS_KEPT:
+                self._fast.clear()
+            m, a = packed[0]
+            self._fast[key] = (m[:8], m[16:], a)
+        return packed
 
     def notify(self, notice, now: float) -> list[Reply]:
         """Reports of ``notice`` (an `SaNotice`) to every subscription it matches."""

@@ -6,9 +6,10 @@ TrapRepress for traps, the IBA status for what we do not serve, and queue what n
 as an event, `smagent.sm.events`), answer the control socket, handle the events, then run
 the timer that is due (`smagent.sm.timers`). While a sweep or discovery is in flight, the
 transport calls `Daemon._between_rounds` every ~50 ms: requests are answered as they come
-(inside the transport), the status the control socket answers from is published again (the
-socket is served by its own thread, `smagent.sm.control`, so that a long computation inside
-a sweep keeps no client waiting), and a stop abandons the sweep (`Stopped`). A SIGTERM in
+(inside the transport; while a sweep computes, from a second thread: `smagent.sm.serving`),
+the status the control socket answers from is published again (the socket is served by its
+own thread, `smagent.sm.control`, so that a long computation inside a sweep keeps no client
+waiting), and a stop abandons the sweep (`Stopped`). A SIGTERM in
 the middle of work raises `Stopped` at once, as Ctrl-C raises KeyboardInterrupt in
 `smagent sweep`: an interrupted apply is finished by the next sweep from its journal.
 
@@ -48,6 +49,7 @@ from smagent.sm import events, peers as peersmod, reload, repair, timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
+from smagent.sm.serving import BusyServer
 from smagent.sm.perfmgr import PerfMgr
 from smagent.sm.reregister import ClientReregister
 from smagent.transport.address import Incoming
@@ -95,6 +97,7 @@ class Daemon:
         self.sa = SaService(self)
         self.dispatcher.route_class(MgmtClass.SUBN_ADM, self.sa.on_mad)
         transport.on_request = self.dispatcher.dispatch  # an Incoming: bytes and source address
+        self.busy = BusyServer(transport)  # serves requests while a sweep computes
         self._sm: StateMachine | None = None  # `start` makes it
         self.local_pi: PortInfo | None = None  # our port's PortInfo until discovery has the topology
         self._early: list[Incoming] = []  # SMInfo requests that came before we knew who we are
@@ -507,7 +510,8 @@ class Daemon:
         self.activity = f"{'repair' if known is not None else 'sweep'} ({why})"
         log.info("%s: started", self.activity)
         try:
-            r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
+            with self.busy.serving():
+                r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             self.counters.sweeps_failed += 1
             self.counters.plan_refusals += isinstance(e, sweepmod.PlanDefects)

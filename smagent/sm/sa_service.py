@@ -50,6 +50,15 @@ class SaService:
         self.agent = SaAgent(daemon.opts.sm_key, master=False, sms=self._sms_seen)
         self.groups_pending = False  # joins or leaves the MFTs do not follow yet
         self._precreated = False
+        daemon.t.answer_at_once = self.answer_at_once  # a flood of PathRecord Gets: no Incoming each
+
+    def answer_at_once(self, raw: bytes, source) -> list[tuple[bytes, bytes]] | None:
+        """A request the agent answers from whole cached MADs (`SaAgent.answer_fast`), while
+        MASTER; None for everything else (the dispatcher then gets it as an `Incoming`)."""
+        sm = self.d._sm
+        if sm is None or sm.state != SMState.MASTER:
+            return None  # `on_mad` tells the agent so (then ``master`` is False there)
+        return self.agent.answer_fast(raw, source, self.d.clock)
 
     @property
     def deadline(self) -> float:

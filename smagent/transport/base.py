@@ -15,7 +15,10 @@ SubnGet/SubnSet(SMInfo), a switch's SubnTrap, an SA query), go to `on_request` a
 whether they arrive while a batch is in flight or during `poll`; without a handler they
 are ignored. `respond(raw, to)` sends a MAD that expects no answer (GetResp, TrapRepress,
 a Trap of our own) to a LID (an SMP) or an `Address` (`incoming.address.reply()`): it
-never enters the window.
+never enters the window. A server whose answers are ready before the request is looked at
+(the SA's cached PathRecords) sets `answer_at_once`: it sees each request's bytes and the
+source as the backend reports it (umad: the packed ib_mad_addr) first, and what it returns
+is sent at once, no `Incoming` made.
 
 Keys are secrets: no message here shows one (`Request.describe` names the method,
 attribute, modifier and destination only).
@@ -26,7 +29,7 @@ import collections
 import dataclasses
 import logging
 import time
-from typing import Callable, Iterable, Sequence, TypeVar, overload
+from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
 from mad import gmp
 from mad import smp as smpcodec
@@ -42,7 +45,7 @@ from mad.layout import LayoutValue
 from smagent.errors import BadInput, FabricFailure
 from smagent.mkeys import KeyChain
 from smagent.transport import smp_layer
-from smagent.transport.address import Address, Incoming
+from smagent.transport.address import Address, Incoming, lid_of
 from smagent.transport.retry import RetryPolicy, distance_class
 
 A = TypeVar("A", bound=Attribute)
@@ -66,6 +69,7 @@ DEFAULT_RETRIES = 3
 MKEY_HINT = smp_layer.MKEY_HINT
 log = logging.getLogger("smagent.transport")
 _POLICY_BATCH = 32  # answers handed to the retry policy at a time
+HANDED, ANSWERED = 1, 2  # what `Transport._serve` did with a request
 
 
 def _malformed(req: "Request", raw: bytes) -> str:
@@ -307,6 +311,9 @@ class Transport:
         self.stats = Stats()
         self.on_send: Callable[[Request], None] | None = None  # each request as it is sent: tests, progress
         self.on_request: Callable[[Incoming], None] | None = None  # unsolicited requests (see module doc)
+        # (request bytes, source as `_recv` gives it) -> [(answer, destination)] sent at once,
+        # or None: then `on_request` (see module doc)
+        self.answer_at_once: Callable[[bytes, Any], Sequence[tuple[bytes, Any]] | None] | None = None
         # called about every BETWEEN_ROUNDS_S while a batch is in flight: a daemon serves its
         # control socket there, and may raise to abandon the batch (SIGTERM)
         self.between_rounds: Callable[[], None] | None = None
@@ -338,33 +345,62 @@ class Transport:
         undelivered request."""
         raise NotImplementedError
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address) -> None:
-        """Send a MAD that expects no response (the umad backend sends it untimed)."""
-        if isinstance(to, Address):
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
+        """Send a MAD that expects no response (the umad backend sends it untimed); ``to``:
+        a LID (an SMP), an `Address`, or a packed ib_mad_addr."""
+        if to.__class__ is bytes:
+            self._send_to(raw, Address.unpack(to))  # type: ignore[arg-type]
+        elif isinstance(to, Address):
             self._send_to(raw, to)
         else:
-            self._send(raw, to)
+            self._send(raw, to)  # type: ignore[arg-type]
 
     # -- serving ----------------------------------------------------------------------
-    def _serve(self, item) -> bool:
-        """Hand an incoming request to `on_request`; True if it was one."""
+    def _serve(self, item) -> int:
+        """Serve an incoming request: 0 if it is none, `HANDED` if given to `on_request`,
+        `ANSWERED` if `answer_at_once` answered it."""
         raw, status = item[0], item[1]
         if (self.on_request is None or status != 0 or len(raw) <= METHOD_OFFSET
                 or raw[METHOD_OFFSET] & RESPONSE_BIT):
-            return False
-        self.on_request(Incoming.of(raw, item[2] if len(item) > 2 else None))
-        return True
+            return 0
+        source = item[2] if len(item) > 2 else None
+        fast = self.answer_at_once
+        if fast is not None:
+            answers = fast(raw, source)
+            if answers is not None:
+                for answer, to in answers:
+                    self.respond(answer, to)  # type: ignore[arg-type]
+                return ANSWERED
+        self.on_request(Incoming.of(raw, source))
+        return HANDED
 
     def poll(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for unsolicited requests and hand each to
-        `on_request`; stray responses are dropped. Returns how many were handed over."""
+        `on_request`; stray responses are dropped. Returns how many were handed over:
+        those `answer_at_once` answered do not end the wait (a flood of them is served
+        here, without a return to the caller's loop for each)."""
         n = 0
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             for item in self._recv(max(0.0, deadline - time.monotonic())):
-                n += self._serve(item)
+                n += self._serve(item) == HANDED
             if n or time.monotonic() >= deadline:
                 return n
+
+    def serve_queued(self) -> int:
+        """Serve what has already arrived, without waiting: requests as `poll` does; a
+        response, which no batch waits for now, counts as a late answer (as `execute`
+        counts one, for the retry policy). Returns how many requests were handed over."""
+        n = 0
+        for item in self._recv(0.0):
+            done = self._serve(item)
+            n += done == HANDED
+            raw = item[0]
+            if not done and item[1] != UMAD_STATUS_TIMEOUT and len(raw) > METHOD_OFFSET \
+                    and raw[METHOD_OFFSET] & RESPONSE_BIT:
+                self.stats.late += 1
+                self.policy.late_answer()
+        return n
 
     def receive(self, tid32: int, timeout_s: float) -> list[bytes]:
         """Wait up to ``timeout_s`` for responses carrying TID ``tid32`` (the low 32 bits)
@@ -380,15 +416,17 @@ class Transport:
                 self.stats.received += len(got)
                 return got
 
-    def respond(self, raw: bytes, to: int | Address) -> None:
+    def respond(self, raw: bytes, to: int | Address | bytes) -> None:
         """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited.
         ``to``: a LID for an SMP (QP0), or the whole address (a GMP's answer goes to
-        ``incoming.address.reply()``: the sender's QP with its Q_Key, its GRH)."""
+        ``incoming.address.reply()``: the sender's QP with its Q_Key, its GRH), as an
+        `Address` or packed (ib_mad_addr, `Address.pack`)."""
         self._send_unsolicited(raw, to)
         self.stats.sent += 1
         self.stats.count(raw)
         if self.recorder is not None:
-            self.recorder.write(raw, inbound=False, dlid=to.lid if isinstance(to, Address) else to)
+            self.recorder.write(raw, inbound=False, dlid=to.lid if isinstance(to, Address) else
+                                lid_of(to) if to.__class__ is bytes else to)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self.recorder is not None:

@@ -59,7 +59,7 @@ class SimTransport(ImmediateTransport):
         # transport on the same simulator that this one continues)
         self.owns_sm_port = attach_sm
         # what `respond` sent (GetResp, TrapRepress, Trap), with its LID or address
-        self.outbox: list[tuple[bytes, int | Address]] = []
+        self.outbox: list[tuple[bytes, int | Address | bytes]] = []
 
     def serve(self) -> None:
         """Run as an SM: traps the simulated switches send to our LID reach `on_request`
@@ -71,7 +71,7 @@ class SimTransport(ImmediateTransport):
         from ``source``: a LID (QP0) or a whole address (a GMP from some QP)."""
         self._queue.append((raw, 0, source))
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address) -> None:
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
         self.outbox.append((raw, to))
 
     @property

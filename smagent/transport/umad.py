@@ -90,12 +90,14 @@ class UmadTransport(Transport):
     def _send_to(self, raw: bytes, addr: Address) -> None:
         self.port.send(self._agent(raw), raw, addr.lid, self.send_timeout_ms, 0, addr=addr.pack())
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address) -> None:
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
         # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it
-        if isinstance(to, Address):
+        if to.__class__ is bytes:  # packed already (the SA's ready answers)
+            self.port.send_to(self._agent(raw), raw, to)  # type: ignore[arg-type]
+        elif isinstance(to, Address):
             self.port.send(self._agent(raw), raw, to.lid, 0, 0, addr=to.pack())
         else:
-            self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, to, 0, 0)
+            self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, to, 0, 0)  # type: ignore[arg-type]
 
     def _recv(self, timeout_s: float) -> list[tuple[bytes, int, bytes]]:
         port = self.port
@@ -103,8 +105,7 @@ class UmadTransport(Transport):
         if got is None:
             return []
         out = [(*got, port.last_addr)]  # the whole source address: a GMP's answer needs it
-        while (more := port.recv(0)) is not None:  # drain what is already queued
-            out.append((*more, port.last_addr))
+        out += port.recv_ready()  # and what is already queued, without waiting
         return out
 
     def close(self) -> None:

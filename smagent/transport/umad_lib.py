@@ -577,6 +577,46 @@ class UmadPort:
                 return None
             wait = min(_RECV_SLICE_MS, max(1, int(left * 1000 + 0.999)))
 
+    def recv_ready(self, limit: int = 64) -> list[tuple[bytes, int, bytes]]:
+        """The MADs already queued (up to ``limit``), without waiting: (mad, umad status,
+        packed ib_mad_addr) each. One foreign call per MAD and none of `recv`'s slicing:
+        what a server drains after each wake-up under a flood of requests."""
+        fn, portid, raddr, rlen, view = self._recv_fn, self._portid, self._raddr, self._rlen, self._rview
+        if portid < 0:
+            self._check_open()
+        out: list[tuple[bytes, int, bytes]] = []
+        while len(out) < limit:
+            rlen.value = MAD_SIZE
+            rc = fn(portid, raddr, rlen, 0)
+            if rc < 0:
+                err = ctypes.get_errno()
+                if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
+                    err = err or -rc
+                    raise UmadIOError(f"umad_recv on {self.ca} port {self.port} failed: {_errtext(err)}", err)
+                break
+            out.append((view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes(),
+                        _STATUS.unpack_from(view, _STATUS_OFF)[0], view[_ADDR].tobytes()))
+        if out:
+            self.last_addr = out[-1][2]
+        return out
+
+    def send_to(self, agent_id: int, mad: bytes, addr: bytes) -> None:
+        """Send one MAD that expects no answer (timeout 0) to a packed ib_mad_addr (a GMP's
+        reply address, `Address.pack`): `send`'s checks left to the caller, the SA's
+        answers under a flood take this path."""
+        if self._portid < 0:
+            self._check_open()
+        n = len(mad)
+        view = self._sview
+        view[_ADDR] = addr  # 44 bytes, or the memoryview raises
+        view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + n] = mad
+        self._last_dlid = -1  # the address holds a GMP's: the next SMP writes its own
+        rc = self._send_fn(self._portid, agent_id, self._saddr, n, 0, 0)
+        if rc < 0:
+            err = ctypes.get_errno() or -rc
+            raise UmadIOError(f"umad_send to LID 0x{_BE16.unpack_from(addr, _LID_OFF - _ADDR.start)[0]:04x} "
+                              f"(agent {agent_id}) failed: {_errtext(err)}", err)
+
     @property
     def last_slid(self) -> int:
         """The source LID of the MAD `recv` returned last (whom to answer)."""

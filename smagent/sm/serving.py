@@ -1,0 +1,83 @@
+"""Requests served while the daemon's thread computes.
+
+A sweep of a large fabric spends long stretches in pure computation (routing, the port and
+link-table plans, the plan check) without touching the transport, so nothing would read
+the requests that arrive meanwhile: an SA PathRecord Get, another SM's SMInfo Get. Inside
+`BusyServer.serving()` a second thread looks every `PERIOD_S`, whenever the daemon's thread
+is not using the transport, and hands what came to the same handlers (`on_request`,
+`answer_at_once`) the loop would (`Transport.serve_queued`; a late answer to an SMP of the
+sweep counts as late, as `execute` would count it). The SA answers from the snapshot it was last given, never
+from the sweep in progress (the daemon publishes one only after the sweep returns).
+
+One thread at a time uses the transport (a `UmadPort` reuses one buffer each way): the
+transport's entry points (`execute`, `poll`, `receive`) are wrapped, on this instance
+only, to hold one re-entrant lock; the serving thread only ever tries it, so the
+daemon's thread never waits for more than one look. Python hands the GIL to the serving
+thread at least every switch interval of a computation (`SWITCH_INTERVAL_S` while
+serving), so an answer waits about `PERIOD_S` plus that, and what the OS scheduler adds.
+The handlers the daemon registers touch nothing the sweep uses; what they change (events,
+counters, the SA's own state) is read by the loop after the sweep."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import sys
+import threading
+import time
+
+from smagent.transport.base import Transport
+
+log = logging.getLogger("smagent.sm")
+
+PERIOD_S = 0.005  # how often the serving thread looks for requests while the daemon computes
+SWITCH_INTERVAL_S = 0.001  # meanwhile, a computation hands the GIL over this soon (Python's default: 5 ms)
+# what the daemon's thread calls during a sweep; `respond` is not among them: handlers send
+# from inside `execute` or `poll`, under the lock already (and the SA flood's answers pay
+# no wrapper each)
+_ENTRY_POINTS = ("execute", "poll", "receive")
+
+
+class BusyServer:
+    def __init__(self, transport: Transport, period_s: float = PERIOD_S):
+        self.t, self.period_s = transport, period_s
+        self.lock = threading.RLock()
+        for name in _ENTRY_POINTS:
+            setattr(transport, name, self._locked(getattr(transport, name)))
+
+    def _locked(self, fn):
+        lock = self.lock
+
+        @functools.wraps(fn)
+        def call(*args, **kw):
+            with lock:
+                return fn(*args, **kw)
+        return call
+
+    @contextlib.contextmanager
+    def serving(self):
+        """Requests are served from a second thread while the body runs; the thread has
+        ended (and so handles nothing) once this has returned."""
+        done = threading.Event()
+        thread = threading.Thread(target=self._run, args=(done,), name="smagent-serve", daemon=True)
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
+        thread.start()
+        try:
+            yield
+        finally:
+            sys.setswitchinterval(interval)
+            done.set()
+            thread.join()  # at most one period and one look
+
+    def _run(self, done: threading.Event) -> None:
+        while not done.wait(self.period_s):
+            if not self.lock.acquire(blocking=False):
+                continue  # the daemon's thread is using the transport: it serves as it goes
+            try:
+                if not done.is_set():
+                    self.t.serve_queued()
+            except Exception as e:  # noqa: BLE001 - a defect must not end the serving for good
+                log.error("serving requests during a sweep: %s: %s", type(e).__name__, e)
+            finally:
+                self.lock.release()
