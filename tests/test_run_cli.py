@@ -84,7 +84,8 @@ def test_run_status_sighup_sigterm(tmp_path):
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
-        while (s := _status(state, env)) is None or s["state"] != "MASTER":
+        # MASTER and its first sweep done: the status is published at the transition, before that sweep
+        while (s := _status(state, env)) is None or s["state"] != "MASTER" or s["sweeps"] < 1:
             assert p.poll() is None and time.monotonic() < deadline, p.stderr.read().decode()[-2000:]
             time.sleep(0.2)
         text = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--state-dir", str(state)], env=env,
