@@ -70,11 +70,15 @@ def emit_with_plan(summary: dict, key: str, records: Iterable[dict]) -> None:
     one compact record per line, each printed as it is made (never the whole text)."""
     head = json.dumps({k: v for k, v in summary.items() if k != key}, indent=2)
     click.echo(head[:-2] + f",\n  {json.dumps(key)}: [" if head != "{}" else f"{{\n  {json.dumps(key)}: [", nl=False)
-    sep = "\n    "
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    sep, chunk = "\n    ", []
     for rec in records:
-        click.echo(sep + json.dumps(rec, separators=(",", ":")), nl=False)
+        chunk.append(sep + dumps(rec))
         sep = ",\n    "
-    click.echo("\n  ]\n}" if sep != "\n    " else "]\n}")
+        if len(chunk) == 2048:  # written in chunks: half a million records a plan
+            click.echo("".join(chunk), nl=False)
+            chunk = []
+    click.echo("".join(chunk) + ("\n  ]\n}" if sep != "\n    " else "]\n}"))
 
 
 def text_plan(r, detail: bool) -> list[str]:

@@ -110,10 +110,18 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
         if b is None:
             b = encoded[id(t)] = t.LAYOUT.encode(t)
         return b
+    parts: dict[tuple[str, int], tuple] = {}  # (kind, modifier) -> (rest, member): a few thousand distinct
     for c in changes:
-        rest, member = split[c.kind](c.modifier)
-        key = (c.kind, c.guid, tuple(c.path), c.port if c.kind != "sl2vl" else 0, rest, enc(c.old), enc(c.new))
-        groups.setdefault(key, [c, []])[1].append(member)
+        kind = c.kind
+        part = parts.get((kind, c.modifier))
+        if part is None:
+            part = parts[kind, c.modifier] = split[kind](c.modifier)
+        key = (kind, c.guid, tuple(c.path), c.port if kind != "sl2vl" else 0, part[0],
+               None if c.old is None else enc(c.old), enc(c.new))
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [c, []]
+        g[1].append(part[1])
     for first, members in groups.values():
         rec = first.to_json()
         table = rec["table"]
