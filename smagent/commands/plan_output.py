@@ -15,8 +15,9 @@ from smagent.errors import BadInput
 PLAN_OPTIONS = (
     click.option("--detail", is_flag=True,
                  help="The plan entry by entry: every Set's line (text), one record per changed LFT entry, "
-                      "PortInfo field and link table (--json); default: large text plans by kind and switch, "
-                      "JSON records per LFT block, port and group of equal link tables (README)."),
+                      "MFT entry, PortInfo field and link table (--json); default: large text plans by kind and "
+                      "switch, JSON records per LFT block, MFT block and position, port and group of equal link "
+                      "tables (README)."),
     click.option("--lids", "lid_range", metavar="A-B", default=None,
                  help="--json: the LFT entries of LIDs A..B only, one record each (the other tables as usual)."),
     click.option("--plan-file", type=click.Path(dir_okay=False), default=None,

@@ -5,6 +5,8 @@ group of equal Sets instead of one per changed entry or field:
 
 ``PortInfoSet``  one per port: ``fields`` {name: [old, new]}
 ``LFTBlock``     one per LFT block (`smagent.fdb.linear.lft_block_json`, packed ports)
+``MFTBlock``     one per MFT (block, position) (`smagent.fdb.multicast.mft_block_json`,
+                 the 32 PortMask words)
 ``SL2VLGroup``   a node's SL2VL Sets with the same old and new table: ``in_ports`` x
                  ``out_ports`` (ranges "1-18,20"; every pair of the two)
 ``VLArbGroup``   a node's VLArb Sets with the same priority, entries, old and new: ``ports``
@@ -20,7 +22,7 @@ import json
 from typing import Any, Iterable, Iterator
 
 from mad import codes
-from smagent.fdb import linear
+from smagent.fdb import linear, multicast
 
 LINK_GROUPS = {"SL2VL": "SL2VLGroup", "VLArb": "VLArbGroup", "P_Key": "P_KeyGroup"}
 _PORT_FIELD = {"VLArb": "port", "P_Key": "port"}  # the field a group's ``ports`` stand for
@@ -118,10 +120,10 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
             part = parts[kind, c.modifier] = split[kind](c.modifier)
         key = (kind, c.guid, tuple(c.path), c.port if kind != "sl2vl" else 0, part[0],
                None if c.old is None else enc(c.old), enc(c.new))
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = [c, []]
-        g[1].append(part[1])
+        entry = groups.get(key)
+        if entry is None:
+            entry = groups[key] = [c, []]
+        entry[1].append(part[1])
     for first, members in groups.values():
         rec = first.to_json()
         table = rec["table"]
@@ -195,6 +197,8 @@ def _entries(rec: dict) -> list[dict]:
     base = {k: v for k, v in rec.items() if k not in ("table", "fields", "ports", "in_ports", "out_ports")}
     if table == "LFTBlock":
         return linear.lft_block_entries(rec)
+    if table == "MFTBlock":
+        return multicast.mft_block_entries(rec)
     if table == "PortInfoSet":
         return [{"node": rec["node"], "guid": rec["guid"], "port": rec["port"], "table": "PortInfo", "field": f,
                  "old": old, "new": new} for f, (old, new) in rec["fields"].items()]
