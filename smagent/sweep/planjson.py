@@ -113,16 +113,23 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
             b = encoded[id(t)] = t.LAYOUT.encode(t)
         return b
     parts: dict[tuple[str, int], tuple] = {}  # (kind, modifier) -> (rest, member): a few thousand distinct
+    prev: Any = None
+    entry: list = []
     for c in changes:
         kind = c.kind
         part = parts.get((kind, c.modifier))
         if part is None:
             part = parts[kind, c.modifier] = split[kind](c.modifier)
-        key = (kind, c.guid, tuple(c.path), c.port if kind != "sl2vl" else 0, part[0],
-               None if c.old is None else enc(c.old), enc(c.new))
-        entry = groups.get(key)
-        if entry is None:
-            entry = groups[key] = [c, []]
+        # a switch's unread SL2VL pairs follow their representative with the very same
+        # node, path and tables: the previous change's group, without building its key
+        if not (prev is not None and c.new is prev.new and c.old is prev.old and c.path is prev.path
+                and c.guid == prev.guid and c.port == prev.port and kind == prev.kind and part[0] == rest):
+            key = (kind, c.guid, tuple(c.path), c.port if kind != "sl2vl" else 0, part[0],
+                   None if c.old is None else enc(c.old), enc(c.new))
+            entry = groups.get(key)  # type: ignore[assignment]
+            if entry is None:
+                entry = groups[key] = [c, []]
+            prev, rest = c, part[0]
         entry[1].append(part[1])
     for first, members in groups.values():
         rec = first.to_json()
