@@ -115,6 +115,7 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
     parts: dict[tuple[str, int], tuple] = {}  # (kind, modifier) -> (rest, member): a few thousand distinct
     prev: Any = None
     entry: list = []
+    rest: int = 0
     for c in changes:
         kind = c.kind
         part = parts.get((kind, c.modifier))
