@@ -96,13 +96,25 @@ def test_an_unwritable_plan_file_is_refused_before_any_smp(cli, tmp_path):
 
 
 @pytest.mark.parametrize("ports", [bytes([255] * 64), bytes(range(64)), bytes([1, 1, 1, 1, 2] * 12 + [3] * 4),
-                                   bytes([7, 7, 7] + [9] * 61)])
+                                   bytes([7, 7, 7] + [9] * 61), bytes([0xFC, 0xFD, 0xFE, 0xFF, 0, 1, 2, 3] * 8),
+                                   bytes([1, 1, 1, 1, 2, 3, 4, 5] * 8), bytes([255, 0, 1, 2, 3, 4] + [5] * 58),
+                                   bytes(range(192, 256)), bytes([5, 6, 7, 5, 6, 7, 8] * 9 + [1])])
 def test_packed_ports_round_trip(ports):
     text = linear.pack_ports(ports)
     assert linear.unpack_ports(text) == ports and len(text) <= 2 * len(ports)
 
 
-@pytest.mark.parametrize("text", ["f", "ff{", "zz", "ff{3}x"])
+def test_runs_counting_up_are_packed_too():
+    # a leaf switch of the 11,664-host tree: remote LIDs spread over uplinks 19..36
+    leaf = bytes([0xFF, 1, 0]) + bytes(range(2, 0x25)) + bytes([0x13] * 27)
+    assert linear.pack_ports(leaf) == "ff010002{+35}13{27}"
+    assert linear.pack_ports(bytes(range(0x13, 0x25)) * 3 + bytes(range(0x13, 0x1D))) == \
+        "13{+18}13{+18}13{+18}13{+10}"
+    # 255 is not followed by 0 in a run: two runs
+    assert linear.pack_ports(bytes([0xFC, 0xFD, 0xFE, 0xFF, 0, 1, 2, 3])) == "fc{+4}00{+4}"
+
+
+@pytest.mark.parametrize("text", ["f", "ff{", "zz", "ff{3}x", "fe{+3}", "ff{+}", "01{+2x}"])
 def test_unpacking_anything_else_is_an_error(text):
     with pytest.raises(ValueError):
         linear.unpack_ports(text)
