@@ -431,7 +431,7 @@ def vlarb_block(entries: Iterable[tuple[int, int]]) -> VLArbitrationTable:
     """Up to 32 (VL, Weight) pairs as a part; missing entries are (0, 0). Built from
     its fields in layout order (VL0, Weight0, ...): a simulated fabric answers 140,000
     VLArb Gets on 11,664 hosts, and names built per field cost 60 times more."""
-    flat = [x for pair in entries for x in pair]
+    flat = [x for vl, w in entries for x in (vl, w)]  # each entry a pair, as before
     if len(flat) > 64:
         raise MadFieldError("entries", len(flat) // 2, "at most 32 per VLArbitrationTable part")
     return VLArbitrationTable(*flat, *([0] * (64 - len(flat))))
