@@ -151,3 +151,11 @@ def test_an_mft_block_record_expands_to_its_changed_mlids(old, new):
     assert planjson.expand(rec) == [planjson.decorate(e) for e in mfttab.mft_entries_json(c)]
     assert all(e["mlid"] == f"0x{0xC000 + 3 * 32 + i:04x}" for i, e in enumerate(mfttab.mft_entries_json(
         mfttab.MftChange(0x10, "S", (0,), 3, 1, None, new))))
+
+
+def test_an_lft_block_record_of_a_bytearray_block():
+    c = linear.BlockChange(0x10, "S", (0,), 2, bytearray([255] * 64), bytearray(range(64)))
+    rec = linear.lft_block_json(c)
+    assert (rec["changed"], rec["old"], rec["new"]) == (64, "ff{64}", "00{+64}")
+    assert linear.lft_block_entries(rec)[5] == {"switch": "S", "guid": "0x0000000000000010", "table": "LFT",
+                                                "block": 2, "lid": 133, "old": 255, "new": 5}

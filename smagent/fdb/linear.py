@@ -299,7 +299,8 @@ _PACKED = re.compile(r"([0-9a-f]{2})(?:\{(\+?)(\d+)\})?")
 def lft_block_json(c: BlockChange) -> dict:
     """One LFT block Set as one plan record (README, "The JSON of a plan"): ``changed``
     entries, ``old`` and ``new`` packed (`pack_ports`)."""
-    changed, old, new = _block_json(c.old, c.new)
+    # bytes(x) is x itself for bytes; a bytearray becomes hashable, for the cache
+    changed, old, new = _block_json(None if c.old is None else bytes(c.old), bytes(c.new))
     return {"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "LFTBlock", "block": c.block,
             "changed": changed, "old": old, "new": new}
 
