@@ -11,6 +11,7 @@ from smagent.fdb import multicast as mfttab
 from smagent.fabric import HCA, SWITCH, Fabric
 from smagent.multicast import GroupFileError, parse_groups
 from smagent.sim import trace
+from smagent.sweep import planjson
 from smagent.transport.sim import SimTransport
 
 
@@ -282,7 +283,8 @@ def test_default_sweep_keeps_mlids_it_was_not_told_about(cli, tmp_path, monkeypa
     r = cli("sweep", "--dry-run", "--json")
     doc = json.loads(r.output)
     assert doc["multicast_kept"] == {"0xc005": ["Big"]}
-    assert doc["plan"] and not any(c.get("mlid") == "0xc005" for c in doc["plan"]), doc["plan"]
+    entries = [e for c in doc["plan"] for e in planjson.expand(c)]
+    assert entries and not any(c.get("mlid") == "0xc005" for c in entries), doc["plan"]
     assert any("kept MLID 0xc005 on Big" in n for n in doc["notes"]), doc["notes"]
     assert cli("sweep").exit_code == 0
     assert big.mft[5] == (1 << 1) | (1 << 20)  # still there
@@ -321,7 +323,7 @@ def test_cli_sweep_with_group_file(cli, tmp_path):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["sets"]["mft_blocks"] == 4 and doc["sets"]["rft_blocks"] == 0
-    mft = [(c["mlid"], c["old"], c["new"]) for c in doc["plan"]
+    mft = [(c["mlid"], c["old"], c["new"]) for rec in doc["plan"] for c in planjson.expand(rec)
            if c["table"] == "MFT" and (c["switch"], c["block"], c["position"]) == ("Big", 0, 2)]
     assert mft == [("0xc000", [], [35, 36]), ("0xc001", [], [35, 36])], mft
     groups.write_text("0xC000 all\n0xC001 nope\n")

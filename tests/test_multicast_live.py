@@ -10,6 +10,7 @@ import pytest
 from fabrics import big_switch_fabric
 from ibsim_harness import ibsim_available, skip_reason
 from smagent import netfile
+from smagent.sweep import planjson
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
@@ -62,7 +63,7 @@ def big(ibsim, tmp_path):
 def test_default_group_positions_above_zero(big):
     sim = big
     dry = json.loads(sim.smagent("sweep", "--dry-run", "--json").stdout)
-    mft = [c for c in dry["plan"] if c["table"] == "MFT"]
+    mft = [c for rec in dry["plan"] for c in planjson.expand(rec) if c["table"] == "MFT"]
     # Big: positions 0 (ports 1, 36 is position 2) 1 (17, 20) 2 (35, 36); Small: position 0
     assert dry["sets"]["mft_blocks"] == 4, mft
     assert {"switch": "Big", "block": 0, "position": 2, "mlid": "0xc000", "old": [], "new": [35, 36]}.items() \

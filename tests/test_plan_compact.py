@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from smagent.fdb import linear
+from smagent.fdb import multicast as mfttab
 from smagent.sweep import planjson
 
 FT2 = str(Path(__file__).resolve().parent.parent / "fixtures" / "ft2-648.net")
@@ -53,7 +54,7 @@ def test_lft_blocks_decode_to_exactly_the_per_entry_records(ft2_runs):
 def test_every_compact_record_expands_to_the_detailed_ones(ft2_runs):
     compact = json.loads(ft2_runs["compact"])["plan"]
     detail = json.loads(ft2_runs["detail"])["plan"]
-    assert {c["table"] for c in compact} == {"PortInfoSet", "SwitchInfo", "LFTBlock", "MFT", "SL2VLGroup",
+    assert {c["table"] for c in compact} == {"PortInfoSet", "SwitchInfo", "LFTBlock", "MFTBlock", "SL2VLGroup",
                                             "VLArbGroup", "P_KeyGroup"}
     assert len(compact) * 10 < len(detail)
     assert planjson.canonical(e for c in compact for e in planjson.expand(c)) == planjson.canonical(detail)
@@ -95,13 +96,25 @@ def test_an_unwritable_plan_file_is_refused_before_any_smp(cli, tmp_path):
 
 
 @pytest.mark.parametrize("ports", [bytes([255] * 64), bytes(range(64)), bytes([1, 1, 1, 1, 2] * 12 + [3] * 4),
-                                   bytes([7, 7, 7] + [9] * 61)])
+                                   bytes([7, 7, 7] + [9] * 61), bytes([0xFC, 0xFD, 0xFE, 0xFF, 0, 1, 2, 3] * 8),
+                                   bytes([1, 1, 1, 1, 2, 3, 4, 5] * 8), bytes([255, 0, 1, 2, 3, 4] + [5] * 58),
+                                   bytes(range(192, 256)), bytes([5, 6, 7, 5, 6, 7, 8] * 9 + [1])])
 def test_packed_ports_round_trip(ports):
     text = linear.pack_ports(ports)
     assert linear.unpack_ports(text) == ports and len(text) <= 2 * len(ports)
 
 
-@pytest.mark.parametrize("text", ["f", "ff{", "zz", "ff{3}x"])
+def test_runs_counting_up_are_packed_too():
+    # a leaf switch of the 11,664-host tree: remote LIDs spread over uplinks 19..36
+    leaf = bytes([0xFF, 1, 0]) + bytes(range(2, 0x25)) + bytes([0x13] * 27)
+    assert linear.pack_ports(leaf) == "ff010002{+35}13{27}"
+    assert linear.pack_ports(bytes(range(0x13, 0x25)) * 3 + bytes(range(0x13, 0x1D))) == \
+        "13{+18}13{+18}13{+18}13{+10}"
+    # 255 is not followed by 0 in a run: two runs
+    assert linear.pack_ports(bytes([0xFC, 0xFD, 0xFE, 0xFF, 0, 1, 2, 3])) == "fc{+4}00{+4}"
+
+
+@pytest.mark.parametrize("text", ["f", "ff{", "zz", "ff{3}x", "fe{+3}", "ff{+}", "01{+2x}"])
 def test_unpacking_anything_else_is_an_error(text):
     with pytest.raises(ValueError):
         linear.unpack_ports(text)
@@ -110,3 +123,39 @@ def test_unpacking_anything_else_is_an_error(text):
 def test_ranges_round_trip():
     assert planjson.ranges([5, 1, 2, 3, 7, 8]) == "1-3,5,7-8"
     assert planjson.unranges("1-3,5,7-8") == [1, 2, 3, 5, 7, 8] and planjson.unranges("") == []
+
+
+def test_mft_blocks_decode_to_exactly_the_per_entry_records(ft2_runs):
+    compact = json.loads(ft2_runs["compact"])["plan"]
+    detail = json.loads(ft2_runs["detail"])["plan"]
+    blocks = [c for c in compact if c["table"] == "MFTBlock"]
+    entries = [c for c in detail if c["table"] == "MFT"]
+    # the IPoIB broadcast group 0xC000: one record per (switch, block, position) its tree uses
+    assert len(blocks) == len({(c["switch"], c["block"], c["position"]) for c in entries}) > 54
+    assert not [c for c in compact if c["table"] == "MFT"]
+    first = blocks[0]
+    assert (first["block"], first["mlids"], first["old"]) == (0, "0xc000-0xc01f", [])  # read, all zero
+    assert first["changed"] == 1 and len(first["new"]) == 1 and first["new"][0]  # 0xC000 only: one word
+    decoded = [e for b in blocks for e in mfttab.mft_block_entries(b)]
+    assert decoded == [{k: v for k, v in e.items() if k != "action"} for e in entries]
+    assert sum(b["changed"] for b in blocks) == len(entries)
+
+
+@pytest.mark.parametrize("old, new", [(None, [0x8001] + [0] * 31), ([0] * 32, [0] * 31 + [0xFFFF]),
+                                      ([5] * 32, [5] * 16 + [6] * 16), ([1, 2] * 16, [1, 2] * 16)])
+def test_an_mft_block_record_expands_to_its_changed_mlids(old, new):
+    c = mfttab.MftChange(0x10, "S", (0,), 3, 1, old, new)
+    rec = mfttab.mft_block_json(c)
+    assert rec["changed"] == len(mfttab.mft_entries_json(c))
+    assert mfttab.mft_block_entries(json.loads(json.dumps(rec))) == mfttab.mft_entries_json(c)
+    assert planjson.expand(rec) == [planjson.decorate(e) for e in mfttab.mft_entries_json(c)]
+    assert all(e["mlid"] == f"0x{0xC000 + 3 * 32 + i:04x}" for i, e in enumerate(mfttab.mft_entries_json(
+        mfttab.MftChange(0x10, "S", (0,), 3, 1, None, new))))
+
+
+def test_an_lft_block_record_of_a_bytearray_block():
+    c = linear.BlockChange(0x10, "S", (0,), 2, bytearray([255] * 64), bytearray(range(64)))
+    rec = linear.lft_block_json(c)
+    assert (rec["changed"], rec["old"], rec["new"]) == (64, "ff{64}", "00{+64}")
+    assert linear.lft_block_entries(rec)[5] == {"switch": "S", "guid": "0x0000000000000010", "table": "LFT",
+                                                "block": 2, "lid": 133, "old": 255, "new": 5}

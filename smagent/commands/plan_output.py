@@ -15,8 +15,9 @@ from smagent.errors import BadInput
 PLAN_OPTIONS = (
     click.option("--detail", is_flag=True,
                  help="The plan entry by entry: every Set's line (text), one record per changed LFT entry, "
-                      "PortInfo field and link table (--json); default: large text plans by kind and switch, "
-                      "JSON records per LFT block, port and group of equal link tables (README)."),
+                      "MFT entry, PortInfo field and link table (--json); default: large text plans by kind and "
+                      "switch, JSON records per LFT block, MFT block and position, port and group of equal link "
+                      "tables (README)."),
     click.option("--lids", "lid_range", metavar="A-B", default=None,
                  help="--json: the LFT entries of LIDs A..B only, one record each (the other tables as usual)."),
     click.option("--plan-file", type=click.Path(dir_okay=False), default=None,
@@ -70,11 +71,15 @@ def emit_with_plan(summary: dict, key: str, records: Iterable[dict]) -> None:
     one compact record per line, each printed as it is made (never the whole text)."""
     head = json.dumps({k: v for k, v in summary.items() if k != key}, indent=2)
     click.echo(head[:-2] + f",\n  {json.dumps(key)}: [" if head != "{}" else f"{{\n  {json.dumps(key)}: [", nl=False)
-    sep = "\n    "
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    sep, chunk = "\n    ", []
     for rec in records:
-        click.echo(sep + json.dumps(rec, separators=(",", ":")), nl=False)
+        chunk.append(sep + dumps(rec))
         sep = ",\n    "
-    click.echo("\n  ]\n}" if sep != "\n    " else "]\n}")
+        if len(chunk) == 2048:  # written in chunks: half a million records a plan
+            click.echo("".join(chunk), nl=False)
+            chunk = []
+    click.echo("".join(chunk) + ("\n  ]\n}" if sep != "\n    " else "]\n}"))
 
 
 def text_plan(r, detail: bool) -> list[str]:

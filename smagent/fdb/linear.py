@@ -4,6 +4,7 @@ plans of `lft load` (a whole dump) and `lft set` (one entry)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import re
 from typing import ClassVar, Sequence
@@ -231,19 +232,43 @@ def lft_changes_json(changes, tops) -> list[dict]:
 def pack_ports(ports: bytes | None) -> str | None:
     """A block's 64 ports as a plan record carries them: two hex digits per entry (LID
     64·block + i at position i), a run of four or more equal entries as ``XX{N}``
-    ("ff{64}": 64 × 255); None stays None (not read)."""
+    ("ff{64}": 64 × 255), a run of four or more entries counting up by one from XX as
+    ``XX{+N}`` ("13{+18}": ports 19 to 36, as a leaf switch spreads remote LIDs over its
+    uplinks); None stays None (not read)."""
     if ports is None:
         return None
+    if ports.count(ports[:1]) == len(ports) > 3:  # one value (a fresh switch's "ff{64}")
+        return f"{ports[0]:02x}{{{len(ports)}}}"
     out, pos = [], 0
-    for m in _RUN.finditer(ports):  # runs found in C: a block has few
-        out.append(ports[pos:m.start()].hex())
-        out.append(f"{ports[m.start()]:02x}{{{m.end() - m.start()}}}")
-        pos = m.end()
+    for start, end, up in _runs(ports):
+        start = max(start, pos)  # a run overlapping the one before: its rest is a run too
+        if end - start < 4:
+            continue
+        out.append(ports[pos:start].hex())
+        out.append(f"{ports[start]:02x}{{{'+' if up else ''}{end - start}}}")
+        pos = end
     out.append(ports[pos:].hex())
     return "".join(out)
 
 
+def _runs(ports: bytes) -> list[tuple[int, int, bool]]:
+    """(start, end, counting up) of the runs of four or more equal entries, and of four or
+    more counting up by one, by start; found in C (a block has few)."""
+    runs = [(m.start(), m.end(), False) for m in _RUN.finditer(ports)]
+    if len(ports) < 2:
+        return runs
+    # step i is "up" where ports[i + 1] == ports[i] + 1: those bytes of the XOR are zero
+    steps = (int.from_bytes(ports[:-1].translate(_UP)) ^ int.from_bytes(ports[1:])).to_bytes(len(ports) - 1)
+    for m in _UP_STEPS.finditer(steps):
+        start, end = m.start(), m.end() + 1
+        ff = ports.find(255, start, end - 1)  # 255, 0 is no step up (_UP wraps): split there
+        runs += [(start, end, True)] if ff < 0 else [(start, ff + 1, True), (ff + 1, end, True)]
+    return sorted(runs)
+
+
 _RUN = re.compile(rb"(.)\1{3,}", re.DOTALL)
+_UP = bytes((b + 1) & 0xFF for b in range(256))
+_UP_STEPS = re.compile(rb"\x00{3,}")  # three steps up: four entries
 
 
 def unpack_ports(text: str | None) -> bytes | None:
@@ -255,22 +280,37 @@ def unpack_ports(text: str | None) -> bytes | None:
     for m in _PACKED.finditer(text):
         if m.start() != pos:
             break
-        out += bytes([int(m[1], 16)]) * (int(m[2]) if m[2] else 1)
+        first, n = int(m[1], 16), int(m[3]) if m[3] else 1
+        if m[2]:
+            if first + n > 256:
+                break  # counts up past 255
+            out += bytes(range(first, first + n))
+        else:
+            out += bytes([first]) * n
         pos = m.end()
     if pos != len(text):
         raise ValueError(f"not a packed LFT block: {text!r}")
     return bytes(out)
 
 
-_PACKED = re.compile(r"([0-9a-f]{2})(?:\{(\d+)\})?")
+_PACKED = re.compile(r"([0-9a-f]{2})(?:\{(\+?)(\d+)\})?")
 
 
 def lft_block_json(c: BlockChange) -> dict:
     """One LFT block Set as one plan record (README, "The JSON of a plan"): ``changed``
     entries, ``old`` and ``new`` packed (`pack_ports`)."""
+    # bytes(x) is x itself for bytes; a bytearray becomes hashable, for the cache
+    changed, old, new = _block_json(None if c.old is None else bytes(c.old), bytes(c.new))
     return {"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "LFTBlock", "block": c.block,
-            "changed": B if c.old is None else sum(map(operator.ne, c.old, c.new)),
-            "old": pack_ports(c.old), "new": pack_ports(c.new)}
+            "changed": changed, "old": old, "new": new}
+
+
+@functools.lru_cache(maxsize=8192)
+def _block_json(old: bytes | None, new: bytes) -> tuple[int, str | None, str | None]:
+    """(changed, old packed, new packed) of a block, once per distinct content: the
+    11,664-host fabric's 337,000 blocks hold 1,207 distinct contents (switches of one
+    level route alike)."""
+    return (B if old is None else sum(map(operator.ne, old, new))), pack_ports(old), pack_ports(new)
 
 
 def lft_block_entries(rec: dict) -> list[dict]:

@@ -53,6 +53,50 @@ class MftChange:
                 for mlid, o, n in self.changed_mlids()]
 
 
+def mft_entries_json(c: MftChange) -> list[dict]:
+    """The per-entry plan records of one (block, position) Set: one ``MFT`` record per
+    MLID whose ports there change (old: null when not read; ports as sorted lists)."""
+    guid = f"0x{c.switch:016x}"
+    return [_entry_json(c.name, guid, c.block, c.position, i, None if c.old is None else c.old[i], c.new[i])
+            for i in range(fw.MFT_BLOCK_SIZE) if c.old is None or c.old[i] != c.new[i]]
+
+
+def _entry_json(name: str, guid: str, block: int, position: int, i: int, old: int | None, new: int) -> dict:
+    return {"switch": name, "guid": guid, "table": "MFT", "block": block, "position": position,
+            "mlid": f"0x{fw.mft_mlid(block, i):04x}",
+            "old": None if old is None else sorted(fw.mask_ports(old, position)),
+            "new": sorted(fw.mask_ports(new, position))}
+
+
+def mft_block_json(c: MftChange) -> dict:
+    """One (block, position) Set as one compact plan record (README, "The JSON of a plan"):
+    ``mlids`` the block's 32 MLIDs ("0xc000-0xc01f"), ``changed`` those whose ports there
+    change, ``old`` (null: not read) and ``new`` the 32 PortMask words (bit b of word i:
+    port 16·position + b of MLID 0xC000 + 32·block + i) without their trailing zero words."""
+    return {"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFTBlock", "block": c.block,
+            "position": c.position, "mlids": f"0x{fw.mft_mlid(c.block, 0):04x}-0x{fw.mft_mlid(c.block, 0) + 31:04x}",
+            "changed": fw.MFT_BLOCK_SIZE if c.old is None else sum(o != n for o, n in zip(c.old, c.new)),
+            "old": None if c.old is None else _trimmed(c.old), "new": _trimmed(c.new)}
+
+
+def _trimmed(masks: list[int]) -> list[int]:
+    n = len(masks)
+    while n and not masks[n - 1]:
+        n -= 1
+    return list(masks[:n])
+
+
+def mft_block_entries(rec: dict) -> list[dict]:
+    """The per-entry ``MFT`` records (`mft_entries_json`) of one ``MFTBlock`` record."""
+    def words(masks):
+        return None if masks is None else list(masks) + [0] * (fw.MFT_BLOCK_SIZE - len(masks))
+    old, new = words(rec["old"]), words(rec["new"])
+    assert new is not None
+    return [_entry_json(rec["switch"], rec["guid"], rec["block"], rec["position"], i,
+                        None if old is None else old[i], new[i])
+            for i in range(fw.MFT_BLOCK_SIZE) if old is None or old[i] != new[i]]
+
+
 def mft_units(entries: dict[int, frozenset[int]], blocks, positions: int) -> dict[tuple[int, int], list[int]]:
     """{mlid: ports} as the full content of every (block, position) in blocks x positions:
     MLIDs not in `entries` are empty (so a diff clears stale entries there)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
-from smagent.fdb import linear
+from smagent.fdb import linear, multicast
 from smagent.fdb.switch import interleave
 
 
@@ -42,8 +42,9 @@ class Plan:
 
     def records(self, detail: bool = True, lids: tuple[int, int] | None = None) -> Iterator[dict]:
         """The records of `to_json`, one at a time; ``detail`` False: one ``LFTBlock``
-        record per LFT block instead of one ``LFT`` record per entry; ``lids`` (first,
-        last): only the LFT entries of those LIDs, one record each."""
+        record per LFT block instead of one ``LFT`` record per entry, one ``MFTBlock``
+        record per MFT (block, position) instead of one ``MFT`` record per MLID; ``lids``
+        (first, last): only the LFT entries of those LIDs, one record each."""
         yield from (d for t in self.tops for d in t.to_json())
         for b in interleave(self.lft):
             if lids is not None:
@@ -58,9 +59,10 @@ class Plan:
             out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "RFT", "block": c.block, "entry": e,
                      "old": o, "new": n} for e, o, n in c.changed_entries()]
         for c in interleave(self.mft):
-            out += [{"switch": c.name, "guid": f"0x{c.switch:016x}", "table": "MFT", "block": c.block,
-                     "position": c.position, "mlid": f"0x{m:04x}", "old": None if o is None else sorted(o),
-                     "new": sorted(n)} for m, o, n in c.changed_mlids()]
+            if detail:
+                out += multicast.mft_entries_json(c)
+            else:
+                out.append(multicast.mft_block_json(c))
         for c in self.links:
             rec = c.journal_record()
             out.append({"switch": c.name, "guid": rec["switch"], "table": c.kind.upper() if c.kind != "pkeys"

@@ -181,8 +181,10 @@ class Want:
 
     def desired(self, current):
         """The attribute value to write given what the port holds."""
-        if self.kind in ("sl2vl", "vlarb"):
-            return _built(self.kind, tuple(tuple(e) if isinstance(e, (list, tuple)) else e for e in self.value))
+        if self.kind == "sl2vl":  # 16 VLs
+            return _built(self.kind, tuple(self.value))
+        if self.kind == "vlarb":  # (VL, weight) pairs
+            return _built(self.kind, tuple(map(tuple, self.value)))
         if self.value is not None:  # a whole block (smagent.links.pkeys, with partitions)
             return P_KeyTable(p_keys=list(self.value))
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE

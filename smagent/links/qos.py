@@ -4,6 +4,7 @@ and judges unusable (`_unusable`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from mad import codes
 from mad import forwarding as fw
@@ -105,10 +106,17 @@ def _switch_out_wants(n, outp, linked, vls, opts) -> list[Want]:
         # path data takes; else input 0): when it holds the right table the others are
         # taken to, else all are written.
         rep = ([p for p in linked if p != outp] or [0])[0]
-        rest = tuple(fw.sl2vl_modifier(i, outp) for i in range(n.num_ports + 1) if i != rep)
         out.append(Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(rep, outp),
-                        _sl2vl_table(opts, vls), rest))
+                        _sl2vl_table(opts, vls), _sibling_modifiers(n.num_ports, rep, outp)))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _sibling_modifiers(num_ports: int, rep: int, outp: int) -> tuple[int, ...]:
+    """The SL2VL modifiers of output port ``outp``'s pairs but the representative's, one
+    tuple shared by every switch alike (2 million pairs on 11,664 hosts, a few hundred
+    distinct tuples)."""
+    return tuple(fw.sl2vl_modifier(i, outp) for i in range(num_ports + 1) if i != rep)
 
 
 def _ca_ports(topo, n, op_vls):

@@ -5,6 +5,8 @@ group of equal Sets instead of one per changed entry or field:
 
 ``PortInfoSet``  one per port: ``fields`` {name: [old, new]}
 ``LFTBlock``     one per LFT block (`smagent.fdb.linear.lft_block_json`, packed ports)
+``MFTBlock``     one per MFT (block, position) (`smagent.fdb.multicast.mft_block_json`,
+                 the 32 PortMask words)
 ``SL2VLGroup``   a node's SL2VL Sets with the same old and new table: ``in_ports`` x
                  ``out_ports`` (ranges "1-18,20"; every pair of the two)
 ``VLArbGroup``   a node's VLArb Sets with the same priority, entries, old and new: ``ports``
@@ -20,7 +22,7 @@ import json
 from typing import Any, Iterable, Iterator
 
 from mad import codes
-from smagent.fdb import linear
+from smagent.fdb import linear, multicast
 
 LINK_GROUPS = {"SL2VL": "SL2VLGroup", "VLArb": "VLArbGroup", "P_Key": "P_KeyGroup"}
 _PORT_FIELD = {"VLArb": "port", "P_Key": "port"}  # the field a group's ``ports`` stand for
@@ -110,10 +112,26 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
         if b is None:
             b = encoded[id(t)] = t.LAYOUT.encode(t)
         return b
+    parts: dict[tuple[str, int], tuple] = {}  # (kind, modifier) -> (rest, member): a few thousand distinct
+    prev: Any = None
+    entry: list = []
+    rest: int = 0
     for c in changes:
-        rest, member = split[c.kind](c.modifier)
-        key = (c.kind, c.guid, tuple(c.path), c.port if c.kind != "sl2vl" else 0, rest, enc(c.old), enc(c.new))
-        groups.setdefault(key, [c, []])[1].append(member)
+        kind = c.kind
+        part = parts.get((kind, c.modifier))
+        if part is None:
+            part = parts[kind, c.modifier] = split[kind](c.modifier)
+        # a switch's unread SL2VL pairs follow their representative with the very same
+        # node, path and tables: the previous change's group, without building its key
+        if not (prev is not None and c.new is prev.new and c.old is prev.old and c.path is prev.path
+                and c.guid == prev.guid and c.port == prev.port and kind == prev.kind and part[0] == rest):
+            key = (kind, c.guid, tuple(c.path), c.port if kind != "sl2vl" else 0, part[0],
+                   None if c.old is None else enc(c.old), enc(c.new))
+            entry = groups.get(key)  # type: ignore[assignment]
+            if entry is None:
+                entry = groups[key] = [c, []]
+            prev, rest = c, part[0]
+        entry[1].append(part[1])
     for first, members in groups.values():
         rec = first.to_json()
         table = rec["table"]
@@ -187,6 +205,8 @@ def _entries(rec: dict) -> list[dict]:
     base = {k: v for k, v in rec.items() if k not in ("table", "fields", "ports", "in_ports", "out_ports")}
     if table == "LFTBlock":
         return linear.lft_block_entries(rec)
+    if table == "MFTBlock":
+        return multicast.mft_block_entries(rec)
     if table == "PortInfoSet":
         return [{"node": rec["node"], "guid": rec["guid"], "port": rec["port"], "table": "PortInfo", "field": f,
                  "old": old, "new": new} for f, (old, new) in rec["fields"].items()]
