@@ -6,7 +6,9 @@ group of equal Sets instead of one per changed entry or field:
 ``PortInfoSet``  one per port: ``fields`` {name: [old, new]}
 ``LFTBlock``     one per LFT block (`smagent.fdb.linear.lft_block_json`, packed ports)
 ``SL2VLGroup``   a node's SL2VL Sets with the same old and new table: ``in_ports`` x
-                 ``out_ports`` (ranges "1-18,20"; every pair of the two)
+                 ``out_ports`` (ranges "1-18,20"; every pair of the two); with
+                 ``all_inputs`` true the pairs are written by one Set per output port
+                 for all its input ports (OptimizedSLtoVLMappingProgramming)
 ``VLArbGroup``   a node's VLArb Sets with the same priority, entries, old and new: ``ports``
 ``P_KeyGroup``   a node's P_Key Sets with the same block, old and new: ``ports``
                  (both: ``old`` and ``new`` without their trailing zero entries)
@@ -110,9 +112,10 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
         if b is None:
             b = encoded[id(t)] = t.LAYOUT.encode(t)
         return b
-    for c in changes:
+    for c in (p for lc in changes for p in lc.pairs()):  # an all-inputs Set: the pairs it writes
         rest, member = split[c.kind](c.modifier)
-        key = (c.kind, c.guid, tuple(c.path), c.port if c.kind != "sl2vl" else 0, rest, enc(c.old), enc(c.new))
+        key = (c.kind, c.guid, tuple(c.path), c.port if c.kind != "sl2vl" else 0, rest, enc(c.old), enc(c.new),
+               c.all_inputs)
         groups.setdefault(key, [c, []])[1].append(member)
     for first, members in groups.values():
         rec = first.to_json()
