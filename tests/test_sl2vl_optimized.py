@@ -101,3 +101,20 @@ def test_the_backup_and_journal_record_the_all_input_ports_set_and_restore_puts_
     assert any("not read before the sweep wrote them" in n for n in res.notes), res.notes
     for n in t.sim.switches():
         assert all(tab == list(range(16)) for tab in n.sl2vl.values()), n.name  # every pair, unread ones too
+
+
+def test_a_topology_file_gives_a_switch_the_capability():
+    """`# smagent: cap optimized_sl2vl_mapping=1` on a switch (what `--transport sim
+    --topology FILE` reads): that switch advertises it and gets the one-Set form; the
+    others keep one Set per pair."""
+    from smagent import netfile
+    fabric = topogen.two_switch()
+    first = fabric.switches()[0]
+    first.caps["optimized_sl2vl_mapping"] = 1
+    t = SimTransport(netfile.dumps(fabric))
+    r = sweepmod.sweep(t, sweepmod.SweepOptions())
+    assert r.problems == []
+    by_switch = {n.guid: n for n in t.sim.switches()}
+    opt = {c.guid for c in r.link_changes if c.all_inputs}
+    assert [by_switch[g].name for g in opt] == [first.name]
+    assert all(not c.all_inputs for c in r.link_changes if c.guid != next(iter(opt)))
