@@ -14,8 +14,8 @@ the end. The file is JSON lines, each write flushed, so a crash of smagent leave
 readable prefix. The begin record and ``done`` are fsynced; a chunk's "written" record
 may wait for the fsync of its phase (``sync=False``, then `sync`): a machine that loses
 it in a power cut holds an apply whose begin record names every unit, so the next sweep
-sees those units as unconfirmed, never as confirmed and not written. `Journal.pending(path)` returns the
-interrupted apply (a `PendingApply`) or None.
+sees those units as unconfirmed, never as confirmed and not written.
+`Journal.pending(path)` returns the interrupted apply (a `PendingApply`) or None.
 
 A finished journal costs nothing to check: ``done()`` moves it into ``journals/`` next to
 it (keeping the newest `paths.state_keep()`), so the next sweep finds no file; a journal
