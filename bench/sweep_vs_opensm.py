@@ -139,8 +139,11 @@ def main():
     ap.add_argument("--smagent-args", default="", help="extra arguments for `smagent sweep` (space-separated)")
     ap.add_argument("--opensm-args", default="", help="extra arguments for `opensm -o` (space-separated)")
     a = ap.parse_args()
+    load0 = os.getloadavg()
     r = measure(a.fabric, a.runs, {"smagent": a.smagent_args.split(), "opensm": a.opensm_args.split()})
-    print(f"fabric {r['fabric']}: {r['hosts']} hosts, {r['switches']} switches")
+    print(f"fabric {r['fabric']}: {r['hosts']} hosts, {r['switches']} switches; machine load (1/5/15 min) "
+          f"{', '.join(f'{x:.2f}' for x in load0)} before, {', '.join(f'{x:.2f}' for x in os.getloadavg())} after "
+          f"(SMPs and CPU seconds are fair under load; wall time is not)")
     for tool in ("smagent", "opensm"):
         print(f"  {tool:8s} SMPs {r[tool]['smps']:7d}   wall {r[tool]['median_s']:.3f} s   "
               f"CPU {r[tool]['median_cpu_s']:.3f} s (medians of {len(r[tool]['runs'])}; walls "

@@ -268,9 +268,26 @@ def pkey_blocks_for(cap: int) -> int:
 
 # SLtoVLMappingTable (IBA 14.2.5.8): a CA takes modifier 0 (the table of the port the SMP
 # came in on); a switch has one table per (input port, output port): output port in bits
-# 7:0, input port in bits 15:8. Bits 16/17 (all input / all output ports) exist only on
-# switches with SwitchInfo.OptimizedSLtoVLMappingProgramming and are not used here.
+# 7:0, input port in bits 15:8. A switch whose SwitchInfo advertises
+# OptimizedSLtoVLMappingProgramming (IBA 14.2.5.4) also takes, in a Set, bit 17: the
+# table for every input port to the output port of bits 7:0 (the input port bits then
+# 0), and bit 16: for every output port; OpenSM's QoS manager writes 0x20000 | out and
+# 0x30000. Elsewhere bits 31:16 are reserved (ibsim ignores them: docs/PITFALLS.md).
 SL2VL_SLS = 16
+SL2VL_ALL_INPUTS = 1 << 17
+SL2VL_ALL_OUTPUTS = 1 << 16
+
+
+def sl2vl_optimized(switch_info) -> bool:
+    """Does this SwitchInfo advertise OptimizedSLtoVLMappingProgramming (bit 0 of the field,
+    as OpenSM reads it)?"""
+    return bool(switch_info is not None and switch_info.optimized_sl_to_vl_mapping_programming & 1)
+
+
+def sl2vl_all_inputs_modifier(out_port: int) -> int:
+    """The Set of one output port's table for every input port (an optimized switch only)."""
+    _check("output port", out_port, 0, 255)
+    return SL2VL_ALL_INPUTS | out_port
 
 
 def sl2vl_modifier(in_port: int, out_port: int) -> int:

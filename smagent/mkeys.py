@@ -105,6 +105,12 @@ class KeyChain:
         self._default = _check_key(key, "--mkey")
 
     @property
+    def keyless(self) -> bool:
+        """No key anywhere (no default, no file, nothing learnt): every SMP carries M_Key 0,
+        so the transport sends the bytes as built (its hot path asks this once per SMP)."""
+        return not (self._default or self.by_guid or self._learnt)
+
+    @property
     def per_node(self) -> bool:
         """Whether keys may differ between nodes (a key file, or keys learnt by probing):
         only then is it worth mapping paths and LIDs."""

@@ -169,3 +169,34 @@ def test_a_plan_on_the_known_state_reads_nothing():
     # a block the known state lacks is unknown: planned for writing
     r.known.lft.pop(next(iter(r.known.lft)))
     assert len(sweepmod.plan(t, sweepmod.SweepOptions(known=r.known)).lft_changes) == 1
+
+
+def test_lft_chunks_are_journalled_one_write_each_and_fsynced_once(tmp_path, monkeypatch):
+    """Issue 28: each chunk of LFT Sets gets its "written" record (flushed: the test above
+    reads them after an interrupt), but the LFT phase fsyncs once, not once per chunk: the
+    fsyncs of a sweep do not grow with the chunks."""
+    import json
+    import os
+
+    from smagent import sweep as sweepmod, topogen
+    from smagent.sweep import write as writemod
+    from smagent.transport.sim import SimTransport
+    real_fsync, calls = os.fsync, []
+
+    def counting(fd):
+        calls.append(fd)
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", counting)
+    fsyncs, lft_records = {}, {}
+    for chunk in (4, 1024):
+        monkeypatch.setattr(writemod, "JOURNAL_CHUNK", chunk)
+        state = tmp_path / f"state-{chunk}"
+        calls.clear()
+        r = sweepmod.sweep(SimTransport(topogen.fat_tree_3(4)), sweepmod.SweepOptions(state_dir=str(state)))
+        assert r.problems == [] and r.lft_written > 8
+        fsyncs[chunk] = len(calls)
+        (journal,) = (state / "journals").glob("apply-*.journal")
+        lft_records[chunk] = sum(1 for line in journal.read_text().splitlines()
+                                 if json.loads(line).get("event") == "written" and json.loads(line)["table"] == "lft")
+    assert lft_records[4] > lft_records[1024] == 1
+    assert fsyncs[4] == fsyncs[1024]

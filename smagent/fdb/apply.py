@@ -9,7 +9,8 @@ An apply, in order:
 2. **journal** every unit it is about to write (``STATE_DIR/apply.journal``; moved into
    ``STATE_DIR/journals`` when it finishes, the newest ``keep`` kept);
 3. **write** SwitchInfo, then LFT blocks in chunks of ``chunk`` (each chunk's confirmed
-   units journalled as it comes back, so an interrupted run is known to within a chunk),
+   units journalled as it comes back, so an interrupted run is known to within a chunk;
+   flushed per chunk, fsynced once the LFT phase ends),
    then RFT blocks (clearing phase first), then MFT units, then the link phase's per-port
    tables (SL2VL, VLArb, P_Key: `smagent.fdb.porttables`; backed up and journalled alike);
 4. **check the read-back**: the GetResp of every Set is what the switch now holds, and
@@ -95,7 +96,10 @@ class Apply:
                 problems += p
                 self.lft_written += len(written)
                 self.written["lft"] += written
-                self._journal("written_many", written)
+                # flushed per chunk, fsynced once (the begin record already names every block)
+                self._journal("written_many", written, sync=False)
+            if order:
+                self._journal("sync")
         return self._note(problems)
 
     def rft(self) -> list[str]:

@@ -8,7 +8,8 @@
   MulticastFDBTop, DefaultPort, ...), and the link phase's per-port tables (section
   ``links`` of a node, CA or switch: SL2VL, VLArb and P_Key tables as the sweep read them
   before writing; a switch's SL2VL pairs written unread are listed, as ``also``, with the
-  pair read in their place). `load_backup` reads it back and `plan_restore_saved` plans
+  pair read in their place, and ``all_inputs`` where one Set wrote them all: a switch with
+  OptimizedSLtoVLMappingProgramming). `load_backup` reads it back and `plan_restore_saved` plans
   putting exactly that back (``smagent lft restore FILE``); the unread pairs get the
   table of the pair read in their place, and the restore says so.
 
@@ -135,7 +136,11 @@ def save_before_apply(transport, topology, changes, directory, *, switchinfo=(),
     for c in link_tables:
         rec = {"table": c.kind, "port": c.port, "modifier": c.modifier, "path": path_json(c.path),
                "value": linktab.table_json(c.kind, c.old)}
-        entry(c).setdefault("links", []).append(dict(rec, also=list(c.also)) if c.also else rec)
+        if c.also:
+            rec["also"] = list(c.also)
+        if c.all_inputs:
+            rec["all_inputs"] = True  # written, and put back, by one Set for all input ports
+        entry(c).setdefault("links", []).append(rec)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / BACKUP_GLOB.replace("*", paths.stamp())
@@ -211,8 +216,12 @@ def _load_switch(out: Saved, g: int, sw: dict) -> None:
             if kind != "sl2vl":
                 raise ValueError(f"{kind}: 'also' is for SL2VL pairs")
             linktab.check_modifier(kind, m)
+        all_inputs = u.get("all_inputs", False)
+        if all_inputs is not False and (all_inputs is not True or kind != "sl2vl"):
+            raise ValueError(f"{kind}: 'all_inputs' is true or absent, and for SL2VL pairs")
         out.links.append(linktab.TableChange(kind, g, name, tuple(u.get("path") or path), modifier, None,
-                                             linktab.table_from_json(kind, u["value"]), port=port, also=also))
+                                             linktab.table_from_json(kind, u["value"]), port=port, also=also,
+                                             all_inputs=all_inputs))
 
 
 def load_block_backup(path) -> list:
@@ -290,13 +299,15 @@ def _plan_links(transport, wanted) -> list:
         if r.value() == c.new:  # the whole table: a restore puts back every P_Key, not only index 0
             continue
         out.append(dataclasses.replace(c, old=r.value()))
-        out += [dataclasses.replace(c, modifier=m, old=None, also=(), same_as=c.modifier) for m in c.also]
+        if not c.all_inputs:  # an all-inputs Set puts them back with it
+            out += [dataclasses.replace(c, modifier=m, old=None, also=(), same_as=c.modifier) for m in c.also]
     return out
 
 
 def restore_notes(plan: Plan) -> list[str]:
     """What a restore of link tables assumes, said where it is planned."""
-    unread = sum(1 for c in plan.links if c.same_as is not None)
+    unread = sum(1 for c in plan.links if c.same_as is not None) + sum(len(c.also) for c in plan.links
+                                                                       if c.all_inputs)
     if not unread:
         return []
     return [f"note: {unread} SL2VL tables (a switch's other input ports of an output port) were not read before "

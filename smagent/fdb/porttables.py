@@ -26,7 +26,11 @@ class TableChange:
     ``same_as``: for a switch SL2VL pair written unread, the modifier of the pair read in
     its place (its representative); ``old`` is then None. ``also``: on that
     representative, the modifiers of those pairs (the journal and the backup record them
-    with it, as one unit: one record each would be 72k on a 648-host fat tree)."""
+    with it, as one unit: one record each would be 72k on a 648-host fat tree).
+    ``all_inputs``: on a switch that advertises OptimizedSLtoVLMappingProgramming, the
+    representative is written with one Set for every input port of its output port
+    (`mad.forwarding.sl2vl_all_inputs_modifier`), which covers ``also``: no Set of its own
+    for each of them (17 Sets become 1 on a 16-port switch)."""
     kind: str  # "sl2vl" | "vlarb" | "pkeys"
     guid: int
     name: str
@@ -37,6 +41,7 @@ class TableChange:
     port: int = 0
     same_as: int | None = None
     also: tuple = ()
+    all_inputs: bool = False
 
     # the names the apply journal and the backups use for every unit they record
     @property
@@ -61,7 +66,17 @@ class TableChange:
              "new": table_json(self.kind, self.new)}
         if self.also:
             d["also"] = list(self.also)
+        if self.all_inputs:
+            d["all_inputs"] = True
         return d
+
+    def pairs(self) -> list[TableChange]:
+        """This change as the SL2VL pairs it writes, one change each: itself, and for an
+        all-inputs Set the pairs it covers (unread: ``old`` None), as the plan lists them."""
+        if not self.all_inputs:
+            return [self]
+        return [self] + [dataclasses.replace(self, modifier=m, old=None, also=(), same_as=self.modifier)
+                         for m in self.also]
 
     def to_json(self) -> dict[str, Any]:
         """The Set as one plan record (`smagent.sweep.SweepResult.plan_changes`): table
@@ -72,8 +87,12 @@ class TableChange:
         new: Any = self.new
         if self.kind == "sl2vl":
             inp, outp = fw.sl2vl_from_modifier(self.modifier)
-            return {**rec, "table": "SL2VL", "in_port": inp, "out_port": outp,
-                    "old": None if self.old is None else list(old.sl_to_vl), "new": list(new.sl_to_vl)}
+            out: dict[str, Any] = {**rec, "table": "SL2VL", "in_port": inp, "out_port": outp,
+                                   "old": None if self.old is None else list(old.sl_to_vl),
+                                   "new": list(new.sl_to_vl)}
+            if self.all_inputs:  # sent as one Set for every input port of out_port
+                out["all_inputs"] = True
+            return out
         if self.kind == "vlarb":
             table, half, port = fw.vlarb_from_modifier(self.modifier)
             return {**rec, "table": "VLArb", "port": port, "priority": table, "entries": [half * 32, half * 32 + 31],
@@ -87,6 +106,8 @@ class TableChange:
         if self.kind == "sl2vl":
             inp, outp = fw.sl2vl_from_modifier(self.modifier)
             where = f"in {inp} out {outp}" if self.modifier else "port"
+            if self.all_inputs:
+                where = f"in all out {outp}"
             old = "?" if self.old is None else ",".join(map(str, self.old.sl_to_vl))
             return f"SubnSet(SLtoVLMappingTable) {self.name} {where}: {old} -> {','.join(map(str, self.new.sl_to_vl))}"
         if self.kind == "vlarb":
@@ -111,7 +132,8 @@ class TableChange:
 
     def request(self, data: bytes | None = None) -> Request:
         """The Set; ``data``: ``self.new`` already encoded (many changes share one table)."""
-        return Request.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier,
+        modifier = fw.sl2vl_all_inputs_modifier(self.modifier & 0xFF) if self.all_inputs else self.modifier
+        return Request.dr(Method.SET, LINK_TABLES[self.kind].ATTR_ID, self.path, modifier,
                           self.new if data is None else data)
 
 
@@ -175,6 +197,9 @@ class Want:
     # representative pair differs: [(modifier), ...]
     siblings: tuple = ()
     port: int = 0  # the CA port the path leads to (0: a switch)
+    # the switch takes one Set for all input ports (OptimizedSLtoVLMappingProgramming):
+    # a differing representative is written so, covering its siblings
+    all_inputs: bool = False
 
     def get(self) -> Request:
         return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)
@@ -231,7 +256,11 @@ def write(transport, changes: list[TableChange], written: list | None = None,
             problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
             if failed is not None and isinstance(rep.error, SmpTimeout):
                 failed.add(c.guid)
-        elif not same_table(c.kind, rep.value(LINK_TABLES[c.kind]), c.new):
+            continue
+        # the GetResp holds the bytes sent (most do): equal, no decoding (72,576 SL2VL Sets
+        # on a 648-host tree); else decoded and compared as tables (reserved bits aside)
+        sent = encoded[id(c.new)]
+        if rep.data[:len(sent)] != sent and not same_table(c.kind, rep.value(LINK_TABLES[c.kind]), c.new):
             problems.append(f"{c.name}: {c.describe()}: reads back differently")
         elif written is not None:
             written.append(c)
@@ -241,6 +270,7 @@ def write(transport, changes: list[TableChange], written: list | None = None,
 def confirmed_units(written: list[TableChange]) -> list[TableChange]:
     """The journal units among the changes ``written`` confirmed: every change that is
     not a representative's unread pair, a representative only when its pairs were
-    confirmed too."""
+    confirmed too (an all-inputs Set confirms them with its own answer)."""
     done = {c.unit for c in written}
-    return [c for c in written if c.same_as is None and all((c.guid, c.port, m) in done for m in c.also)]
+    return [c for c in written if c.same_as is None
+            and (c.all_inputs or all((c.guid, c.port, m) in done for m in c.also))]

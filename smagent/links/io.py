@@ -59,11 +59,15 @@ def _read(transport, wants: list[Want], failed: set[int] | None = None, seen: di
 
 def _diff(read: list) -> list[TableChange]:
     """The Sets that bring [(want, value read)] to what is wanted. A switch output port's
-    unread SL2VL pairs are written when its representative differs."""
+    unread SL2VL pairs are written when its representative differs: each by its own Set,
+    or all with the representative's where the switch takes all input ports at once."""
     changes = []
     for w, cur in read:
         new = w.desired(cur)
         if same_table(w.kind, cur, new):
+            continue
+        if w.all_inputs:  # one Set covers the siblings (OptimizedSLtoVLMappingProgramming)
+            changes.append(w.change(cur, new, also=w.siblings, all_inputs=True))
             continue
         changes.append(w.change(cur, new, also=w.siblings))
         if w.siblings:  # built directly: 2 million on 11,664 hosts

@@ -104,10 +104,11 @@ def _switch_out_wants(n, outp, linked, vls, opts) -> list[Want]:
         # 72k on a 648-host fat tree. They are written together (by OpenSM, by us), so
         # one is read as the representative (from the first other linked input, the
         # path data takes; else input 0): when it holds the right table the others are
-        # taken to, else all are written.
+        # taken to, else all are written (by one Set where the switch takes all input ports).
         rep = ([p for p in linked if p != outp] or [0])[0]
         out.append(Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(rep, outp),
-                        _sl2vl_table(opts, vls), _sibling_modifiers(n.num_ports, rep, outp)))
+                        _sl2vl_table(opts, vls), _sibling_modifiers(n.num_ports, rep, outp),
+                        all_inputs=fw.sl2vl_optimized(n.switch_info)))
     return out
 
 

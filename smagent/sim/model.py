@@ -61,6 +61,9 @@ SWITCH_CAPS = {
     "filter_raw_outbound_cap": 1,
     "enhanced_port0": 0,
     "partition_cap": 8,  # NodeInfo.PartitionCap: P_Keys of switch port 0
+    # SwitchInfo.OptimizedSLtoVLMappingProgramming: 1, SL2VL Sets for all input (bit 17) or
+    # output (bit 16) ports at once are taken; 0 (ibsim's): those bits are refused
+    "optimized_sl2vl_mapping": 0,
 }
 NODE_CAPS = {
     "vendor_id": 0,
@@ -233,6 +236,7 @@ class SimNode:
             linear_fdb_cap=lin, random_fdb_cap=rnd, multicast_fdb_cap=mc, linear_fdb_top=0,
             default_port=0, default_multicast_primary_port=0, default_multicast_not_primary_port=0,
             life_time_value=0, port_state_change=1,  # ibsim (and real switches) start with it set
+            optimized_sl_to_vl_mapping_programming=c["optimized_sl2vl_mapping"],
             lids_per_port=rnd if lpp is None else lpp,
             partition_enforcement_cap=c["partition_enforcement_cap"],
             inbound_enforcement_cap=c["inbound_enforcement_cap"],

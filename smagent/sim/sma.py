@@ -20,8 +20,8 @@ from mad.attributes import (
 from mad.errors import MadError
 from mad.forwarding import (
     LFT_BLOCKS, LFT_BLOCK_SIZE, LFT_NO_PORT, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, PKEY_BLOCK_SIZE,
-    PORTINFO_EXT_SPEEDS, RFT_BLOCKS, RFT_BLOCK_SIZE, UNICAST_LID_MAX, VLARB_BLOCK_SIZE, mft_from_modifier,
-    rft_decode, vlarb_from_modifier,
+    PORTINFO_EXT_SPEEDS, RFT_BLOCKS, RFT_BLOCK_SIZE, SL2VL_ALL_INPUTS, SL2VL_ALL_OUTPUTS, UNICAST_LID_MAX,
+    VLARB_BLOCK_SIZE, mft_from_modifier, rft_decode, sl2vl_optimized, vlarb_from_modifier,
 )
 from mad.header import Method
 from smagent.sim import mkey, model
@@ -286,7 +286,19 @@ def _get_sl2vl(node, in_port, smp, reveal):
 
 
 def _set_sl2vl(node, in_port, smp, reveal):
-    node.sl2vl[_sl2vl_key(node, in_port, smp)] = list(_attribute(smp).sl_to_vl)
+    table = list(_attribute(smp).sl_to_vl)
+    mod = smp.attribute_modifier
+    if node.is_switch and mod >> 16 and not mod >> 18 and sl2vl_optimized(node.si):
+        # OptimizedSLtoVLMappingProgramming: bit 17 every input port, bit 16 every output port
+        ins = range(node.num_ports + 1) if mod & SL2VL_ALL_INPUTS else [(mod >> 8) & 0xFF]
+        outs = range(1, node.num_ports + 1) if mod & SL2VL_ALL_OUTPUTS else [mod & 0xFF]
+        if any(p > node.num_ports for p in (*ins, *outs)):
+            _invalid(f"port in {(mod >> 8) & 0xFF} / out {mod & 0xFF} does not exist")
+        for i in ins:
+            for o in outs:
+                node.sl2vl[(i, o)] = list(table)
+        return SLtoVLMappingTable.LAYOUT.encode(SLtoVLMappingTable(sl_to_vl=table))
+    node.sl2vl[_sl2vl_key(node, in_port, smp)] = table
     return _get_sl2vl(node, in_port, smp, reveal)
 
 

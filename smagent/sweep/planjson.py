@@ -8,7 +8,9 @@ group of equal Sets instead of one per changed entry or field:
 ``MFTBlock``     one per MFT (block, position) (`smagent.fdb.multicast.mft_block_json`,
                  the 32 PortMask words)
 ``SL2VLGroup``   a node's SL2VL Sets with the same old and new table: ``in_ports`` x
-                 ``out_ports`` (ranges "1-18,20"; every pair of the two)
+                 ``out_ports`` (ranges "1-18,20"; every pair of the two); with
+                 ``all_inputs`` true the pairs are written by one Set per output port
+                 for all its input ports (OptimizedSLtoVLMappingProgramming)
 ``VLArbGroup``   a node's VLArb Sets with the same priority, entries, old and new: ``ports``
 ``P_KeyGroup``   a node's P_Key Sets with the same block, old and new: ``ports``
                  (both: ``old`` and ``new`` without their trailing zero entries)
@@ -116,7 +118,8 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
     prev: Any = None
     entry: list = []
     rest: int = 0
-    for c in changes:
+    # an all-inputs Set counts as the pairs it writes (`TableChange.pairs`)
+    for c in (p for lc in changes for p in (lc.pairs() if lc.all_inputs else (lc,))):
         kind = c.kind
         part = parts.get((kind, c.modifier))
         if part is None:
@@ -124,9 +127,10 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
         # a switch's unread SL2VL pairs follow their representative with the very same
         # node, path and tables: the previous change's group, without building its key
         if not (prev is not None and c.new is prev.new and c.old is prev.old and c.path is prev.path
-                and c.guid == prev.guid and c.port == prev.port and kind == prev.kind and part[0] == rest):
+                and c.guid == prev.guid and c.port == prev.port and kind == prev.kind and part[0] == rest
+                and c.all_inputs == prev.all_inputs):
             key = (kind, c.guid, tuple(c.path), c.port if kind != "sl2vl" else 0, part[0],
-                   None if c.old is None else enc(c.old), enc(c.new))
+                   None if c.old is None else enc(c.old), enc(c.new), c.all_inputs)
             entry = groups.get(key)  # type: ignore[assignment]
             if entry is None:
                 entry = groups[key] = [c, []]

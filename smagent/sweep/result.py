@@ -175,7 +175,7 @@ class SweepResult:
         if detail:
             yield from ports
             yield from tables
-            yield from (lc.to_json() for lc in self.link_changes)
+            yield from (p.to_json() for lc in self.link_changes for p in lc.pairs())
         else:
             yield from planjson.compact(ports)
             yield from tables
