@@ -537,6 +537,9 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
     if isinstance(out.get("partitions"), (str, os.PathLike)):  # a partitions.conf path: read before any SMP
         from smagent import partitions
         out["partitions"] = partitions.load(out["partitions"])
+    if isinstance(out.get("qos_policy"), (str, os.PathLike)):  # a QoS policy path: read before any SMP
+        from smagent import qospolicy
+        out["qos_policy"] = qospolicy.load(out["qos_policy"])
     out.update(desiredmod.sweep_settings(desiredmod.coerce(desired), lmc=lmc, lid_file=lid_file, routing=routing))
     problem = fw.lmc_problem(out["lmc"], "lmc")
     if problem:
