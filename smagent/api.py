@@ -264,19 +264,25 @@ class Session:
         return ApplyResult(r, left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
-               path_sls: PathArg | None = None) -> Report:
+               path_sls: PathArg | None = None, qos_policy: Any = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
         ``partitions``: a partitions.conf path or a `smagent.partitions.PartitionConfig`
         the P_Key tables are checked against (`smagent.verify.partitions`).
         ``path_sls``: the SL file a dfsssp sweep left (`<state dir>/path_sls`): credit
         loops are then counted per VL with the SL of each path (else every path on SL 0).
+        ``qos_policy``: a QoS policy path or `smagent.qospolicy.QosPolicy`: its SLs by target
+        port (and default) over those.
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent import pathsl, verify as verifymod
         if partitions is not None and not hasattr(partitions, "partitions"):
             from smagent import partitions as partmod
             partitions = partmod.load(partitions)  # before any SMP
         sls = pathsl.load(path_sls) if path_sls is not None else None  # before the first SMP
-        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls)
+        if qos_policy is not None and not hasattr(qos_policy, "rules"):
+            from smagent import qospolicy
+            qos_policy = qospolicy.load(qos_policy)  # before any SMP
+        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls,
+                                qos_policy=qos_policy)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:

@@ -21,16 +21,21 @@ from smagent.qospolicy import DEFAULT_PKEY, QosPolicy, QosPolicyError, Rule
 from smagent.routing.base import NO_PORT
 
 
-def dlid_ports(topo, plan) -> dict[int, tuple[int, object, int]]:
-    """DLID -> (port GUID, node, port) of every LID the plan gives (a CA port's 2^LMC)."""
+def dlid_ports(topo, plan=None) -> dict[int, tuple[int, object, int]]:
+    """DLID -> (port GUID, node, port) of every LID the plan gives (a CA port's 2^LMC), or
+    without a plan every LID the ports hold (PortInfo LID and LMC: a live fabric)."""
     out = {}
     for n in topo.nodes.values():
         for p in n.lid_ports():
             pg = n.port_guids.get(p, n.guid)
-            base = plan.lids.get(pg)
+            if plan is not None:
+                base, lmc = plan.lids.get(pg), plan.lmc
+            else:
+                pi = n.ports.get(p)
+                base, lmc = (pi.lid or None, pi.lmc) if pi is not None else (None, 0)
             if base is None:
                 continue
-            for lid in range(base, base + (1 if n.is_switch else 1 << plan.lmc)):
+            for lid in range(base, base + (1 if n.is_switch else 1 << lmc)):
                 out[lid] = (pg, n, p)
     return out
 

@@ -2,6 +2,8 @@
 parsed with line numbers; the SL of paths (OpenSM's first-match order) in the sweep's path
 SLs and the SA's PathRecords; the per-port-class SL2VL/VLArb tables written and read back;
 with dfsssp on a torus, a policy SL that brings back a credit loop refused naming the pair."""
+import json
+
 import pytest
 
 from mad import sa
@@ -65,7 +67,7 @@ def test_errors_name_their_line(text, line, needle):
 
 
 @pytest.mark.parametrize("command", [["sweep"], ["sweep", "--dry-run"], ["plan", "{desired}"],
-                                     ["apply", "{desired}"], ["run"]])
+                                     ["apply", "{desired}"], ["run"], ["verify"]])
 def test_every_qos_policy_option_refuses_a_bad_file_with_its_line(cli, tmp_path, command):
     f = tmp_path / "q.conf"
     f.write_text("qos-ulps\n default : 0\n any, service-id 0xzz : 1\nend-qos-ulps\n")
@@ -73,7 +75,8 @@ def test_every_qos_policy_option_refuses_a_bad_file_with_its_line(cli, tmp_path,
     d.write_text("lmc: 0\n")
     args = [a.replace("{desired}", str(d)) for a in command]
     rec = tmp_path / "rec.pcap"
-    r = cli("--transport", "sim", "--record", rec, *args, "--qos-policy", f, "--state-dir", tmp_path / "s")
+    more = [] if command[0] == "verify" else ["--state-dir", tmp_path / "s"]
+    r = cli("--transport", "sim", "--record", rec, *args, "--qos-policy", f, *more)
     assert r.exit_code == EXIT_BAD_INPUT, r.output
     assert "line 3: service-id '0xzz' is not a number" in r.output and "Traceback" not in r.output
     assert not rec.exists() or rec.stat().st_size <= 24, "nothing sent: the capture holds its header only"
@@ -196,3 +199,21 @@ def test_a_policy_sl_that_brings_back_a_credit_loop_is_refused_naming_the_pair(t
     assert f"brings back a credit loop on VL{sl}" in r.stderr and "paths from the CA ports of T" in r.stderr
     assert f"rule line 3 ({rule.format(g=hosts[5].port_guids[1])}) puts them on SL {sl}" in r.stderr, r.stderr
     assert sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet(")) == before, "nothing sent"
+
+
+def test_verify_counts_credit_loops_with_the_policy_sls(torus, cli, tmp_path, monkeypatch):
+    """verify --qos-policy puts the policy's target SLs over the paths' layers: the SL the
+    sweep would refuse shows as a credit loop in the live tables, the one it accepts not."""
+    from smagent import api
+    t, hosts = torus
+    monkeypatch.setattr("smagent.cli.Context.session", lambda self: api.Session(t))
+    st = tmp_path / "st"
+    assert cli("sweep", "--routing", "dfsssp", "--state-dir", st).exit_code == 0
+    g = hosts[5].port_guids[1]
+    for sl, code in ((4, 0), (7, 1)):
+        f = tmp_path / f"q{sl}.conf"
+        f.write_text(f"qos-ulps\n any, target-port-guid {g:#x} : {sl}\nend-qos-ulps\n")
+        r = cli("verify", "--no-mcast", "--json", "--path-sls", st / "path_sls", "--qos-policy", f)
+        assert r.exit_code == code, r.output
+        if code:
+            assert json.loads(r.stdout)["defects"]["cdg_cycle"]["cycle"][0]["vl"] == sl
