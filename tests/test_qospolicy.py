@@ -217,3 +217,23 @@ def test_verify_counts_credit_loops_with_the_policy_sls(torus, cli, tmp_path, mo
         assert r.exit_code == code, r.output
         if code:
             assert json.loads(r.stdout)["defects"]["cdg_cycle"]["cycle"][0]["vl"] == sl
+
+
+def test_paths_shows_the_sl_a_query_gets(cli, tmp_path, monkeypatch):
+    from smagent import api
+    t = SimTransport(topogen.fat_tree_2(4))
+    monkeypatch.setattr("smagent.cli.Context.session", lambda self: api.Session(t))
+    f = tmp_path / "q.conf"
+    f.write_text("qos-ulps\n default : 1\n any, service-id 0x10-0x1F : 2\n ipoib : 4\nend-qos-ulps\n")
+    st = tmp_path / "st"
+    assert cli("sweep", "--qos-policy", f, "--state-dir", st).exit_code == 0
+    hosts = sorted(api.Session(t).discover().cas(), key=lambda n: n.guid)
+    a, b = hosts[0].lid(1), hosts[3].lid(1)
+    for extra, sl, rule in (([], 1, None), (["--service-id", 0x15], 2, "line 3 (any, service-id 0x10-0x1F)"),
+                            (["--service-id", 0x20], 1, None), (["--pkey", 0xFFFF], 4, "line 4 (ipoib)")):
+        r = cli("paths", a, b, "--state-dir", st, "--qos-policy", f, *extra, "--json")
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert (doc["sl"], doc["rule"]) == (sl, rule), (extra, doc)
+    r = cli("paths", a, b, "--state-dir", st, "--service-id", 5)
+    assert r.exit_code == EXIT_BAD_INPUT and "give --qos-policy FILE" in r.stderr
