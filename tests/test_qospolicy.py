@@ -237,3 +237,17 @@ def test_paths_shows_the_sl_a_query_gets(cli, tmp_path, monkeypatch):
         assert (doc["sl"], doc["rule"]) == (sl, rule), (extra, doc)
     r = cli("paths", a, b, "--state-dir", st, "--service-id", 5)
     assert r.exit_code == EXIT_BAD_INPUT and "give --qos-policy FILE" in r.stderr
+
+
+def test_a_desired_states_policy_is_planned_and_applied(tmp_path):
+    from smagent import api
+    t = SimTransport(topogen.fat_tree_2(4))
+    f = tmp_path / "q.conf"
+    f.write_text("qos_swe_sl2vl 0,0,0,0,1,1,1,1,2,2,2,2,3,3,3,3\nqos-ulps\n default : 2\nend-qos-ulps\n")
+    session = api.Session(t)
+    plan = session.plan({"qos_policy": str(f)})
+    assert {tuple(c.new.sl_to_vl) for c in plan.link_changes if c.kind == "sl2vl" and
+            plan.topology.nodes[c.guid].is_switch} == {(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)}
+    applied = session.apply({"qos_policy": str(f)}, state_dir=str(tmp_path / "st"))
+    assert applied.left.sets_planned == 0, applied.left.plan_lines()
+    assert {row[1] for row in pathsl.load(tmp_path / "st" / "path_sls").values()} == {2}  # the default SL
