@@ -110,6 +110,11 @@ class QosPolicy:
         return any(getattr(pc, f) is not None for _n, pc in self.classes for f in ("sl2vl", "vlarb_high",
                                                                                  "vlarb_low", "high_limit"))
 
+    def sls(self) -> list[tuple[int, str]]:
+        """(SL, where it is given: "rule line N (...)" or "default") of every rule."""
+        out = [(r.sl, f"rule {r.describe()}") for r in self.rules]
+        return out + ([(self.default_sl, "the default rule")] if self.default_sl is not None else [])
+
     def match(self, dst_guid: int | None, service_id: int | None = None,
               pkey: int | None = None) -> Rule | None:
         """The first rule matching a query for a path to port ``dst_guid`` that gives

@@ -251,3 +251,13 @@ def test_a_desired_states_policy_is_planned_and_applied(tmp_path):
     applied = session.apply({"qos_policy": str(f)}, state_dir=str(tmp_path / "st"))
     assert applied.left.sets_planned == 0, applied.left.plan_lines()
     assert {row[1] for row in pathsl.load(tmp_path / "st" / "path_sls").values()} == {2}  # the default SL
+
+
+def test_a_policy_sl_its_own_tables_send_to_vl15_is_refused(tmp_path):
+    t = SimTransport(topogen.fat_tree_2(4))
+    policy = qospolicy.parse("qos_ca_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,15,7\n"
+                             "qos-ulps\n default : 0\n any, service-id 0x10 : 14\nend-qos-ulps\n", "q")
+    with pytest.raises(qospolicy.QosPolicyError, match=r"rule line 4 \(any, service-id 0x10\) gives SL 14, which "
+                                                      r"the ca ports' SL2VL table .* sends to VL15"):
+        sweep.sweep(t, sweep.SweepOptions(qos_policy=policy))
+    assert not any(k.startswith("SubnSet(") for k in t.stats.by_kind), "refused before any Set"

@@ -64,6 +64,13 @@ def _policy_tables(s: SweepState) -> None:
     classes = tuple((c, tuple((names[f], v) for f in names if (v := getattr(policy.port_class(c), f)) is not None))
                     for c in qospolicy.CLASSES)
     s.link_opts = dataclasses.replace(s.link_opts, qos_classes=classes)
+    dropped = [(sl, where, c) for sl, where in policy.sls() for c in ("ca", "swe")
+               if s.link_opts.for_class(c).sl2vl[sl] == 15]
+    if dropped:  # VL15 carries no data: OpenSM's SA answers no path on such an SL
+        sl, where, c = dropped[0]
+        raise qospolicy.QosPolicyError(policy.source, [f"{where} gives SL {sl}, which the {c} ports' SL2VL table "
+                                                       f"(qos_{c}_sl2vl / qos_sl2vl) sends to VL15, where no data "
+                                                       f"goes"])
 
 
 def _check_policy_sls(s: SweepState) -> None:
