@@ -264,19 +264,25 @@ class Session:
         return ApplyResult(r, left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
-               path_sls: PathArg | None = None) -> Report:
+               path_sls: PathArg | None = None, qos_policy: Any = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
         ``partitions``: a partitions.conf path or a `smagent.partitions.PartitionConfig`
         the P_Key tables are checked against (`smagent.verify.partitions`).
         ``path_sls``: the SL file a dfsssp sweep left (`<state dir>/path_sls`): credit
         loops are then counted per VL with the SL of each path (else every path on SL 0).
+        ``qos_policy``: a QoS policy path or `smagent.qospolicy.QosPolicy`: its SLs by target
+        port (and default) over those.
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent import pathsl, verify as verifymod
         if partitions is not None and not hasattr(partitions, "partitions"):
             from smagent import partitions as partmod
             partitions = partmod.load(partitions)  # before any SMP
         sls = pathsl.load(path_sls) if path_sls is not None else None  # before the first SMP
-        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls)
+        if qos_policy is not None and not hasattr(qos_policy, "rules"):
+            from smagent import qospolicy
+            qos_policy = qospolicy.load(qos_policy)  # before any SMP
+        return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls,
+                                qos_policy=qos_policy)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:
@@ -537,6 +543,9 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
     if isinstance(out.get("partitions"), (str, os.PathLike)):  # a partitions.conf path: read before any SMP
         from smagent import partitions
         out["partitions"] = partitions.load(out["partitions"])
+    if isinstance(out.get("qos_policy"), (str, os.PathLike)):  # a QoS policy path: read before any SMP
+        from smagent import qospolicy
+        out["qos_policy"] = qospolicy.load(out["qos_policy"])
     out.update(desiredmod.sweep_settings(desiredmod.coerce(desired), lmc=lmc, lid_file=lid_file, routing=routing))
     problem = fw.lmc_problem(out["lmc"], "lmc")
     if problem:

@@ -23,6 +23,7 @@
     partitions_file: /etc/opensm/partitions.conf   # OpenSM's grammar (smagent.partitions), or:
     partitions:                  # the same, structured
       - {name: storage, pkey: 0x8001, ipoib: true, mtu: 4, members: [ALL_CAS, "0x0002c90300000001=full"]}
+    qos_policy: /etc/smagent/qos-policy.conf   # qos-ulps and qos_* tables (smagent.qospolicy)
     mkey_protection:             # as --mkey-protect (smagent.mkeys.Protection); keys only in files
       level: 2                   # M_KeyProtectBits 0-3
       lease: 60                  # M_KeyLeasePeriod, seconds (0: never lapses)
@@ -53,7 +54,7 @@ from smagent import routing as routingmod
 from smagent.errors import BadInput
 
 KEYS = {"routing", "root", "lmc", "lid_file", "lft", "multicast", "multicast_prune", "switches", "links",
-        "partitions", "partitions_file", "mkey_protection"}
+        "partitions", "partitions_file", "mkey_protection", "qos_policy"}
 SWITCH_KEYS = {"linear_fdb_top", "default_port", "default_multicast_primary_port",
                "default_multicast_not_primary_port", "life_time_value"}
 
@@ -78,6 +79,7 @@ class DesiredState:
     links: object = None  # links.LinkOptions, when the file has a links section
     partitions: object = None  # partitions.PartitionConfig: `partitions:` or `partitions_file:`
     mkey_protection: object = None  # mkeys.Protection: `mkey_protection:`
+    qos_policy: object = None  # qospolicy.QosPolicy: `qos_policy:` (a file's path)
     given: frozenset = frozenset()  # the top-level keys the document named
 
     def __post_init__(self) -> None:
@@ -194,6 +196,7 @@ def parse(doc, source: str = "<desired state>") -> DesiredState:
             problems += str(e).split("; ")
     _parse_partitions(doc, ds, problems)
     _parse_mkey_protection(doc.get("mkey_protection"), ds, problems)
+    _parse_qos_policy(doc.get("qos_policy"), ds, problems)
     if problems:
         raise DesiredStateError(source, problems)
     return ds
@@ -227,6 +230,20 @@ def _parse_mkey_protection(m, ds: DesiredState, problems: list[str]) -> None:
                                               key=key, secret=secret)
     except BadInput as e:
         problems.append(f"mkey_protection: {e}")
+
+
+def _parse_qos_policy(path, ds: DesiredState, problems: list[str]) -> None:
+    """`qos_policy: FILE`: the QoS policy file (`smagent.qospolicy`), read now."""
+    if path is None:
+        return
+    from smagent import qospolicy
+    if not isinstance(path, str):
+        problems.append("qos_policy: expected the path of a QoS policy file")
+        return
+    try:
+        ds.qos_policy = qospolicy.load(path)
+    except qospolicy.QosPolicyError as e:
+        problems += [f"qos_policy {path}: {p}" for p in e.problems]
 
 
 def _parse_partitions(doc, ds: DesiredState, problems: list[str]) -> None:

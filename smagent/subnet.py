@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from mad.attributes import NodeInfo, PortInfo, SMInfo, SwitchInfo
 from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
+
+if TYPE_CHECKING:
+    from smagent.qospolicy import QosPolicy
 
 NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
 
@@ -71,16 +74,20 @@ class Subnet:
     # attribute (`SweepResult.link_tables`); a unit never read is absent
     tables: Mapping[tuple[str, int, int, int], object] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({}))
+    # the QoS policy the sweep planned with (`smagent.qospolicy.QosPolicy`): the SL of a
+    # query that names a service ID or P_Key (`request_sl`); None: none
+    qos_policy: QosPolicy | None = None
 
     @classmethod
     def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0,
-                   partitions=None, previous: Subnet | None = None) -> Subnet:
+                   partitions=None, qos_policy=None, previous: Subnet | None = None) -> Subnet:
         """The snapshot a finished (not dry-run) `SweepResult` leaves: its KnownState
         when the apply finished cleanly, else the tables planned against with the planned
         blocks on top. ``partitions``: the `smagent.partitions.PartitionConfig` the sweep
-        wrote (None: the default partition everywhere). ``previous``: the snapshot before,
-        whose per-port tables of nodes still there stand where this sweep read none (a
-        repair reads only the nodes that changed)."""
+        wrote (None: the default partition everywhere); ``qos_policy``: the QoS policy it
+        planned with (its SLs by target port are in the result's ``path_sls`` already).
+        ``previous``: the snapshot before, whose per-port tables of nodes still there stand
+        where this sweep read none (a repair reads only the nodes that changed)."""
         known = result.known
         topo = known.topology if known is not None else result.topology
         if known is not None:
@@ -107,7 +114,7 @@ class Subnet:
                    generation=generation, by_port_guid=types.MappingProxyType(
                        {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
                    path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
-                   pkeys=None if partitions is None else _pkeys(partitions, topo),
+                   pkeys=None if partitions is None else _pkeys(partitions, topo), qos_policy=qos_policy,
                    tables=_tables(previous, result.link_tables, topo))
 
     def path_sl(self, src: tuple[int, int], dlid: int) -> int:
@@ -119,6 +126,18 @@ class Subnet:
         switch = g if self.nodes[g].is_switch else self.links.get((g, p), (None, 0))[0]
         row = self.path_sls.get(switch) if switch is not None else None
         return row[dlid] if row is not None and dlid < len(row) else 0
+
+    def request_sl(self, src: tuple[int, int], dst_guid: int, dlid: int, service_id: int | None = None,
+                   pkey: int | None = None) -> int:
+        """The SL of a PathRecord query for the path from port ``src`` to ``dlid`` (port GUID
+        ``dst_guid``) naming ``service_id`` / ``pkey`` (None: not in the query), in
+        OpenSM's order: the QoS policy's first matching rule (`QosPolicy.match`), else the
+        path's SL (`path_sl`: the engine's layer, or the policy's target-port or default
+        SL, which the sweep checked against the layers)."""
+        rule = self.qos_policy.match(dst_guid, service_id, pkey) if self.qos_policy is not None else None
+        if rule is not None and rule.by_request:
+            return rule.sl
+        return self.path_sl(src, dlid)
 
     def path_pkey(self, src: tuple[int, int], dst: tuple[int, int], wanted: int | None = None) -> int | None:
         """The P_Key of a path between two end ports ((node GUID, port), 0 on a switch): the

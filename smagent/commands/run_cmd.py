@@ -84,6 +84,9 @@ def _given(**values) -> dict:
 @click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
 @click.option("--partitions", "partitions_file", type=click.Path(dir_okay=False), default=None,
               help="OpenSM's partitions.conf (as opensm -P), read and checked before any SMP (see sweep).")
+@click.option("--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
+              help="A QoS policy (qos-ulps and qos_* tables, as opensm -Q -Y; see sweep): SLs in PathRecords, "
+                   "SL2VL/VLArb tables.")
 @click.option("--desired", "desired_file", type=click.Path(dir_okay=False), default=None,
               help="Desired-state file (YAML/JSON, see `smagent plan`); re-read on SIGHUP.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
@@ -105,8 +108,8 @@ def _given(**values) -> dict:
                    "(off, as OpenSM's no_clients_rereg): hosts rejoin their groups with the new SA.")
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
-        mcast_groups, no_multicast, partitions_file, desired_file, state_dir, log_file, mkey_level, mkey_lease,
-        mkey_secret_file, as_json, perfmgr_interval, metrics_listen, client_reregister):
+        mcast_groups, no_multicast, partitions_file, qos_policy_file, desired_file, state_dir, log_file, mkey_level,
+        mkey_lease, mkey_secret_file, as_json, perfmgr_interval, metrics_listen, client_reregister):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent import desired, multicast
@@ -127,8 +130,10 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     given = _given(lmc=lmc, lid_file=lid_file, routing=engine)
     from smagent import partitions
     parts = partitions.load(partitions_file) if partitions_file else None
+    from smagent import qospolicy
+    policy = qospolicy.load(qos_policy_file) if qos_policy_file else None
     sw = sweepmod.SweepOptions(**desired.sweep_settings(ds, **given), mcast_groups=spec, multicast=not no_multicast,
-                               partitions=parts, mkey_protection=mkey_protection(obj, mkey_level, mkey_lease,
+                               partitions=parts, qos_policy=policy, mkey_protection=mkey_protection(obj, mkey_level, mkey_lease,
                                                                                  mkey_secret_file))
     state_dir = state_dir or default_state_dir()
     paths.check_state_dir(state_dir)

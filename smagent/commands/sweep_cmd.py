@@ -125,6 +125,21 @@ PARTITIONS = click.option(
          "partition 0xFFFF at index 0 of every end port.")
 
 
+QOS_POLICY = click.option(
+    "--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
+    help="A QoS policy: OpenSM's qos-ulps section (as opensm -Q -Y FILE: the SL of paths by target port GUID, "
+         "service ID, P_Key) and opensm.conf's qos_[ca_|swe_|sw0_]* SL2VL/VLArb lines; read and checked "
+         "before any SMP (see smagent.qospolicy).")
+
+
+def _qos_policy(path) -> dict:
+    """{"qos_policy": the parsed QoS policy file} (QosPolicyError with line numbers), or {}."""
+    if path is None:
+        return {}
+    from smagent import qospolicy
+    return {"qos_policy": qospolicy.load(path)}
+
+
 def _partitions(path):
     """The parsed partitions file (BadInput with line numbers), or None."""
     if path is None:
@@ -194,12 +209,14 @@ def _state_dir(obj, state_dir):
                    "{default}); made only while SMPs are being lost (retries also rise "
                    "with the loss seen, see README).")
 @PARTITIONS
+@QOS_POLICY
 @mkey_protect_options
 @plan_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary (and plan) as one JSON object.")
 @click.pass_obj
 def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_groups, no_multicast, prune_multicast,
-          subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, partitions_file, mkey_level, mkey_lease,
+          subnet_prefix, max_mtu, max_vls, qos, state_dir, repair_passes, partitions_file, qos_policy_file,
+          mkey_level, mkey_lease,
           mkey_secret_file, detail, lid_range, plan_file, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
@@ -214,6 +231,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
         raise BadInput("--prune-multicast and --no-multicast exclude each other")
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # before any SMP
     parts = _partitions(partitions_file)
+    policy = _qos_policy(qos_policy_file)
     protection = mkey_protection(obj, mkey_level, mkey_lease, mkey_secret_file)
     lids = check_plan_options(plan_file, lid_range)
     state_dir = _state_dir(obj, state_dir)
@@ -221,7 +239,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
     r = _run_sweep(obj, state_dir, progress, lmc=lmc, lid_file=lid_file, routing=engine, dry_run=dry_run,
                    force=force, mcast_groups=spec, multicast=not no_multicast, prune_multicast=prune_multicast,
                    links=_link_options(subnet_prefix, int(max_mtu), int(max_vls), qos),
-                   allow_defects=allow_defects, partitions=parts, mkey_protection=protection,
+                   allow_defects=allow_defects, partitions=parts, mkey_protection=protection, **policy,
                    **({} if repair_passes is None else {"repair_passes": repair_passes}))
     summary = r.summary()
     summary.update(obj.transient_write(dry_run))
@@ -248,13 +266,15 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
 @click.option("--force", is_flag=True, help="Plan even if another SM is MASTER.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
 @PARTITIONS
+@QOS_POLICY
 @plan_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: the plan's summary, its lines and changes.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="As Terraform: exit 0 when there is nothing to do, 2 when changes are pending (the JSON's "
                    "changes_pending; bad input also exits 2, with an error on stderr).")
 @click.pass_obj
-def plan_cmd(obj, file, force, state_dir, partitions_file, detail, lid_range, plan_file, as_json, detailed_exitcode):
+def plan_cmd(obj, file, force, state_dir, partitions_file, qos_policy_file, detail, lid_range, plan_file, as_json,
+             detailed_exitcode):
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
@@ -264,12 +284,12 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, detail, lid_range, pl
     break the fabric are listed as warnings (exit 1: `apply` would refuse them).
     """
     parts = _partitions(partitions_file)
+    more = {**({} if parts is None else {"partitions": parts}), **_qos_policy(qos_policy_file)}
     lids = check_plan_options(plan_file, lid_range)
     state_dir = _state_dir(obj, state_dir)
     progress = progress_line(obj, "plan", as_json, _steps(True))
     r = _interruptible(obj, state_dir, lambda: obj.session().plan(
-        file, force=force, state_dir=state_dir, progress=progress, **({} if parts is None else {"partitions": parts})),
-        progress)
+        file, force=force, state_dir=state_dir, progress=progress, **more), progress)
     summary = r.summary()
     if plan_file:
         write_plan_file(r, plan_file)
@@ -291,15 +311,16 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, detail, lid_range, pl
 @ALLOW_DEFECTS
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help=STATE_DIR_HELP)
 @PARTITIONS
+@QOS_POLICY
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document: what was applied, and what a fresh plan still finds.")
 @click.pass_obj
-def apply_cmd(obj, file, force, allow_defects, state_dir, partitions_file, as_json):
+def apply_cmd(obj, file, force, allow_defects, state_dir, partitions_file, qos_policy_file, as_json):
     """Make the fabric hold a desired-state FILE, then prove it: the Set responses are
     read back, and a fresh plan afterwards must be empty (exit 1 if it is not)."""
     state_dir = _state_dir(obj, state_dir)
     parts = _partitions(partitions_file)
-    more = {} if parts is None else {"partitions": parts}
+    more = {**({} if parts is None else {"partitions": parts}), **_qos_policy(qos_policy_file)}
     progress = progress_line(obj, "apply", as_json, _steps(False))
     a = _interruptible(obj, state_dir, lambda: obj.session().apply(file, force=force, state_dir=state_dir,
                                                                    allow_defects=allow_defects, progress=progress,

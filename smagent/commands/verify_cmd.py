@@ -57,8 +57,11 @@ TITLES = {
 @click.option("--path-sls", type=click.Path(dir_okay=False), default=None,
               help="The SL of every path, as a dfsssp sweep left it in <state dir>/path_sls: credit "
                    "loops count only where their channels share a VL (default: every path on SL 0).")
+@click.option("--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
+              help="A QoS policy (see sweep): its SLs by target port GUID (and its default, without "
+                   "--path-sls) over the paths' SLs for the credit-loop check.")
 @click.pass_obj
-def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls):
+def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_policy_file):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
     multicast delivery; links (MTU and VLs agree on both ends, every SL maps to a VL the
@@ -68,7 +71,7 @@ def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls):
     `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
     with progress_of(obj, "verify", as_json):
         report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
-                                      path_sls=path_sls)
+                                      path_sls=path_sls, qos_policy=qos_policy_file)
     if as_json:
         from smagent.balance import ROWS
         emit_json(report.as_json(), rows=ROWS)

@@ -75,12 +75,12 @@ from smagent.links.options import (DEFAULT_SUBNET_PREFIX, OPTION_KEYS, OSM_HOQ_L
                                    LinkOptions, options_from_mapping, parse_sl2vl, parse_vlarb)
 from smagent.links.portinfo import (CAP_SL_MAPPING, HIDDEN, LINK_FIELDS, RIDE_ALONG, SECRET_FIELDS, describe_diff,
                                     port_diff, port_fields)
-from smagent.links.qos import QosUnit, layers_problem, qos_units
+from smagent.links.qos import QosUnit, layers_problem, qos_units, sl2vl_table
 
 __all__ = ["CAP_SL_MAPPING", "HIDDEN", "SECRET_FIELDS", "DEFAULT_SUBNET_PREFIX", "LINK_FIELDS", "LINK_TABLES", "LinkConfigError", "LinkOptions",
            "LinkTable", "OPTION_KEYS", "OSM_HOQ_LIFE", "OSM_LEAF_HOQ_LIFE", "OSM_LEAF_VL_STALL", "OSM_MAX_OP_VLS",
            "OSM_SL2VL", "OSM_SUBNET_TIMEOUT", "OSM_VL_HIGH_LIMIT", "OSM_VL_STALL", "OSM_VLARB_HIGH", "OSM_VLARB_LOW",
            "QOS_AUTO", "QOS_MODES", "QosUnit", "RIDE_ALONG", "TABLES", "TableChange", "Want", "check_modifier",
            "confirmed_units", "describe_diff", "options_from_mapping", "parse_sl2vl", "parse_vlarb", "plan_tables",
-           "layers_problem", "port_diff", "port_fields", "qos_units", "read_and_diff", "read_and_repair", "table_from_json", "table_json",
+           "layers_problem", "port_diff", "sl2vl_table", "port_fields", "qos_units", "read_and_diff", "read_and_repair", "table_from_json", "table_json",
            "table_wants", "write"]

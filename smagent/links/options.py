@@ -73,6 +73,16 @@ class LinkOptions:
     # dfsssp: set by the sweep from the routes, not an admin's option): qos "auto" also
     # rewrites tables that map one of them elsewhere
     sl_layers: int = 1
+    # per-port-class tables of a QoS policy (`smagent.qospolicy`: OpenSM's qos_ca_*,
+    # qos_swe_*, qos_sw0_*): ((class, ((field, value), ...)), ...) over the fields above
+    # (sl2vl, vlarb_high, vlarb_low, vl_high_limit); `for_class` reads them
+    qos_classes: tuple = ()
+
+    def for_class(self, name: str) -> "LinkOptions":
+        """These options with port class ``name``'s tables (ca: CA ports, swe: switch
+        external ports, sw0: an enhanced switch port 0) in place of the common ones."""
+        fields = dict(dict(self.qos_classes).get(name, ()))
+        return dataclasses.replace(self, **fields) if fields else self
 
     def check(self) -> "LinkOptions":
         """Every problem at once, as LinkConfigError."""
@@ -108,7 +118,8 @@ class LinkOptions:
     def qos_mode(self) -> str:
         """"always", "never" or "auto". Tables of one's own (sl2vl or vlarb_* other than
         OpenSM's) are always written: "auto" would leave a usable table in their place."""
-        own = (self.sl2vl, self.vlarb_high, self.vlarb_low) != (OSM_SL2VL, OSM_VLARB_HIGH, OSM_VLARB_LOW)
+        own = (self.sl2vl, self.vlarb_high, self.vlarb_low) != (OSM_SL2VL, OSM_VLARB_HIGH, OSM_VLARB_LOW) or any(
+            fields for _c, fields in self.qos_classes)
         mode = QOS_MODES[self.qos if isinstance(self.qos, bool) else QOS_AUTO]
         return "always" if mode == QOS_AUTO and own else mode
 

@@ -55,7 +55,7 @@ def port_fields(topo, node, port: int, opts: LinkOptions) -> dict:
     elif node.node_type == NodeType.ROUTER:
         want["hoq_life"] = opts.leaf_hoq_life
     if opts.qos_mode == "always":  # "auto" leaves it: its reset value, 0, is OpenSM's default
-        want["vl_high_limit"] = opts.vl_high_limit
+        want["vl_high_limit"] = opts.for_class("swe" if node.is_switch else "ca").vl_high_limit
     return want
 
 

@@ -23,14 +23,24 @@ def layers_problem(opts, op_vls: dict) -> str | None:
     if opts.qos_mode == "never":
         return (f"the routing layers paths over {opts.sl_layers} VLs (SL n on VL n) but --no-qos leaves "
                 f"the SL2VL tables as they are: drop --no-qos")
-    for code in sorted(set(op_vls.values())):
-        table = _sl2vl_table(opts, code)
-        off = [sl for sl in range(opts.sl_layers) if table[sl] != sl]
-        if off:
-            return (f"the routing layers paths over {opts.sl_layers} VLs (SL n on VL n), but the SL2VL table "
-                    f"maps SL {off[0]} to VL{table[off[0]]} on ports running {codes.DATA_VLS.get(code, 1)} "
-                    f"data VLs")
+    for cls in ("ca", "swe"):
+        for code in sorted(set(op_vls.values())):
+            table = _sl2vl_table(opts.for_class(cls), code)
+            off = [sl for sl in range(opts.sl_layers) if table[sl] != sl]
+            if off:
+                return (f"the routing layers paths over {opts.sl_layers} VLs (SL n on VL n), but the SL2VL table"
+                        f"{' of ' + CLASS_NAMES[cls] if opts.qos_classes else ''} maps SL {off[0]} to "
+                        f"VL{table[off[0]]} on ports running {codes.DATA_VLS.get(code, 1)} data VLs")
     return None
+
+
+CLASS_NAMES = {"ca": "CA ports (qos_ca_sl2vl)", "swe": "switch ports (qos_swe_sl2vl)"}
+
+
+def sl2vl_table(opts, cls: str, op_vls) -> tuple:
+    """The SL2VL table a port of class ``cls`` (ca, swe) running ``op_vls`` (an
+    OperationalVLs code) is given: what the planned tables map each SL to."""
+    return _sl2vl_table(opts.for_class(cls), op_vls)
 
 
 def _sl2vl_table(opts, op_vls) -> tuple:
@@ -87,6 +97,7 @@ class QosUnit:
 
 
 def _ca_qos_wants(n, p, pi, path, vls, opts) -> list[Want]:
+    opts = opts.for_class("ca")
     out = [Want("vlarb", n.guid, n.description, path, fw.vlarb_modifier(part, 0), e, port=p)
            for part, e in _vlarb_parts(opts, pi, vls).items()]
     if pi.capability_mask & CAP_SL_MAPPING:
@@ -97,6 +108,7 @@ def _ca_qos_wants(n, p, pi, path, vls, opts) -> list[Want]:
 def _switch_out_wants(n, outp, linked, vls, opts) -> list[Want]:
     """The tables of one switch output port: VLArb parts, and the SL2VL pair read as the
     representative of all (input, `outp`) pairs."""
+    opts = opts.for_class("swe")
     out = [Want("vlarb", n.guid, n.description, n.path, fw.vlarb_modifier(part, outp), e)
            for part, e in _vlarb_parts(opts, n.ports[outp], vls).items()]
     if n.ports[0].capability_mask & CAP_SL_MAPPING:

@@ -183,6 +183,7 @@ class Routes(dict):
         self.notes = list(notes)
         self.sls: dict[int, bytes] | None = None
         self.layers = 1
+        self.needed = 1  # layers needed to break every credit loop (1: the routes have none)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -150,6 +150,7 @@ def route(rin: RoutingInput) -> Routes:
     routes = Routes(tables, notes)
     routes.sls = {ch.guids[x]: bytes(sls[x].tobytes()) for x in range(S)}
     routes.layers = used
+    routes.needed = needed
     return routes
 
 

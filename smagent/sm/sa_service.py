@@ -86,8 +86,9 @@ class SaService:
         before = self._end_ports()
         opts = self.d.opts.sweep  # the partitions the sweep wrote: PathRecords only within them
         parts = opts.partitions or getattr(opts.desired, "partitions", None)
+        policy = opts.qos_policy or getattr(opts.desired, "qos_policy", None)  # SLs by service ID and P_Key
         self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts,
-                                             previous=self.agent.subnet))
+                                             qos_policy=policy, previous=self.agent.subnet))
         after = self._end_ports()
         if before is not None and after is not None and before != after:
             a = self.agent

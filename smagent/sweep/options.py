@@ -54,6 +54,9 @@ class SweepOptions:
     # a smagent.partitions.PartitionConfig (parsed: `partitions.load`, before any SMP); wins
     # over a desired state's partitions; None: the desired state's, else the default partition
     partitions: object = None
+    # a smagent.qospolicy.QosPolicy (parsed: `qospolicy.load`, before any SMP): path SLs and
+    # per-port-class SL2VL/VLArb tables; wins over a desired state's qos_policy
+    qos_policy: object = None
     # M_Key protection to set on every end port (a smagent.mkeys.Protection: key or secret,
     # level, lease; smagent.sweep.protect); None: keys are used as given, never set
     mkey_protection: mkeys.Protection | None = None

@@ -7,9 +7,9 @@ import dataclasses
 from mad.attributes import AttrID, PortInfo, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
-from smagent import links
+from smagent import links, qoslayers, qospolicy
 from smagent.transport.base import Request
-from smagent.sweep import protect
+from smagent.sweep import protect, route
 from smagent.sweep.result import PortChange
 from smagent.sweep.state import SweepState, dr
 
@@ -25,6 +25,7 @@ def plan_ports(s: SweepState) -> None:
     layers = s.routes.layers if s.routes is not None and s.routes.sls is not None else 1
     if s.link_opts is not None and layers > 1:  # SL n must ride VL n: qos "auto" checks it
         s.link_opts = dataclasses.replace(s.link_opts, sl_layers=layers)
+    _policy_tables(s)
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]
@@ -48,6 +49,45 @@ def plan_ports(s: SweepState) -> None:
                if s.link_opts is None else links.layers_problem(s.link_opts, s.op_vls))
         if why:
             raise links.LinkConfigError(f"{s.route_spec}: {why}")
+    _check_policy_sls(s)
+
+
+def _policy_tables(s: SweepState) -> None:
+    """A QoS policy's per-port-class SL2VL/VLArb tables into the link options."""
+    policy = route.qos_policy(s)
+    if policy is None or not policy.has_tables:
+        return
+    if s.link_opts is None or s.link_opts.qos_mode == "never":
+        raise links.LinkConfigError(f"{policy.source}: its qos_* SL2VL/VLArb tables need the link tables written: "
+                                    f"drop {'--no-links' if s.link_opts is None else '--no-qos'}")
+    names = {"sl2vl": "sl2vl", "vlarb_high": "vlarb_high", "vlarb_low": "vlarb_low", "high_limit": "vl_high_limit"}
+    classes = tuple((c, tuple((names[f], v) for f in names if (v := getattr(policy.port_class(c), f)) is not None))
+                    for c in qospolicy.CLASSES)
+    s.link_opts = dataclasses.replace(s.link_opts, qos_classes=classes)
+    dropped = [(sl, where, c) for sl, where in policy.sls() for c in ("ca", "swe")
+               if s.link_opts.for_class(c).sl2vl[sl] == 15]
+    if dropped:  # VL15 carries no data: OpenSM's SA answers no path on such an SL
+        sl, where, c = dropped[0]
+        raise qospolicy.QosPolicyError(policy.source, [f"{where} gives SL {sl}, which the {c} ports' SL2VL table "
+                                                       f"(qos_{c}_sl2vl / qos_sl2vl) sends to VL15, where no data "
+                                                       f"goes"])
+
+
+def _check_policy_sls(s: SweepState) -> None:
+    """With a VL-layering engine whose routes have credit loops, refuse a QoS policy SL
+    that brings one back (`smagent.qoslayers.check`), before the first Set."""
+    policy, routes = route.qos_policy(s), s.routes
+    if policy is None or routes is None or routes.sls is None or routes.needed <= 1 or s.r.path_sls is None:
+        return
+    opts = s.link_opts
+
+    def vl_of(g: int, port: int, sl: int) -> int:
+        if opts is None:
+            return sl
+        return links.sl2vl_table(opts, "swe", s.op_vls.get((g, port), 1))[sl] & 0xF
+
+    parts = s.link_opts.partitions if s.link_opts is not None else None
+    qoslayers.check(policy, routes, s.routing_input, s.r.path_sls, s.qos_dests, vl_of, parts is not None)
 
 
 def portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:

@@ -3,7 +3,7 @@ engine the typed spec names (`smagent.routing`), static LFT entries over its rou
 from __future__ import annotations
 
 from mad import codes
-from smagent import discovery, lids, routing
+from smagent import discovery, lids, qoslayers, routing
 from smagent.sweep.state import SweepState
 
 
@@ -20,6 +20,10 @@ def route(s: SweepState) -> None:
         routes = s.routes = routing.route(spec, s.rin, s.engine_input)
         r.notes += routes.notes
         r.path_sls = routes.sls
+        policy = qos_policy(s)
+        if policy is not None:  # the policy's SLs over the engine's layers (smagent.qoslayers)
+            s.qos_dests = qoslayers.dlid_ports(topo, plan_)
+            r.path_sls = qoslayers.rows(policy, s.rin.switches, routes.sls, s.qos_dests)
         static = s.resolved.static_lft if s.resolved is not None else {}
         for g, entries in static.items():  # static entries override routing
             routes[g] = routes[g].updated(entries)
@@ -34,6 +38,11 @@ def route(s: SweepState) -> None:
                      else "the switch graph is split")
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
+
+
+def qos_policy(s: SweepState):
+    """The QoS policy in force: the sweep's option, else the desired state's, else None."""
+    return s.opts.qos_policy or getattr(s.opts.desired, "qos_policy", None)
 
 
 def planned_data_vls(s: SweepState) -> int | None:

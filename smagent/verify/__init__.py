@@ -157,14 +157,18 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
 
 
 def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES, balance: bool = True,
-           partitions=None, path_sl: dict | None = None) -> Report:
+           partitions=None, path_sl: dict | None = None, qos_policy=None) -> Report:
     """Read the tables (`collect`), check them (`check`) and, with ``balance``, add the
     link-load figures of `smagent.balance`. ``partitions``: a
     `smagent.partitions.PartitionConfig` to check the P_Key tables against. ``path_sl``:
     the SL of each path (`Snapshot.path_sl`, e.g. a sweep's `SweepResult.path_sls`);
-    None: SL 0."""
-    snap = collect(transport, mcast=mcast, partitions=partitions)
+    None: SL 0. ``qos_policy`` (a `smagent.qospolicy.QosPolicy`): its SLs by target port
+    (and its default, without ``path_sl``) over those (`smagent.qoslayers.rows`)."""
+    snap = collect(transport, mcast=mcast, partitions=partitions, qos_policy=qos_policy)
     snap.path_sl = path_sl
+    if qos_policy is not None:
+        from smagent import qoslayers
+        snap.path_sl = qoslayers.rows(qos_policy, sorted(snap.switches), path_sl, snap.lid_ports or {})
     report = check(snap, examples)
     if balance:
         from smagent import balance as balancemod

@@ -16,11 +16,14 @@ from smagent.verify.links import data_hops
 from smagent.verify.model import CaPortState, Snapshot, SwitchState
 
 
-def collect(transport: Transport, *, mcast: bool = True, links: bool = True, partitions=None) -> Snapshot:
+def collect(transport: Transport, *, mcast: bool = True, links: bool = True, partitions=None,
+            qos_policy=None) -> Snapshot:
     """Discover the fabric and read every switch's tables (DR-routed Gets, batched);
     with ``links`` also the SL2VL and P_Key tables the link checks need. ``partitions``
     (a `smagent.partitions.PartitionConfig`): resolved on the fabric for the partition
     check, and the P_Key tables of enforcing switch ports facing end ports read too.
+    ``qos_policy``: with a `smagent.qospolicy.QosPolicy`, `Snapshot.lid_ports` is filled
+    (the port behind every LID: what the policy's target rules name).
 
     What does not answer (a silent node, a switch whose tables cannot be read) does not
     stop the reading: it is listed in `Snapshot.unreached` and the rest is verified."""
@@ -55,6 +58,9 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True, par
         snap.partition_rules = partmod.resolve(partitions, topo).ports
     if links:
         _read_link_tables(transport, topo, snap)
+    if qos_policy is not None:
+        from smagent import qoslayers
+        snap.lid_ports = qoslayers.dlid_ports(topo)
     snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
     return snap
 

@@ -101,6 +101,8 @@ class Snapshot:
     # without an SA). A hop's VL is its SL2VL table's entry for the SL (`sl2vl`), or the SL
     # itself where no table was read (a plan: the sweep writes SL n -> VL n)
     path_sl: dict | None = None
+    # LID -> (port GUID, node, port), read with a QoS policy (`collect`): its SLs by port
+    lid_ports: dict | None = None
 
 
 @dataclasses.dataclass
