@@ -159,3 +159,18 @@ def test_qos_auto_repairs_an_enhanced_port0_at_reset_and_then_leaves_it(port_tab
     del port_table_sets[:]
     again = sweep.sweep(t, sweep.SweepOptions())
     assert again.problems == [] and port_table_sets == []
+
+
+def test_diff_against_the_plan_reads_port0_tables_back(tmp_path):
+    """`smagent diff plan.json` after the sweep: an enhanced port 0's planned SL2VL pairs and
+    VLArb parts are read back (the snapshot asks for them), so nothing shows as drift."""
+    t = _transport()
+    s = api.Session(t, state_dir=str(tmp_path / "state"))
+    plan = tmp_path / "plan.json"
+    records = list(s.sweep(dry_run=True).plan_records(detail=True))
+    guid = f"0x{t.sim.node('S0').guid:016x}"
+    assert any(r["guid"] == guid and r["table"] == "SL2VL" and r["out_port"] == 0 for r in records)
+    plan.write_text(json.dumps({"plan": records}))
+    assert s.diff(plan).records != []
+    s.sweep()
+    assert s.diff(plan).records == []
