@@ -118,6 +118,10 @@ def test_the_sw0_tables_go_to_enhanced_port0_only_backed_up_and_read_back(tmp_pa
     again = s.sweep(state_dir=str(state), qos_policy=policy)
     assert again.problems == [] and again.link_changes == [] and port_table_sets == []
     assert not [c for c in again.port_changes if c.guid == s0.guid]
+    # the backup puts port 0's tables back as they were (the IBA reset values)
+    assert s.lft_restore(r.backup_file).ok
+    assert all(s0.sl2vl[(i, 0)] == list(range(16)) for i in range(s0.num_ports + 1))
+    assert s0.vlarb[(0, "low")][:2] == [(0, 0), (0, 0)]
 
 
 def test_the_plan_lists_port0_tables_as_other_link_tables():
