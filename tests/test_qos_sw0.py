@@ -178,3 +178,21 @@ def test_diff_against_the_plan_reads_port0_tables_back(tmp_path):
     assert s.diff(plan).records != []
     s.sweep()
     assert s.diff(plan).records == []
+
+
+def test_with_optimized_sl2vl_mapping_port0_keeps_its_own_pair():
+    """A switch that takes all-input-ports SL2VL Sets gets them for its external outputs; its
+    enhanced port 0 is written pair by pair, so (0, 0) keeps the sw0 table."""
+    fabric = topogen.fat_tree_2(4)
+    for s in fabric.switches():
+        s.caps.update(enhanced_port0=1, optimized_sl2vl_mapping=1)
+    t = SimTransport(netfile.dumps(fabric), link_reset="iba")
+    policy = qospolicy.parse(POLICY, "q")
+    r = sweep.sweep(t, sweep.SweepOptions(qos_policy=policy))
+    assert r.problems == [] and any(c.all_inputs for c in r.link_changes)
+    assert not any(c.all_inputs and c.modifier & 0xFF == 0 for c in r.link_changes)
+    for n in t.sim.switches():
+        assert n.sl2vl[(0, 0)] == SW0, n.name
+        assert all(n.sl2vl[(i, o)] == SWE for i in range(n.num_ports + 1) for o in range(n.num_ports + 1)
+                   if (i, o) != (0, 0)), n.name
+    assert sweep.sweep(t, sweep.SweepOptions(qos_policy=policy)).link_changes == []
