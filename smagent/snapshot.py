@@ -66,7 +66,8 @@ def _switch_reads(n: discovery.DNode, mft_blocks: int) -> list[Request]:
     si, path, ports = n.switch_info, n.path, range(n.num_ports + 1)
     out = [_get(AttrID.NODE_DESCRIPTION, path), _get(AttrID.SWITCH_INFO, path)]
     out += [_get(AttrID.PORT_INFO, path, fw.portinfo_modifier(p)) for p in ports]
-    out += [_get(AttrID.SL_TO_VL_MAPPING_TABLE, path, fw.sl2vl_modifier(i, o)) for i in ports for o in ports if o]
+    outs = [o for o in ports if o or (si is not None and si.enhanced_port0)]  # a base port 0 has no VLs
+    out += [_get(AttrID.SL_TO_VL_MAPPING_TABLE, path, fw.sl2vl_modifier(i, o)) for i in ports for o in outs]
     out += [_get(AttrID.VL_ARBITRATION_TABLE, path, fw.vlarb_modifier(part, p)) for p in ports
             for part in ALL_VLARB_PARTS]
     out += [_get(AttrID.P_KEY_TABLE, path, fw.pkey_modifier(b, 0))

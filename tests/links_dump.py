@@ -1,4 +1,5 @@
-"""Every port's PortInfo, SL2VL tables (each input / output pair of a switch), VLArb parts and
+"""Every port's PortInfo, SL2VL tables (each input / output pair of a switch, an enhanced
+port 0 as output too), VLArb parts (an enhanced port 0's too) and
 P_Key block 0, read by directed route from a live fabric (ibsim): what the link-parity tests
 compare between smagent and OpenSM (tests/test_links_live.py, tests/test_qospolicy_live.py)."""
 from __future__ import annotations
@@ -31,15 +32,17 @@ DUMP = textwrap.dedent("""
             name = f"{n.description}:{p}"
             out[name] = {k: v for k, v in n.ports[p].to_dict().items() if k not in ("lid", "master_sm_lid")}
             path = n.path_to_port(p)
+            # an enhanced switch port 0 has SL2VL (as an output port) and VLArb tables too
+            ep0 = n.is_switch and p == 0 and bool(n.switch_info.enhanced_port0)
             if n.is_switch:
                 for i in range(n.num_ports + 1):
-                    if p:
+                    if p or ep0:
                         ask((name, f"sl2vl in {i}"), AttrID.SL_TO_VL_MAPPING_TABLE, path, fw.sl2vl_modifier(i, p))
             else:
                 ask((name, "sl2vl"), AttrID.SL_TO_VL_MAPPING_TABLE, path, 0)
             if not n.is_switch or p == 0:
                 ask((name, "pkeys"), AttrID.P_KEY_TABLE, path, fw.pkey_modifier(0, 0))
-            if p:
+            if p or ep0:
                 for part in (1, 3):
                     ask((name, f"vlarb {part}"), AttrID.VL_ARBITRATION_TABLE, path,
                         fw.vlarb_modifier(part, p if n.is_switch else 0))

@@ -74,6 +74,52 @@ def test_same_tables_as_opensm_with_the_same_policy(tmp_path):
     # values sent; tests/test_qospolicy.py proves qos_ca_high_limit on the in-process simulator
 
 
+SW0 = """qos_sw0_sl2vl 1,0,3,2,5,4,7,6,1,0,3,2,5,4,7,6
+qos_sw0_vlarb_low 0:2,1:2,2:2,3:2,4:9
+qos_sw0_high_limit 5
+"""
+
+
+@pytest.mark.parametrize("sw0", [SW0, ""], ids=["sw0-lines", "no-sw0-lines"])
+def test_enhanced_port0_gets_the_same_tables_as_opensm(tmp_path, sw0):
+    """ibsim's switches are enhanced where the topology says so ("enhanced port 0"): OpenSM
+    and smagent leave the same tables on those port 0s (the (input, 0) pairs from swe; (0, 0),
+    VLArb and VLHighLimit from sw0, or without sw0 lines from the class-less default, not
+    swe), compared with every other port."""
+    fabric = topogen.fat_tree_2(4)
+    for s in fabric.switches():
+        if s.name in ("L0", "S1"):
+            s.caps["enhanced_port0"] = 1
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(fabric))
+    (tmp_path / "osm.conf").write_text(TABLES + sw0)
+    (tmp_path / "ulps.conf").write_text(ULPS)
+    (tmp_path / "policy.conf").write_text(TABLES + sw0 + ULPS)
+    with IbSim(net, tmp_path / "osm") as sim:
+        env = sim.opensm_env(tmp_path / "osm-cache")
+        r = subprocess.run([OPENSM, "-o", "-Q", "-F", str(tmp_path / "osm.conf"), "-Y", str(tmp_path / "ulps.conf"),
+                            "-f", str(tmp_path / "osm.log")], env=env, cwd=sim.cwd, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        theirs = dump(sim)
+    with IbSim(net, tmp_path / "smagent") as sim:
+        sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", "--qos-policy",
+                 str(tmp_path / "policy.conf")], timeout=600)
+        ours = dump(sim)
+    assert set(ours) == set(theirs)
+    diffs = {port: {k: (ours[port].get(k), v) for k, v in theirs[port].items() if ours[port].get(k) != v}
+             for port in theirs}
+    diffs = {p: d for p, d in diffs.items() if d}
+    assert not diffs, json.dumps(diffs, indent=1)[:4000]
+    for name in ("L0:0", "S1:0"):  # the sw0 tables are there (or the default), not swe's
+        assert ours[name]["sl2vl in 0"] == ([1, 0, 3, 2, 5, 4, 7, 6, 1, 0, 3, 2, 5, 4, 7, 6] if sw0 else
+                                            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]), name
+        assert ours[name]["sl2vl in 1"] == [0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7], name  # swe
+        assert [list(e) for e in ours[name]["vlarb 1"][:5]] == ([[0, 2], [1, 2], [2, 2], [3, 2], [4, 9]] if sw0 else
+                                                               [[0, 0], [1, 4], [2, 4], [3, 4], [4, 4]]), name
+    assert "vlarb 1" not in ours["L1:0"]  # a base port 0 has none (not read)
+
+
 # ------------------------------------------------------------ PathRecord SLs from the SA
 SAQUERY_SL = re.compile(r"^\s*sl\.+0x([0-9a-f]+)", re.M)
 

@@ -46,6 +46,11 @@ VLArb) SLs 1-15 land on VLs the port does not run. So there are three modes:
   0, is OpenSM's default). Tables of one's own (`sl2vl`/`vlarb_*` not OpenSM's) make
   "auto" "always": a usable table would otherwise stay in their place.
 
+A switch's port 0 has tables only where SwitchInfo.EnhancedPort0 says it is enhanced:
+there it gets what OpenSM's QoS manager leaves (`qos._sw0_wants`: the (input, 0) SL2VL
+pairs from the swe class, the pair (0, 0), its VLArb and VLHighLimit from sw0), and
+"auto" probes it as a unit of its own; a base port 0 is never asked.
+
 ibsim pre-sets SL i -> VL i (SL15 -> VL7) on links running VL0-7, so SLs 8-14 are
 unusable there and "auto" repairs every port, as -Q does; on a fabric an SM already
 configured, "auto" costs its probes only: one Get a CA port and a switch.

@@ -8,8 +8,9 @@ from typing import Any
 from smagent.fdb.porttables import LINK_TABLES, TableChange, Want, same_table
 from smagent.links import pkeys
 from smagent.links.options import QOS_AUTO, LinkOptions
-from smagent.links.qos import (QosUnit, _ca_ports, _ca_qos_wants, _switch_out_ports, _switch_out_wants, _unusable,
-                               qos_units)
+from smagent.links.qos import (QosUnit, _ca_ports, _ca_qos_wants, _switch_out_ports, _switch_out_wants, _sw0_wants,
+                               _unusable, qos_units)
+from smagent.links.portinfo import enhanced_port0
 from smagent.transport.base import SmpTimeout
 
 
@@ -28,6 +29,8 @@ def table_wants(topo, opts: LinkOptions, op_vls: dict) -> list[Want]:
             if always:
                 outs, linked = _switch_out_ports(topo, n, op_vls)
                 out += [w for p, vls in outs for w in _switch_out_wants(n, p, linked, vls, opts)]
+                if enhanced_port0(n):
+                    out += _sw0_wants(n, linked, opts)
             continue
         for p, pi, path, vls in _ca_ports(topo, n, op_vls):
             if always:

@@ -20,6 +20,12 @@ LINK_FIELDS = ("gid_prefix", "neighbor_mtu", "operational_vls", "hoq_life", "vl_
 RIDE_ALONG = frozenset({"subnet_timeout"})
 
 
+def enhanced_port0(n) -> bool:
+    """Whether switch ``n``'s port 0 is enhanced (SwitchInfo.EnhancedPort0): it then runs
+    VLs and has SL2VL (as an output port) and VLArb tables; a base port 0 has none."""
+    return bool(n.switch_info is not None and n.switch_info.enhanced_port0)
+
+
 def _vl_mask(op_vls: int) -> int:
     """OpenSM's mask for folding a VL into the VLs a port runs (op_vls is the code)."""
     return (1 << (op_vls - 1)) - 1 if op_vls else 0
@@ -41,7 +47,9 @@ def port_fields(topo, node, port: int, opts: LinkOptions) -> dict:
         want["gid_prefix"] = opts.subnet_prefix
         want["subnet_timeout"] = opts.subnet_timeout
     if node.is_switch and port == 0:
-        return want  # base switch port 0 has no link
+        if opts.qos_mode == "always" and enhanced_port0(node):  # OpenSM's sw0 class (qos_sw0_high_limit)
+            want["vl_high_limit"] = opts.for_class("sw0").vl_high_limit
+        return want  # switch port 0 has no link
     peer_node, peer_pi = _peer(topo, node, port)
     if peer_pi is None:
         return want

@@ -1,5 +1,5 @@
 """QoS tables: the SL2VL and VLArbitration tables a port should hold (OpenSM's QoS
-manager's, folded into the VLs the port runs), and what qos "auto" probes (`qos_units`)
+manager's, folded into the VLs the port runs; an enhanced switch port 0's: `_sw0_wants`), and what qos "auto" probes (`qos_units`)
 and judges unusable (`_unusable`)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mad import forwarding as fw
 from mad.attributes import vlarb_entries
 from smagent.fdb.porttables import Want
 from smagent.links.options import LinkOptions
-from smagent.links.portinfo import CAP_SL_MAPPING, _vl_mask
+from smagent.links.portinfo import CAP_SL_MAPPING, _vl_mask, enhanced_port0
 
 
 def layers_problem(opts, op_vls: dict) -> str | None:
@@ -124,6 +124,28 @@ def _switch_out_wants(n, outp, linked, vls, opts) -> list[Want]:
     return out
 
 
+def _sw0_wants(n, linked, opts) -> list[Want]:
+    """Enhanced port 0's tables as OpenSM's QoS manager leaves them: the (input, 0) SL2VL
+    pairs from the swe class (its external-port pass takes output port 0 too on such a
+    switch), then port 0's own VLArb and the pair (0, 0) from the sw0 class (its end-port
+    pass, which comes after and overwrites (0, 0)). sw0 without lines of its own is the
+    class-less default, not swe (OpenSM builds each class over the common qos_* options).
+    Every VL is folded into the VLs port 0 runs."""
+    pi, sw0 = n.ports[0], opts.for_class("sw0")
+    vls = pi.operational_vls
+    out = [Want("vlarb", n.guid, n.description, n.path, fw.vlarb_modifier(part, 0), e)
+           for part, e in _vlarb_parts(sw0, pi, vls).items()]
+    if pi.capability_mask & CAP_SL_MAPPING:
+        out.append(Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(0, 0), _sl2vl_table(sw0, vls)))
+        # the external inputs: one read as the representative of all, as for other outputs;
+        # never one all-inputs Set, which would also overwrite (0, 0)
+        rep = (linked or [1])[0]
+        siblings = tuple(fw.sl2vl_modifier(i, 0) for i in range(1, n.num_ports + 1) if i != rep)
+        out.append(Want("sl2vl", n.guid, n.description, n.path, fw.sl2vl_modifier(rep, 0),
+                        _sl2vl_table(opts.for_class("swe"), vls), siblings))
+    return out
+
+
 @functools.lru_cache(maxsize=4096)
 def _sibling_modifiers(num_ports: int, rep: int, outp: int) -> tuple[int, ...]:
     """The SL2VL modifiers of output port ``outp``'s pairs but the representative's, one
@@ -174,6 +196,10 @@ def qos_units(topo, opts: LinkOptions, op_vls: dict) -> list[QosUnit]:
         for (vls, _alone), ports in groups.items():
             units.append(QosUnit([_switch_out_wants(n, p, linked, vls, opts) for p in ports],
                                  codes.DATA_VLS.get(vls, 1), f"{n.description} port {ports[0]}", opts.sl_layers))
+        if enhanced_port0(n):  # its own unit: port 0 runs its own VLs and has its own writer's class
+            # layers 1: port 0 is where packets end, never a channel of a credit loop
+            units.append(QosUnit([_sw0_wants(n, linked, opts)], codes.DATA_VLS.get(n.ports[0].operational_vls, 1),
+                                 f"{n.description} port 0"))
     return [u for u in units if u.ports[0]]
 
 

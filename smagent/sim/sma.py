@@ -274,6 +274,8 @@ def _sl2vl_key(node, in_port, smp) -> tuple[int, int]:
         inp, outp = (mod >> 8) & 0xFF, mod & 0xFF
         if inp > node.num_ports or outp > node.num_ports:
             _invalid(f"port pair in {inp} / out {outp} does not exist")
+        if outp == 0 and not node.si.enhanced_port0:
+            _invalid("base switch port 0 has no VLs: no SLtoVLMappingTable with it as output port")
         return inp, outp
     if mod:
         _invalid("a channel adapter's SLtoVLMappingTable takes AttributeModifier 0")
@@ -311,8 +313,8 @@ def _vlarb_part(node, in_port, smp) -> tuple[list, int, int]:
         _invalid(str(e))
     if not node.is_switch:
         port = in_port  # a CA's table is the receiving port's
-    elif not 1 <= port <= node.num_ports:
-        _invalid(f"port {port} has no VLArbitrationTable")  # base port 0 has no link to arbitrate
+    elif not (0 if node.si.enhanced_port0 else 1) <= port <= node.num_ports:
+        _invalid(f"port {port} has no VLArbitrationTable")  # base port 0 has no VLs to arbitrate
     pi = node.pi[port]
     cap = pi.vl_arbitration_low_cap if table == "low" else pi.vl_arbitration_high_cap
     first = half * VLARB_BLOCK_SIZE
