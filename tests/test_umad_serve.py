@@ -256,6 +256,9 @@ def test_answers_at_once_are_sent_inside_the_receive_loop(fake):
     assert t.stats.sent == 2 and t.stats.kinds == {(0x03, Method.GET_RESP, b"\x00\x35"): 2}  # as `respond` counts
     assert fake.recv_queue == [(0, asked[0])]  # left for the next poll
     assert t.poll(0.05) == 0 and len(fake.sent) == 3 and not fake.recv_queue  # answered; then the deadline
+    fake.recv_queue = [(0, asked[0])] * 100  # a flood that never lets the queue empty: the deadline holds
+    sent = len(fake.sent)
+    assert t.poll(0.0) == 0 and len(fake.sent) - sent == 64 and len(fake.recv_queue) == 36
     fake.recv_queue = [-errno.EIO]
     fake.errno_on["umad_recv"] = errno.EIO
     with pytest.raises(UmadIOError, match="umad_recv on mlx5_0 port 1 failed: EIO"):

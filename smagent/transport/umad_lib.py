@@ -607,23 +607,30 @@ class UmadPort:
             self.last_addr = out[-1][2]
         return out
 
-    def answer_until(self, answer, agents: dict[int, int], deadline: float,
-                     sent: list[bytes]) -> tuple[bytes, int, bytes, bool] | None:
+    def answer_until(self, answer, agents: dict[int, int], deadline: float, sent: list[bytes],
+                     late_limit: int = 64) -> tuple[bytes, int, bytes, bool] | None:
         """Receive until time.monotonic() passes ``deadline``, answering at once every
         request (status 0, no response bit) that ``answer(mad, packed ib_mad_addr)``
         answers (it returns [(answer, packed address)] or None), each answer sent untimed
         through ``agents[its class]`` and appended to ``sent``. Returns the first MAD it
         did not answer as (mad, status, packed ib_mad_addr, whether ``answer`` declined
-        it), or None at the deadline. A flood of cached answers is served here, in one
-        Python frame and two foreign calls a MAD (`UmadTransport.poll` calls it)."""
+        it), or None at the deadline: past it, at most ``late_limit`` more queued MADs are
+        answered (a flood that never lets the queue empty must not hold the caller's
+        timers). A flood of cached answers is served here, in one Python frame and two
+        foreign calls a MAD (`UmadTransport.poll` calls it)."""
         fn, send_fn, portid, raddr, rlen, rlen_ref, view = (self._recv_fn, self._send_fn, self._portid, self._raddr,
                                                             self._rlen, self._rlen_ref, self._rview)
         if portid < 0:
             self._check_open()
         sview, saddr, monotonic = self._sview, self._saddr, time.monotonic
         self._last_dlid = -1  # the send buffer's address will hold a GMP's: the next SMP writes its own
+        late = 0
         while True:
             left = deadline - monotonic()
+            if left <= 0:
+                if late >= late_limit:
+                    return None
+                late += 1
             rlen.value = MAD_SIZE
             rc = fn(portid, raddr, rlen_ref, 0 if left <= 0 else min(_RECV_SLICE_MS, int(left * 1000 + 0.999)))
             if rc < 0:
