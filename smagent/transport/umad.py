@@ -112,7 +112,9 @@ class UmadTransport(Transport):
     def poll(self, timeout_s: float) -> int:
         """`Transport.poll`, with the requests `answer_at_once` answers served inside the
         port's receive loop (`UmadPort.answer_until`): a flood of cached SA answers costs
-        no frame of this layer each. Recording, or nothing to answer at once: the base loop."""
+        no frame of this layer each; its answers' destinations must be packed ib_mad_addrs
+        (what `SaAgent.answer_fast` gives). Recording, or nothing to answer at once: the
+        base loop."""
         fast = self.answer_at_once
         if fast is None or self.on_request is None or self.recorder is not None:
             return super().poll(timeout_s)
