@@ -11,6 +11,7 @@ import ctypes
 import errno
 import struct
 import time
+from unittest.mock import call
 
 import pytest
 
@@ -138,10 +139,12 @@ class FakeUmad:
         return 0
 
     def _umad_send(self, fd, agent, addr, length, timeout_ms, retries):
+        addr = _pointer(addr)
         self.sent.append((agent, ctypes.string_at(addr, 64 + length), timeout_ms, retries))
         return self._err("umad_send", self.send_rc)
 
     def _umad_recv(self, fd, addr, length, timeout_ms):
+        addr, length = _pointer(addr), getattr(length, "_obj", length)  # byref(c_int): the c_int
         if not self.recv_queue:
             time.sleep(timeout_ms / 1000)
             return -errno.ETIMEDOUT if timeout_ms else -errno.EAGAIN
@@ -153,6 +156,12 @@ class FakeUmad:
         ctypes.memmove(addr + 64, mad, len(mad))
         length.value = len(mad)
         return 0
+
+
+def _pointer(addr) -> int:
+    """An address as C sees it: umad_send and umad_recv get their buffers as c_void_p
+    (called without argtypes), the rest as ints."""
+    return addr.value if isinstance(addr, ctypes.c_void_p) else addr
 
 
 @pytest.fixture
@@ -188,7 +197,8 @@ def test_library_without_umad_symbols(mocker):
 
 def test_lib_path_is_passed_to_cdll(fake):
     UmadPort(lib_path="/opt/rdma/libibumad.so.3").close()
-    umad_lib.ctypes.CDLL.assert_called_once_with("/opt/rdma/libibumad.so.3", use_errno=True)
+    calls = umad_lib.ctypes.CDLL.call_args_list  # the second: the hot functions' handle, without argtypes
+    assert calls == [call("/opt/rdma/libibumad.so.3", use_errno=True)] * 2
 
 
 # -- no device -------------------------------------------------------------
@@ -497,7 +507,7 @@ def test_recv_keeps_the_whole_source_address(fake, mocker):
     def recv(fd, addr, length, timeout_ms):
         rc = orig(fd, addr, length, timeout_ms)
         if rc == 0:
-            ctypes.memmove(addr + 20, src.pack(), 44)
+            ctypes.memmove(_pointer(addr) + 20, src.pack(), 44)
         return rc
     fake.umad_recv.side_effect = recv
     fake.recv_queue = [(0, b"\x01" * 256)]

@@ -17,7 +17,7 @@ from mad.header import Method
 from smagent.transport import umad_lib
 from smagent.transport.umad import UmadTransport
 from smagent.transport.umad_lib import PermissionDenied, UmadError, UmadIOError, UmadPort
-from test_umad_errors import FakeUmad
+from test_umad_errors import FakeUmad, _pointer
 
 ISSM = b"/dev/infiniband/issm0"
 
@@ -50,7 +50,7 @@ class ServeFake(FakeUmad):
     def _umad_recv(self, fd, addr, length, timeout_ms):
         rc = super()._umad_recv(fd, addr, length, timeout_ms)
         if rc == 0 and self.slids:
-            ctypes.memmove(addr + 20 + 8, struct.pack(">H", self.slids.pop(0)), 2)  # ib_mad_addr.lid
+            ctypes.memmove(_pointer(addr) + 20 + 8, struct.pack(">H", self.slids.pop(0)), 2)  # ib_mad_addr.lid
         return rc
 
 
@@ -212,7 +212,7 @@ def test_a_gmp_request_arrives_with_its_address_and_is_answered_at_it(fake):
     def recv(fd, addr, length, timeout_ms):  # the sender's QP1, as the kernel reports it
         rc = orig(fd, addr, length, timeout_ms)
         if rc == 0:
-            ctypes.memmove(addr + 20, struct.pack(">I", 1), 4)
+            ctypes.memmove(_pointer(addr) + 20, struct.pack(">I", 1), 4)
         return rc
     fake.umad_recv.side_effect = recv
     assert t.poll(0.5) == 1
@@ -223,4 +223,44 @@ def test_a_gmp_request_arrives_with_its_address_and_is_answered_at_it(fake):
     agent, buf, timeout_ms, retries = fake.sent[-1]
     assert (agent, timeout_ms, retries) == (2, 0, 0)  # the SA agent, unsolicited
     assert buf[20:64] == Address.gsi(9).pack() and buf[64:] == answer
+    t.close()
+
+
+def test_answers_at_once_are_sent_inside_the_receive_loop(fake):
+    """`UmadTransport.poll` with `answer_at_once` (the SA's cached PathRecords): what it
+    answers is sent from the port's receive loop, untimed, at the address it gave, and
+    counted; a stray response is dropped without ending the wait; the first request it
+    declines goes to `on_request` (once, no second look) and ends the poll."""
+    from mad import gmp
+    from smagent.transport.address import Address
+    from smagent.transport.umad import SA_SERVER
+    asked = [gmp.build(0x03, Method.GET, 0x0035, tid=t) for t in (1, 2)]
+    declined = gmp.build(0x03, Method.GET_TABLE, 0x0011, tid=3)
+    fake.recv_queue = [(0, asked[0]), (0, gmp.response_to(asked[0], status=0)), (0, asked[1]), (0, declined),
+                       (0, asked[0])]
+    fake.slids = [9, 9, 10, 11, 12]
+    seen, got = [], []
+
+    def answer(raw, source):
+        seen.append(raw)
+        if raw[3] != Method.GET:
+            return None
+        return [(gmp.response_to(raw, status=0), Address.gsi(Address.unpack(source).lid).pack())]
+    t = UmadTransport(serve=True, classes=[SA_SERVER])
+    t.answer_at_once, t.on_request = answer, got.append
+    assert t.poll(0.5) == 1
+    assert seen == [asked[0], asked[1], declined]  # the response never offered, the declined once
+    assert [(m.raw, m.address.lid) for m in got] == [(declined, 11)]
+    assert [(a, buf[20:64], buf[64:], tmo, r) for a, buf, tmo, r in fake.sent] == [
+        (2, Address.gsi(lid).pack(), gmp.response_to(q, status=0), 0, 0) for q, lid in zip(asked, (9, 10))]
+    assert t.stats.sent == 2 and t.stats.kinds == {(0x03, Method.GET_RESP, b"\x00\x35"): 2}  # as `respond` counts
+    assert fake.recv_queue == [(0, asked[0])]  # left for the next poll
+    assert t.poll(0.05) == 0 and len(fake.sent) == 3 and not fake.recv_queue  # answered; then the deadline
+    fake.recv_queue = [(0, asked[0])] * 100  # a flood that never lets the queue empty: the deadline holds
+    sent = len(fake.sent)
+    assert t.poll(0.0) == 0 and len(fake.sent) - sent == 64 and len(fake.recv_queue) == 36
+    fake.recv_queue = [-errno.EIO]
+    fake.errno_on["umad_recv"] = errno.EIO
+    with pytest.raises(UmadIOError, match="umad_recv on mlx5_0 port 1 failed: EIO"):
+        t.poll(0.05)
     t.close()

@@ -109,8 +109,9 @@ class SaAgent:
         self._path_answers: dict[tuple[int, bytes, int], tuple[int, bytes, int]] = {}
         # whole answers to PathRecord Gets (`answer_fast`): the request's bytes that decide
         # the answer (all but TID, RMPP header and the junk after the record) and the packed
-        # source -> (answer before the TID, answer after it, packed reply address)
-        self._fast: dict[bytes, tuple[bytes, bytes, bytes]] = {}
+        # source -> (answer before the TID, answer after it, packed reply address, its
+        # `requests` key: counted without building one per answer)
+        self._fast: dict[bytes, tuple[bytes, bytes, bytes, tuple[int, int, int]]] = {}
         self.answered = 0  # requests answered (any status)
         self.requests: collections.Counter = collections.Counter()  # (AttributeID, method, status) -> answered
 
@@ -183,8 +184,7 @@ class SaAgent:
         hit = self._fast.get(key)
         if hit is not None:
             self.answered += 1
-            # counted as `handle` counts: (AttributeID, method, the answer's status)
-            self.requests[(_PATH_ATTR_ID, raw[3], int.from_bytes(hit[0][4:6], "big"))] += 1
+            self.requests[hit[3]] += 1  # as `handle` counts: (AttributeID, method, the answer's status)
             return [(hit[0] + raw[8:16] + hit[1], hit[2])]
         if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None:
             return None
@@ -194,7 +194,7 @@ class SaAgent:
             if len(self._fast) >= PATH_ANSWERS_KEPT:
                 self._fast.clear()
             m, a = packed[0]
-            self._fast[key] = (m[:8], m[16:], a)
+            self._fast[key] = (m[:8], m[16:], a, (_PATH_ATTR_ID, raw[3], int.from_bytes(m[4:6], "big")))
         return packed
 
     def notify(self, notice, now: float) -> list[Reply]:

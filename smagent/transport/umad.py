@@ -4,11 +4,12 @@ the classes asked for (`AgentClass`: SA, PerfMgt, ...) on QP1."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
-from mad.header import CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
+from mad.header import ATTRIBUTE_ID_SLICE, CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
 from smagent.errors import BadInput
 from smagent.transport.address import Address
-from smagent.transport.base import Transport, TransportError
+from smagent.transport.base import Incoming, Transport, TransportError
 from smagent.transport.umad_lib import UmadPort
 
 
@@ -107,6 +108,34 @@ class UmadTransport(Transport):
         out = [(*got, port.last_addr)]  # the whole source address: a GMP's answer needs it
         out += port.recv_ready()  # and what is already queued, without waiting
         return out
+
+    def poll(self, timeout_s: float) -> int:
+        """`Transport.poll`, with the requests `answer_at_once` answers served inside the
+        port's receive loop (`UmadPort.answer_until`): a flood of cached SA answers costs
+        no frame of this layer each; its answers' destinations must be packed ib_mad_addrs
+        (what `SaAgent.answer_fast` gives). Recording, or nothing to answer at once: the
+        base loop."""
+        fast = self.answer_at_once
+        if fast is None or self.on_request is None or self.recorder is not None:
+            return super().poll(timeout_s)
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        sent: list[bytes] = []
+        try:
+            while True:
+                got = self.port.answer_until(fast, self._agents, deadline, sent)
+                if got is None:
+                    return 0
+                raw, status, source, declined = got
+                if not declined:
+                    self._serve((raw, status, source))  # a response (dropped) or an odd status
+                    continue
+                self.on_request(Incoming.of(raw, source))  # a request the fast path does not answer
+                return 1
+        finally:
+            self.stats.sent += len(sent)
+            kinds = self.stats.kinds
+            for m in sent:
+                kinds[(m[1], m[3], m[ATTRIBUTE_ID_SLICE])] += 1  # as `Stats.count`, without its frame
 
     def close(self) -> None:
         self.port.close()

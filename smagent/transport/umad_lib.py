@@ -371,19 +371,25 @@ class UmadPort:
         # Preallocated buffers: header + one MAD each, reused for every call.
         # Copies go through byte memoryviews: several times cheaper than
         # ctypes.memmove/string_at, and they take any bytes-like MAD.
+        # umad_send and umad_recv are called with their pointers as ready ctypes objects
+        # (c_void_p, byref) through a second handle on the library whose functions have
+        # no argtypes: argtypes conversion cost more than the rest of a cached SA answer.
         self._sbuf = ctypes.create_string_buffer(UMAD_HEADER_SIZE + MAD_SIZE)
-        self._saddr = ctypes.addressof(self._sbuf)
+        self._saddr = ctypes.c_void_p(ctypes.addressof(self._sbuf))
         self._sview = memoryview(self._sbuf).cast("B")
         self._rbuf = ctypes.create_string_buffer(UMAD_HEADER_SIZE + MAD_SIZE)
-        self._raddr = ctypes.addressof(self._rbuf)
+        self._raddr = ctypes.c_void_p(ctypes.addressof(self._rbuf))
         self._rview = memoryview(self._rbuf).cast("B")
         self._rlen = ctypes.c_int(MAD_SIZE)
+        self._rlen_ref = ctypes.byref(self._rlen)
         # QP0, qkey 0, SL 0, no GRH, pkey index 0: all zero already; only the
         # destination LID changes per SMP, so remember the last one written (-1: the
         # address holds a GMP's, cleared before the next SMP).
         self._last_dlid = -1
-        self._send_fn = lib.umad_send
-        self._recv_fn = lib.umad_recv
+        bare = ctypes.CDLL(lib_path or DEFAULT_LIBRARY, use_errno=True)  # the same library, loaded already
+        self._send_fn, self._recv_fn = bare.umad_send, bare.umad_recv
+        for fn in (self._send_fn, self._recv_fn):
+            fn.restype = ctypes.c_int  # and argtypes None: ints go as C int, pointers as the objects above
 
     # -- opening ---------------------------------------------------------
 
@@ -553,7 +559,7 @@ class UmadPort:
             wait = _RECV_SLICE_MS
         while True:
             rlen.value = MAD_SIZE
-            rc = self._recv_fn(portid, self._raddr, rlen, wait)
+            rc = self._recv_fn(portid, self._raddr, self._rlen_ref, wait)
             if rc >= 0:
                 view = self._rview
                 mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
@@ -581,13 +587,14 @@ class UmadPort:
         """The MADs already queued (up to ``limit``), without waiting: (mad, umad status,
         packed ib_mad_addr) each. One foreign call per MAD and none of `recv`'s slicing:
         what a server drains after each wake-up under a flood of requests."""
-        fn, portid, raddr, rlen, view = self._recv_fn, self._portid, self._raddr, self._rlen, self._rview
+        fn, portid, raddr, rlen, rlen_ref, view = (self._recv_fn, self._portid, self._raddr, self._rlen, self._rlen_ref,
+                                                   self._rview)
         if portid < 0:
             self._check_open()
         out: list[tuple[bytes, int, bytes]] = []
         while len(out) < limit:
             rlen.value = MAD_SIZE
-            rc = fn(portid, raddr, rlen, 0)
+            rc = fn(portid, raddr, rlen_ref, 0)
             if rc < 0:
                 err = ctypes.get_errno()
                 if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
@@ -599,6 +606,62 @@ class UmadPort:
         if out:
             self.last_addr = out[-1][2]
         return out
+
+    def answer_until(self, answer, agents: dict[int, int], deadline: float, sent: list[bytes],
+                     late_limit: int = 64) -> tuple[bytes, int, bytes, bool] | None:
+        """Receive until time.monotonic() passes ``deadline``, answering at once every
+        request (status 0, no response bit) that ``answer(mad, packed ib_mad_addr)``
+        answers (it returns [(answer, packed address)] or None), each answer sent untimed
+        through ``agents[its class]`` and appended to ``sent``. Returns the first MAD it
+        did not answer as (mad, status, packed ib_mad_addr, whether ``answer`` declined
+        it), or None at the deadline: past it, at most ``late_limit`` more queued MADs are
+        answered (a flood that never lets the queue empty must not hold the caller's
+        timers). A flood of cached answers is served here, in one Python frame and two
+        foreign calls a MAD (`UmadTransport.poll` calls it)."""
+        fn, send_fn, portid, raddr, rlen, rlen_ref, view = (self._recv_fn, self._send_fn, self._portid, self._raddr,
+                                                            self._rlen, self._rlen_ref, self._rview)
+        if portid < 0:
+            self._check_open()
+        sview, saddr, monotonic = self._sview, self._saddr, time.monotonic
+        self._last_dlid = -1  # the send buffer's address will hold a GMP's: the next SMP writes its own
+        late = 0
+        while True:
+            left = deadline - monotonic()
+            if left <= 0:
+                if late >= late_limit:
+                    return None
+                late += 1
+            rlen.value = MAD_SIZE
+            rc = fn(portid, raddr, rlen_ref, 0 if left <= 0 else min(_RECV_SLICE_MS, int(left * 1000 + 0.999)))
+            if rc < 0:
+                err = ctypes.get_errno()
+                if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
+                    err = err or -rc
+                    raise UmadIOError(f"umad_recv on {self.ca} port {self.port} failed: {_errtext(err)}", err)
+                if left <= 0:
+                    return None
+                continue
+            mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
+            status, addr = _STATUS.unpack_from(view, _STATUS_OFF)[0], view[_ADDR].tobytes()
+            if status or len(mad) < 4 or mad[3] & 0x80:
+                self.last_addr = addr
+                return mad, status, addr, False
+            answers = answer(mad, addr)
+            if answers is None:
+                self.last_addr = addr
+                return mad, status, addr, True
+            for out, to in answers:
+                agent = agents.get(out[1])
+                if agent is None:
+                    raise UmadError(f"no agent for management class {out[1]:#04x} on {self.ca} port {self.port}")
+                n = len(out)
+                sview[_ADDR] = to  # 44 bytes, or the memoryview raises
+                sview[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + n] = out
+                if send_fn(portid, agent, saddr, n, 0, 0) < 0:
+                    err = ctypes.get_errno()
+                    raise UmadIOError(f"umad_send to LID 0x{_BE16.unpack_from(to, _LID_OFF - _ADDR.start)[0]:04x} "
+                                      f"(agent {agent}) failed: {_errtext(err)}", err)
+                sent.append(out)
 
     def send_to(self, agent_id: int, mad: bytes, addr: bytes) -> None:
         """Send one MAD that expects no answer (timeout 0) to a packed ib_mad_addr (a GMP's
