@@ -24,7 +24,7 @@ from mad.sa_records import (
     P_KeyTableRecord, PortInfoRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
     VLArbitrationTableRecord,
 )
-from smagent.subnet import Subnet
+from smagent.subnet import LinkTables, Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
 
@@ -129,9 +129,11 @@ class Records:
         """(LID, port: the CA port or 0 on a switch, AttributeModifier, table) of every unit
         of ``kind`` whose port still carries a LID."""
         s = self.subnet
-        for (k, guid, port, modifier), table in s.tables.items():
+        units = s.tables.units(kind) if isinstance(s.tables, LinkTables) else (
+            (g, p, m, t) for (k, g, p, m), t in s.tables.items() if k == kind)
+        for guid, port, modifier, table in units:
             n = s.nodes.get(guid)
-            if k != kind or n is None or (not n.is_switch and port not in n.port_guids):
+            if n is None or (not n.is_switch and port not in n.port_guids):
                 continue
             lid = s.base_lid(n, port)
             if lid:

@@ -1,0 +1,80 @@
+"""`Subnet.tables` kept compact (`smagent.subnet.LinkTables`: per node, the distinct tables
+once and an index per unit) answers exactly what the plain dict of every unit the sweep
+read or wrote answered: the same mapping, the same SA records byte for byte, the same
+carry-over into the next snapshot, on a fabric with QoS tables on every switch pair."""
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import pytest
+
+from mad.attributes import SLtoVLMappingTable
+from smagent import topogen
+from smagent.api import Session
+from smagent.sa.records import Records
+from smagent.subnet import LinkTables, Subnet
+from smagent.transport.sim import SimTransport
+
+
+@pytest.fixture(scope="module")
+def swept():
+    r = Session(SimTransport(topogen.fat_tree_3(8))).sweep(keep_link_tables=True)
+    assert r.problems == [] and len(r.link_tables) > 5000
+    return r
+
+
+def _plain(r, sub: Subnet) -> Subnet:
+    """The same snapshot with its tables as the straightforward dict of every unit."""
+    return dataclasses.replace(sub, tables=types.MappingProxyType(dict(r.link_tables)))
+
+
+def _encoded(records: list) -> list[bytes]:
+    return [rec.encode() for rec in records]
+
+
+def test_the_compact_tables_are_the_units_read(swept):
+    sub = Subnet.from_sweep(swept)
+    assert isinstance(sub.tables, LinkTables)
+    assert len(sub.tables) == len(swept.link_tables)
+    assert dict(sub.tables) == dict(swept.link_tables)
+    key = next(k for k in swept.link_tables if k[0] == "sl2vl" and k[3])
+    assert sub.tables[key] == swept.link_tables[key] and key in sub.tables
+    for missing in [("sl2vl", key[1], key[2], 0xFFFF), ("sl2vl", 1, 0, 0), ("bogus", key[1], key[2], key[3])]:
+        assert missing not in sub.tables
+        with pytest.raises(KeyError):
+            sub.tables[missing]
+    # held per switch: a handful of distinct SL2VL tables, each one object in the snapshot
+    distinct = {id(t) for k, t in sub.tables.items() if k[0] == "sl2vl"}
+    pairs = sum(1 for k in sub.tables if k[0] == "sl2vl")
+    assert len(distinct) * 50 < pairs
+    assert {id(t) for _g, _p, _m, t in sub.tables.units("sl2vl")} == distinct
+    assert all(isinstance(t, SLtoVLMappingTable) for _g, _p, _m, t in sub.tables.units("sl2vl"))
+
+
+def test_the_sa_records_are_byte_identical(swept):
+    sub = Subnet.from_sweep(swept)
+    compact, plain = Records(sub), Records(_plain(swept, sub))
+    for name in ("pkey_tables", "sl2vl_tables", "vlarb_tables"):
+        got, want = getattr(compact, name), getattr(plain, name)
+        assert want and _encoded(got) == _encoded(want), name
+
+
+def test_the_next_snapshot_carries_the_nodes_not_read_again(swept):
+    sub = Subnet.from_sweep(swept)
+    some = {g for g in list(sub.nodes)[::3]}
+    reread = {k: v for k, v in swept.link_tables.items() if k[1] in some}
+    gone = next(g for g, n in sub.nodes.items() if not n.is_switch and g not in some)
+    topo = dataclasses.replace(swept.topology, nodes={g: n for g, n in swept.topology.nodes.items() if g != gone})
+    later = dataclasses.replace(swept, link_tables=reread, topology=topo, known=None)
+    again = Subnet.from_sweep(later, previous=sub)
+    # what the dict snapshot did: the previous units of nodes still there, the reads on top
+    want = {k: v for k, v in swept.link_tables.items() if k[1] != gone}
+    assert dict(again.tables) == want
+    plain_again = Subnet.from_sweep(later, previous=_plain(swept, sub))
+    assert dict(plain_again.tables) == want
+    for name in ("pkey_tables", "sl2vl_tables", "vlarb_tables"):
+        assert _encoded(getattr(Records(again), name)) == _encoded(getattr(Records(plain_again), name))
+    # a node not read again is shared with the previous snapshot, not copied
+    kept = next(g for g in sub.tables._nodes if g not in some and g != gone)
+    assert again.tables._nodes[kept] is sub.tables._nodes[kept]
