@@ -78,3 +78,25 @@ def test_the_next_snapshot_carries_the_nodes_not_read_again(swept):
     # a node not read again is shared with the previous snapshot, not copied
     kept = next(g for g in sub.tables._nodes if g not in some and g != gone)
     assert again.tables._nodes[kept] is sub.tables._nodes[kept]
+
+
+def test_the_records_share_their_tables_lists_and_leave_them_alone(swept):
+    sub = Subnet.from_sweep(swept)
+    recs = Records(sub)
+    lists = {id(r.sl_to_vl) for r in recs.sl2vl_tables}
+    assert lists == {id(t.sl_to_vl) for _g, _p, _m, t in sub.tables.units("sl2vl")}
+    assert len(lists) * 50 < len(recs.sl2vl_tables)
+    assert {id(r.p_keys) for r in recs.pkey_tables} <= {id(t.p_keys) for _g, _p, _m, t in sub.tables.units("pkeys")}
+    # answering every table record through the SA changes no table
+    from mad import sa
+    from mad.header import Method
+    from mad.sa_records import P_KeyTableRecord, SLtoVLMappingTableRecord, VLArbitrationTableRecord
+    from smagent.sa import SaAgent
+    from smagent.transport.address import Address, Incoming
+    agent = SaAgent(0x1234)
+    agent.publish(sub)
+    me, before = Address.gsi(1), {k: t.encode() for k, t in sub.tables.items()}
+    for tid, rec in enumerate((P_KeyTableRecord(), SLtoVLMappingTableRecord(), VLArbitrationTableRecord())):
+        q = sa.request(Method.GET_TABLE, rec, transaction_id=100 + tid, sm_key=0x1234)
+        assert agent.handle(Incoming(q.encode(), me), 0.0)
+    assert {k: t.encode() for k, t in sub.tables.items()} == before
