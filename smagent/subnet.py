@@ -254,14 +254,18 @@ class LinkTables(Mapping):
         """The tables of ``previous`` for the nodes in ``present``, with ``read`` (the
         units a sweep read or wrote) on top; only the nodes read are packed again."""
         nodes = {} if previous is None else {g: t for g, t in previous._nodes.items() if g in present}
-        fresh: dict[int, dict[int, Any]] = {}
+        # by node, as packed keys and their tables in read order: 16 bytes a unit while
+        # building, a dict only for one node at a time
+        fresh: dict[int, tuple[array, list]] = {}
         for (kind, guid, port, modifier), table in read.items():
-            fresh.setdefault(guid, {})[_KIND_BITS[kind] | port << 32 | modifier] = table
+            keys, tables = fresh.setdefault(guid, (array("Q"), []))
+            keys.append(_KIND_BITS[kind] | port << 32 | modifier)
+            tables.append(table)
         interned: dict[Any, Any] = {}
-        for guid, units in fresh.items():
+        for guid, (keys, tables) in fresh.items():
             old = nodes.get(guid)
-            if old is not None:  # the units this sweep did not read again stand
-                units = {**dict(zip(old[0], (old[2][i] for i in old[1]))), **units}
+            units = {} if old is None else dict(zip(old[0], (old[2][i] for i in old[1])))  # not read again: stand
+            units.update(zip(keys, tables))
             nodes[guid] = _pack(units, interned)
         return cls(nodes)
 
