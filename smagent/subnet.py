@@ -300,6 +300,32 @@ class LinkTables(Mapping):
                 yield guid, key >> 32 & 0xFF, key & 0xFFFFFFFF, values[idx[i]]
 
 
+class InterningTables(dict):
+    """`SweepResult.link_tables` as a sweep fills it: equal tables (`table_key`) stored as
+    one object, so the millions of units a big fabric's sweep reads hold a handful of
+    tables until the snapshot packs them (`LinkTables`)."""
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__()
+        self._interned: dict[Any, Any] = {}
+        self.update(*args, **kw)
+
+    def __setitem__(self, key: Any, table: Any) -> None:
+        super().__setitem__(key, self._interned.setdefault(table_key(table), table))
+
+    def update(self, *args: Any, **kw: Any) -> None:  # dict.update would bypass __setitem__
+        for key, table in dict(*args, **kw).items():
+            self[key] = table
+
+    def __reduce__(self):  # copy/pickle as what it holds
+        return (type(self), (dict(self),))
+
+
+def table_key(table: Any) -> tuple:
+    """What makes two table attributes equal, hashable: the type and the field values."""
+    return (type(table), *(_frozen(getattr(table, n)) for n in table.LAYOUT.names))
+
+
 def _pack(units: dict[int, Any], interned: dict[Any, Any]) -> tuple[array, array, tuple]:
     """One node's units (packed key -> table) as (sorted keys, index per key, distinct
     tables); equal tables (by type and field values) become one object via ``interned``."""
@@ -312,8 +338,7 @@ def _pack(units: dict[int, Any], interned: dict[Any, Any]) -> tuple[array, array
         table = units[key]
         i = where.get(id(table))
         if i is None:
-            frozen = (type(table), *(_frozen(getattr(table, n)) for n in table.LAYOUT.names))
-            one = interned.setdefault(frozen, table)
+            one = interned.setdefault(table_key(table), table)
             i = slot.setdefault(id(one), len(values))
             if i == len(values):
                 values.append(one)

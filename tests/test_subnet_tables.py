@@ -100,3 +100,22 @@ def test_the_records_share_their_tables_lists_and_leave_them_alone(swept):
         q = sa.request(Method.GET_TABLE, rec, transaction_id=100 + tid, sm_key=0x1234)
         assert agent.handle(Incoming(q.encode(), me), 0.0)
     assert {k: t.encode() for k, t in sub.tables.items()} == before
+
+
+def test_a_sweep_holds_equal_tables_once(swept):
+    import copy
+    import pickle
+
+    from smagent.subnet import InterningTables
+    values = list(swept.link_tables.values())
+    assert isinstance(swept.link_tables, InterningTables) and len({id(v) for v in values}) * 50 < len(values)
+    a, b = SLtoVLMappingTable(sl_to_vl=list(range(16))), SLtoVLMappingTable(sl_to_vl=list(range(16)))
+    c = SLtoVLMappingTable(sl_to_vl=[0] * 16)
+    kept = InterningTables({("sl2vl", 1, 0, 1): a})
+    kept[("sl2vl", 1, 0, 2)] = b
+    kept.update({("sl2vl", 2, 0, 1): b, ("sl2vl", 2, 0, 2): c})
+    assert kept[("sl2vl", 1, 0, 2)] is a and kept[("sl2vl", 2, 0, 1)] is a and kept[("sl2vl", 2, 0, 2)] is c
+    for again in (copy.copy(kept), pickle.loads(pickle.dumps(kept))):
+        assert type(again) is InterningTables and again == kept
+        again[("sl2vl", 3, 0, 1)] = SLtoVLMappingTable(sl_to_vl=[0] * 16)
+        assert again[("sl2vl", 3, 0, 1)] is again[("sl2vl", 2, 0, 2)]
