@@ -89,8 +89,9 @@ def child(k: int, job: str) -> dict:
     if job != "sweep":  # the SA's table records, built on the first query of each kind
         from smagent.sa.records import Records
         t0, recs = time.monotonic(), Records(sub)
-        n = sum(len(getattr(recs, name)) for name in ("pkey_tables", "sl2vl_tables", "vlarb_tables"))
-        out.update(records=n, records_s=round(time.monotonic() - t0, 2), rss_records_mib=_rss_mib())
+        lists = [getattr(recs, name) for name in ("pkey_tables", "sl2vl_tables", "vlarb_tables")]
+        out.update(records=sum(map(len, lists)), records_s=round(time.monotonic() - t0, 2),
+                   rss_records_mib=_rss_mib(), records_mib=round(deep_size(lists, {id(tables)}) / 2**20, 1))
     return out
 
 
@@ -135,8 +136,8 @@ def main(argv=None) -> None:
                   f"problems {last.get('problems')}", flush=True)
             if "records" in last:
                 print(f"{'':18} RSS after the snapshot {last['rss_snapshot_mib']} MiB; the SA's "
-                      f"{last['records']:,} table records built in {last['records_s']} s: RSS "
-                      f"{last['rss_records_mib']} MiB", flush=True)
+                      f"{last['records']:,} table records ({last['records_mib']} MiB) built in {last['records_s']} s: "
+                      f"RSS {last['rss_records_mib']} MiB", flush=True)
             if "sim_mib" in last:
                 print(f"{'':18} held: the daemon (snapshot, sweep result, SA) {last['daemon_mib']} MiB, the "
                       f"transport with the simulated fabric {last['sim_mib']} MiB", flush=True)
