@@ -8,9 +8,11 @@ a half-swept state: nothing here is changed after it is built.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import types
-from typing import TYPE_CHECKING, Iterator, Mapping
+from array import array
+from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping
 
 from mad.attributes import NodeInfo, PortInfo, SMInfo, SwitchInfo
 from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
@@ -71,9 +73,9 @@ class Subnet:
     pkeys: Mapping[tuple[int, int], tuple[int, ...]] | None = None
     # the per-port tables as the SM last read or wrote them: (kind "pkeys" | "sl2vl" |
     # "vlarb", node GUID, CA port or 0 on a switch, AttributeModifier) -> the table
-    # attribute (`SweepResult.link_tables`); a unit never read is absent
-    tables: Mapping[tuple[str, int, int, int], object] = dataclasses.field(
-        default_factory=lambda: types.MappingProxyType({}))
+    # attribute (`SweepResult.link_tables`, kept compact: `LinkTables`); a unit never
+    # read is absent
+    tables: Mapping[tuple[str, int, int, int], Any] = dataclasses.field(default_factory=lambda: LinkTables({}))
     # the QoS policy the sweep planned with (`smagent.qospolicy.QosPolicy`): the SL of a
     # query that names a service ID or P_Key (`request_sl`); None: none
     qos_policy: QosPolicy | None = None
@@ -221,10 +223,132 @@ def _pkeys(config, topo) -> Mapping[tuple[int, int], tuple[int, ...]]:
     return types.MappingProxyType({k: tuple(v) for k, v in partmod.resolve(config, topo).ports.items()})
 
 
-def _tables(previous: Subnet | None, read: dict, topo) -> Mapping[tuple[str, int, int, int], object]:
-    kept = {k: v for k, v in previous.tables.items() if k[1] in topo.nodes} if previous is not None else {}
-    kept.update(read)
-    return types.MappingProxyType(kept)
+def _tables(previous: Subnet | None, read: dict, topo) -> LinkTables:
+    before = previous.tables if previous is not None else None
+    if before is not None and not isinstance(before, LinkTables):  # a snapshot built by hand
+        read = {**{k: v for k, v in before.items() if k[1] in topo.nodes}, **read}
+        before = None
+    return LinkTables.build(before, read, topo.nodes)
+
+
+LINK_TABLE_KINDS = ("pkeys", "sl2vl", "vlarb")  # `LinkTables` keys: kind, port, modifier in one int
+_KIND_BITS = {k: i << 40 for i, k in enumerate(LINK_TABLE_KINDS)}
+
+
+class LinkTables(Mapping):
+    """(kind, node GUID, port, AttributeModifier) -> table attribute, held per node, not
+    per entry: a switch has an SL2VL table per (input, output) pair (2 million on an
+    11,664-host fat tree) but only a handful of distinct ones. Per node: its keys packed in
+    one sorted array (kind << 40 | port << 32 | modifier), an array of indices into the
+    node's distinct tables, and those tables, each distinct value one object across the
+    snapshot. Immutable; the next snapshot shares the nodes no sweep read again."""
+    __slots__ = ("_nodes", "_len")
+
+    def __init__(self, nodes: Mapping[int, tuple[array, array, tuple]]):
+        self._nodes = types.MappingProxyType(dict(nodes))
+        self._len = sum(len(keys) for keys, _idx, _values in nodes.values())
+
+    @classmethod
+    def build(cls, previous: LinkTables | None, read: Mapping[tuple[str, int, int, int], Any],
+              present: Container[int]) -> LinkTables:
+        """The tables of ``previous`` for the nodes in ``present``, with ``read`` (the
+        units a sweep read or wrote) on top; only the nodes read are packed again."""
+        nodes = {} if previous is None else {g: t for g, t in previous._nodes.items() if g in present}
+        # by node, as packed keys and their tables in read order: 16 bytes a unit while
+        # building, a dict only for one node at a time
+        fresh: dict[int, tuple[array, list]] = {}
+        for (kind, guid, port, modifier), table in read.items():
+            keys, tables = fresh.setdefault(guid, (array("Q"), []))
+            keys.append(_KIND_BITS[kind] | port << 32 | modifier)
+            tables.append(table)
+        interned: dict[Any, Any] = {}
+        for guid, (keys, tables) in fresh.items():
+            old = nodes.get(guid)
+            units = {} if old is None else dict(zip(old[0], (old[2][i] for i in old[1])))  # not read again: stand
+            units.update(zip(keys, tables))
+            nodes[guid] = _pack(units, interned)
+        return cls(nodes)
+
+    def __getitem__(self, key: tuple[str, int, int, int]) -> Any:
+        kind, guid, port, modifier = key
+        node, bits = self._nodes.get(guid), _KIND_BITS.get(kind)
+        if node is not None and bits is not None:
+            keys, idx, values = node
+            want = bits | port << 32 | modifier
+            i = bisect.bisect_left(keys, want)
+            if i < len(keys) and keys[i] == want:
+                return values[idx[i]]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[tuple[str, int, int, int]]:
+        return (k for k, _t in self.items())
+
+    def __len__(self) -> int:
+        return self._len
+
+    def items(self) -> Iterator[tuple[tuple[str, int, int, int], Any]]:  # type: ignore[override]
+        for guid, (keys, idx, values) in self._nodes.items():
+            for key, i in zip(keys, idx):
+                yield (LINK_TABLE_KINDS[key >> 40], guid, key >> 32 & 0xFF, key & 0xFFFFFFFF), values[i]
+
+    def units(self, kind: str) -> Iterator[tuple[int, int, int, Any]]:
+        """(node GUID, port, AttributeModifier, table) of every unit of ``kind``."""
+        lo = _KIND_BITS[kind]
+        for guid, (keys, idx, values) in self._nodes.items():
+            for i in range(bisect.bisect_left(keys, lo), bisect.bisect_left(keys, lo + (1 << 40))):
+                key = keys[i]
+                yield guid, key >> 32 & 0xFF, key & 0xFFFFFFFF, values[idx[i]]
+
+
+class InterningTables(dict):
+    """`SweepResult.link_tables` as a sweep fills it: equal tables (`table_key`) stored as
+    one object, so the millions of units a big fabric's sweep reads hold a handful of
+    tables until the snapshot packs them (`LinkTables`)."""
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__()
+        self._interned: dict[Any, Any] = {}
+        self.update(*args, **kw)
+
+    def __setitem__(self, key: Any, table: Any) -> None:
+        super().__setitem__(key, self._interned.setdefault(table_key(table), table))
+
+    def update(self, *args: Any, **kw: Any) -> None:  # dict.update would bypass __setitem__
+        for key, table in dict(*args, **kw).items():
+            self[key] = table
+
+    def __reduce__(self):  # copy/pickle as what it holds
+        return (type(self), (dict(self),))
+
+
+def table_key(table: Any) -> tuple:
+    """What makes two table attributes equal, hashable: the type and the field values."""
+    return (type(table), *(_frozen(getattr(table, n)) for n in table.LAYOUT.names))
+
+
+def _pack(units: dict[int, Any], interned: dict[Any, Any]) -> tuple[array, array, tuple]:
+    """One node's units (packed key -> table) as (sorted keys, index per key, distinct
+    tables); equal tables (by type and field values) become one object via ``interned``."""
+    keys = array("Q", sorted(units))
+    values: list[Any] = []
+    where: dict[int, int] = {}  # id of a table object -> its index: most pairs share objects
+    slot: dict[int, int] = {}  # id of an interned table -> its index
+    idx = array("H")
+    for key in keys:
+        table = units[key]
+        i = where.get(id(table))
+        if i is None:
+            one = interned.setdefault(table_key(table), table)
+            i = slot.setdefault(id(one), len(values))
+            if i == len(values):
+                values.append(one)
+            where[id(table)] = i
+        idx.append(i)
+    return keys, idx, tuple(values)
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _lfts(blocks: dict[tuple[int, int], bytes]) -> dict[int, bytes]:

@@ -24,7 +24,7 @@ from mad.sa_records import (
     P_KeyTableRecord, PortInfoRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
     VLArbitrationTableRecord,
 )
-from smagent.subnet import Subnet
+from smagent.subnet import LinkTables, Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
 
@@ -129,20 +129,26 @@ class Records:
         """(LID, port: the CA port or 0 on a switch, AttributeModifier, table) of every unit
         of ``kind`` whose port still carries a LID."""
         s = self.subnet
-        for (k, guid, port, modifier), table in s.tables.items():
+        units = s.tables.units(kind) if isinstance(s.tables, LinkTables) else (
+            (g, p, m, t) for (k, g, p, m), t in s.tables.items() if k == kind)
+        for guid, port, modifier, table in units:
             n = s.nodes.get(guid)
-            if k != kind or n is None or (not n.is_switch and port not in n.port_guids):
+            if n is None or (not n.is_switch and port not in n.port_guids):
                 continue
             lid = s.base_lid(n, port)
             if lid:
                 yield lid, port, modifier, table
+
+    # The table records share their table's list (never changed: records are only encoded),
+    # one per distinct table in the snapshot (`LinkTables`), not a copy per unit: 2 million
+    # SL2VL records on an 11,664-host fat tree cost 104 bytes each, not 288.
 
     @functools.cached_property
     def pkey_tables(self) -> list[P_KeyTableRecord]:
         out = []
         for lid, port, modifier, t in self._tables("pkeys"):
             block, switch_port = fw.pkey_from_modifier(modifier)
-            out.append(P_KeyTableRecord(lid=lid, block_num=block, port_num=port or switch_port, p_keys=list(t.p_keys)))
+            out.append(P_KeyTableRecord(lid=lid, block_num=block, port_num=port or switch_port, p_keys=t.p_keys))
         return sorted(out, key=lambda r: (r.lid, r.port_num, r.block_num))
 
     @functools.cached_property
@@ -151,7 +157,7 @@ class Records:
         for lid, _port, modifier, t in self._tables("sl2vl"):
             inp, outp = fw.sl2vl_from_modifier(modifier)  # a CA port's: 0, 0
             out.append(SLtoVLMappingTableRecord(lid=lid, input_port_num=inp, output_port_num=outp,
-                                                sl_to_vl=list(t.sl_to_vl)))
+                                                sl_to_vl=t.sl_to_vl))
         return sorted(out, key=lambda r: (r.lid, r.input_port_num, r.output_port_num))
 
     @functools.cached_property

@@ -16,6 +16,7 @@ from smagent.fdb import multicast as mfttab
 from smagent.fdb import random as rft
 from smagent.fdb.switch import interleave
 from smagent.errors import SafetyRefusal
+from smagent.subnet import InterningTables
 from smagent.sweep import planjson
 from smagent.sweep.options import KnownState
 
@@ -100,8 +101,9 @@ class SweepResult:
     rft_changes: list[rft.RftChange] = dataclasses.field(default_factory=list)
     link_changes: list[links.TableChange] = dataclasses.field(default_factory=list)  # SL2VL, VLArb, P_Key
     # every per-port table unit read or confirmed written: (kind, node GUID, CA port or 0,
-    # AttributeModifier) -> the table (the SA's P_Key, SL2VL and VLArb records)
-    link_tables: dict[tuple[str, int, int, int], Any] = dataclasses.field(default_factory=dict)
+    # AttributeModifier) -> the table (the SA's P_Key, SL2VL and VLArb records); equal
+    # tables held as one object
+    link_tables: dict[tuple[str, int, int, int], Any] = dataclasses.field(default_factory=InterningTables)
     multicast: multicast.MulticastPlan | None = None
     multicast_kept: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # "0xMLID" -> switches, not pruned
     rft_plans: list[rft.RftPlan] = dataclasses.field(default_factory=list)
