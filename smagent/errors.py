@@ -53,6 +53,15 @@ class BadInput(SmagentError, ValueError):
         return {"problems": self.problems}
 
 
+class FileProblems(BadInput):
+    """A configuration file (or mapping) that cannot be used: every problem, with its line
+    (the partitions file's and the QoS policy's errors)."""
+
+    def __init__(self, source: str, problems: list[str]):
+        super().__init__(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n  "
+                         + "\n  ".join(problems), problems)
+
+
 class _Changed:
     """Mixin: ``changed`` lists what had been sent that may have changed a node when the
     error happened ("SubnSet(PortInfo): 12 SMPs sent"); empty when no Set had been sent."""

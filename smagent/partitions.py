@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import os
 import re
 
 from mad.attributes import NodeType
-from smagent.errors import BadInput
+from smagent import paths
+from smagent.errors import FileProblems
 
 DEFAULT_PKEY = 0x7FFF
 FULL_BIT = 0x8000
@@ -44,12 +44,8 @@ NUMBER_FLAGS = {"mtu": (1, 5), "rate": (2, 22), "sl": (0, 15), "scope": (0, 15),
                 "tclass": (0, 255), "flowlabel": (0, 0xFFFFF)}
 
 
-class PartitionError(BadInput):
+class PartitionError(FileProblems):
     """A partitions file or mapping that cannot be used; every problem, with its line."""
-
-    def __init__(self, source: str, problems: list[str]):
-        super().__init__(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n  "
-                         + "\n  ".join(problems), problems)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,12 +315,7 @@ def parse(text: str, source: str = "partitions") -> PartitionConfig:
 
 def load(path) -> PartitionConfig:
     """Read and parse a partitions.conf file (before any SMP is sent)."""
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PartitionError(path, [f"cannot read: {getattr(e, 'strerror', None) or e}"]) from None
+    path, text = paths.read_config(path, PartitionError)
     return parse(text, path)
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from smagent import atomicfile
-from smagent.errors import BadInput
+from smagent.errors import BadInput, FileProblems
 
 class StateDir:
     """The state directory and its files, by name: the one place their names are spelled.
@@ -74,6 +74,17 @@ def read_text(path, what: str = "file", *, errors: str = "strict") -> str:
         raise BadInput(f"{what} {p}: not a UTF-8 text file (byte {e.start})") from None
     except OSError as e:
         raise BadInput(f"{what} {p}: {_why(e)}") from None
+
+
+def read_config(path, error: type[FileProblems]) -> tuple[str, str]:
+    """(the path, its whole text) of a configuration file read before any SMP is sent, or
+    ``error(path, ["cannot read: ..."])``."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            return p, f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(p, [f"cannot read: {getattr(e, 'strerror', None) or e}"]) from None
 
 
 def check_output(path, what: str = "output") -> None:

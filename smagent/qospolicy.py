@@ -34,10 +34,10 @@ before anything is sent."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 
-from smagent.errors import BadInput
+from smagent import paths
+from smagent.errors import FileProblems
 
 CLASSES = ("ca", "sw0", "swe")
 OPTIONS = ("max_vls", "high_limit", "vlarb_high", "vlarb_low", "sl2vl")
@@ -49,12 +49,8 @@ DEFAULT_PKEY = 0x7FFF
 KINDS = ("service-id", "pkey", "target-port-guid")
 
 
-class QosPolicyError(BadInput):
+class QosPolicyError(FileProblems):
     """A QoS policy that cannot be used; every problem, with its line."""
-
-    def __init__(self, source: str, problems: list[str]):
-        super().__init__(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n  "
-                         + "\n  ".join(problems), problems)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,10 +325,5 @@ def parse(text: str, source: str = "qos policy") -> QosPolicy:
 
 def load(path) -> QosPolicy:
     """Read and parse a QoS policy file (before any SMP is sent)."""
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise QosPolicyError(path, [f"cannot read: {getattr(e, 'strerror', None) or e}"]) from None
+    path, text = paths.read_config(path, QosPolicyError)
     return parse(text, path)
