@@ -41,12 +41,15 @@ end-qos-ulps
 """
 
 
-def test_same_tables_as_opensm_with_the_same_policy(tmp_path):
+def both_sms(tmp_path, fabric, tables: str) -> dict:
+    """Every port's tables after `opensm -o -Q` (``tables`` in the file -F reads, ULPS in the
+    one -Y reads) and after `smagent sweep --qos-policy` (one file holding both), each on a
+    fresh ibsim of ``fabric``; asserted equal port by port. Returns smagent's."""
     net = tmp_path / "ft.net"
-    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    (tmp_path / "osm.conf").write_text(TABLES)
+    net.write_text(netfile.dumps(fabric))
+    (tmp_path / "osm.conf").write_text(tables)
     (tmp_path / "ulps.conf").write_text(ULPS)
-    (tmp_path / "policy.conf").write_text(TABLES + ULPS)
+    (tmp_path / "policy.conf").write_text(tables + ULPS)
     with IbSim(net, tmp_path / "osm") as sim:
         env = sim.opensm_env(tmp_path / "osm-cache")
         r = subprocess.run([OPENSM, "-o", "-Q", "-F", str(tmp_path / "osm.conf"), "-Y", str(tmp_path / "ulps.conf"),
@@ -63,6 +66,11 @@ def test_same_tables_as_opensm_with_the_same_policy(tmp_path):
              for port in theirs}
     diffs = {p: d for p, d in diffs.items() if d}
     assert not diffs, json.dumps(diffs, indent=1)[:4000]
+    return ours
+
+
+def test_same_tables_as_opensm_with_the_same_policy(tmp_path):
+    ours = both_sms(tmp_path, topogen.fat_tree_2(4), TABLES)
     # the policy's tables are there, not OpenSM's defaults
     hca = next(v for k, v in ours.items() if k.startswith(("Hca1:", "H0:")))
     assert hca["sl2vl"] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7]
@@ -90,27 +98,7 @@ def test_enhanced_port0_gets_the_same_tables_as_opensm(tmp_path, sw0):
     for s in fabric.switches():
         if s.name in ("L0", "S1"):
             s.caps["enhanced_port0"] = 1
-    net = tmp_path / "ft.net"
-    net.write_text(netfile.dumps(fabric))
-    (tmp_path / "osm.conf").write_text(TABLES + sw0)
-    (tmp_path / "ulps.conf").write_text(ULPS)
-    (tmp_path / "policy.conf").write_text(TABLES + sw0 + ULPS)
-    with IbSim(net, tmp_path / "osm") as sim:
-        env = sim.opensm_env(tmp_path / "osm-cache")
-        r = subprocess.run([OPENSM, "-o", "-Q", "-F", str(tmp_path / "osm.conf"), "-Y", str(tmp_path / "ulps.conf"),
-                            "-f", str(tmp_path / "osm.log")], env=env, cwd=sim.cwd, capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr[-2000:]
-        theirs = dump(sim)
-    with IbSim(net, tmp_path / "smagent") as sim:
-        sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", "--qos-policy",
-                 str(tmp_path / "policy.conf")], timeout=600)
-        ours = dump(sim)
-    assert set(ours) == set(theirs)
-    diffs = {port: {k: (ours[port].get(k), v) for k, v in theirs[port].items() if ours[port].get(k) != v}
-             for port in theirs}
-    diffs = {p: d for p, d in diffs.items() if d}
-    assert not diffs, json.dumps(diffs, indent=1)[:4000]
+    ours = both_sms(tmp_path, fabric, TABLES + sw0)
     for name in ("L0:0", "S1:0"):  # the sw0 tables are there (or the default), not swe's
         assert ours[name]["sl2vl in 0"] == ([1, 0, 3, 2, 5, 4, 7, 6, 1, 0, 3, 2, 5, 4, 7, 6] if sw0 else
                                             [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]), name
