@@ -7,14 +7,16 @@ members leave, the entries are gone from every switch."""
 from __future__ import annotations
 
 import re
-import sys
 import time
 
 import pytest
 
 from ibsim_harness import run_smagent
 from smagent import netfile, topogen
-from test_sa_live import SAQUERY, Proc, lid_map, pytestmark, saquery, wait_for_sa  # noqa: F401
+from sa_harness import SA_MARKS, Proc, lid_map, saquery, start_sa
+from sm_harness import procs  # noqa: F401 (the fixture)
+
+pytestmark = SA_MARKS
 
 assert pytestmark
 
@@ -58,11 +60,7 @@ def test_join_from_another_node_programs_the_tree_and_leave_removes_it(tmp_path,
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
-                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
-                tmp_path / "run.out")
-    procs.append(ours)
-    wait_for_sa(sim, "smagent run", ours)
+    start_sa(sim, tmp_path, procs)
     switches = {d: lid for (d, p), lid in lid_map(sim).items() if not p}
 
     def client(host, *args, check=True):

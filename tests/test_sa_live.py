@@ -15,115 +15,20 @@ ActCount (a counter of each SM's own SMPs).
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
 import re
-import shutil
-import subprocess
-import sys
-import time
 
 import pytest
 
-from ibsim_harness import ibsim_available, skip_reason
-from sm_harness import stop_group
+from sa_harness import OPENSM, SA_MARKS, Proc, lid_map, records, saquery, start_sa, wait_for_sa
+from sm_harness import procs  # noqa: F401 (the fixture)
 from smagent import netfile, topogen
 
-OPENSM = shutil.which("opensm", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
-SAQUERY = shutil.which("saquery", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
-pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason()),
-              pytest.mark.skipif(OPENSM is None or SAQUERY is None, reason="opensm and infiniband-diags needed")]
+pytestmark = SA_MARKS
 
 # fields holding a LID: compared as the node (and port) that LID names
 LID_FIELDS = {"lid", "LID", "EndPortLid", "base_lid", "master_sm_base_lid", "dlid", "slid", "FromLID", "ToLID"}
 DIFFERENT_ON_PURPOSE = {"Capability mask", "Capability mask 2", "ActCount"}
-
-
-class Proc:
-    """A process group we started, stopped with SIGTERM (then SIGKILL)."""
-
-    def __init__(self, args, env, cwd, log):
-        self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=open(log, "wb"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-
-    def stop(self):
-        proc, self.proc = self.proc, None
-        stop_group(proc)
-
-
-@pytest.fixture
-def procs():
-    started: list[Proc] = []
-    yield started
-    for p in reversed(started):
-        p.stop()
-
-
-def saquery(sim, *args, check=True):
-    r = subprocess.run([SAQUERY, *map(str, args)], env=sim.env, cwd=sim.cwd, capture_output=True, text=True,
-                       timeout=30)
-    if check:
-        assert r.returncode == 0, f"saquery {' '.join(map(str, args))}: exit {r.returncode}\n{r.stdout}{r.stderr}"
-    return r
-
-
-def records(text: str) -> list[dict[str, str]]:
-    """saquery's dump: one dict per record ("Name....value" lines; a table's rows, "SL: 0| 1|
-    ..." or a row of P_Keys, joined under their label, "table" for unlabelled rows)."""
-    out: list[dict[str, str]] = []
-    for line in text.splitlines():
-        if line.rstrip().endswith("dump:") and not line.startswith("\t"):
-            out.append({})
-            continue
-        m = re.match(r"^\t\t(\S[^.]*?)\.{2,}(.*)$", line) or re.match(r"^\t\t(\w[\w ]*?)\s*:(.*\|.*)$", line)
-        row = re.match(r"^\t\t(0x[0-9a-f]{4}(?: 0x[0-9a-f]{4})*)\s*$", line)
-        if m or row:
-            if not out:
-                out.append({})
-            key, value = (m.group(1).strip(), m.group(2).strip()) if m else ("table", row.group(1))
-            rec = out[-1]
-            rec[key] = f"{rec[key]} {value}" if key in rec and (row or "|" in value) else value
-    return out
-
-
-class LidMap(dict):
-    """(node description, port) -> base LID (a switch: port 0); ``lmc``: base LID -> LMC."""
-
-    def __init__(self):
-        super().__init__()
-        self.lmc: dict[int, int] = {}
-
-
-def lid_map(sim) -> LidMap:
-    """The LIDs under the running SM, from ibnetdiscover."""
-    text = sim.run(["ibnetdiscover"]).stdout
-    out = LidMap()
-    desc = None
-    for line in text.splitlines():
-        m = re.match(r'^Switch\s.*#\s+"([^"]+)".*\slid (\d+)', line)
-        if m:
-            out[(m.group(1), 0)] = int(m.group(2))
-            desc = None
-            continue
-        m = re.match(r'^(?:Ca|Hca)\s.*#\s+"([^"]+)"', line)
-        if m:
-            desc = m.group(1)
-            continue
-        m = re.match(r"^\[(\d+)\]\(\w+\)\s.*#\s+lid (\d+) lmc (\d+)", line)
-        if m and desc is not None:
-            out[(desc, int(m.group(1)))] = int(m.group(2))
-            out.lmc[int(m.group(2))] = int(m.group(3))
-    return out
-
-
-def wait_for_sa(sim, what, proc, seconds=60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert proc.proc.poll() is None, f"{what} exited {proc.proc.returncode}"
-        if saquery(sim, "-c", check=False).returncode == 0 and saquery(sim, "SMIR", check=False).returncode == 0:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"the SA of {what} did not answer in {seconds} s")
 
 
 def gid(sim, lid: int) -> str:
@@ -195,11 +100,7 @@ def test_saquery_answers_like_opensm(tmp_path, ibsim, procs, shape, lmc):
         assert len(want[f"path by GIDs {pairs[0][0]}->{pairs[0][1]}"]) == 2
     osm.stop()
 
-    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
-                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log"), "--lmc", str(lmc)], sim.env,
-                sim.cwd, tmp_path / "run.out")
-    procs.append(ours)
-    wait_for_sa(sim, "smagent run", ours)
+    start_sa(sim, tmp_path, procs, "--lmc", lmc)
     lids = lid_map(sim)
     got = answers(sim, queries(sim, lids, pairs), lids)
     assert client_view(sim, lids, cas[1]) == client_osm  # `smagent sa` reads both SAs alike
@@ -212,15 +113,10 @@ def test_all_node_records_arrive_whole_through_our_rmpp_receiver(tmp_path, ibsim
     NodeRecord per LID-carrying port, exactly the ports ibnetdiscover finds; a PathRecord
     by GUIDs through the same client equals the one by LIDs; `saquery LFTR` gives every
     switch's LFT as ibroute reads it."""
-    import json
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
-                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
-                tmp_path / "run.out")
-    procs.append(ours)
-    wait_for_sa(sim, "smagent run", ours)
+    start_sa(sim, tmp_path, procs)
     lids = lid_map(sim)
     got = sim.smagent("sa", "nodes", "--json").json()
     assert got["count"] == len(lids) and got["count"] * 112 > 3 * 200  # several segments' worth
@@ -280,11 +176,7 @@ def test_table_records_answer_like_opensm_with_qos(tmp_path, ibsim, procs):
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
-                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
-                tmp_path / "run.out")
-    procs.append(ours)
-    wait_for_sa(sim, "smagent run", ours)
+    ours = start_sa(sim, tmp_path, procs)
     lids = lid_map(sim)
     got = answers(sim, table_queries(lids), lids)
     refused = saquery(sim, "PKTR", f"{lids[min(k for k in lids if not k[1])]}/0/0", check=False)
@@ -311,11 +203,7 @@ def test_multipath_records_through_our_client(tmp_path, ibsim, procs):
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    ours = Proc([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
-                 str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log")], sim.env, sim.cwd,
-                tmp_path / "run.out")
-    procs.append(ours)
-    wait_for_sa(sim, "smagent run", ours)
+    start_sa(sim, tmp_path, procs)
     lids = lid_map(sim)
     cas = sorted(k for k in lids if k[1])[:3]
     guids = ["0x" + re.search(r"PortGuid:\.*0x([0-9a-f]+)", sim.run(["smpquery", "nodeinfo", str(lids[k])]).stdout)
