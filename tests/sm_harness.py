@@ -104,8 +104,9 @@ def masters(sim, hosts) -> list[str]:
     return [h for h in hosts if "SMINFO_MASTER" in sminfo_at(sim, h)]
 
 
-def converge(sim, d, ours, theirs, want_master, timeout=25.0):
-    """Wait until exactly `want_master` reports MASTER, then check it stays so."""
+def converge(sim, d, ours, theirs, want_master, timeout=25.0, osm: OpenSM | None = None):
+    """Wait until exactly `want_master` reports MASTER, then check it stays so (a failure
+    shows our log, and ``osm``'s when given)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if masters(sim, [ours, theirs]) == [want_master]:
@@ -113,7 +114,8 @@ def converge(sim, d, ours, theirs, want_master, timeout=25.0):
         time.sleep(0.3)
     else:
         raise AssertionError(f"never exactly one MASTER on {want_master}: {sminfo_at(sim, ours)!r} "
-                             f"{sminfo_at(sim, theirs)!r}; log:\n{d.logtext()[-3000:]}")
+                             f"{sminfo_at(sim, theirs)!r}; log:\n{d.logtext()[-3000:]}"
+                             + (f"\nOpenSM's log:\n{osm.log.read_text(errors='replace')[-3000:]}" if osm else ""))
     for _ in range(5):  # and at every sample after
         assert masters(sim, [ours, theirs]) == [want_master]
         time.sleep(0.3)

@@ -107,7 +107,8 @@ def test_we_join_higher_opensm_hands_over_and_opensm_takes_back_when_we_die(tmp_
     assert "Handing over mastership" in osm.log.read_text(errors="replace") or \
         "HANDOVER" in d.logtext()
     d.stop(signal.SIGKILL)  # the master dies (its issm closes with it: IsSM clears)
-    converge(sim, d, "H0", "H7", "H7", timeout=15)
+    # OpenSM's own takeover (polls lost, then its discovery): 30 s, as the bring-up's 25
+    converge(sim, d, "H0", "H7", "H7", timeout=30, osm=osm)
 
 
 def _wait_log(d, text: str, timeout: float = 120.0) -> None:
