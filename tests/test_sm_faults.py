@@ -244,7 +244,8 @@ def test_sminfo_from_hosts_costs_no_census():
 
 def test_a_sweep_with_problems_is_followed_at_once_by_a_full_sweep(monkeypatch):
     """Not after the next light sweep (a whole switch Unlinked left 784 black-holed pairs for
-    10 s); and not for ever: RESWEEPS_AFTER_PROBLEMS in a row, then the light sweeps."""
+    10 s); and not for ever: RESWEEPS_AFTER_PROBLEMS in a row, then one each sweep interval
+    until one is clean (nothing else would sweep: no port changed for a light sweep)."""
     from smagent import sweep as sweepmod
     from smagent.sm import daemon as daemonmod
     real, calls = sweepmod.sweep, []
@@ -263,9 +264,12 @@ def test_a_sweep_with_problems_is_followed_at_once_by_a_full_sweep(monkeypatch):
     run_for(d, clock, 0.5)
     assert d.counters.sweeps == 3 and all(calls)  # full sweeps, each at once
     run_for(d, clock, 2)
-    assert d.counters.sweeps == 3  # the limit: the light sweeps take over
+    assert d.counters.sweeps == 3  # the limit: no more at once
     run_for(d, clock, 10)
-    assert d.counters.light_sweeps == 1
+    assert d.counters.sweeps == 4 and calls[3]  # a full one at the light sweeps' pace (in place of one)
+    assert d.last_sweep["ok"] and not d.last_sweep["problems"]  # clean: no more full sweeps
+    run_for(d, clock, 25)
+    assert d.counters.sweeps == 4 and d.counters.light_sweeps >= 2
 
 
 def test_sighup_with_a_desired_state_that_does_not_fit_is_refused(tmp_path, caplog):
@@ -341,7 +345,7 @@ def test_a_refused_repair_under_loss_is_retried_at_once_not_after_a_sweep_interv
                 assert sim.trace(src, sim.port_lid(dst)).outcome == "delivered", (src, dst)
 
 
-def test_sweeps_that_keep_failing_are_retried_a_few_times_then_left_to_the_light_sweeps(monkeypatch):
+def test_sweeps_that_keep_failing_are_retried_a_few_times_then_at_the_light_sweeps_pace(monkeypatch):
     from smagent import sweep as sweepmod
     from smagent.sm import daemon as daemonmod
 
@@ -353,7 +357,9 @@ def test_sweeps_that_keep_failing_are_retried_a_few_times_then_left_to_the_light
     run_for(d, clock, sum(daemonmod.RETRY_AFTER_FAILURE) + 1, step=0.1)
     assert d.counters.sweeps_failed == 1 + len(daemonmod.RETRY_AFTER_FAILURE)
     run_for(d, clock, 5, step=0.5)
-    assert d.counters.sweeps_failed == 1 + len(daemonmod.RETRY_AFTER_FAILURE)  # no more until the light sweep
+    assert d.counters.sweeps_failed == 1 + len(daemonmod.RETRY_AFTER_FAILURE)  # not at once any more
+    run_for(d, clock, 10, step=0.5)
+    assert d.counters.sweeps_failed == 2 + len(daemonmod.RETRY_AFTER_FAILURE)  # once a sweep interval
 
 
 @pytest.mark.parametrize("case", ["loss seen", "part answered", "silent"])

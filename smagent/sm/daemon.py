@@ -64,7 +64,8 @@ LID_FILE = "guid2lid"  # OpenSM's format, in the state directory
 REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know
 REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Timers
 # a sweep that ends with problems (a switch that stopped answering mid-sweep, a node cut
-# off) is followed at once by a full one, this many times in a row; then the light sweeps
+# off) is followed at once by a full one, this many times in a row; then one every sweep
+# interval until one is clean (nothing else would: no port changes for a light sweep)
 RESWEEPS_AFTER_PROBLEMS = 2
 # a sweep that failed or was refused (under loss: a switch that did not answer made ports
 # look not active, and the plan check refused) is tried again this soon, then at the
@@ -549,10 +550,13 @@ class Daemon:
 
     def _retry_after_failure(self) -> None:
         """A full sweep again soon (rediscovered: planned around what did not answer),
-        a few times with backoff; then the light sweeps watch on."""
+        a few times with backoff; then at the light sweeps' pace until one succeeds."""
         self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
         if self._retries >= len(RETRY_AFTER_FAILURE):
-            log.warning("sweep: failed %d times in a row; the light sweeps watch on", self._retries + 1)
+            if self._retries == len(RETRY_AFTER_FAILURE):
+                log.warning("sweep: failed %d times in a row; trying at the light sweeps' pace", self._retries + 1)
+            self._retries += 1
+            self._full_sweep_later(f"retry {self._retries} after a failed sweep")
             return
         delay = RETRY_AFTER_FAILURE[self._retries]
         self._retries += 1
@@ -561,19 +565,31 @@ class Daemon:
         self.repair_switches = None  # sweep everything: what failed is not known well enough to patch
         self.timers.arm_by(timers.REPAIR, self.clock() + delay)
 
+    def _full_sweep_later(self, why: str) -> None:
+        """A full sweep at the light sweeps' pace (none without them): a fabric left with
+        problems is swept until clean, though no port changes for a light sweep to see."""
+        if self.opts.sweep_interval:
+            self.repair_why.append(why)
+            self.repair_switches = None
+            self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.sweep_interval)
+
     def _resweep_if_unclean(self, r, clean: bool) -> None:
         """A sweep that left problems or unreachable nodes (routes may black-hole) is
         followed at once by a full sweep, not by the next light sweep."""
         if clean:
             self._resweeps = 0
             return
-        if self._resweeps >= RESWEEPS_AFTER_PROBLEMS:
-            log.warning("sweep: still %d problem(s) after %d full sweeps in a row; the light sweeps watch on",
-                        len(r.problems) + len(r.topology.unreachable), self._resweeps)
-            return
+        why = (f"the last sweep ended with {len(r.problems)} problem(s) and "
+               f"{len(r.topology.unreachable)} unreachable node(s)")
         self._resweeps += 1
-        self.repair_why.append(f"the last sweep ended with {len(r.problems)} problem(s) and "
-                               f"{len(r.topology.unreachable)} unreachable node(s)")
+        if self._resweeps > RESWEEPS_AFTER_PROBLEMS:
+            if self._resweeps == RESWEEPS_AFTER_PROBLEMS + 1:
+                log.warning("sweep: still %d problem(s) after %d full sweeps in a row; sweeping again at the "
+                            "light sweeps' pace until clean", len(r.problems) + len(r.topology.unreachable),
+                            RESWEEPS_AFTER_PROBLEMS)
+            self._full_sweep_later(why)
+            return
+        self.repair_why.append(why)
         self.repair_switches = None  # sweep everything: no known state to patch
         self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.trap_settle)
 
