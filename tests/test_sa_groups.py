@@ -3,34 +3,17 @@ MCMemberRecord Set creates a group on its first full join (MLID from 0xC000 up, 
 assigned when 0, MTU and rate by selector from the member's link), a join the link cannot
 carry is refused, Get/GetTable by MGID, Delete removes members and the group dies with
 its last full member; the daemon's MFTs follow through the one write path."""
-import pytest
 
-import smagent
 from mad import codes, sa
 from mad import forwarding as fw
 from mad.header import Method
 from mad.sa_records import MCMemberRecord
-from smagent.sa import SaAgent
 from smagent.sa.groups import FULL, SEND_ONLY, ipoib_broadcast_mgid
-from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
+from sa_fixtures import agent, subnet  # noqa: F401 (the fixtures)
 
 MGID = 0xFF12A01BFFFF00000000000000001234
 CREATE = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
-
-
-@pytest.fixture(scope="module")
-def subnet():
-    with smagent.connect("sim") as fabric:
-        r = fabric.sweep()
-    return Subnet.from_sweep(r)
-
-
-@pytest.fixture
-def agent(subnet):
-    a = SaAgent()
-    a.publish(subnet)
-    return a
 
 
 def ca_gids(agent):

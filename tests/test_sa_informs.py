@@ -3,35 +3,18 @@ through the SA agent and the daemon, in-process): a subscriber gets a Report of 
 notice its subscription matches (groups created and deleted, CA ports in and out of
 service, traps forwarded), a ReportResp ends the retries, an unanswered Report is sent
 again and then the subscription dropped."""
-import pytest
 
-import smagent
 from mad import sa
 from mad.header import Method
 from mad.sa_records import InformInfo, InformInfoRecord, MCMemberRecord, SaNotice
-from smagent.sa import SaAgent
 from smagent.sa import informs as inf
 from smagent.sa.groups import FULL
-from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
+from sa_fixtures import agent, subnet  # noqa: F401 (the fixtures)
 
 CREATE = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
 ALL_GENERIC = dict(lid_range_begin=0xFFFF, is_generic=1, subscribe=1, type=0xFFFF, qpn=1,
                    producer_type_or_vendor_id=0xFFFFFF)
-
-
-@pytest.fixture(scope="module")
-def subnet():
-    with smagent.connect("sim") as fabric:
-        r = fabric.sweep()
-    return Subnet.from_sweep(r)
-
-
-@pytest.fixture
-def agent(subnet):
-    a = SaAgent()
-    a.publish(subnet)
-    return a
 
 
 def cas(agent):

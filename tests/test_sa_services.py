@@ -1,31 +1,14 @@
 """ServiceRecords (smagent.sa.services through the SA agent, in-process): Set registers
 (replacing one with the same ServiceID, ServiceGID and ServiceP_Key), the lease expires
 it, Get/GetTable find by components, Delete removes."""
-import pytest
 
-import smagent
 from mad import sa
 from mad.header import Method
 from mad.sa_records import ServiceRecord
-from smagent.sa import SaAgent
-from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
+from sa_fixtures import agent, subnet  # noqa: F401 (the fixtures)
 
 KEY = ("service_id", "service_gid", "service_p_key")
-
-
-@pytest.fixture(scope="module")
-def subnet():
-    with smagent.connect("sim") as fabric:
-        r = fabric.sweep()
-    return Subnet.from_sweep(r)
-
-
-@pytest.fixture
-def agent(subnet):
-    a = SaAgent()
-    a.publish(subnet)
-    return a
 
 
 def gid(agent, i=0):
