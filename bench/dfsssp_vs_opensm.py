@@ -71,21 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ibsim_harness import IbSim  # noqa: E402
 
 from smagent import netfile, topogen  # noqa: E402
-from smagent.fabric import HCA, SWITCH  # noqa: E402
 
-
-def damaged_tree():
-    """fat_tree_2(8) without three hosts and a spine link, a dual-port host across two
-    leaves and a switch hanging under leaf L0 with two hosts."""
-    f = topogen.variant(topogen.fat_tree_2(8), drop_nodes={"H1", "H6", "H8"},
-                        drop_links=[(("L1", 5), ("S0", 2))], dual=[("D0", ("L1", 3), ("L2", 1))])
-    f.add_node(name="X", node_type=SWITCH, num_ports=8)
-    for h in ("XH0", "XH1"):
-        f.add_node(name=h, node_type=HCA, num_ports=1)
-    f.connect("X", 8, "L0", 2)
-    f.connect("XH0", 1, "X", 1)
-    f.connect("XH1", 1, "X", 2)
-    return f
 
 
 FABRICS = {
@@ -93,7 +79,7 @@ FABRICS = {
     "torus-6x6": lambda: topogen.torus_2d(6, 6, 2),
     "mesh-4x3": lambda: topogen.mesh_2d(4, 3, 2),
     "ft3-4": lambda: topogen.fat_tree_3(4),
-    "tree-damaged": damaged_tree,
+    "tree-damaged": topogen.damaged_fat_tree_2,
 }
 ENGINES = ("smagent-minhop", "smagent-updn", "smagent-dfsssp", "opensm-minhop", "opensm-updn", "opensm-dfsssp",
            "opensm-lash")

@@ -204,3 +204,18 @@ def variant(fabric: Fabric, drop_nodes=(), drop_links=(), dual=()) -> Fabric:
         f.connect(name, 1, s1, p1)
         f.connect(name, 2, s2, p2)
     return f
+
+
+def damaged_fat_tree_2() -> Fabric:
+    """A damaged 2-level tree (the irregular case deadlock-free routing is checked on):
+    fat_tree_2(8) without three hosts and a spine link, with a dual-port host across two
+    leaves, and a switch X hanging under leaf L0 (on a freed host port) with two hosts."""
+    f = variant(fat_tree_2(8), drop_nodes={"H1", "H6", "H8"}, drop_links=[(("L1", 5), ("S0", 2))],
+                dual=[("D0", ("L1", 3), ("L2", 1))])
+    f.add_node(name="X", node_type=SWITCH, num_ports=8)
+    for h in ("XH0", "XH1"):
+        f.add_node(name=h, node_type=HCA, num_ports=1)
+    f.connect("X", 8, "L0", 2)
+    f.connect("XH0", 1, "X", 1)
+    f.connect("XH1", 1, "X", 2)
+    return f

@@ -4,29 +4,15 @@ balance against minhop."""
 import pytest
 
 from smagent import netfile, routing, topogen, verify
-from smagent.fabric import HCA, SWITCH
 from smagent.routing import RoutingError, RoutingInput
 
-
-def damaged_tree():
-    """fat_tree_2(8) without a host, a spine link and with a dual-port host across two
-    leaves, and a switch X hanging under leaf L0 (on the freed host port) with two hosts."""
-    f = topogen.variant(topogen.fat_tree_2(8), drop_nodes={"H1", "H6", "H8"},
-                        drop_links=[(("L1", 5), ("S0", 2))], dual=[("D0", ("L1", 3), ("L2", 1))])
-    f.add_node(name="X", node_type=SWITCH, num_ports=8)
-    for h in ("XH0", "XH1"):
-        f.add_node(name=h, node_type=HCA, num_ports=1)
-    f.connect("X", 8, "L0", 2)
-    f.connect("XH0", 1, "X", 1)
-    f.connect("XH1", 1, "X", 2)
-    return f
 
 
 FABRICS = {
     "torus": lambda: topogen.torus_2d(5, 3, 2),
     "mesh": lambda: topogen.mesh_2d(4, 3, 2),
     "ft3": lambda: topogen.fat_tree_3(4),
-    "damaged_tree": damaged_tree,
+    "damaged_tree": topogen.damaged_fat_tree_2,
     "ring": lambda: topogen.torus_2d(6, 1, 1),
 }
 
