@@ -3,6 +3,7 @@ the SLs, independently of the engine and of verify), the VLs within what ports r
 balance against minhop."""
 import pytest
 
+from cycle_witness import graph_cycle
 from smagent import netfile, routing, topogen, verify
 from smagent.routing import RoutingError, RoutingInput
 
@@ -44,24 +45,7 @@ def vl_cycle(rin, routes, sls=None):
             chain = walk(rin, routes, s, lid)
             for a, b in zip(chain, chain[1:]):
                 deps.setdefault((a, vl), set()).add((b, vl))
-    state: dict = {}
-    for start in deps:
-        stack = [(start, iter(deps.get(start, ())))]
-        if state.get(start):
-            continue
-        state[start] = 1
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                state[node] = 2
-                stack.pop()
-            elif state.get(nxt) == 1:
-                return [n for n, _ in stack]
-            elif not state.get(nxt):
-                state[nxt] = 1
-                stack.append((nxt, iter(deps.get(nxt, ()))))
-    return None
+    return graph_cycle(deps)
 
 
 def link_loads(rin, routes):

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from cycle_witness import graph_cycle
 from ibsim_harness import IbSim, IbSimError, ibsim_available, skip_reason
 from smagent import netfile, pathsl, topogen
 
@@ -75,24 +76,7 @@ def vl_cycle(switches, links, cas, sl2vl, sls):
                 prev, (g, inp) = node, peer
             else:
                 raise AssertionError(f"routing loop to LID {dlid}")
-    color: dict = {}
-    for start in deps:
-        if color.get(start):
-            continue
-        color[start] = 1
-        stack = [(start, iter(deps[start]))]
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                color[node] = 2
-                stack.pop()
-            elif color.get(nxt) == 1:
-                return [n for n, _ in stack]
-            elif nxt not in color:
-                color[nxt] = 1
-                stack.append((nxt, iter(deps.get(nxt, ()))))
-    return None
+    return graph_cycle(deps)
 
 
 @pytest.mark.parametrize("name, make", [("torus", lambda: topogen.torus_2d(5, 3, 2)),
