@@ -2,6 +2,7 @@
 that arrives while a sweep is routing (pure computation, no transport call) is answered
 then, by the serving thread, from the snapshot the sweep before published; outside a sweep
 that thread touches nothing; it never uses the transport while the daemon's thread does."""
+import gc
 import threading
 import time
 
@@ -9,7 +10,8 @@ from mad import sa
 from mad.header import Method
 from mad.sa_records import PathRecord
 from smagent.sm.daemon import Daemon, DaemonOptions
-from smagent.sm.serving import BusyServer
+from smagent.sm import sa_service
+from smagent.sm.serving import SERVING_GC_THRESHOLD, BusyServer
 from smagent.sweep import pipeline
 from smagent.transport.address import Address
 from smagent.transport.sim import SimTransport
@@ -54,6 +56,40 @@ def test_a_path_record_get_is_answered_while_routing_computes(monkeypatch):
     assert m.record(PathRecord).dlid == sorted(before.lids)[-1]
     assert seen["snapshot"] is before  # answered from the last published snapshot, not the sweep's
     assert d.sa.agent.subnet is not before  # which the finished sweep replaced
+
+
+def test_a_request_that_comes_while_the_new_snapshot_is_built_is_answered_from_the_last(monkeypatch):
+    """Building the finished sweep's snapshot takes tens of ms on a big fabric: it is built
+    while the serving thread still answers, not after it has stopped."""
+    t, d = make()
+    before = d.sa.agent.subnet
+    src = Address.gsi(before.sm_lid)
+    seen: dict = {}
+    real = sa_service.SaService.snapshot
+
+    def slow_snapshot(self, result):
+        t.outbox.clear()
+        t.deliver(path_get(d, 93), src)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not t.outbox:
+            sum(range(1000))
+        seen["answers"] = list(t.outbox)
+        return real(self, result)
+
+    monkeypatch.setattr(sa_service.SaService, "snapshot", slow_snapshot)
+    d._sweep("test")
+    ((raw, _to),) = seen["answers"]
+    assert sa.SaMad.decode(raw).transaction_id == 93 and sa.SaMad.decode(raw).status == 0
+    assert d.sa.agent.subnet is not before
+
+
+def test_the_collector_makes_no_full_pass_while_serving_and_is_restored_after():
+    t, d = make()
+    threshold = gc.get_threshold()
+    with d.busy.serving():
+        inside = gc.get_threshold()
+    assert inside == SERVING_GC_THRESHOLD and inside[2] > 10 ** 6
+    assert gc.get_threshold() == threshold
 
 
 def test_nothing_is_served_from_the_second_thread_outside_a_sweep():

@@ -513,6 +513,7 @@ class Daemon:
         try:
             with self.busy.serving():
                 r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
+                snapshot = self.sa.snapshot(r)  # built while the last one still answers
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             self.counters.sweeps_failed += 1
             self.counters.plan_refusals += isinstance(e, sweepmod.PlanDefects)
@@ -525,7 +526,7 @@ class Daemon:
             self.activity = None
         self._retries = 0
         self.topo = r.topology
-        self.sa.publish(r)  # the SA answers from this whole snapshot from now on
+        self.sa.publish(r, snapshot)  # the SA answers from this whole snapshot from now on
         self.counters.client_reregisters += self.rereg.after_sweep(self.t, r.topology)
         clean = not r.problems and not r.topology.unreachable
         self.known = r.known if clean else None

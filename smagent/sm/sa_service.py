@@ -80,15 +80,22 @@ class SaService:
         if self.deadline <= self.d.clock():
             self._send(self.agent.on_timeout(self.d.clock()))
 
-    def publish(self, result) -> None:
-        """A finished sweep's result becomes the snapshot every answer comes from; CA ports
-        that came or went since the last one are reported to subscribers (traps 64/65)."""
-        before = self._end_ports()
+    def snapshot(self, result) -> Subnet:
+        """The snapshot of a finished sweep, not yet answered from: the daemon builds it
+        while requests are still served, from the last one (it takes tens of ms on a
+        1,024-host fabric, which a request arriving meanwhile would otherwise wait)."""
         opts = self.d.opts.sweep  # the partitions the sweep wrote: PathRecords only within them
         parts = opts.partitions or getattr(opts.desired, "partitions", None)
         policy = opts.qos_policy or getattr(opts.desired, "qos_policy", None)  # SLs by service ID and P_Key
-        self.agent.publish(Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts,
-                                             qos_policy=policy, previous=self.agent.subnet))
+        return Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts,
+                                 qos_policy=policy, previous=self.agent.subnet)
+
+    def publish(self, result, snapshot: Subnet | None = None) -> None:
+        """A finished sweep's result (and its `snapshot`, if built already) becomes the
+        snapshot every answer comes from; CA ports that came or went since the last one
+        are reported to subscribers (traps 64/65)."""
+        before = self._end_ports()
+        self.agent.publish(snapshot if snapshot is not None else self.snapshot(result))
         after = self._end_ports()
         if before is not None and after is not None and before != after:
             a = self.agent
