@@ -514,3 +514,24 @@ def test_recv_keeps_the_whole_source_address(fake, mocker):
     with UmadPort() as p:
         assert p.recv(100) == (b"\x01" * 256, 0)
         assert Address.unpack(p.last_addr) == src and p.last_slid == 0x31
+
+
+def test_answer_until_reads_without_polling_after_an_answer(fake):
+    """After an answered request the next read is tried at once (timeout 0: no poll), since
+    under a flood another is usually queued; once one finds nothing, the loop waits again."""
+    from smagent.transport.address import Address
+    req = bytearray(256)
+    req[0:4] = bytes([1, 0x03, 2, 0x01])  # an SA Get
+    fake.recv_queue = [(0, bytes(req)), (0, bytes(req))]
+    answered = []
+
+    def answer(mad, addr):
+        answered.append(mad)
+        return [(bytes([1, 0x03, 2, 0x81]) + mad[4:], Address(lid=7).pack())]
+    with UmadPort() as p:
+        p.register(0x03, methods=[1])
+        sent: list = []
+        assert p.answer_until(answer, {0x03: 2}, time.monotonic() + 0.3, sent) is None
+    waits = [c.args[3] for c in fake.umad_recv.call_args_list]
+    assert len(answered) == 2 and len(sent) == 2 and [s[0] for s in fake.sent] == [2, 2]
+    assert waits[0] > 0 and waits[1:3] == [0, 0] and waits[3] > 0  # wait, read at once twice (the 2nd: EAGAIN), wait
