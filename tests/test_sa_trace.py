@@ -225,3 +225,14 @@ def test_statuses(tree2):
     standby = _agent(s, master=False)
     out = standby.handle(Incoming(_request(PathRecord(slid=a, dlid=b), PathRecord.mask("slid", "dlid")), ME), 0.0)
     assert sa.SaMad.decode(out[0][0]).status == 0x000C
+
+
+def test_sa_trace_command_refuses_bad_input(cli):
+    """Bad endpoints exit 2 naming the problem, before any MAD; the in-process simulator
+    has no SA to ask."""
+    for args, why in ((["0", "5"], "LID"), (["1", "0xC000"], "out of range"), (["x", "1"], "not a LID"),
+                      (["0x12345", "1"], "out of range")):
+        r = cli("--transport", "umad", "sa", "trace", *args)
+        assert r.exit_code == 2 and why in r.output, (args, r.output)
+    r = cli("sa", "trace", "1", "2")
+    assert r.exit_code == 2 and "--transport umad" in r.output
