@@ -350,6 +350,24 @@ class MCMemberRecord(SaRecord):
     proxy_join: int = 0
 
 
+@_record(SaAttrID.TRACE_RECORD,
+        "gid_prefix" / B(64), "id_generation" / B(16), Padding(8), "node_type" / B(8), "node_id" / B(64),
+        "chassis_id" / B(64), "entry_port_id" / B(64), "exit_port_id" / B(64), "entry_port" / B(8),
+        "exit_port" / B(8))
+class TraceRecord(SaRecord):
+    """TraceRecord (IBA 15.2.5, attribute 0x0039): one node a path crosses, as SubnAdmGetTraceTable answers
+    a PathRecord (`smagent.sa.trace` says what each field holds). 46 bytes, a table's stride 48."""
+    gid_prefix: int = 0
+    id_generation: int = 0
+    node_type: int = 0
+    node_id: int = 0
+    chassis_id: int = 0
+    entry_port_id: int = 0
+    exit_port_id: int = 0
+    entry_port: int = 0
+    exit_port: int = 0
+
+
 @_record(SaAttrID.MULTI_PATH_RECORD,
         "raw_traffic" / B(1), Padding(3), "flow_label" / B(20), "hop_limit" / B(8), "tclass" / B(8),
         "reversible" / B(1), "num_path" / B(7), "p_key" / B(16), "qos_class" / B(12), "sl" / B(4),
@@ -439,8 +457,8 @@ RECORDS: dict[int, type[SaRecord]] = {
     cls.ATTR_ID: cls for cls in (
         SaNotice, InformInfo, NodeRecord, PortInfoRecord, SLtoVLMappingTableRecord, SwitchInfoRecord,
         LinearForwardingTableRecord, MulticastForwardingTableRecord, SMInfoRecord, LinkRecord, GUIDInfoRecord,
-        ServiceRecord, P_KeyTableRecord, PathRecord, VLArbitrationTableRecord, MCMemberRecord, MultiPathRecord,
-        InformInfoRecord)
+        ServiceRecord, P_KeyTableRecord, PathRecord, VLArbitrationTableRecord, MCMemberRecord, TraceRecord,
+        MultiPathRecord, InformInfoRecord)
 }
 
 

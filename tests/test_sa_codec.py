@@ -35,7 +35,7 @@ SIZES = [
     (R.MulticastForwardingTableRecord, 72, 72), (R.SMInfoRecord, 25, 32), (R.LinkRecord, 6, 8),
     (R.GUIDInfoRecord, 72, 72), (R.ServiceRecord, 176, 176), (R.P_KeyTableRecord, 72, 72),
     (R.PathRecord, 64, 64), (R.VLArbitrationTableRecord, 72, 72), (R.MCMemberRecord, 52, 56),
-    (R.MultiPathRecord, 24 + 11 * 16, 200), (R.InformInfo, 36, 40), (R.InformInfoRecord, 60, 64),
+    (R.TraceRecord, 46, 48), (R.MultiPathRecord, 24 + 11 * 16, 200), (R.InformInfo, 36, 40), (R.InformInfoRecord, 60, 64),
     (R.SaNotice, 80, 80),
 ]
 
@@ -55,7 +55,7 @@ def test_attribute_ids():
                    "SLtoVLMappingTableRecord": 0x13, "SwitchInfoRecord": 0x14, "LinearForwardingTableRecord": 0x15,
                    "MulticastForwardingTableRecord": 0x17, "SMInfoRecord": 0x18, "LinkRecord": 0x20,
                    "GUIDInfoRecord": 0x30, "ServiceRecord": 0x31, "P_KeyTableRecord": 0x33, "PathRecord": 0x35,
-                   "VLArbitrationTableRecord": 0x36, "MCMemberRecord": 0x38, "MultiPathRecord": 0x3A,
+                   "VLArbitrationTableRecord": 0x36, "MCMemberRecord": 0x38, "TraceRecord": 0x39, "MultiPathRecord": 0x3A,
                    "InformInfoRecord": 0xF3}
 
 
@@ -514,6 +514,57 @@ def test_tshark_decodes_sa_records_as_we_do(tmp_path):
     assert _int(mcm["infiniband.mcmemberrecord.p_key"]) == MCM.p_key
     assert _int(mcm["infiniband.mcmemberrecord.packetlifetime"]) == MCM.packet_life_time
     assert _int(mcm["infiniband.mcmemberrecord.joinstate"]) == MCM.join_state
+
+
+TRACE_FIELDS = ("gid_prefix", "id_generation", "node_type", "node_id", "chassis_id", "entry_port_id", "exit_port_id",
+                "entry_port", "exit_port")
+
+
+def test_trace_record_layout():
+    """TraceRecord (IBA 15.2.5): each field at its bit offset, the reserved byte a component
+    of its own (bit 2), 46 bytes padded to 48 in a table."""
+    rec = R.TraceRecord(**{f: i + 1 for i, f in enumerate(TRACE_FIELDS)})
+    raw = rec.encode()
+    assert raw == struct.pack(">QHBBQQQQBB", 1, 2, 0, 3, 4, 5, 6, 7, 8, 9)
+    assert R.TraceRecord.decode(raw) == rec
+    assert [R.TraceRecord.mask(f).bit_length() - 1 for f in TRACE_FIELDS] == [0, 1, 3, 4, 5, 6, 7, 8, 9]
+    R.TraceRecord.check_mask((1 << 10) - 1)
+    with pytest.raises(MadFieldError):
+        R.TraceRecord.check_mask(1 << 10)
+    off, data = S.encode_table([rec, rec.replace(node_type=2)])
+    assert off == 6 and len(data) == 96 and S.decode_table(data, R.TraceRecord, off)[1].node_type == 2
+
+
+@pytest.mark.tshark
+@needs_tshark
+def test_tshark_decodes_trace_records_as_we_do(tmp_path):
+    """GetTableResps of TraceRecords (a CA's and a switch's, every field distinct) as the
+    agent sends them, one RMPP segment each: tshark reads every field as we wrote it (it
+    shows a table's first record only, so one record a frame)."""
+    recs = [R.TraceRecord(gid_prefix=0xFE80 << 48, id_generation=0x1234, node_type=1, node_id=0x0002C90300001234,
+                          chassis_id=0x0002C90300001200, entry_port_id=0x0002C90300001235,
+                          exit_port_id=0x0002C90300001235, entry_port=1, exit_port=1),
+            R.TraceRecord(gid_prefix=0xFEC0_0000_0000_0001, id_generation=7, node_type=2, node_id=0x0008F10400411A08,
+                          chassis_id=0x0008F10400411A00, entry_port_id=0x0008F10400411A09,
+                          exit_port_id=0x0008F10400411A0A, entry_port=35, exit_port=17)]
+    mads = []
+    for tid, rec in enumerate(recs, 1):
+        off, data = S.encode_table([rec])
+        mads.append(S.SaMad(base_version=1, mgmt_class=3, class_version=2, method=Method.GET_TABLE_RESP,
+                            transaction_id=tid, attribute_id=R.TraceRecord.ATTR_ID, attribute_offset=off,
+                            rmpp_version=1, rmpp_type=RmppType.DATA, rmpp_flags=7, segment_number=1,
+                            payload_length=20 + len(data), data=data.ljust(S.SA_DATA_SIZE, b"\0")).encode())
+    path = tmp_path / "trace.erf"
+    write_erf(path, [frame_gsi(m, 1, 3) for m in mads])
+    fields = ["infiniband.mad.method", "infiniband.mad.attributeid", "infiniband.sa.attributeoffset",
+              *["infiniband.tracerecord." + f.replace("_", "") for f in TRACE_FIELDS]]
+    cmd = [TSHARK, "-r", str(path), "-T", "fields", "-E", "occurrence=f", *[a for f in fields for a in ("-e", f)]]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120).stdout
+    rows = [[_int(x) for x in line.split("\t")] for line in out.splitlines()]
+    assert rows == [[Method.GET_TABLE_RESP, 0x39, 6, *(getattr(r, f) for f in TRACE_FIELDS)] for r in recs]
+    bad = subprocess.run([TSHARK, "-r", str(path), "-Y", "_ws.malformed"], check=True, capture_output=True,
+                         text=True, timeout=120).stdout
+    assert bad.strip() == ""
 
 
 @pytest.mark.tshark

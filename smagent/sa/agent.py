@@ -10,7 +10,8 @@ SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRec
 MulticastForwardingTableRecord, GUIDInfoRecord, P_KeyTableRecord (only with our SM_Key),
 SLtoVLMappingTableRecord and VLArbitrationTableRecord, and GetMulti of MultiPathRecord
 (`multipath`: the request reassembled from its RMPP segments, the answer a table of
-PathRecords), from the `Subnet` snapshot
+PathRecords) and GetTraceTable of TraceRecord (`trace`: the hops of a PathRecord's path),
+from the `Subnet` snapshot
 published last (`publish`); MCMemberRecord Set (join), Delete (leave), Get and GetTable
 from the groups (`smagent.sa.groups`): the answer goes at once, and the owner sees
 ``groups.version`` move and has the MFTs follow. InformInfo Set subscribes and
@@ -52,7 +53,7 @@ from mad.rmpp import (NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, Rm
 from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEADER_SIZE, SaAttrID, SaMad, SaRecord,
                     SaStatus, encode_table, matcher)
 from mad.sa_records import MCMemberRecord, PathRecord, PortInfoRecord, record_class
-from smagent.sa import multipath, paths
+from smagent.sa import multipath, paths, trace
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
@@ -288,6 +289,9 @@ class SaAgent:
             return BAD_VERSION, b"", 0
         if method not in KNOWN_METHODS:
             return UNSUPPORTED_METHOD, b"", 0
+        if method == Method.GET_TRACE_TABLE and attr == SaAttrID.TRACE_RECORD and self.master \
+                and self.subnet is not None:
+            return trace.answer(self._recs, raw, incoming.address.lid)  # a PathRecord in, TraceRecords out
         served = _SERVED.get(attr)
         if attr == SaAttrID.MC_MEMBER_RECORD and method in (Method.SET, Method.DELETE):
             served = SaAgent._join if method == Method.SET else SaAgent._leave

@@ -13,7 +13,7 @@ from mad.gmp import CLASS_PORT_INFO, ClassPortInfo, build
 from mad.header import Method, MgmtClass, tid32_of
 from mad.rmpp import RMPP_VERSION, RmppReceiver, RmppSender, RmppType, rmpp_of
 from mad.sa import MULTIPATH_GIDS, SaRecord, SaStatus
-from mad.sa_records import MultiPathRecord, PathRecord
+from mad.sa_records import MultiPathRecord, PathRecord, TraceRecord
 from mad.smp import next_tid
 from smagent.errors import BadInput, FabricFailure
 from smagent.transport.address import Address
@@ -89,6 +89,13 @@ class SaClient:
         (segment,) = RmppSender(raw[:24], raw[sa.SA_HEADER], raw[sa.SA_HEADER.stop:sa.SA_HEADER.stop + size],
                                 timeout=SEGMENT_TIMEOUT_S).start(time.monotonic())
         return self._records(self._ask(segment), PathRecord)  # the SA's ACK of our segment may come first
+
+    def trace(self, query: PathRecord, mask: int) -> list[TraceRecord]:
+        """SubnAdmGetTraceTable (IBA 15.2.5, TraceRecord): one TraceRecord per node the path
+        PathRecord ``query`` names crosses, source first, the table reassembled."""
+        m = sa.request(Method.GET_TRACE_TABLE, query, component_mask=mask, transaction_id=next_tid())
+        m.attribute_id = TraceRecord.ATTR_ID  # the records asked for; the data is the path
+        return self._records(self._ask(m.encode()), TraceRecord)
 
     def _records(self, raw: bytes, kind: type[R]) -> list[R]:
         """The records of an answer whose first MAD is ``raw``: one MAD, or an RMPP
