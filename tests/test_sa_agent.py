@@ -16,7 +16,7 @@ from mad.sa_records import (LinkRecord, NodeRecord, P_KeyTableRecord, PathRecord
                             SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord, VLArbitrationTableRecord)
 from smagent.sa import SaAgent
 from smagent.subnet import Subnet
-from smagent.transport.address import Address, Incoming
+from smagent.transport.address import Address, Grh, Incoming, way_back
 from smagent.transport.base import Request
 
 SM_KEY = 0x1122334455667788
@@ -592,6 +592,47 @@ def test_fast_answers_are_the_answers_handle_gives(subnet):
         sa.request(Method.GET, PathRecord(slid=s, dlid=d), component_mask=mask, transaction_id=1).encode(),
         _received(src), lambda: 0.0) for s, d, src in asked]}
     assert statuses == {0, sa.SaStatus.ERR_NO_RECORDS.word}  # answers and refusals alike
+
+
+def test_fast_answers_ignore_what_the_source_address_does_not_say(subnet):
+    """umad2sim leaves stray bytes in the GRH fields of a MAD that came without a GRH (and
+    the Q_Key of QP1 is not handed up): requests from one port are answered from one cached
+    answer whatever those bytes hold; another P_Key index, SL or a real GRH is another way
+    back, and another answer."""
+    lids = _ca_lids(subnet)
+    a = SaAgent(SM_KEY)
+    a.publish(subnet)
+    q = sa.request(Method.GET, PathRecord(slid=lids[0], dlid=lids[1]), component_mask=PathRecord.mask("slid", "dlid"),
+                   transaction_id=7).encode()
+    clean = _received(lids[0])
+    first = a.answer_fast(q, clean, lambda: 0.0)
+    for junk in range(1, 4):
+        dirty = bytearray(clean)
+        dirty[0] = junk  # above the 24-bit QPN
+        dirty[4:8] = bytes([junk]) * 4  # QP1's Q_Key
+        dirty[13:36] = bytes([0x7F, junk]) * 11 + b"\x01"  # GRH fields without a GRH
+        dirty[38:44] = bytes([junk]) * 6  # reserved
+        assert a.answer_fast(q, bytes(dirty), lambda: 0.0) == first
+    assert len(a._fast) == 1 and a.answered == 4
+    others = [Address(lids[0], qpn=1, pkey_index=1), Address(lids[0], qpn=1, sl=3),
+              Address(lids[0], qpn=1, grh=Grh(bytes(range(16))))]
+    for other in others:
+        (got, to), = a.answer_fast(q, other.pack(), lambda: 0.0)
+        assert Address.unpack(to) == other.reply()
+    assert len(a._fast) == 1 + len(others)
+
+
+def test_way_back_keeps_exactly_what_reply_depends_on():
+    base = Address(9, qpn=1, qkey=0x80010000, sl=2, pkey_index=3)
+    grh = Grh(bytes(range(16)), 1, 64, 5, 0x12345)
+    variants = [base, dataclasses.replace(base, lid=10), dataclasses.replace(base, sl=1),
+                dataclasses.replace(base, pkey_index=0), dataclasses.replace(base, grh=grh),
+                dataclasses.replace(base, grh=dataclasses.replace(grh, flow_label=1)),
+                dataclasses.replace(base, qpn=0x42, qkey=7), dataclasses.replace(base, qpn=0x42, qkey=8)]
+    keys = [way_back(v.pack()) for v in variants]
+    assert len(set(keys)) == len(keys)  # each a different way back
+    assert len({v.reply() for v in variants}) == len(variants)
+    assert way_back(dataclasses.replace(base, qkey=5).pack()) == keys[0]  # QP1's Q_Key is fixed
 
 
 def test_fast_answers_leave_everything_else_to_handle(subnet):

@@ -59,7 +59,7 @@ from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
 from smagent.sa.records import Records
 from smagent.subnet import Subnet
-from smagent.transport.address import Address, Incoming
+from smagent.transport.address import Address, Incoming, way_back
 
 log = logging.getLogger("smagent.sa")
 
@@ -181,7 +181,7 @@ class SaAgent:
         if source.__class__ is not bytes or len(raw) != MAD_SIZE or raw[1] != SA_CLASS \
                 or raw[_RMPP_FLAGS_AT] & _RMPP_ACTIVE or not self.master:
             return None
-        key = raw[:8] + raw[16:24] + raw[SA_HEADER.start:_PATH_QUERY_END] + source
+        key = raw[:8] + raw[16:24] + raw[SA_HEADER.start:_PATH_QUERY_END] + way_back(source)
         hit = self._fast.get(key)
         if hit is not None:
             self.answered += 1

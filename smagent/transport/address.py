@@ -22,6 +22,27 @@ SIZE = 44
 _LID_AT = 8
 
 
+_QP, _QKEY, _UP_TO_GRH_FLAG, _GRH_FIELDS, _PKEY_INDEX = (slice(1, 4), slice(4, 8), slice(8, 13), slice(13, 36),
+                                                         slice(36, 38))
+_GRH_FLAG_AT = 12
+
+
+def way_back(packed: bytes) -> bytes:
+    """The bytes of a received, packed ib_mad_addr that decide the way back
+    (`Address.unpack(packed).reply()`): the QP (24 bits), LID, SL, path bits, GRH flag and
+    P_Key index; the GRH's fields only when it is there; the Q_Key only for a QP other
+    than QP0 and QP1 (theirs is fixed). The rest of the buffer is not looked at: umad2sim
+    leaves stray bytes in the GRH fields of a MAD that came without one, and a cache of
+    answers keyed on the whole address missed once in four under a flood."""
+    qp = packed[_QP]
+    key = qp + packed[_UP_TO_GRH_FLAG] + packed[_PKEY_INDEX]
+    if packed[_GRH_FLAG_AT]:
+        key += packed[_GRH_FIELDS]
+    if qp != b"\0\0\1" and qp != b"\0\0\0":
+        key += packed[_QKEY]
+    return key
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Grh:
     """The GRH of a MAD that crosses a router: the peer's GID and the fields IBA routes by."""
