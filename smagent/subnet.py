@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
 
 
+
+def _opensm_key_order(pkey: int) -> int:
+    """OpenSM keeps a port's P_Keys in a map keyed by the partition (the key without its
+    membership bit) as stored, in network byte order, read as a host integer: on a
+    little-endian host (x86-64, Arm) its paths take the partition lowest by its low
+    byte, then by its high byte."""
+    base = pkey & 0x7FFF
+    return (base & 0xFF) << 8 | base >> 8
+
+
 @dataclasses.dataclass(frozen=True)
 class Node:
     """One node as the SM left it. ``ports``: port -> PortInfo (port 0 of a switch is
@@ -143,13 +153,16 @@ class Subnet:
 
     def path_pkey(self, src: tuple[int, int], dst: tuple[int, int], wanted: int | None = None) -> int | None:
         """The P_Key of a path between two end ports ((node GUID, port), 0 on a switch): the
-        first of the source's keys the destination holds too, with at least one of them a
-        full member (``wanted``: that partition only); None when they share no partition,
-        so there is no path (IBA 10.9: limited members do not talk to each other)."""
+        source's key (its membership bit as the source holds it) of the first partition the
+        destination is in too, with at least one of them a full member (``wanted``: that
+        partition only); None when they share no partition, so there is no path (IBA 10.9:
+        limited members do not talk to each other). Which partition is first, when they
+        share several, IBA leaves open: OpenSM's order (`_opensm_key_order`), so hosts
+        get the P_Key they would get from OpenSM."""
         if self.pkeys is None:
             return PKEY_DEFAULT if wanted is None or wanted & 0x7FFF == 0x7FFF else None
         theirs = {k & 0x7FFF: k for k in self.pkeys.get(dst, ())}
-        for k in self.pkeys.get(src, ()):
+        for k in sorted(self.pkeys.get(src, ()), key=_opensm_key_order):
             other = theirs.get(k & 0x7FFF)
             if other is None or not (k | other) & PKEY_FULL_MEMBER or (wanted is not None and (wanted ^ k) & 0x7FFF):
                 continue

@@ -288,6 +288,20 @@ def test_path_records_carry_the_sl_dfsssp_chose():
     assert len(set(sls.values())) > 1  # the layers are in use: not every path on SL 0
 
 
+def test_a_path_in_several_shared_partitions_gets_opensms_choice(subnet):
+    """Ports that share several partitions get the P_Key OpenSM would give them (IBA leaves
+    the choice open): the partition lowest in OpenSM's map of the source's keys, which
+    holds them by their network-order bytes read as a little-endian number, so 0x0100
+    comes before 0x0002; the source's own membership bit; a limited-limited partition
+    is passed over."""
+    a, b = sorted(subnet.lids.values())[:2]
+    s = dataclasses.replace(subnet, pkeys={a: [0xFFFF, 0x8002, 0x0100, 0x0003], b: [0x7FFF, 0x0002, 0x8100, 0x0003]})
+    assert s.path_pkey(a, b) == 0x0100  # 0x0100 (read 0x0001) before 0x0002 (0x0200); 0x0003: both limited
+    assert s.path_pkey(b, a) == 0x8100
+    s = dataclasses.replace(s, pkeys={a: [0xFFFF, 0x8002], b: [0x7FFF, 0x0002]})
+    assert s.path_pkey(a, b) == 0x8002 and s.path_pkey(b, a) == 0x0002  # 0x0002 (0x0200) before 0x7FFF (0xFF7F)
+
+
 def test_path_records_only_within_a_shared_partition():
     """With partitions, a PathRecord exists only between ports that share one (at least one
     of them a full member) and carries its P_Key; limited-limited and unshared pairs get

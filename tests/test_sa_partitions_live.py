@@ -1,0 +1,49 @@
+"""PathRecords under partitions, live on ibsim: with the same partitions.conf (three
+partitions with full and limited members, and OpenSM's implicit default) `saquery -p`
+between every ordered pair of CA ports answers `smagent run --partitions` as it answers
+OpenSM 3.3's: whether there is a path, and its P_Key (where two ports share several
+partitions, the one OpenSM picks), SL, MTU, rate and packet lifetime. LIDs are each SM's
+own, so pairs are named by node."""
+from __future__ import annotations
+
+import itertools
+
+from sa_harness import OPENSM, SA_MARKS, Proc, lid_map, records, saquery, start_sa, wait_for_sa
+from sm_harness import procs  # noqa: F401 (the fixture)
+from smagent import netfile, topogen
+from test_partitions_live import conf_text, ports
+
+pytestmark = SA_MARKS
+FIELDS = ("pkey", "sl", "mtu", "rate", "pkt_life", "preference", "qos_class")
+
+
+def paths(sim) -> dict:
+    lids = lid_map(sim)
+    cas = sorted(k for k in lids if k[1])
+    out = {}
+    for a, b in itertools.permutations(cas, 2):
+        r = saquery(sim, "-p", "--slid", lids[a], "--dlid", lids[b], check=False)
+        out[(a, b)] = (r.returncode, [{k: v for k, v in rec.items() if k in FIELDS} for rec in records(r.stdout)])
+    return out
+
+
+def test_path_records_under_partitions_answer_like_opensm(tmp_path, ibsim, procs):
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    conf = tmp_path / "partitions.conf"
+    conf.write_text(conf_text(ports(sim)))
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, "-P", str(conf), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+               osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    want = paths(sim)
+    osm.stop()
+    start_sa(sim, tmp_path, procs, "--partitions", conf)
+    got = paths(sim)
+    keys = {rec["pkey"] for _rc, recs in want.values() for rec in recs}
+    assert keys >= {"0x1", "0x8001", "0xFFFF", "0x7FFF"}, keys  # several partitions in play
+    assert any(not recs for _rc, recs in want.values())  # limited-limited pairs: no path
+    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
