@@ -11,12 +11,13 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID, P_KeyTable, SLtoVLMappingTable, SMInfo, VLArbitrationTable
 from mad.gmp import ClassPortInfo, build
 from mad.header import Method, MgmtClass
-from mad.rmpp import RmppReceiver, RmppState
+from mad.rmpp import RmppReceiver
 from mad.sa_records import (LinkRecord, NodeRecord, P_KeyTableRecord, PathRecord, PortInfoRecord,
                             SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord, VLArbitrationTableRecord)
 from smagent.sa import SaAgent
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Grh, Incoming, way_back
+from sa_fixtures import table
 from smagent.transport.base import Request
 
 SM_KEY = 0x1122334455667788
@@ -45,36 +46,6 @@ def ask(agent, method, record, *fields, tid=1, sm_key=0, src=ME):
     out = agent.handle(Incoming(q.encode(), src), 0.0)
     assert len(out) == 1 and out[0][1] == src.reply()
     return sa.SaMad.decode(out[0][0])
-
-
-def table(agent, record, *fields, drop=None, **kw):
-    """A GetTable's records, reassembled by an RMPP receiver (segment ``drop`` lost once)."""
-    q = sa.request(Method.GET_TABLE, record, component_mask=type(record).mask(*fields) if fields else 0,
-                   transaction_id=77, **kw)
-    rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
-    pending, now = [m for m, _a in agent.handle(Incoming(q.encode(), ME), 0.0)], 0.0
-    while not rx.finished:
-        if not pending:  # nothing in flight: let the sender's timer run out
-            now = agent.deadline
-            assert now is not None, "the sender gave up"
-            pending = [m for m, _a in agent.on_timeout(now)]
-            continue
-        mad, pending = pending[0], pending[1:]
-        seg, flags = int.from_bytes(mad[28:32], "big"), mad[26] & 7
-        if flags & 4:  # the last segment ends with its payload (saquery counts records by length)
-            assert len(mad) == 36 + int.from_bytes(mad[32:36], "big")
-            mad = mad.ljust(256, b"\0")
-        else:
-            assert len(mad) == 256
-        if seg == drop:
-            drop = None
-            continue
-        for ack in rx.on_mad(mad, now):
-            pending += [m for m, _a in agent.handle(Incoming(ack, ME), now)]
-    assert rx.state is RmppState.DONE
-    first = sa.SaMad.decode(rx.first)
-    assert first.method == Method.GET_TABLE_RESP and first.status == 0
-    return sa.decode_table(rx.data, type(record), first.attribute_offset)
 
 
 def test_subnet_is_a_snapshot(subnet):
@@ -360,6 +331,13 @@ def test_joins_only_in_a_partition_the_port_is_a_member_of():
     made = join(0, 0x8010)
     assert made.status == 0 and made.record(MCMemberRecord).p_key == 0x8010
     assert join(1, 0xFFFF).status == 0  # the default partition: every port is in it
+
+    # a requester sees the groups of its partitions only, as OpenSM answers
+
+    def lid(i):
+        return s.base_lid(s.nodes[cas[i].guid], sorted(cas[i].port_paths)[0])
+    seen = {i: {r.p_key for r in table(agent, MCMemberRecord(), src=Address.gsi(lid(i)))} for i in (0, 1)}
+    assert seen == {0: {0x8010, 0xFFFF}, 1: {0xFFFF}}
 
 
 def test_path_answers_are_cached_on_what_the_query_says(agent, subnet):

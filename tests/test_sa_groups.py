@@ -11,6 +11,7 @@ from mad.sa_records import MCMemberRecord
 from smagent.sa.groups import FULL, SEND_ONLY, ipoib_broadcast_mgid
 from smagent.transport.address import Address, Incoming
 from sa_fixtures import agent, subnet  # noqa: F401 (the fixtures)
+from sa_fixtures import table as sa_table
 
 MGID = 0xFF12A01BFFFF00000000000000001234
 CREATE = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
@@ -22,8 +23,8 @@ def ca_gids(agent):
             for p in n.lid_ports()]
 
 
-def ask(agent, method, record, *fields, src=Address.gsi(1)):
-    q = sa.request(method, record, component_mask=MCMemberRecord.mask(*fields), transaction_id=9)
+def ask(agent, method, record, *fields, src=Address.gsi(1), sm_key=0):
+    q = sa.request(method, record, component_mask=MCMemberRecord.mask(*fields), transaction_id=9, sm_key=sm_key)
     ((raw, _to),) = agent.handle(Incoming(q.encode(), src), 0.0)
     return sa.SaMad.decode(raw)
 
@@ -47,10 +48,37 @@ def test_first_join_creates_the_group_and_later_joins_add_members(agent):
     # a second group, MGID assigned: the next MLID, an MGID carrying it
     other = join(agent, c, mgid=0).record(MCMemberRecord)
     assert other.mlid == g.mlid + 1 and other.mgid >> 112 == 0xFF12 and other.mgid & 0xFFFF == other.mlid
-    # Get by MGID and PortGID; GetTable by MGID: one record per member
+    # Get by MGID and PortGID: the member's record, its PortGID and JoinState shown only to a
+    # trusted request (our SM_Key), as OpenSM answers (IBA 15.2.5.17)
     got = ask(agent, Method.GET, MCMemberRecord(mgid=MGID, port_gid=b), "mgid", "port_gid").record(MCMemberRecord)
+    assert (got.port_gid, got.join_state, got.mlid) == (0, 0, g.mlid)
+    agent.sm_key = 0x5EC2E7
+    got = ask(agent, Method.GET, MCMemberRecord(mgid=MGID, port_gid=b), "mgid", "port_gid",
+              sm_key=0x5EC2E7).record(MCMemberRecord)
     assert (got.port_gid, got.join_state, got.mlid) == (b, SEND_ONLY, g.mlid)
     assert sorted(r.port_gid for r in agent.groups.records() if r.mgid == MGID) == sorted([a, b])
+
+
+def test_group_queries_answer_as_opensm_does(agent):
+    """GetTable: one record per group (PortGID, JoinState 0) to any requester, in MGID order;
+    one per member to a trusted one; a PortGID names one member; a group in a partition the
+    requester is not in is not shown (the partitioned case: test_sa_agent)."""
+    a, b, c = ca_gids(agent)[:3]
+    join(agent, a, mgid=MGID)
+    join(agent, b, mgid=MGID, state=SEND_ONLY)
+    join(agent, c, mgid=MGID - 1)
+
+    def table(*fields, record=MCMemberRecord(), sm_key=0):
+        return [(r.mgid, r.port_gid, r.join_state) for r in sa_table(agent, record, *fields, sm_key=sm_key)]
+
+    assert table() == [(MGID - 1, 0, 0), (MGID, 0, 0)]
+    assert table("mgid", record=MCMemberRecord(mgid=MGID)) == [(MGID, 0, 0)]
+    assert table("port_gid", record=MCMemberRecord(port_gid=b)) == [(MGID, 0, 0)]
+    assert table("port_gid", record=MCMemberRecord(port_gid=b), sm_key=7) == [(MGID, 0, 0)]  # not our key
+    agent.sm_key = 7
+    assert table(sm_key=7) == [(MGID - 1, c, FULL), (MGID, *sorted([(a, FULL), (b, SEND_ONLY)])[0]),
+                               (MGID, *sorted([(a, FULL), (b, SEND_ONLY)])[1])]
+    assert table("join_state", record=MCMemberRecord(join_state=SEND_ONLY), sm_key=7) == [(MGID, b, SEND_ONLY)]
 
 
 def test_joins_the_links_cannot_carry_are_refused(agent):

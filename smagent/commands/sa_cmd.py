@@ -237,7 +237,7 @@ def _own_gid(t) -> int:
 @_json
 @click.pass_obj
 def groups(obj, mgid, as_json):
-    """MCMemberRecords: one per member of every multicast group, or of MGID."""
+    """MCMemberRecords: one per multicast group we may see, or of MGID (members only with the SA's SM_Key)."""
     from mad.sa_records import MCMemberRecord
     value = _mgid(mgid) if mgid is not None else None
     _run(obj, as_json, "MCMemberRecord", MCMemberRecord(mgid=value or 0), MCMemberRecord.mask("mgid") if value else 0)

@@ -395,8 +395,13 @@ class SaAgent:
     def _guid_infos(self, q, mad, _inc):
         return self._scan(self._recs.guid_infos, q, mad.component_mask)
 
-    def _members(self, q, mad, _inc):
-        return self._scan(self.groups.records(), q, mad.component_mask)
+    def _members(self, q, mad, inc):
+        sub, requester = self._recs.subnet, self._recs.subnet.port_of_lid(inc.address.lid)
+        if requester is None or sub.pkeys is None:
+            return self.groups.query(q, mad.component_mask, trusted=self._reveal(mad))
+        port = (requester[0].guid, requester[1])
+        return self.groups.query(q, mad.component_mask, trusted=self._reveal(mad),
+                                 visible=lambda p_key: sub.holds_pkey(port, p_key))
 
     def _join(self, q, mad, _inc):
         before = set(self.groups.groups)

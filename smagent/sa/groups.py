@@ -21,7 +21,7 @@ import dataclasses
 
 from mad import codes
 from mad import forwarding as fw
-from mad.sa import SaStatus
+from mad.sa import SaStatus, matcher
 from mad.sa_records import MCMemberRecord
 from smagent import multicast
 from smagent.sa.paths import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError, port_mtu
@@ -194,9 +194,31 @@ class McastGroups:
         return g.record(q.port_gid, state)
 
     def records(self) -> list[MCMemberRecord]:
-        """One record per (group, member), for Get and GetTable."""
+        """One record per (group, member)."""
         return [g.record(gid, s) for g in sorted(self.groups.values(), key=lambda g: g.mlid)
                 for gid, s in sorted(g.members.items())]
+
+    def query(self, q: MCMemberRecord, mask: int, *, trusted: bool, visible=lambda p_key: True) -> list[MCMemberRecord]:
+        """Get and GetTable, as OpenSM answers them: groups in MGID order, only those whose
+        partition the requester is in (``visible(p_key)``); a query naming a PortGID gets
+        that member's record; a trusted one (our SM_Key) one record per member; any
+        other one record per group. PortGID, JoinState and ProxyJoin are zero except to a
+        trusted request (IBA 15.2.5.17: members are not shown to any host)."""
+        test = matcher(q, mask)
+        per_port = bool(mask & MCMemberRecord.mask("port_gid"))
+        group_test = matcher(q, mask & ~MCMemberRecord.mask("join_state", "proxy_join"))
+        out: list[MCMemberRecord] = []
+        for g in sorted(self.groups.values(), key=lambda g: g.mgid):
+            if not visible(g.p_key):
+                continue
+            if per_port:
+                state = g.members.get(q.port_gid)
+                out += [g.record(q.port_gid, state)] if state is not None and test(g.record(q.port_gid, state)) else []
+            elif trusted:
+                out += [r for r in (g.record(gid, s) for gid, s in sorted(g.members.items())) if test(r)]
+            elif group_test(g.record()):
+                out.append(g.record())
+        return out if trusted else [dataclasses.replace(r, port_gid=0, join_state=0, proxy_join=0) for r in out]
 
     @staticmethod
     def _port(recs: Records, gid: int):
