@@ -151,6 +151,34 @@ class Subnet:
             return rule.sl
         return self.path_sl(src, dlid)
 
+    def sl_fixed(self, dst_guid: int, service_id: int | None = None, pkey: int | None = None) -> bool:
+        """Whether the SM decides a path's SL (a query asking another finds no path, as
+        OpenSM answers): the engine's layers or the QoS policy's SLs (`path_sls`), or a
+        policy rule the query matches; else any SL the SL2VL tables carry will do."""
+        if self.path_sls is not None:
+            return True
+        rule = self.qos_policy.match(dst_guid, service_id, pkey) if self.qos_policy is not None else None
+        return rule is not None and rule.by_request
+
+    def sl_dropped(self, hops: list[tuple[tuple[int, int], tuple[int, int]]], sl: int) -> bool:
+        """Whether an SL2VL table on the way (the source port's, each switch's from its
+        entry to its exit port), as the SM read or wrote it, sends ``sl`` to VL15, where a
+        data packet is dropped. A table the snapshot does not hold is taken to carry it."""
+        if self.tables is None or not hops:
+            return False
+        (g, p), _peer = hops[0]
+        units = [("sl2vl", g, p, 0)] if not self.nodes[g].is_switch else []
+        for ((_g, _p), (peer, entry)), ((_g2, out), _n) in zip(hops, hops[1:]):
+            units.append(("sl2vl", peer, 0, entry << 8 | out))
+        for key in units:
+            try:
+                table = self.tables[key]
+            except KeyError:
+                continue
+            if table.sl_to_vl[sl] & 0xF == 15:
+                return True
+        return False
+
     def path_pkey(self, src: tuple[int, int], dst: tuple[int, int], wanted: int | None = None) -> int | None:
         """The P_Key of a path between two end ports ((node GUID, port), 0 on a switch): the
         source's key (its membership bit as the source holds it) of the first partition the

@@ -257,6 +257,33 @@ def test_path_records_carry_the_sl_dfsssp_chose():
                 sls[a, b] = pr.sl
                 assert pr.sl == r.path_sls[switch][b]
     assert len(set(sls.values())) > 1  # the layers are in use: not every path on SL 0
+    # dfsssp decides the SL: a query asking its layer gets the path, another SL none
+    (a, b), sl = next(iter(sls.items()))
+    assert ask(agent, Method.GET, PathRecord(slid=a, dlid=b, sl=sl), "slid", "dlid", "sl").record(PathRecord).sl == sl
+    refused = ask(agent, Method.GET, PathRecord(slid=a, dlid=b, sl=sl ^ 1), "slid", "dlid", "sl")
+    assert refused.sa_status is sa.SaStatus.ERR_NO_RECORDS
+
+
+def test_an_sl_asked_for_is_given_where_the_sm_does_not_decide_it(subnet):
+    """minhop decides no SL: a PathRecord query naming one gets it, as OpenSM answers, unless
+    an SL2VL table on the way (the source CA port's, a switch's from entry to exit port)
+    sends it to VL15, where data is dropped."""
+    a, b = _ca_lids(subnet)[:2]
+    agent = SaAgent(SM_KEY)
+    agent.publish(subnet)
+
+    def path(sl=None):
+        fields = ("slid", "dlid") + (("sl",) if sl is not None else ())
+        return ask(agent, Method.GET, PathRecord(slid=a, dlid=b, sl=sl or 0), *fields)
+
+    assert path().record(PathRecord).sl == 0 and path(3).record(PathRecord).sl == 3
+    src = subnet.port_of_lid(a)
+    hops = subnet.route((src[0].guid, src[1]), b)
+    (sw, entry), out = hops[0][1], hops[1][0][1]
+    drop3 = SLtoVLMappingTable(sl_to_vl=[15 if i == 3 else 0 for i in range(16)])
+    for key in [("sl2vl", src[0].guid, src[1], 0), ("sl2vl", sw, 0, entry << 8 | out)]:
+        agent.publish(dataclasses.replace(subnet, tables={key: drop3}))
+        assert path(3).sa_status is sa.SaStatus.ERR_NO_RECORDS and path(4).record(PathRecord).sl == 4
 
 
 def test_a_path_in_several_shared_partitions_gets_opensms_choice(subnet):

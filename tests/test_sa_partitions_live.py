@@ -1,9 +1,10 @@
 """The SA under partitions, live on ibsim: with the same partitions.conf (three partitions
 with full and limited members, one of them `ipoib`, and OpenSM's implicit default),
 `smagent run --partitions` answers as OpenSM 3.3 does:
-* `saquery -p` between every ordered pair of CA ports: whether there is a path, and its
-  P_Key (where two ports share several partitions, the one OpenSM picks), SL, MTU, rate
-  and packet lifetime. LIDs are each SM's own, so pairs are named by node.
+* `saquery -p` between every ordered pair of CA ports, and with an SL asked for:
+  whether there is a path, and its P_Key (where two ports share several partitions, the
+  one OpenSM picks), SL, MTU, rate and packet lifetime. LIDs are each SM's own, so pairs
+  are named by node.
 * `saquery -g` and `saquery -m` asked from several hosts: the multicast groups each may
   see (those of its partitions), one record a group, members not shown (no SM_Key)."""
 from __future__ import annotations
@@ -25,8 +26,10 @@ def paths(sim) -> dict:
     cas = sorted(k for k in lids if k[1])
     out = {}
     for a, b in itertools.permutations(cas, 2):
-        r = saquery(sim, "-p", "--slid", lids[a], "--dlid", lids[b], check=False)
-        out[(a, b)] = (r.returncode, [{k: v for k, v in rec.items() if k in FIELDS} for rec in records(r.stdout)])
+        for sl in ((), ("--sl", 3)):  # and an SL asked for: minhop decides none, so it is given
+            r = saquery(sim, "-p", "--slid", lids[a], "--dlid", lids[b], *sl, check=False)
+            out[(a, b, *sl)] = (r.returncode, [{k: v for k, v in rec.items() if k in FIELDS}
+                                               for rec in records(r.stdout)])
     return out
 
 

@@ -21,7 +21,7 @@ EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3
 # components decided by the endpoints or compared with selectors, not for equality;
 # NumbPath is a limit (every path we give is one), Reversible asks for what all ours are
 _SPECIAL = ("sgid", "dgid", "slid", "dlid", "mtu_selector", "mtu", "rate_selector", "rate",
-            "packet_life_time_selector", "packet_life_time", "num_path", "reversible")
+            "packet_life_time_selector", "packet_life_time", "num_path", "reversible", "sl")
 
 
 class PathQueryError(Exception):
@@ -44,11 +44,13 @@ def port_mtu(node: Node, port: int) -> int:
 
 
 def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int,
-                p_key: int | None = None, service_id: int | None = None) -> PathRecord | None:
+                p_key: int | None = None, service_id: int | None = None, sl: int | None = None) -> PathRecord | None:
     """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
     deliver it or the two ports share no partition (``p_key``: that one only). The SL:
     `Subnet.request_sl` (the QoS policy by ``service_id`` and ``p_key`` as the query
-    names them, else the path's); a ServiceID asked for is echoed, as OpenSM does."""
+    names them, else the path's); ``sl`` asked for, where the SM does not decide it
+    (`Subnet.sl_fixed`), as OpenSM answers, unless an SL2VL table on the way drops it;
+    a ServiceID asked for is echoed, as OpenSM does."""
     s = recs.subnet
     (sn, sp), (dn, dp) = src, dst
     pkey = s.path_pkey((sn.guid, 0 if sn.is_switch else sp), (dn.guid, 0 if dn.is_switch else dp), p_key)
@@ -63,7 +65,12 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     rates = [codes.rate_code(n.ports[p]) for n, p in crossed if p in n.ports] or \
             [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
     rate = min(rates, key=codes.rate_gbps) if rates else 0
-    sl = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key)
+    chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key)
+    if sl is not None and sl != chosen and s.sl_fixed(dn.port_guid(dp), service_id, p_key):
+        return None
+    sl = chosen if sl is None else sl
+    if s.sl_dropped(hops, sl):
+        return None
     return PathRecord(service_id=service_id or 0, dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid,
                       hop_limit=0, reversible=1, p_key=pkey if p_key is None else p_key, sl=sl,
                       mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
@@ -127,13 +134,14 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[P
     equal = q.selector(rest)
     want = int.from_bytes(q.encode(), "big") & equal
     wanted_pkey = q.p_key if mask & PathRecord.mask("p_key") else None
+    wanted_sl = q.sl if mask & PathRecord.mask("sl") else None
     sid_mask = PathRecord.mask("service_id")  # both halves, or it is not a service ID (OpenSM's rule)
     service_id = q.service_id if mask & sid_mask == sid_mask else None
     out = []
     for sn, sp, slids in srcs:
         for dn, dp, dlids in dsts:
             for slid, dlid in zip(slids, dlids):
-                pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id)
+                pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl)
                 if pr is None or int.from_bytes(pr.encode(), "big") & equal != want:
                     continue
                 if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
