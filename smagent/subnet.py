@@ -89,15 +89,19 @@ class Subnet:
     # the QoS policy the sweep planned with (`smagent.qospolicy.QosPolicy`): the SL of a
     # query that names a service ID or P_Key (`request_sl`); None: none
     qos_policy: QosPolicy | None = None
+    # partition (15-bit P_Key) -> the SL its partitions.conf line gives (`sl=`), where the
+    # SM manages QoS (not --no-qos, as OpenSM honours it only with -Q)
+    partition_sls: Mapping[int, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
 
     @classmethod
     def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0,
-                   partitions=None, qos_policy=None, previous: Subnet | None = None) -> Subnet:
+                   partitions=None, qos_policy=None, previous: Subnet | None = None, qos: bool = True) -> Subnet:
         """The snapshot a finished (not dry-run) `SweepResult` leaves: its KnownState
         when the apply finished cleanly, else the tables planned against with the planned
         blocks on top. ``partitions``: the `smagent.partitions.PartitionConfig` the sweep
         wrote (None: the default partition everywhere); ``qos_policy``: the QoS policy it
-        planned with (its SLs by target port are in the result's ``path_sls`` already).
+        planned with (its SLs by target port are in the result's ``path_sls`` already);
+        ``qos``: whether the SM manages QoS (partitions' `sl=` then give path SLs).
         ``previous``: the snapshot before, whose per-port tables of nodes still there stand
         where this sweep read none (a repair reads only the nodes that changed)."""
         known = result.known
@@ -127,7 +131,9 @@ class Subnet:
                        {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
                    path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
                    pkeys=None if partitions is None else _pkeys(partitions, topo), qos_policy=qos_policy,
-                   tables=_tables(previous, result.link_tables, topo))
+                   tables=_tables(previous, result.link_tables, topo), partition_sls=types.MappingProxyType(
+                       {} if partitions is None or not qos else
+                       {p.pkey: p.flag("sl") for p in partitions.partitions if p.flag("sl") is not None}))
 
     def path_sl(self, src: tuple[int, int], dlid: int) -> int:
         """The SL of the path from port ``src`` to ``dlid``: its switch's (a CA port's, the
@@ -140,15 +146,18 @@ class Subnet:
         return row[dlid] if row is not None and dlid < len(row) else 0
 
     def request_sl(self, src: tuple[int, int], dst_guid: int, dlid: int, service_id: int | None = None,
-                   pkey: int | None = None) -> int:
+                   pkey: int | None = None, path_pkey: int | None = None) -> int:
         """The SL of a PathRecord query for the path from port ``src`` to ``dlid`` (port GUID
         ``dst_guid``) naming ``service_id`` / ``pkey`` (None: not in the query), in
         OpenSM's order: the QoS policy's first matching rule (`QosPolicy.match`), else the
         path's SL (`path_sl`: the engine's layer, or the policy's target-port or default
-        SL, which the sweep checked against the layers)."""
+        SL, which the sweep checked against the layers), else the SL of the partition of
+        the path's P_Key (``path_pkey``; `partition_sls`), else 0."""
         rule = self.qos_policy.match(dst_guid, service_id, pkey) if self.qos_policy is not None else None
         if rule is not None and rule.by_request:
             return rule.sl
+        if self.path_sls is None and path_pkey is not None:
+            return self.partition_sls.get(path_pkey & 0x7FFF, 0)
         return self.path_sl(src, dlid)
 
     def sl_fixed(self, dst_guid: int, service_id: int | None = None, pkey: int | None = None) -> bool:

@@ -333,6 +333,29 @@ def test_path_records_only_within_a_shared_partition():
     assert path(0, 1, "p_key", p_key=0x8010).record(PathRecord).p_key == 0x8010
 
 
+def test_a_partitions_sl_is_its_paths_sl_where_the_sm_manages_qos():
+    """partitions.conf's `sl=` gives the paths of that partition their SL (what OpenSM does
+    with QoS on); without QoS (--no-qos) they stay on SL 0; an SL the query asks for wins."""
+    from smagent import partitions
+    with smagent.connect("sim") as fabric:
+        topo = fabric.discover()
+        cas = sorted((n for n in topo.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+        g = [f"{n.port_guids[p]:#x}" for n in cas[:2] for p in sorted(n.port_paths)[:1]]
+        conf = partitions.parse(f"Default=0x7fff : ALL=full ;\nstorage=0x10, sl=5 : {g[0]}=full, {g[1]}=full ;\n")
+        r = fabric.sweep(partitions=conf)
+    for qos, want in ((True, 5), (False, 0)):
+        s = Subnet.from_sweep(r, partitions=conf, qos=qos)
+        agent = SaAgent(SM_KEY)
+        agent.publish(s)
+        a, b = (s.base_lid(s.nodes[n.guid], sorted(n.port_paths)[0]) for n in cas[:2])
+        pr = ask(agent, Method.GET, PathRecord(slid=a, dlid=b), "slid", "dlid").record(PathRecord)
+        assert (pr.p_key & 0x7FFF, pr.sl) == (0x10, want)
+        other = ask(agent, Method.GET, PathRecord(slid=a, dlid=b, p_key=0xFFFF), "slid", "dlid", "p_key")
+        assert other.record(PathRecord).sl == 0  # the default partition has no sl=
+        asked = ask(agent, Method.GET, PathRecord(slid=a, dlid=b, sl=7), "slid", "dlid", "sl")
+        assert asked.record(PathRecord).sl == 7
+
+
 def test_joins_only_in_a_partition_the_port_is_a_member_of():
     from mad.sa_records import MCMemberRecord
     from smagent import partitions

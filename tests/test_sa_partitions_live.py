@@ -5,12 +5,16 @@ with full and limited members, one of them `ipoib`, and OpenSM's implicit defaul
   whether there is a path, and its P_Key (where two ports share several partitions, the
   one OpenSM picks), SL, MTU, rate and packet lifetime. LIDs are each SM's own, so pairs
   are named by node.
+* the same with SLs given to two partitions (`sl=`) against `opensm -Q` (OpenSM honours
+  them with QoS only; smagent unless --no-qos): the paths carry their partition's SL.
 * `saquery -g` and `saquery -m` asked from several hosts: the multicast groups each may
   see (those of its partitions), one record a group, members not shown (no SM_Key)."""
 from __future__ import annotations
 
 import itertools
 import subprocess
+
+import pytest
 
 from sa_harness import OPENSM, SA_MARKS, SAQUERY, Proc, lid_map, records, saquery, start_sa, wait_for_sa
 from sm_harness import procs  # noqa: F401 (the fixture)
@@ -33,15 +37,20 @@ def paths(sim) -> dict:
     return out
 
 
-def test_path_records_under_partitions_answer_like_opensm(tmp_path, ibsim, procs):
+@pytest.mark.parametrize("sls", [False, True])
+def test_path_records_under_partitions_answer_like_opensm(tmp_path, ibsim, procs, sls):
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
     conf = tmp_path / "partitions.conf"
-    conf.write_text(conf_text(ports(sim)))
+    text = conf_text(ports(sim))
+    if sls:
+        text = text.replace("storage=0x8001, ipoib, mtu=4", "storage=0x8001, ipoib, mtu=4, sl=1")
+        text = text.replace("compute=0x0002", "compute=0x0002, sl=2")
+    conf.write_text(text)
     osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-P", str(conf), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
-               osm_dir / "stdout")
+    osm = Proc([OPENSM, *(["-Q"] if sls else []), "-P", str(conf), "-f", str(osm_dir / "opensm.log")],
+               sim.opensm_env(osm_dir), osm_dir, osm_dir / "stdout")
     procs.append(osm)
     wait_for_sa(sim, "OpenSM", osm)
     want = paths(sim)
@@ -49,6 +58,8 @@ def test_path_records_under_partitions_answer_like_opensm(tmp_path, ibsim, procs
     start_sa(sim, tmp_path, procs, "--partitions", conf)
     got = paths(sim)
     keys = {rec["pkey"] for _rc, recs in want.values() for rec in recs}
+    assert {rec["sl"] for _rc, recs in want.values() for rec in recs} >= ({"0x0", "0x1", "0x2", "0x3"} if sls
+                                                                          else {"0x0", "0x3"})
     assert keys >= {"0x1", "0x8001", "0xFFFF", "0x7FFF"}, keys  # several partitions in play
     assert any(not recs for _rc, recs in want.values())  # limited-limited pairs: no path
     wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}

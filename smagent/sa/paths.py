@@ -65,7 +65,7 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     rates = [codes.rate_code(n.ports[p]) for n, p in crossed if p in n.ports] or \
             [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
     rate = min(rates, key=codes.rate_gbps) if rates else 0
-    chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key)
+    chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key, pkey)
     if sl is not None and sl != chosen and s.sl_fixed(dn.port_guid(dp), service_id, p_key):
         return None
     sl = chosen if sl is None else sl

@@ -87,8 +87,10 @@ class SaService:
         opts = self.d.opts.sweep  # the partitions the sweep wrote: PathRecords only within them
         parts = opts.partitions or getattr(opts.desired, "partitions", None)
         policy = opts.qos_policy or getattr(opts.desired, "qos_policy", None)  # SLs by service ID and P_Key
+        links = opts.links
+        qos = links is not False and (links is None or links.qos is not False)  # --no-qos: partitions' SLs unused
         return Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts,
-                                 qos_policy=policy, previous=self.agent.subnet)
+                                 qos_policy=policy, previous=self.agent.subnet, qos=qos)
 
     def publish(self, result, snapshot: Subnet | None = None) -> None:
         """A finished sweep's result (and its `snapshot`, if built already) becomes the
