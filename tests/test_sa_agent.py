@@ -213,8 +213,14 @@ def test_forwarding_table_and_guid_records(agent, subnet):
         (b, pos): list(masks) for (g, b, pos), masks in subnet.mft.items() if g == sw.guid}
     ca = next(n for n in subnet.nodes.values() if not n.is_switch)
     port = ca.lid_ports()[0]
-    gi = ask(agent, Method.GET, GUIDInfoRecord(lid=subnet.base_lid(ca, port)), "lid").record(GUIDInfoRecord)
+    gi = ask(agent, Method.GET, GUIDInfoRecord(lid=subnet.base_lid(ca, port)), "lid", "block_num").record(
+        GUIDInfoRecord)
     assert gi.guids[0] == ca.port_guid(port) and gi.guids[1:] == [0] * 7
+    # as many blocks as the port's GUIDCap fills, as OpenSM answers; a switch: port 0's
+    blocks = table(agent, GUIDInfoRecord(lid=subnet.base_lid(ca, port)), "lid")
+    assert [b.block_num for b in blocks] == list(range((ca.ports[port].guid_cap + 7) // 8)) and len(blocks) > 1
+    assert all(g == 0 for b in blocks[1:] for g in b.guids)
+    assert [b.block_num for b in table(agent, GUIDInfoRecord(lid=lid), "lid")] == [0]  # GUIDCap 1
 
 
 def test_lmc_paths_pair_lids_by_offset():

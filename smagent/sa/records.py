@@ -115,15 +115,19 @@ class Records:
 
     @functools.cached_property
     def guid_infos(self) -> list[GUIDInfoRecord]:
-        """Block 0 of every LID-carrying port's GUIDInfo: its port GUID at index 0 (the SM
-        assigns no alias GUIDs)."""
+        """Every LID-carrying port's GUIDInfo blocks, as many as its GUIDCap fills (8 GUIDs
+        a block; none for a GUIDCap of 0), as OpenSM answers: its port GUID at index 0 of
+        block 0, the rest 0 (the SM assigns no alias GUIDs)."""
         s, out = self.subnet, []
         for n in s.nodes.values():
             for p in n.lid_ports():
-                lid = s.base_lid(n, p)
-                if lid:
-                    out.append(GUIDInfoRecord(lid=lid, block_num=0, guids=[n.port_guid(p)] + [0] * 7))
-        return sorted(out, key=lambda r: r.lid)
+                lid, pi = s.base_lid(n, p), n.ports.get(p)
+                if not lid or pi is None:
+                    continue
+                for block in range((pi.guid_cap + 7) // 8):
+                    guids = [n.port_guid(p) if block == 0 else 0] + [0] * 7
+                    out.append(GUIDInfoRecord(lid=lid, block_num=block, guids=guids))
+        return sorted(out, key=lambda r: (r.lid, r.block_num))
 
     def _tables(self, kind: str):
         """(LID, port: the CA port or 0 on a switch, AttributeModifier, table) of every unit
