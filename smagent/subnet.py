@@ -90,7 +90,7 @@ class Subnet:
     # query that names a service ID or P_Key (`request_sl`); None: none
     qos_policy: QosPolicy | None = None
     # partition (15-bit P_Key) -> the SL its partitions.conf line gives (`sl=`), where the
-    # SM manages QoS (not --no-qos, as OpenSM honours it only with -Q)
+    # SM manages QoS (not with links qos false, as OpenSM honours it only with -Q)
     partition_sls: Mapping[int, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
 
     @classmethod

@@ -53,6 +53,13 @@ def queries(sim, lids, rng_pairs):
         q.append((f"path {a}->{b}", ["-p", "--slid", lids[a], "--dlid", lids[b]]))
     a, b = rng_pairs[0]
     q.append((f"path by GIDs {a}->{b}", ["-p", "--sgid-to-dgid", f"{gid(sim, lids[a])}-{gid(sim, lids[b])}"]))
+    # components OpenSM takes no notice of (and does not echo), an SL asked for, a loopback
+    for extra in (["--service_id", "0x1234"], ["--tclass", "3"], ["--flow_label", "5"], ["--hop_limit", "1"],
+                  ["--qos_class", "1"], ["--sl", "4"]):
+        q.append((f"path {a}->{b} {' '.join(extra)}", ["-p", "--slid", lids[a], "--dlid", lids[b], *extra]))
+    q.append((f"path {a}->{a}", ["-p", "--slid", lids[a], "--dlid", lids[a]]))
+    if lids.lmc.get(lids[cas[1]]):  # a port's records by its second LID
+        q += [("node by its 2nd LID", ["NR", lids[cas[1]] + 1]), ("portinfo by its 2nd LID", ["PIR", lids[cas[1]] + 1])]
     return q
 
 

@@ -52,7 +52,7 @@ from mad.rmpp import (NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, Rm
                       RmppType, rmpp_of)
 from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEADER_SIZE, SaAttrID, SaMad, SaRecord,
                     SaStatus, encode_table, matcher)
-from mad.sa_records import MCMemberRecord, PathRecord, PortInfoRecord, record_class
+from mad.sa_records import GUIDInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord, record_class
 from smagent.sa import multipath, paths, trace
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
@@ -76,6 +76,9 @@ _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.siz
 _PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
 _PATH_ATTR_ID = int(SaAttrID.PATH_RECORD)
 _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
+# the LIDs a query may name by any LID of a port's LMC range (`SaAgent._at_base_lids`)
+_BASE_LID_FIELDS = {NodeRecord: ("lid",), PortInfoRecord: ("endport_lid", "lid"), GUIDInfoRecord: ("lid",),
+                    LinkRecord: ("from_lid", "to_lid")}
 _RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
 CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
 CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
@@ -311,7 +314,7 @@ class SaAgent:
         kind = record_class(attr)
         try:
             kind.check_mask(mad.component_mask)
-            query = kind.decode(mad.data)
+            query = self._at_base_lids(kind.decode(mad.data), mad.component_mask)
             found = served(self, query, mad, incoming)
         except paths.PathQueryError as e:
             return e.status.word, b"", 0
@@ -359,6 +362,19 @@ class SaAgent:
     # -- the records -------------------------------------------------------------------
     def _reveal(self, mad: SaMad) -> bool:
         return bool(self.sm_key) and mad.sm_key == self.sm_key
+
+    def _at_base_lids(self, query: SaRecord, mask: int) -> SaRecord:
+        """The query with each LID it names of a port as that port's base LID, which its
+        records carry: OpenSM finds a port by any LID of its LMC range."""
+        change = {}
+        for field in _BASE_LID_FIELDS.get(type(query), ()):
+            lid = getattr(query, field)
+            if mask & query.mask(field) and lid:
+                hit = self._recs.subnet.port_of_lid(lid)
+                base = self._recs.subnet.base_lid(*hit) if hit is not None else lid
+                if base != lid:
+                    change[field] = base
+        return query.replace(**change) if change else query
 
     def _scan(self, records: list, query: SaRecord, mask: int) -> list:
         test = matcher(query, mask)
@@ -451,7 +467,7 @@ class SaAgent:
         return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
 
     def _paths(self, q, mad, inc):
-        return paths.query(self._recs, q, mad.component_mask, inc.address.lid)
+        return paths.query(self._recs, q, mad.component_mask, inc.address.lid, first_only=mad.method == Method.GET)
 
     @property
     def _recs(self) -> Records:

@@ -4,10 +4,10 @@ are the smallest over them. The other fields are OpenSM's defaults for a subnet 
 QoS: SL 0, the default partition's P_Key, hop limit 0 (no router), reversible, the
 subnet's packet lifetime; MTU, rate and packet lifetime carry the "exactly" selector.
 
-A query selects its endpoints by SGID or SLID (the requester's port when neither) and
-DGID or DLID (every port when neither); MTU, rate and packet lifetime are compared with
-their selectors (greater than, less than, exactly, largest available); the other
-components must be equal."""
+A query selects its endpoints by SGID or SLID and DGID or DLID (every port for an end it
+does not name, as OpenSM); MTU, rate and packet lifetime are compared with their selectors
+(greater than, less than, exactly, largest available), P_Key and SL as `path_record` says,
+NumbPath limits the paths of a pair; the other components select nothing (`query`)."""
 from __future__ import annotations
 
 from mad import codes
@@ -20,8 +20,6 @@ PACKET_LIFE_TIME = 18  # OpenSM's default (subnet_timeout 18: 4.096 us x 2^18, a
 EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3
 # components decided by the endpoints or compared with selectors, not for equality;
 # NumbPath is a limit (every path we give is one), Reversible asks for what all ours are
-_SPECIAL = ("sgid", "dgid", "slid", "dlid", "mtu_selector", "mtu", "rate_selector", "rate",
-            "packet_life_time_selector", "packet_life_time", "num_path", "reversible", "sl")
 
 
 class PathQueryError(Exception):
@@ -49,8 +47,7 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     deliver it or the two ports share no partition (``p_key``: that one only). The SL:
     `Subnet.request_sl` (the QoS policy by ``service_id`` and ``p_key`` as the query
     names them, else the path's); ``sl`` asked for, where the SM does not decide it
-    (`Subnet.sl_fixed`), as OpenSM answers, unless an SL2VL table on the way drops it;
-    a ServiceID asked for is echoed, as OpenSM does."""
+    (`Subnet.sl_fixed`), as OpenSM answers, unless an SL2VL table on the way drops it."""
     s = recs.subnet
     (sn, sp), (dn, dp) = src, dst
     pkey = s.path_pkey((sn.guid, 0 if sn.is_switch else sp), (dn.guid, 0 if dn.is_switch else dp), p_key)
@@ -71,10 +68,11 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     sl = chosen if sl is None else sl
     if s.sl_dropped(hops, sl):
         return None
-    return PathRecord(service_id=service_id or 0, dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid,
+    return PathRecord(dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid,
                       hop_limit=0, reversible=1, p_key=pkey if p_key is None else p_key, sl=sl,
                       mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
-                      packet_life_time_selector=EXACTLY, packet_life_time=PACKET_LIFE_TIME)
+                      packet_life_time_selector=EXACTLY,
+                      packet_life_time=0 if (sn.guid, sp) == (dn.guid, dp) else PACKET_LIFE_TIME)  # loopback: 0
 
 
 def _lids(recs: Records, node: Node, port: int) -> tuple[int, ...]:
@@ -116,35 +114,48 @@ def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: 
     return sel == LARGEST or value == want
 
 
-def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[PathRecord]:
-    """The PathRecords a query selects. Between two ports with several LIDs (LMC), the
-    LIDs are paired by their offset from the base (base to base, base+1 to base+1, ...),
-    as OpenSM answers without NumbPath."""
+def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
+    """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs,
+    keyed by the GUID's network-order bytes read as a little-endian number."""
     s = recs.subnet
+    ports = [(n, p, _lids(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if _lids(recs, n, p)]
+    return sorted(ports, key=lambda e: int.from_bytes(e[0].port_guid(e[1]).to_bytes(8, "big"), "little"))
+
+
+def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0, *,
+          first_only: bool = False) -> list[PathRecord]:
+    """The PathRecords a query selects, as OpenSM answers: a source or destination not
+    named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
+    destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
+    are paired by their offset from the base (base to base, base+1 to base+1, ...), at
+    most NumbPath pairs when the query gives it; ``first_only`` (a Get: IBA 1.2's NumbPath
+    1) the first path found. TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
+    the QoS policy's SL) and Preference select nothing (OpenSM compares none of them
+    outside multicast), and the answer carries none of them."""
     srcs = _endpoint(recs, q, mask, "sgid", "slid")
-    if srcs is None:
-        me = s.port_of_lid(requester_lid)
-        srcs = [] if me is None else [(me[0], me[1], (requester_lid,))]
     dsts = _endpoint(recs, q, mask, "dgid", "dlid")
-    if dsts is None:
-        dsts = [(n, p, _lids(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if _lids(recs, n, p)]
-    rest = mask
-    for f in _SPECIAL:
-        rest &= ~PathRecord.mask(f)
-    equal = q.selector(rest)
-    want = int.from_bytes(q.encode(), "big") & equal
+    if srcs is None or dsts is None:
+        every = _opensm_order(recs)
+        srcs, dsts = srcs if srcs is not None else every, dsts if dsts is not None else every
+    pairs = ((a, b) for b in dsts for a in srcs)  # OpenSM's world walk: destination outermost
     wanted_pkey = q.p_key if mask & PathRecord.mask("p_key") else None
     wanted_sl = q.sl if mask & PathRecord.mask("sl") else None
     sid_mask = PathRecord.mask("service_id")  # both halves, or it is not a service ID (OpenSM's rule)
     service_id = q.service_id if mask & sid_mask == sid_mask else None
-    out = []
-    for sn, sp, slids in srcs:
-        for dn, dp, dlids in dsts:
-            for slid, dlid in zip(slids, dlids):
-                pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl)
-                if pr is None or int.from_bytes(pr.encode(), "big") & equal != want:
-                    continue
-                if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
-                        and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
-                    out.append(pr)
+    per_pair = q.num_path if mask & PathRecord.mask("num_path") else None
+    out: list[PathRecord] = []
+    for (sn, sp, slids), (dn, dp, dlids) in pairs:
+        found = 0
+        for slid, dlid in zip(slids, dlids):
+            if per_pair is not None and found >= per_pair:
+                break
+            pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl)
+            if pr is None:
+                continue
+            if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
+                    and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
+                out.append(pr)
+                found += 1
+                if first_only:
+                    return out
     return out

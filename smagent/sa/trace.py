@@ -5,8 +5,8 @@ source, each switch, the destination.
 
 The path is the one a PathRecord Get with the same query finds (`paths.query`: SGID or
 SLID, DGID or DLID, LMC offsets, P_Key and partition rules, MTU/rate/lifetime
-selectors), and the statuses are that Get's: none found ERR_NO_RECORDS, several (GIDs
-of ports with LMC > 0 name one path per LID offset: give the LIDs) ERR_TOO_MANY_RECORDS,
+selectors), the first as a Get answers (GIDs of ports with LMC > 0 name one path per LID
+offset: the base LIDs'), and the statuses are that Get's: none found ERR_NO_RECORDS,
 a GID of no port ERR_REQ_INVALID_GID, a mask past the PathRecord's components
 ERR_REQ_INVALID. The spec wants the PathRecord given whole; as Intel's FM, which serves
 the attribute (OpenSM does not), we need only what names one path: the source (SGID or
@@ -66,11 +66,9 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[T
     if not mask & _SOURCE or not mask & _DESTINATION:
         raise paths.PathQueryError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS,
                                    "a trace needs the source (SGID or SLID) and the destination (DGID or DLID)")
-    found = paths.query(recs, q, mask, requester_lid)
+    found = paths.query(recs, q, mask, requester_lid, first_only=True)
     if not found:
         raise paths.PathQueryError(SaStatus.ERR_NO_RECORDS, "no path")
-    if len(found) > 1:
-        raise paths.PathQueryError(SaStatus.ERR_TOO_MANY_RECORDS, f"{len(found)} paths: name one (by LIDs)")
     out = hops(recs, found[0])
     if not out:
         raise paths.PathQueryError(SaStatus.ERR_NO_RECORDS, "the LFTs do not deliver the path")

@@ -88,7 +88,7 @@ class SaService:
         parts = opts.partitions or getattr(opts.desired, "partitions", None)
         policy = opts.qos_policy or getattr(opts.desired, "qos_policy", None)  # SLs by service ID and P_Key
         links = opts.links
-        qos = links is not False and (links is None or links.qos is not False)  # --no-qos: partitions' SLs unused
+        qos = links is not False and (links is None or links.qos is not False)  # QoS off: partitions' SLs unused
         return Subnet.from_sweep(result, generation=self.d.counters.sweeps + 1, partitions=parts,
                                  qos_policy=policy, previous=self.agent.subnet, qos=qos)
 
