@@ -221,3 +221,21 @@ def test_partitions_flagged_ipoib_get_their_broadcast_groups():
     assert len(groups) == 2 and f"{storage.mgid:032x}" == "ff12401b800200000000000000000000"[:16] + "00000000ffffffff"
     assert (default.mlid, default.mtu, default.rate, default.p_key) == (0xC000, 5, 7, 0xFFFF)
     assert (storage.mlid, storage.sl, storage.mtu, storage.p_key, storage.q_key) == (0xC001, 1, 4, 0x8002, 0x0B1B)
+
+
+def test_a_group_made_by_a_join_and_a_leave_answer_as_opensm(agent):
+    """A join that makes a group gives it what it carries (scope, packet lifetime, hop limit),
+    masked or not; "less than" a rate the link carries is the next rate below; a leave
+    answers the request with the group's scope and the JoinState left, and a leave of bits
+    the member does not hold is refused (o15-0.1.14)."""
+    a, b = ca_gids(agent)[:2]
+    made = join(agent, a, mgid=0, scope=5, packet_life_time=7, extra=("rate_selector", "rate"), rate_selector=1,
+                rate=codes.RATE_CODES[10]).record(MCMemberRecord)
+    assert (made.scope, made.packet_life_time, made.rate) == (5, 7, codes.RATE_CODES[5])
+    join(agent, b, mgid=made.mgid, state=SEND_ONLY | FULL)
+    bad = ask(agent, Method.DELETE, MCMemberRecord(mgid=made.mgid, port_gid=a, join_state=FULL | SEND_ONLY), "mgid",
+              "port_gid", "join_state")
+    assert bad.sa_status is sa.SaStatus.ERR_REQ_INVALID  # a holds FULL only
+    left = ask(agent, Method.DELETE, MCMemberRecord(mgid=made.mgid, port_gid=b, join_state=SEND_ONLY), "mgid",
+               "port_gid", "join_state").record(MCMemberRecord)
+    assert (left.port_gid, left.join_state, left.scope, left.q_key, left.mtu_selector) == (b, FULL, 5, 0, 2)

@@ -83,10 +83,13 @@ def _pick(mask: int, q: MCMemberRecord, field: str, carried: int, order=lambda v
         return carried
     if sel == GREATER:
         return carried if order(carried) > order(want) else None
-    if sel == LESS:
-        if field == "mtu":  # MTU codes are in order: the largest below the one named
-            return min(carried, want - 1) if min(carried, want - 1) >= 1 else None
-        return carried if order(carried) < order(want) else None
+    if sel == LESS:  # as OpenSM: the link's if the one named is above it, else the next below that one
+        if order(want) > order(carried):
+            return carried
+        if field == "mtu":  # MTU codes are in order
+            return want - 1 if want > 1 else None
+        below = [c for g, c in codes.RATE_CODES.items() if g < codes.rate_gbps(want)]
+        return max(below, key=codes.rate_gbps) if below else None
     return want if order(want) <= order(carried) else None
 
 
@@ -155,8 +158,9 @@ class McastGroups:
                 raise GroupError(SaStatus.ERR_REQ_INVALID, "the member's link cannot carry the MTU/rate asked for")
             mlid = self._free_mlid(mlid_limit(recs.subnet))
             mgid = q.mgid or self._new_mgid(q, mlid)
-            g = McGroup(mgid, mlid, q.q_key, q.p_key, g_mtu, g_rate, q.sl, q.flow_label, q.tclass,
-                        q.hop_limit if has("hop_limit") else 0, q.scope if has("scope") else LINK_LOCAL)
+            # the rest as the creating join has it, masked or not, as OpenSM keeps it
+            g = McGroup(mgid, mlid, q.q_key, q.p_key, g_mtu, g_rate, q.sl, q.flow_label, q.tclass, q.hop_limit,
+                        q.scope, q.packet_life_time)
             self.groups[mgid] = g
         else:
             for f, order in (("mtu", int), ("rate", codes.rate_gbps)):
@@ -174,12 +178,14 @@ class McastGroups:
         return g.record(q.port_gid, g.members[q.port_gid])
 
     def leave(self, q: MCMemberRecord, mask: int) -> MCMemberRecord:
-        """MCMemberRecord Delete: the JoinState bits named are cleared; the record as it was."""
+        """MCMemberRecord Delete: the JoinState bits named (every one held: o15-0.1.14) are
+        cleared; the answer is the request with the group's scope, the JoinState left and
+        its selectors "exactly", as OpenSM answers."""
         if not all(mask & MCMemberRecord.mask(n) for n in JOIN_NEEDS):
             raise GroupError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS, "a leave names MGID, PortGID and JoinState")
         g = self.groups.get(q.mgid)
         state = g.members.get(q.port_gid, 0) if g is not None else 0
-        if g is None or not state & q.join_state:
+        if g is None or not state & q.join_state or q.join_state & ~state & 0xF:
             raise GroupError(SaStatus.ERR_REQ_INVALID, "no such membership")
         left = state & ~q.join_state
         if left:
@@ -191,7 +197,8 @@ class McastGroups:
             del self.groups[g.mgid]  # dies with its last full member
             self.released.add(g.mlid)
             self.version += 1
-        return g.record(q.port_gid, state)
+        return q.replace(scope=g.scope, join_state=left, mtu_selector=EXACTLY, rate_selector=EXACTLY,
+                         packet_life_time_selector=EXACTLY)
 
     def records(self) -> list[MCMemberRecord]:
         """One record per (group, member)."""
