@@ -23,6 +23,7 @@ from mad.sa_records import (GUIDInfoRecord, InformInfo, InformInfoRecord, Linear
                             VLArbitrationTableRecord)
 from smagent import partitions
 from smagent.sa import SaAgent
+from smagent.sa import informs
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
 
@@ -205,6 +206,33 @@ def test_inform_info_subscriptions_and_records(agent):
     assert ask(agent, Method.SET, InformInfo(lid_range_begin=0xFFFF, **base), src=h3)[0] is sa.SaStatus.SUCCESS
     assert len(ask(agent, Method.GET_TABLE, InformInfoRecord(), src=h2)[1]) == 2  # H3's, seen from H2
     assert ask(agent, Method.GET_TABLE, InformInfoRecord(), src=h4)[1] == []
+
+
+def test_reports_only_to_subscribers_that_may_hear_of_the_source(agent):
+    s = agent.subnet
+    h2, h3, h5 = (lid(s, n) for n in ("H2", "H3", "H5"))
+    gid = {n: agent._recs.gid(*ports(s)[n][:2]) for n in ("H2", "H5")}
+    base = dict(is_generic=1, subscribe=1, type=0xFFFF, trap_number_or_device_id=0xFFFF, qpn=1,
+                producer_type_or_vendor_id=0xFFFFFF)
+    for who, first in ((h3, 0xFFFF), (h5, 0xFFFF), (h3, h2)):
+        assert ask(agent, Method.SET, InformInfo(lid_range_begin=first, **base), src=who)[0] is sa.SaStatus.SUCCESS
+
+    def heard(out):
+        return sorted(to.lid for raw, to in out if raw[3] == Method.REPORT)
+
+    assert heard(agent.sm_notice(informs.GID_IN, gid["H2"], 0.0)) == [h3, h3]  # H5 shares nothing with H2
+    assert heard(agent.sm_notice(informs.GID_IN, gid["H5"], 0.0)) == [h5]  # H5 hears of itself, H3 not
+    mgid = 0xFF12A01B00200000000000000000C123
+    agent.groups.precreate(mgid, mtu=4, rate=3, p_key=0x20)
+    assert heard(agent.sm_notice(informs.MCG_CREATED, mgid, 0.0)) == [h5]  # b's group: H5 a member, H3 not
+    assert len(agent.informs.subs) == 3
+    # H2 leaves partition a: H3's subscription to H2's LID cannot be served and goes (o13-17.1.2),
+    # the one to every port stays
+    pkeys = dict(s.pkeys)
+    pkeys[(ports(s)["H2"][0].guid, 1)] = (0x7FFF,)
+    agent.publish(dataclasses.replace(s, pkeys=pkeys))
+    assert heard(agent.sm_notice(informs.GID_IN, gid["H2"], 0.0)) == []
+    assert sorted(sub.lid for sub in agent.informs.subs) == [h3, h5]
 
 
 def test_service_records_only_to_members_of_their_partition(agent):

@@ -201,8 +201,20 @@ class SaAgent:
         return packed
 
     def notify(self, notice, now: float) -> list[Reply]:
-        """Reports of ``notice`` (an `SaNotice`) to every subscription it matches."""
-        return self.informs.notify(notice, now, self._lid_of_gid) if self.master else []
+        """Reports of ``notice`` (an `SaNotice`) to every subscription it matches (under
+        partitions, whose subscriber may hear of its source: `visible.Viewer.hears`)."""
+        if not self.master:
+            return []
+        subnet = self.subnet
+        if subnet is None or subnet.pkeys is None:
+            return self.informs.notify(notice, now, self._lid_of_gid)
+
+        def group_pkey(mgid: int) -> int | None:
+            g = self.groups.groups.get(mgid)
+            return g.p_key if g is not None else None
+
+        return self.informs.notify(notice, now, self._lid_of_gid,
+                                   lambda sub, n: visible.Viewer(subnet, sub.lid).hears(n, group_pkey))
 
     def sm_notice(self, trap: int, gid: int, now: float) -> list[Reply]:
         """Reports of one of the SM's own notices (64..67) about ``gid``."""

@@ -10,7 +10,8 @@ switch's port 0, our SMInfoRecord about our port (OpenSM checks no other SM's), 
 InformInfoRecord about the subscriber's port; a LinkRecord is shown when the requester
 shares with both ends and the ends with each other; a PathRecord when the requester shares with its source and its
 destination (that those two share is `path_pkey`'s). A ServiceRecord with a valid
-ServiceP_Key is shown only to a member of that partition. Without partitions every record
+ServiceP_Key is shown only to a member of that partition; a Report goes only to a
+subscriber that may hear of its source (`Viewer.hears`). Without partitions every record
 is shown; under partitions a request from a LID no port has (the snapshot is older than
 the port) is shown nothing (OpenSM leaves it unanswered).
 """
@@ -21,7 +22,8 @@ from typing import Any, Callable
 from mad.sa_records import (GUIDInfoRecord, InformInfo, InformInfoRecord, LinearForwardingTableRecord, LinkRecord,
                             MulticastForwardingTableRecord, NodeRecord, P_KeyTableRecord, PathRecord, PortInfoRecord,
                             ServiceRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
-                            VLArbitrationTableRecord)
+                            SaNotice, VLArbitrationTableRecord)
+from smagent.sa import informs
 from smagent.subnet import Subnet
 
 Port = tuple[int, int]
@@ -95,6 +97,21 @@ class Viewer:
         end = info.lid_range_end or info.lid_range_begin
         return all(self.sees(self.port(lid)) for lid in range(info.lid_range_begin, end + 1)
                    if self.subnet.port_of_lid(lid) is not None)
+
+    def hears(self, notice: SaNotice, group_pkey: Callable[[int], int | None]) -> bool:
+        """Whether a Report of ``notice`` may go to this port (IBA o13-17.1.1, as OpenSM):
+        one of a group created or deleted (66, 67) to a member of the group's partition
+        (``group_pkey``: the P_Key of an MGID, None for a group no longer known: sent); any
+        other to a port sharing with its source, the port of the GID in its details (64,
+        65) or its issuer (a port the snapshot no longer has: sent)."""
+        if self.everything:
+            return True
+        trap = notice.trap_number_or_device_id if notice.is_generic else None
+        subject = int.from_bytes(bytes(notice.data_details)[6:22], "big")
+        if trap in (informs.MCG_CREATED, informs.MCG_DELETED):
+            pkey = group_pkey(subject)
+            return pkey is None or (self.me != NOBODY and self.subnet.holds_pkey(self.me, pkey))
+        return self.sees(self.gid_port(subject if trap in (informs.GID_IN, informs.GID_OUT) else notice.issuer_gid))
 
     def may_register(self, r: ServiceRecord, mask: int) -> bool:
         """Whether the requester may register or delete ``r``: a member of its ServiceP_Key's
