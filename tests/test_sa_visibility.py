@@ -194,6 +194,20 @@ def test_sm_info_records_ours_only_to_who_shares_with_our_port(agent):
     assert [r.lid for r in ask(agent, Method.GET_TABLE, SMInfoRecord(), src=h3[2])[1]] == [h4[2]]
 
 
+def test_traces_of_paths_the_requester_may_see_only(agent):
+    from mad.sa_records import TraceRecord
+    s = agent.subnet
+    h3, h4, sm = (lid(s, n) for n in ("H3", "H4", "H1:1"))
+
+    def trace(src, slid):
+        m = sa.request(Method.GET_TRACE_TABLE, PathRecord(slid=slid, dlid=sm), transaction_id=5)
+        m.attribute_id, m.component_mask = TraceRecord.ATTR_ID, PathRecord.mask("slid", "dlid")
+        return sa.SaMad.decode(agent.handle(Incoming(m.encode(), Address.gsi(src)), 0.0)[0][0].ljust(256, b"\0"))
+
+    assert trace(h3, h4).sa_status is sa.SaStatus.ERR_NO_RECORDS
+    assert trace(sm, h4).status == 0 and trace(h3, lid(s, "H2")).status == 0
+
+
 def test_inform_info_subscriptions_and_records(agent):
     s = agent.subnet
     h3, h2, h4, h5 = (lid(s, n) for n in ("H3", "H2", "H4", "H5"))
