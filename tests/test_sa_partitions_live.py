@@ -117,3 +117,48 @@ def test_what_a_requester_sees_under_partitions_like_opensm(tmp_path, ibsim, pro
         assert not want[("H3", "-p", "H6>H7")][1] and want[("H6", "-p", "H6>H7")][1]
     wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
     assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+
+
+
+def table_views(sim) -> dict:
+    """(requester, query, target) -> (exit, records) of P_KeyTableRecords (with the SM_Key,
+    both SMs' default 1) of CA ports and of a leaf switch's port 0 and ports facing hosts,
+    and SL2VL table records of CA ports. (Not compared: tables smagent never read, which
+    have no record here and one of zeros or OpenSM's values from OpenSM: VLArb after
+    `opensm -Q` left tables smagent's QoS probe finds usable, ports between switches.)"""
+    lids = lid_map(sim)
+    node = {d: v for (d, _p), v in lids.items()}
+    key = ["--smkey", "1"]
+    qs = [(t, key + ["PKTR", f"{node[t]}/1/0"]) for t in TARGET_CAS]
+    qs += [(f"L1/{p}", key + ["PKTR", f"{node['L1']}/{p}/0"]) for p in range(3)]
+    qs += [(t, ["SL2VL", f"{node[t]}//"]) for t in TARGET_CAS]
+    out = {}
+    for host in REQUESTERS:
+        for target, args in qs:
+            rc, recs = _sa_query(sim, host, *args)
+            out[(host, args[-2], target)] = (rc, [{k: v for k, v in r.items() if k not in LID_FIELDS} for r in recs])
+    return out
+
+
+def test_table_records_a_requester_sees_like_opensm(tmp_path, ibsim, procs):
+    """P_KeyTableRecords and SL2VL table records of CA ports and switch ports come (or
+    not) to each requester, with the same tables, as from `opensm -Q` (which writes the
+    tables smagent's default writes) under the same partitions.conf."""
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    conf = tmp_path / "partitions.conf"
+    conf.write_text(conf_text(ports(sim)))
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, "-Q", "-P", str(conf), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+               osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    want = table_views(sim)
+    osm.stop()
+    start_sa(sim, tmp_path, procs, "--partitions", conf)
+    got = table_views(sim)
+    assert not want[("H3", "PKTR", "H5")][1] and want[("H1", "PKTR", "H5")][1]  # the filter is in play
+    assert not want[("H3", "PKTR", "L1/2")][1] and want[("H3", "PKTR", "L1/1")][1]  # switch ports by their keys
+    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
