@@ -19,8 +19,10 @@ the same P_Key are merged (the first name is kept). ``both`` counts as full (Ope
 without allow_both_pkeys).
 
 Without a file smagent keeps what it always did, which is OpenSM's default without one
-(``Default=0x7fff : ALL=full``: 0xFFFF at index 0 of every end port). A file without a
-rule for 0x7fff gets OpenSM's implicit ``Default=0x7fff : ALL=limited, SELF=full``.
+(``Default=0x7fff : ALL=full``: 0xFFFF at index 0 of every end port). A file gets
+OpenSM's implicit ``Default=0x7fff : ALL=limited, SELF=full`` always: a rule for 0x7fff
+adds its members to those (full wins), it cannot take a port out of the default partition
+(OpenSM makes the default partition before it reads the file).
 
 Every problem is reported with its line number in one `PartitionError` (exit 2), before
 anything is sent; a member GUID not on the fabric is a warning (`resolve`).
@@ -299,10 +301,13 @@ def merge(defs: list[dict], source: str, warnings: list[str], implicit_default: 
         m["flags"] += [f for f in d["flags"] if f[0] not in {k for k, _v in m["flags"]} or f[0] == "scope"]
         m["indx0"] = m["indx0"] or d["indx0"]
         m["ipoib"] = m["ipoib"] or d["ipoib"]
-    if implicit_default and DEFAULT_PKEY not in merged:
-        merged[DEFAULT_PKEY] = {"name": "Default", "pkey": DEFAULT_PKEY, "line": 0, "indx0": False, "ipoib": False,
-                                "flags": [], "mgroups": [],
-                                "members": [Member("ALL", "limited"), Member("SELF", "full")]}
+    if implicit_default:  # OpenSM makes it first and merges a file's rule for 0x7fff into it
+        implicit = [Member("ALL", "limited"), Member("SELF", "full")]
+        if DEFAULT_PKEY in merged:
+            merged[DEFAULT_PKEY]["members"] = implicit + merged[DEFAULT_PKEY]["members"]
+        else:
+            merged[DEFAULT_PKEY] = {"name": "Default", "pkey": DEFAULT_PKEY, "line": 0, "indx0": False,
+                                    "ipoib": False, "flags": [], "mgroups": [], "members": implicit}
     parts = tuple(Partition(m["name"], m["pkey"], tuple(m["members"]), m["indx0"], m["ipoib"], tuple(m["flags"]),
                             tuple(m["mgroups"]), m["line"]) for m in merged.values())
     return PartitionConfig(parts, source, tuple(warnings))

@@ -206,6 +206,28 @@ class Subnet:
             return k
         return None
 
+    def share_pkey(self, a: tuple[int, int], b: tuple[int, int]) -> bool:
+        """Whether two ports ((node GUID, port): an end port, 0 on a switch, or a switch's
+        external port) share a partition, as OpenSM's SA decides who may see what: the
+        same port; either without P_Keys (no partitions configured, an end port in none,
+        a switch port whose table the SM did not write; IBA 10.9.2 does not require one);
+        else a partition in both with at least one a full member (`path_pkey`'s rule). A
+        switch port facing an end port holds that end port's P_Keys where the SM wrote
+        them (partition enforcement), so it shares what its peer shares."""
+        if self.pkeys is None or a == b:
+            return True
+        held = []
+        for g, p in (a, b):
+            node = self.nodes.get(g)
+            if node is not None and node.is_switch and p:
+                if ("pkeys", g, 0, p << 16) not in self.tables:  # block 0 of port p: never written
+                    return True
+                g, p = self.links.get((g, p), (g, p))
+            if not self.pkeys.get((g, p)):
+                return True
+            held.append((g, p))
+        return self.path_pkey(held[0], held[1]) is not None
+
     def holds_pkey(self, port: tuple[int, int], pkey: int) -> bool:
         """Whether an end port ((node GUID, port), 0 on a switch) is a member, full or
         limited, of ``pkey``'s partition (without partitions: the default one only)."""

@@ -57,6 +57,10 @@ def test_implicit_default_partition_as_opensm():
     c = partitions.parse("a=0x10 : ALL_CAS=full ;")
     d = c.by_pkey(0x7FFF)
     assert [(m.who, m.membership) for m in d.members] == [("ALL", "limited"), ("SELF", "full")]
+    # a rule for the default P_Key adds to OpenSM's implicit members: no port leaves it
+    c = partitions.parse("Default=0x7fff : SELF=full, 0x10=limited ;\na=0x10 : ALL_CAS=full ;")
+    assert [(m.who, m.membership) for m in c.by_pkey(0x7FFF).members] == [
+        ("ALL", "limited"), ("SELF", "full"), ("SELF", "full"), (0x10, "limited")]
 
 
 @pytest.mark.parametrize("text, line, needle", [

@@ -1,7 +1,8 @@
 """Partitions parity with OpenSM on ibsim: the same partitions.conf (three partitions,
 full and limited members, ALL_CAS and GUID lists, one with ipoib, the default partition
-left to OpenSM's implicit rule) given to `opensm -o -P FILE` and to `smagent sweep
---partitions FILE`, each on a fresh ibsim of the same net file, leaves the same P_Key
+left to OpenSM's implicit rule; and one whose rule for the default P_Key names no ALL)
+given to `opensm -o -P FILE` and to `smagent sweep --partitions FILE`, each on a fresh
+ibsim of the same net file, leaves the same P_Key
 table contents (as sets of P_Keys with their membership bits) on every CA port and switch
 port 0, and the same PartitionEnforcementInbound/Outbound bits and P_Keys on every switch
 port, read with `smpquery pkeys` and `smpquery portinfo`."""
@@ -75,13 +76,21 @@ def conf_text(port_list) -> str:
             f"mgmt=0x0003, defmember=full : {g[6]}, {g[7]}=limited ;\n")
 
 
-def test_same_tables_as_opensm(tmp_path):
+def explicit_default_text(port_list) -> str:
+    """A rule for the default P_Key that names no ALL: OpenSM still makes every end port a
+    limited member of it (it makes the default partition before it reads the file)."""
+    g = [f"0x{x:016x}" for _n, _p, _port, kind, x in port_list if kind == "ca"]
+    return f"Default=0x7fff : SELF=full, {g[4]}=limited ;\nx=0x10 : {g[3]}=full, {g[4]}=full ;\n"
+
+
+@pytest.mark.parametrize("make_conf", [conf_text, explicit_default_text])
+def test_same_tables_as_opensm(tmp_path, make_conf):
     net = tmp_path / "ft.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     conf = tmp_path / "partitions.conf"
     with IbSim(net, tmp_path / "osm") as sim:
         plist = ports(sim)
-        conf.write_text(conf_text(plist))
+        conf.write_text(make_conf(plist))
         env = sim.opensm_env(tmp_path / "osm-cache")
         r = subprocess.run([OPENSM, "-o", "-P", str(conf), "-f", str(tmp_path / "osm.log")], env=env, cwd=sim.cwd,
                            capture_output=True, text=True, timeout=600)
@@ -97,7 +106,11 @@ def test_same_tables_as_opensm(tmp_path):
     # ports facing them (ibsim advertises PartitionEnforcementCap but keeps no
     # PartitionEnforcementInbound/Outbound bit it is sent: both read 0 after either SM;
     # the simulator's test proves the bits, tests/test_partitions.py)
-    keys = [k for v in ours.values() for k in v["pkeys"]]
-    assert {"0x8001", "0x0001", "0x8002", "0x0002", "0x8003", "0x0003", "0x7fff", "0xffff"} <= set(keys)
-    facing = [k for k, v in ours.items() if k.startswith("L") and not k.endswith(":0") and "0x8001" in v["pkeys"]]
-    assert facing
+    if make_conf is explicit_default_text:  # every end port in the default partition
+        ends = [v["pkeys"] for k, v in ours.items() if k.endswith(":0") or k.startswith("H")]
+        assert ends and all("0x7fff" in keys or "0xffff" in keys for keys in ends)
+    else:
+        keys = [k for v in ours.values() for k in v["pkeys"]]
+        assert {"0x8001", "0x0001", "0x8002", "0x0002", "0x8003", "0x0003", "0x7fff", "0xffff"} <= set(keys)
+        facing = [k for k, v in ours.items() if k.startswith("L") and not k.endswith(":0") and "0x8001" in v["pkeys"]]
+        assert facing

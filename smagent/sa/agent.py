@@ -19,7 +19,9 @@ unsubscribes, InformInfoRecord Get/GetTable lists the subscriptions (`smagent.sa
 `notify` and `sm_notice` give the Reports of a notice (a group created or deleted here,
 traps 66/67; GIDs in and out of service and forwarded traps from the owner), whose
 ReportResps come back through `handle` and whose retries `on_timeout` sends. ServiceRecord
-Set registers (with its lease), Delete unregisters, Get/GetTable find (`smagent.sa.services`). Everything else gets the IBA status that says so (never
+Set registers (with its lease), Delete unregisters, Get/GetTable find (`smagent.sa.services`).
+Under partitions a requester is answered only about the ports it shares a partition with
+(`smagent.sa.visible`, OpenSM's rule). Everything else gets the IBA status that says so (never
 silence: a client would wait for ever): an unknown method 0x0008, a known method of an
 attribute not served 0x000C, a bad class version 0x0004 (IBA 13.4.7); a mask with bits past
 the record's components ERR_REQ_INVALID; a Get matching no record ERR_NO_RECORDS, several
@@ -53,7 +55,7 @@ from mad.rmpp import (NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, Rm
 from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEADER_SIZE, SaAttrID, SaMad, SaRecord,
                     SaStatus, encode_table, matcher)
 from mad.sa_records import GUIDInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord, record_class
-from smagent.sa import multipath, paths, trace
+from smagent.sa import multipath, paths, trace, visible
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
@@ -202,8 +204,20 @@ class SaAgent:
         return packed
 
     def notify(self, notice, now: float) -> list[Reply]:
-        """Reports of ``notice`` (an `SaNotice`) to every subscription it matches."""
-        return self.informs.notify(notice, now, self._lid_of_gid) if self.master else []
+        """Reports of ``notice`` (an `SaNotice`) to every subscription it matches (under
+        partitions, whose subscriber may hear of its source: `visible.Viewer.hears`)."""
+        if not self.master:
+            return []
+        subnet = self.subnet
+        if subnet is None or subnet.pkeys is None:
+            return self.informs.notify(notice, now, self._lid_of_gid)
+
+        def group_pkey(mgid: int) -> int | None:
+            g = self.groups.groups.get(mgid)
+            return g.p_key if g is not None else None
+
+        return self.informs.notify(notice, now, self._lid_of_gid,
+                                   lambda sub, n: visible.Viewer(subnet, sub.lid).hears(n, group_pkey))
 
     def sm_notice(self, trap: int, gid: int, now: float) -> list[Reply]:
         """Reports of one of the SM's own notices (64..67) about ``gid``."""
@@ -259,7 +273,8 @@ class SaAgent:
             return UNSUPPORTED_ATTRIBUTE, b"", 0
         mask = int.from_bytes(raw[SA_HEADER.start + 12:SA_HEADER.stop], "big")
         try:
-            found = multipath.query(self._recs, raw[SA_HEADER.stop:], mask, incoming.address.lid)
+            found = self._shown(incoming, multipath.query(self._recs, raw[SA_HEADER.stop:], mask,
+                                                          incoming.address.lid))
         except paths.PathQueryError as e:
             return e.status.word, b"", 0
         except MadError:
@@ -380,36 +395,36 @@ class SaAgent:
         test = matcher(query, mask)
         return [r for r in records if test(r)]
 
-    def _nodes(self, q, mad, _inc):
-        return self._scan(self._recs.nodes, q, mad.component_mask)
+    def _nodes(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.nodes, q, mad.component_mask))
 
-    def _port_infos(self, q, mad, _inc):
+    def _port_infos(self, q, mad, inc):
         # CapabilityMask selects the ports having every bit the query sets (saquery -s asks
         # IsSM so), as OpenSM matches it; the other components compare equal
         mask, cap = mad.component_mask, PortInfoRecord.mask("capability_mask")
         found = self._scan(self._recs.port_infos(self._reveal(mad)), q, mask & ~cap)
         if mask & cap:
             found = [r for r in found if r.capability_mask & q.capability_mask == q.capability_mask]
-        return found
+        return self._shown(inc, found)
 
-    def _switches(self, q, mad, _inc):
-        return self._scan(self._recs.switches, q, mad.component_mask)
+    def _switches(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.switches, q, mad.component_mask))
 
-    def _links(self, q, mad, _inc):
-        return self._scan(self._recs.links, q, mad.component_mask)
+    def _links(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.links, q, mad.component_mask))
 
-    def _sms(self, q, mad, _inc):
+    def _sms(self, q, mad, inc):
         sms = self.sms_source() if self.sms_source is not None else self._recs.subnet.sms
-        return self._scan(self._recs.sms(sms, self._reveal(mad)), q, mad.component_mask)
+        return self._shown(inc, self._scan(self._recs.sms(sms, self._reveal(mad)), q, mad.component_mask))
 
-    def _lfts(self, q, mad, _inc):
-        return self._scan(self._recs.lfts, q, mad.component_mask)
+    def _lfts(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.lfts, q, mad.component_mask))
 
-    def _mfts(self, q, mad, _inc):
-        return self._scan(self._recs.mfts, q, mad.component_mask)
+    def _mfts(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.mfts, q, mad.component_mask))
 
-    def _guid_infos(self, q, mad, _inc):
-        return self._scan(self._recs.guid_infos, q, mad.component_mask)
+    def _guid_infos(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.guid_infos, q, mad.component_mask))
 
     def _members(self, q, mad, inc):
         sub, requester = self._recs.subnet, self._recs.subnet.port_of_lid(inc.address.lid)
@@ -432,42 +447,55 @@ class SaAgent:
             self._reports += self.sm_notice(informsmod.MCG_DELETED, rec.mgid, self._now)
         return [rec]
 
-    def _register(self, q, mad, _inc):
+    def _register(self, q, mad, inc):
+        self._check_service_pkey(q, mad, inc)
         return [self.services.register(self._recs, q, mad.component_mask, self._now)]
 
-    def _unregister(self, q, mad, _inc):
+    def _unregister(self, q, mad, inc):
+        self._check_service_pkey(q, mad, inc)
         return self.services.delete(q, mad.component_mask, self._now)
 
-    def _services(self, q, mad, _inc):
-        return self.services.find(q, mad.component_mask, self._now)
+    def _check_service_pkey(self, q, mad, inc) -> None:
+        if not visible.Viewer(self._recs.subnet, inc.address.lid).may_register(q, mad.component_mask):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "not a member of the ServiceP_Key's partition")
+
+    def _services(self, q, mad, inc):
+        return self._shown(inc, self.services.find(q, mad.component_mask, self._now))
 
     def _subscribe(self, q, _mad, inc):
         lid = inc.address.lid
+        if q.subscribe and not visible.Viewer(self._recs.subnet, lid).may_subscribe(q):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "the trap sources share no partition with it")
         hit = self.subnet.port_of_lid(lid) if self.subnet is not None else None
         return [self.informs.subscribe(q, lid, self._recs.gid(*hit) if hit is not None else 0)]
 
-    def _inform_records(self, q, mad, _inc):
-        return self._scan(self.informs.records(), q, mad.component_mask)
+    def _inform_records(self, q, mad, inc):
+        return self._shown(inc, self._scan(self.informs.records(), q, mad.component_mask))
 
-    def _pkey_tables(self, q, mad, _inc):
+    def _pkey_tables(self, q, mad, inc):
         # P_Keys say who may talk to whom: only to a requester with our SM_Key (IBA 15.4.1),
         # as OpenSM answers; ERR_REQ_INVALID to the others
         if not self._reveal(mad):
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "P_KeyTableRecord without the SM_Key")
-        return self._scan(self._recs.pkey_tables, q, mad.component_mask)
+        return self._shown(inc, self._scan(self._recs.pkey_tables, q, mad.component_mask))
 
-    def _sl2vl_tables(self, q, mad, _inc):
-        return self._scan(self._recs.sl2vl_tables, q, mad.component_mask)
+    def _sl2vl_tables(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.sl2vl_tables, q, mad.component_mask))
 
-    def _vlarb_tables(self, q, mad, _inc):
-        return self._scan(self._recs.vlarb_tables, q, mad.component_mask)
+    def _vlarb_tables(self, q, mad, inc):
+        return self._shown(inc, self._scan(self._recs.vlarb_tables, q, mad.component_mask))
 
     def _lid_of_gid(self, gid: int) -> int:
         hit = self.subnet.port_of_guid(gid & (1 << 64) - 1) if self.subnet is not None else None
         return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
 
     def _paths(self, q, mad, inc):
-        return paths.query(self._recs, q, mad.component_mask, inc.address.lid, first_only=mad.method == Method.GET)
+        found = self._shown(inc, paths.query(self._recs, q, mad.component_mask, inc.address.lid))
+        return found[:1] if mad.method == Method.GET else found  # a Get is NumbPath 1 (IBA 1.2), as OpenSM
+
+    def _shown(self, inc: Incoming, records: list) -> list:
+        """The records the requester may see under partitions (`visible`)."""
+        return visible.Viewer(self._recs.subnet, inc.address.lid).shown(records)
 
     @property
     def _recs(self) -> Records:

@@ -19,6 +19,7 @@ DataDetails carry the GID at byte 6 (`sm_notice`)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 from mad.attributes import NoticeType
 from mad.header import GSI_QKEY, Method
@@ -125,10 +126,20 @@ class Informs:
         self.subs = [s for s in self.subs if s.lid not in lids]
 
     # -- Reports -------------------------------------------------------------------------
-    def notify(self, notice: SaNotice, now: float, lid_of_gid=lambda gid: 0) -> list[Reply]:
+    def notify(self, notice: SaNotice, now: float, lid_of_gid=lambda gid: 0,
+               permitted: Callable[[Subscription, SaNotice], bool] | None = None) -> list[Reply]:
+        """Reports of ``notice`` to the subscriptions it matches and ``permitted`` lets hear
+        it (partitions, `smagent.sa.visible`). One refused for a notice about a port (not a
+        group's) is dropped unless it asked for every port (IBA o13-17.1.2, as OpenSM)."""
         out = []
-        for s in self.subs:
+        for s in list(self.subs):
             if s.matches(notice, lid_of_gid):
+                if permitted is not None and not permitted(s, notice):
+                    trap = notice.trap_number_or_device_id if notice.is_generic else None
+                    if s.info.lid_range_begin != ANY16 and trap not in (MCG_CREATED, MCG_DELETED):
+                        self.subs.remove(s)
+                        self.dropped += 1
+                    continue
                 self._tid += 1
                 raw = request(Method.REPORT, notice, transaction_id=self._tid).encode()
                 to = Address(lid=s.lid, qpn=s.info.qpn, qkey=GSI_QKEY)

@@ -122,14 +122,13 @@ def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
     return sorted(ports, key=lambda e: int.from_bytes(e[0].port_guid(e[1]).to_bytes(8, "big"), "little"))
 
 
-def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0, *,
-          first_only: bool = False) -> list[PathRecord]:
+def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> list[PathRecord]:
     """The PathRecords a query selects, as OpenSM answers: a source or destination not
     named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
     destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
     are paired by their offset from the base (base to base, base+1 to base+1, ...), at
-    most NumbPath pairs when the query gives it; ``first_only`` (a Get: IBA 1.2's NumbPath
-    1) the first path found. TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
+    most NumbPath pairs when the query gives it (a Get takes the first: IBA 1.2's NumbPath
+    1, the caller's cut). TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
     the QoS policy's SL) and Preference select nothing (OpenSM compares none of them
     outside multicast), and the answer carries none of them."""
     srcs = _endpoint(recs, q, mask, "sgid", "slid")
@@ -156,6 +155,4 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0, *,
                     and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
                 out.append(pr)
                 found += 1
-                if first_only:
-                    return out
     return out

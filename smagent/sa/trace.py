@@ -29,7 +29,7 @@ from __future__ import annotations
 from mad.errors import MadError
 from mad.sa import SaMad, SaStatus, encode_table
 from mad.sa_records import PathRecord, TraceRecord
-from smagent.sa import paths
+from smagent.sa import paths, visible
 from smagent.sa.records import Records
 from smagent.subnet import Node
 
@@ -66,7 +66,8 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[T
     if not mask & _SOURCE or not mask & _DESTINATION:
         raise paths.PathQueryError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS,
                                    "a trace needs the source (SGID or SLID) and the destination (DGID or DLID)")
-    found = paths.query(recs, q, mask, requester_lid, first_only=True)
+    # the first the requester may see (partitions), as a Get answers
+    found = visible.Viewer(recs.subnet, requester_lid).shown(paths.query(recs, q, mask, requester_lid))[:1]
     if not found:
         raise paths.PathQueryError(SaStatus.ERR_NO_RECORDS, "no path")
     out = hops(recs, found[0])
