@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import types
 from array import array
 from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping
@@ -173,7 +174,7 @@ class Subnet:
         """Whether an SL2VL table on the way (the source port's, each switch's from its
         entry to its exit port), as the SM read or wrote it, sends ``sl`` to VL15, where a
         data packet is dropped. A table the snapshot does not hold is taken to carry it."""
-        if self.tables is None or not hops:
+        if not hops or sl not in self._sls_to_vl15:
             return False
         (g, p), _peer = hops[0]
         units = [("sl2vl", g, p, 0)] if not self.nodes[g].is_switch else []
@@ -187,6 +188,19 @@ class Subnet:
             if table.sl_to_vl[sl] & 0xF == 15:
                 return True
         return False
+
+    @functools.cached_property
+    def _sls_to_vl15(self) -> frozenset[int]:
+        """The SLs some SL2VL table of the snapshot sends to VL15 (usually none: then no
+        path needs its tables looked up). Each distinct table is looked at once."""
+        tables = self.tables
+        if isinstance(tables, LinkTables):
+            kind = LINK_TABLE_KINDS.index("sl2vl") << 40
+            distinct = {id(v): v for keys, idx, values in tables._nodes.values()
+                        for k, i in zip(keys, idx) if k >> 40 == kind >> 40 for v in (values[i],)}.values()
+        else:
+            distinct = [t for (k, *_rest), t in tables.items() if k == "sl2vl"]
+        return frozenset(sl for t in distinct for sl, vl in enumerate(t.sl_to_vl) if vl & 0xF == 15)
 
     def path_pkey(self, src: tuple[int, int], dst: tuple[int, int], wanted: int | None = None) -> int | None:
         """The P_Key of a path between two end ports ((node GUID, port), 0 on a switch): the

@@ -24,8 +24,8 @@ from mad import forwarding as fw
 from mad.sa import SaStatus, matcher
 from mad.sa_records import MCMemberRecord
 from smagent import multicast
-from smagent.sa.paths import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError, port_mtu
-from smagent.sa.records import Records
+from smagent.sa.paths import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError
+from smagent.sa.records import Records, port_mtu
 
 FULL, NON, SEND_ONLY = 1, 2, 4
 IPOIB_QKEY = 0x0B1B  # the IPoIB Q_Key (RFC 4391), OpenSM's for its broadcast groups

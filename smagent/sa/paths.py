@@ -30,17 +30,6 @@ class PathQueryError(Exception):
         self.status = status
 
 
-def port_mtu(node: Node, port: int) -> int:
-    """The MTU a port carries: its MTUCap, and on a link the NeighborMTU the SM set (a
-    switch's port 0 has no link: its NeighborMTU means nothing)."""
-    pi = node.ports.get(port)
-    if pi is None:
-        return 0
-    if node.is_switch and port == 0 or not pi.neighbor_mtu:
-        return pi.mtu_cap
-    return min(pi.mtu_cap, pi.neighbor_mtu)
-
-
 def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int,
                 p_key: int | None = None, service_id: int | None = None, sl: int | None = None) -> PathRecord | None:
     """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
@@ -56,12 +45,12 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     hops = s.route((sn.guid, sp), dlid)
     if hops is None:
         return None
-    ends = [(sn, sp if not sn.is_switch else 0), (dn, dp if not dn.is_switch else 0)]
-    crossed = [(s.nodes[g], p) for a, b in hops for g, p in (a, b)]
-    mtu = min(port_mtu(n, p) for n, p in ends + crossed)
-    rates = [codes.rate_code(n.ports[p]) for n, p in crossed if p in n.ports] or \
-            [codes.rate_code(n.ports[p]) for n, p in ends if p in n.ports]
-    rate = min(rates, key=codes.rate_gbps) if rates else 0
+    caps = recs.port_caps
+    ends = [(sn.guid, sp if not sn.is_switch else 0), (dn.guid, dp if not dn.is_switch else 0)]
+    crossed = [gp for a, b in hops for gp in (a, b)]
+    mtu = min(caps[k][0] if k in caps else 0 for k in ends + crossed)
+    rated = [caps[k] for k in crossed if k in caps] or [caps[k] for k in ends if k in caps]
+    rate = min(rated, key=lambda c: c[2])[1] if rated else 0
     chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key, pkey)
     if sl is not None and sl != chosen and s.sl_fixed(dn.port_guid(dp), service_id, p_key):
         return None
@@ -89,13 +78,13 @@ def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
     """(node, port, its LIDs) the query names: by GID every LID of the port, by LID that
     one; None when it names none."""
     s = recs.subnet
-    if mask & PathRecord.mask(gid_field):
+    if mask & _MASKS[gid_field]:
         gid = getattr(q, gid_field)
         hit = s.port_of_guid(gid & (1 << 64) - 1)
         if hit is None or recs.gid(*hit) != gid:
             raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
         return [(hit[0], hit[1], _lids(recs, *hit))]
-    if mask & PathRecord.mask(lid_field):
+    if mask & _MASKS[lid_field]:
         lid = getattr(q, lid_field)
         hit = s.port_of_lid(lid)
         return [] if hit is None else [(hit[0], hit[1], (lid,))]
@@ -122,6 +111,10 @@ def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
     return sorted(ports, key=lambda e: int.from_bytes(e[0].port_guid(e[1]).to_bytes(8, "big"), "little"))
 
 
+_MASKS = {f: PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid")}  # components, worked out once
+_M_PKEY, _M_SL, _M_SERVICE_ID, _M_NUM_PATH = (PathRecord.mask(f) for f in ("p_key", "sl", "service_id", "num_path"))
+
+
 def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> list[PathRecord]:
     """The PathRecords a query selects, as OpenSM answers: a source or destination not
     named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
@@ -137,11 +130,11 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> li
         every = _opensm_order(recs)
         srcs, dsts = srcs if srcs is not None else every, dsts if dsts is not None else every
     pairs = ((a, b) for b in dsts for a in srcs)  # OpenSM's world walk: destination outermost
-    wanted_pkey = q.p_key if mask & PathRecord.mask("p_key") else None
-    wanted_sl = q.sl if mask & PathRecord.mask("sl") else None
-    sid_mask = PathRecord.mask("service_id")  # both halves, or it is not a service ID (OpenSM's rule)
-    service_id = q.service_id if mask & sid_mask == sid_mask else None
-    per_pair = q.num_path if mask & PathRecord.mask("num_path") else None
+    wanted_pkey = q.p_key if mask & _M_PKEY else None
+    wanted_sl = q.sl if mask & _M_SL else None
+    # both halves, or it is not a service ID (OpenSM's rule)
+    service_id = q.service_id if mask & _M_SERVICE_ID == _M_SERVICE_ID else None
+    per_pair = q.num_path if mask & _M_NUM_PATH else None
     out: list[PathRecord] = []
     for (sn, sp, slids), (dn, dp, dlids) in pairs:
         found = 0

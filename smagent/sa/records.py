@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Iterable
 
+from mad import codes
 from mad import forwarding as fw
 from mad.attributes import SMInfo, VLArbitrationTable
 from mad.forwarding import LFT_BLOCK_SIZE
@@ -27,6 +28,17 @@ from mad.sa_records import (
 from smagent.subnet import LinkTables, Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
+
+
+def port_mtu(node, port: int) -> int:
+    """The MTU a port carries: its MTUCap, and on a link the NeighborMTU the SM set (a
+    switch's port 0 has no link: its NeighborMTU means nothing); 0 for a port not read."""
+    pi = node.ports.get(port)
+    if pi is None:
+        return 0
+    if node.is_switch and port == 0 or not pi.neighbor_mtu:
+        return pi.mtu_cap
+    return min(pi.mtu_cap, pi.neighbor_mtu)
 
 
 class Records:
@@ -146,6 +158,18 @@ class Records:
     # The table records share their table's list (never changed: records are only encoded),
     # one per distinct table in the snapshot (`LinkTables`), not a copy per unit: 2 million
     # SL2VL records on an 11,664-host fat tree cost 104 bytes each, not 288.
+
+    @functools.cached_property
+    def port_caps(self) -> dict[tuple[int, int], tuple[int, int, float]]:
+        """(node GUID, port) -> the MTU it carries (`port_mtu`), its link's Rate code and
+        that rate's Gb/s, for every port read: a PathRecord's MTU and rate are minima over
+        these, worked out once a snapshot rather than per path."""
+        out = {}
+        for n in self.subnet.nodes.values():
+            for p, pi in n.ports.items():
+                rate = codes.rate_code(pi)
+                out[(n.guid, p)] = (port_mtu(n, p), rate, codes.rate_gbps(rate))
+        return out
 
     @functools.cached_property
     def pkey_tables(self) -> list[P_KeyTableRecord]:
