@@ -194,10 +194,11 @@ class Subnet:
         """The SLs some SL2VL table of the snapshot sends to VL15 (usually none: then no
         path needs its tables looked up). Each distinct table is looked at once."""
         tables = self.tables
+        distinct: list[Any]
         if isinstance(tables, LinkTables):
-            kind = LINK_TABLE_KINDS.index("sl2vl") << 40
-            distinct = {id(v): v for keys, idx, values in tables._nodes.values()
-                        for k, i in zip(keys, idx) if k >> 40 == kind >> 40 for v in (values[i],)}.values()
+            kind = LINK_TABLE_KINDS.index("sl2vl")
+            distinct = list({id(values[i]): values[i] for keys, idx, values in tables._nodes.values()
+                             for k, i in zip(keys, idx) if k >> 40 == kind}.values())
         else:
             distinct = [t for (k, *_rest), t in tables.items() if k == "sl2vl"]
         return frozenset(sl for t in distinct for sl, vl in enumerate(t.sl_to_vl) if vl & 0xF == 15)
