@@ -306,6 +306,23 @@ def test_an_sl_asked_for_is_given_where_the_sm_does_not_decide_it(subnet):
         assert path(3).sa_status is sa.SaStatus.ERR_NO_RECORDS and path(4).record(PathRecord).sl == 4
 
 
+def test_the_sl2vl_tables_a_sweep_keeps_are_looked_at_for_vl15():
+    """The compact tables a daemon's sweep keeps (`LinkTables`): an SL some table sends to
+    VL15 is known, and a path through that table is not given on it."""
+    from smagent.sweep import SweepOptions, sweep
+    from smagent.transport.sim import SimTransport
+    r = sweep(SimTransport(), SweepOptions(keep_link_tables=True))
+    assert not Subnet.from_sweep(r)._sls_to_vl15  # the tables a sweep writes send no SL to VL15
+    ca_key = next(k for k in r.link_tables if k[0] == "sl2vl" and not r.topology.nodes[k[1]].is_switch)
+    r.link_tables[ca_key] = SLtoVLMappingTable(sl_to_vl=[15 if i == 3 else 0 for i in range(16)])
+    s = Subnet.from_sweep(r)
+    assert s._sls_to_vl15 == {3}
+    src = (ca_key[1], ca_key[2])
+    dlid = next(lid for lid, port in s.lids.items() if port != src and not s.nodes[port[0]].is_switch)
+    hops = s.route(src, dlid)
+    assert s.sl_dropped(hops, 3) and not s.sl_dropped(hops, 4)
+
+
 def test_a_path_in_several_shared_partitions_gets_opensms_choice(subnet):
     """Ports that share several partitions get the P_Key OpenSM would give them (IBA leaves
     the choice open): the partition lowest in OpenSM's map of the source's keys, which
