@@ -1,6 +1,7 @@
 """The SA agent (smagent.sa) on an in-process fabric: a sweep's `Subnet` snapshot, then
 SA MADs handed to `SaAgent.handle` as a transport would, and its answers decoded."""
 import dataclasses
+import random
 
 import pytest
 
@@ -227,6 +228,35 @@ def test_forwarding_table_and_guid_records(agent, subnet):
     assert [b.block_num for b in blocks] == list(range((ca.ports[port].guid_cap + 7) // 8)) and len(blocks) > 1
     assert all(g == 0 for b in blocks[1:] for g in b.guids)
     assert [b.block_num for b in table(agent, GUIDInfoRecord(lid=lid), "lid")] == [0]  # GUIDCap 1
+
+
+@pytest.mark.parametrize("shape", ["tree2", "tree3", "torus", "damaged", "lmc"])
+def test_path_summaries_give_what_walking_the_lfts_gives(shape):
+    """A PathRecord's MTU and rate from a CA port come from its link and the switch's kept
+    summary (`Records.downstream`): for every port and every LID, the same as walking the
+    LFTs from the port itself, on fabrics where MTUs and rates differ from link to link."""
+    from smagent import netfile, topogen
+    from smagent.sa import paths
+    from smagent.sa.records import Records
+    fabric = {"tree2": topogen.fat_tree_2(4), "tree3": topogen.fat_tree_3(4), "torus": topogen.torus_2d(3, 3),
+              "damaged": topogen.damaged_fat_tree_2(), "lmc": topogen.fat_tree_2(4)}[shape]
+    with smagent.connect("sim", topology=netfile.dumps(fabric)) as f:
+        r = f.sweep(lmc=1 if shape == "lmc" else 0, routing="updn" if shape == "torus" else None)
+    s = Subnet.from_sweep(r)
+    rng = random.Random(shape)
+    recs = Records(s)
+    caps = recs.port_caps  # links of every speed and MTU: the slowest and smallest must win
+    for key in list(caps):
+        mtu, code, gbps = caps[key]
+        caps[key] = (rng.choice([mtu, 3, 4, 5]), *rng.choice([(code, gbps), (2, 2.5), (5, 5.0), (7, 40.0)]))
+    checked = 0
+    for n in s.nodes.values():
+        for p in n.lid_ports():
+            for dlid, (g, dp) in s.lids.items():
+                ends = [(n.guid, 0 if n.is_switch else p), (g, 0 if s.nodes[g].is_switch else dp)]
+                assert paths._mtu_rate(recs, n, p, dlid, ends) == paths.walked_mtu_rate(recs, n, p, dlid, ends)
+                checked += 1
+    assert checked > 100
 
 
 def test_lmc_paths_pair_lids_by_offset():

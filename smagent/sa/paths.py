@@ -42,26 +42,55 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     pkey = s.path_pkey((sn.guid, 0 if sn.is_switch else sp), (dn.guid, 0 if dn.is_switch else dp), p_key)
     if pkey is None:
         return None
-    hops = s.route((sn.guid, sp), dlid)
-    if hops is None:
-        return None
-    caps = recs.port_caps
     ends = [(sn.guid, sp if not sn.is_switch else 0), (dn.guid, dp if not dn.is_switch else 0)]
-    crossed = [gp for a, b in hops for gp in (a, b)]
-    mtu = min(caps[k][0] if k in caps else 0 for k in ends + crossed)
-    rated = [caps[k] for k in crossed if k in caps] or [caps[k] for k in ends if k in caps]
-    rate = min(rated, key=lambda c: c[2])[1] if rated else 0
+    got = _mtu_rate(recs, sn, sp, dlid, ends)
+    if got is None:
+        return None
+    mtu, rate = got
     chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key, pkey)
     if sl is not None and sl != chosen and s.sl_fixed(dn.port_guid(dp), service_id, p_key):
         return None
     sl = chosen if sl is None else sl
-    if s.sl_dropped(hops, sl):
+    if sl in s._sls_to_vl15 and s.sl_dropped(s.route((sn.guid, sp), dlid) or [], sl):
         return None
     return PathRecord(dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid,
                       hop_limit=0, reversible=1, p_key=pkey if p_key is None else p_key, sl=sl,
                       mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
                       packet_life_time_selector=EXACTLY,
                       packet_life_time=0 if (sn.guid, sp) == (dn.guid, dp) else PACKET_LIFE_TIME)  # loopback: 0
+
+
+def _mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
+    """(MTU, Rate code) of the path from port (``sn``, ``sp``) to ``dlid``: the smallest
+    MTU over its ``ends`` and every port the LFTs take it through, the slowest rate over
+    those ports (the ends' without any); None if the LFTs do not deliver it. From a CA
+    port cabled to a switch: its link, then what the switch's path summary says
+    (`Records.downstream`); anything else walked (`walked_mtu_rate`)."""
+    caps = recs.port_caps
+    peer = None if sn.is_switch else recs.subnet.links.get((sn.guid, sp))
+    if peer is None or not recs.subnet.nodes[peer[0]].is_switch or recs.subnet.lids.get(dlid) == (sn.guid, sp):
+        return walked_mtu_rate(recs, sn, sp, dlid, ends)
+    down = recs.downstream(peer[0], dlid)
+    if down is None:
+        return None
+    link = [caps[k] for k in ((sn.guid, sp), peer) if k in caps]
+    if not link and down[1] == float("inf"):  # no port on the way known: the ends' rate
+        return walked_mtu_rate(recs, sn, sp, dlid, ends)
+    slow = min(link, key=lambda c: c[2]) if link else None
+    rate = down[2] if slow is None or down[1] <= slow[2] else slow[1]
+    return min([down[0]] + [c[0] for c in link] + [caps[k][0] if k in caps else 0 for k in ends]), rate
+
+
+def walked_mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
+    """`_mtu_rate` by walking the LFTs from the port itself."""
+    hops = recs.subnet.route((sn.guid, sp), dlid)
+    if hops is None:
+        return None
+    caps = recs.port_caps
+    crossed = [gp for a, b in hops for gp in (a, b)]
+    mtu = min(caps[k][0] if k in caps else 0 for k in ends + crossed)
+    rated = [caps[k] for k in crossed if k in caps] or [caps[k] for k in ends if k in caps]
+    return mtu, min(rated, key=lambda c: c[2])[1] if rated else 0
 
 
 def _lids(recs: Records, node: Node, port: int) -> tuple[int, ...]:

@@ -28,6 +28,7 @@ from mad.sa_records import (
 from smagent.subnet import LinkTables, Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
+DOWNSTREAM_KEPT = 1 << 19  # (switch, DLID) path summaries kept a snapshot (~100 MB at most); more: start again
 
 
 def port_mtu(node, port: int) -> int:
@@ -46,6 +47,7 @@ class Records:
 
     def __init__(self, subnet: Subnet):
         self.subnet = subnet
+        self._downstream: dict[tuple[int, int], tuple[int, float, int] | None] = {}
 
     @functools.cached_property
     def nodes(self) -> list[NodeRecord]:
@@ -169,6 +171,31 @@ class Records:
             for p, pi in n.ports.items():
                 rate = codes.rate_code(pi)
                 out[(n.guid, p)] = (port_mtu(n, p), rate, codes.rate_gbps(rate))
+        return out
+
+    def downstream(self, switch: int, dlid: int) -> tuple[int, float, int] | None:
+        """(the smallest MTU, the slowest rate's Gb/s and code) over the ports a packet
+        crosses from ``switch`` to ``dlid`` through the LFTs, from its exit port on (the
+        destination port included); None if the LFTs do not deliver it. Kept per (switch,
+        DLID) for the snapshot: the hosts of a leaf share it, so a PathRecord not asked
+        before costs no walk."""
+        key = (switch, dlid)
+        if key in self._downstream:
+            return self._downstream[key]
+        hops = self.subnet.route((switch, 0), dlid)
+        caps = self.port_caps
+        crossed = [caps[gp] for a, b in hops for gp in (a, b) if gp in caps] if hops is not None else None
+        if crossed is None:
+            out = None
+        elif not crossed:  # the switch's own LID: its port 0
+            own = caps.get((switch, 0))
+            out = (own[0], float("inf"), 0) if own else (0, float("inf"), 0)
+        else:
+            slow = min(crossed, key=lambda c: c[2])
+            out = (min(c[0] for c in crossed), slow[2], slow[1])
+        if len(self._downstream) >= DOWNSTREAM_KEPT:
+            self._downstream.clear()
+        self._downstream[key] = out
         return out
 
     @functools.cached_property
