@@ -29,6 +29,37 @@ pytestmark = SA_MARKS
 FIELDS = ("pkey", "sl", "mtu", "rate", "pkt_life", "preference", "qos_class")
 
 
+def both_sas(tmp_path, ibsim, procs, collect, conf=conf_text, opensm_args=()) -> tuple[dict, dict]:
+    """(OpenSM's answers, ours): on one ibsim fat_tree_2(4), the partitions.conf ``conf``
+    writes from the fabric's ports, `collect(sim)` under OpenSM (``opensm_args``), then,
+    OpenSM stopped, under `smagent run --partitions`."""
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    path = tmp_path / "partitions.conf"
+    path.write_text(conf(ports(sim)))
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, *opensm_args, "-P", str(path), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir),
+               osm_dir, osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    want = collect(sim)
+    osm.stop()
+    start_sa(sim, tmp_path, procs, "--partitions", path)
+    return want, collect(sim)
+
+
+def assert_same(got: dict, want: dict) -> None:
+    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+
+
+def with_sls(ports_list) -> str:
+    """`conf_text` with SLs given to two partitions."""
+    text = conf_text(ports_list).replace("storage=0x8001, ipoib, mtu=4", "storage=0x8001, ipoib, mtu=4, sl=1")
+    return text.replace("compute=0x0002", "compute=0x0002, sl=2")
+
+
 def paths(sim) -> dict:
     lids = lid_map(sim)
     cas = sorted(k for k in lids if k[1])
@@ -43,31 +74,13 @@ def paths(sim) -> dict:
 
 @pytest.mark.parametrize("sls", [False, True])
 def test_path_records_under_partitions_answer_like_opensm(tmp_path, ibsim, procs, sls):
-    net = tmp_path / "fabric.net"
-    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    sim = ibsim(net)
-    conf = tmp_path / "partitions.conf"
-    text = conf_text(ports(sim))
-    if sls:
-        text = text.replace("storage=0x8001, ipoib, mtu=4", "storage=0x8001, ipoib, mtu=4, sl=1")
-        text = text.replace("compute=0x0002", "compute=0x0002, sl=2")
-    conf.write_text(text)
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, *(["-Q"] if sls else []), "-P", str(conf), "-f", str(osm_dir / "opensm.log")],
-               sim.opensm_env(osm_dir), osm_dir, osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = paths(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs, "--partitions", conf)
-    got = paths(sim)
+    want, got = both_sas(tmp_path, ibsim, procs, paths, with_sls if sls else conf_text, ["-Q"] if sls else [])
     keys = {rec["pkey"] for _rc, recs in want.values() for rec in recs}
     assert {rec["sl"] for _rc, recs in want.values() for rec in recs} >= ({"0x0", "0x1", "0x2", "0x3"} if sls
                                                                           else {"0x0", "0x3"})
     assert keys >= {"0x1", "0x8001", "0xFFFF", "0x7FFF"}, keys  # several partitions in play
     assert any(not recs for _rc, recs in want.values())  # limited-limited pairs: no path
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    assert_same(got, want)
 
 
 def groups_seen(sim) -> dict:
@@ -83,23 +96,9 @@ def groups_seen(sim) -> dict:
 
 
 def test_multicast_groups_shown_as_opensm_shows_them(tmp_path, ibsim, procs):
-    net = tmp_path / "fabric.net"
-    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    sim = ibsim(net)
-    conf = tmp_path / "partitions.conf"
-    conf.write_text(conf_text(ports(sim)))
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-P", str(conf), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
-               osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = groups_seen(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs, "--partitions", conf)
-    got = groups_seen(sim)
+    want, got = both_sas(tmp_path, ibsim, procs, groups_seen)
     assert any(recs for _rc, recs in want.values())  # the ipoib partition's broadcast group
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    assert_same(got, want)
 
 
 REQUESTERS = ("H1", "H3", "H6")  # a full member (storage), limited ones sharing some partitions, none
@@ -143,28 +142,13 @@ def test_what_a_requester_sees_under_partitions_like_opensm(tmp_path, ibsim, pro
     LinkRecords, SwitchInfoRecords and PathRecords come (or not) as OpenSM's SA gives them
     under the same partitions.conf: only about the ports the requester shares a partition
     with (a switch port facing a host holds that host's P_Keys)."""
-    net = tmp_path / "fabric.net"
-    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    sim = ibsim(net)
-    conf = tmp_path / "partitions.conf"
-    conf.write_text(make_conf(ports(sim)))
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-P", str(conf), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
-               osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = views(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs, "--partitions", conf)
-    got = views(sim)
+    want, got = both_sas(tmp_path, ibsim, procs, views, make_conf)
     hidden = [k for k, (_rc, recs) in want.items() if not recs]
     assert ("H3", "NR", "L0") in hidden  # the filter is in play: switches are limited members
     if make_conf is conf_text:
         assert ("H3", "NR", "H5") in hidden and want[("H1", "NR", "H5")][1]  # a full member sees
         assert not want[("H3", "-p", "H6>H7")][1] and want[("H6", "-p", "H6>H7")][1]
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
-
+    assert_same(got, want)
 
 
 def table_views(sim) -> dict:
@@ -191,21 +175,7 @@ def test_table_records_a_requester_sees_like_opensm(tmp_path, ibsim, procs):
     """P_KeyTableRecords and SL2VL table records of CA ports and switch ports come (or
     not) to each requester, with the same tables, as from `opensm -Q` (which writes the
     tables smagent's default writes) under the same partitions.conf."""
-    net = tmp_path / "fabric.net"
-    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
-    sim = ibsim(net)
-    conf = tmp_path / "partitions.conf"
-    conf.write_text(conf_text(ports(sim)))
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-Q", "-P", str(conf), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
-               osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = table_views(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs, "--partitions", conf)
-    got = table_views(sim)
+    want, got = both_sas(tmp_path, ibsim, procs, table_views, opensm_args=["-Q"])
     assert not want[("H3", "PKTR", "H5")][1] and want[("H1", "PKTR", "H5")][1]  # the filter is in play
     assert not want[("H3", "PKTR", "L1/2")][1] and want[("H3", "PKTR", "L1/1")][1]  # switch ports by their keys
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    assert_same(got, want)
