@@ -299,3 +299,77 @@ def leave(obj, mgid, join_state, as_json):
         _show([client.delete(rec, MCMemberRecord.mask("mgid", "port_gid", "join_state"))], as_json, "MCMemberRecord")
     finally:
         t.close()
+
+
+# -- services (for tests and for trying the SA: a host's daemons register their own) ---------
+def _number(text: str, what: str, bits: int) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise BadInput(f"{what} {text!r} is not a number (decimal or 0x hex)") from None
+    if not 0 <= value < 1 << bits:
+        raise BadInput(f"{what} {text} does not fit in {bits} bits")
+    return value
+
+
+@sa.command()
+@_json
+@click.pass_obj
+def services(obj, as_json):
+    """ServiceRecords: every registration we may see (ServiceKey only with the SA's SM_Key)."""
+    from mad.sa_records import ServiceRecord
+    _run(obj, as_json, "ServiceRecord", ServiceRecord(), 0)
+
+
+def _service(name: str, service_id: str, p_key: str | None, lease: int | None):
+    """The ServiceRecord of service NAME (its ServiceGID filled in once the port is open) and
+    its component mask: checked before anything is sent."""
+    from mad.sa_records import ServiceRecord
+    if len(name.encode()) > 64:
+        raise BadInput(f"service name {name!r} is longer than 64 bytes")
+    fields: dict = {"service_id": _number(service_id, "ServiceID", 64), "service_gid": 0, "service_name": name}
+    if p_key is not None:
+        fields["service_p_key"] = _number(p_key, "--p-key", 16)
+    if lease is not None:
+        fields["service_lease"] = lease
+    return ServiceRecord(**fields), ServiceRecord.mask(*fields)
+
+
+_service_args = [click.argument("name"), click.argument("service_id", metavar="ID"),
+                 click.option("--p-key", default=None, help="ServiceP_Key (none: not in the component mask).")]
+
+
+def _with_service_args(f):
+    for deco in reversed(_service_args):
+        f = deco(f)
+    return f
+
+
+@sa.command("service-register")
+@_with_service_args
+@click.option("--lease", type=click.IntRange(0, 0xFFFFFFFF), default=None,
+              help="ServiceLease in seconds (none: for ever, 0xFFFFFFFF).")
+@_json
+@click.pass_obj
+def service_register(obj, name, service_id, p_key, lease, as_json):
+    """Register service NAME with ServiceID ID on this port (ServiceRecord Set)."""
+    rec, mask = _service(name, service_id, p_key, lease)
+    client, t = _client(obj)
+    try:
+        _show([client.set(rec.replace(service_gid=_own_gid(t)), mask)], as_json, "ServiceRecord")
+    finally:
+        t.close()
+
+
+@sa.command("service-delete")
+@_with_service_args
+@_json
+@click.pass_obj
+def service_delete(obj, name, service_id, p_key, as_json):
+    """Delete this port's registration of service NAME, ServiceID ID (ServiceRecord Delete)."""
+    rec, mask = _service(name, service_id, p_key, None)
+    client, t = _client(obj)
+    try:
+        _show([client.delete(rec.replace(service_gid=_own_gid(t)), mask)], as_json, "ServiceRecord")
+    finally:
+        t.close()

@@ -56,6 +56,7 @@ from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEAD
                     SaStatus, encode_table, matcher)
 from mad.sa_records import GUIDInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord, record_class
 from smagent.sa import multipath, paths, trace, visible
+from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
@@ -318,7 +319,7 @@ class SaAgent:
             served, method = SaAgent._subscribe, Method.GET
         elif attr == SaAttrID.SERVICE_RECORD and method in (Method.SET, Method.DELETE):
             served = SaAgent._register if method == Method.SET else SaAgent._unregister
-            method = Method.GET if method == Method.SET else Method.GET_TABLE  # a Delete may remove several
+            method = Method.GET  # the one registration of the request's RID
         if not self.master or self.subnet is None or served is None or method not in (Method.GET, Method.GET_TABLE):
             return UNSUPPORTED_ATTRIBUTE, b"", 0
         if attr == CLASS_PORT_INFO:
@@ -449,18 +450,19 @@ class SaAgent:
 
     def _register(self, q, mad, inc):
         self._check_service_pkey(q, mad, inc)
-        return [self.services.register(self._recs, q, mad.component_mask, self._now)]
+        return servicesmod.reveal([self.services.register(q, mad.component_mask, self._now)], self._reveal(mad))
 
     def _unregister(self, q, mad, inc):
         self._check_service_pkey(q, mad, inc)
-        return self.services.delete(q, mad.component_mask, self._now)
+        return servicesmod.reveal([self.services.delete(q, self._now)], self._reveal(mad))
 
     def _check_service_pkey(self, q, mad, inc) -> None:
         if not visible.Viewer(self._recs.subnet, inc.address.lid).may_register(q, mad.component_mask):
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "not a member of the ServiceP_Key's partition")
 
     def _services(self, q, mad, inc):
-        return self._shown(inc, self.services.find(q, mad.component_mask, self._now))
+        return servicesmod.reveal(self._shown(inc, self.services.find(q, mad.component_mask, self._now)),
+                               self._reveal(mad))
 
     def _subscribe(self, q, _mad, inc):
         lid = inc.address.lid

@@ -114,17 +114,22 @@ class Viewer:
         return self.sees(self.gid_port(subject if trap in (informs.GID_IN, informs.GID_OUT) else notice.issuer_gid))
 
     def may_register(self, r: ServiceRecord, mask: int) -> bool:
-        """Whether the requester may register or delete ``r``: a member of its ServiceP_Key's
-        partition (an invalid P_Key names none), and so is the port of its unicast
-        ServiceGID, as OpenSM checks them (ERR_REQ_INVALID otherwise)."""
-        if self.everything or not mask & ServiceRecord.mask("service_p_key") or not r.service_p_key & 0x7FFF:
+        """Whether the requester may register or delete ``r``, as OpenSM checks it
+        (ERR_REQ_INVALID otherwise): with ServiceP_Key in the mask, the requester is a member
+        of its partition, and so is the port of a unicast ServiceGID in the mask, which must
+        be a port of the subnet; an invalid P_Key (0x0000, 0x8000) is everyone's. Without
+        partitions too: a port holds the default P_Key alone."""
+        if not mask & ServiceRecord.mask("service_p_key"):
             return True
-        if self.me == NOBODY or not self.subnet.holds_pkey(self.me, r.service_p_key):
+        if self.me == NOBODY or not self._holds(self.me, r.service_p_key):
             return False
         if not mask & ServiceRecord.mask("service_gid") or r.service_gid >> 120 == 0xFF:  # multicast
             return True
         port = self.gid_port(r.service_gid)
-        return port is not None and self.subnet.holds_pkey(port, r.service_p_key)
+        return port is not None and self._holds(port, r.service_p_key)
+
+    def _holds(self, port: Port, p_key: int) -> bool:
+        return not p_key & 0x7FFF or self.subnet.holds_pkey(port, p_key)
 
 
 _ABOUT: dict[type, Callable[[Viewer, Any], bool]] = {
