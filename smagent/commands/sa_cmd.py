@@ -373,3 +373,42 @@ def service_delete(obj, name, service_id, p_key, as_json):
         _show([client.delete(rec.replace(service_gid=_own_gid(t)), mask)], as_json, "ServiceRecord")
     finally:
         t.close()
+
+
+# -- event subscriptions (for tests: a host's own stack subscribes by itself) ------------------
+def _lid_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    return _number(first, "--lids", 16), _number(last, "--lids", 16) if last else 0
+
+
+@sa.command()
+@click.argument("trap")
+@click.option("--unsubscribe", is_flag=True, help="Subscribe 0: end the subscription these fields name.")
+@click.option("--gid", "guid", default=None, help="Traps about this port GUID only (0x and 16 hex digits).")
+@click.option("--lids", default=None, help="Traps about LIDs BEGIN[-END] only (0xffff: every port, the default).")
+@click.option("--qpn", default="1", show_default=True, help="The QPN Reports go to (OpenSM sends them to the source QP).")
+@_json
+@click.pass_obj
+def subscribe(obj, trap, unsubscribe, guid, lids, qpn, as_json):
+    """Subscribe this port to generic trap TRAP (a number, or 'all') with InformInfo Set:
+    the SA's answer. Reports come to a process that listens, not to this command."""
+    from mad.sa_records import InformInfo
+    number = 0xFFFF if trap == "all" else _number(trap, "TRAP", 16)
+    gid, (begin, end) = 0, (0xFFFF, 0)
+    if guid is not None and lids is not None:
+        raise BadInput("give --gid or --lids, not both")
+    if guid is not None:
+        kind, gid = _endpoint(guid)
+        if kind != "gid":
+            raise BadInput(f"--gid {guid}: a port GUID (0x and 16 hex digits) is needed")
+        begin = 0
+    elif lids is not None:
+        begin, end = _lid_range(lids)
+    info = InformInfo(gid=gid, lid_range_begin=begin, lid_range_end=end, is_generic=1, subscribe=int(not unsubscribe),
+                      type=0xFFFF, trap_number_or_device_id=number, qpn=_number(qpn, "--qpn", 24),
+                      producer_type_or_vendor_id=0xFFFFFF)
+    client, t = _client(obj)
+    try:
+        _show([client.set(info, 0)], as_json, "InformInfo")
+    finally:
+        t.close()

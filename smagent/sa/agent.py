@@ -54,7 +54,8 @@ from mad.rmpp import (NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, Rm
                       RmppType, rmpp_of)
 from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEADER_SIZE, SaAttrID, SaMad, SaRecord,
                     SaStatus, encode_table, matcher)
-from mad.sa_records import GUIDInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord, record_class
+from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
+                            record_class)
 from smagent.sa import multipath, paths, trace, visible
 from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
@@ -80,6 +81,7 @@ _PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
 _PATH_ATTR_ID = int(SaAttrID.PATH_RECORD)
 _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
 # the LIDs a query may name by any LID of a port's LMC range (`SaAgent._at_base_lids`)
+_IIR_SELECT = InformInfoRecord.mask("subscriber_gid", "enum")  # OpenSM's InformInfoRecord keys
 _BASE_LID_FIELDS = {NodeRecord: ("lid",), PortInfoRecord: ("endport_lid", "lid"), GUIDInfoRecord: ("lid",),
                     LinkRecord: ("from_lid", "to_lid")}
 _RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
@@ -464,15 +466,23 @@ class SaAgent:
         return servicesmod.reveal(self._shown(inc, self.services.find(q, mad.component_mask, self._now)),
                                self._reveal(mad))
 
-    def _subscribe(self, q, _mad, inc):
+    def _subscribe(self, q, mad, inc):
         lid = inc.address.lid
-        if q.subscribe and not visible.Viewer(self._recs.subnet, lid).may_subscribe(q):
-            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "the trap sources share no partition with it")
         hit = self.subnet.port_of_lid(lid) if self.subnet is not None else None
-        return [self.informs.subscribe(q, lid, self._recs.gid(*hit) if hit is not None else 0)]
+        if hit is None:
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "a subscriber at a LID no port has")
+        # security traps (256..259) only to a trusted requester (C15-0.2-1.16, as OpenSM)
+        if q.subscribe and q.is_generic and q.trap_number_or_device_id in informsmod.SECURITY_TRAPS \
+                and not self._reveal(mad):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "security traps need the SM_Key")
+        if q.subscribe and not visible.Viewer(self._recs.subnet, lid).may_subscribe(q):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "no such trap source, or none shares a partition")
+        return [self.informs.subscribe(q, lid, self._recs.gid(*hit), inc.address.qpn)]
 
     def _inform_records(self, q, mad, inc):
-        return self._shown(inc, self._scan(self.informs.records(), q, mad.component_mask))
+        # only SubscriberGID and Enum select; the QPN only to a trusted requester (C15-0.2-1.16)
+        found = self._scan(self.informs.records(), q, mad.component_mask & _IIR_SELECT)
+        return [r if self._reveal(mad) else r.replace(qpn=0) for r in self._shown(inc, found)]
 
     def _pkey_tables(self, q, mad, inc):
         # P_Keys say who may talk to whom: only to a requester with our SM_Key (IBA 15.4.1),

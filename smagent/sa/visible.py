@@ -84,15 +84,19 @@ class Viewer:
         return records if about is None else [r for r in records if about(self, r)]
 
     def may_subscribe(self, info: InformInfo) -> bool:
-        """Whether the requester may subscribe to the traps ``info`` names (IBA o13-14.1.1:
-        it and the trap sources must reach each other): the port of its GID, else every
-        port of its LID range (LIDRangeEnd 0: LIDRangeBegin alone; 0xFFFF: every port, not
-        checked)."""
-        if self.everything:
-            return True
+        """Whether the requester may subscribe to the traps ``info`` names, as OpenSM
+        checks it (IBA o13-14.1.1: it and the trap sources must reach each other): the port
+        of its GID, which must be a port of the subnet, else every port of its LID range
+        (LIDRangeEnd 0: LIDRangeBegin alone; an end below the beginning: none; 0xFFFF: every
+        port, not checked), which must begin at a LID in use or below."""
         if info.gid:
-            return self.me != NOBODY and self.gid_port(info.gid) is not None and self.sees(self.gid_port(info.gid))
+            port = self.gid_port(info.gid)
+            return port is not None and (self.everything or self.sees(port))
         if info.lid_range_begin == ALL_LIDS:
+            return True
+        if info.lid_range_begin > max(self.subnet.lids, default=0):
+            return False
+        if self.everything:
             return True
         end = info.lid_range_end or info.lid_range_begin
         return all(self.sees(self.port(lid)) for lid in range(info.lid_range_begin, end + 1)
