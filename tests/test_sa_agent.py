@@ -586,6 +586,35 @@ def test_multipath_gives_every_pairs_paths_in_order(agent, subnet):
     assert status == 0 and exact == [r for r in got if r.mtu == top] and exact
 
 
+def test_multipath_with_lmc_gives_every_lid_pairing_as_opensm():
+    """With LMC 1 (2 LIDs a port), OpenSM's MultiPathRecord answer for one pair of ports is
+    the paths paired by LID offset first (Preference 0), then the other pairings, source
+    LID by source LID (Preference 2); NumbPath takes the first; a PathRecord query still
+    pairs by offset only."""
+    from mad.sa_records import MultiPathRecord
+    with smagent.connect("sim") as fabric:
+        s = Subnet.from_sweep(fabric.sweep(lmc=1))
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+    (a, pa), (b, pb) = _ends(s)
+    ga, gb = agent._recs.gid(a, pa), agent._recs.gid(b, pb)
+    la, lb = s.base_lid(a, pa), s.base_lid(b, pb)
+    status, got = multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), [ga, gb], "sgid_count", "dgid_count")
+    assert status == 0
+    assert [(r.slid, r.dlid, r.preference) for r in got] == [(la, lb, 0), (la + 1, lb + 1, 0), (la, lb + 1, 2),
+                                                            (la + 1, lb, 2)]
+    assert all((r.sgid, r.dgid, r.reversible, r.num_path) == (ga, gb, 1, 0) for r in got)
+    status, three = multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1, num_path=3), [ga, gb],
+                          "sgid_count", "dgid_count", "num_path")
+    assert status == 0 and three == got[:3]
+    assert len(table(agent, PathRecord(sgid=ga, dgid=gb), "sgid", "dgid")) == 2
+
+
+def _ends(s):
+    cas = sorted((n for n in s.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+    return (cas[0], cas[0].lid_ports()[0]), (cas[-1], cas[-1].lid_ports()[0])
+
+
 def test_multipath_request_of_several_segments(agent, subnet):
     """16 GIDs do not fit one MAD: the request comes in two RMPP segments, ACKed."""
     from mad.sa_records import MultiPathRecord

@@ -78,8 +78,8 @@ def test_subscriptions_select_by_trap_and_port(agent):
 
 
 def send_from(agent, lid, source_qp, sm_key=0, **kw):
-    q = sa.request(Method.SET, InformInfo(**{**ALL_GENERIC, "trap_number_or_device_id": 0xFFFF, **kw}), transaction_id=3,
-                   sm_key=sm_key)
+    info = InformInfo(**{**ALL_GENERIC, "trap_number_or_device_id": 0xFFFF, **kw})
+    q = sa.request(Method.SET, info, transaction_id=3, sm_key=sm_key)
     ((raw, _to),) = agent.handle(Incoming(q.encode(), Address(lid=lid, qpn=source_qp)), 0.0)
     return sa.SaMad.decode(raw)
 

@@ -386,7 +386,8 @@ def _lid_range(text: str) -> tuple[int, int]:
 @click.option("--unsubscribe", is_flag=True, help="Subscribe 0: end the subscription these fields name.")
 @click.option("--gid", "guid", default=None, help="Traps about this port GUID only (0x and 16 hex digits).")
 @click.option("--lids", default=None, help="Traps about LIDs BEGIN[-END] only (0xffff: every port, the default).")
-@click.option("--qpn", default="1", show_default=True, help="The QPN Reports go to (OpenSM sends them to the source QP).")
+@click.option("--qpn", default="1", show_default=True,
+              help="The QPN Reports go to (OpenSM sends them to the source QP).")
 @_json
 @click.pass_obj
 def subscribe(obj, trap, unsubscribe, guid, lids, qpn, as_json):

@@ -9,7 +9,9 @@ PathRecords (AttributeID PathRecord), as OpenSM gives it:
 * the pairs are taken source by source, destination by destination, each pair's paths as
   a PathRecord query by SGID and DGID with the MultiPathRecord's other components
   (MTU, rate, packet lifetime with their selectors; SL, P_Key, ... equal: `paths.query`);
-  with LMC a pair has one path per LID offset;
+  with LMC a pair has first one path per LID offset (Preference 0), then one for every
+  other pairing of the two ports' LIDs, source LID by source LID (Preference 2: they
+  overlap the first ones), as OpenSM orders them;
 * NumbPath (when given) bounds the whole answer, else `MAX_PATHS`; the first found are
   given. Each PathRecord says Reversible with NumbPath 0.
 
@@ -62,7 +64,8 @@ def query(recs: Records, data: bytes, mask: int, requester_lid: int) -> list[Pat
     out: list[PathRecord] = []
     for sgid in gids[:q.sgid_count]:
         for dgid in gids[q.sgid_count:]:
-            for pr in paths.query(recs, base.replace(sgid=sgid, dgid=dgid), pr_mask, requester_lid):
+            pairs = paths.query(recs, base.replace(sgid=sgid, dgid=dgid), pr_mask, requester_lid, every_lid_pair=True)
+            for pr in pairs:
                 if len(out) >= limit:
                     return out
                 out.append(pr.replace(num_path=0))
