@@ -239,3 +239,44 @@ def test_a_group_made_by_a_join_and_a_leave_answer_as_opensm(agent):
     left = ask(agent, Method.DELETE, MCMemberRecord(mgid=made.mgid, port_gid=b, join_state=SEND_ONLY), "mgid",
                "port_gid", "join_state").record(MCMemberRecord)
     assert (left.port_gid, left.join_state, left.scope, left.q_key, left.mtu_selector) == (b, FULL, 5, 0, 2)
+
+
+def path_ask(agent, method, pr, *fields, src=Address.gsi(1)):
+    from mad.sa_records import PathRecord
+    q = sa.request(method, pr, component_mask=PathRecord.mask(*fields), transaction_id=10)
+    ((raw, _to),) = agent.handle(Incoming(q.encode(), src), 0.0)
+    return sa.SaMad.decode(raw.ljust(256, b"\0"))
+
+
+def test_path_record_to_a_group_is_the_request_with_the_groups_parameters(agent):
+    """A PathRecord query to a multicast DGID, as OpenSM answers it (pr_process_multicast):
+    a member's SGID gets the request back with the group's MLID, P_Key, SL, TClass, MTU,
+    rate and packet lifetime (selectors 'exactly'), NumbPath 1 (Reversible 0), hop limit
+    the group's (link-local MGID) or 255; a non-member's SGID, an unknown group, or a
+    P_Key / SL / TClass / DLID other than the group's get none; MTU is not compared."""
+    from mad.sa_records import PathRecord
+    a, b = ca_gids(agent)[:2]
+    rec = join(agent, a, extra=("mtu", "mtu_selector"), mtu=4, mtu_selector=2).record(MCMemberRecord)
+    g = agent.groups.groups[MGID]
+    m = path_ask(agent, Method.GET, PathRecord(sgid=a, dgid=MGID, reversible=1, service_id=7), "sgid", "dgid")
+    assert m.status == 0
+    want = PathRecord(sgid=a, dgid=MGID, dlid=rec.mlid, service_id=7, num_path=1, p_key=0xFFFF, mtu_selector=2,
+                      mtu=4, rate_selector=2, rate=g.rate, packet_life_time_selector=2,
+                      packet_life_time=g.packet_life_time, hop_limit=g.hop_limit, sl=g.sl, tclass=g.tclass,
+                      flow_label=g.flow_label)
+    assert m.record(PathRecord) == want
+    for pr, fields in ((PathRecord(sgid=b, dgid=MGID), ("sgid", "dgid")),
+                       (PathRecord(sgid=a, dgid=MGID | 1), ("sgid", "dgid")),
+                       (PathRecord(sgid=a, dgid=MGID, p_key=0x7FFF), ("sgid", "dgid", "p_key")),
+                       (PathRecord(sgid=a, dgid=MGID, sl=1), ("sgid", "dgid", "sl")),
+                       (PathRecord(sgid=a, dgid=MGID, tclass=1), ("sgid", "dgid", "tclass")),
+                       (PathRecord(sgid=a, dgid=MGID, dlid=rec.mlid + 1), ("sgid", "dgid", "dlid"))):
+        assert path_ask(agent, Method.GET, pr, *fields).sa_status is sa.SaStatus.ERR_NO_RECORDS, (pr, fields)
+    big = path_ask(agent, Method.GET, PathRecord(sgid=a, dgid=MGID, mtu=5), "sgid", "dgid", "mtu")
+    assert big.status == 0 and big.record(PathRecord).mtu == 4
+    # beyond link-local scope: hop limit 255; a group made after a first answer is found (none kept)
+    site = 0xFF15A01BFFFF00000000000000001234
+    assert path_ask(agent, Method.GET, PathRecord(sgid=b, dgid=site), "sgid", "dgid").status != 0
+    join(agent, b, mgid=site)
+    found = path_ask(agent, Method.GET, PathRecord(sgid=b, dgid=site), "sgid", "dgid")
+    assert found.record(PathRecord).hop_limit == 255

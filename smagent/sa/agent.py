@@ -77,6 +77,8 @@ REQUEST_KEPT_S = 10.0  # a GetMulti request's reassembly: abandoned, or kept aft
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
+_PATH_DGID = SA_HEADER.stop + 8  # the first byte of a PathRecord's DGID (0xFF: multicast)
+_DGID_BIT = PathRecord.mask("dgid")  # in the ComponentMask's last byte
 _PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
 _PATH_ATTR_ID = int(SaAttrID.PATH_RECORD)
 _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
@@ -195,7 +197,7 @@ class SaAgent:
             self.answered += 1
             self.requests[hit[3]] += 1  # as `handle` counts: (AttributeID, method, the answer's status)
             return [(hit[0] + raw[8:16] + hit[1], hit[2])]
-        if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None:
+        if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None or _to_group(raw):
             return None
         out = self.handle(Incoming(raw, Address.unpack(source)), clock())
         packed = [(m, a.pack()) for m, a in out]
@@ -294,6 +296,8 @@ class SaAgent:
             return self._answer(incoming)
         # the SA header and the PathRecord only: under umad2sim a MAD's last 32 bytes are junk
         # (docs/PITFALLS.md), which made every request a cache miss
+        if _to_group(raw):
+            return self._answer(incoming)  # the groups change between snapshots: never kept
         key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], incoming.address.lid)
         hit = self._path_answers.get(key)
         if hit is None:
@@ -502,6 +506,8 @@ class SaAgent:
         return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
 
     def _paths(self, q, mad, inc):
+        if mad.component_mask & PathRecord.mask("dgid") and q.dgid >> 120 == 0xFF:  # to a multicast group
+            return self._shown(inc, self.groups.path(self._recs, q, mad.component_mask, mad.method == Method.GET))
         found = self._shown(inc, paths.query(self._recs, q, mad.component_mask, inc.address.lid))
         return found[:1] if mad.method == Method.GET else found  # a Get is NumbPath 1 (IBA 1.2), as OpenSM
 
@@ -513,6 +519,11 @@ class SaAgent:
     def _recs(self) -> Records:
         assert self._records is not None  # _answer checked a snapshot is published
         return self._records
+
+
+def _to_group(raw: bytes) -> bool:
+    """Whether a PathRecord query names a multicast DGID (answered from the groups)."""
+    return raw[_PATH_DGID] == 0xFF and bool(raw[SA_HEADER.stop - 1] & _DGID_BIT)
 
 
 def _trim(mad: bytes) -> bytes:

@@ -22,7 +22,7 @@ import dataclasses
 from mad import codes
 from mad import forwarding as fw
 from mad.sa import SaStatus, matcher
-from mad.sa_records import MCMemberRecord
+from mad.sa_records import MCMemberRecord, PathRecord
 from smagent import multicast
 from smagent.sa.paths import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError, port_mtu
 from smagent.sa.records import Records
@@ -226,6 +226,34 @@ class McastGroups:
             elif group_test(g.record()):
                 out.append(g.record())
         return out if trusted else [dataclasses.replace(r, port_gid=0, join_state=0, proxy_join=0) for r in out]
+
+    def path(self, recs: Records, q: PathRecord, mask: int, is_get: bool) -> list[PathRecord]:
+        """A PathRecord query whose DGID is a group's MGID, as OpenSM answers it (its
+        pr_process_multicast): the request itself with the group's MGID, MLID, P_Key, SL,
+        TClass, FlowLabel and hop limit (255 when the MGID's scope is beyond link-local), its MTU, rate and
+        packet lifetime 'exactly', NumbPath 1 and QoSClass 0; nothing when the group is
+        unknown, the SGID's or SLID's port is no member, or DLID, P_Key, SL, FlowLabel,
+        HopLimit or TClass in the mask differ from the group's (MTU, rate, packet lifetime
+        and RawTraffic are not compared), or a GetTable asks NumbPath 0."""
+        g = self.groups.get(q.dgid)
+        if g is None:
+            return []
+        members = {gid & (1 << 64) - 1 for gid in g.members}
+        hit = recs.subnet.port_of_lid(q.slid) if mask & PathRecord.mask("slid") else None
+        hop_limit = g.hop_limit if g.mgid >> 112 & 0xF == LINK_LOCAL else 0xFF  # the MGID's scope
+        if (mask & PathRecord.mask("dlid") and q.dlid != g.mlid
+                or mask & PathRecord.mask("sgid") and q.sgid & (1 << 64) - 1 not in members
+                or mask & PathRecord.mask("slid") and (hit is None or recs.gid(*hit) & (1 << 64) - 1 not in members)
+                or mask & PathRecord.mask("num_path") and not is_get and q.num_path == 0):
+            return []
+        for field, value in (("p_key", g.p_key), ("sl", g.sl), ("flow_label", g.flow_label),
+                             ("hop_limit", g.hop_limit), ("tclass", g.tclass)):
+            if mask & PathRecord.mask(field) and getattr(q, field) != value:
+                return []
+        return [q.replace(dgid=g.mgid, dlid=g.mlid, tclass=g.tclass, reversible=0, num_path=1, p_key=g.p_key,
+                          mtu_selector=EXACTLY, mtu=g.mtu, rate_selector=EXACTLY, rate=g.rate,
+                          packet_life_time_selector=EXACTLY, packet_life_time=g.packet_life_time, sl=g.sl,
+                          qos_class=0, hop_limit=hop_limit, flow_label=g.flow_label)]
 
     @staticmethod
     def _port(recs: Records, gid: int):
