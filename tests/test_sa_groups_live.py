@@ -117,6 +117,12 @@ def answers(sim) -> dict:
         "create": ask("H3", "join"),
         "create, rate < 10 Gb/s": ask("H2", "join", "--rate", "3", "--selector", "less"),
         "create, largest MTU": ask("H2", "join", "--mtu", "5", "--selector", "largest"),
+        "create IPv6 all-nodes (its broadcast group exists)": ask("H2", "join", "ff12:601b:ffff::1"),
+        "create IPoIB, no broadcast group of that scope": ask("H2", "join", "ff15:401b:ffff::1234"),
+        "create IPoIB, another Q_Key": ask("H2", "join", "ff12:401b:ffff::1234", "--q-key", "0x1"),
+        "create with the SA's signature, link-local": ask("H2", "join", "ff12:a01b:ffff::1234"),
+        "create with reserved flags": ask("H2", "join", "ff32::1234"),
+        "create with the SA's signature, site-local": ask("H2", "join", "ff15:a01b:ffff::1234"),
         "leave": ask("H3", "leave", BROADCAST),
         "leave again": ask("H3", "leave", BROADCAST),
         "leave full, a send-only member": ask("H4", "leave", BROADCAST),
@@ -141,6 +147,9 @@ def test_joins_and_leaves_answer_like_opensm(tmp_path, ibsim, procs):
     start_sa(sim, tmp_path, procs)
     got = answers(sim)
     assert isinstance(want["create, rate < 10 Gb/s"], list) and not isinstance(want["leave again"], list)
+    assert isinstance(want["create IPv6 all-nodes (its broadcast group exists)"], list)
+    assert not any(isinstance(want[k], list) for k in want if k.startswith("create") and "link-local" in k
+                   or "no broadcast" in k or "reserved" in k)
     wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
     assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
 

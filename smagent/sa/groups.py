@@ -31,6 +31,8 @@ FULL, NON, SEND_ONLY = 1, 2, 4
 IPOIB_QKEY = 0x0B1B  # the IPoIB Q_Key (RFC 4391), OpenSM's for its broadcast groups
 LINK_LOCAL = 2
 DEFAULT_PKEY = 0xFFFF
+IPOIB_SIGNATURES = (0x401B, 0x601B)  # IPv4 and IPv6 over IB (RFC 4391, 2464)
+SA_SIGNATURE = 0xA01B  # MGIDs an SA assigns (OpenSM's)
 
 
 def ipoib_broadcast_mgid(p_key: int = DEFAULT_PKEY, scope: int = LINK_LOCAL) -> int:
@@ -153,6 +155,8 @@ class McastGroups:
                                  "creating a group needs Q_Key, P_Key, SL, FlowLabel, TClass")
             if q.join_state & FULL == 0:
                 raise GroupError(SaStatus.ERR_REQ_INVALID, "only a full member creates a group")
+            if q.mgid:
+                self._check_requested_mgid(q, mask)
             g_mtu, g_rate = _pick(mask, q, "mtu", mtu), _pick(mask, q, "rate", rate, codes.rate_gbps)
             if g_mtu is None or g_rate is None:
                 raise GroupError(SaStatus.ERR_REQ_INVALID, "the member's link cannot carry the MTU/rate asked for")
@@ -176,6 +180,33 @@ class McastGroups:
         if not before:
             self.version += 1
         return g.record(q.port_gid, g.members[q.port_gid])
+
+    def _check_requested_mgid(self, q: MCMemberRecord, mask: int) -> None:
+        """A new group's MGID as OpenSM validates it (ipoib_mcgroup_creation_validation, on
+        by default; ERR_REQ_INVALID): an IPoIB one (signature 401b/601b) other than the IPv4
+        broadcast group needs its partition's and scope's broadcast group to exist and the
+        join's Q_Key, P_Key, TClass, SL, FlowLabel, HopLimit, where masked, to be that
+        group's; any other has no reserved flag bits, and an SA-style one (a01b) is not
+        link-local."""
+        signature, scope = q.mgid >> 96 & 0xFFFF, q.mgid >> 112 & 0xF
+        if signature not in IPOIB_SIGNATURES:
+            if q.mgid >> 117 & 0x7 or signature == SA_SIGNATURE and scope == LINK_LOCAL:
+                raise GroupError(SaStatus.ERR_REQ_INVALID, f"MGID {mgid_text(q.mgid)}: reserved flags, or "
+                                 "the SA's signature a01b with link-local scope")
+            return
+        bcast = (0xFF10 | scope) << 112 | 0x401B << 96 | (q.mgid >> 80 & 0xFFFF) << 80 | 0xFFFFFFFF
+        if q.mgid == bcast:
+            return
+        b = self.groups.get(bcast)
+        if b is None:
+            raise GroupError(SaStatus.ERR_REQ_INVALID, f"IPoIB group {mgid_text(q.mgid)}: its broadcast group "
+                             f"{mgid_text(bcast)} does not exist")
+        has = lambda n: mask & MCMemberRecord.mask(n)  # noqa: E731
+        pkey_ok = (q.p_key & 0x8000 or b.p_key & 0x8000) and q.p_key & 0x7FFF == b.p_key & 0x7FFF
+        if has("p_key") and not pkey_ok or any(has(f) and getattr(q, f) != getattr(b, f) for f in
+                                              ("q_key", "tclass", "sl", "flow_label", "hop_limit")):
+            raise GroupError(SaStatus.ERR_REQ_INVALID, f"IPoIB group {mgid_text(q.mgid)}: the join's parameters "
+                             f"differ from its broadcast group's")
 
     def leave(self, q: MCMemberRecord, mask: int) -> MCMemberRecord:
         """MCMemberRecord Delete: the JoinState bits named (every one held: o15-0.1.14) are
