@@ -229,7 +229,7 @@ def test_forwarding_table_and_guid_records(agent, subnet):
     assert [b.block_num for b in table(agent, GUIDInfoRecord(lid=lid), "lid")] == [0]  # GUIDCap 1
 
 
-def test_lmc_paths_pair_lids_by_offset():
+def test_lmc_paths_pair_lids_by_offset_then_every_other_pairing():
     with smagent.connect("sim") as fabric:
         r = fabric.sweep(lmc=1)
     s = Subnet.from_sweep(r)
@@ -241,7 +241,9 @@ def test_lmc_paths_pair_lids_by_offset():
     sgid, dgid = agent._recs.gid(a, pa), agent._recs.gid(b, pb)
     got = table(agent, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid")
     base_a, base_b = s.base_lid(a, pa), s.base_lid(b, pb)
-    assert [(p.slid, p.dlid) for p in got] == [(base_a, base_b), (base_a + 1, base_b + 1)]
+    # as OpenSM: the offset pairs (Preference 0), then the others (2)
+    assert [(p.slid, p.dlid, p.preference) for p in got] == [(base_a, base_b, 0), (base_a + 1, base_b + 1, 0),
+                                                             (base_a, base_b + 1, 2), (base_a + 1, base_b, 2)]
     # a Get is NumbPath 1 (IBA 1.2 erratum): the first, as OpenSM answers; NumbPath limits a GetTable
     first = ask(agent, Method.GET, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid").record(PathRecord)
     assert (first.slid, first.dlid) == (base_a, base_b)
@@ -589,8 +591,7 @@ def test_multipath_gives_every_pairs_paths_in_order(agent, subnet):
 def test_multipath_with_lmc_gives_every_lid_pairing_as_opensm():
     """With LMC 1 (2 LIDs a port), OpenSM's MultiPathRecord answer for one pair of ports is
     the paths paired by LID offset first (Preference 0), then the other pairings, source
-    LID by source LID (Preference 2); NumbPath takes the first; a PathRecord query still
-    pairs by offset only."""
+    LID by source LID (Preference 2), as its PathRecord answer; NumbPath takes the first."""
     from mad.sa_records import MultiPathRecord
     with smagent.connect("sim") as fabric:
         s = Subnet.from_sweep(fabric.sweep(lmc=1))
@@ -607,7 +608,7 @@ def test_multipath_with_lmc_gives_every_lid_pairing_as_opensm():
     status, three = multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1, num_path=3), [ga, gb],
                           "sgid_count", "dgid_count", "num_path")
     assert status == 0 and three == got[:3]
-    assert len(table(agent, PathRecord(sgid=ga, dgid=gb), "sgid", "dgid")) == 2
+    assert table(agent, PathRecord(sgid=ga, dgid=gb), "sgid", "dgid") == got
 
 
 def _ends(s):

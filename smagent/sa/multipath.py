@@ -64,8 +64,7 @@ def query(recs: Records, data: bytes, mask: int, requester_lid: int) -> list[Pat
     out: list[PathRecord] = []
     for sgid in gids[:q.sgid_count]:
         for dgid in gids[q.sgid_count:]:
-            pairs = paths.query(recs, base.replace(sgid=sgid, dgid=dgid), pr_mask, requester_lid, every_lid_pair=True)
-            for pr in pairs:
+            for pr in paths.query(recs, base.replace(sgid=sgid, dgid=dgid), pr_mask, requester_lid):
                 if len(out) >= limit:
                     return out
                 out.append(pr.replace(num_path=0))

@@ -122,23 +122,22 @@ def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
     return sorted(ports, key=lambda e: int.from_bytes(e[0].port_guid(e[1]).to_bytes(8, "big"), "little"))
 
 
-def lid_pairs(slids: tuple[int, ...], dlids: tuple[int, ...], every: bool):
-    """(SLID, DLID, Preference) of two ports' LIDs (LMC): paired by offset from the base,
-    Preference 0; with ``every`` (OpenSM's MultiPathRecord) then every other pairing, source
-    offset by source offset, Preference 2 (they share a path with the first ones)."""
+def lid_pairs(slids: tuple[int, ...], dlids: tuple[int, ...]):
+    """(SLID, DLID, Preference) of two ports' LIDs (LMC), in OpenSM's order (its
+    PathRecord and MultiPathRecord alike): paired by offset from the base, Preference 0,
+    then every other pairing, source offset by source offset, Preference 2 (they overlap
+    the first ones)."""
     yield from ((s, d, 0) for s, d in zip(slids, dlids))
-    if every:
-        yield from ((s, d, 2) for i, s in enumerate(slids) for j, d in enumerate(dlids) if i != j)
+    yield from ((s, d, 2) for i, s in enumerate(slids) for j, d in enumerate(dlids) if i != j)
 
 
-def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0, every_lid_pair: bool = False
-          ) -> list[PathRecord]:
+def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> list[PathRecord]:
     """The PathRecords a query selects, as OpenSM answers: a source or destination not
     named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
     destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
-    are paired by their offset from the base (base to base, base+1 to base+1, ...; with
-    ``every_lid_pair`` then every other pairing, `lid_pairs`), at most NumbPath pairs when
-    the query gives it (a Get takes the first: IBA 1.2's NumbPath
+    are paired by their offset from the base (base to base, base+1 to base+1, ...), then
+    every other pairing with Preference 2 (`lid_pairs`), at most NumbPath pairs when the
+    query gives it (a Get takes the first: IBA 1.2's NumbPath
     1, the caller's cut). TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
     the QoS policy's SL) and Preference select nothing (OpenSM compares none of them
     outside multicast), and the answer carries none of them."""
@@ -156,7 +155,7 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0, every
     out: list[PathRecord] = []
     for (sn, sp, slids), (dn, dp, dlids) in pairs:
         found = 0
-        for slid, dlid, preference in lid_pairs(slids, dlids, every_lid_pair):
+        for slid, dlid, preference in lid_pairs(slids, dlids):
             if per_pair is not None and found >= per_pair:
                 break
             pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl)
