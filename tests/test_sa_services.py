@@ -65,8 +65,13 @@ def test_bad_registrations_say_why(agent):
     # a partition the requester is no member of (without partitions: all but the default)
     assert ask(agent, Method.SET, rec.replace(service_p_key=0x8001), *KEY).sa_status is sa.SaStatus.ERR_REQ_INVALID
     assert not agent.services.registered
-    # without ServiceP_Key nothing is checked: a GID of no port is registered (OpenSM does)
+    # without ServiceP_Key nothing is checked: a GID of no port is registered (OpenSM does),
+    # and a P_Key the requester does not hold, kept and then shown only to its members: none
     assert ask(agent, Method.SET, stranger, "service_id", "service_gid").status == 0
+    hidden = rec.replace(service_id=2, service_p_key=0x8001)
+    assert ask(agent, Method.SET, hidden, "service_id", "service_gid").status == 0
+    assert [r.service_id for r in table(agent, ServiceRecord())] == [1]
+    assert len(agent.services.registered) == 2
 
 
 def test_without_a_p_key_answered_with_the_default_and_deleted_by_what_was_sent(agent):

@@ -467,8 +467,10 @@ class SaAgent:
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "not a member of the ServiceP_Key's partition")
 
     def _services(self, q, mad, inc):
-        return servicesmod.reveal(self._shown(inc, self.services.find(q, mad.component_mask, self._now)),
-                               self._reveal(mad))
+        # a valid ServiceP_Key hides it from non-members, partitions or not (as OpenSM)
+        viewer = visible.Viewer(self._recs.subnet, inc.address.lid)
+        found = [r for r in self.services.find(q, mad.component_mask, self._now) if viewer.service(r)]
+        return servicesmod.reveal(found, self._reveal(mad))
 
     def _subscribe(self, q, mad, inc):
         lid = inc.address.lid

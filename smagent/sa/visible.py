@@ -72,7 +72,9 @@ class Viewer:
         return self.sees(a) and self.sees(b) and (a is None or b is None or self.subnet.share_pkey(a, b))
 
     def service(self, r: ServiceRecord) -> bool:
-        if not r.service_p_key & 0x7FFF:  # an invalid P_Key names no partition: shown to all
+        """Shown to a member of its ServiceP_Key's partition (without partitions: the default
+        one), and to all when that P_Key is invalid (names no partition)."""
+        if not r.service_p_key & 0x7FFF:
             return True
         return self.me != NOBODY and self.subnet.holds_pkey(self.me, r.service_p_key)
 
