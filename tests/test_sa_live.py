@@ -256,3 +256,47 @@ def test_paths_between_ports_with_lmc_come_in_opensms_order(tmp_path, ibsim, pro
     a2, b2, got = paths(sim)
     assert want[:2] == [(a, b, 0), (a + 1, b + 1, 0)] and len(want) >= 3
     assert got[:2] == [(a2, b2, 0), (a2 + 1, b2 + 1, 0)] and len(got) == 4 and got[3] == (a2 + 1, b2, 2)
+
+
+def test_sminfo_records_of_a_standby_opensm_answer_like_opensm(tmp_path, ibsim, procs):
+    """A second OpenSM (priority 1, on H1) joins as STANDBY under a master of priority 10:
+    OpenSM's SA and ours list both SMs alike (`saquery SMIR`, and by the standby's LID),
+    once the master has seen the standby settle (OpenSM's does at its next sweep, ours
+    within a poll); ActCount differs on purpose."""
+    import time
+
+    def standby(name):
+        d = tmp_path / name
+        p = Proc([OPENSM, "-p", "1", "-f", str(d / "opensm.log")], dict(sim.opensm_env(d), SIM_HOST="H1"), d,
+                 d / "stdout")
+        procs.append(p)
+        return p
+
+    def answers():
+        deadline = time.monotonic() + 30
+        while True:
+            rows = records(saquery(sim, "SMIR").stdout)
+            if [r["SMState"] for r in rows] == ["3", "2"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        h1 = lid_map(sim)[("H1", 1)]
+        return [{k: v for k, v in r.items() if k != "ActCount"} for r in
+                rows + records(saquery(sim, "SMIR", h1).stdout)]
+
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, "-p", "10", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+               osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    sb = standby("standby1")
+    want = answers()
+    sb.stop()
+    osm.stop()
+    start_sa(sim, tmp_path, procs, "--priority", "10")
+    standby("standby2")
+    got = answers()
+    assert [(r["Priority"], r["SMState"]) for r in want] == [("10", "3"), ("1", "2"), ("1", "2")]
+    assert got == want
