@@ -75,7 +75,7 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
                       packet_life_time=0 if (sn.guid, sp) == (dn.guid, dp) else PACKET_LIFE_TIME)  # loopback: 0
 
 
-def _lids(recs: Records, node: Node, port: int) -> tuple[int, ...]:
+def lids_of(recs: Records, node: Node, port: int) -> tuple[int, ...]:
     """The LIDs of a port: a switch's one, a CA port's 2^LMC from its base."""
     base = recs.subnet.base_lid(node, port)
     pi = node.ports.get(port)
@@ -94,7 +94,7 @@ def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
         hit = s.port_of_guid(gid & (1 << 64) - 1)
         if hit is None or recs.gid(*hit) != gid:
             raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
-        return [(hit[0], hit[1], _lids(recs, *hit))]
+        return [(hit[0], hit[1], lids_of(recs, *hit))]
     if mask & PathRecord.mask(lid_field):
         lid = getattr(q, lid_field)
         hit = s.port_of_lid(lid)
@@ -118,7 +118,7 @@ def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
     """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs,
     keyed by the GUID's network-order bytes read as a little-endian number."""
     s = recs.subnet
-    ports = [(n, p, _lids(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if _lids(recs, n, p)]
+    ports = [(n, p, lids_of(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if lids_of(recs, n, p)]
     return sorted(ports, key=lambda e: int.from_bytes(e[0].port_guid(e[1]).to_bytes(8, "big"), "little"))
 
 
