@@ -259,7 +259,7 @@ def test_path_summaries_give_what_walking_the_lfts_gives(shape):
     assert checked > 100
 
 
-def test_lmc_paths_pair_lids_by_offset():
+def test_lmc_paths_pair_lids_by_offset_then_every_other_pairing():
     with smagent.connect("sim") as fabric:
         r = fabric.sweep(lmc=1)
     s = Subnet.from_sweep(r)
@@ -271,7 +271,9 @@ def test_lmc_paths_pair_lids_by_offset():
     sgid, dgid = agent._recs.gid(a, pa), agent._recs.gid(b, pb)
     got = table(agent, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid")
     base_a, base_b = s.base_lid(a, pa), s.base_lid(b, pb)
-    assert [(p.slid, p.dlid) for p in got] == [(base_a, base_b), (base_a + 1, base_b + 1)]
+    # as OpenSM: the offset pairs (Preference 0), then the others (2)
+    assert [(p.slid, p.dlid, p.preference) for p in got] == [(base_a, base_b, 0), (base_a + 1, base_b + 1, 0),
+                                                             (base_a, base_b + 1, 2), (base_a + 1, base_b, 2)]
     # a Get is NumbPath 1 (IBA 1.2 erratum): the first, as OpenSM answers; NumbPath limits a GetTable
     first = ask(agent, Method.GET, PathRecord(sgid=sgid, dgid=dgid), "sgid", "dgid").record(PathRecord)
     assert (first.slid, first.dlid) == (base_a, base_b)
@@ -631,6 +633,65 @@ def test_multipath_gives_every_pairs_paths_in_order(agent, subnet):
     status, exact = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, mtu_selector=2, mtu=top), g,
                           "sgid_count", "dgid_count", "mtu_selector", "mtu")
     assert status == 0 and exact == [r for r in got if r.mtu == top] and exact
+
+
+def test_multipath_with_lmc_gives_every_lid_pairing_as_opensm():
+    """With LMC 1 (2 LIDs a port), OpenSM's MultiPathRecord answer for one pair of ports is
+    the paths paired by LID offset first (Preference 0), then the other pairings, source
+    LID by source LID (Preference 2), as its PathRecord answer; NumbPath takes the first."""
+    from mad.sa_records import MultiPathRecord
+    with smagent.connect("sim") as fabric:
+        s = Subnet.from_sweep(fabric.sweep(lmc=1))
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+    (a, pa), (b, pb) = _ends(s)
+    ga, gb = agent._recs.gid(a, pa), agent._recs.gid(b, pb)
+    la, lb = s.base_lid(a, pa), s.base_lid(b, pb)
+    status, got = multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1), [ga, gb], "sgid_count", "dgid_count")
+    assert status == 0
+    assert [(r.slid, r.dlid, r.preference) for r in got] == [(la, lb, 0), (la + 1, lb + 1, 0), (la, lb + 1, 2),
+                                                            (la + 1, lb, 2)]
+    assert all((r.sgid, r.dgid, r.reversible, r.num_path) == (ga, gb, 1, 0) for r in got)
+    status, three = multi(agent, MultiPathRecord(sgid_count=1, dgid_count=1, num_path=3), [ga, gb],
+                          "sgid_count", "dgid_count", "num_path")
+    assert status == 0 and three == got[:3]
+    assert table(agent, PathRecord(sgid=ga, dgid=gb), "sgid", "dgid") == got
+
+
+def test_multipath_for_apm_gives_one_diagonal_from_hashed_offsets():
+    """Two sources, two destinations, NumbPath 2 (APM), as OpenSM answers: sources and
+    destinations each ordered by port GUID (as OpenSM compares them: network order read on
+    x86), an LID offset from a hash of the first ones' base LIDs for the first source's
+    path and the next for the second's, the diagonal (S0-D0, S1-D1) where its paths are no
+    longer; the same whatever order the GIDs come in."""
+    from mad.sa_records import MultiPathRecord
+    with smagent.connect("sim") as fabric:
+        s = Subnet.from_sweep(fabric.sweep(lmc=1))
+    agent = SaAgent(SM_KEY)
+    agent.publish(s)
+    cas = sorted(((n, n.lid_ports()[0]) for n in s.nodes.values() if not n.is_switch), key=lambda c: c[0].guid)
+    picked = [cas[0], cas[1], cas[-2], cas[-1]]
+    gids = [agent._recs.gid(n, p) for n, p in picked]
+    wire = lambda e: int.from_bytes((e[0] & (1 << 64) - 1).to_bytes(8, "big"), "little")  # noqa: E731
+    (g0, l0), (g1, l1) = sorted([(gids[i], s.base_lid(*picked[i])) for i in (0, 1)], key=wire)
+    (h0, m0), (h1, m1) = sorted([(gids[i], s.base_lid(*picked[i])) for i in (2, 3)], key=wire)
+    a, b = sorted((l0, m0))
+    offs = ((a >> 1) << 4 | b >> 1) % 103
+    fields = ("sgid_count", "dgid_count", "num_path")
+    status, got = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, num_path=2), gids, *fields)
+    assert status == 0
+    assert [(r.sgid, r.dgid, r.slid, r.dlid) for r in got] == [
+        (g0, h0, l0 + offs % 2, m0 + offs % 2), (g1, h1, l1 + (offs + 1) % 2, m1 + (offs + 1) % 2)]
+    swapped = [gids[1], gids[0], gids[3], gids[2]]
+    assert multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, num_path=2), swapped, *fields) == (0, got)
+    # NumbPath 3: every pair's paths instead
+    status, every = multi(agent, MultiPathRecord(sgid_count=2, dgid_count=2, num_path=3), gids, *fields)
+    assert status == 0 and len(every) == 3 and every[0].preference == 0
+
+
+def _ends(s):
+    cas = sorted((n for n in s.nodes.values() if not n.is_switch), key=lambda n: n.guid)
+    return (cas[0], cas[0].lid_ports()[0]), (cas[-1], cas[-1].lid_ports()[0])
 
 
 def test_multipath_request_of_several_segments(agent, subnet):

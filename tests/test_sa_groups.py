@@ -13,7 +13,7 @@ from smagent.transport.address import Address, Incoming
 from sa_fixtures import agent, subnet  # noqa: F401 (the fixtures)
 from sa_fixtures import table as sa_table
 
-MGID = 0xFF12A01BFFFF00000000000000001234
+MGID = 0xFF15A01BFFFF00000000000000001234  # site-local: a link-local a01b MGID is the SA's to assign
 CREATE = ("mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
 
 
@@ -30,7 +30,7 @@ def ask(agent, method, record, *fields, src=Address.gsi(1), sm_key=0):
 
 
 def join(agent, gid, mgid=MGID, state=FULL, extra=(), **kw):
-    rec = MCMemberRecord(mgid=mgid, port_gid=gid, q_key=0x0B1B, p_key=0xFFFF, join_state=state, **kw)
+    rec = MCMemberRecord(**{"mgid": mgid, "port_gid": gid, "q_key": 0x0B1B, "p_key": 0xFFFF, "join_state": state, **kw})
     return ask(agent, Method.SET, rec, *CREATE, *extra)
 
 
@@ -239,3 +239,65 @@ def test_a_group_made_by_a_join_and_a_leave_answer_as_opensm(agent):
     left = ask(agent, Method.DELETE, MCMemberRecord(mgid=made.mgid, port_gid=b, join_state=SEND_ONLY), "mgid",
                "port_gid", "join_state").record(MCMemberRecord)
     assert (left.port_gid, left.join_state, left.scope, left.q_key, left.mtu_selector) == (b, FULL, 5, 0, 2)
+
+
+def path_ask(agent, method, pr, *fields, src=Address.gsi(1)):
+    from mad.sa_records import PathRecord
+    q = sa.request(method, pr, component_mask=PathRecord.mask(*fields), transaction_id=10)
+    ((raw, _to),) = agent.handle(Incoming(q.encode(), src), 0.0)
+    return sa.SaMad.decode(raw.ljust(256, b"\0"))
+
+
+def test_path_record_to_a_group_is_the_request_with_the_groups_parameters(agent):
+    """A PathRecord query to a multicast DGID, as OpenSM answers it (pr_process_multicast):
+    a member's SGID gets the request back with the group's MLID, P_Key, SL, TClass, MTU,
+    rate and packet lifetime (selectors 'exactly'), NumbPath 1 (Reversible 0), hop limit
+    the group's (link-local MGID) or 255; a non-member's SGID, an unknown group, or a
+    P_Key / SL / TClass / DLID other than the group's get none; MTU is not compared."""
+    from mad.sa_records import PathRecord
+    a, b = ca_gids(agent)[:2]
+    ll = 0xFF12E00DFFFF0000000000000000ABCD  # link-local
+    rec = join(agent, a, mgid=ll, extra=("mtu", "mtu_selector"), mtu=4, mtu_selector=2).record(MCMemberRecord)
+    g = agent.groups.groups[ll]
+    m = path_ask(agent, Method.GET, PathRecord(sgid=a, dgid=ll, reversible=1, service_id=7), "sgid", "dgid")
+    assert m.status == 0
+    want = PathRecord(sgid=a, dgid=ll, dlid=rec.mlid, service_id=7, num_path=1, p_key=0xFFFF, mtu_selector=2,
+                      mtu=4, rate_selector=2, rate=g.rate, packet_life_time_selector=2,
+                      packet_life_time=g.packet_life_time, hop_limit=g.hop_limit, sl=g.sl, tclass=g.tclass,
+                      flow_label=g.flow_label)
+    assert m.record(PathRecord) == want
+    for pr, fields in ((PathRecord(sgid=b, dgid=ll), ("sgid", "dgid")),
+                       (PathRecord(sgid=a, dgid=ll + 2), ("sgid", "dgid")),
+                       (PathRecord(sgid=a, dgid=ll, p_key=0x7FFF), ("sgid", "dgid", "p_key")),
+                       (PathRecord(sgid=a, dgid=ll, sl=1), ("sgid", "dgid", "sl")),
+                       (PathRecord(sgid=a, dgid=ll, tclass=1), ("sgid", "dgid", "tclass")),
+                       (PathRecord(sgid=a, dgid=ll, dlid=rec.mlid + 1), ("sgid", "dgid", "dlid"))):
+        assert path_ask(agent, Method.GET, pr, *fields).sa_status is sa.SaStatus.ERR_NO_RECORDS, (pr, fields)
+    big = path_ask(agent, Method.GET, PathRecord(sgid=a, dgid=ll, mtu=5), "sgid", "dgid", "mtu")
+    assert big.status == 0 and big.record(PathRecord).mtu == 4
+    # beyond link-local scope: hop limit 255; a group made after a first answer is found (none kept)
+    site = MGID
+    assert path_ask(agent, Method.GET, PathRecord(sgid=b, dgid=site), "sgid", "dgid").status != 0
+    join(agent, b, mgid=site)
+    found = path_ask(agent, Method.GET, PathRecord(sgid=b, dgid=site), "sgid", "dgid")
+    assert found.record(PathRecord).hop_limit == 255
+
+
+def test_requested_mgids_are_validated_as_opensm(agent):
+    """OpenSM's ipoib_mcgroup_creation_validation: a new IPoIB group (401b/601b) needs its
+    partition's and scope's broadcast group, with the same Q_Key (and P_Key, SL, ... where
+    asked); an MGID with reserved flag bits, or the SA's signature a01b at link-local
+    scope, is refused."""
+    a = ca_gids(agent)[0]
+    ipv6_all_nodes = 0xFF12601BFFFF << 80 | 1
+    bad = sa.SaStatus.ERR_REQ_INVALID
+    assert join(agent, a, mgid=ipv6_all_nodes).sa_status is bad  # no broadcast group yet
+    agent.groups.precreate(ipoib_broadcast_mgid(), mtu=4, rate=3)
+    assert join(agent, a, mgid=ipv6_all_nodes).status == 0
+    for mgid, kw in ((0xFF12401BFFFF << 80 | 0x1234, {"q_key": 1}),  # not the broadcast group's Q_Key
+                     (0xFF15401BFFFF << 80 | 0x1234, {}),  # no site-local broadcast group
+                     (0xFF12401B7FFF << 80 | 0x1234, {}),  # nor one of P_Key 0x7fff
+                     (0xFF12A01BFFFF << 80 | 0x1234, {}),  # a01b, link-local
+                     (0xFF32 << 112 | 0x1234, {})):  # reserved flags
+        assert join(agent, a, mgid=mgid, **kw).sa_status is bad, hex(mgid)
+    assert join(agent, a, mgid=0xFF12401BFFFF << 80 | 0x1234).status == 0

@@ -117,6 +117,12 @@ def answers(sim) -> dict:
         "create": ask("H3", "join"),
         "create, rate < 10 Gb/s": ask("H2", "join", "--rate", "3", "--selector", "less"),
         "create, largest MTU": ask("H2", "join", "--mtu", "5", "--selector", "largest"),
+        "create IPv6 all-nodes (its broadcast group exists)": ask("H2", "join", "ff12:601b:ffff::1"),
+        "create IPoIB, no broadcast group of that scope": ask("H2", "join", "ff15:401b:ffff::1234"),
+        "create IPoIB, another Q_Key": ask("H2", "join", "ff12:401b:ffff::1234", "--q-key", "0x1"),
+        "create with the SA's signature, link-local": ask("H2", "join", "ff12:a01b:ffff::1234"),
+        "create with reserved flags": ask("H2", "join", "ff32::1234"),
+        "create with the SA's signature, site-local": ask("H2", "join", "ff15:a01b:ffff::1234"),
         "leave": ask("H3", "leave", BROADCAST),
         "leave again": ask("H3", "leave", BROADCAST),
         "leave full, a send-only member": ask("H4", "leave", BROADCAST),
@@ -141,5 +147,50 @@ def test_joins_and_leaves_answer_like_opensm(tmp_path, ibsim, procs):
     start_sa(sim, tmp_path, procs)
     got = answers(sim)
     assert isinstance(want["create, rate < 10 Gb/s"], list) and not isinstance(want["leave again"], list)
+    assert isinstance(want["create IPv6 all-nodes (its broadcast group exists)"], list)
+    assert not any(isinstance(want[k], list) for k in want if k.startswith("create") and "link-local" in k
+                   or "no broadcast" in k or "reserved" in k)
+    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+
+
+def test_path_records_to_a_group_answer_like_opensm(tmp_path, ibsim, procs):
+    """`saquery -p --sgid-to-dgid SGID-MGID` after H3 joined the broadcast group, from
+    OpenSM's SA and ours, field by field (DLID, the MLID, aside): H3's path to it, and none
+    for a non-member, an unknown group, or a P_Key or SL not the group's; TClass, hop limit
+    and MTU that match or are not compared."""
+    import re
+    from sa_harness import OPENSM, records, wait_for_sa
+
+    def answers(sim):
+        lids = lid_map(sim)
+        gids = {}
+        for h in ("H3", "H4"):
+            text = sim.run(["smpquery", "nodeinfo", str(lids[(h, 1)])]).stdout
+            guid = int(re.search(r"PortGuid:\.*(0x[0-9a-f]+)", text).group(1), 16)
+            gids[h] = ":".join(f"{guid >> s & 0xFFFF:x}" for s in (48, 32, 16, 0))
+        run_smagent(["--transport", "umad", "sa", "join", BROADCAST], env=dict(sim.env, SIM_HOST="H3"), cwd=sim.cwd)
+
+        def path(host, dgid=BROADCAST, *extra):
+            r = saquery(sim, "-p", "--sgid-to-dgid", f"fe80::{gids[host]}-{dgid}", *extra)
+            return [{k: v for k, v in rec.items() if k != "dlid"} for rec in records(r.stdout)]
+        return {"member": path("H3"), "not a member": path("H4"), "unknown group": path("H3", "ff12:401b:ffff::1"),
+                "P_Key 0x7fff": path("H3", BROADCAST, "--pkey", "0x7fff"), "SL 1": path("H3", BROADCAST, "--sl", "1"),
+                "TClass 0": path("H3", BROADCAST, "--tclass", "0"),
+                "hop limit 0": path("H3", BROADCAST, "--hop_limit", "0"),
+                "MTU 5": path("H3", BROADCAST, "--mtu", "5")}
+
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir, osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    want = answers(sim)
+    osm.stop()
+    start_sa(sim, tmp_path, procs)
+    got = answers(sim)
+    assert len(want["member"]) == 1 and want["not a member"] == want["SL 1"] == [] and len(want["MTU 5"]) == 1
     wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
     assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())

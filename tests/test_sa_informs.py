@@ -43,7 +43,7 @@ def test_subscriber_gets_reports_of_groups_created_and_deleted(agent):
     assert m.method == Method.GET_RESP and m.status == 0
     (rec,) = [sa.SaMad.decode(raw.ljust(256, b"\0")).record(InformInfoRecord) for raw, _ in
               send(agent, Method.GET_TABLE, InformInfoRecord(), src=Address.gsi(l1))]
-    assert (rec.subscriber_gid, rec.enum, rec.qpn, rec.trap_number_or_device_id) == (g1, 1, 1, 0xFFFF)
+    assert (rec.subscriber_gid, rec.enum, rec.qpn, rec.trap_number_or_device_id) == (g1, 1, 0, 0xFFFF)  # QPN: SM_Key
     join = MCMemberRecord(mgid=0, port_gid=g2, q_key=0x0B1B, p_key=0xFFFF, join_state=FULL)
     out = send(agent, Method.SET, join, *CREATE, src=Address.gsi(l2), now=10.0)
     (rep, to), = reports(out)
@@ -74,7 +74,50 @@ def test_subscriptions_select_by_trap_and_port(agent):
     assert {to.lid for _m, to in reports(agent.sm_notice(inf.GID_OUT, g3, 0.0))} == {l2}
     bad = subscribe(agent, l1, trap_number_or_device_id=inf.GID_OUT, subscribe=0)
     assert bad.sa_status is sa.SaStatus.ERR_REQ_INVALID
-    assert subscribe(agent, l1, qpn=0).sa_status is sa.SaStatus.ERR_REQ_INVALID
+    assert subscribe(agent, l1, subscribe=2).sa_status is sa.SaStatus.ERR_REQ_INVALID
+
+
+def send_from(agent, lid, source_qp, sm_key=0, **kw):
+    info = InformInfo(**{**ALL_GENERIC, "trap_number_or_device_id": 0xFFFF, **kw})
+    q = sa.request(Method.SET, info, transaction_id=3, sm_key=sm_key)
+    ((raw, _to),) = agent.handle(Incoming(q.encode(), Address(lid=lid, qpn=source_qp)), 0.0)
+    return sa.SaMad.decode(raw)
+
+
+def test_subscriptions_as_opensm_keeps_them(subnet):
+    """As OpenSM 3.3: the QPN a subscription keeps (and Reports go to) is the QP the Set
+    came from, whatever the InformInfo says (0 included), and an unsubscribe names it; the
+    answer is the request; InformInfoRecords newest first, selected by SubscriberGID and
+    Enum alone, QPN 0 without the SM_Key; a GID of no port, a LID range beginning past the
+    LIDs in use and (without the SM_Key) security traps are refused; a range ending below
+    its beginning is taken."""
+    from smagent.sa import SaAgent
+    agent = SaAgent(sm_key=0x77)
+    agent.publish(subnet)
+    (g1, l1), (g2, l2), (g3, l3) = cas(agent)[:3]
+    m = send_from(agent, l1, 0x40, qpn=0)
+    assert m.status == 0 and m.record(InformInfo).qpn == 0  # the request, as sent
+    (_rep, to), = reports(agent.sm_notice(inf.GID_IN, g3, 0.0))
+    assert (to.lid, to.qpn) == (l1, 0x40)
+    assert send_from(agent, l1, 0x40, qpn=0, subscribe=0).sa_status is sa.SaStatus.ERR_REQ_INVALID
+    assert send_from(agent, l2, 1, qpn=1, lid_range_begin=5, lid_range_end=2).status == 0
+    table = [sa.SaMad.decode(raw.ljust(256, b"\0")) for raw, _ in
+             send(agent, Method.GET_TABLE, InformInfoRecord(trap_number_or_device_id=7), "trap_number_or_device_id",
+                  src=Address.gsi(l3))]
+    recs = sa.decode_table(table[0].data[:2 * 64], InformInfoRecord, table[0].attribute_offset)
+    assert [(r.subscriber_gid, r.qpn) for r in recs] == [(g2, 0), (g1, 0)]  # newest first, QPNs hidden
+    q = sa.request(Method.GET, InformInfoRecord(subscriber_gid=g1), component_mask=InformInfoRecord.mask(
+        "subscriber_gid"), transaction_id=9, sm_key=0x77)
+    ((raw, _),) = agent.handle(Incoming(q.encode(), Address.gsi(l3)), 0.0)
+    assert sa.SaMad.decode(raw.ljust(256, b"\0")).record(InformInfoRecord).qpn == 0x40  # trusted: the QPN
+    assert send_from(agent, l1, 1, qpn=0x40, subscribe=0).sa_status is sa.SaStatus.ERR_REQ_INVALID  # another QP
+    assert send_from(agent, l1, 0x40, qpn=0x40, subscribe=0).status == 0  # from the QP kept, naming it
+    assert [s.lid for s in agent.informs.subs] == [l2]
+    refused = [send_from(agent, l3, 1, gid=0xFE80 << 112 | 0xDEAD, lid_range_begin=0),
+               send_from(agent, l3, 1, lid_range_begin=max(subnet.lids) + 1),
+               send_from(agent, l3, 1, trap_number_or_device_id=256)]
+    assert [m.sa_status for m in refused] == [sa.SaStatus.ERR_REQ_INVALID] * 3
+    assert send_from(agent, l3, 1, sm_key=0x77, trap_number_or_device_id=257).status == 0
 
 
 def test_unanswered_reports_are_sent_again_then_the_subscriber_dropped(agent):
@@ -119,3 +162,12 @@ def test_daemon_reports_ports_in_and_out_of_service_and_forwards_traps():
     assert 128 in numbers and inf.GID_OUT in numbers, numbers
     gone = next(n for n in got if n.trap_number_or_device_id == inf.GID_OUT)
     assert int.from_bytes(bytes(gone.data_details)[6:22], "big") == g2
+
+
+def test_cli_refuses_a_bad_subscription_before_opening_a_port(cli):
+    for args, says in ((["zz"], "TRAP 'zz' is not a number"), (["1", "--qpn", "0x1000000"], "does not fit in 24 bits"),
+                       (["1", "--gid", "0x0000000000000001", "--lids", "1"], "give --gid or --lids, not both"),
+                       (["1", "--gid", "5"], "a port GUID (0x and 16 hex digits) is needed"),
+                       (["1", "--lids", "1-x"], "--lids 'x' is not a number")):
+        r = cli("--transport", "umad", "sa", "subscribe", *args)
+        assert r.exit_code == 2 and says in r.output, (args, r.output)

@@ -225,3 +225,78 @@ def test_multipath_records_through_our_client(tmp_path, ibsim, procs):
     assert len(want) == 2 and got == want
     one = sim.smagent("sa", "multipaths", "--sources", "2", "--num-path", "1", *guids, "--json").json()["items"]
     assert one == want[:1]
+
+
+def test_paths_between_ports_with_lmc_come_in_opensms_order(tmp_path, ibsim, procs):
+    """With LMC 1, a PathRecord GetTable between two ports by GUID (`smagent sa paths`,
+    our RMPP receiver) holds the LID-offset pairs first, as OpenSM's; OpenSM's answer holds
+    more than those two (four: the other pairings, Preference 2; under umad2sim only its
+    first MAD arrives, and the third record's tail is lost there, docs/PITFALLS.md), as
+    ours: the last, whole in our short last segment, is base to base+1's reverse, Preference 2."""
+    from ibsim_harness import run_smagent
+
+    def paths(sim):
+        lids = lid_map(sim)
+        guids = [f"0x{int(ipaddress.IPv6Address(gid(sim, lids[(h, 1)]))) & (1 << 64) - 1:016x}" for h in ("H1", "H5")]
+        r = run_smagent(["--transport", "umad", "sa", "paths", *guids, "--json"], env=dict(sim.env, SIM_HOST="H1"),
+                        cwd=sim.cwd)
+        return lids[("H1", 1)], lids[("H5", 1)], [(i["slid"], i["dlid"], i["preference"]) for i in r.json()["items"]]
+
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, "-l", "1", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+               osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    a, b, want = paths(sim)
+    osm.stop()
+    start_sa(sim, tmp_path, procs, "--lmc", 1)
+    a2, b2, got = paths(sim)
+    assert want[:2] == [(a, b, 0), (a + 1, b + 1, 0)] and len(want) >= 3
+    assert got[:2] == [(a2, b2, 0), (a2 + 1, b2 + 1, 0)] and len(got) == 4 and got[3] == (a2 + 1, b2, 2)
+
+
+def test_sminfo_records_of_a_standby_opensm_answer_like_opensm(tmp_path, ibsim, procs):
+    """A second OpenSM (priority 1, on H1) joins as STANDBY under a master of priority 10:
+    OpenSM's SA and ours list both SMs alike (`saquery SMIR`, and by the standby's LID),
+    once the master has seen the standby settle (OpenSM's does at its next sweep, ours
+    within a poll); ActCount differs on purpose."""
+    import time
+
+    def standby(name):
+        d = tmp_path / name
+        p = Proc([OPENSM, "-p", "1", "-f", str(d / "opensm.log")], dict(sim.opensm_env(d), SIM_HOST="H1"), d,
+                 d / "stdout")
+        procs.append(p)
+        return p
+
+    def answers():
+        deadline = time.monotonic() + 30
+        while True:
+            rows = records(saquery(sim, "SMIR").stdout)
+            if [r["SMState"] for r in rows] == ["3", "2"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        h1 = lid_map(sim)[("H1", 1)]
+        return [{k: v for k, v in r.items() if k != "ActCount"} for r in
+                rows + records(saquery(sim, "SMIR", h1).stdout)]
+
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, "-p", "10", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+               osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    sb = standby("standby1")
+    want = answers()
+    sb.stop()
+    osm.stop()
+    start_sa(sim, tmp_path, procs, "--priority", "10")
+    standby("standby2")
+    got = answers()
+    assert [(r["Priority"], r["SMState"]) for r in want] == [("10", "3"), ("1", "2"), ("1", "2")]
+    assert got == want

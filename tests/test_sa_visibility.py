@@ -252,7 +252,7 @@ def test_reports_only_to_subscribers_that_may_hear_of_the_source(agent):
 
     assert heard(agent.sm_notice(informs.GID_IN, gid["H2"], 0.0)) == [h3, h3]  # H5 shares nothing with H2
     assert heard(agent.sm_notice(informs.GID_IN, gid["H5"], 0.0)) == [h5]  # H5 hears of itself, H3 not
-    mgid = 0xFF12A01B00200000000000000000C123
+    mgid = 0xFF15A01B00200000000000000000C123
     agent.groups.precreate(mgid, mtu=4, rate=3, p_key=0x20)
     assert heard(agent.sm_notice(informs.MCG_CREATED, mgid, 0.0)) == [h5]  # b's group: H5 a member, H3 not
     assert len(agent.informs.subs) == 3

@@ -299,3 +299,117 @@ def leave(obj, mgid, join_state, as_json):
         _show([client.delete(rec, MCMemberRecord.mask("mgid", "port_gid", "join_state"))], as_json, "MCMemberRecord")
     finally:
         t.close()
+
+
+# -- services (for tests and for trying the SA: a host's daemons register their own) ---------
+def _number(text: str, what: str, bits: int) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise BadInput(f"{what} {text!r} is not a number (decimal or 0x hex)") from None
+    if not 0 <= value < 1 << bits:
+        raise BadInput(f"{what} {text} does not fit in {bits} bits")
+    return value
+
+
+@sa.command()
+@_json
+@click.pass_obj
+def services(obj, as_json):
+    """ServiceRecords: every registration we may see (ServiceKey only with the SA's SM_Key)."""
+    from mad.sa_records import ServiceRecord
+    _run(obj, as_json, "ServiceRecord", ServiceRecord(), 0)
+
+
+def _service(name: str, service_id: str, p_key: str | None, lease: int | None):
+    """The ServiceRecord of service NAME (its ServiceGID filled in once the port is open) and
+    its component mask: checked before anything is sent."""
+    from mad.sa_records import ServiceRecord
+    if len(name.encode()) > 64:
+        raise BadInput(f"service name {name!r} is longer than 64 bytes")
+    fields: dict = {"service_id": _number(service_id, "ServiceID", 64), "service_gid": 0, "service_name": name}
+    if p_key is not None:
+        fields["service_p_key"] = _number(p_key, "--p-key", 16)
+    if lease is not None:
+        fields["service_lease"] = lease
+    return ServiceRecord(**fields), ServiceRecord.mask(*fields)
+
+
+_service_args = [click.argument("name"), click.argument("service_id", metavar="ID"),
+                 click.option("--p-key", default=None, help="ServiceP_Key (none: not in the component mask).")]
+
+
+def _with_service_args(f):
+    for deco in reversed(_service_args):
+        f = deco(f)
+    return f
+
+
+@sa.command("service-register")
+@_with_service_args
+@click.option("--lease", type=click.IntRange(0, 0xFFFFFFFF), default=None,
+              help="ServiceLease in seconds (none: for ever, 0xFFFFFFFF).")
+@_json
+@click.pass_obj
+def service_register(obj, name, service_id, p_key, lease, as_json):
+    """Register service NAME with ServiceID ID on this port (ServiceRecord Set)."""
+    rec, mask = _service(name, service_id, p_key, lease)
+    client, t = _client(obj)
+    try:
+        _show([client.set(rec.replace(service_gid=_own_gid(t)), mask)], as_json, "ServiceRecord")
+    finally:
+        t.close()
+
+
+@sa.command("service-delete")
+@_with_service_args
+@_json
+@click.pass_obj
+def service_delete(obj, name, service_id, p_key, as_json):
+    """Delete this port's registration of service NAME, ServiceID ID (ServiceRecord Delete)."""
+    rec, mask = _service(name, service_id, p_key, None)
+    client, t = _client(obj)
+    try:
+        _show([client.delete(rec.replace(service_gid=_own_gid(t)), mask)], as_json, "ServiceRecord")
+    finally:
+        t.close()
+
+
+# -- event subscriptions (for tests: a host's own stack subscribes by itself) ------------------
+def _lid_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    return _number(first, "--lids", 16), _number(last, "--lids", 16) if last else 0
+
+
+@sa.command()
+@click.argument("trap")
+@click.option("--unsubscribe", is_flag=True, help="Subscribe 0: end the subscription these fields name.")
+@click.option("--gid", "guid", default=None, help="Traps about this port GUID only (0x and 16 hex digits).")
+@click.option("--lids", default=None, help="Traps about LIDs BEGIN[-END] only (0xffff: every port, the default).")
+@click.option("--qpn", default="1", show_default=True,
+              help="The QPN Reports go to (OpenSM sends them to the source QP).")
+@_json
+@click.pass_obj
+def subscribe(obj, trap, unsubscribe, guid, lids, qpn, as_json):
+    """Subscribe this port to generic trap TRAP (a number, or 'all') with InformInfo Set:
+    the SA's answer. Reports come to a process that listens, not to this command."""
+    from mad.sa_records import InformInfo
+    number = 0xFFFF if trap == "all" else _number(trap, "TRAP", 16)
+    gid, (begin, end) = 0, (0xFFFF, 0)
+    if guid is not None and lids is not None:
+        raise BadInput("give --gid or --lids, not both")
+    if guid is not None:
+        kind, gid = _endpoint(guid)
+        if kind != "gid":
+            raise BadInput(f"--gid {guid}: a port GUID (0x and 16 hex digits) is needed")
+        begin = 0
+    elif lids is not None:
+        begin, end = _lid_range(lids)
+    info = InformInfo(gid=gid, lid_range_begin=begin, lid_range_end=end, is_generic=1, subscribe=int(not unsubscribe),
+                      type=0xFFFF, trap_number_or_device_id=number, qpn=_number(qpn, "--qpn", 24),
+                      producer_type_or_vendor_id=0xFFFFFF)
+    client, t = _client(obj)
+    try:
+        _show([client.set(info, 0)], as_json, "InformInfo")
+    finally:
+        t.close()

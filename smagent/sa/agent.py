@@ -54,8 +54,10 @@ from mad.rmpp import (NO_RESP_TIME, RMPP_HEADER_SIZE, RMPP_OFFSET, RmppFlags, Rm
                       RmppType, rmpp_of)
 from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEADER_SIZE, SaAttrID, SaMad, SaRecord,
                     SaStatus, encode_table, matcher)
-from mad.sa_records import GUIDInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord, record_class
+from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
+                            record_class)
 from smagent.sa import multipath, paths, trace, visible
+from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
@@ -75,10 +77,13 @@ REQUEST_KEPT_S = 10.0  # a GetMulti request's reassembly: abandoned, or kept aft
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
+_PATH_DGID = SA_HEADER.stop + 8  # the first byte of a PathRecord's DGID (0xFF: multicast)
+_DGID_BIT = PathRecord.mask("dgid")  # in the ComponentMask's last byte
 _PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
 _PATH_ATTR_ID = int(SaAttrID.PATH_RECORD)
 _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
 # the LIDs a query may name by any LID of a port's LMC range (`SaAgent._at_base_lids`)
+_IIR_SELECT = InformInfoRecord.mask("subscriber_gid", "enum")  # OpenSM's InformInfoRecord keys
 _BASE_LID_FIELDS = {NodeRecord: ("lid",), PortInfoRecord: ("endport_lid", "lid"), GUIDInfoRecord: ("lid",),
                     LinkRecord: ("from_lid", "to_lid")}
 _RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
@@ -192,7 +197,7 @@ class SaAgent:
             self.answered += 1
             self.requests[hit[3]] += 1  # as `handle` counts: (AttributeID, method, the answer's status)
             return [(hit[0] + raw[8:16] + hit[1], hit[2])]
-        if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None:
+        if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None or _to_group(raw):
             return None
         out = self.handle(Incoming(raw, Address.unpack(source)), clock())
         packed = [(m, a.pack()) for m, a in out]
@@ -291,6 +296,8 @@ class SaAgent:
             return self._answer(incoming)
         # the SA header and the PathRecord only: under umad2sim a MAD's last 32 bytes are junk
         # (docs/PITFALLS.md), which made every request a cache miss
+        if _to_group(raw):
+            return self._answer(incoming)  # the groups change between snapshots: never kept
         key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], incoming.address.lid)
         hit = self._path_answers.get(key)
         if hit is None:
@@ -318,7 +325,7 @@ class SaAgent:
             served, method = SaAgent._subscribe, Method.GET
         elif attr == SaAttrID.SERVICE_RECORD and method in (Method.SET, Method.DELETE):
             served = SaAgent._register if method == Method.SET else SaAgent._unregister
-            method = Method.GET if method == Method.SET else Method.GET_TABLE  # a Delete may remove several
+            method = Method.GET  # the one registration of the request's RID
         if not self.master or self.subnet is None or served is None or method not in (Method.GET, Method.GET_TABLE):
             return UNSUPPORTED_ATTRIBUTE, b"", 0
         if attr == CLASS_PORT_INFO:
@@ -449,28 +456,39 @@ class SaAgent:
 
     def _register(self, q, mad, inc):
         self._check_service_pkey(q, mad, inc)
-        return [self.services.register(self._recs, q, mad.component_mask, self._now)]
+        return servicesmod.reveal([self.services.register(q, mad.component_mask, self._now)], self._reveal(mad))
 
     def _unregister(self, q, mad, inc):
         self._check_service_pkey(q, mad, inc)
-        return self.services.delete(q, mad.component_mask, self._now)
+        return servicesmod.reveal([self.services.delete(q, self._now)], self._reveal(mad))
 
     def _check_service_pkey(self, q, mad, inc) -> None:
         if not visible.Viewer(self._recs.subnet, inc.address.lid).may_register(q, mad.component_mask):
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "not a member of the ServiceP_Key's partition")
 
     def _services(self, q, mad, inc):
-        return self._shown(inc, self.services.find(q, mad.component_mask, self._now))
+        # a valid ServiceP_Key hides it from non-members, partitions or not (as OpenSM)
+        viewer = visible.Viewer(self._recs.subnet, inc.address.lid)
+        found = [r for r in self.services.find(q, mad.component_mask, self._now) if viewer.service(r)]
+        return servicesmod.reveal(found, self._reveal(mad))
 
-    def _subscribe(self, q, _mad, inc):
+    def _subscribe(self, q, mad, inc):
         lid = inc.address.lid
-        if q.subscribe and not visible.Viewer(self._recs.subnet, lid).may_subscribe(q):
-            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "the trap sources share no partition with it")
         hit = self.subnet.port_of_lid(lid) if self.subnet is not None else None
-        return [self.informs.subscribe(q, lid, self._recs.gid(*hit) if hit is not None else 0)]
+        if hit is None:
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "a subscriber at a LID no port has")
+        # security traps (256..259) only to a trusted requester (C15-0.2-1.16, as OpenSM)
+        if q.subscribe and q.is_generic and q.trap_number_or_device_id in informsmod.SECURITY_TRAPS \
+                and not self._reveal(mad):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "security traps need the SM_Key")
+        if q.subscribe and not visible.Viewer(self._recs.subnet, lid).may_subscribe(q):
+            raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "no such trap source, or none shares a partition")
+        return [self.informs.subscribe(q, lid, self._recs.gid(*hit), inc.address.qpn)]
 
     def _inform_records(self, q, mad, inc):
-        return self._shown(inc, self._scan(self.informs.records(), q, mad.component_mask))
+        # only SubscriberGID and Enum select; the QPN only to a trusted requester (C15-0.2-1.16)
+        found = self._scan(self.informs.records(), q, mad.component_mask & _IIR_SELECT)
+        return [r if self._reveal(mad) else r.replace(qpn=0) for r in self._shown(inc, found)]
 
     def _pkey_tables(self, q, mad, inc):
         # P_Keys say who may talk to whom: only to a requester with our SM_Key (IBA 15.4.1),
@@ -490,6 +508,8 @@ class SaAgent:
         return self.subnet.base_lid(*hit) if hit is not None and self.subnet is not None else 0
 
     def _paths(self, q, mad, inc):
+        if mad.component_mask & PathRecord.mask("dgid") and q.dgid >> 120 == 0xFF:  # to a multicast group
+            return self._shown(inc, self.groups.path(self._recs, q, mad.component_mask, mad.method == Method.GET))
         found = self._shown(inc, paths.query(self._recs, q, mad.component_mask, inc.address.lid))
         return found[:1] if mad.method == Method.GET else found  # a Get is NumbPath 1 (IBA 1.2), as OpenSM
 
@@ -501,6 +521,11 @@ class SaAgent:
     def _recs(self) -> Records:
         assert self._records is not None  # _answer checked a snapshot is published
         return self._records
+
+
+def _to_group(raw: bytes) -> bool:
+    """Whether a PathRecord query names a multicast DGID (answered from the groups)."""
+    return raw[_PATH_DGID] == 0xFF and bool(raw[SA_HEADER.stop - 1] & _DGID_BIT)
 
 
 def _trim(mad: bytes) -> bytes:

@@ -22,7 +22,7 @@ import dataclasses
 from mad import codes
 from mad import forwarding as fw
 from mad.sa import SaStatus, matcher
-from mad.sa_records import MCMemberRecord
+from mad.sa_records import MCMemberRecord, PathRecord
 from smagent import multicast
 from smagent.sa.paths import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError
 from smagent.sa.records import Records, port_mtu
@@ -31,6 +31,8 @@ FULL, NON, SEND_ONLY = 1, 2, 4
 IPOIB_QKEY = 0x0B1B  # the IPoIB Q_Key (RFC 4391), OpenSM's for its broadcast groups
 LINK_LOCAL = 2
 DEFAULT_PKEY = 0xFFFF
+IPOIB_SIGNATURES = (0x401B, 0x601B)  # IPv4 and IPv6 over IB (RFC 4391, 2464)
+SA_SIGNATURE = 0xA01B  # MGIDs an SA assigns (OpenSM's)
 
 
 def ipoib_broadcast_mgid(p_key: int = DEFAULT_PKEY, scope: int = LINK_LOCAL) -> int:
@@ -153,6 +155,8 @@ class McastGroups:
                                  "creating a group needs Q_Key, P_Key, SL, FlowLabel, TClass")
             if q.join_state & FULL == 0:
                 raise GroupError(SaStatus.ERR_REQ_INVALID, "only a full member creates a group")
+            if q.mgid:
+                self._check_requested_mgid(q, mask)
             g_mtu, g_rate = _pick(mask, q, "mtu", mtu), _pick(mask, q, "rate", rate, codes.rate_gbps)
             if g_mtu is None or g_rate is None:
                 raise GroupError(SaStatus.ERR_REQ_INVALID, "the member's link cannot carry the MTU/rate asked for")
@@ -176,6 +180,33 @@ class McastGroups:
         if not before:
             self.version += 1
         return g.record(q.port_gid, g.members[q.port_gid])
+
+    def _check_requested_mgid(self, q: MCMemberRecord, mask: int) -> None:
+        """A new group's MGID as OpenSM validates it (ipoib_mcgroup_creation_validation, on
+        by default; ERR_REQ_INVALID): an IPoIB one (signature 401b/601b) other than the IPv4
+        broadcast group needs its partition's and scope's broadcast group to exist and the
+        join's Q_Key, P_Key, TClass, SL, FlowLabel, HopLimit, where masked, to be that
+        group's; any other has no reserved flag bits, and an SA-style one (a01b) is not
+        link-local."""
+        signature, scope = q.mgid >> 96 & 0xFFFF, q.mgid >> 112 & 0xF
+        if signature not in IPOIB_SIGNATURES:
+            if q.mgid >> 117 & 0x7 or signature == SA_SIGNATURE and scope == LINK_LOCAL:
+                raise GroupError(SaStatus.ERR_REQ_INVALID, f"MGID {mgid_text(q.mgid)}: reserved flags, or "
+                                 "the SA's signature a01b with link-local scope")
+            return
+        bcast = (0xFF10 | scope) << 112 | 0x401B << 96 | (q.mgid >> 80 & 0xFFFF) << 80 | 0xFFFFFFFF
+        if q.mgid == bcast:
+            return
+        b = self.groups.get(bcast)
+        if b is None:
+            raise GroupError(SaStatus.ERR_REQ_INVALID, f"IPoIB group {mgid_text(q.mgid)}: its broadcast group "
+                             f"{mgid_text(bcast)} does not exist")
+        has = lambda n: mask & MCMemberRecord.mask(n)  # noqa: E731
+        pkey_ok = (q.p_key & 0x8000 or b.p_key & 0x8000) and q.p_key & 0x7FFF == b.p_key & 0x7FFF
+        if has("p_key") and not pkey_ok or any(has(f) and getattr(q, f) != getattr(b, f) for f in
+                                              ("q_key", "tclass", "sl", "flow_label", "hop_limit")):
+            raise GroupError(SaStatus.ERR_REQ_INVALID, f"IPoIB group {mgid_text(q.mgid)}: the join's parameters "
+                             f"differ from its broadcast group's")
 
     def leave(self, q: MCMemberRecord, mask: int) -> MCMemberRecord:
         """MCMemberRecord Delete: the JoinState bits named (every one held: o15-0.1.14) are
@@ -226,6 +257,34 @@ class McastGroups:
             elif group_test(g.record()):
                 out.append(g.record())
         return out if trusted else [dataclasses.replace(r, port_gid=0, join_state=0, proxy_join=0) for r in out]
+
+    def path(self, recs: Records, q: PathRecord, mask: int, is_get: bool) -> list[PathRecord]:
+        """A PathRecord query whose DGID is a group's MGID, as OpenSM answers it (its
+        pr_process_multicast): the request itself with the group's MGID, MLID, P_Key, SL,
+        TClass, FlowLabel and hop limit (255 when the MGID's scope is beyond link-local), its MTU, rate and
+        packet lifetime 'exactly', NumbPath 1 and QoSClass 0; nothing when the group is
+        unknown, the SGID's or SLID's port is no member, or DLID, P_Key, SL, FlowLabel,
+        HopLimit or TClass in the mask differ from the group's (MTU, rate, packet lifetime
+        and RawTraffic are not compared), or a GetTable asks NumbPath 0."""
+        g = self.groups.get(q.dgid)
+        if g is None:
+            return []
+        members = {gid & (1 << 64) - 1 for gid in g.members}
+        hit = recs.subnet.port_of_lid(q.slid) if mask & PathRecord.mask("slid") else None
+        hop_limit = g.hop_limit if g.mgid >> 112 & 0xF == LINK_LOCAL else 0xFF  # the MGID's scope
+        if (mask & PathRecord.mask("dlid") and q.dlid != g.mlid
+                or mask & PathRecord.mask("sgid") and q.sgid & (1 << 64) - 1 not in members
+                or mask & PathRecord.mask("slid") and (hit is None or recs.gid(*hit) & (1 << 64) - 1 not in members)
+                or mask & PathRecord.mask("num_path") and not is_get and q.num_path == 0):
+            return []
+        for field, value in (("p_key", g.p_key), ("sl", g.sl), ("flow_label", g.flow_label),
+                             ("hop_limit", g.hop_limit), ("tclass", g.tclass)):
+            if mask & PathRecord.mask(field) and getattr(q, field) != value:
+                return []
+        return [q.replace(dgid=g.mgid, dlid=g.mlid, tclass=g.tclass, reversible=0, num_path=1, p_key=g.p_key,
+                          mtu_selector=EXACTLY, mtu=g.mtu, rate_selector=EXACTLY, rate=g.rate,
+                          packet_life_time_selector=EXACTLY, packet_life_time=g.packet_life_time, sl=g.sl,
+                          qos_class=0, hop_limit=hop_limit, flow_label=g.flow_label)]
 
     @staticmethod
     def _port(recs: Records, gid: int):

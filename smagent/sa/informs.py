@@ -33,6 +33,7 @@ REPORT_RETRIES = 3
 ANY16, ANY24 = 0xFFFF, 0xFFFFFF
 PRODUCER_SM = 4  # ProducerType of a class manager (the SM)
 GID_IN, GID_OUT, MCG_CREATED, MCG_DELETED = 64, 65, 66, 67
+SECURITY_TRAPS = range(256, 260)  # bad M_Key, P_Key, Q_Key, switch P_Key
 
 Reply = tuple[bytes, Address]
 
@@ -101,17 +102,20 @@ class Informs:
         self.sent = self.dropped = 0
 
     # -- InformInfo Set and InformInfoRecord -------------------------------------------
-    def subscribe(self, info: InformInfo, lid: int, subscriber_gid: int) -> InformInfo:
-        if info.subscribe not in (0, 1) or not info.qpn and info.subscribe:
-            raise InformError(SaStatus.ERR_REQ_INVALID, "Subscribe is 0 or 1, with the QPN to report to")
-        if info.lid_range_begin != ANY16 and info.lid_range_end and info.lid_range_end < info.lid_range_begin:
-            raise InformError(SaStatus.ERR_REQ_INVALID, "LIDRangeEnd below LIDRangeBegin")
-        same = [s for s in self.subs if s.lid == lid and _key(s.info) == _key(info)]
+    def subscribe(self, info: InformInfo, lid: int, subscriber_gid: int, source_qpn: int) -> InformInfo:
+        """Subscribe (or unsubscribe) the port at ``lid``: the InformInfo to answer with,
+        the request's. As OpenSM: Reports go to the QP the Set came from (``source_qpn``),
+        which the subscription keeps as its QPN whatever the request's says (0 included),
+        so an unsubscribe names that QPN; the newest subscription comes first."""
+        if info.subscribe not in (0, 1):
+            raise InformError(SaStatus.ERR_REQ_INVALID, "Subscribe is 0 or 1")
+        kept = info.replace(qpn=source_qpn, subscribe=1)
+        same = [s for s in self.subs if s.lid == lid and _key(s.info) == _key(kept)]
         if info.subscribe:
             if not same:
                 self._enum += 1
-                self.subs.append(Subscription(lid, subscriber_gid, info, self._enum))
-        elif not same:
+                self.subs.insert(0, Subscription(lid, subscriber_gid, kept, self._enum))
+        elif not same or info.qpn != source_qpn:  # sent from the QP kept, naming it (as OpenSM)
             raise InformError(SaStatus.ERR_REQ_INVALID, "no such subscription")
         else:
             self.subs = [s for s in self.subs if s not in same]
@@ -176,5 +180,6 @@ _INFO_FIELDS = tuple(n for n in InformInfo.LAYOUT.names)  # type: ignore[attr-de
 
 
 def _key(i: InformInfo) -> tuple:
-    """What makes two InformInfos the same subscription (all but Subscribe and RespTimeValue)."""
-    return tuple(getattr(i, k) for k in _INFO_FIELDS if k not in ("subscribe", "resp_time_value"))
+    """What makes two InformInfos of one subscriber the same subscription (all but
+    Subscribe; the QPN and RespTimeValue too, as OpenSM)."""
+    return tuple(getattr(i, k) for k in _INFO_FIELDS if k != "subscribe")

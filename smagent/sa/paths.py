@@ -93,7 +93,7 @@ def walked_mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> 
     return mtu, min(rated, key=lambda c: c[2])[1] if rated else 0
 
 
-def _lids(recs: Records, node: Node, port: int) -> tuple[int, ...]:
+def lids_of(recs: Records, node: Node, port: int) -> tuple[int, ...]:
     """The LIDs of a port: a switch's one, a CA port's 2^LMC from its base."""
     base = recs.subnet.base_lid(node, port)
     pi = node.ports.get(port)
@@ -112,7 +112,7 @@ def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
         hit = s.port_of_guid(gid & (1 << 64) - 1)
         if hit is None or recs.gid(*hit) != gid:
             raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
-        return [(hit[0], hit[1], _lids(recs, *hit))]
+        return [(hit[0], hit[1], lids_of(recs, *hit))]
     if mask & _MASKS[lid_field]:
         lid = getattr(q, lid_field)
         hit = s.port_of_lid(lid)
@@ -136,7 +136,7 @@ def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
     """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs,
     keyed by the GUID's network-order bytes read as a little-endian number."""
     s = recs.subnet
-    ports = [(n, p, _lids(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if _lids(recs, n, p)]
+    ports = [(n, p, lids_of(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if lids_of(recs, n, p)]
     return sorted(ports, key=lambda e: int.from_bytes(e[0].port_guid(e[1]).to_bytes(8, "big"), "little"))
 
 
@@ -144,13 +144,22 @@ _MASKS = {f: PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid")}  # co
 _M_PKEY, _M_SL, _M_SERVICE_ID, _M_NUM_PATH = (PathRecord.mask(f) for f in ("p_key", "sl", "service_id", "num_path"))
 
 
+def lid_pairs(slids: tuple[int, ...], dlids: tuple[int, ...]):
+    """(SLID, DLID, Preference) of two ports' LIDs (LMC), in OpenSM's order (its
+    PathRecord and MultiPathRecord alike): paired by offset from the base, Preference 0,
+    then every other pairing, source offset by source offset, Preference 2 (they overlap
+    the first ones)."""
+    yield from ((s, d, 0) for s, d in zip(slids, dlids))
+    yield from ((s, d, 2) for i, s in enumerate(slids) for j, d in enumerate(dlids) if i != j)
+
+
 def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> list[PathRecord]:
     """The PathRecords a query selects, as OpenSM answers: a source or destination not
     named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
     destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
-    are paired by their offset from the base (base to base, base+1 to base+1, ...), at
-    most NumbPath pairs when the query gives it (a Get takes the first: IBA 1.2's NumbPath
-    1, the caller's cut). TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
+    are paired by their offset from the base (base to base, base+1 to base+1, ...), then
+    every other pairing with Preference 2 (`lid_pairs`), at most NumbPath pairs when the
+    query gives it (a Get takes the first: IBA 1.2's NumbPath 1, the caller's cut). TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
     the QoS policy's SL) and Preference select nothing (OpenSM compares none of them
     outside multicast), and the answer carries none of them."""
     srcs = _endpoint(recs, q, mask, "sgid", "slid")
@@ -167,12 +176,14 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> li
     out: list[PathRecord] = []
     for (sn, sp, slids), (dn, dp, dlids) in pairs:
         found = 0
-        for slid, dlid in zip(slids, dlids):
+        for slid, dlid, preference in lid_pairs(slids, dlids):
             if per_pair is not None and found >= per_pair:
                 break
             pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl)
             if pr is None:
                 continue
+            if preference:
+                pr = pr.replace(preference=preference)
             if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
                     and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
                 out.append(pr)

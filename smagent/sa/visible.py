@@ -72,7 +72,9 @@ class Viewer:
         return self.sees(a) and self.sees(b) and (a is None or b is None or self.subnet.share_pkey(a, b))
 
     def service(self, r: ServiceRecord) -> bool:
-        if not r.service_p_key & 0x7FFF:  # an invalid P_Key names no partition: shown to all
+        """Shown to a member of its ServiceP_Key's partition (without partitions: the default
+        one), and to all when that P_Key is invalid (names no partition)."""
+        if not r.service_p_key & 0x7FFF:
             return True
         return self.me != NOBODY and self.subnet.holds_pkey(self.me, r.service_p_key)
 
@@ -84,15 +86,19 @@ class Viewer:
         return records if about is None else [r for r in records if about(self, r)]
 
     def may_subscribe(self, info: InformInfo) -> bool:
-        """Whether the requester may subscribe to the traps ``info`` names (IBA o13-14.1.1:
-        it and the trap sources must reach each other): the port of its GID, else every
-        port of its LID range (LIDRangeEnd 0: LIDRangeBegin alone; 0xFFFF: every port, not
-        checked)."""
-        if self.everything:
-            return True
+        """Whether the requester may subscribe to the traps ``info`` names, as OpenSM
+        checks it (IBA o13-14.1.1: it and the trap sources must reach each other): the port
+        of its GID, which must be a port of the subnet, else every port of its LID range
+        (LIDRangeEnd 0: LIDRangeBegin alone; an end below the beginning: none; 0xFFFF: every
+        port, not checked), which must begin at a LID in use or below."""
         if info.gid:
-            return self.me != NOBODY and self.gid_port(info.gid) is not None and self.sees(self.gid_port(info.gid))
+            port = self.gid_port(info.gid)
+            return port is not None and (self.everything or self.sees(port))
         if info.lid_range_begin == ALL_LIDS:
+            return True
+        if info.lid_range_begin > max(self.subnet.lids, default=0):
+            return False
+        if self.everything:
             return True
         end = info.lid_range_end or info.lid_range_begin
         return all(self.sees(self.port(lid)) for lid in range(info.lid_range_begin, end + 1)
@@ -114,17 +120,22 @@ class Viewer:
         return self.sees(self.gid_port(subject if trap in (informs.GID_IN, informs.GID_OUT) else notice.issuer_gid))
 
     def may_register(self, r: ServiceRecord, mask: int) -> bool:
-        """Whether the requester may register or delete ``r``: a member of its ServiceP_Key's
-        partition (an invalid P_Key names none), and so is the port of its unicast
-        ServiceGID, as OpenSM checks them (ERR_REQ_INVALID otherwise)."""
-        if self.everything or not mask & ServiceRecord.mask("service_p_key") or not r.service_p_key & 0x7FFF:
+        """Whether the requester may register or delete ``r``, as OpenSM checks it
+        (ERR_REQ_INVALID otherwise): with ServiceP_Key in the mask, the requester is a member
+        of its partition, and so is the port of a unicast ServiceGID in the mask, which must
+        be a port of the subnet; an invalid P_Key (0x0000, 0x8000) is everyone's. Without
+        partitions too: a port holds the default P_Key alone."""
+        if not mask & ServiceRecord.mask("service_p_key"):
             return True
-        if self.me == NOBODY or not self.subnet.holds_pkey(self.me, r.service_p_key):
+        if self.me == NOBODY or not self._holds(self.me, r.service_p_key):
             return False
         if not mask & ServiceRecord.mask("service_gid") or r.service_gid >> 120 == 0xFF:  # multicast
             return True
         port = self.gid_port(r.service_gid)
-        return port is not None and self.subnet.holds_pkey(port, r.service_p_key)
+        return port is not None and self._holds(port, r.service_p_key)
+
+    def _holds(self, port: Port, p_key: int) -> bool:
+        return not p_key & 0x7FFF or self.subnet.holds_pkey(port, p_key)
 
 
 _ABOUT: dict[type, Callable[[Viewer, Any], bool]] = {
