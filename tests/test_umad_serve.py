@@ -264,3 +264,18 @@ def test_answers_at_once_are_sent_inside_the_receive_loop(fake):
     with pytest.raises(UmadIOError, match="umad_recv on mlx5_0 port 1 failed: EIO"):
         t.poll(0.05)
     t.close()
+
+
+def test_an_optional_class_another_process_serves_is_skipped(fake):
+    """A running SM registers the OpenIB vendor classes (ibping, ibsysstat) only to refuse
+    them; where another process on the port serves them (its methods registered), the
+    registration fails and the SM goes on without them. A class it needs still fails."""
+    from smagent.transport.umad import SA_SERVER, UNSERVED_CLASSES
+    fake.register_rc = None
+    fake.umad_register_oui.side_effect = lambda *a: fake._err("umad_register_oui", -errno.EBUSY)
+    t = UmadTransport(serve=True, classes=[SA_SERVER, *UNSERVED_CLASSES])
+    assert 0x03 in t._agents and not {0x32, 0x33} & set(t._agents)
+    t.close()
+    fake.umad_register.side_effect = lambda *a: fake._err("umad_register", -errno.EBUSY)
+    with pytest.raises(UmadError):
+        UmadTransport(serve=True, classes=[SA_SERVER])

@@ -45,8 +45,8 @@ from mad.header import Method, MgmtClass
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import state as smstate
-from smagent.sm import events, peers as peersmod, reload, repair, timers, traps
-from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, key_of
+from smagent.sm import events, peers as peersmod, reload, repair, timers, traps, unserved
+from smagent.sm.dispatch import SMP_CLASSES, Dispatcher
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
 from smagent.sm.serving import BusyServer
@@ -59,7 +59,6 @@ from smagent.transport.base import Reply, Request, Transport
 
 log = logging.getLogger("smagent.sm")
 
-ATTR_NOT_SUPPORTED = 0x000C  # MAD status: method/attribute combination not supported
 LID_FILE = "guid2lid"  # OpenSM's format, in the state directory
 REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know
 REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Timers
@@ -302,16 +301,14 @@ class Daemon:
             self._failed(f"answering LID {dlid}", e)
 
     def _unsupported(self, m: Incoming) -> None:
-        """Any request we do not serve: a Get or Set is answered with the IBA status (an
-        SMA's business: under ibsim an unanswered request is never timed out, and its
-        sender would wait for ever); other methods are dropped, as no SM answers them."""
-        key = key_of(m.raw)
-        if key is None or key[0] not in SMP_CLASSES or key[1] not in (Method.GET, Method.SET):
-            return
-        req = self._decoded(m)
-        if req is not None:
-            self._respond(smpcodec.encode(smpcodec.response_to(req, status=ATTR_NOT_SUPPORTED)),
-                          self._reply_lid(req, m.slid))
+        """Any request we do not serve: a Get or Set answered with the IBA status
+        (`smagent.sm.unserved`)."""
+        out = unserved.answer(m, self._reply_lid)
+        if out is not None:
+            try:
+                self.t.respond(*out)
+            except SmagentError as e:  # logged, never fatal: we may be inside the transport
+                self._failed("answering an unserved request", e)
 
     def _on_trap_request(self, m: Incoming) -> None:
         req = self._decoded(m)

@@ -4,13 +4,16 @@ the classes asked for (`AgentClass`: SA, PerfMgt, ...) on QP1."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 
 from mad.header import ATTRIBUTE_ID_SLICE, CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
 from smagent.errors import BadInput
 from smagent.transport.address import Address
 from smagent.transport.base import Incoming, Transport, TransportError
-from smagent.transport.umad_lib import UmadPort
+from smagent.transport.umad_lib import UmadError, UmadPort
+
+log = logging.getLogger("smagent.transport")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,12 +22,14 @@ class AgentClass:
     (unsolicited MADs of other methods are not delivered; responses to our own requests
     always are), its ``class_version`` (`mad.header.CLASS_VERSIONS` if None), its
     ``rmpp_version`` (0: RMPP in user space, the only choice under umad2sim), and for a
-    vendor class its ``oui``."""
+    vendor class its ``oui``; ``optional``: a class another process on the port may serve
+    already (its methods then registered there): skipped if it cannot be registered."""
     mgmt_class: int
     methods: tuple[int, ...] = ()
     class_version: int | None = None
     rmpp_version: int = 0
     oui: int | None = None
+    optional: bool = False
 
 
 # An SA (class 0x03) serving queries: RMPP done by smagent (mad.rmpp), so rmpp_version 0
@@ -34,6 +39,10 @@ SA_SERVER = AgentClass(MgmtClass.SUBN_ADM, (Method.GET, Method.SET, Method.GET_T
 SA_CLIENT = AgentClass(MgmtClass.SUBN_ADM)
 # A performance manager: asks class 0x04 agents, serves nothing
 PERF_CLIENT = AgentClass(MgmtClass.PERF_MGT)
+# What a running SM registers only to refuse (`smagent.sm.unserved`): the OpenIB vendor
+# classes of infiniband-diags' ibping and ibsysstat, unless a server of them runs on the port
+UNSERVED_CLASSES = tuple(AgentClass(c, (Method.GET, Method.SET), class_version=1, oui=0x001405, optional=True)
+                         for c in (0x32, 0x33))
 _SM_METHODS = (Method.GET, Method.SET, Method.TRAP)
 
 
@@ -59,11 +68,17 @@ class UmadTransport(Transport):
         wanted = [AgentClass(MgmtClass.SUBN_DIRECTED_ROUTE, methods), AgentClass(MgmtClass.SUBN_LID_ROUTED, methods),
                   *classes]
         try:
-            self._agents = {
-                int(c.mgmt_class): self.port.register(
-                    c.mgmt_class, CLASS_VERSIONS.get(c.mgmt_class, 1) if c.class_version is None else c.class_version,
-                    c.methods, rmpp_version=c.rmpp_version, oui=c.oui)
-                for c in wanted}
+            self._agents = {}
+            for c in wanted:
+                try:
+                    self._agents[int(c.mgmt_class)] = self.port.register(
+                        c.mgmt_class, CLASS_VERSIONS.get(c.mgmt_class, 1) if c.class_version is None else c.class_version,
+                        c.methods, rmpp_version=c.rmpp_version, oui=c.oui)
+                except UmadError as e:
+                    if not c.optional:
+                        raise
+                    log.warning("management class %#04x not registered (%s): its requests to this port go elsewhere",
+                                c.mgmt_class, e)
             self.issm = self.port.open_issm() if serve else None
             self.owns_sm_port = self.issm is not None  # our IsSM: the SM check skips our own port
         except BaseException:
