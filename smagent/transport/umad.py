@@ -39,10 +39,12 @@ SA_SERVER = AgentClass(MgmtClass.SUBN_ADM, (Method.GET, Method.SET, Method.GET_T
 SA_CLIENT = AgentClass(MgmtClass.SUBN_ADM)
 # A performance manager: asks class 0x04 agents, serves nothing
 PERF_CLIENT = AgentClass(MgmtClass.PERF_MGT)
-# What a running SM registers only to refuse (`smagent.sm.unserved`): the OpenIB vendor
-# classes of infiniband-diags' ibping and ibsysstat, unless a server of them runs on the port
-UNSERVED_CLASSES = tuple(AgentClass(c, (Method.GET, Method.SET), class_version=1, oui=0x001405, optional=True)
-                         for c in (0x32, 0x33))
+# What a running SM registers only to refuse (`smagent.sm.unserved`), unless a server of
+# them runs on the port: the vendor classes of range 1 (0x09-0x0F: vendstat's 0x0A, ...) and
+# the OpenIB ones of range 2 (OUI 0x001405: ibping's 0x32, ibsysstat's 0x33)
+UNSERVED_CLASSES = (tuple(AgentClass(c, (Method.GET, Method.SET), class_version=1, optional=True) for c in range(0x09, 0x10))
+                    + tuple(AgentClass(c, (Method.GET, Method.SET), class_version=1, oui=0x001405, optional=True)
+                            for c in (0x32, 0x33)))
 _SM_METHODS = (Method.GET, Method.SET, Method.TRAP)
 
 
