@@ -52,7 +52,9 @@ def queries(sim, lids, rng_pairs):
     for a, b in rng_pairs:
         q.append((f"path {a}->{b}", ["-p", "--slid", lids[a], "--dlid", lids[b]]))
     a, b = rng_pairs[0]
-    q.append((f"path by GIDs {a}->{b}", ["-p", "--sgid-to-dgid", f"{gid(sim, lids[a])}-{gid(sim, lids[b])}"]))
+    if not lids.lmc.get(lids[a]):  # with LMC the four pairings are two RMPP segments, which saquery under
+        # umad2sim never ACKs (docs/PITFALLS.md): test_paths_between_ports_with_lmc_come_in_opensms_order asks them
+        q.append((f"path by GIDs {a}->{b}", ["-p", "--sgid-to-dgid", f"{gid(sim, lids[a])}-{gid(sim, lids[b])}"]))
     # components OpenSM takes no notice of (and does not echo), an SL asked for, a loopback
     for extra in (["--service_id", "0x1234"], ["--tclass", "3"], ["--flow_label", "5"], ["--hop_limit", "1"],
                   ["--qos_class", "1"], ["--sl", "4"]):
@@ -92,7 +94,8 @@ def client_view(sim, lids, node) -> tuple:
 
 @pytest.mark.parametrize("shape,lmc", [("ft2", 0), ("ft3", 0), ("ft2", 1)])
 def test_saquery_answers_like_opensm(tmp_path, ibsim, procs, shape, lmc):
-    """With LMC 1 a PathRecord query by GIDs has two answers (LIDs paired by offset)."""
+    """With LMC 1 a port's records by its second LID too (the PathRecords between two ports
+    with LMC: test_paths_between_ports_with_lmc_come_in_opensms_order)."""
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4) if shape == "ft2" else topogen.fat_tree_3(4)))
     sim = ibsim(net)
@@ -107,8 +110,6 @@ def test_saquery_answers_like_opensm(tmp_path, ibsim, procs, shape, lmc):
     pairs = [tuple(rng.sample(cas, 2)) for _ in range(4)] + [(cas[0], min(k for k in lids_osm if not k[1]))]
     want = answers(sim, queries(sim, lids_osm, pairs), lids_osm)
     client_osm = client_view(sim, lids_osm, cas[1])
-    if lmc:
-        assert len(want[f"path by GIDs {pairs[0][0]}->{pairs[0][1]}"]) == 2
     osm.stop()
 
     start_sa(sim, tmp_path, procs, "--lmc", lmc)

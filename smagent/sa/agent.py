@@ -510,8 +510,11 @@ class SaAgent:
     def _paths(self, q, mad, inc):
         if mad.component_mask & PathRecord.mask("dgid") and q.dgid >> 120 == 0xFF:  # to a multicast group
             return self._shown(inc, self.groups.path(self._recs, q, mad.component_mask, mad.method == Method.GET))
-        found = self._shown(inc, paths.query(self._recs, q, mad.component_mask, inc.address.lid))
-        return found[:1] if mad.method == Method.GET else found  # a Get is NumbPath 1 (IBA 1.2), as OpenSM
+        found = paths.each_path(self._recs, q, mad.component_mask, inc.address.lid)
+        if mad.method == Method.GET:  # a Get is NumbPath 1 (IBA 1.2), as OpenSM: the first the requester may see
+            viewer = visible.Viewer(self._recs.subnet, inc.address.lid)
+            return next(([pr] for pr in found if viewer.shown([pr])), [])
+        return self._shown(inc, list(found))
 
     def _shown(self, inc: Incoming, records: list) -> list:
         """The records the requester may see under partitions (`visible`)."""

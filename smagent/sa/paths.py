@@ -10,6 +10,8 @@ does not name, as OpenSM); MTU, rate and packet lifetime are compared with their
 NumbPath limits the paths of a pair; the other components select nothing (`query`)."""
 from __future__ import annotations
 
+from typing import Iterator
+
 from mad import codes
 from mad.sa import SaStatus
 from mad.sa_records import PathRecord
@@ -154,12 +156,18 @@ def lid_pairs(slids: tuple[int, ...], dlids: tuple[int, ...]):
 
 
 def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> list[PathRecord]:
-    """The PathRecords a query selects, as OpenSM answers: a source or destination not
+    """Every PathRecord a query selects (`each_path`)."""
+    return list(each_path(recs, q, mask, requester_lid))
+
+
+def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> Iterator[PathRecord]:
+    """The PathRecords a query selects, as OpenSM answers, one by one (a Get takes the
+    first the requester may see: no more are worked out): a source or destination not
     named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
     destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
     are paired by their offset from the base (base to base, base+1 to base+1, ...), then
     every other pairing with Preference 2 (`lid_pairs`), at most NumbPath pairs when the
-    query gives it (a Get takes the first: IBA 1.2's NumbPath 1, the caller's cut). TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
+    query gives it (a Get takes the first: IBA 1.2's NumbPath 1). TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
     the QoS policy's SL) and Preference select nothing (OpenSM compares none of them
     outside multicast), and the answer carries none of them."""
     srcs = _endpoint(recs, q, mask, "sgid", "slid")
@@ -173,7 +181,6 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> li
     # both halves, or it is not a service ID (OpenSM's rule)
     service_id = q.service_id if mask & _M_SERVICE_ID == _M_SERVICE_ID else None
     per_pair = q.num_path if mask & _M_NUM_PATH else None
-    out: list[PathRecord] = []
     for (sn, sp, slids), (dn, dp, dlids) in pairs:
         found = 0
         for slid, dlid, preference in lid_pairs(slids, dlids):
@@ -186,6 +193,5 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> li
                 pr = pr.replace(preference=preference)
             if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
                     and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
-                out.append(pr)
+                yield pr
                 found += 1
-    return out

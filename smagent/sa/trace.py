@@ -67,7 +67,8 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int) -> list[T
         raise paths.PathQueryError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS,
                                    "a trace needs the source (SGID or SLID) and the destination (DGID or DLID)")
     # the first the requester may see (partitions), as a Get answers
-    found = visible.Viewer(recs.subnet, requester_lid).shown(paths.query(recs, q, mask, requester_lid))[:1]
+    viewer = visible.Viewer(recs.subnet, requester_lid)
+    found = next(([pr] for pr in paths.each_path(recs, q, mask, requester_lid) if viewer.shown([pr])), [])
     if not found:
         raise paths.PathQueryError(SaStatus.ERR_NO_RECORDS, "no path")
     out = hops(recs, found[0])
