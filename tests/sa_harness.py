@@ -109,3 +109,23 @@ def start_sa(sim, tmp_path, procs, *args) -> Proc:
     procs.append(ours)
     wait_for_sa(sim, "smagent run", ours)
     return ours
+
+
+def opensm_then_ours(sim, tmp_path, procs, collect, opensm_args=(), smagent_args=()) -> tuple:
+    """(OpenSM's answers, ours) on one fabric: `collect(sim)` under OpenSM 3.3 (with
+    ``opensm_args``), then, OpenSM stopped, under `smagent run` (``smagent_args``)."""
+    osm_dir = tmp_path / "opensm"
+    osm = Proc([OPENSM, *map(str, opensm_args), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+               osm_dir / "stdout")
+    procs.append(osm)
+    wait_for_sa(sim, "OpenSM", osm)
+    want = collect(sim)
+    osm.stop()
+    start_sa(sim, tmp_path, procs, *smagent_args)
+    return want, collect(sim)
+
+
+def assert_same(got: dict, want: dict) -> None:
+    """Every answer OpenSM gave, ours the same (the differences listed otherwise)."""
+    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())

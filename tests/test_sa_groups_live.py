@@ -9,24 +9,14 @@ from __future__ import annotations
 import re
 import time
 
-import pytest
-
 from ibsim_harness import run_smagent
 from smagent import netfile, topogen
-from sa_harness import SA_MARKS, Proc, lid_map, saquery, start_sa
+from sa_harness import SA_MARKS, assert_same, lid_map, opensm_then_ours, saquery, start_sa
 from sm_harness import procs  # noqa: F401 (the fixture)
 
 pytestmark = SA_MARKS
 
 assert pytestmark
-
-
-@pytest.fixture
-def procs():
-    started: list[Proc] = []
-    yield started
-    for p in reversed(started):
-        p.stop()
 
 
 def mft(sim, lid: int) -> dict[int, set[int]]:
@@ -134,24 +124,15 @@ def test_joins_and_leaves_answer_like_opensm(tmp_path, ibsim, procs):
     a group made by a join keeps what the join gave (scope, packet lifetime), a rate
     "less than" the link's is the next below, a leave answers the request with the
     JoinState left, a leave of bits not held is refused."""
-    from sa_harness import OPENSM, wait_for_sa
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir, osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = answers(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs)
-    got = answers(sim)
+    want, got = opensm_then_ours(sim, tmp_path, procs, answers)
     assert isinstance(want["create, rate < 10 Gb/s"], list) and not isinstance(want["leave again"], list)
     assert isinstance(want["create IPv6 all-nodes (its broadcast group exists)"], list)
     assert not any(isinstance(want[k], list) for k in want if k.startswith("create") and "link-local" in k
                    or "no broadcast" in k or "reserved" in k)
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    assert_same(got, want)
 
 
 def test_path_records_to_a_group_answer_like_opensm(tmp_path, ibsim, procs):
@@ -160,7 +141,7 @@ def test_path_records_to_a_group_answer_like_opensm(tmp_path, ibsim, procs):
     for a non-member, an unknown group, or a P_Key or SL not the group's; TClass, hop limit
     and MTU that match or are not compared."""
     import re
-    from sa_harness import OPENSM, records, wait_for_sa
+    from sa_harness import records
 
     def answers(sim):
         lids = lid_map(sim)
@@ -183,14 +164,6 @@ def test_path_records_to_a_group_answer_like_opensm(tmp_path, ibsim, procs):
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir, osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = answers(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs)
-    got = answers(sim)
+    want, got = opensm_then_ours(sim, tmp_path, procs, answers)
     assert len(want["member"]) == 1 and want["not a member"] == want["SL 1"] == [] and len(want["MTU 5"]) == 1
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    assert_same(got, want)

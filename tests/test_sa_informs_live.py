@@ -11,21 +11,12 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from ibsim_harness import run_smagent
 from smagent import netfile, topogen
-from sa_harness import OPENSM, SA_MARKS, Proc, lid_map, records, saquery, start_sa, wait_for_sa
+from sa_harness import SA_MARKS, assert_same, lid_map, opensm_then_ours, records, saquery
+from sm_harness import procs  # noqa: F401 (the fixture)
 
 pytestmark = SA_MARKS
-
-
-@pytest.fixture
-def procs():
-    started: list[Proc] = []
-    yield started
-    for p in reversed(started):
-        p.stop()
 
 
 def answers(sim) -> dict:
@@ -69,18 +60,10 @@ def test_subscriptions_answer_like_opensm(tmp_path, ibsim, procs):
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir, osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = answers(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs)
-    got = answers(sim)
+    want, got = opensm_then_ours(sim, tmp_path, procs, answers)
     # what the comparison rests on: OpenSM took QPN 0, refused these, showed two records
     assert isinstance(want["QPN 0 (kept: the source QP)"], list) and isinstance(want["LIDs 5-2"], list)
     assert not any(isinstance(want[k], list) for k in ("unsubscribe naming QPN 0", "a GID of no port",
                                                         "LIDs from 0x8000", "a security trap without the SM_Key"))
     assert len(want["two subscriptions, newest first"]) == len(want["the port's and the LIDs'"]) == 2
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    assert_same(got, want)

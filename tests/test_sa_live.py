@@ -21,7 +21,7 @@ import re
 
 import pytest
 
-from sa_harness import OPENSM, SA_MARKS, Proc, lid_map, records, saquery, start_sa, wait_for_sa
+from sa_harness import OPENSM, SA_MARKS, Proc, lid_map, opensm_then_ours, records, saquery, start_sa, wait_for_sa
 from sm_harness import procs  # noqa: F401 (the fixture)
 from smagent import netfile, topogen
 
@@ -246,15 +246,7 @@ def test_paths_between_ports_with_lmc_come_in_opensms_order(tmp_path, ibsim, pro
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-l", "1", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
-               osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    a, b, want = paths(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs, "--lmc", 1)
-    a2, b2, got = paths(sim)
+    (a, b, want), (a2, b2, got) = opensm_then_ours(sim, tmp_path, procs, paths, ["-l", 1], ["--lmc", 1])
     assert want[:2] == [(a, b, 0), (a + 1, b + 1, 0)] and len(want) >= 3
     assert got[:2] == [(a2, b2, 0), (a2 + 1, b2 + 1, 0)] and len(got) == 4 and got[3] == (a2 + 1, b2, 2)
 

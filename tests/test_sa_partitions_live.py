@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from sa_harness import OPENSM, SA_MARKS, SAQUERY, Proc, lid_map, records, saquery, start_sa, wait_for_sa
+from sa_harness import SA_MARKS, SAQUERY, lid_map, records, saquery, assert_same, opensm_then_ours
 from sm_harness import procs  # noqa: F401 (the fixture)
 from smagent import netfile, topogen
 from test_partitions_live import conf_text, explicit_default_text, ports
@@ -31,27 +31,13 @@ FIELDS = ("pkey", "sl", "mtu", "rate", "pkt_life", "preference", "qos_class")
 
 def both_sas(tmp_path, ibsim, procs, collect, conf=conf_text, opensm_args=()) -> tuple[dict, dict]:
     """(OpenSM's answers, ours): on one ibsim fat_tree_2(4), the partitions.conf ``conf``
-    writes from the fabric's ports, `collect(sim)` under OpenSM (``opensm_args``), then,
-    OpenSM stopped, under `smagent run --partitions`."""
+    writes from the fabric's ports given to both SMs (`opensm_then_ours`)."""
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
     path = tmp_path / "partitions.conf"
     path.write_text(conf(ports(sim)))
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, *opensm_args, "-P", str(path), "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir),
-               osm_dir, osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = collect(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs, "--partitions", path)
-    return want, collect(sim)
-
-
-def assert_same(got: dict, want: dict) -> None:
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    return opensm_then_ours(sim, tmp_path, procs, collect, [*opensm_args, "-P", path], ["--partitions", path])
 
 
 def with_sls(ports_list) -> str:

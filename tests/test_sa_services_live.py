@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from ibsim_harness import run_smagent
 from smagent import netfile, topogen
-from sa_harness import OPENSM, SA_MARKS, Proc, records, saquery, start_sa, wait_for_sa
+from sa_harness import SA_MARKS, assert_same, opensm_then_ours, records, saquery
+from sm_harness import procs  # noqa: F401 (the fixture)
 
 pytestmark = SA_MARKS
-
-
-@pytest.fixture
-def procs():
-    started: list[Proc] = []
-    yield started
-    for p in reversed(started):
-        p.stop()
 
 
 def answers(sim) -> dict:
@@ -62,18 +53,10 @@ def test_services_answer_like_opensm(tmp_path, ibsim, procs):
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir, osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    want = answers(sim)
-    osm.stop()
-    start_sa(sim, tmp_path, procs)
-    got = answers(sim)
+    want, got = opensm_then_ours(sim, tmp_path, procs, answers)
     # what the comparison rests on: OpenSM refused one, deleted by RID, expired the lease
     assert not isinstance(want["a partition not held"], list) and not isinstance(want["delete again"], list)
     assert [r["service_name"] for r in want["left after the lease"]] == ["svcD"]
     assert want["no P_Key: answered 0xFFFF"][0]["service_p_key"] == 0xFFFF
     assert [r["ServiceName"] for r in want["saquery -S"]] == ["svcD"]
-    wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-    assert not wrong, "\n".join(f"{k}:\n  smagent {g}\n  OpenSM  {w}" for k, (g, w) in wrong.items())
+    assert_same(got, want)
