@@ -17,21 +17,12 @@ from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping
 
 from mad.attributes import NodeInfo, PortInfo, SMInfo, SwitchInfo
 from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
+from smagent.routing.base import opensm_key
 
 if TYPE_CHECKING:
     from smagent.qospolicy import QosPolicy
 
 NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
-
-
-
-def _opensm_key_order(pkey: int) -> int:
-    """OpenSM keeps a port's P_Keys in a map keyed by the partition (the key without its
-    membership bit) as stored, in network byte order, read as a host integer: on a
-    little-endian host (x86-64, Arm) its paths take the partition lowest by its low
-    byte, then by its high byte."""
-    base = pkey & 0x7FFF
-    return (base & 0xFF) << 8 | base >> 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,12 +200,12 @@ class Subnet:
         destination is in too, with at least one of them a full member (``wanted``: that
         partition only); None when they share no partition, so there is no path (IBA 10.9:
         limited members do not talk to each other). Which partition is first, when they
-        share several, IBA leaves open: OpenSM's order (`_opensm_key_order`), so hosts
+        share several, IBA leaves open: OpenSM's order (`routing.base.opensm_key`), so hosts
         get the P_Key they would get from OpenSM."""
         if self.pkeys is None:
             return PKEY_DEFAULT if wanted is None or wanted & 0x7FFF == 0x7FFF else None
         theirs = {k & 0x7FFF: k for k in self.pkeys.get(dst, ())}
-        for k in sorted(self.pkeys.get(src, ()), key=_opensm_key_order):
+        for k in sorted(self.pkeys.get(src, ()), key=lambda k: opensm_key(k & 0x7FFF, 2)):
             other = theirs.get(k & 0x7FFF)
             if other is None or not (k | other) & PKEY_FULL_MEMBER or (wanted is not None and (wanted ^ k) & 0x7FFF):
                 continue

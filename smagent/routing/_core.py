@@ -49,7 +49,7 @@ from bisect import bisect_left
 from collections import Counter
 from typing import Sequence
 
-from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
+from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput, opensm_key
 
 _BYTE_BITS = [tuple(i for i in range(8) if b >> i & 1) for b in range(256)]
 
@@ -67,11 +67,6 @@ def bits(m: int) -> list[int]:
     return out
 
 
-def osm_guid_key(guid: int) -> int:
-    """OpenSM's qmap order for GUIDs: the 8 network-order bytes read little-endian."""
-    return int.from_bytes((guid & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big"), "little")
-
-
 class Graph:
     """The switch graph as indices 0..S-1, numbered in OpenSM's routing order, and where
     every LID lives."""
@@ -85,7 +80,7 @@ class Graph:
         for (g, p) in homes:
             if p != 0:
                 ca_count[g] = ca_count.get(g, 0) + 1
-        order = sorted(rin.switches, key=lambda g: (-ca_count.get(g, 0), osm_guid_key(g)))
+        order = sorted(rin.switches, key=lambda g: (-ca_count.get(g, 0), opensm_key(g)))
         self.guids: list[int] = order
         self.index: dict[int, int] = {g: i for i, g in enumerate(order)}
         S = self.S = len(order)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from mad.sa import SaStatus
 from mad.sa_records import MultiPathRecord, PathRecord
+from smagent.routing.base import opensm_key
 from smagent.sa import paths
 from smagent.sa.records import Records
 
@@ -90,10 +91,8 @@ def _apm(recs: Records, base: PathRecord, pr_mask: int, gids: list[int], request
         assert hit is not None  # the caller checked every GID
         node, port = hit
         ends.append((gid & (1 << 64) - 1, node, port, paths.lids_of(recs, node, port)))
-    # OpenSM compares the GUIDs as stored, in network order, read as host integers (x86)
-    wire = lambda e: int.from_bytes(e[0].to_bytes(8, "big"), "little")  # noqa: E731
-    s0, s1 = sorted(ends[:2], key=wire)
-    d0, d1 = sorted(ends[2:], key=wire)
+    s0, s1 = sorted(ends[:2], key=lambda e: opensm_key(e[0]))  # as OpenSM compares GUIDs
+    d0, d1 = sorted(ends[2:], key=lambda e: opensm_key(e[0]))
     a, b = sorted((s0[3][0], d0[3][0]))
     offset = ((a >> s.lmc) << 4 | b >> s.lmc) % 103
     mask = pr_mask & ~PathRecord.mask("sgid", "dgid") | PathRecord.mask("slid", "dlid")

@@ -15,6 +15,7 @@ from typing import Iterator
 from mad import codes
 from mad.sa import SaStatus
 from mad.sa_records import PathRecord
+from smagent.routing.base import opensm_key
 from smagent.sa.records import Records
 from smagent.subnet import Node
 
@@ -135,11 +136,11 @@ def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: 
 
 
 def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
-    """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs,
-    keyed by the GUID's network-order bytes read as a little-endian number."""
+    """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs
+    (`routing.base.opensm_key`)."""
     s = recs.subnet
     ports = [(n, p, lids_of(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if lids_of(recs, n, p)]
-    return sorted(ports, key=lambda e: int.from_bytes(e[0].port_guid(e[1]).to_bytes(8, "big"), "little"))
+    return sorted(ports, key=lambda e: opensm_key(e[0].port_guid(e[1])))
 
 
 _MASKS = {f: PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid")}  # components, worked out once
