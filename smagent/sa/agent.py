@@ -56,14 +56,14 @@ from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEAD
                     SaStatus, encode_table, matcher)
 from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
                             record_class)
-from smagent.sa import multipath, paths, trace, visible
+from smagent.sa import multipath, paths, quickpath, trace, visible
 from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
 from smagent.sa.records import Records
 from smagent.subnet import Subnet
-from smagent.transport.address import Address, Incoming, way_back
+from smagent.transport.address import Address, Incoming, lid_of, way_back
 
 log = logging.getLogger("smagent.sa")
 
@@ -80,6 +80,7 @@ _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.siz
 _PATH_DGID = SA_HEADER.stop + 8  # the first byte of a PathRecord's DGID (0xFF: multicast)
 _DGID_BIT = PathRecord.mask("dgid")  # in the ComponentMask's last byte
 _PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
+_AOFFSET = SA_HEADER.start + 8  # AttributeOffset, after the SM_Key
 _PATH_ATTR_ID = int(SaAttrID.PATH_RECORD)
 _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
 # the LIDs a query may name by any LID of a port's LMC range (`SaAgent._at_base_lids`)
@@ -123,6 +124,7 @@ class SaAgent:
         # source -> (answer before the TID, answer after it, packed reply address, its
         # `requests` key: counted without building one per answer)
         self._fast: dict[bytes, tuple[bytes, bytes, bytes, tuple[int, int, int]]] = {}
+        self._replies: dict[bytes, bytes] = {}  # way back -> packed reply address (`_reply_to`)
         self.answered = 0  # requests answered (any status)
         self.requests: collections.Counter = collections.Counter()  # (AttributeID, method, status) -> answered
 
@@ -199,14 +201,31 @@ class SaAgent:
             return [(hit[0] + raw[8:16] + hit[1], hit[2])]
         if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None or _to_group(raw):
             return None
-        out = self.handle(Incoming(raw, Address.unpack(source)), clock())
-        packed = [(m, a.pack()) for m, a in out]
+        quick = quickpath.path_get(self._recs, raw, lid_of(source)) if raw[2] == SA_CLASS_VERSION else None
+        if quick is not None:  # as `handle` would answer and count it, without its layers
+            status, data, offset = quick
+            self.answered += 1
+            self.requests[(_PATH_ATTR_ID, Method.GET, status)] += 1
+            packed = [(_single(raw, status, data, offset), self._reply_to(source))]
+        else:
+            packed = [(m, a.pack()) for m, a in self.handle(Incoming(raw, Address.unpack(source)), clock())]
         if len(packed) == 1 and len(packed[0][0]) == MAD_SIZE:  # one MAD, as a Get's answer is
             if len(self._fast) >= PATH_ANSWERS_KEPT:
                 self._fast.clear()
             m, a = packed[0]
             self._fast[key] = (m[:8], m[16:], a, (_PATH_ATTR_ID, raw[3], int.from_bytes(m[4:6], "big")))
         return packed
+
+    def _reply_to(self, source: bytes) -> bytes:
+        """The packed address answering a request from the packed ``source``: worked out
+        once for each way back (`way_back`), a host asks again and again."""
+        key = way_back(source)
+        hit = self._replies.get(key)
+        if hit is None:
+            if len(self._replies) >= PATH_ANSWERS_KEPT:
+                self._replies.clear()
+            hit = self._replies[key] = Address.unpack(source).reply().pack()
+        return hit
 
     def notify(self, notice, now: float) -> list[Reply]:
         """Reports of ``notice`` (an `SaNotice`) to every subscription it matches (under
@@ -332,6 +351,10 @@ class SaAgent:
             if method != Method.GET:
                 return UNSUPPORTED_ATTRIBUTE, b"", 0
             return 0, self.class_port_info().encode(), 0
+        if attr == SaAttrID.PATH_RECORD and method == Method.GET and not _to_group(raw):
+            quick = quickpath.path_get(self._recs, raw, incoming.address.lid)
+            if quick is not None:
+                return quick
         mad = SaMad.decode(raw)
         kind = record_class(attr)
         try:
@@ -363,11 +386,10 @@ class SaAgent:
         head[4:6] = status.to_bytes(2, "big")
         if req[3] == Method.GET_MULTI:  # PathRecords answer a MultiPathRecord (IBA 15.2.5.17)
             head[16:18] = int(SaAttrID.PATH_RECORD).to_bytes(2, "big")
+        if head[3] not in (Method.GET_TABLE_RESP, Method.GET_MULTI_RESP) or status:
+            return [(_single(req, status, data, offset, head), addr)]
         class_header = bytearray(req[SA_HEADER])
         class_header[8:10] = offset.to_bytes(2, "big")
-        if head[3] not in (Method.GET_TABLE_RESP, Method.GET_MULTI_RESP) or status:
-            body = bytes(head) + bytes(12) + bytes(class_header) + data[:SA_DATA_SIZE].ljust(SA_DATA_SIZE, b"\0")
-            return [(body, addr)]
         sender = RmppSender(bytes(head), bytes(class_header), data, timeout=RMPP_TIMEOUT_S, retries=RMPP_RETRIES,
                             resp_time=NO_RESP_TIME)
         first = sender.start(now)
@@ -524,6 +546,17 @@ class SaAgent:
     def _recs(self) -> Records:
         assert self._records is not None  # _answer checked a snapshot is published
         return self._records
+
+
+def _single(req: bytes, status: int, data: bytes, offset: int, head: bytearray | None = None) -> bytes:
+    """The one MAD answering ``req`` (a Get's GetResp; ``head``: another MAD header): the
+    request's SA header with ``offset`` as its AttributeOffset, ``data`` padded."""
+    if head is None:
+        head = bytearray(req[:24])
+        head[3] = Method.GET_RESP
+        head[4:6] = status.to_bytes(2, "big")
+    return (bytes(head) + bytes(RMPP_HEADER_SIZE) + req[SA_HEADER.start:_AOFFSET] + offset.to_bytes(2, "big")
+            + req[_AOFFSET + 2:SA_HEADER.stop] + data[:SA_DATA_SIZE].ljust(SA_DATA_SIZE, b"\0"))
 
 
 def _to_group(raw: bytes) -> bool:
