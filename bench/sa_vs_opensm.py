@@ -13,7 +13,11 @@ SA, simulator and client together; both SMs pay the same simulator).
 
 Each SM runs `--rounds` times (3), the two taking turns (a shared machine's load moves);
 each run prints the load before it and the SM's own CPU time per answer (/proc), the
-figure that load moves least.
+figure that load moves least, and the CPU time ibsim and the client spent per answer (on
+two cores the three share the machine). Neither SM sweeps during the flood (OpenSM -s 0,
+smagent --sweep-interval 0). `--client-host H1,H9,H17` floods from a client on each node
+at once (their rates add up): with several, the SM's cost decides more than one client's
+round trips do.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,7 +71,9 @@ def client(lids: list[int], seconds: float, window: int, seed: int) -> dict:
                   and not int.from_bytes(r.raw[4:6], "big"))
     elapsed = time.monotonic() - t0
     t.close()
-    return {"sent": sent, "answered": ok, "seconds": round(elapsed, 3), "per_second": round(ok / elapsed, 1)}
+    cpu = os.times()
+    return {"sent": sent, "answered": ok, "seconds": round(elapsed, 3), "per_second": round(ok / elapsed, 1),
+            "client_cpu_us_per_answer": round((cpu.user + cpu.system) * 1e6 / max(1, ok), 1)}
 
 
 def ca_lids(sim) -> list[int]:
@@ -95,10 +102,10 @@ def run_one(tool: str, net: Path, scratch: Path, a) -> dict:
     with IbSim(net, scratch) as sim:
         if tool == "smagent":
             args = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
-                    str(scratch / "state"), "--log-file", str(scratch / "smagent.log")]
+                    str(scratch / "state"), "--log-file", str(scratch / "smagent.log"), "--sweep-interval", "0"]
             env = sim.env
         else:
-            args = [OPENSM, "-f", str(scratch / "opensm.log"), "-s", "0"]
+            args = [OPENSM, "-f", str(scratch / "opensm.log"), "-s", "0"]  # neither SM sweeps during the flood
             env = sim.opensm_env(scratch / "osm")
         proc = subprocess.Popen(args, env=env, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
@@ -110,22 +117,32 @@ def run_one(tool: str, net: Path, scratch: Path, a) -> dict:
                 spy = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--rate", "1000", "--format", "raw",
                                         "--duration", str(int(a.seconds)), "-o", str(a.profile)],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            cpu0 = cpu_seconds(proc.pid)
-            cmd = [sys.executable, __file__, "--client", json.dumps({"lids": lids, "seconds": a.seconds,
-                                                                     "window": a.window, "seed": a.seed})]
-            r = subprocess.run(cmd, env=dict(sim.env, SIM_HOST=a.client_host), cwd=scratch, capture_output=True,
-                               text=True, timeout=a.seconds * 4 + 60)
-            cpu1 = cpu_seconds(proc.pid)
+            cpu0, sim0 = cpu_seconds(proc.pid), cpu_seconds(sim.proc.pid)
+            hosts = a.client_host.split(",")
+            clients = [subprocess.Popen([sys.executable, __file__, "--client", json.dumps(
+                {"lids": lids, "seconds": a.seconds, "window": a.window, "seed": a.seed + n})],
+                env=dict(sim.env, SIM_HOST=host), cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for n, host in enumerate(hosts)]
+            outs = [c.communicate(timeout=a.seconds * 4 + 60) + (c.returncode,) for c in clients]
+            cpu1, sim1 = cpu_seconds(proc.pid), cpu_seconds(sim.proc.pid)
             user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
             cpu = user + system
             if spy is not None:
                 spy.wait(60)
-            if r.returncode:
-                raise SystemExit(f"the client failed ({tool}):\n{r.stderr[-2000:]}")
-            out = json.loads(r.stdout)
+            for stdout, stderr, rc in outs:
+                if rc:
+                    raise SystemExit(f"a client failed ({tool}):\n{stderr[-2000:]}")
+            each = [json.loads(stdout) for stdout, _e, _rc in outs]
+            out = {k: sum(c[k] for c in each) for k in ("sent", "answered")}
+            out["seconds"] = max(c["seconds"] for c in each)
+            out["per_second"] = round(sum(c["per_second"] for c in each), 1)
+            out["client_cpu_us_per_answer"] = round(sum(c["client_cpu_us_per_answer"] * c["answered"] for c in each)
+                                                    / max(1, out["answered"]), 1)
             out["sm_cpu_s"] = round(cpu, 3)  # the SM's own CPU time during the flood
             out["sm_cpu_system_s"] = round(system, 3)  # of which in the kernel
             out["sm_cpu_us_per_answer"] = round(cpu * 1e6 / max(1, out["answered"]), 1)
+            # the simulator carries both MADs of each answer; with the client, what the SM shares two cores with
+            out["ibsim_cpu_us_per_answer"] = round((sum(sim1) - sum(sim0)) * 1e6 / max(1, out["answered"]), 1)
             return out
         finally:
             if proc.poll() is None:
@@ -143,7 +160,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--window", type=int, default=8, help="requests in flight")
     p.add_argument("--seed", type=int, default=24)
-    p.add_argument("--client-host", default="H1", help="the ibsim node the client runs on")
+    p.add_argument("--client-host", default="H1", help="the ibsim node the client runs on; several, comma-separated: "
+                   "a client on each, flooding at once (their answers per second add up)")
     p.add_argument("--rounds", type=int, default=3, help="each SM this many times, taking turns")
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of smagent's daemon (last round) here (py-spy installed: "
@@ -168,11 +186,15 @@ def main() -> None:
                 out[tool].append(dict(r, load=round(load, 2)))
                 print(f"{tool:8} {r['per_second']:>9} PathRecords/s ({r['answered']} of {r['sent']} in "
                       f"{r['seconds']} s; SM CPU {r['sm_cpu_us_per_answer']} us/answer, "
-                      f"{r['sm_cpu_system_s'] / max(r['sm_cpu_s'], 1e-9):.0%} system; load {load:.2f} before)",
+                      f"{r['sm_cpu_system_s'] / max(r['sm_cpu_s'], 1e-9):.0%} system; ibsim {r['ibsim_cpu_us_per_answer']}, client "
+                      f"{r['client_cpu_us_per_answer']} us/answer; load {load:.2f} before)",
                       flush=True)
         for tool in ("opensm", "smagent"):
             best = max(r["per_second"] for r in out[tool])
             print(f"{tool:8} best {best:>9} PathRecords/s of {a.rounds}", flush=True)
+        ratios = sorted(m["per_second"] / o["per_second"] for o, m in zip(out["opensm"], out["smagent"]))
+        print(f"smagent/opensm round by round: {', '.join(f'{r:.2f}' for r in ratios)} "
+              f"(median {statistics.median(ratios):.2f})", flush=True)
     if a.json:
         a.json.write_text(json.dumps(out, indent=2))
 
