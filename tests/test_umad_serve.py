@@ -58,6 +58,7 @@ class ServeFake(FakeUmad):
 def fake(mocker):
     lib = ServeFake(mocker)
     mocker.patch.object(umad_lib.ctypes, "CDLL", return_value=lib)
+    mocker.patch.object(umad_lib.ctypes, "PyDLL", return_value=lib)  # the hot calls that keep the GIL
     return lib
 
 
