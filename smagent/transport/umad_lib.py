@@ -634,7 +634,8 @@ class UmadPort:
         if portid < 0:
             self._check_open()
         self._last_dlid = -1  # the send buffer's address will hold a GMP's: the next SMP writes its own
-        monotonic, late, ready, pending = time.monotonic, 0, False, []
+        monotonic, late, ready = time.monotonic, 0, False
+        pending: list[tuple[bytes, bytes]] = []
         try:
             while True:
                 left = deadline - monotonic()
