@@ -64,9 +64,6 @@ _UMAD_MAX_DEVICES = 32
 # Longest single blocking call in recv(): long waits are sliced so that Ctrl-C
 # (handled between bytecodes) is not stuck behind a foreign call for minutes.
 _RECV_SLICE_MS = 200
-# answers held back while more requests wait (`UmadPort.answer_until`), at most: sent back
-# to back, the simulator (and the requesters) take them in one wake-up, not one each
-ANSWER_BATCH = 8
 
 
 # --------------------------------------------------------------------------
@@ -624,66 +621,52 @@ class UmadPort:
         it), or None at the deadline: past it, at most ``late_limit`` more queued MADs are
         answered (a flood that never lets the queue empty must not hold the caller's
         timers). A flood of cached answers is served here, in one Python frame and two
-        foreign calls a MAD (`UmadTransport.poll` calls it). Answers wait while more
-        requests are queued, up to `ANSWER_BATCH`, then go back to back: under a flood
-        from umad2sim this cut the SM's CPU per answer from 15 to 13 us and ibsim's from 10
-        to 9 (a wake-up for several, not one each); every answer is sent before this
-        returns or raises."""
+        foreign calls a MAD (`UmadTransport.poll` calls it). Each answer goes before the
+        next request is read: holding answers while more requests were queued (to send them
+        back to back) left the requesters idle meanwhile, and a single requester flooding
+        with 8 in flight got 4-10 % fewer answers per second."""
         fn, now_fn, portid, raddr, rlen, rlen_ref, view = (self._recv_fn, self._recv_now, self._portid, self._raddr,
                                                            self._rlen, self._rlen_ref, self._rview)
         if portid < 0:
             self._check_open()
         self._last_dlid = -1  # the send buffer's address will hold a GMP's: the next SMP writes its own
         monotonic, late, ready = time.monotonic, 0, False
-        pending: list[tuple[bytes, bytes]] = []
-        try:
-            while True:
-                left = deadline - monotonic()
+        while True:
+            left = deadline - monotonic()
+            if left <= 0:
+                if late >= late_limit:
+                    return None
+                late += 1
+            rlen.value = MAD_SIZE
+            # after an answer, another request is often queued already: a read without the
+            # poll first (timeout 0, the GIL kept) takes it, one system call instead of two
+            rc = (now_fn(portid, raddr, rlen_ref, 0) if ready or left <= 0 else
+                  fn(portid, raddr, rlen_ref, min(_RECV_SLICE_MS, int(left * 1000 + 0.999))))
+            if rc < 0:
+                err = ctypes.get_errno()
+                if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
+                    err = err or -rc
+                    raise UmadIOError(f"umad_recv on {self.ca} port {self.port} failed: {_errtext(err)}", err)
                 if left <= 0:
-                    if late >= late_limit:
-                        return None
-                    late += 1
-                rlen.value = MAD_SIZE
-                # after an answer, another request is often queued already: a read without the
-                # poll first (timeout 0, the GIL kept) takes it, one system call instead of two
-                rc = (now_fn(portid, raddr, rlen_ref, 0) if ready or left <= 0 else
-                      fn(portid, raddr, rlen_ref, min(_RECV_SLICE_MS, int(left * 1000 + 0.999))))
-                if rc < 0:
-                    err = ctypes.get_errno()
-                    if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
-                        err = err or -rc
-                        raise UmadIOError(f"umad_recv on {self.ca} port {self.port} failed: {_errtext(err)}", err)
-                    if pending:
-                        self._send_answers(pending, agents, sent)  # nothing more waits; then look again
-                        continue
-                    if left <= 0:
-                        return None
-                    ready = False
-                    continue
-                ready = True
-                mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
-                status, addr = _STATUS.unpack_from(view, _STATUS_OFF)[0], view[_ADDR].tobytes()
-                if status or len(mad) < 4 or mad[3] & 0x80:
-                    self.last_addr = addr
-                    return mad, status, addr, False
-                answers = answer(mad, addr)
-                if answers is None:
-                    self.last_addr = addr
-                    return mad, status, addr, True
-                pending += answers
-                if len(pending) >= ANSWER_BATCH:
-                    self._send_answers(pending, agents, sent)
-        finally:
-            if pending:
-                self._send_answers(pending, agents, sent)
+                    return None
+                ready = False
+                continue
+            ready = True
+            mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
+            status, addr = _STATUS.unpack_from(view, _STATUS_OFF)[0], view[_ADDR].tobytes()
+            if status or len(mad) < 4 or mad[3] & 0x80:
+                self.last_addr = addr
+                return mad, status, addr, False
+            answers = answer(mad, addr)
+            if answers is None:
+                self.last_addr = addr
+                return mad, status, addr, True
+            self._send_answers(answers, agents, sent)
 
-    def _send_answers(self, pending: list[tuple[bytes, bytes]], agents: dict[int, int], sent: list[bytes]) -> None:
-        """`answer_until`'s answers held back, sent in order (the list emptied first: a
-        failed send loses the rest of this batch, never sends one twice)."""
-        batch = pending[:]
-        pending.clear()
+    def _send_answers(self, answers: list[tuple[bytes, bytes]], agents: dict[int, int], sent: list[bytes]) -> None:
+        """`answer_until`'s answers to one request, sent in order, untimed, the GIL kept."""
         send_fn, portid, sview, saddr = self._send_now, self._portid, self._sview, self._saddr
-        for out, to in batch:
+        for out, to in answers:
             agent = agents.get(out[1])
             if agent is None:
                 raise UmadError(f"no agent for management class {out[1]:#04x} on {self.ca} port {self.port}")
