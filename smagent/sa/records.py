@@ -25,10 +25,12 @@ from mad.sa_records import (
     P_KeyTableRecord, PortInfoRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
     VLArbitrationTableRecord,
 )
-from smagent.subnet import LinkTables, Subnet
+from smagent.subnet import NO_PORT, LinkTables, Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
 DOWNSTREAM_KEPT = 1 << 19  # (switch, DLID) path summaries kept a snapshot (~100 MB at most); more: start again
+_NOTHING_CROSSED = 1 << 30  # the MTU of a summary over no port (above every MTU code)
+_UNKNOWN = object()
 
 
 def port_mtu(node, port: int) -> int:
@@ -178,25 +180,56 @@ class Records:
         crosses from ``switch`` to ``dlid`` through the LFTs, from its exit port on (the
         destination port included); None if the LFTs do not deliver it. Kept per (switch,
         DLID) for the snapshot: the hosts of a leaf share it, so a PathRecord not asked
-        before costs no walk."""
+        before costs no walk; each is worked out from the next switch's (`_below`)."""
+        out = self._below(switch, dlid)
+        if out is None or out[0] != _NOTHING_CROSSED:
+            return out
+        own = self.port_caps.get((switch, 0))  # the switch's own LID (or no port on the way read): its port 0
+        return (own[0], float("inf"), 0) if own else (0, float("inf"), 0)
+
+    def _below(self, switch: int, dlid: int) -> tuple[int, float, int] | None:
+        """`downstream`'s summary from ``switch`` on, kept: its exit port and the port that
+        link enters, then the next switch's; at the destination switch nothing crossed
+        (MTU `_NOTHING_CROSSED`, an infinite rate). The slowest port is the first one on the
+        way of the slowest rate, as a walk finds it."""
         key = (switch, dlid)
-        if key in self._downstream:
-            return self._downstream[key]
-        hops = self.subnet.route((switch, 0), dlid)
-        caps = self.port_caps
-        crossed = [caps[gp] for a, b in hops for gp in (a, b) if gp in caps] if hops is not None else None
-        if crossed is None:
-            out = None
-        elif not crossed:  # the switch's own LID: its port 0
-            own = caps.get((switch, 0))
-            out = (own[0], float("inf"), 0) if own else (0, float("inf"), 0)
-        else:
-            slow = min(crossed, key=lambda c: c[2])
-            out = (min(c[0] for c in crossed), slow[2], slow[1])
+        hit = self._downstream.get(key, _UNKNOWN)
+        if hit is not _UNKNOWN:
+            return hit  # type: ignore[return-value]
         if len(self._downstream) >= DOWNSTREAM_KEPT:
             self._downstream.clear()
+        self._downstream[key] = None  # while worked out: a loop back here delivers nothing
+        out = self._next_hop(switch, dlid)
         self._downstream[key] = out
         return out
+
+    def _next_hop(self, switch: int, dlid: int) -> tuple[int, float, int] | None:
+        s = self.subnet
+        dest = s.lids.get(dlid)
+        if dest is None:
+            return None
+        if dest[0] == switch:
+            return (_NOTHING_CROSSED, float("inf"), 0)
+        table = s.lft.get(switch, b"")
+        port = table[dlid] if dlid < len(table) else NO_PORT
+        peer = s.links.get((switch, port)) if port not in (0, NO_PORT) else None
+        if peer is None:
+            return None
+        if s.nodes[peer[0]].is_switch:
+            rest = self._below(peer[0], dlid)
+            if rest is None:
+                return None
+        elif peer == dest:
+            rest = (_NOTHING_CROSSED, float("inf"), 0)
+        else:
+            return None  # a CA port that is not the destination sends it back: no delivery
+        caps = self.port_caps
+        crossed = [caps[k] for k in ((switch, port), peer) if k in caps]
+        if not crossed:
+            return rest
+        slow = min(crossed, key=lambda c: c[2])
+        mtu = min(rest[0], *(c[0] for c in crossed))
+        return (mtu, slow[2], slow[1]) if slow[2] <= rest[1] else (mtu, rest[1], rest[2])
 
     @functools.cached_property
     def pkey_tables(self) -> list[P_KeyTableRecord]:
