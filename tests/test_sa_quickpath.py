@@ -13,6 +13,7 @@ from mad.header import Method
 from mad.sa_records import PathRecord
 from smagent import netfile, partitions, qospolicy, sweep, topogen
 from smagent.sa import SaAgent, quickpath
+from mad.sa import SA_HEADER
 from smagent.subnet import Subnet
 from smagent.transport.address import Address, Incoming
 from smagent.transport.sim import SimTransport
@@ -99,7 +100,7 @@ def test_quick_answers_are_the_general_answers(build, monkeypatch):
     asked = [(_query(rng, s, agent, tid), rng.choice(lids + [0xBFFF])) for tid in range(1, 1500)]
     quick = 0
     for raw, requester in asked:
-        if quickpath.path_get(agent._recs, raw, requester) is not None:
+        if quickpath.QuickPaths(agent._recs).path_get(raw, requester) is not None:
             quick += 1
     # the plain form is common: the comparison is not empty (under LMC, only switches' port 0 is plain)
     assert quick > (0 if build is _lmc else len(asked) // 5)
@@ -115,7 +116,7 @@ def test_quick_answers_are_the_general_answers(build, monkeypatch):
         return out
 
     fast = answers(agent)
-    monkeypatch.setattr(quickpath, "path_get", lambda *_a: None)
+    monkeypatch.setattr(quickpath.QuickPaths, "path_get", lambda *_a: None)
     general = SaAgent(0x1122334455667788)
     general.publish(s)
     slow = answers(general)
@@ -125,3 +126,55 @@ def test_quick_answers_are_the_general_answers(build, monkeypatch):
     assert agent.requests == general.requests and agent.answered == general.answered
     statuses = {int.from_bytes(h[0][0][4:6], "big") for h in slow[::2]}
     assert len(statuses) > 1  # answers and refusals alike
+
+
+def _mixed_links():
+    """A 2-level tree whose host links differ (MTU, width, speed) within a leaf."""
+    t = SimTransport(topogen.fat_tree_2(6))
+    return Subnet.from_sweep(sweep.sweep(t, sweep.SweepOptions()))
+
+
+def _dfsssp_pairs():
+    with smagent.connect("sim", topology=netfile.dumps(topogen.torus_2d(3, 3, hosts_per_switch=2))) as f:
+        return Subnet.from_sweep(f.sweep(routing="dfsssp"))
+
+
+@pytest.mark.parametrize("build", [_mixed_links, _partitioned, _policy, _dfsssp_pairs])
+def test_answers_a_source_class_shares_are_each_sources_own(build):
+    """The terms decided for one source stand for every port of its class
+    (`paths.source_class`): for every pair of ports, asked in random order, with and
+    without a P_Key or SL asked, the shared answer is the one worked out for that source
+    alone. Port MTUs and rates are made to differ within each leaf, so a class that left
+    them out would give a host its neighbour's."""
+    from smagent.sa.records import Records
+    _AT = SA_HEADER.stop
+    s = build()
+    rng = random.Random(build.__name__)
+    recs = Records(s)
+    caps = recs.port_caps
+    host_ports = sorted(k for k in caps if not s.nodes[k[0]].is_switch)
+    host_links = host_ports + [s.links[k] for k in host_ports if k in s.links]  # and the switch ports they enter
+    for key in rng.sample(host_links, len(host_links) // 4):  # the rest alike: they share classes
+        mtu, code, gbps = caps[key]
+        caps[key] = (rng.choice([mtu, 3, 4]), *rng.choice([(code, gbps), (2, 2.5), (7, 40.0)]))
+    shared, alone = quickpath.QuickPaths(recs), quickpath.QuickPaths(recs)
+    alone._shared = False
+    ends = [(n, p, s.base_lid(n, p)) for n in s.nodes.values() for p in n.lid_ports() if s.base_lid(n, p)]
+    asked = []
+    for (a, pa, la), (b, pb, lb), extra in ((x, y, e) for x in ends for y in ends for e in (
+            {}, rng.choice([{"p_key": rng.choice([0xFFFF, 0x8010, 0x10])}, {"sl": rng.randrange(4)}]))):
+        by_gid = rng.random() < 0.5
+        ends_of = ({"sgid": recs.gid(a, pa), "dgid": recs.gid(b, pb)} if by_gid else {"slid": la, "dlid": lb})
+        q = sa.request(Method.GET, PathRecord(**ends_of, **extra), component_mask=PathRecord.mask(*ends_of, *extra),
+                       transaction_id=len(asked) + 1)
+        asked.append((q.encode(), la if rng.random() < 0.75 else rng.choice(ends)[2]))  # mostly the source asks
+    rng.shuffle(asked)
+    answers = set()
+    for raw, requester in asked:
+        got = shared.path_get(raw, requester)
+        assert got == alone.path_get(raw, requester)
+        answers.add(got)
+    assert not alone._decided
+    loopbacks = sum(1 for raw, _r in asked if raw[_AT + 40:_AT + 42] == raw[_AT + 42:_AT + 44] != bytes(2))
+    assert len(asked) - len(shared._decided) - loopbacks > len(ends)  # terms found decided for a classmate
+    assert len({a[1] for a in answers if a[0] == 0}) > len(ends)  # and not by all alike

@@ -77,6 +77,8 @@ REQUEST_KEPT_S = 10.0  # a GetMulti request's reassembly: abandoned, or kept aft
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
+_PATH_QUERY = slice(SA_HEADER.start, _PATH_QUERY_END)
+_GET = int(Method.GET)  # a plain int: compared and hashed per request
 _PATH_DGID = SA_HEADER.stop + 8  # the first byte of a PathRecord's DGID (0xFF: multicast)
 _DGID_BIT = PathRecord.mask("dgid")  # in the ComponentMask's last byte
 _PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
@@ -107,6 +109,7 @@ class SaAgent:
         self.sms_source = sms
         self.subnet: Subnet | None = None
         self._records: Records | None = None
+        self._quick: quickpath.QuickPaths | None = None  # the snapshot's plain PathRecord Gets
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
         # GetMulti requests (RMPP) being reassembled, or just answered, by (LID, TID): the
         # receiver, where its ACKs go, when it is dropped
@@ -131,6 +134,7 @@ class SaAgent:
     def publish(self, subnet: Subnet) -> None:
         """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
         self.subnet, self._records = subnet, Records(subnet)
+        self._quick = quickpath.QuickPaths(self._records)
         self._path_answers.clear()
         self._fast.clear()
 
@@ -193,20 +197,21 @@ class SaAgent:
         if source.__class__ is not bytes or len(raw) != MAD_SIZE or raw[1] != SA_CLASS \
                 or raw[_RMPP_FLAGS_AT] & _RMPP_ACTIVE or not self.master:
             return None
-        key = raw[:8] + raw[16:24] + raw[SA_HEADER.start:_PATH_QUERY_END] + way_back(source)
+        back = way_back(source)
+        key = raw[:8] + raw[16:24] + raw[_PATH_QUERY] + back
         hit = self._fast.get(key)
         if hit is not None:
             self.answered += 1
             self.requests[hit[3]] += 1  # as `handle` counts: (AttributeID, method, the answer's status)
             return [(hit[0] + raw[8:16] + hit[1], hit[2])]
-        if raw[3] != Method.GET or raw[16:18] != _PATH_ATTR or self.subnet is None or _to_group(raw):
+        if raw[3] != _GET or raw[16:18] != _PATH_ATTR or self._quick is None or _to_group(raw):
             return None
-        quick = quickpath.path_get(self._recs, raw, lid_of(source)) if raw[2] == SA_CLASS_VERSION else None
+        quick = self._quick.path_get(raw, lid_of(source)) if raw[2] == SA_CLASS_VERSION else None
         if quick is not None:  # as `handle` would answer and count it, without its layers
             status, data, offset = quick
             self.answered += 1
-            self.requests[(_PATH_ATTR_ID, Method.GET, status)] += 1
-            packed = [(_single(raw, status, data, offset), self._reply_to(source))]
+            self.requests[(_PATH_ATTR_ID, _GET, status)] += 1
+            packed = [(_single(raw, status, data, offset), self._reply_to(source, back))]
         else:
             packed = [(m, a.pack()) for m, a in self.handle(Incoming(raw, Address.unpack(source)), clock())]
         if len(packed) == 1 and len(packed[0][0]) == MAD_SIZE:  # one MAD, as a Get's answer is
@@ -216,15 +221,15 @@ class SaAgent:
             self._fast[key] = (m[:8], m[16:], a, (_PATH_ATTR_ID, raw[3], int.from_bytes(m[4:6], "big")))
         return packed
 
-    def _reply_to(self, source: bytes) -> bytes:
-        """The packed address answering a request from the packed ``source``: worked out
-        once for each way back (`way_back`), a host asks again and again."""
-        key = way_back(source)
-        hit = self._replies.get(key)
+    def _reply_to(self, source: bytes, back: bytes) -> bytes:
+        """The packed address answering a request from the packed ``source`` (whose
+        `way_back` is ``back``): worked out once for each way back, a host asks again and
+        again."""
+        hit = self._replies.get(back)
         if hit is None:
             if len(self._replies) >= PATH_ANSWERS_KEPT:
                 self._replies.clear()
-            hit = self._replies[key] = Address.unpack(source).reply().pack()
+            hit = self._replies[back] = Address.unpack(source).reply().pack()
         return hit
 
     def notify(self, notice, now: float) -> list[Reply]:
@@ -352,7 +357,7 @@ class SaAgent:
                 return UNSUPPORTED_ATTRIBUTE, b"", 0
             return 0, self.class_port_info().encode(), 0
         if attr == SaAttrID.PATH_RECORD and method == Method.GET and not _to_group(raw):
-            quick = quickpath.path_get(self._recs, raw, incoming.address.lid)
+            quick = self._quick.path_get(raw, incoming.address.lid) if self._quick is not None else None
             if quick is not None:
                 return quick
         mad = SaMad.decode(raw)
@@ -548,15 +553,17 @@ class SaAgent:
         return self._records
 
 
-def _single(req: bytes, status: int, data: bytes, offset: int, head: bytearray | None = None) -> bytes:
+def _single(req: bytes, status: int, data: bytes, offset: int, head: bytes | bytearray | None = None) -> bytes:
     """The one MAD answering ``req`` (a Get's GetResp; ``head``: another MAD header): the
     request's SA header with ``offset`` as its AttributeOffset, ``data`` padded."""
     if head is None:
-        head = bytearray(req[:24])
-        head[3] = Method.GET_RESP
-        head[4:6] = status.to_bytes(2, "big")
-    return (bytes(head) + bytes(RMPP_HEADER_SIZE) + req[SA_HEADER.start:_AOFFSET] + offset.to_bytes(2, "big")
-            + req[_AOFFSET + 2:SA_HEADER.stop] + data[:SA_DATA_SIZE].ljust(SA_DATA_SIZE, b"\0"))
+        head = req[:3] + _GET_RESP + status.to_bytes(2, "big") + req[6:24]
+    return b"".join((head, _NO_RMPP, req[SA_HEADER.start:_AOFFSET], offset.to_bytes(2, "big"),
+                     req[_AOFFSET + 2:SA_HEADER.stop], data[:SA_DATA_SIZE].ljust(SA_DATA_SIZE, b"\0")))
+
+
+_GET_RESP = bytes([Method.GET_RESP])
+_NO_RMPP = bytes(RMPP_HEADER_SIZE)
 
 
 def _to_group(raw: bytes) -> bool:

@@ -36,7 +36,26 @@ class PathQueryError(Exception):
 def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int,
                 p_key: int | None = None, service_id: int | None = None, sl: int | None = None) -> PathRecord | None:
     """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
-    deliver it or the two ports share no partition (``p_key``: that one only). The SL:
+    deliver it or the two ports share no partition (``p_key``: that one only); its
+    P_Key, SL, MTU, rate and packet lifetime are `path_terms`'."""
+    terms = path_terms(recs, src, dst, dlid, p_key, service_id, sl)
+    return None if terms is None else record_of(recs.gid(*dst), recs.gid(*src), dlid, slid, terms)
+
+
+def record_of(dgid: int, sgid: int, dlid: int, slid: int, terms: tuple[int, int, int, int, int]) -> PathRecord:
+    """The PathRecord of a path with these ends and `path_terms`: hop limit 0 (no router),
+    reversible, MTU, rate and packet lifetime 'exactly'."""
+    p_key, sl, mtu, rate, life = terms
+    return PathRecord(dgid=dgid, sgid=sgid, dlid=dlid, slid=slid, hop_limit=0, reversible=1, p_key=p_key, sl=sl,
+                      mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
+                      packet_life_time_selector=EXACTLY, packet_life_time=life)
+
+
+def path_terms(recs: Records, src: tuple[Node, int], dst: tuple[Node, int], dlid: int, p_key: int | None = None,
+               service_id: int | None = None, sl: int | None = None) -> tuple[int, int, int, int, int] | None:
+    """(P_Key, SL, MTU, Rate, PacketLifeTime) of the path from port ``src`` to ``dlid``
+    (port ``dst``), or None if the LFTs do not deliver it or the two ports share no
+    partition (``p_key``: that one only, and it is the answer's). The SL:
     `Subnet.request_sl` (the QoS policy by ``service_id`` and ``p_key`` as the query
     names them, else the path's); ``sl`` asked for, where the SM does not decide it
     (`Subnet.sl_fixed`), as OpenSM answers, unless an SL2VL table on the way drops it."""
@@ -56,11 +75,25 @@ def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node
     sl = chosen if sl is None else sl
     if sl in s._sls_to_vl15 and s.sl_dropped(s.route((sn.guid, sp), dlid) or [], sl):
         return None
-    return PathRecord(dgid=recs.gid(dn, dp), sgid=recs.gid(sn, sp), dlid=dlid, slid=slid,
-                      hop_limit=0, reversible=1, p_key=pkey if p_key is None else p_key, sl=sl,
-                      mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
-                      packet_life_time_selector=EXACTLY,
-                      packet_life_time=0 if (sn.guid, sp) == (dn.guid, dp) else PACKET_LIFE_TIME)  # loopback: 0
+    loopback = (sn.guid, sp) == (dn.guid, dp)  # its packet lifetime: 0
+    return pkey if p_key is None else p_key, sl, mtu, rate, 0 if loopback else PACKET_LIFE_TIME
+
+
+def source_class(recs: Records, node: Node, port: int) -> tuple:
+    """What `path_terms` reads of its source port, but which port it is: ports of one
+    class get the same P_Key, SL, MTU and rate to every DLID but their own (a loopback),
+    unless an SL2VL table on the way sends the SL to VL15 (`Subnet.sl_dropped` then reads
+    the source's own table). A CA port cabled to a switch: that switch (its LFTs, its path
+    summaries, its row of `Subnet.path_sls`), the MTU and rate of both ends of its link,
+    its P_Keys; any other port is a class of its own."""
+    s = recs.subnet
+    if not node.is_switch:
+        peer = s.links.get((node.guid, port))
+        if peer is not None and s.nodes[peer[0]].is_switch:
+            caps = recs.port_caps
+            return (peer[0], caps.get((node.guid, port)), caps.get(peer),
+                    None if s.pkeys is None else s.pkeys.get((node.guid, port)))
+    return (node.guid, port)
 
 
 def _mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:

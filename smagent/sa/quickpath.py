@@ -4,15 +4,19 @@ A host asks for the path to one port: SubnAdmGet(PathRecord) naming both ends, b
 (RDMA CM, ibacm) or by LID (saquery), perhaps with a P_Key, an SL, a ServiceID, NumbPath
 and components that select nothing. The general path (`SaAgent._answer`) decodes the
 whole MAD and record, checks the mask, walks `paths.each_path`'s generators and builds
-the answer generically: about 40 us of Python on top of the 7 that `paths.path_record`
-and the record's encoding take, paid for every pair asked once. Here the few fields that
-matter are read in place; every decision is still `paths.path_record`'s (the LFTs, MTU,
-rate, P_Key, SL) and `visible`'s (partitions).
+the answer generically. Here the few fields that matter are read in place, and every
+decision is still `paths.path_terms`' (the LFTs, MTU, rate, P_Key, SL) and `visible`'s
+(partitions), made once for each class of source ports (`paths.source_class`: the hosts
+of a leaf with alike links and P_Keys) and destination: a flood of pairs each asked once
+(a job's start: every rank resolves every other) mostly finds its terms decided, and
+their bytes encoded once (`paths.record_of`), the ends' GIDs and LIDs put in.
 
 Only the plain case is taken: both ends named, each a port with one LID (LMC 0) named by
 its GID or that LID, no MTU, rate or packet-lifetime selection, NumbPath not 0. Anything
 else (None from `path_get`) goes the general way, which answers it, errors included."""
 from __future__ import annotations
+
+from typing import Any
 
 from mad.sa import SA_HEADER, SaStatus
 from mad.sa_records import PathRecord
@@ -32,55 +36,112 @@ _SGID, _DGID, _SLID, _DLID, _SERVICE_ID, _P_KEY = (_field(n) for n in ("sgid", "
 _NUM_PATH_AT = _AT + PathRecord.LAYOUT.byte_slice("tclass").stop  # Reversible (1 bit), NumbPath (7)
 _SL_AT = _P_KEY.stop + 1  # QoSClass (12 bits), SL (4)
 _MASK = slice(SA_HEADER.stop - 8, SA_HEADER.stop)  # ComponentMask: the SA header's last 8 bytes
-_M = {f: PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid", "p_key", "sl", "service_id", "num_path")}
+_M_SGID, _M_DGID, _M_SLID, _M_DLID, _M_P_KEY, _M_SL, _M_SERVICE_ID, _M_NUM_PATH = (
+    PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid", "p_key", "sl", "service_id", "num_path"))
 # compared with a selector (`paths._selected`): the general path's
 _SELECTING = PathRecord.mask("mtu_selector", "mtu", "rate_selector", "rate", "packet_life_time_selector",
                              "packet_life_time")
 _ALL = (1 << len(PathRecord.COMPONENTS)) - 1
+_ASKING = _M_P_KEY | _M_SERVICE_ID | _M_SL  # components that change the answer's terms
 _STRIDE = PathRecord.STRIDE // 8
 _NO_RECORDS = SaStatus.ERR_NO_RECORDS.word
+# an answer's record: what its terms (`paths.path_terms`) decide, around its ends' GIDs and LIDs
+_R_ENDS = [PathRecord.LAYOUT.byte_slice(n) for n in ("dgid", "sgid", "dlid", "slid")]  # side by side, in this order
+assert all(a.stop == b.start for a, b in zip(_R_ENDS, _R_ENDS[1:]))
+_R_DGID, _R_SLID = _R_ENDS[0], _R_ENDS[-1]
+ENDS_KEPT = 1 << 16  # ports looked up by LID or GID (a GID of no port is kept too); more: start again
+RECORDS_KEPT = 1 << 18  # (class, DLID, P_Key, ServiceID, SL) decided (~150 bytes each: ~40 MB at most); more: start again
+_UNKNOWN = object()
 
 
-def path_get(recs: Records, raw: bytes, requester_lid: int) -> tuple[int, bytes, int] | None:
-    """(status, data, AttributeOffset) answering ``raw``, a SubnAdmGet(PathRecord) to a
-    unicast DGID or DLID (the caller has checked method, attribute and class version),
-    as `SaAgent._answer` would; None when the query is not of the plain form."""
-    mask = int.from_bytes(raw[_MASK], "big")
-    if mask & _SELECTING or mask & ~_ALL:
-        return None
-    src = _end(recs, raw, mask, _M["sgid"], _SGID, _M["slid"], _SLID)
-    dst = _end(recs, raw, mask, _M["dgid"], _DGID, _M["dlid"], _DLID)
-    if src is None or dst is None:
-        return None
-    if mask & _M["num_path"] and not raw[_NUM_PATH_AT] & 0x7F:
-        return None  # NumbPath 0: no path (the general path says so)
-    service = _M["service_id"]
-    pr = paths.path_record(recs, src[0], src[1], dst[0], dst[1],
-                           int.from_bytes(raw[_P_KEY], "big") if mask & _M["p_key"] else None,
-                           int.from_bytes(raw[_SERVICE_ID], "big") if mask & service == service else None,
-                           raw[_SL_AT] & 0xF if mask & _M["sl"] else None)
-    if pr is None or not visible.Viewer(recs.subnet, requester_lid).shown([pr]):
-        return _NO_RECORDS, b"", 0
-    return 0, pr.encode(), _STRIDE
+class QuickPaths:
+    """The plain PathRecord Gets of one snapshot (`Records`): each end looked up once, as
+    (node, port, LID, LID's 2 bytes, GID's 16 bytes, its source class), each answer's
+    terms decided once per source class, DLID and the P_Key, ServiceID and SL asked, and
+    the bytes of each distinct terms encoded once."""
 
+    def __init__(self, recs: Records):
+        self.recs = recs
+        self._ends: dict[bytes, tuple | None] = {}  # the LID's 2 bytes or the GID's 16 -> end; None: not plain
+        self._classes: dict[tuple, int] = {}  # `paths.source_class` -> a small number
+        # -> the record's bytes before its DGID and after its SLID; None: no path
+        self._decided: dict[tuple, tuple[bytes, bytes] | None] = {}
+        self._encoded: dict[tuple, tuple[bytes, bytes]] = {}  # terms -> those bytes
+        # an SL2VL table that drops an SL makes a path's fate the source's own: nothing shared then
+        self._shared = not recs.subnet._sls_to_vl15
+        self._partitioned = recs.subnet.pkeys is not None  # then a requester sees only what it shares
 
-def _end(recs: Records, raw: bytes, mask: int, gid_bit: int, gid_at: slice, lid_bit: int, lid_at: slice):
-    """((node, port), its LID) of one end the query names, if it names it plainly."""
-    s = recs.subnet
-    named = None  # the LID the query names the end by
-    if mask & gid_bit:
-        gid = int.from_bytes(raw[gid_at], "big")
-        hit = s.port_of_guid(gid & (1 << 64) - 1)
-        if hit is None or recs.gid(*hit) != gid:
-            return None  # no such port: ERR_REQ_INVALID_GID, the general path's to give
-    elif mask & lid_bit:
-        named = int.from_bytes(raw[lid_at], "big")
-        hit = s.port_of_lid(named)
-        if hit is None:
+    def path_get(self, raw: bytes, requester_lid: int) -> tuple[int, bytes, int] | None:
+        """(status, data, AttributeOffset) answering ``raw``, a SubnAdmGet(PathRecord) to a
+        unicast DGID or DLID (the caller has checked method, attribute and class version),
+        as `SaAgent._answer` would; None when the query is not of the plain form."""
+        mask = int.from_bytes(raw[_MASK], "big")
+        if mask & _SELECTING or mask & ~_ALL:
             return None
-    else:
-        return None  # every port: the general path's walk
-    lids = paths.lids_of(recs, *hit)
-    if len(lids) != 1 or named not in (None, lids[0]):
-        return None  # LMC, or a LID past the base: the general path's pairings
-    return hit, lids[0]
+        ends = self._ends  # an end by its GID if the query gives one, else by its LID
+        named: Any = raw[_SGID] if mask & _M_SGID else raw[_SLID] if mask & _M_SLID else None
+        src: Any = ends.get(named, _UNKNOWN) if named is not None else None
+        if src is _UNKNOWN:
+            src = self._learn(named)
+        named = raw[_DGID] if mask & _M_DGID else raw[_DLID] if mask & _M_DLID else None
+        dst: Any = ends.get(named, _UNKNOWN) if named is not None else None
+        if dst is _UNKNOWN:
+            dst = self._learn(named)
+        if src is None or dst is None:
+            return None  # an end not named (every port), or not plainly: the general path's
+        if mask & _M_NUM_PATH and not raw[_NUM_PATH_AT] & 0x7F:
+            return None  # NumbPath 0: no path (the general path says so)
+        if mask & _ASKING:
+            key: tuple = (src[5], dst[2], int.from_bytes(raw[_P_KEY], "big") if mask & _M_P_KEY else None,
+                          int.from_bytes(raw[_SERVICE_ID], "big") if mask & _M_SERVICE_ID == _M_SERVICE_ID else None,
+                          raw[_SL_AT] & 0xF if mask & _M_SL else None)
+        else:
+            key = (src[5], dst[2], None, None, None)
+        record: Any = self._decided.get(key, _UNKNOWN) if src[2] != dst[2] else _UNKNOWN  # a loopback: its own
+        if record is _UNKNOWN:
+            record = self._decide(src, dst, key)
+        if record is None or self._partitioned and not visible.Viewer(self.recs.subnet, requester_lid).path(
+                src[2], dst[2]):
+            return _NO_RECORDS, b"", 0
+        return 0, b"".join((record[0], dst[4], src[4], dst[3], src[3], record[1])), _STRIDE
+
+    def _decide(self, src: tuple, dst: tuple, key: tuple) -> tuple[bytes, bytes] | None:
+        """`paths.path_terms` from ``src`` to ``dst`` as the bytes they make, kept for the
+        source's class unless it is a loopback or nothing may be shared."""
+        _cls, _dlid, p_key, service_id, sl = key
+        terms = paths.path_terms(self.recs, (src[0], src[1]), (dst[0], dst[1]), dst[2], p_key, service_id, sl)
+        record = None
+        if terms is not None:
+            record = self._encoded.get(terms)
+            if record is None:
+                enc = paths.record_of(0, 0, 0, 0, terms).encode()
+                record = self._encoded[terms] = (enc[:_R_DGID.start], enc[_R_SLID.stop:])
+        if self._shared and src[2] != dst[2]:
+            if len(self._decided) >= RECORDS_KEPT:
+                self._decided.clear()
+            self._decided[key] = record
+        return record
+
+    def _learn(self, named: bytes) -> tuple | None:
+        """The end a query names by these bytes of it (16: a GID; 2: a LID), kept: None when
+        not plainly (no such port, LMC, a LID past the base)."""
+        recs = self.recs
+        s = recs.subnet
+        value = int.from_bytes(named, "big")
+        if len(named) == 16:
+            hit = s.port_of_guid(value & (1 << 64) - 1)
+            if hit is not None and recs.gid(*hit) != value:
+                hit = None  # no such port: ERR_REQ_INVALID_GID, the general path's to give
+        else:
+            hit = s.port_of_lid(value)
+        end = None
+        if hit is not None:
+            lids = paths.lids_of(recs, *hit)
+            if len(lids) == 1 and (len(named) == 16 or value == lids[0]):
+                cls = self._classes.setdefault(paths.source_class(recs, *hit), len(self._classes))
+                end = (hit[0], hit[1], lids[0], lids[0].to_bytes(2, "big"), recs.gid(*hit).to_bytes(16, "big"), cls)
+            # else LMC, or a LID past the base: the general path's pairings
+        if len(self._ends) >= ENDS_KEPT:
+            self._ends.clear()
+        self._ends[named] = end
+        return end

@@ -78,6 +78,11 @@ class Viewer:
             return True
         return self.me != NOBODY and self.subnet.holds_pkey(self.me, r.service_p_key)
 
+    def path(self, slid: int, dlid: int) -> bool:
+        """Whether a PathRecord from ``slid`` to ``dlid`` may be shown: the requester
+        shares a partition with both ends."""
+        return self.sees(self.port(slid)) and self.sees(self.port(dlid))
+
     def shown(self, records: list) -> list:
         """The records this requester may see."""
         if self.everything or not records:
@@ -151,6 +156,6 @@ _ABOUT: dict[type, Callable[[Viewer, Any], bool]] = {
     VLArbitrationTableRecord: lambda v, r: v.sees(v.port(r.lid, r.output_port_num)),
     SMInfoRecord: lambda v, r: r.lid != v.subnet.sm_lid or v.sees(v.port(r.lid)),  # ours only, as OpenSM
     InformInfoRecord: lambda v, r: v.sees(v.gid_port(r.subscriber_gid)),
-    PathRecord: lambda v, r: v.sees(v.port(r.slid)) and v.sees(v.port(r.dlid)),
+    PathRecord: lambda v, r: v.path(r.slid, r.dlid),
     ServiceRecord: Viewer.service,
 }
