@@ -254,8 +254,8 @@ def test_paths_between_ports_with_lmc_come_in_opensms_order(tmp_path, ibsim, pro
 def test_sminfo_records_of_a_standby_opensm_answer_like_opensm(tmp_path, ibsim, procs):
     """A second OpenSM (priority 1, on H1) joins as STANDBY under a master of priority 10:
     OpenSM's SA and ours list both SMs alike (`saquery SMIR`, and by the standby's LID),
-    once the master has seen the standby settle (OpenSM's does at its next sweep, ours
-    within a poll); ActCount differs on purpose."""
+    once the master has seen the standby settle (OpenSM's does at its next sweep, every 2 s
+    here, ours within a poll); ActCount differs on purpose."""
     import time
 
     def standby(name):
@@ -280,7 +280,8 @@ def test_sminfo_records_of_a_standby_opensm_answer_like_opensm(tmp_path, ibsim, 
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
     osm_dir = tmp_path / "opensm"
-    osm = Proc([OPENSM, "-p", "10", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
+    # sweeping every 2 s, it sees the standby settle soon (its default: within 10 s)
+    osm = Proc([OPENSM, "-p", "10", "-s", "2", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
                osm_dir / "stdout")
     procs.append(osm)
     wait_for_sa(sim, "OpenSM", osm)
