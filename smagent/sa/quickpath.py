@@ -67,8 +67,9 @@ class QuickPaths:
         # -> the record's bytes before its DGID and after its SLID; None: no path
         self._decided: dict[tuple, tuple[bytes, bytes] | None] = {}
         self._encoded: dict[tuple, tuple[bytes, bytes]] = {}  # terms -> those bytes
-        # an SL2VL table that drops an SL makes a path's fate the source's own: nothing shared then
-        self._shared = not recs.subnet._sls_to_vl15
+        # an SL2VL table that drops an SL makes a path's fate the source's own: nothing shared
+        # then (looked at on the first decision: on a large fabric it reads every table)
+        self._shared: bool | None = None
         self._partitioned = recs.subnet.pkeys is not None  # then a requester sees only what it shares
 
     def path_get(self, raw: bytes, requester_lid: int) -> tuple[int, bytes, int] | None:
@@ -116,6 +117,8 @@ class QuickPaths:
             if record is None:
                 enc = paths.record_of(0, 0, 0, 0, terms).encode()
                 record = self._encoded[terms] = (enc[:_R_DGID.start], enc[_R_SLID.stop:])
+        if self._shared is None:
+            self._shared = not self.recs.subnet._sls_to_vl15
         if self._shared and src[2] != dst[2]:
             if len(self._decided) >= RECORDS_KEPT:
                 self._decided.clear()
