@@ -259,6 +259,13 @@ class Subnet:
         pi = node.ports.get(0 if node.is_switch else port)
         return pi.lid if pi is not None else 0
 
+    def lft_exit(self, switch: int, dlid: int) -> int | None:
+        """The port a switch's LFT sends ``dlid`` out of; None where it sends it nowhere (no
+        entry, NO_PORT, or port 0 at a switch that does not own the LID)."""
+        table = self.lft.get(switch, b"")
+        port = table[dlid] if dlid < len(table) else NO_PORT
+        return None if port in (0, NO_PORT) else port
+
     def route(self, src: tuple[int, int], dlid: int) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
         """The links a packet from port ``src`` (node GUID, port) to ``dlid`` crosses, as
         (exit port, entry port) pairs, following the LFTs; [] when ``src`` owns ``dlid``;
@@ -272,10 +279,10 @@ class Subnet:
             if node.guid == dest[0] and (node.is_switch or port == dest[1]):
                 return hops
             if node.is_switch:
-                table = self.lft.get(node.guid, b"")
-                port = table[dlid] if dlid < len(table) else NO_PORT
-                if port in (0, NO_PORT):
+                exit_port = self.lft_exit(node.guid, dlid)
+                if exit_port is None:
                     return None
+                port = exit_port
             peer = self.links.get((node.guid, port))
             if peer is None:
                 return None

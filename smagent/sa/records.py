@@ -25,7 +25,7 @@ from mad.sa_records import (
     P_KeyTableRecord, PortInfoRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
     VLArbitrationTableRecord,
 )
-from smagent.subnet import NO_PORT, LinkTables, Subnet
+from smagent.subnet import LinkTables, Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
 DOWNSTREAM_KEPT = 1 << 19  # (switch, DLID) path summaries kept a snapshot (~100 MB at most); more: start again
@@ -210,9 +210,8 @@ class Records:
             return None
         if dest[0] == switch:
             return (_NOTHING_CROSSED, float("inf"), 0)
-        table = s.lft.get(switch, b"")
-        port = table[dlid] if dlid < len(table) else NO_PORT
-        peer = s.links.get((switch, port)) if port not in (0, NO_PORT) else None
+        port = s.lft_exit(switch, dlid)
+        peer = s.links.get((switch, port)) if port is not None else None
         if peer is None:
             return None
         if s.nodes[peer[0]].is_switch:
