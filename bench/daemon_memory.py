@@ -7,7 +7,7 @@ first sweep end to end, on the in-process simulator. Each run is a fresh process
     python bench/daemon_memory.py                     # every fabric, every job, 1 run each
     python bench/daemon_memory.py --fabric ft3-2000 --runs 3
 
-fabrics (smagent.topogen.fat_tree_3):
+fabrics (smagent.model.topogen.fat_tree_3):
     ft3-2000    k=20: 2,000 hosts, 500 switches (3 levels)
     ft3-11664   k=36: 11,664 hosts, 1,620 switches
 jobs:
@@ -55,8 +55,8 @@ def deep_size(obj, seen: set[int] | None = None) -> int:
 
 def child(k: int, job: str) -> dict:
     """One job in this process: what it reports on stdout as JSON."""
-    from smagent import topogen
-    from smagent.subnet import Subnet
+    from smagent.model import topogen
+    from smagent.model.subnet import Subnet
     from smagent.transport.sim import SimTransport
     t = SimTransport(topogen.fat_tree_3(k))
     t0 = time.monotonic()

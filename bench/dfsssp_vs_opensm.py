@@ -66,11 +66,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ibsim_harness import IbSim  # noqa: E402
 
-from smagent import netfile, topogen  # noqa: E402
+from smagent.model import netfile, topogen  # noqa: E402
 
 
 
@@ -111,8 +111,8 @@ def fabric_lids(sim: IbSim) -> tuple[dict, dict, set]:
 
 def opensm_sls(sim: IbSim, log: Path, algo: str, osm: subprocess.Popen, scratch: Path) -> Path:
     """The SL of every path as OpenSM's SA gives it (`saquery -p` from one CA port a switch
-    to every LID), once its engine routed: a path SL file (`smagent.pathsl`)."""
-    from smagent import pathsl
+    to every LID), once its engine routed: a path SL file (`smagent.planning.pathsl`)."""
+    from smagent.planning import pathsl
     deadline = time.monotonic() + 600
     while True:
         if osm.poll() is not None or time.monotonic() > deadline:

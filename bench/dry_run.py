@@ -5,7 +5,7 @@ machine's load before and after (a loaded 2-core machine stretches wall time, no
     python bench/dry_run.py                      # every job, 3 runs each
     python bench/dry_run.py --job ft3-2000-json --runs 5
 
-jobs (fabrics from smagent.topogen, written to a scratch directory):
+jobs (fabrics from smagent.model.topogen, written to a scratch directory):
     ft3-11664-text   sweep --dry-run --no-qos               fat_tree_3(36): 11,664 hosts, 1,620 switches
     ft3-11664-json   sweep --dry-run --json                 (defaults: QoS auto, every SL2VL pair written)
     ft3-11664-lmc2   sweep --dry-run --json --lmc 2             (switches' LinearFDBCap raised to 49,152:
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from smagent import netfile, topogen  # noqa: E402
+from smagent.model import netfile, topogen  # noqa: E402
 
 JOBS = {  # name: (k of fat_tree_3, arguments, switch LinearFDBCap or None: the simulator's default)
     "ft3-11664-text": (36, ["sweep", "--dry-run", "--no-qos"], None),

@@ -41,11 +41,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ibsim_harness import IbSim  # noqa: E402
 
-from smagent import netfile, topogen  # noqa: E402
+from smagent.model import netfile, topogen  # noqa: E402
 
 
 def damaged_ft2(k: int = 36, missing: int = 24, duals: int = 12, seed: int = 15):

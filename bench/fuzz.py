@@ -13,12 +13,12 @@ Inputs (mixed, seeded, reproducible):
   then mutated, through ``mad.framing.unframe``;
 * ``capture``: capture files (fixtures/*.erf and tests/vectors/tshark/*.{erf,pcap})
   mutated (header fields, lengths, truncation, splicing) and read with
-  ``smagent.pcap.read_capture``, every record's MAD decoded too.
+  ``smagent.transport.pcap.read_capture``, every record's MAD decoded too.
 
 Every MAD that decodes goes through ``.attribute()``, re-encode (``mad.smp.encode``),
 decode of the re-encoding (must equal the first decode), and ``encode_attribute`` of
 the decoded attribute. Allowed exceptions: ``mad.errors.MadError`` for MADs and frames;
-``smagent.pcap.CaptureError``, ``MadError`` or another ``ValueError`` subclass for
+``smagent.transport.pcap.CaptureError``, ``MadError`` or another ``ValueError`` subclass for
 captures. Anything else is a failure, printed with the input as a reproducer hex (and
 the kind) and counted; so is an input that takes longer than ``--budget-ms`` (checked
 with a SIGALRM timer, which also interrupts a hang). Exit status: 0 clean, 1 failures.
@@ -47,7 +47,7 @@ from mad import smp as smpcodec  # noqa: E402
 from mad.attributes import encode_attribute  # noqa: E402
 from mad.errors import MadError  # noqa: E402
 from mad.framing import frame, unframe  # noqa: E402
-from smagent.pcap import CaptureError, read_capture  # noqa: E402
+from smagent.transport.pcap import CaptureError, read_capture  # noqa: E402
 
 MAD_SIZE = 256
 

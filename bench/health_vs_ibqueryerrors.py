@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from ibsim_harness import IbSim  # noqa: E402
 from sweep_vs_opensm import byte_compile, count_packets, make_fabric  # noqa: E402
 
-from smagent import netfile  # noqa: E402
+from smagent.model import netfile  # noqa: E402
 
 SMAGENT = [sys.executable, "-m", "smagent.cli", "--transport", "umad"]
 TOOLS = {  # tool -> (the counter sweep, its discovery alone)

@@ -49,7 +49,7 @@ def _best(fn, repeat: int) -> tuple[float, object]:
 def main() -> int:
     a = _args()
     sys.path.insert(0, a.against or str(Path(__file__).resolve().parent.parent))
-    from smagent.fdb import linear
+    from smagent.fdb import lft as linear
     from smagent.fdb.apply import JOURNAL_CHUNK
     from smagent.fdb.journal import Journal
 

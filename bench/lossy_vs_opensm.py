@@ -3,7 +3,7 @@
 
 ibsim drops RATE % of the packets entering every port of every switch (console
 ``Error "switch" RATE``). Each tool runs once per rate on a fresh ibsim; then the drops
-are cleared and infiniband-diags (tests/fabric_witness.py: iblinkinfo, ibroute and a
+are cleared and infiniband-diags (tests/support/fabric_witness.py: iblinkinfo, ibroute and a
 walk of every LID pair through the tables) say what the tool left: cabled ports without
 a LID, ports not Active, pairs of LIDs a packet cannot cross. SMPs are counted by ibsim
 -v (one `sim_read_pkt: replying`/`forwarding` line per packet handled, docs/PITFALLS.md), in
@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from fabric_witness import witness  # noqa: E402
 from ibsim_harness import IbSim  # noqa: E402
 
-from smagent import netfile, topogen  # noqa: E402
+from smagent.model import netfile, topogen  # noqa: E402
 from sweep_vs_opensm import count_packets  # noqa: E402
 
 

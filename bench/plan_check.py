@@ -1,4 +1,4 @@
-"""The check of planned tables (`smagent.plancheck`, run by every sweep and apply before its
+"""The check of planned tables (`smagent.sweep.plancheck`, run by every sweep and apply before its
 first Set) on the in-process simulator: its CPU time against the whole dry run's, on a
 fresh fabric and on one already swept (then both snapshots have LIDs and routes).
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import smagent  # noqa: E402
-from smagent import plancheck  # noqa: E402
+from smagent.sweep import plancheck  # noqa: E402
 
 
 def cpu(fn):

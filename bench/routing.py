@@ -28,8 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mad.attributes import NodeType  # noqa: E402
-from smagent import lids, routing, topogen  # noqa: E402
-from smagent.fdb import linear  # noqa: E402
+from smagent.planning import lidassign as lids  # noqa: E402
+from smagent import routing
+from smagent.model import topogen
+from smagent.fdb import lft as linear  # noqa: E402
 from smagent.discovery import DNode, Topology  # noqa: E402
 from smagent.sweep import routing_input  # noqa: E402
 
@@ -109,7 +111,7 @@ def run_one(k: int, engine: str, lmc: int, do_verify: bool) -> dict:
     if do_verify:
         from smagent import verify
         fabric_g = topogen.fat_tree_3(k)
-        from smagent import netfile
+        from smagent.model import netfile
         netfile.assign_ibsim_guids(fabric_g)
         for n in fabric_g:
             for p in n.lid_ports() if hasattr(n, "lid_ports") else ([0] if n.is_switch else

@@ -65,7 +65,7 @@ def program_min_hop(sim) -> dict:
 
 
 def all_pairs(k: int) -> None:
-    from smagent import topogen
+    from smagent.model import topogen
     from smagent.sim import SimFabric, trace
 
     sim = SimFabric.from_fabric(topogen.fat_tree_2(k))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from smagent import sweep as sweepmod, topogen  # noqa: E402
+from smagent import sweep as sweepmod  # noqa: E402
+from smagent.model import topogen
 from smagent.sim import SimFabric  # noqa: E402
 from smagent.transport.sim import SimTransport  # noqa: E402
 

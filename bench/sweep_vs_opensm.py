@@ -36,10 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from ibsim_harness import IbSim  # noqa: E402
 
-from smagent import netfile, topogen  # noqa: E402
+from smagent.model import netfile, topogen  # noqa: E402
 
 FABRICS = {
     "ft2-648": lambda: topogen.fat_tree_2(36),

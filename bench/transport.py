@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 CHILD = r"""
 import json, statistics, sys, time
@@ -57,7 +57,7 @@ def main():
     ap.add_argument("--pin", default=None, help="CPU list for taskset (e.g. 0 or 0,1)")
     a = ap.parse_args()
     from ibsim_harness import IbSim
-    from smagent import topogen, netfile
+    from smagent.model import topogen, netfile
     windows = [int(w) for w in a.windows.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         net = Path(tmp) / "2sw.net"

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 import smagent
-from smagent import desired
+from smagent.sweep import desired
 
 # the change to plan: a multicast group of every CA port, and IPoIB broadcast kept
 CHANGE = {"multicast": [{"mlid": 0xC000, "members": ["all"]}, {"mlid": 0xC001, "members": ["all"]}]}

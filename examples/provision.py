@@ -18,7 +18,7 @@ import json
 import sys
 
 import smagent
-from smagent import desired
+from smagent.sweep import desired
 
 
 def choose_static_route(fabric, topo):

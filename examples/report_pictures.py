@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 import smagent
-from smagent import netfile, topogen
+from smagent.model import netfile, topogen
 
 
 def fabrics():

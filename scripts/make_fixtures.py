@@ -30,15 +30,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from ibsim_harness import IbSim  # noqa: E402
 from fixture_text import digest, normalize, normalize_stderr  # noqa: E402
 
 from mad.framing import frame  # noqa: E402
-from smagent import netfile, topogen  # noqa: E402
-from smagent.pcap import erf_record, read_capture  # noqa: E402
+from smagent.model import netfile, topogen  # noqa: E402
+from smagent.transport.pcap import erf_record, read_capture  # noqa: E402
 from mad import smp as smpcodec  # noqa: E402
 from mad.header import TID_SLICE  # noqa: E402
 from smagent.transport.replay import exchange_key  # noqa: E402

@@ -32,16 +32,16 @@ from mad.errors import MadError
 from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError, after_sets
 from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
-from smagent.targets import target_text
+from smagent.discovery.targets import target_text
 from smagent.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Transport, open_transport
 from smagent.transport.base import SmpStatusError
 
 if TYPE_CHECKING:
     from mad.smp import AnySmp
-    from smagent.desired import DesiredState
+    from smagent.sweep.desired import DesiredState
     from smagent.discovery import Topology
     from smagent.sweep import SweepResult
-    from smagent.targets import Target
+    from smagent.discovery.targets import Target
     from smagent.transport.base import Request
     from smagent.verify import Report
 
@@ -123,8 +123,8 @@ class Session:
         and gets its name at `stop_recording`, so a file at ``path`` is a whole
         recording. BadInput if this session records already (``connect(record=...)``
         or an earlier start) or ``path`` cannot be written."""
-        from smagent import paths
-        from smagent.pcap import CaptureWriter
+        from smagent.config import files as paths
+        from smagent.transport.pcap import CaptureWriter
         t = self._open()
         if t.recorder is not None:
             raise BadInput(f"this session records already, to {t.recorder.path}: stop that first")
@@ -154,11 +154,11 @@ class Session:
     # -- operations ------------------------------------------------------------------
     def snapshot(self, path: PathArg, *, mft_blocks: int | None = None) -> Any:
         """Record to ``path`` one discovery and one Get of every table any plan could read
-        (`smagent.snapshot`): a replay of it (``connect("replay", fixture=path)``) answers
+        (`smagent.verify.recording`): a replay of it (``connect("replay", fixture=path)``) answers
         the Gets of any plan offline. ``mft_blocks``: MFT blocks read at least (from MLID
         0xC000; more up to each switch's MulticastFDBTop). Returns a
-        `smagent.snapshot.SnapshotResult` (``.summary()``, ``.failed``)."""
-        from smagent import snapshot as snapmod
+        `smagent.verify.recording.SnapshotResult` (``.summary()``, ``.failed``)."""
+        from smagent.verify import recording as snapmod
         t = self._open()
         blocks = snapmod.MFT_BLOCKS_DEFAULT if mft_blocks is None else _mft_blocks(mft_blocks)
         with self.recording(path):
@@ -169,10 +169,10 @@ class Session:
     def diff(self, baseline: PathArg, *, mft_blocks: int | None = None) -> Any:
         """Compare the fabric (or the snapshot this session replays) with ``baseline``: a
         snapshot (`snapshot`) or the JSON of a plan (`plan --json` of a desired state).
-        Returns a `smagent.diff.Diff`: ``.records`` (every difference, by table, with
+        Returns a `smagent.verify.drift.Diff`: ``.records`` (every difference, by table, with
         ``baseline`` and ``now``), ``.ok`` (none), ``.lines()``, ``.as_json()``. Gets only."""
-        from smagent import diff as diffmod
-        from smagent import snapshot as snapmod
+        from smagent.verify import drift as diffmod
+        from smagent.verify import recording as snapmod
         t = self._open()
         blocks = snapmod.MFT_BLOCKS_DEFAULT if mft_blocks is None else _mft_blocks(mft_blocks)
         return diffmod.diff(t, baseline, mft_blocks=blocks)
@@ -199,7 +199,7 @@ class Session:
         """`query`, returning ``(Target, response SMP)``: the resolved target and the whole
         answer (attribute name, modifier). Every argument is checked before the first SMP
         (a GUID or description is then found by discovery: Gets only)."""
-        from smagent import targets
+        from smagent.discovery import targets
         t = self._open()
         kw: dict[str, Any] = dict(port=port, block=block, position=position, ext_speeds=ext_speeds, in_port=in_port)
         tgt = check_query(attribute, target, **kw)
@@ -217,7 +217,7 @@ class Session:
               routing: str | None = None, force: bool = False, desired: Any = None, **more: Any) -> SweepResult:
         """Discover, assign LIDs, route, program and activate (or, with ``dry_run``, plan
         only). ``desired``: a desired state (a YAML/JSON path, a mapping, or a
-        `smagent.desired.DesiredState`); its ``routing``, ``lmc`` and ``lid_file`` are used
+        `smagent.sweep.desired.DesiredState`); its ``routing``, ``lmc`` and ``lid_file`` are used
         (see `sweep_options` for how they meet the keywords). The session's ``state_dir``
         holds the sweep's backups, journal and guid2lid unless ``state_dir=`` says
         otherwise (None: none of them). Further keywords are
@@ -225,7 +225,7 @@ class Session:
         read and checked before the first SMP. Returns a `smagent.sweep.SweepResult`
         (`.summary()`, `.plan_lines()`, `.plan_changes()`); a plan whose tables would break
         the fabric is refused (`smagent.sweep.PlanDefects`) unless ``allow_defects=True``."""
-        from smagent import lids
+        from smagent.planning import lidassign as lids
         from smagent import sweep as sweepmod
         t = self._open()
         more.setdefault("state_dir", None if self.state_dir is None else str(self.state_dir))  # as the table writes
@@ -247,7 +247,7 @@ class Session:
 
     def plan(self, desired: Any = None, *, force: bool = False, **kw: Any) -> SweepResult:
         """The plan of a sweep: every Get, no Set: ``sweep(dry_run=True, desired=desired, **kw)``.
-        ``desired``: a desired-state path, mapping or `smagent.desired.DesiredState`."""
+        ``desired``: a desired-state path, mapping or `smagent.sweep.desired.DesiredState`."""
         return self.sweep(dry_run=True, force=force, desired=desired, **kw)
 
     def apply(self, desired: Any, *, force: bool = False, state_dir: PathArg | None = None,
@@ -255,7 +255,7 @@ class Session:
         """Make the fabric hold a desired state (as for `plan`), then plan again:
         ``left`` (that plan) must have nothing to change. Another MASTER SM: SafetyRefusal unless ``force``;
         planned tables that would break the fabric: PlanDefects unless ``allow_defects``."""
-        from smagent import desired as desiredmod
+        from smagent.sweep import desired as desiredmod
         ds = desiredmod.coerce(desired)  # read once: the re-plan sees the same state
         kw["state_dir"] = state_dir if state_dir is not None else self.state_dir
         r = self.sweep(desired=ds, force=force, **kw)
@@ -266,29 +266,30 @@ class Session:
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
                path_sls: PathArg | None = None, qos_policy: Any = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
-        ``partitions``: a partitions.conf path or a `smagent.partitions.PartitionConfig`
-        the P_Key tables are checked against (`smagent.verify.partitions`).
+        ``partitions``: a partitions.conf path or a `smagent.config.partitions.PartitionConfig`
+        the P_Key tables are checked against (`smagent.verify.isolation`).
         ``path_sls``: the SL file a dfsssp sweep left (`<state dir>/path_sls`): credit
         loops are then counted per VL with the SL of each path (else every path on SL 0).
-        ``qos_policy``: a QoS policy path or `smagent.qospolicy.QosPolicy`: its SLs by target
+        ``qos_policy``: a QoS policy path or `smagent.config.qospolicy.QosPolicy`: its SLs by target
         port (and default) over those.
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
-        from smagent import pathsl, verify as verifymod
+        from smagent.planning import pathsl
+        from smagent import verify as verifymod
         if partitions is not None and not hasattr(partitions, "partitions"):
-            from smagent import partitions as partmod
+            from smagent.config import partitions as partmod
             partitions = partmod.load(partitions)  # before any SMP
         sls = pathsl.load(path_sls) if path_sls is not None else None  # before the first SMP
         if qos_policy is not None and not hasattr(qos_policy, "rules"):
-            from smagent import qospolicy
+            from smagent.config import qospolicy
             qos_policy = qospolicy.load(qos_policy)  # before any SMP
         return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls,
                                 qos_policy=qos_policy)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:
-        """A switch argument as a `smagent.targets.Target`: a LID, a DR path, a node GUID
+        """A switch argument as a `smagent.discovery.targets.Target`: a LID, a DR path, a node GUID
         or a node description (those two through discovery: Gets only)."""
-        from smagent import targets
+        from smagent.discovery import targets
         t = self._open()
         text = target_text(switch)
         try:
@@ -321,14 +322,15 @@ class Session:
         """Every switch's LFT (LIDs 0..LinearFDBTop), all blocks in one windowed batch:
         {switch GUID: table bytes}. On ``topology`` (a `discover()` result: a monitor
         reuses it), else on a fresh discovery."""
-        from smagent.fdb import linear, text
+        from smagent.fdb import lft as linear
+        from smagent.model import lftdump as text
         return linear.read_all(self.transport, text.dump_order(self._fresh(topology)))
 
     def lft_dump(self, dump_all: bool = False, *, topology: Topology | None = None) -> str:
         """Every switch's LFT as ``dump_lfts`` prints it (what `lft_load` and OpenSM's
         ``-R file -U`` read), ``dump_all``: also LIDs without a valid port. On ``topology``,
         else on a fresh discovery."""
-        from smagent.fdb import text
+        from smagent.model import lftdump as text
         topo = self._fresh(topology)
         return "\n".join(text.format_lft_dump(topo, self.read_lfts(topo), dump_all=dump_all)) + "\n"
 
@@ -366,7 +368,7 @@ class Session:
         """Every switch's MFT up to MulticastFDBTop, one windowed batch: {switch GUID:
         {mlid: sorted ports}} for every MLID with any port (as `MftTable.groups`). The
         PortMasks as read: `read_mft_masks`. On ``topology``, else on a fresh discovery."""
-        from smagent.fdb import multicast as mfttab
+        from smagent.fdb import mft as mfttab
         topo = self._fresh(topology)
         positions = {n.guid: fw.mft_positions_for(n.num_ports) for n in topo.switches()}
         out: dict[int, dict[int, list[int]]] = {}
@@ -380,7 +382,7 @@ class Session:
     def read_mft_masks(self, topology: Topology | None = None) -> dict[int, dict[tuple[int, int], list[int]]]:
         """`read_mfts` as read from the switches: {switch GUID: {(block, position): [32
         PortMasks]}} (MLID 0xC000 + 32 * block + i, ports 16 * position + bit)."""
-        from smagent.fdb import multicast as mfttab
+        from smagent.fdb import mft as mfttab
         from smagent.fdb.switch import TableFailure
         sws = [(n, n.switch_info) for n in self._fresh(topology).switches() if n.switch_info is not None]
         t = self.transport
@@ -451,7 +453,8 @@ def _check_lid_file(opts: Any) -> None:
     """The LID file of a sweep, dry or not, must be writable where it is named (the sweep
     writes it); BadInput lists that and a bad routing spec or file together (the sweep
     itself checks the routing first)."""
-    from smagent import paths, routing
+    from smagent.config import files as paths
+    from smagent import routing
     try:
         paths.check_output(opts.lid_file, "--lid-file")
     except BadInput as e:
@@ -529,10 +532,10 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
                   routing: str | None = None, more: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `smagent.sweep.SweepOptions` fields of a sweep, plan or apply (the CLI's plan
     and apply call the session, so this is their path too): ``desired`` as
-    `smagent.desired.coerce` takes it, its settings as `smagent.desired.sweep_settings`
+    `smagent.sweep.desired.coerce` takes it, its settings as `smagent.sweep.desired.sweep_settings`
     rules (its keys win over the defaults; a contradicting keyword is BadInput), and
     ``more``, where an unknown keyword is BadInput."""
-    from smagent import desired as desiredmod
+    from smagent.sweep import desired as desiredmod
     from smagent import sweep as sweepmod
     out = dict(more or {})
     fields = {f.name for f in dataclasses.fields(sweepmod.SweepOptions)}
@@ -541,10 +544,10 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
         raise BadInput(f"sweep() got unknown keyword(s) {', '.join(unknown)}: the options are "
                        f"{', '.join(sorted(fields))}")
     if isinstance(out.get("partitions"), (str, os.PathLike)):  # a partitions.conf path: read before any SMP
-        from smagent import partitions
+        from smagent.config import partitions
         out["partitions"] = partitions.load(out["partitions"])
     if isinstance(out.get("qos_policy"), (str, os.PathLike)):  # a QoS policy path: read before any SMP
-        from smagent import qospolicy
+        from smagent.config import qospolicy
         out["qos_policy"] = qospolicy.load(out["qos_policy"])
     out.update(desiredmod.sweep_settings(desiredmod.coerce(desired), lmc=lmc, lid_file=lid_file, routing=routing))
     problem = fw.lmc_problem(out["lmc"], "lmc")
@@ -554,7 +557,7 @@ def sweep_options(desired: Any = None, *, lmc: int | None = None, lid_file: Path
 
 
 def _query_request(attribute: str, tgt: Target, **kw: Any) -> Request:
-    from smagent import targets
+    from smagent.discovery import targets
     try:  # the codec's limits (block, port, hop count) are the caller's input here
         return targets.build_query(attribute, tgt, **kw)
     except MadError as e:
@@ -565,7 +568,7 @@ def check_query(attribute: str, target: TargetArg, *, port: int | None = None, b
                 position: int | None = None, ext_speeds: bool = False, in_port: int | None = None) -> Target | None:
     """Check a query's arguments with no fabric at hand (BadInput for the first problem).
     Returns the Target, or None when it is a GUID or a description (found by discovery)."""
-    from smagent import targets
+    from smagent.discovery import targets
     if attribute not in targets.QUERY_ATTRIBUTES:
         raise BadInput(f"unknown attribute {attribute!r}: one of {', '.join(sorted(targets.QUERY_ATTRIBUTES))}")
     kw = dict(port=port, block=block, position=position, ext_speeds=ext_speeds, in_port=in_port)
@@ -594,7 +597,7 @@ def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture:
     """Open a session. ``transport``: "sim" (in-process simulator; ``topology`` a net file,
     default the bundled one), "umad" (live, ``ca``/``port``), or "replay" (``fixture``).
     ``m_key``: the M_Key for every SMP; ``m_key_file``: keys per node GUID (format in
-    `smagent.mkeys`; a bad file raises BadInput naming file:line). ``state_dir``: where
+    `smagent.config.mkeys`; a bad file raises BadInput naming file:line). ``state_dir``: where
     table writes save what they overwrite and journal (None: no backups). ``classes``: GMP
     classes umad registers besides SMPs (`smagent.transport.umad.PERF_CLIENT` for counters)."""
     t = open_transport(transport, ca=ca, port=port, topology=topology, fixture=fixture, record=record,

@@ -158,7 +158,7 @@ def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str])
               help="M_Key for every SMP (with --mkey-file: for the nodes the file does not name).")
 @click.option("--mkey-file", "mkey_file", type=click.Path(dir_okay=False), default=None,
               help="M_Keys per node: lines 'GUID MKEY' (node or port GUID, hex) and 'default MKEY'; "
-                   "see smagent.mkeys.")
+                   "see smagent.config.mkeys.")
 @click.option("--debug", is_flag=True, help="On an internal error, print the traceback (also: SMAGENT_DEBUG=1).")
 @click.option("-v", "--verbose", count=True,
               help="Log to stderr: -v phases, discovery and SMPs given up (INFO), -vv every retry (DEBUG).")

@@ -15,17 +15,20 @@
   with its own state dir. Returns a CompletedProcess (``returncode``, ``stdout``,
   ``stderr``) plus ``json()``; with ``check`` a non-zero exit fails the test.
 * ``ibsim(netfile, extra_args=(), console=False, tmpdir=None)`` starts one ibsim
-  (tests/ibsim_harness.IbSim: unique IBSIM_SOCKNAME, scratch dir, ``-n`` unless
+  (tests/support/ibsim_harness.IbSim: unique IBSIM_SOCKNAME, scratch dir, ``-n`` unless
   ``console``) and stops it at teardown, killing only its own process group. Skips
   the test when ibsim is not installed.
 """
 import json
 import os
 import pathlib
+import sys
 
 import pytest
 from click.testing import CliRunner
 
+# the shared helpers of tests/unit and tests/live (no test file imports another)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "support"))
 from ibsim_harness import IbSim, client_env, ibsim_available, run_smagent, skip_reason
 
 VECTORS = pathlib.Path(__file__).parent / "vectors"
@@ -45,7 +48,7 @@ def vectors():
 def _leaf_spine(hosts, host_ports, leaves, spines):
     """A Fabric with hosts H0.. (``host_ports`` ports), 8-port leaves L0.. and spines S0..,
     no cables yet."""
-    from smagent.fabric import Fabric
+    from smagent.model.fabric import Fabric
     f = Fabric()
     for h in range(hosts):
         f.add_node(name=f"H{h}", node_type="Hca", num_ports=host_ports)
@@ -89,8 +92,8 @@ def _parallel_cables():
 
 def _fat_tree_3_without(k=4, victim="A1"):
     """topogen.fat_tree_3(k) with the switch ``victim`` (an aggregation switch) gone."""
-    from smagent import topogen
-    from smagent.fabric import Fabric
+    from smagent.model import topogen
+    from smagent.model.fabric import Fabric
     full, f = topogen.fat_tree_3(k), Fabric()
     for n in full:
         if n.name != victim:

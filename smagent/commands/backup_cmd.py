@@ -13,7 +13,7 @@ import json
 
 import click
 
-from smagent import render
+from smagent.commands import render
 from smagent.commands import tables_cmd as tc
 from smagent.commands.common import check_output, write_output
 from smagent.errors import EXIT_FABRIC

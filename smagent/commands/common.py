@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
 import click
 
-from smagent import paths
+from smagent.config import files as paths
 from smagent.errors import EXIT_FABRIC, BadInput, InternalError, Interrupted, SmagentError, after_sets
 
 if TYPE_CHECKING:  # imported when a command first needs a session (start-up time)
@@ -297,7 +297,7 @@ def key_arg(ctx, param, value):
     The error names the option and the problem only (`mkeys.parse_key`)."""
     if value is None or isinstance(value, int):
         return value
-    from smagent import mkeys
+    from smagent.config import mkeys
     try:
         return mkeys.parse_key(value, "the key")
     except BadInput as e:
@@ -341,9 +341,9 @@ def mkey_protect_options(f):
 
 
 def mkey_protection(obj, level, lease, secret_file):
-    """The `smagent.mkeys.Protection` the options ask for (None without --mkey-protect);
+    """The `smagent.config.mkeys.Protection` the options ask for (None without --mkey-protect);
     BadInput, before any SMP, for what does not fit."""
-    from smagent import mkeys
+    from smagent.config import mkeys
     if level is None:
         if lease is not None or secret_file is not None:
             raise BadInput("--mkey-lease and --mkey-secret-file go with --mkey-protect LEVEL")

@@ -7,7 +7,7 @@ import click
 
 from mad import smp as smpcodec
 from mad.errors import MadError
-from smagent import render
+from smagent.commands import render
 from smagent.commands.common import emit_json
 from smagent.errors import BadInput
 
@@ -27,7 +27,7 @@ def _hex_lines(source: str):
 
 
 def _capture_mads(pcap_file: str) -> list[tuple[str, bytes]]:
-    from smagent.pcap import read_capture
+    from smagent.transport.pcap import read_capture
     try:
         return [(f"record {i}", rec.mad) for i, rec in enumerate(read_capture(pcap_file), 1)]
     except MadError as e:  # a frame of the user's file that does not parse

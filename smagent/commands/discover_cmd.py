@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from smagent import render
+from smagent.commands import render
 from smagent.commands.common import check_output, write_output
 from smagent.errors import EXIT_FABRIC
 
@@ -20,7 +20,8 @@ DEGRADED_SHOWN = 5  # degraded links named on stderr; --json has every one
 @click.pass_obj
 def discover(obj, as_json, output):
     """Discover the fabric by directed route; print it as ibnetdiscover does."""
-    from smagent import discovery, netfile
+    from smagent import discovery
+    from smagent.model import netfile
     check_output(output)
     topo = obj.session().discover()
     degraded = discovery.degraded_links(topo)

@@ -18,7 +18,7 @@ def _read(transport, topo) -> tuple[dict, list[str]]:
     from mad import forwarding as fw
     from mad.attributes import P_KeyTable
     from smagent.fdb.porttables import Want
-    from smagent.partitions import end_ports
+    from smagent.config.partitions import end_ports
     wants = []
     for (g, p) in sorted(end_ports(topo)):
         n = topo.nodes[g]
@@ -42,7 +42,7 @@ def _read(transport, topo) -> tuple[dict, list[str]]:
 def show(obj, partitions_file, as_json):
     """Membership by port and by partition (full / limited), read from the ports' P_Key
     tables (block 0), or planned from a partitions FILE."""
-    from smagent import partitions as partmod
+    from smagent.config import partitions as partmod
     config = partmod.load(partitions_file) if partitions_file else None  # before any SMP
     session = obj.session()
     topo = session.discover()

@@ -1,5 +1,5 @@
 """`smagent paths SRC DST`: the SL the path from LID SRC to LID DST uses, from the SLs a
-dfsssp sweep kept (`smagent.pathsl`), until an SA hands it to hosts in PathRecords."""
+dfsssp sweep kept (`smagent.planning.pathsl`), until an SA hands it to hosts in PathRecords."""
 from __future__ import annotations
 
 import os
@@ -28,9 +28,10 @@ def paths(obj, src, dst, path_sls, state_dir, qos_policy_file, service_id, pkey,
     """The SL of the path from LID SRC to LID DST (a dfsssp sweep's layer: SL n rides VL n;
     a QoS policy's by target port or default, as the sweep kept it; with --qos-policy,
     its rule by service ID or P_Key first)."""
-    from smagent import pathsl, qospolicy
+    from smagent.planning import pathsl
+    from smagent.config import qospolicy
     from smagent.errors import BadInput
-    from smagent.paths import StateDir, default_state_dir
+    from smagent.config.files import StateDir, default_state_dir
     if (service_id is not None or pkey is not None) and qos_policy_file is None:
         raise BadInput("--service-id and --pkey choose a rule of a QoS policy: give --qos-policy FILE")
     policy = qospolicy.load(qos_policy_file) if qos_policy_file else None  # before the first SMP
@@ -42,7 +43,7 @@ def paths(obj, src, dst, path_sls, state_dir, qos_policy_file, service_id, pkey,
     sl, switch = pathsl.sl_of(topo, sls, src, dst)
     rule = None
     if policy is not None:
-        from smagent import qoslayers
+        from smagent.planning import qoslayers
         dest = qoslayers.dlid_ports(topo).get(dst)
         rule = policy.match(dest[0] if dest else None, service_id, pkey)
         if rule is not None and rule.by_request:

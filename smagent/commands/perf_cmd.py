@@ -63,7 +63,8 @@ def health(obj, thresholds, as_json, prom):
     check_output(prom, "--prometheus")
     report = _perf_session(obj).health(limits, every_port=prom is not None)
     if prom:  # atomically (the collector never reads half a file); a late failure is BadInput
-        from smagent import metrics, paths
+        from smagent.perf import metrics
+        from smagent.config import files as paths
         paths.write_text(prom, metrics.prometheus_text(report), "--prometheus")
     if as_json:
         emit_json({"ok": not (report.erring or report.unanswered), "summary": _summary(report),

@@ -9,7 +9,7 @@ from typing import Iterable
 
 import click
 
-from smagent import paths
+from smagent.config import files as paths
 from smagent.errors import BadInput
 
 PLAN_OPTIONS = (

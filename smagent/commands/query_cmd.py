@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from smagent import api, render, targets
+from smagent import api
+from smagent.commands import render
+from smagent.discovery import targets
 from smagent.commands.common import emit_json
 
 

@@ -1,10 +1,10 @@
 """`smagent report OUTPUT`: a picture of the fabric, each link coloured by its load
 relative to the ideal.
 
-The fabric is drawn as itself (`commands/report_picture.py` over `smagent.layout`): a fat
+The fabric is drawn as itself (`commands/report_picture.py` over `smagent.commands.report_layout`): a fat
 tree as levels, a torus or mesh as its grid, anything else in layers; each link coloured
 by load / ideal (1, balanced, neutral), the worst links labelled, big trees drawn by
-pods and groups. The loads come from `smagent.balance`: routes per link from the tables
+pods and groups. The loads come from `smagent.verify.balance`: routes per link from the tables
 read from the fabric (the global transport options: a live fabric, the simulator, a
 replay fixture) or from a saved `smagent verify --json` output (``--from-json``, which
 keeps every link's load).
@@ -23,7 +23,7 @@ import sys
 
 import click
 
-from smagent import paths
+from smagent.config import files as paths
 from smagent.commands.common import emit_json, progress_of
 from smagent.errors import EXIT_DEFECTS, BadInput
 
@@ -95,7 +95,7 @@ def report(obj, output, from_json, fabric_name, engine, use_counters, interval, 
 
 
 def _rows() -> tuple:
-    from smagent.balance import ROWS
+    from smagent.verify.balance import ROWS
     return ROWS
 
 
@@ -170,7 +170,8 @@ def _measure_counters(obj, interval: float | None, as_json: bool) -> dict:
     between counts from zero)."""
     import time
 
-    from smagent import balance, perf
+    from smagent.verify import balance
+    from smagent import perf
     from smagent.commands.perf_cmd import _perf_session
     data = next(c for c in perf.COUNTERS if c.iba == "PortXmitData")
     session = _perf_session(obj)

@@ -1,7 +1,7 @@
 """The picture `smagent report` draws: the fabric itself, each link coloured by its load
 relative to the ideal.
 
-Switches sit where `smagent.layout` puts them (tree levels, a grid, layers). Every
+Switches sit where `smagent.commands.report_layout` puts them (tree levels, a grid, layers). Every
 cable between two drawn nodes is one line in two halves: the half at a node is coloured
 by the load that node sends over it divided by the ideal of its link group (1 =
 balanced, drawn neutral grey; above, red; below, blue), so where traffic piles up and in
@@ -13,7 +13,7 @@ only on small fabrics.
 """
 from __future__ import annotations
 
-from smagent import layout as layoutmod
+from smagent.commands import report_layout as layoutmod
 
 LABELS = 8  # worst links labelled
 SCALE_AT_LEAST = 1.25  # the colour scale's top (load / ideal) at least

@@ -18,11 +18,11 @@ import click
 from click.core import ParameterSource
 
 from mad.forwarding import LMC_MAX
-from smagent import atomicfile, mkeys, paths
+from smagent.config import atomicfile, mkeys, files as paths
 from smagent.commands.common import key_arg, mkey_protect_options, mkey_protection
 from smagent.commands.logfile import LogFile
 from smagent.errors import BadInput
-from smagent.paths import default_state_dir
+from smagent.config.files import default_state_dir
 
 
 def _setup_logging(log_file) -> logging.Handler:
@@ -51,7 +51,7 @@ def _reopen(handler: logging.Handler) -> None:
 
 def _given(**values) -> dict:
     """The sweep settings given on the command line (a default is not given: a desired
-    state's own value wins over it; `smagent.desired.sweep_settings`). ``routing`` is the
+    state's own value wins over it; `smagent.sweep.desired.sweep_settings`). ``routing`` is the
     --routing option (parameter ``engine``)."""
     ctx = click.get_current_context()
     param = {"routing": "engine"}
@@ -112,7 +112,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
         mkey_lease, mkey_secret_file, as_json, perfmgr_interval, metrics_listen, client_reregister):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
-    from smagent import desired, multicast
+    from smagent.sweep import desired
+    from smagent.planning import multicast
     from smagent import sweep as sweepmod
     from smagent.sm import control
     from smagent.sm import lock as port_lock
@@ -128,9 +129,9 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     spec = multicast.load_groups(mcast_groups) if mcast_groups else None  # checked before any SMP
     ds = desired.load(desired_file) if desired_file else None
     given = _given(lmc=lmc, lid_file=lid_file, routing=engine)
-    from smagent import partitions
+    from smagent.config import partitions
     parts = partitions.load(partitions_file) if partitions_file else None
-    from smagent import qospolicy
+    from smagent.config import qospolicy
     policy = qospolicy.load(qos_policy_file) if qos_policy_file else None
     sw = sweepmod.SweepOptions(**desired.sweep_settings(ds, **given), mcast_groups=spec, multicast=not no_multicast,
                                partitions=parts, qos_policy=policy, mkey_protection=mkey_protection(obj, mkey_level, mkey_lease,

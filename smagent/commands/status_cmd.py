@@ -45,7 +45,7 @@ def lines(s: dict) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="The daemon's answer as one JSON document.")
 def status(state_dir, as_json):
     """The running SM's state, priority, master GUID, sweeps, last change and counters."""
-    from smagent.paths import default_state_dir
+    from smagent.config.files import default_state_dir
     from smagent.sm import control
     s = control.query(control.socket_path(state_dir or default_state_dir()))  # ControlError: exit 3
     if "state" not in s:

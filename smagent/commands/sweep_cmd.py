@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from smagent import render
-from smagent.paths import StateDir, default_state_dir
+from smagent.commands import render
+from smagent.config.files import StateDir, default_state_dir
 from smagent.commands.common import emit_json, mkey_protect_options, mkey_protection, progress_line
 from smagent.commands.plan_output import check_plan_options, emit_with_plan, plan_options, text_plan, write_plan_file
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
@@ -99,8 +99,8 @@ def print_plan_defects(r) -> None:
 
 def _link_options(subnet_prefix: str, max_mtu: int, max_vls: int, qos: str | None):
     """LinkOptions from the flags; ``qos``: "always" (--qos), "never" (--no-qos) or None
-    (the default: repair unusable SL2VL/VLArb tables only, see smagent.links)."""
-    from smagent import links
+    (the default: repair unusable SL2VL/VLArb tables only, see smagent.linkconf)."""
+    from smagent import linkconf as links
     try:
         prefix = int(subnet_prefix, 0)
     except ValueError:
@@ -121,7 +121,7 @@ def _exit(r) -> None:
 PARTITIONS = click.option(
     "--partitions", "partitions_file", type=click.Path(dir_okay=False), default=None,
     help="OpenSM's partitions.conf (as opensm -P): P_Key tables of every end port and enforcement on switch "
-         "ports facing them; read and checked before any SMP (see smagent.partitions). Default: the default "
+         "ports facing them; read and checked before any SMP (see smagent.config.partitions). Default: the default "
          "partition 0xFFFF at index 0 of every end port.")
 
 
@@ -129,14 +129,14 @@ QOS_POLICY = click.option(
     "--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
     help="A QoS policy: OpenSM's qos-ulps section (as opensm -Q -Y FILE: the SL of paths by target port GUID, "
          "service ID, P_Key) and opensm.conf's qos_[ca_|swe_|sw0_]* SL2VL/VLArb lines; read and checked "
-         "before any SMP (see smagent.qospolicy).")
+         "before any SMP (see smagent.config.qospolicy).")
 
 
 def _qos_policy(path) -> dict:
     """{"qos_policy": the parsed QoS policy file} (QosPolicyError with line numbers), or {}."""
     if path is None:
         return {}
-    from smagent import qospolicy
+    from smagent.config import qospolicy
     return {"qos_policy": qospolicy.load(path)}
 
 
@@ -144,7 +144,7 @@ def _partitions(path):
     """The parsed partitions file (BadInput with line numbers), or None."""
     if path is None:
         return None
-    from smagent import partitions
+    from smagent.config import partitions
     return partitions.load(path)
 
 
@@ -186,7 +186,7 @@ def _state_dir(obj, state_dir):
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")
 @ALLOW_DEFECTS
 @click.option("--mcast-groups", type=click.Path(dir_okay=False), default=None,
-              help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.multicast. "
+              help="Multicast group file: lines 'MLID MEMBER...' (port GUIDs or 'all'); see smagent.planning.multicast. "
                    "Default: group 0xC000 with every CA port (IPoIB broadcast).")
 @click.option("--no-multicast", is_flag=True, help="Leave every MulticastForwardingTable as it is.")
 @click.option("--prune-multicast", is_flag=True,
@@ -220,7 +220,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
           mkey_secret_file, detail, lid_range, plan_file, as_json):
     """Bring the fabric up: discover, assign LIDs, route, program LFTs/RFTs and MFTs (each Set's
     response read back), activate. `smagent verify` then traces every path."""
-    from smagent import multicast
+    from smagent.planning import multicast
     from mad.forwarding import lmc_problem
     problem = lmc_problem(lmc)
     if problem:
@@ -278,7 +278,7 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, qos_policy_file, deta
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
-    groups and SwitchInfo settings (see smagent.desired). Every problem in it (unknown
+    groups and SwitchInfo settings (see smagent.sweep.desired). Every problem in it (unknown
     switch, LID out of range, a port a switch lacks, an MLID outside 0xC000-0xFFFE, a
     missing routing file) is listed, and the exit status is 2. Planned tables that would
     break the fabric are listed as warnings (exit 1: `apply` would refuse them).

@@ -27,7 +27,7 @@ import click
 from mad import forwarding as fw
 from smagent.commands.common import check_output, emit_json, finish_write, int_arg, write_output
 from smagent.errors import EXIT_FABRIC
-from smagent.fdb import text
+from smagent.model import lftdump as text
 
 FORCE_HELP = "Write even if another SM is MASTER (it will overwrite the change on its next re-route)."
 

@@ -12,7 +12,7 @@ def topology():
 
 
 def _build(shape, radix, hosts, x, y, hosts_per_switch, switch_ports):
-    from smagent import topogen
+    from smagent.model import topogen
     if shape == "fat-tree-2":
         return topogen.fat_tree_2(radix)
     if shape == "fat-tree-3":
@@ -38,7 +38,7 @@ def _build(shape, radix, hosts, x, y, hosts_per_switch, switch_ports):
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: counts, ibsim's size flags, the file.")
 def topology_generate(shape, radix, hosts, x, y, hosts_per_switch, switch_ports, style, output, as_json):
     """Write a common fabric shape as a net file (print ibsim's -N/-S/-P needs on stderr)."""
-    from smagent import netfile
+    from smagent.model import netfile
     check_output(output)
     fab = _build(shape, radix, hosts, x, y, hosts_per_switch, switch_ports)
     size = netfile.ibsim_size_args(fab)

@@ -73,7 +73,7 @@ def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_poli
         report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
                                       path_sls=path_sls, qos_policy=qos_policy_file)
     if as_json:
-        from smagent.balance import ROWS
+        from smagent.verify.balance import ROWS
         emit_json(report.as_json(), rows=ROWS)
     else:
         click.echo("\n".join(render(report) + render_balance(report.balance)))
@@ -81,7 +81,7 @@ def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_poli
 
 
 def render(report) -> list[str]:
-    from smagent.render import count
+    from smagent.commands.render import count
     s = report.summary
     mc = "" if s["mcast_groups"] is None else f", {count(s['mcast_groups'], 'multicast group')}"
     lost = f"; {s['unreached']} unreached" if s.get("unreached") else ""
@@ -122,7 +122,7 @@ def _classes(report, classes: dict, word: str) -> list[str]:
 
 
 def render_balance(b: dict) -> list[str]:
-    """`smagent.balance` figures as comment lines (scripts keep parsing the rest)."""
+    """`smagent.verify.balance` figures as comment lines (scripts keep parsing the rest)."""
     out = [f"# balance: {b['routes']:,} routes of {b['pairs']:,} CA-to-CA pairs over {b['links']} switch-to-switch "
            f"links (directed): max {b['max']}, mean {b['mean']}, ideal {b['ideal']}"]
     if "levels_note" in b:

@@ -2,19 +2,18 @@
 
     switch     addressing a switch (DR path or Target), its facts, the batch order of
                table SMPs, the read of NodeInfo/SwitchInfo for the table commands
-    linear     LinearForwardingTable: blocks, which of them a whole-table read asks for
+    lft        LinearForwardingTable: blocks, which of them a whole-table read asks for
                (`lft_blocks_to_read`), desired image, reads, diffs, writes,
                `lft load` / `lft set` plans
-    random     RandomForwardingTable: the entry planner (cover, DefaultPort, placement,
+    rft        RandomForwardingTable: the entry planner (cover, DefaultPort, placement,
                two-phase writes), reads, writes, `rft set` plans
-    multicast  MulticastForwardingTable: (block, position) units, reads, diffs, writes,
-               `mft set` plans (groups and spanning trees live in smagent.multicast)
+    mft        MulticastForwardingTable: (block, position) units, reads, diffs, writes,
+               `mft set` plans (groups and spanning trees live in smagent.planning.multicast)
     tops       SwitchInfo: the one SwitchInfo Set path (LinearFDBTop, MulticastFDBTop,
                DefaultPort, ...), with its read-back check
     porttables the per-port tables of link configuration (SL2VL, VLArb, P_Key) as
                units: `Want`, `TableChange`, their JSON, the Sets with read-back check
-               (what to want is planned in smagent.links)
-    text       ibroute / dump_lfts text formats and the dump parser
+               (what to want is planned in smagent.linkconf)
     backup     what an apply overwrites, saved before it, and restored from it
     journal    the apply journal (what was about to be written, what came back)
     apply      the one apply path: back up, journal per chunk, write, check read-back

@@ -30,10 +30,10 @@ import contextlib
 from pathlib import Path
 
 from smagent.fdb import porttables as linktab
-from smagent import atomicfile, paths
-from smagent.fdb import backup, linear, tops
-from smagent.fdb import multicast as mft
-from smagent.fdb import random as rft
+from smagent.config import atomicfile, files as paths
+from smagent.fdb import backup, lft as linear, tops
+from smagent.fdb import mft
+from smagent.fdb import rft
 from smagent.fdb.journal import Journal, JournalError
 from smagent.fdb.plan import Plan  # noqa: F401 - also the name callers use (fdb.apply.Plan)
 from smagent.fdb.switch import interleave

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING
 
 from mad import forwarding as fw
 from smagent.fdb import porttables as linktab
-from smagent import atomicfile, paths
-from smagent.fdb import linear, tops
-from smagent.fdb import multicast as mft
-from smagent.fdb import random as rft
-from smagent.fdb import text as fmt
+from smagent.config import atomicfile, files as paths
+from smagent.fdb import lft as linear, tops
+from smagent.fdb import mft
+from smagent.fdb import rft
+from smagent.model import lftdump as fmt
 from smagent.fdb.journal import path_json
 from smagent.fdb.plan import Plan
 from smagent.fdb.switch import TableFailure

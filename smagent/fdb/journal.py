@@ -29,7 +29,7 @@ before it (`smagent.fdb.backup`) lets an operator roll back.
 
 A journal that is not one (torn by a full disk, garbled) never blocks a sweep: `pending`
 reports it and sets it aside (``journals/apply-*-unreadable.journal``). The begin record
-is written atomically (`smagent.atomicfile`), so a full disk at the start of an apply
+is written atomically (`smagent.config.atomicfile`), so a full disk at the start of an apply
 leaves no journal rather than a torn one.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ import time
 from typing import Any, TextIO
 from pathlib import Path
 
-from smagent import atomicfile, paths
+from smagent.config import atomicfile, files as paths
 from smagent.errors import BadInput
 from smagent.fdb.porttables import TABLES as LINK_TABLES
 

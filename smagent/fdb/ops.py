@@ -10,19 +10,21 @@ from __future__ import annotations
 import dataclasses
 
 from mad import forwarding as fw
-from smagent import paths, smcheck
+from smagent.config import files as paths
+from smagent.discovery import smcheck
 from smagent.errors import BadInput
 from smagent.fdb import apply as fdbapply
-from smagent.fdb import backup, linear, text
-from smagent.fdb import multicast as mfttab
-from smagent.fdb import random as rft
+from smagent.fdb import backup, lft as linear
+from smagent.model import lftdump as text
+from smagent.fdb import mft as mfttab
+from smagent.fdb import rft
 from smagent.fdb import tops as fdbtops
 from smagent.fdb.switch import SwitchFacts, TableBadInput, read_switch
-from smagent.smcheck import OtherMasterSM
-from smagent.targets import Target
+from smagent.discovery.smcheck import OtherMasterSM
+from smagent.discovery.targets import Target
 
 
-# the name table writes raised before the one master-SM check (`smagent.smcheck`) existed
+# the name table writes raised before the one master-SM check (`smagent.discovery.smcheck`) existed
 MasterSMRefusal = OtherMasterSM
 
 
@@ -119,7 +121,7 @@ class WriteResult:
         return not self.problems
 
 
-# -- the master-SM check (`smagent.smcheck`) --------------------------------------------------
+# -- the master-SM check (`smagent.discovery.smcheck`) --------------------------------------------------
 def _check_one_switch(transport, sr, *, force, dry_run) -> list[str]:
     """The SM the switch's MasterSMLID names, and one on our own port (OpenSM on this HCA)."""
     pi = sr.port0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
-from smagent.fdb import linear, multicast
+from smagent.fdb import lft as linear, mft as multicast
 from smagent.fdb.switch import interleave
 
 

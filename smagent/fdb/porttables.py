@@ -2,7 +2,7 @@
 `Want` (what a port should hold, and how to read it), `TableChange` (one Set: what the
 port held and gets; the apply journal and backups record these), their JSON, and the
 raw Sets with their read-back check (`write`; `smagent.fdb.apply` adds the backup and
-journal around them). What to want is planned in `smagent.links`."""
+journal around them). What to want is planned in `smagent.linkconf`."""
 from __future__ import annotations
 
 import dataclasses
@@ -210,7 +210,7 @@ class Want:
             return _built(self.kind, tuple(self.value))
         if self.kind == "vlarb":  # (VL, weight) pairs
             return _built(self.kind, tuple(map(tuple, self.value)))
-        if self.value is not None:  # a whole block (smagent.links.pkeys, with partitions)
+        if self.value is not None:  # a whole block (smagent.linkconf.pkeys, with partitions)
             return P_KeyTable(p_keys=list(self.value))
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
         keys[0] = fw.PKEY_DEFAULT

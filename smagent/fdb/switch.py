@@ -1,5 +1,5 @@
 """A switch as the table code addresses it: by DR path (what discovery knows) or by a
-`smagent.targets.Target` (a LID or path an operator gave); its facts; the order in which
+`smagent.discovery.targets.Target` (a LID or path an operator gave); its facts; the order in which
 table SMPs go out; the reads the table commands start with."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from mad import forwarding as fw
 from mad import smp as smpcodec
 from mad.attributes import AttrID, Attribute, NodeDescription, NodeInfo, NodeType, PortInfo, SwitchInfo
 from mad.header import Method
-from smagent.fdb.text import NODE_TYPE_NAMES
-from smagent.targets import Target
+from smagent.model.lftdump import NODE_TYPE_NAMES
+from smagent.discovery.targets import Target
 from smagent.transport.base import Reply, Request, Transport
 from smagent.errors import BadInput, FabricFailure
 

@@ -20,7 +20,7 @@ switches, 13,284 LIDs, 21.5 million table entries, in pure Python):
   entries) routes in about the time LMC 0 takes.
 
 Measured against OpenSM 3.3.23 `-R minhop` on ibsim with the same LIDs
-(tests/test_routing_live.py): identical tables on 2- and 3-level fat trees, tori and
+(tests/live/test_routing_live.py): identical tables on 2- and 3-level fat trees, tori and
 meshes, LMC 0-2. What we do not model: OpenSM keeping a switch's *existing* entry when
 it is still a shortest path (on re-sweeps, without ignore_existing_lfts), and its
 optional port_shifting, scatter_ports, hop weights and guid_routing_order files.
@@ -49,7 +49,8 @@ from bisect import bisect_left
 from collections import Counter
 from typing import Sequence
 
-from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput, opensm_key
+from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, RoutingInput
+from smagent.model.order import opensm_key
 
 _BYTE_BITS = [tuple(i for i in range(8) if b >> i & 1) for b in range(256)]
 

@@ -39,7 +39,7 @@ class RoutingInput:
 
     @classmethod
     def from_fabric(cls, fabric, lmc: int = 0) -> "RoutingInput":
-        """A RoutingInput straight from a `smagent.fabric.Fabric` (a generated or loaded
+        """A RoutingInput straight from a `smagent.model.fabric.Fabric` (a generated or loaded
         topology), without discovery: for tests and benchmarks. Nodes without a GUID get
         ibsim's GUIDs (`netfile.assign_ibsim_guids` numbering, on a copy of the numbers
         only); LIDs the fabric does not give are assigned in node order, switches first
@@ -208,10 +208,3 @@ class RoutingSpec:
         return dataclasses.replace(self, engine="updn", roots=guids,
                                    text="updn:" + ",".join(f"{g:#018x}" for g in guids))
 
-
-def opensm_key(value: int, size: int = 8) -> int:
-    """Where OpenSM sorts a GUID (``size`` 8) or a P_Key (``size`` 2) among its peers: its
-    maps key them by their network-order bytes read as a host integer, little-endian on the
-    hosts it runs on (x86-64, Arm); routing, the SA's port order and its choice among
-    shared partitions all follow that order."""
-    return int.from_bytes((value & ((1 << 8 * size) - 1)).to_bytes(size, "big"), "little")

@@ -23,7 +23,7 @@ Two steps:
    is broken by moving those paths to layer l+1, until layer l is acyclic; then layer
    l+1 is treated the same way. A layer is an SL, and the SL2VL tables map SL l to VL l
    on every port (OpenSM's default SL2VL table folded into the VLs a port runs does
-   exactly that while the layers fit: `smagent.links.qos`). Then the layers are balanced
+   exactly that while the layers fit: `smagent.linkconf.qos`). Then the layers are balanced
    over the VLs every port runs (``RoutingInput.data_vls``): the fullest layer is split
    in two while a VL is free (a subset of an acyclic layer is acyclic), as OpenSM
    spreads its paths over the available VLs (one layer: the paths go round-robin).
@@ -31,7 +31,7 @@ Two steps:
 Needing more layers than the ports have data VLs is a `RoutingError` (exit 2) naming both.
 The SL of every path is in ``Routes.sls`` ({source switch GUID: SL by DLID}); the hosts
 learn it from SA PathRecords (the SA's part); until then the sweep keeps it in the state
-directory (`smagent.pathsl`) for ``verify --path-sls`` and ``smagent paths``.
+directory (`smagent.planning.pathsl`) for ``verify --path-sls`` and ``smagent paths``.
 
 Speed: the SSSP step is numpy over arrays of channels, level by level (hop distance to
 the destination): a 3-level fat tree of 36-port switches (11,664 hosts) routes in
@@ -284,7 +284,7 @@ def _break_cycles(ch: _Channels, table: np.ndarray, via: dict, ca_count: np.ndar
     """The paths in layers, each layer's dependency graph acyclic: in a cycle of the
     current layer, the dependency with the fewest paths (ties: the lowest) sends those
     paths to the next layer, until no cycle is left; then the next layer likewise."""
-    from smagent.cycles import find_cycle
+    from smagent.routing.cycles import find_cycle
     paths, edges = _paths(ch, table, sorted(via), ca_count)
     C = ch.C
     layers: list[list[tuple[int, int]]] = []

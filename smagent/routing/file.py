@@ -3,7 +3,7 @@ output, as OpenSM's file engine (``opensm -R file -U FILE``) loads them.
 
 Spec: ``--routing file:PATH``. Each "Unicast lids ... guid 0x..." section is one
 switch's whole table (LIDs it does not list, or lists with port 255, get no route).
-The parser is `smagent.fdb.text.parse_lft_dump` (the one `lft load` uses).
+The parser is `smagent.model.lftdump.parse_lft_dump` (the one `lft load` uses).
 
 Stricter than OpenSM, which skips what it cannot use and fills the gaps with minhop:
 
@@ -25,7 +25,7 @@ from smagent.routing.base import NO_PORT, Routes, RouteTable, RoutingError, Rout
 def load(path: str) -> list:
     """Read and parse the dump (the only I/O of this engine): done before any SMP, so a
     bad file is refused with nothing sent."""
-    from smagent.fdb.text import DumpError, parse_lft_dump  # the one parser of this format
+    from smagent.model.lftdump import DumpError, parse_lft_dump  # the one parser of this format
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()

@@ -1,5 +1,5 @@
 """The Subnet Administrator (management class 0x03) of `smagent run`: `SaAgent` answers
-SA queries from the last published `smagent.subnet.Subnet` (agent.py); the records of a
+SA queries from the last published `smagent.model.subnet.Subnet` (agent.py); the records of a
 snapshot (records.py) and its PathRecords (paths.py)."""
 from smagent.sa.agent import SaAgent
 

@@ -56,13 +56,13 @@ from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEAD
                     SaStatus, encode_table, matcher)
 from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
                             record_class)
-from smagent.sa import multipath, paths, quickpath, trace, visible
+from smagent.sa import multipath, pathrecords as paths, quickpath, trace, visible
 from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
 from smagent.sa.records import Records
-from smagent.subnet import Subnet
+from smagent.model.subnet import Subnet
 from smagent.transport.address import Address, Incoming, lid_of, way_back
 
 log = logging.getLogger("smagent.sa")

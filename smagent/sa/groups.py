@@ -13,7 +13,7 @@ its partition groups).
 
 MLIDs come from 0xC000 up, below every switch's MulticastFDBCap, never one the SM's
 configured groups use. `version` counts changes of what the MFTs must hold; `spec`
-turns the groups into `smagent.multicast.Group`s for the sweep, and `released` is the
+turns the groups into `smagent.planning.multicast.Group`s for the sweep, and `released` is the
 MLIDs of dead groups whose entries must be cleared."""
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from mad import codes
 from mad import forwarding as fw
 from mad.sa import SaStatus, matcher
 from mad.sa_records import MCMemberRecord, PathRecord
-from smagent import multicast
-from smagent.sa.paths import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError
+from smagent.planning import multicast
+from smagent.sa.pathrecords import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError
 from smagent.sa.records import Records, port_mtu
 
 FULL, NON, SEND_ONLY = 1, 2, 4

@@ -25,7 +25,7 @@ from mad.attributes import NoticeType
 from mad.header import GSI_QKEY, Method
 from mad.sa import SaStatus, request
 from mad.sa_records import InformInfo, InformInfoRecord, SaNotice
-from smagent.sa.paths import PathQueryError
+from smagent.sa.pathrecords import PathQueryError
 from smagent.transport.address import Address
 
 REPORT_TIMEOUT_S = 1.0

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from mad.sa import SaStatus
 from mad.sa_records import MultiPathRecord, PathRecord
-from smagent.routing.base import opensm_key
-from smagent.sa import paths
+from smagent.model.order import opensm_key
+from smagent.sa import pathrecords as paths
 from smagent.sa.records import Records
 
 MAX_PATHS = 127  # NumbPath is 7 bits: without it, at most this many paths

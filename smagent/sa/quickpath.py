@@ -20,7 +20,7 @@ from typing import Any
 
 from mad.sa import SA_HEADER, SaStatus
 from mad.sa_records import PathRecord
-from smagent.sa import paths, visible
+from smagent.sa import pathrecords as paths, visible
 from smagent.sa.records import Records
 
 _AT = SA_HEADER.stop  # where the record starts in the MAD

@@ -25,7 +25,7 @@ from mad.sa_records import (
     P_KeyTableRecord, PortInfoRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
     VLArbitrationTableRecord,
 )
-from smagent.subnet import LinkTables, Subnet
+from smagent.model.subnet import LinkTables, Subnet
 
 DEFAULT_GID_PREFIX = 0xFE80000000000000
 DOWNSTREAM_KEPT = 1 << 19  # (switch, DLID) path summaries kept a snapshot (~100 MB at most); more: start again

@@ -21,7 +21,7 @@ import math
 from mad.forwarding import PKEY_DEFAULT
 from mad.sa import SaStatus, matcher
 from mad.sa_records import ServiceRecord
-from smagent.sa.paths import PathQueryError
+from smagent.sa.pathrecords import PathQueryError
 
 INFINITE_LEASE = 0xFFFFFFFF
 SET_NEEDS = ("service_id", "service_gid")

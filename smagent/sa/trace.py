@@ -29,9 +29,9 @@ from __future__ import annotations
 from mad.errors import MadError
 from mad.sa import SaMad, SaStatus, encode_table
 from mad.sa_records import PathRecord, TraceRecord
-from smagent.sa import paths, visible
+from smagent.sa import pathrecords as paths, visible
 from smagent.sa.records import Records
-from smagent.subnet import Node
+from smagent.model.subnet import Node
 
 _SOURCE = PathRecord.mask("sgid", "slid")
 _DESTINATION = PathRecord.mask("dgid", "dlid")

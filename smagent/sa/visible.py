@@ -24,7 +24,7 @@ from mad.sa_records import (GUIDInfoRecord, InformInfo, InformInfoRecord, Linear
                             ServiceRecord, SLtoVLMappingTableRecord, SMInfoRecord, SwitchInfoRecord,
                             SaNotice, VLArbitrationTableRecord)
 from smagent.sa import informs
-from smagent.subnet import Subnet
+from smagent.model.subnet import Subnet
 
 Port = tuple[int, int]
 ALL_LIDS = 0xFFFF  # LIDRangeBegin: every port the SM manages

@@ -10,7 +10,7 @@ act as an independent witness of what the agent programmed.
 """
 from smagent.sim.dataplane import Trace, trace
 from smagent.sim.fabric_sim import DEFAULT_TOPOLOGY, Drop, SimFabric
-from smagent.sim.model import Dropped, Looped, SimConfigError, SimNode
+from smagent.sim.nodes import Dropped, Looped, SimConfigError, SimNode
 
 __all__ = ["SimFabric", "SimNode", "Trace", "trace", "Drop", "Dropped", "Looped", "SimConfigError",
            "DEFAULT_TOPOLOGY"]

@@ -35,7 +35,7 @@ from mad.forwarding import (
     LFT_NO_PORT, MULTICAST_LID_MAX, MULTICAST_LID_MIN, PERMISSIVE_LID, PKEY_FULL_MEMBER, rft_decode,
 )
 from mad.attributes import PortState
-from smagent.sim.model import ACTIVE, DOWN, Dropped, Looped
+from smagent.sim.nodes import ACTIVE, DOWN, Dropped, Looped
 
 MAX_HOPS = 64  # no route in a subnet is longer; more means a forwarding loop
 

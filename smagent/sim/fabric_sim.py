@@ -21,9 +21,9 @@ from mad.header import Method
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import MAD_SIZE
-from smagent.fabric import Fabric
-from smagent.sim import dataplane, model, routes
-from smagent.sim.model import Dropped, SimConfigError, SimNode
+from smagent.model.fabric import Fabric
+from smagent.sim import dataplane, nodes as model, routes
+from smagent.sim.nodes import Dropped, SimConfigError, SimNode
 
 DEFAULT_TOPOLOGY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "default.net")
 
@@ -70,7 +70,7 @@ class SimFabric:
     def load(cls, src=None, **kw) -> "SimFabric":
         """Simulate a topology file (ibsim net file or ibnetdiscover output), or text;
         None = the bundled default topology."""
-        from smagent import netfile
+        from smagent.model import netfile
         fabric = netfile.load(DEFAULT_TOPOLOGY if src is None else src)
         if not fabric.nodes:
             where = src if isinstance(src, os.PathLike) or (isinstance(src, str) and "\n" not in src) else "the topology"

@@ -31,7 +31,7 @@ from mad.header import Method
 from mad.smp import MAX_HOPS
 from smagent.sim import sma
 from smagent.sim.dataplane import cross, send_unicast
-from smagent.sim.model import Dropped
+from smagent.sim.nodes import Dropped
 
 
 def directed(sim, req, src, sport: int, dlid: int):

@@ -24,8 +24,8 @@ from mad.forwarding import (
     VLARB_BLOCK_SIZE, mft_from_modifier, rft_decode, sl2vl_optimized, vlarb_from_modifier,
 )
 from mad.header import Method
-from smagent.sim import mkey, model
-from smagent.sim.model import ACTIVE, ARMED, DOWN, INIT, PHYS_DISABLED, PHYS_POLLING, Dropped
+from smagent.sim import mkey, nodes as model
+from smagent.sim.nodes import ACTIVE, ARMED, DOWN, INIT, PHYS_DISABLED, PHYS_POLLING, Dropped
 
 OK = 0x0000
 BAD_VERSION = 0x0004

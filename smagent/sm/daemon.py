@@ -14,7 +14,7 @@ the middle of work raises `Stopped` at once, as Ctrl-C raises KeyboardInterrupt 
 `smagent sweep`: an interrupted apply is finished by the next sweep from its journal.
 
 * DISCOVERING: discover, ask every other SM its SMInfo, become MASTER or STANDBY
-  (`smagent.sm.state`).
+  (`smagent.sm.statemachine`).
 * MASTER: a full sweep first (`smagent.sweep`: plan, diff, write only what differs),
   then repairs after traps (coalesced for `trap_settle` seconds), a light sweep every
   `sweep_interval` (one SwitchInfo Get per switch, PortStateChange says if a port moved,
@@ -44,7 +44,7 @@ from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method, MgmtClass
 from smagent import discovery
 from smagent import sweep as sweepmod
-from smagent.sm import state as smstate
+from smagent.sm import statemachine as smstate
 from smagent.sm import events, peers as peersmod, reload, repair, timers, traps, unserved
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher
 from smagent.sm.options import Counters, DaemonOptions
@@ -53,7 +53,7 @@ from smagent.sm.serving import BusyServer
 from smagent.sm.perfmgr import PerfMgr
 from smagent.sm.reregister import ClientReregister
 from smagent.transport.address import Incoming
-from smagent.sm.state import Action, Control, Peer, StateMachine, state_name
+from smagent.sm.statemachine import Action, Control, Peer, StateMachine, state_name
 from smagent.errors import BadInput, SmagentError
 from smagent.transport.base import Reply, Request, Transport
 
@@ -791,7 +791,7 @@ class Daemon:
         }
 
     def metrics_text(self) -> str:
-        """The Prometheus exposition (`smagent.metrics`): called from the metrics thread,
+        """The Prometheus exposition (`smagent.perf.metrics`): called from the metrics thread,
         it reads only what the loop published (the status, the last counter sweep's text)."""
-        from smagent import metrics
+        from smagent.perf import metrics
         return metrics.daemon_text(self._published, self.perfmgr.text if self.perfmgr is not None else "")

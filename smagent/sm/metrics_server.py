@@ -1,6 +1,6 @@
 """`smagent run --metrics ADDR:PORT`: the Prometheus endpoint. A small HTTP server in its
 own thread answers GET /metrics with text the daemon's thread finished before (its
-published status and the last counter sweep's port metrics, `smagent.metrics`), so a
+published status and the last counter sweep's port metrics, `smagent.perf.metrics`), so a
 scrape never waits for a sweep and never reads a half-updated structure."""
 from __future__ import annotations
 

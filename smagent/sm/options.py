@@ -6,7 +6,7 @@ import collections
 import dataclasses
 
 from smagent import sweep as sweepmod
-from smagent.sm import state as smstate
+from smagent.sm import statemachine as smstate
 
 
 @dataclasses.dataclass

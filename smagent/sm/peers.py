@@ -15,7 +15,7 @@ from mad.forwarding import PERMISSIVE_LID, portinfo_modifier
 from mad.header import Method
 from smagent import discovery
 from smagent import sweep as sweepmod
-from smagent.sm.state import Peer
+from smagent.sm.statemachine import Peer
 from smagent.transport.base import Reply, Request, Transport
 
 log = logging.getLogger("smagent.sm")

@@ -20,7 +20,8 @@ import logging
 import time
 
 from mad.perfmgt import PortCounters
-from smagent import metrics, perf
+from smagent.perf import metrics
+from smagent import perf
 from smagent.transport.base import Transport, TransportError
 
 log = logging.getLogger("smagent.sm")

@@ -3,7 +3,7 @@ one in force, so that a bad reload never stops the routing (the daemon keeps the
 and says why)."""
 from __future__ import annotations
 
-from smagent import desired
+from smagent.sweep import desired
 from smagent.discovery import Topology
 from smagent.errors import BadInput
 

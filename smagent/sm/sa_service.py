@@ -30,12 +30,12 @@ from mad.gmp import CLASS_PORT_INFO
 from mad.header import method_name
 from mad.sa import SA_CLASS, SaStatus
 from mad.sa_records import record_class
-from smagent import multicast
+from smagent.planning import multicast
 from smagent.errors import SmagentError
 from smagent.sa import SaAgent
 from smagent.sa import groups as groupsmod
 from smagent.sa import informs as informsmod
-from smagent.subnet import Subnet
+from smagent.model.subnet import Subnet
 from smagent.transport.address import Address, Incoming
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ read-back we check (no second Get per block). The sweep does not trace paths: `s
 verify` (`smagent.verify`) does, from the tables the switches hold.
 
 Unicast: a switch with a LinearForwardingTable gets LFT blocks; one with LinearFDBCap 0
-and RandomFDBCap > 0 gets RFT entries and maybe a DefaultPort (`smagent.fdb.random`).
-Multicast: every group (`smagent.multicast`: a group file, or the IPoIB broadcast group
+and RandomFDBCap > 0 gets RFT entries and maybe a DefaultPort (`smagent.fdb.rft`).
+Multicast: every group (`smagent.planning.multicast`: a group file, or the IPoIB broadcast group
 0xC000 with every CA port) gets a spanning tree and MFT entries, diffed and written by
 (block, position).
 
@@ -19,7 +19,7 @@ SwitchInfo fields a sweep writes, and why (everything else is echoed as read):
 
 * LinearFDBTop: the highest LID assigned (switches with an LFT only).
 * LifeTimeValue: 18, as OpenSM; PortStateChange: cleared when set (`smagent.fdb.tops`).
-* DefaultPort: RFT switches only, when `smagent.fdb.random` picks one (else as read).
+* DefaultPort: RFT switches only, when `smagent.fdb.rft` picks one (else as read).
 * MulticastFDBTop: only on a switch that says it implements it, i.e. port 0's
   PortInfo.CapabilityMask has IsMulticastFDBTopSupported (bit 30, IBA 1.2.1+), as
   OpenSM does (``use_mfttop``); then the highest MLID programmed on that switch, or
@@ -28,19 +28,19 @@ SwitchInfo fields a sweep writes, and why (everything else is echoed as read):
   says 0, checked on ibsim 0.10); our simulator honours a non-zero top. Writing it
   where it is not supported could only hide entries or fail the read-back.
 * DefaultMulticastPrimaryPort / NotPrimaryPort: as read, unless the group file has a
-  ``default-multicast`` line for the switch (see `smagent.multicast`).
+  ``default-multicast`` line for the switch (see `smagent.planning.multicast`).
 
 The package: `options` (SweepOptions, KnownState), `result` (SweepResult, PortChange, the
 JSON and text of a plan), `state` (SweepState, Phase), `tables` (the `TableSource` the
 planning phases read: live, or the known state a repair passes in), one module per
 phase family (`discover`, `lids`, `route`, `ports`, `linktables`, `unicast` (LFT, RFT),
 `mcast`, `switchinfo`), `write` (the write passes) and `pipeline` (their order). The
-master-SM check and SM discovery are `smagent.smcheck`.
+master-SM check and SM discovery are `smagent.discovery.smcheck`.
 """
 from __future__ import annotations
 
 # the public names callers use (smagent.sweep.X), wherever they live now
-from smagent.smcheck import OtherMasterSM, check_other_sms, find_sms  # noqa: F401
+from smagent.discovery.smcheck import OtherMasterSM, check_other_sms, find_sms  # noqa: F401
 from smagent.sweep.options import REPAIR_PASSES, KnownState, SweepOptions  # noqa: F401
 from smagent.sweep.pipeline import GUID2LID, plan, sweep  # noqa: F401
 from smagent.sweep.result import PlanDefects, PortChange, SweepResult  # noqa: F401

@@ -1,4 +1,4 @@
-"""The first phases: discover the fabric, ask the other SMs (`smagent.smcheck`), resolve
+"""The first phases: discover the fabric, ask the other SMs (`smagent.discovery.smcheck`), resolve
 the desired state against what was found."""
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def resolve_desired(s: SweepState) -> None:
     """Names -> GUIDs against what was found; every problem at once, before any Set."""
     if s.opts.desired is None:
         return
-    from smagent import desired
+    from smagent.sweep import desired
     s.resolved = desired.resolve(s.opts.desired, s.topo)
     if s.opts.desired.multicast and s.opts.multicast:
         s.spec = desired.group_spec(s.opts.desired, s.resolved, s.topo)

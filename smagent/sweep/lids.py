@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from mad import forwarding as fw
-from smagent import lids
+from smagent.planning import lidassign as lids
 from smagent.sweep.state import SweepState
 
 
@@ -35,7 +35,8 @@ def save_path_sls(s: SweepState) -> None:
     """The SL of every path (dfsssp's layers), next to the LIDs: what `verify --path-sls`
     reads; an engine without SLs removes an older file."""
     if s.opts.state_dir:
-        from smagent import pathsl, paths
+        from smagent.planning import pathsl
+        from smagent.config import files as paths
         pathsl.save(paths.StateDir(s.opts.state_dir).path_sls, s.r.path_sls)
 
 

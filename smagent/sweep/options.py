@@ -6,11 +6,13 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Callable, Literal
 
-from smagent import discovery, links, mkeys, multicast, routing
-from smagent.multicast import Group as McastGroup
+from smagent import discovery, linkconf as links, routing
+from smagent.config import mkeys
+from smagent.planning import multicast
+from smagent.planning.multicast import Group as McastGroup
 
 if TYPE_CHECKING:
-    from smagent.desired import DesiredState
+    from smagent.sweep.desired import DesiredState
 
 
 REPAIR_PASSES = 4  # passes after the first over what did not finish, on a lossy fabric
@@ -46,18 +48,18 @@ class SweepOptions:
     # table reads; the running SM's repairs, after it updated the topology itself
     known: KnownState | None = None
     # write even if the planned tables break pairs the current tables deliver, or loop
-    # (smagent.plancheck); a dry run only reports them
+    # (smagent.sweep.plancheck); a dry run only reports them
     allow_defects: bool = False
     # passes after the first over what did not finish (Sets lost, ports not ACTIVE), made
     # only while the transport observes loss (`smagent.transport.retry`); 0: none
     repair_passes: int = REPAIR_PASSES
-    # a smagent.partitions.PartitionConfig (parsed: `partitions.load`, before any SMP); wins
+    # a smagent.config.partitions.PartitionConfig (parsed: `partitions.load`, before any SMP); wins
     # over a desired state's partitions; None: the desired state's, else the default partition
     partitions: object = None
-    # a smagent.qospolicy.QosPolicy (parsed: `qospolicy.load`, before any SMP): path SLs and
+    # a smagent.config.qospolicy.QosPolicy (parsed: `qospolicy.load`, before any SMP): path SLs and
     # per-port-class SL2VL/VLArb tables; wins over a desired state's qos_policy
     qos_policy: object = None
-    # M_Key protection to set on every end port (a smagent.mkeys.Protection: key or secret,
+    # M_Key protection to set on every end port (a smagent.config.mkeys.Protection: key or secret,
     # level, lease; smagent.sweep.protect); None: keys are used as given, never set
     mkey_protection: mkeys.Protection | None = None
     # collect every per-port table unit read or confirmed written (P_Key, SL2VL, VLArb) in

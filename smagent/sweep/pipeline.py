@@ -8,13 +8,15 @@ import logging
 import os
 import time
 
-from smagent import discovery, lids, multicast, paths, routing
+from smagent import discovery, routing
+from smagent.planning import lidassign as lids, multicast
+from smagent.config import files as paths
 from smagent.errors import FabricFailure
 from smagent.transport.base import Transport
 from smagent.sweep.discover import check_sms, discover, resolve_desired
 from smagent.sweep.lids import assign_lids, save_lids, save_path_sls
-from smagent.sweep.linktables import read_links
-from smagent.sweep.mcast import read_mfts
+from smagent.sweep.linkconf import read_links
+from smagent.sweep.mft import read_mfts
 from smagent.sweep import protect
 from smagent.sweep.options import SweepOptions
 from smagent.sweep.ports import activate, arm_ports, plan_ports
@@ -167,13 +169,13 @@ def repair(s: SweepState) -> None:
 
 
 def check_planned_tables(s: SweepState) -> None:
-    """The tables the plan would leave, checked as `verify` checks live ones (smagent.plancheck).
+    """The tables the plan would leave, checked as `verify` checks live ones (smagent.sweep.plancheck).
     What they would break is refused here, before the first Set, unless allowed; a dry run
     reports it. A repair of the running SM (``known``) plans around a fault it just saw:
     not checked, so it reacts at once."""
     if not s.source.checks_plan:
         return
-    from smagent import plancheck
+    from smagent.sweep import plancheck
     with s.phase("plan_check"):
         pc = s.r.plan_check = plancheck.check(s.r)
     s.r.notes += pc.notes()

@@ -4,8 +4,8 @@
 group of equal Sets instead of one per changed entry or field:
 
 ``PortInfoSet``  one per port: ``fields`` {name: [old, new]}
-``LFTBlock``     one per LFT block (`smagent.fdb.linear.lft_block_json`, packed ports)
-``MFTBlock``     one per MFT (block, position) (`smagent.fdb.multicast.mft_block_json`,
+``LFTBlock``     one per LFT block (`smagent.fdb.lft.lft_block_json`, packed ports)
+``MFTBlock``     one per MFT (block, position) (`smagent.fdb.mft.mft_block_json`,
                  the 32 PortMask words)
 ``SL2VLGroup``   a node's SL2VL Sets with the same old and new table: ``in_ports`` x
                  ``out_ports`` (ranges "1-18,20"; every pair of the two); with
@@ -24,7 +24,7 @@ import json
 from typing import Any, Iterable, Iterator
 
 from mad import codes
-from smagent.fdb import linear, multicast
+from smagent.fdb import lft as linear, mft as multicast
 
 LINK_GROUPS = {"SL2VL": "SL2VLGroup", "VLArb": "VLArbGroup", "P_Key": "P_KeyGroup"}
 _PORT_FIELD = {"VLArb": "port", "P_Key": "port"}  # the field a group's ``ports`` stand for

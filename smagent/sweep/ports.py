@@ -7,7 +7,9 @@ import dataclasses
 from mad.attributes import AttrID, PortInfo, PortState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
-from smagent import links, qoslayers, qospolicy
+from smagent import linkconf as links
+from smagent.planning import qoslayers
+from smagent.config import qospolicy
 from smagent.transport.base import Request
 from smagent.sweep import protect, route
 from smagent.sweep.result import PortChange
@@ -15,7 +17,7 @@ from smagent.sweep.state import SweepState, dr
 
 
 def plan_ports(s: SweepState) -> None:
-    """Ports: LID/LMC/MasterSMLID, link fields (smagent.links) and INIT -> ARMED."""
+    """Ports: LID/LMC/MasterSMLID, link fields (smagent.linkconf) and INIT -> ARMED."""
     topo, plan_, opts = s.topo, s.r.lid_plan, s.opts
     s.link_opts = None if opts.links is False else (
         opts.links or getattr(opts.desired, "links", None) or links.LinkOptions())
@@ -75,7 +77,7 @@ def _policy_tables(s: SweepState) -> None:
 
 def _check_policy_sls(s: SweepState) -> None:
     """With a VL-layering engine whose routes have credit loops, refuse a QoS policy SL
-    that brings one back (`smagent.qoslayers.check`), before the first Set."""
+    that brings one back (`smagent.planning.qoslayers.check`), before the first Set."""
     policy, routes = route.qos_policy(s), s.routes
     if policy is None or routes is None or routes.sls is None or routes.needed <= 1 or s.r.path_sls is None:
         return

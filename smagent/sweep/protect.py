@@ -1,4 +1,4 @@
-"""M_Key protection in a sweep (`SweepOptions.mkey_protection`, a `smagent.mkeys.Protection`),
+"""M_Key protection in a sweep (`SweepOptions.mkey_protection`, a `smagent.config.mkeys.Protection`),
 as OpenSM's m_key, m_key_protection_level, m_key_lease_period and guid2mkey:
 
 * before any SMP, STATE_DIR/guid2mkey (the keys this SM set) teaches the transport's key
@@ -30,7 +30,8 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID, PortInfo
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
-from smagent import discovery, mkeys, paths
+from smagent import discovery
+from smagent.config import mkeys, files as paths
 from smagent.sweep.state import SweepState
 from smagent.transport.base import BETWEEN_ROUNDS_S, Request, SmpTimeout
 

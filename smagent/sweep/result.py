@@ -9,20 +9,21 @@ from typing import Any, Callable, Iterator
 
 from mad import codes
 from mad.attributes import PortInfo, PortState
-from smagent import discovery, lids, links, multicast
+from smagent import discovery, linkconf as links
+from smagent.planning import lidassign as lids, multicast
 from smagent.fdb import plan as fdbplan
-from smagent.fdb import linear, tops
-from smagent.fdb import multicast as mfttab
-from smagent.fdb import random as rft
+from smagent.fdb import lft as linear, tops
+from smagent.fdb import mft as mfttab
+from smagent.fdb import rft
 from smagent.fdb.switch import interleave
 from smagent.errors import SafetyRefusal
-from smagent.subnet import InterningTables
+from smagent.model.subnet import InterningTables
 from smagent.sweep import planjson
 from smagent.sweep.options import KnownState
 
 
 class PlanDefects(SafetyRefusal):
-    """The planned tables would break the fabric (`smagent.plancheck`): refused before
+    """The planned tables would break the fabric (`smagent.sweep.plancheck`): refused before
     the first Set (``allow_defects`` / --allow-defects overrides). ``defects``: class ->
     {"count", "examples", ...}, as `SweepResult.plan_defects`."""
 
@@ -201,7 +202,7 @@ class SweepResult:
 
     @property
     def plan_defects(self) -> dict[str, Any]:
-        """What the planned tables would break (`smagent.plancheck`): class -> {"count",
+        """What the planned tables would break (`smagent.sweep.plancheck`): class -> {"count",
         "examples", ...}; empty when nothing, or when the check did not run."""
         return self.plan_check.defects if self.plan_check is not None else {}
 

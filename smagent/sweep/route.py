@@ -3,7 +3,8 @@ engine the typed spec names (`smagent.routing`), static LFT entries over its rou
 from __future__ import annotations
 
 from mad import codes
-from smagent import discovery, lids, qoslayers, routing
+from smagent import discovery, routing
+from smagent.planning import lidassign as lids, qoslayers
 from smagent.sweep.state import SweepState
 
 
@@ -21,7 +22,7 @@ def route(s: SweepState) -> None:
         r.notes += routes.notes
         r.path_sls = routes.sls
         policy = qos_policy(s)
-        if policy is not None:  # the policy's SLs over the engine's layers (smagent.qoslayers)
+        if policy is not None:  # the policy's SLs over the engine's layers (smagent.planning.qoslayers)
             s.qos_dests = qoslayers.dlid_ports(topo, plan_)
             r.path_sls = qoslayers.rows(policy, s.rin.switches, routes.sls, s.qos_dests)
         static = s.resolved.static_lft if s.resolved is not None else {}

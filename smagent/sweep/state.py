@@ -7,7 +7,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from smagent import discovery, links, mkeys, multicast, routing
+from smagent import discovery, linkconf as links, routing
+from smagent.config import mkeys
+from smagent.planning import multicast
 from smagent.fdb import apply as fdbapply
 from smagent.errors import FabricFailure
 from smagent.transport.base import Request, Transport
@@ -16,7 +18,7 @@ from smagent.sweep.result import PortChange, SweepResult
 from smagent.sweep.tables import TableSource, table_source
 
 if TYPE_CHECKING:
-    from smagent.desired import Resolved
+    from smagent.sweep.desired import Resolved
 
 log = logging.getLogger("smagent.sweep")
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from smagent import discovery, smcheck
-from smagent.fdb import linear
-from smagent.fdb import multicast as mfttab
+from smagent import discovery
+from smagent.discovery import smcheck
+from smagent.fdb import lft as linear
+from smagent.fdb import mft as mfttab
 from smagent.fdb.switch import failed_units_lines
 from smagent.transport.base import Transport
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class TableSource(Protocol):
-    checks_plan: bool  # whether the planned tables are checked before the first Set (smagent.plancheck)
+    checks_plan: bool  # whether the planned tables are checked before the first Set (smagent.sweep.plancheck)
 
     def topology(self, transport: Transport) -> discovery.Topology:
         """The fabric to plan on."""

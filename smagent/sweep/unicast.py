@@ -3,8 +3,8 @@ against the routes."""
 from __future__ import annotations
 
 from mad import forwarding as fw
-from smagent.fdb import linear
-from smagent.fdb import random as rft
+from smagent.fdb import lft as linear
+from smagent.fdb import rft
 from smagent.sweep.state import SweepError, SweepState
 from smagent.sweep.tables import read_failures
 

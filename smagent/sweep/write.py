@@ -2,7 +2,7 @@
 (`smagent.fdb.apply`: backed up, journalled, read back), and what they leave known."""
 from __future__ import annotations
 
-from smagent import paths
+from smagent.config import files as paths
 from smagent.fdb import apply as fdbapply
 from smagent.sweep.options import KnownState
 from smagent.sweep.result import SweepResult

@@ -19,17 +19,17 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     """Open a transport by name. Import lazily: `sim` needs no libibumad, `umad` no topology.
 
     M_Keys: ``m_key`` (``--mkey``) for every SMP, ``m_key_file`` (``--mkey-file``, see
-    `smagent.mkeys`) per node, or a ready `smagent.mkeys.KeyChain` as ``keys``. The file
+    `smagent.config.mkeys`) per node, or a ready `smagent.config.mkeys.KeyChain` as ``keys``. The file
     is read (and checked) before anything is opened; its errors are ValueErrors.
     ``classes``: GMP classes umad registers besides the SMP ones (`umad.AgentClass`)."""
-    from smagent import mkeys
+    from smagent.config import mkeys
     if keys is None:
         keys = mkeys.keychain(m_key, m_key_file)
     elif m_key:
         keys.default = m_key
     recorder = None
     if record:
-        from smagent.pcap import CaptureWriter
+        from smagent.transport.pcap import CaptureWriter
         recorder = CaptureWriter(record)
     t: Transport
     if kind == "umad":

@@ -43,7 +43,7 @@ from mad.header import (
 )
 from mad.layout import LayoutValue
 from smagent.errors import BadInput, FabricFailure
-from smagent.mkeys import KeyChain
+from smagent.config.mkeys import KeyChain
 from smagent.transport import smp_layer
 from smagent.transport.address import Address, Incoming, lid_of
 from smagent.transport.retry import RetryPolicy, distance_class

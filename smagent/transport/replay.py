@@ -1,6 +1,6 @@
 """Replay a recorded session: a transport that answers SMPs from a capture.
 
-A fixture is any capture `smagent.pcap.read_capture` reads: the ERF files `--record`
+A fixture is any capture `smagent.transport.pcap.read_capture` reads: the ERF files `--record`
 writes, and ibdump's ERF type 21 (or pcap/pcapng link type 247). The capture is indexed
 once, when the transport opens:
 
@@ -18,7 +18,7 @@ once, when the transport opens:
   port) every recorded path reached and how nodes are cabled, so any path resolves to a
   node, and the last answer recorded there for that attribute and modifier is given (a
   switch's NodeInfo with the LocalPortNum of the port the new path enters by). This is
-  what lets one `smagent snapshot` (smagent/snapshot.py: every table, once) answer the
+  what lets one `smagent snapshot` (smagent/verify/recording.py: every table, once) answer the
   Gets of any plan, whichever paths and order it uses.
 
 `_send` looks the request up and queues the recorded response with the TID rewritten to
@@ -48,7 +48,7 @@ from mad.attributes import ATTRIBUTE_NAMES, AttrID, NodeInfo, NodeType
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import METHOD_OFFSET, MGMT_CLASS_OFFSET, TID_SLICE, MadHeader, Method, MgmtClass, method_name, response_method
-from smagent.pcap import CaptureError, read_capture
+from smagent.transport.pcap import CaptureError, read_capture
 from smagent.transport.base import TransportError
 from smagent.transport.immediate import ImmediateTransport
 

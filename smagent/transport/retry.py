@@ -40,7 +40,7 @@ TARGET_FAILURE = 1e-3  # wanted chance that a live request loses every try
 # The bound; repair passes of a sweep deal with what still fails. At 30 % loss per
 # switch port a host 5 switches away (3-level tree, across the core) answers one try in
 # 35: 48 left a quarter of those requests unanswered per pass, and a chain of passes
-# (found, ARMED, ACTIVE) did not finish; 256 converges (tests/test_lossy_live.py).
+# (found, ARMED, ACTIVE) did not finish; 256 converges (tests/live/test_lossy_live.py).
 MAX_RETRIES = 256
 BACKOFF_CAP = 4  # a try waits at most this many times the configured timeout
 BACKOFF_TRIES = 4  # the extra tries that back off; later ones wait the base timeout

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from smagent.fabric import Fabric
+from smagent.model.fabric import Fabric
 from smagent.sim import SimFabric
 from smagent.transport.address import Address
 from smagent.transport.base import DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW

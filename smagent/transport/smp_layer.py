@@ -2,7 +2,7 @@
 0x81, QP0) need on top of the generic window (`smagent.transport.base`).
 
 * M_Keys: every SMP that carries none (0) gets its key from the transport's
-  `smagent.mkeys.KeyChain`: by DR path for directed route, by DLID for LID-routed. When
+  `smagent.config.mkeys.KeyChain`: by DR path for directed route, by DLID for LID-routed. When
   keys differ per node, a PortInfo response through a path whose node is known maps that
   port's LIDs to the node's key, so LID-routed SMPs (and the LIDs a sweep assigns) find
   it; `Transport.query` asks a silent node once more with each other key it holds.
@@ -22,7 +22,7 @@ from mad import smp as smpcodec
 from mad.attributes import AttrID, PortInfo
 from mad.errors import MadError
 from mad.header import Method
-from smagent.mkeys import KeyChain
+from smagent.config.mkeys import KeyChain
 
 if TYPE_CHECKING:
     from smagent.transport.base import Request

@@ -107,9 +107,9 @@ import time
 from smagent.transport.base import Transport
 from smagent.verify.cdg import _check_cdg, find_cycle, vl_deps
 from smagent.verify.collect import collect, mft_groups, rft_entries, snapshot_of
-from smagent.verify.links import _check_links, data_hops
-from smagent.verify.mcast import _check_mcast
-from smagent.verify.partitions import _check_partition_rules
+from smagent.verify.linkconf import _check_links, data_hops
+from smagent.verify.mft import _check_mcast
+from smagent.verify.isolation import _check_partition_rules
 from smagent.verify.model import (CAUSES, EXAMPLES, WARNINGS, CaPortState, Report, Snapshot, SwitchState, _Defects,
                                   _Net, snapshot_from_routes)
 from smagent.verify.unicast import (PlaceOutcomes, _check_lids_and_sources, _check_own_lids, _check_ports,
@@ -159,18 +159,18 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
 def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES, balance: bool = True,
            partitions=None, path_sl: dict | None = None, qos_policy=None) -> Report:
     """Read the tables (`collect`), check them (`check`) and, with ``balance``, add the
-    link-load figures of `smagent.balance`. ``partitions``: a
-    `smagent.partitions.PartitionConfig` to check the P_Key tables against. ``path_sl``:
+    link-load figures of `smagent.verify.balance`. ``partitions``: a
+    `smagent.config.partitions.PartitionConfig` to check the P_Key tables against. ``path_sl``:
     the SL of each path (`Snapshot.path_sl`, e.g. a sweep's `SweepResult.path_sls`);
-    None: SL 0. ``qos_policy`` (a `smagent.qospolicy.QosPolicy`): its SLs by target port
-    (and its default, without ``path_sl``) over those (`smagent.qoslayers.rows`)."""
+    None: SL 0. ``qos_policy`` (a `smagent.config.qospolicy.QosPolicy`): its SLs by target port
+    (and its default, without ``path_sl``) over those (`smagent.planning.qoslayers.rows`)."""
     snap = collect(transport, mcast=mcast, partitions=partitions, qos_policy=qos_policy)
     snap.path_sl = path_sl
     if qos_policy is not None:
-        from smagent import qoslayers
+        from smagent.planning import qoslayers
         snap.path_sl = qoslayers.rows(qos_policy, sorted(snap.switches), path_sl, snap.lid_ports or {})
     report = check(snap, examples)
     if balance:
-        from smagent import balance as balancemod
+        from smagent.verify import balance as balancemod
         report.balance = balancemod.compute(snap)
     return report

@@ -5,7 +5,7 @@ table of each hop, `Snapshot.sl2vl`) does not deadlock, because each VL has its 
 buffers. The per-VL graph is built only when the plain one has a cycle."""
 from __future__ import annotations
 
-from smagent.cycles import find_cycle
+from smagent.routing.cycles import find_cycle
 from smagent.verify.model import _Defects, _Net
 
 __all__ = ["find_cycle", "vl_deps"]

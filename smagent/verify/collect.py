@@ -1,5 +1,5 @@
 """The only I/O of verify: discover the fabric and read what the switches hold (LFT
-blocks by `fdb.linear.lft_blocks_to_read`, whole RFTs of RFT-only switches, MFTs, and the
+blocks by `fdb.lft.lft_blocks_to_read`, whole RFTs of RFT-only switches, MFTs, and the
 SL2VL and P_Key tables the link checks need) into a `Snapshot`; `snapshot_of` builds one
 from a topology and table contents (the plan check's planned tables too)."""
 from __future__ import annotations
@@ -8,11 +8,11 @@ import time
 
 from mad import forwarding as fw
 from mad.attributes import P_KeyTable, PortState, SLtoVLMappingTable
-from smagent.fdb import linear, multicast
-from smagent.fdb.random import read_rft_blocks
+from smagent.fdb import lft as linear, mft as multicast
+from smagent.fdb.rft import read_rft_blocks
 from smagent.fdb.switch import per_switch
 from smagent.transport.base import Transport
-from smagent.verify.links import data_hops
+from smagent.verify.linkconf import data_hops
 from smagent.verify.model import CaPortState, Snapshot, SwitchState
 
 
@@ -20,9 +20,9 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True, par
             qos_policy=None) -> Snapshot:
     """Discover the fabric and read every switch's tables (DR-routed Gets, batched);
     with ``links`` also the SL2VL and P_Key tables the link checks need. ``partitions``
-    (a `smagent.partitions.PartitionConfig`): resolved on the fabric for the partition
+    (a `smagent.config.partitions.PartitionConfig`): resolved on the fabric for the partition
     check, and the P_Key tables of enforcing switch ports facing end ports read too.
-    ``qos_policy``: with a `smagent.qospolicy.QosPolicy`, `Snapshot.lid_ports` is filled
+    ``qos_policy``: with a `smagent.config.qospolicy.QosPolicy`, `Snapshot.lid_ports` is filled
     (the port behind every LID: what the policy's target rules name).
 
     What does not answer (a silent node, a switch whose tables cannot be read) does not
@@ -54,12 +54,12 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True, par
         failed("MFT", errors, mft_unread)
     snap = snapshot_of(topo, lfts, rfts, mfts, unread=unread, mft_unread=mft_unread, unreached=unreached)
     if partitions is not None:
-        from smagent import partitions as partmod
+        from smagent.config import partitions as partmod
         snap.partition_rules = partmod.resolve(partitions, topo).ports
     if links:
         _read_link_tables(transport, topo, snap)
     if qos_policy is not None:
-        from smagent import qoslayers
+        from smagent.planning import qoslayers
         snap.lid_ports = qoslayers.dlid_ports(topo)
     snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
     return snap
@@ -71,7 +71,7 @@ def snapshot_of(topo, lfts: dict, rfts: dict, mfts: dict | None, *, unread=froze
     them) and table contents: LFT blocks {(GUID, block): bytes}, valid RFT entries {GUID:
     ((base, lmc, port), ...)} (`rft_entries`), MFT groups {GUID: {MLID: ports}}
     (`mft_groups`; None: multicast is not checked). `collect` builds one from what it
-    read; a sweep from what its plan would leave (`smagent.plancheck`)."""
+    read; a sweep from what its plan would leave (`smagent.sweep.plancheck`)."""
     states = {}
     for n in topo.switches():
         states[n.guid] = _switch_state(n, lfts, rfts.get(n.guid), (mfts or {}).get(n.guid, {}))
@@ -96,7 +96,7 @@ def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
     bit) or without a P_Key table is not asked. A recording made without these reads
     (replay) leaves the checks out (`tables_read` False)."""
     from smagent.fdb.porttables import Want
-    from smagent.links.portinfo import CAP_SL_MAPPING
+    from smagent.linkconf.portinfo import CAP_SL_MAPPING
     from smagent.transport.replay import ReplayMiss
     sw_hops, ca_hops = data_hops(snap)
     wants, keys = [], []

@@ -115,7 +115,7 @@ class Report:
     summary: dict[str, Any]
     defects: dict[str, Any]  # class -> {"count": n, "examples": [dict, ...], ...}
     texts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # class -> the examples as readable lines
-    balance: dict[str, Any] | None = None  # smagent.balance figures, when asked for
+    balance: dict[str, Any] | None = None  # smagent.verify.balance figures, when asked for
     warnings: dict[str, Any] = dataclasses.field(default_factory=dict)  # WARNINGS classes, as defects
     outcomes: "PlaceOutcomes | None" = None  # check(..., keep_outcomes=True): unicast outcomes per place
 
@@ -238,7 +238,7 @@ def _rft_map(entries) -> dict[int, int]:
 
 
 def snapshot_from_routes(fabric, routes: dict, *, top: int | None = None, lmc: int = 0) -> Snapshot:
-    """A Snapshot of a `smagent.fabric.Fabric` whose nodes carry GUIDs and LIDs, with the
+    """A Snapshot of a `smagent.model.fabric.Fabric` whose nodes carry GUIDs and LIDs, with the
     LFTs ``routes`` ({switch GUID: `routing.RouteTable`}) would give, every linked port ACTIVE:
     checks a routing engine's output without a fabric (tests, benchmarks)."""
     switches, ca_ports, links = {}, {}, {}

@@ -1,6 +1,6 @@
 """Unicast routes: who owns which LID, where every source enters, the decision of one
 switch for one DLID (`_step`), the walk of every DLID from every place (in bulk through
-`smagent.lftwalk` on large LFT fabrics), the defects it finds, and the table entries no
+`smagent.verify.lftwalk` on large LFT fabrics), the defects it finds, and the table entries no
 route may hold (`black_hole_entries`, switches' own LIDs not at port 0)."""
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def black_hole_entries(snap: Snapshot) -> list[dict]:
     walk calls a dead end: no_such_port, unlinked_port, port_not_active), whether or not
     a LID owner is routed through them: LFT entries 1..LinearFDBTop (255 is "no route",
     port 0 the switch) and valid RFT entries, of every read switch. The plan check
-    (`smagent.plancheck`) refuses them absolutely: a fresh fabric has no tables to
+    (`smagent.sweep.plancheck`) refuses them absolutely: a fresh fabric has no tables to
     compare with."""
     net = _Net.of(snap)
     out = []
@@ -281,7 +281,7 @@ def _failing(net: _Net, deps: dict | None = None):
     not delivered from), DLID by DLID: the one walk `check`, `place_outcomes` and
     `outcomes` share. With ``deps``, the channel dependencies of the routes from where CA
     ports send are added (`_add_deps`). A fabric of LFT switches is walked for many DLIDs
-    at once (`smagent.lftwalk`, the same outcomes) when it is large enough to pay for
+    at once (`smagent.verify.lftwalk`, the same outcomes) when it is large enough to pay for
     numpy (`BULK_MIN`), any other DLID by DLID."""
     sending = [place for place, srcs in net.sources.items() if any(s[0] == "ca" for s in srcs)]
 
@@ -294,7 +294,7 @@ def _failing(net: _Net, deps: dict | None = None):
 
     walker = None
     if len(net.st) * len(net.owner) >= BULK_MIN:
-        from smagent import lftwalk  # numpy: imported where it pays (its import alone is ~0.1 s)
+        from smagent.verify import lftwalk  # numpy: imported where it pays (its import alone is ~0.1 s)
         walker = lftwalk.Walker.of(net)
     if walker is not None:
         def stop(i: int, dlid: int):

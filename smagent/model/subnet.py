@@ -1,0 +1,452 @@
+"""`Subnet`: one immutable, consistent snapshot of what the SM last programmed.
+
+Built from a finished sweep (`Subnet.from_sweep`: its topology with the PortInfo and
+SwitchInfo the Sets answered, the LIDs and LMC, the LFT blocks as written, the MFT
+units) and published whole by the daemon after every sweep or repair. Readers (the SA
+agent, `smagent.sa`) hold one `Subnet` for as long as they answer from it and never see
+a half-swept state: nothing here is changed after it is built.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import types
+from array import array
+from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping
+
+from mad.attributes import NodeInfo, PortInfo, SMInfo, SwitchInfo
+from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
+from smagent.model.order import opensm_key
+
+if TYPE_CHECKING:
+    from smagent.config.qospolicy import QosPolicy
+
+NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """One node as the SM left it. ``ports``: port -> PortInfo (port 0 of a switch is
+    its management port); ``port_guids``: a CA's port GUIDs (a switch's is its node
+    GUID's NodeInfo.port_guid)."""
+    guid: int
+    info: NodeInfo
+    description: str
+    is_switch: bool
+    switch_info: SwitchInfo | None
+    ports: Mapping[int, PortInfo]
+    port_guids: Mapping[int, int]
+
+    def port_guid(self, port: int) -> int:
+        return self.info.port_guid if self.is_switch else self.port_guids.get(port, 0)
+
+    def lid_ports(self) -> list[int]:
+        """The ports that carry a LID: port 0 of a switch, the CA's discovered ports."""
+        return [0] if self.is_switch else sorted(self.port_guids)
+
+
+@dataclasses.dataclass(frozen=True)
+class Subnet:
+    """What the SM programmed, as one value. ``links``: (guid, port) -> (guid, port),
+    both ways; ``lids``: LID -> (node GUID, LID-carrying port) for every LID of every
+    port's LMC range; ``lft``: switch GUID -> its whole LFT as far as known (entry i is
+    LID i's exit port; NO_PORT where unknown or unused); ``mft``: (switch, block,
+    position) -> PortMasks; ``sms``: (LID, SMInfo) of every SM seen, ours first;
+    ``generation`` counts the snapshots a daemon published."""
+    nodes: Mapping[int, Node]
+    links: Mapping[tuple[int, int], tuple[int, int]]
+    lids: Mapping[int, tuple[int, int]]
+    lmc: int
+    sm_lid: int
+    local: tuple[int, int]
+    lft: Mapping[int, bytes]
+    mft: Mapping[tuple[int, int, int], tuple[int, ...]]
+    sms: tuple[tuple[int, SMInfo], ...] = ()
+    generation: int = 0
+    # port GUID -> (node GUID, port) of every LID-carrying port
+    by_port_guid: Mapping[int, tuple[int, int]] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+    # the SL of the paths from each switch's CA ports, by DLID, as a VL-layering engine
+    # (dfsssp) chose them (`SweepResult.path_sls`); None: every path on SL 0
+    path_sls: Mapping[int, bytes] | None = None
+    # every end port's P_Keys ((node GUID, port: 0 on a switch) -> 16-bit keys, membership
+    # bit set for full), as the partitions the sweep wrote give them; None: the default
+    # partition, full, everywhere
+    pkeys: Mapping[tuple[int, int], tuple[int, ...]] | None = None
+    # the per-port tables as the SM last read or wrote them: (kind "pkeys" | "sl2vl" |
+    # "vlarb", node GUID, CA port or 0 on a switch, AttributeModifier) -> the table
+    # attribute (`SweepResult.link_tables`, kept compact: `LinkTables`); a unit never
+    # read is absent
+    tables: Mapping[tuple[str, int, int, int], Any] = dataclasses.field(default_factory=lambda: LinkTables({}))
+    # the QoS policy the sweep planned with (`smagent.config.qospolicy.QosPolicy`): the SL of a
+    # query that names a service ID or P_Key (`request_sl`); None: none
+    qos_policy: QosPolicy | None = None
+    # partition (15-bit P_Key) -> the SL its partitions.conf line gives (`sl=`), where the
+    # SM manages QoS (not with links qos false, as OpenSM honours it only with -Q)
+    partition_sls: Mapping[int, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+
+    @classmethod
+    def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0,
+                   partitions=None, qos_policy=None, previous: Subnet | None = None, qos: bool = True) -> Subnet:
+        """The snapshot a finished (not dry-run) `SweepResult` leaves: its KnownState
+        when the apply finished cleanly, else the tables planned against with the planned
+        blocks on top. ``partitions``: the `smagent.config.partitions.PartitionConfig` the sweep
+        wrote (None: the default partition everywhere); ``qos_policy``: the QoS policy it
+        planned with (its SLs by target port are in the result's ``path_sls`` already);
+        ``qos``: whether the SM manages QoS (partitions' `sl=` then give path SLs).
+        ``previous``: the snapshot before, whose per-port tables of nodes still there stand
+        where this sweep read none (a repair reads only the nodes that changed)."""
+        known = result.known
+        topo = known.topology if known is not None else result.topology
+        if known is not None:
+            blocks, mft = dict(known.lft), dict(known.mft)
+        else:
+            blocks = dict(result.lft_current)
+            blocks.update(((c.switch, c.block), bytes(c.new)) for c in result.lft_changes)
+            mft = dict(result.mft_current)
+            mft.update(((m.switch, m.block, m.position), list(m.new)) for m in result.mft_changes)
+        nodes = {g: _node(n) for g, n in topo.nodes.items()}
+        lids: dict[int, tuple[int, int]] = {}
+        for n in nodes.values():
+            for p in n.lid_ports():
+                pi = n.ports.get(p)
+                if pi is None or not pi.lid:
+                    continue
+                span = 1 if n.is_switch else 1 << pi.lmc
+                for lid in range(pi.lid, pi.lid + span):
+                    lids[lid] = (n.guid, p)
+        return cls(nodes=types.MappingProxyType(nodes), links=types.MappingProxyType(dict(topo.links)),
+                   lids=types.MappingProxyType(lids), lmc=result.lid_plan.lmc, sm_lid=result.lid_plan.master_lid,
+                   local=topo.local, lft=types.MappingProxyType(_lfts(blocks)),
+                   mft=types.MappingProxyType({k: tuple(v) for k, v in mft.items()}), sms=tuple(sms),
+                   generation=generation, by_port_guid=types.MappingProxyType(
+                       {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
+                   path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
+                   pkeys=None if partitions is None else _pkeys(partitions, topo), qos_policy=qos_policy,
+                   tables=_tables(previous, result.link_tables, topo), partition_sls=types.MappingProxyType(
+                       {} if partitions is None or not qos else
+                       {p.pkey: p.flag("sl") for p in partitions.partitions if p.flag("sl") is not None}))
+
+    def path_sl(self, src: tuple[int, int], dlid: int) -> int:
+        """The SL of the path from port ``src`` to ``dlid``: its switch's (a CA port's, the
+        switch it hangs off) row of `path_sls`; 0 without one."""
+        if self.path_sls is None:
+            return 0
+        g, p = src
+        switch = g if self.nodes[g].is_switch else self.links.get((g, p), (None, 0))[0]
+        row = self.path_sls.get(switch) if switch is not None else None
+        return row[dlid] if row is not None and dlid < len(row) else 0
+
+    def request_sl(self, src: tuple[int, int], dst_guid: int, dlid: int, service_id: int | None = None,
+                   pkey: int | None = None, path_pkey: int | None = None) -> int:
+        """The SL of a PathRecord query for the path from port ``src`` to ``dlid`` (port GUID
+        ``dst_guid``) naming ``service_id`` / ``pkey`` (None: not in the query), in
+        OpenSM's order: the QoS policy's first matching rule (`QosPolicy.match`), else the
+        path's SL (`path_sl`: the engine's layer, or the policy's target-port or default
+        SL, which the sweep checked against the layers), else the SL of the partition of
+        the path's P_Key (``path_pkey``; `partition_sls`), else 0."""
+        rule = self.qos_policy.match(dst_guid, service_id, pkey) if self.qos_policy is not None else None
+        if rule is not None and rule.by_request:
+            return rule.sl
+        if self.path_sls is None and path_pkey is not None:
+            return self.partition_sls.get(path_pkey & 0x7FFF, 0)
+        return self.path_sl(src, dlid)
+
+    def sl_fixed(self, dst_guid: int, service_id: int | None = None, pkey: int | None = None) -> bool:
+        """Whether the SM decides a path's SL (a query asking another finds no path, as
+        OpenSM answers): the engine's layers or the QoS policy's SLs (`path_sls`), or a
+        policy rule the query matches; else any SL the SL2VL tables carry will do."""
+        if self.path_sls is not None:
+            return True
+        rule = self.qos_policy.match(dst_guid, service_id, pkey) if self.qos_policy is not None else None
+        return rule is not None and rule.by_request
+
+    def sl_dropped(self, hops: list[tuple[tuple[int, int], tuple[int, int]]], sl: int) -> bool:
+        """Whether an SL2VL table on the way (the source port's, each switch's from its
+        entry to its exit port), as the SM read or wrote it, sends ``sl`` to VL15, where a
+        data packet is dropped. A table the snapshot does not hold is taken to carry it."""
+        if not hops or sl not in self._sls_to_vl15:
+            return False
+        (g, p), _peer = hops[0]
+        units = [("sl2vl", g, p, 0)] if not self.nodes[g].is_switch else []
+        for ((_g, _p), (peer, entry)), ((_g2, out), _n) in zip(hops, hops[1:]):
+            units.append(("sl2vl", peer, 0, entry << 8 | out))
+        for key in units:
+            try:
+                table = self.tables[key]
+            except KeyError:
+                continue
+            if table.sl_to_vl[sl] & 0xF == 15:
+                return True
+        return False
+
+    @functools.cached_property
+    def _sls_to_vl15(self) -> frozenset[int]:
+        """The SLs some SL2VL table of the snapshot sends to VL15 (usually none: then no
+        path needs its tables looked up). Each distinct table is looked at once."""
+        tables = self.tables
+        distinct: list[Any]
+        if isinstance(tables, LinkTables):
+            kind = LINK_TABLE_KINDS.index("sl2vl")
+            distinct = list({id(values[i]): values[i] for keys, idx, values in tables._nodes.values()
+                             for k, i in zip(keys, idx) if k >> 40 == kind}.values())
+        else:
+            distinct = [t for (k, *_rest), t in tables.items() if k == "sl2vl"]
+        return frozenset(sl for t in distinct for sl, vl in enumerate(t.sl_to_vl) if vl & 0xF == 15)
+
+    def path_pkey(self, src: tuple[int, int], dst: tuple[int, int], wanted: int | None = None) -> int | None:
+        """The P_Key of a path between two end ports ((node GUID, port), 0 on a switch): the
+        source's key (its membership bit as the source holds it) of the first partition the
+        destination is in too, with at least one of them a full member (``wanted``: that
+        partition only); None when they share no partition, so there is no path (IBA 10.9:
+        limited members do not talk to each other). Which partition is first, when they
+        share several, IBA leaves open: OpenSM's order (`model.order.opensm_key`), so hosts
+        get the P_Key they would get from OpenSM."""
+        if self.pkeys is None:
+            return PKEY_DEFAULT if wanted is None or wanted & 0x7FFF == 0x7FFF else None
+        theirs = {k & 0x7FFF: k for k in self.pkeys.get(dst, ())}
+        for k in sorted(self.pkeys.get(src, ()), key=lambda k: opensm_key(k & 0x7FFF, 2)):
+            other = theirs.get(k & 0x7FFF)
+            if other is None or not (k | other) & PKEY_FULL_MEMBER or (wanted is not None and (wanted ^ k) & 0x7FFF):
+                continue
+            return k
+        return None
+
+    def share_pkey(self, a: tuple[int, int], b: tuple[int, int]) -> bool:
+        """Whether two ports ((node GUID, port): an end port, 0 on a switch, or a switch's
+        external port) share a partition, as OpenSM's SA decides who may see what: the
+        same port; either without P_Keys (no partitions configured, an end port in none,
+        a switch port whose table the SM did not write; IBA 10.9.2 does not require one);
+        else a partition in both with at least one a full member (`path_pkey`'s rule). A
+        switch port facing an end port holds that end port's P_Keys where the SM wrote
+        them (partition enforcement), so it shares what its peer shares."""
+        if self.pkeys is None or a == b:
+            return True
+        held = []
+        for g, p in (a, b):
+            node = self.nodes.get(g)
+            if node is not None and node.is_switch and p:
+                if ("pkeys", g, 0, p << 16) not in self.tables:  # block 0 of port p: never written
+                    return True
+                g, p = self.links.get((g, p), (g, p))
+            if not self.pkeys.get((g, p)):
+                return True
+            held.append((g, p))
+        return self.path_pkey(held[0], held[1]) is not None
+
+    def holds_pkey(self, port: tuple[int, int], pkey: int) -> bool:
+        """Whether an end port ((node GUID, port), 0 on a switch) is a member, full or
+        limited, of ``pkey``'s partition (without partitions: the default one only)."""
+        base = pkey & 0x7FFF
+        if self.pkeys is None:
+            return base == PKEY_DEFAULT & 0x7FFF
+        return any(k & 0x7FFF == base for k in self.pkeys.get(port, ()))
+
+    def with_sms(self, sms: tuple[tuple[int, SMInfo], ...]) -> Subnet:
+        """The same snapshot with the SMs seen replaced (they change without a sweep)."""
+        return dataclasses.replace(self, sms=tuple(sms))
+
+    def port_of_lid(self, lid: int) -> tuple[Node, int] | None:
+        hit = self.lids.get(lid)
+        return (self.nodes[hit[0]], hit[1]) if hit else None
+
+    def port_of_guid(self, guid: int) -> tuple[Node, int] | None:
+        """(node, LID-carrying port) of a port GUID."""
+        hit = self.by_port_guid.get(guid)
+        return (self.nodes[hit[0]], hit[1]) if hit else None
+
+    def base_lid(self, node: Node, port: int) -> int:
+        pi = node.ports.get(0 if node.is_switch else port)
+        return pi.lid if pi is not None else 0
+
+    def lft_exit(self, switch: int, dlid: int) -> int | None:
+        """The port a switch's LFT sends ``dlid`` out of; None where it sends it nowhere (no
+        entry, NO_PORT, or port 0 at a switch that does not own the LID)."""
+        table = self.lft.get(switch, b"")
+        port = table[dlid] if dlid < len(table) else NO_PORT
+        return None if port in (0, NO_PORT) else port
+
+    def route(self, src: tuple[int, int], dlid: int) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
+        """The links a packet from port ``src`` (node GUID, port) to ``dlid`` crosses, as
+        (exit port, entry port) pairs, following the LFTs; [] when ``src`` owns ``dlid``;
+        None when the LFTs do not deliver it (no entry, a loop, a dead end)."""
+        dest = self.lids.get(dlid)
+        if dest is None:
+            return None
+        node, port = self.nodes[src[0]], src[1]
+        hops: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        for _ in range(64):  # IBA's DR limit is far above any real path; a loop ends here
+            if node.guid == dest[0] and (node.is_switch or port == dest[1]):
+                return hops
+            if node.is_switch:
+                exit_port = self.lft_exit(node.guid, dlid)
+                if exit_port is None:
+                    return None
+                port = exit_port
+            peer = self.links.get((node.guid, port))
+            if peer is None:
+                return None
+            hops.append(((node.guid, port), peer))
+            node, port = self.nodes[peer[0]], peer[1]
+        return None
+
+    def link_records(self) -> Iterator[tuple[int, int, int, int]]:
+        """(from LID, from port, to port, to LID) of every link, both directions."""
+        for (a, pa), (b, pb) in self.links.items():
+            na, nb = self.nodes[a], self.nodes[b]
+            yield self.base_lid(na, pa), pa, pb, self.base_lid(nb, pb)
+
+
+def _node(n) -> Node:
+    return Node(guid=n.guid, info=n.node_info, description=n.description, is_switch=n.is_switch,
+                switch_info=n.switch_info, ports=types.MappingProxyType(dict(n.ports)),
+                port_guids=types.MappingProxyType(dict(n.port_guids)))
+
+
+def _pkeys(config, topo) -> Mapping[tuple[int, int], tuple[int, ...]]:
+    from smagent.config import partitions as partmod
+    return types.MappingProxyType({k: tuple(v) for k, v in partmod.resolve(config, topo).ports.items()})
+
+
+def _tables(previous: Subnet | None, read: dict, topo) -> LinkTables:
+    before = previous.tables if previous is not None else None
+    if before is not None and not isinstance(before, LinkTables):  # a snapshot built by hand
+        read = {**{k: v for k, v in before.items() if k[1] in topo.nodes}, **read}
+        before = None
+    return LinkTables.build(before, read, topo.nodes)
+
+
+LINK_TABLE_KINDS = ("pkeys", "sl2vl", "vlarb")  # `LinkTables` keys: kind, port, modifier in one int
+_KIND_BITS = {k: i << 40 for i, k in enumerate(LINK_TABLE_KINDS)}
+
+
+class LinkTables(Mapping):
+    """(kind, node GUID, port, AttributeModifier) -> table attribute, held per node, not
+    per entry: a switch has an SL2VL table per (input, output) pair (2 million on an
+    11,664-host fat tree) but only a handful of distinct ones. Per node: its keys packed in
+    one sorted array (kind << 40 | port << 32 | modifier), an array of indices into the
+    node's distinct tables, and those tables, each distinct value one object across the
+    snapshot. Immutable; the next snapshot shares the nodes no sweep read again."""
+    __slots__ = ("_nodes", "_len")
+
+    def __init__(self, nodes: Mapping[int, tuple[array, array, tuple]]):
+        self._nodes = types.MappingProxyType(dict(nodes))
+        self._len = sum(len(keys) for keys, _idx, _values in nodes.values())
+
+    @classmethod
+    def build(cls, previous: LinkTables | None, read: Mapping[tuple[str, int, int, int], Any],
+              present: Container[int]) -> LinkTables:
+        """The tables of ``previous`` for the nodes in ``present``, with ``read`` (the
+        units a sweep read or wrote) on top; only the nodes read are packed again."""
+        nodes = {} if previous is None else {g: t for g, t in previous._nodes.items() if g in present}
+        # by node, as packed keys and their tables in read order: 16 bytes a unit while
+        # building, a dict only for one node at a time
+        fresh: dict[int, tuple[array, list]] = {}
+        for (kind, guid, port, modifier), table in read.items():
+            keys, tables = fresh.setdefault(guid, (array("Q"), []))
+            keys.append(_KIND_BITS[kind] | port << 32 | modifier)
+            tables.append(table)
+        interned: dict[Any, Any] = {}
+        for guid, (keys, tables) in fresh.items():
+            old = nodes.get(guid)
+            units = {} if old is None else dict(zip(old[0], (old[2][i] for i in old[1])))  # not read again: stand
+            units.update(zip(keys, tables))
+            nodes[guid] = _pack(units, interned)
+        return cls(nodes)
+
+    def __getitem__(self, key: tuple[str, int, int, int]) -> Any:
+        kind, guid, port, modifier = key
+        node, bits = self._nodes.get(guid), _KIND_BITS.get(kind)
+        if node is not None and bits is not None:
+            keys, idx, values = node
+            want = bits | port << 32 | modifier
+            i = bisect.bisect_left(keys, want)
+            if i < len(keys) and keys[i] == want:
+                return values[idx[i]]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[tuple[str, int, int, int]]:
+        return (k for k, _t in self.items())
+
+    def __len__(self) -> int:
+        return self._len
+
+    def items(self) -> Iterator[tuple[tuple[str, int, int, int], Any]]:  # type: ignore[override]
+        for guid, (keys, idx, values) in self._nodes.items():
+            for key, i in zip(keys, idx):
+                yield (LINK_TABLE_KINDS[key >> 40], guid, key >> 32 & 0xFF, key & 0xFFFFFFFF), values[i]
+
+    def units(self, kind: str) -> Iterator[tuple[int, int, int, Any]]:
+        """(node GUID, port, AttributeModifier, table) of every unit of ``kind``."""
+        lo = _KIND_BITS[kind]
+        for guid, (keys, idx, values) in self._nodes.items():
+            for i in range(bisect.bisect_left(keys, lo), bisect.bisect_left(keys, lo + (1 << 40))):
+                key = keys[i]
+                yield guid, key >> 32 & 0xFF, key & 0xFFFFFFFF, values[idx[i]]
+
+
+class InterningTables(dict):
+    """`SweepResult.link_tables` as a sweep fills it: equal tables (`table_key`) stored as
+    one object, so the millions of units a big fabric's sweep reads hold a handful of
+    tables until the snapshot packs them (`LinkTables`)."""
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__()
+        self._interned: dict[Any, Any] = {}
+        self.update(*args, **kw)
+
+    def __setitem__(self, key: Any, table: Any) -> None:
+        super().__setitem__(key, self._interned.setdefault(table_key(table), table))
+
+    def update(self, *args: Any, **kw: Any) -> None:  # dict.update would bypass __setitem__
+        for key, table in dict(*args, **kw).items():
+            self[key] = table
+
+    def __reduce__(self):  # copy/pickle as what it holds
+        return (type(self), (dict(self),))
+
+
+def table_key(table: Any) -> tuple:
+    """What makes two table attributes equal, hashable: the type and the field values."""
+    return (type(table), *(_frozen(getattr(table, n)) for n in table.LAYOUT.names))
+
+
+def _pack(units: dict[int, Any], interned: dict[Any, Any]) -> tuple[array, array, tuple]:
+    """One node's units (packed key -> table) as (sorted keys, index per key, distinct
+    tables); equal tables (by type and field values) become one object via ``interned``."""
+    keys = array("Q", sorted(units))
+    values: list[Any] = []
+    where: dict[int, int] = {}  # id of a table object -> its index: most pairs share objects
+    slot: dict[int, int] = {}  # id of an interned table -> its index
+    idx = array("H")
+    for key in keys:
+        table = units[key]
+        i = where.get(id(table))
+        if i is None:
+            one = interned.setdefault(table_key(table), table)
+            i = slot.setdefault(id(one), len(values))
+            if i == len(values):
+                values.append(one)
+            where[id(table)] = i
+        idx.append(i)
+    return keys, idx, tuple(values)
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _lfts(blocks: dict[tuple[int, int], bytes]) -> dict[int, bytes]:
+    """Switch GUID -> the whole LFT from its blocks (missing blocks: NO_PORT)."""
+    top: dict[int, int] = {}
+    for sw, b in blocks:
+        top[sw] = max(top.get(sw, -1), b)
+    out: dict[int, bytes] = {}
+    for sw, last in top.items():
+        table = bytearray([NO_PORT]) * ((last + 1) * LFT_BLOCK_SIZE)
+        for b in range(last + 1):
+            blk = blocks.get((sw, b))
+            if blk is not None:
+                table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = blk
+        out[sw] = bytes(table)
+    return out

@@ -1,0 +1,231 @@
+"""PathRecords (IBA 15.2.5.16) from the routes the SM programmed: the LFTs a packet
+follows from its source port to its DLID decide the links, and the path's MTU and rate
+are the smallest over them. The other fields are OpenSM's defaults for a subnet without
+QoS: SL 0, the default partition's P_Key, hop limit 0 (no router), reversible, the
+subnet's packet lifetime; MTU, rate and packet lifetime carry the "exactly" selector.
+
+A query selects its endpoints by SGID or SLID and DGID or DLID (every port for an end it
+does not name, as OpenSM); MTU, rate and packet lifetime are compared with their selectors
+(greater than, less than, exactly, largest available), P_Key and SL as `path_record` says,
+NumbPath limits the paths of a pair; the other components select nothing (`query`)."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from mad import codes
+from mad.sa import SaStatus
+from mad.sa_records import PathRecord
+from smagent.model.order import opensm_key
+from smagent.sa.records import Records
+from smagent.model.subnet import Node
+
+PACKET_LIFE_TIME = 18  # OpenSM's default (subnet_timeout 18: 4.096 us x 2^18, about 1 s)
+EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3
+# components decided by the endpoints or compared with selectors, not for equality;
+# NumbPath is a limit (every path we give is one), Reversible asks for what all ours are
+
+
+class PathQueryError(Exception):
+    """The query cannot be answered: ``status`` is the SA status to send."""
+
+    def __init__(self, status: SaStatus, why: str):
+        super().__init__(why)
+        self.status = status
+
+
+def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int,
+                p_key: int | None = None, service_id: int | None = None, sl: int | None = None) -> PathRecord | None:
+    """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
+    deliver it or the two ports share no partition (``p_key``: that one only); its
+    P_Key, SL, MTU, rate and packet lifetime are `path_terms`'."""
+    terms = path_terms(recs, src, dst, dlid, p_key, service_id, sl)
+    return None if terms is None else record_of(recs.gid(*dst), recs.gid(*src), dlid, slid, terms)
+
+
+def record_of(dgid: int, sgid: int, dlid: int, slid: int, terms: tuple[int, int, int, int, int]) -> PathRecord:
+    """The PathRecord of a path with these ends and `path_terms`: hop limit 0 (no router),
+    reversible, MTU, rate and packet lifetime 'exactly'."""
+    p_key, sl, mtu, rate, life = terms
+    return PathRecord(dgid=dgid, sgid=sgid, dlid=dlid, slid=slid, hop_limit=0, reversible=1, p_key=p_key, sl=sl,
+                      mtu_selector=EXACTLY, mtu=mtu, rate_selector=EXACTLY, rate=rate,
+                      packet_life_time_selector=EXACTLY, packet_life_time=life)
+
+
+def path_terms(recs: Records, src: tuple[Node, int], dst: tuple[Node, int], dlid: int, p_key: int | None = None,
+               service_id: int | None = None, sl: int | None = None) -> tuple[int, int, int, int, int] | None:
+    """(P_Key, SL, MTU, Rate, PacketLifeTime) of the path from port ``src`` to ``dlid``
+    (port ``dst``), or None if the LFTs do not deliver it or the two ports share no
+    partition (``p_key``: that one only, and it is the answer's). The SL:
+    `Subnet.request_sl` (the QoS policy by ``service_id`` and ``p_key`` as the query
+    names them, else the path's); ``sl`` asked for, where the SM does not decide it
+    (`Subnet.sl_fixed`), as OpenSM answers, unless an SL2VL table on the way drops it."""
+    s = recs.subnet
+    (sn, sp), (dn, dp) = src, dst
+    pkey = s.path_pkey((sn.guid, 0 if sn.is_switch else sp), (dn.guid, 0 if dn.is_switch else dp), p_key)
+    if pkey is None:
+        return None
+    ends = [(sn.guid, sp if not sn.is_switch else 0), (dn.guid, dp if not dn.is_switch else 0)]
+    got = _mtu_rate(recs, sn, sp, dlid, ends)
+    if got is None:
+        return None
+    mtu, rate = got
+    chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key, pkey)
+    if sl is not None and sl != chosen and s.sl_fixed(dn.port_guid(dp), service_id, p_key):
+        return None
+    sl = chosen if sl is None else sl
+    if sl in s._sls_to_vl15 and s.sl_dropped(s.route((sn.guid, sp), dlid) or [], sl):
+        return None
+    loopback = (sn.guid, sp) == (dn.guid, dp)  # its packet lifetime: 0
+    return pkey if p_key is None else p_key, sl, mtu, rate, 0 if loopback else PACKET_LIFE_TIME
+
+
+def source_class(recs: Records, node: Node, port: int) -> tuple:
+    """What `path_terms` reads of its source port, but which port it is: ports of one
+    class get the same P_Key, SL, MTU and rate to every DLID but their own (a loopback),
+    unless an SL2VL table on the way sends the SL to VL15 (`Subnet.sl_dropped` then reads
+    the source's own table). A CA port cabled to a switch: that switch (its LFTs, its path
+    summaries, its row of `Subnet.path_sls`), the MTU and rate of both ends of its link,
+    its P_Keys; any other port is a class of its own."""
+    s = recs.subnet
+    if not node.is_switch:
+        peer = s.links.get((node.guid, port))
+        if peer is not None and s.nodes[peer[0]].is_switch:
+            caps = recs.port_caps
+            return (peer[0], caps.get((node.guid, port)), caps.get(peer),
+                    None if s.pkeys is None else s.pkeys.get((node.guid, port)))
+    return (node.guid, port)
+
+
+def _mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
+    """(MTU, Rate code) of the path from port (``sn``, ``sp``) to ``dlid``: the smallest
+    MTU over its ``ends`` and every port the LFTs take it through, the slowest rate over
+    those ports (the ends' without any); None if the LFTs do not deliver it. From a CA
+    port cabled to a switch: its link, then what the switch's path summary says
+    (`Records.downstream`); anything else walked (`walked_mtu_rate`)."""
+    caps = recs.port_caps
+    peer = None if sn.is_switch else recs.subnet.links.get((sn.guid, sp))
+    if peer is None or not recs.subnet.nodes[peer[0]].is_switch or recs.subnet.lids.get(dlid) == (sn.guid, sp):
+        return walked_mtu_rate(recs, sn, sp, dlid, ends)
+    down = recs.downstream(peer[0], dlid)
+    if down is None:
+        return None
+    link = [caps[k] for k in ((sn.guid, sp), peer) if k in caps]
+    if not link and down[1] == float("inf"):  # no port on the way known: the ends' rate
+        return walked_mtu_rate(recs, sn, sp, dlid, ends)
+    slow = min(link, key=lambda c: c[2]) if link else None
+    rate = down[2] if slow is None or down[1] <= slow[2] else slow[1]
+    return min([down[0]] + [c[0] for c in link] + [caps[k][0] if k in caps else 0 for k in ends]), rate
+
+
+def walked_mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
+    """`_mtu_rate` by walking the LFTs from the port itself."""
+    hops = recs.subnet.route((sn.guid, sp), dlid)
+    if hops is None:
+        return None
+    caps = recs.port_caps
+    crossed = [gp for a, b in hops for gp in (a, b)]
+    mtu = min(caps[k][0] if k in caps else 0 for k in ends + crossed)
+    rated = [caps[k] for k in crossed if k in caps] or [caps[k] for k in ends if k in caps]
+    return mtu, min(rated, key=lambda c: c[2])[1] if rated else 0
+
+
+def lids_of(recs: Records, node: Node, port: int) -> tuple[int, ...]:
+    """The LIDs of a port: a switch's one, a CA port's 2^LMC from its base."""
+    base = recs.subnet.base_lid(node, port)
+    pi = node.ports.get(port)
+    if not base or node.is_switch or pi is None:
+        return (base,) if base else ()
+    return tuple(range(base, base + (1 << pi.lmc)))
+
+
+def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
+              lid_field: str) -> list[tuple[Node, int, tuple[int, ...]]] | None:
+    """(node, port, its LIDs) the query names: by GID every LID of the port, by LID that
+    one; None when it names none."""
+    s = recs.subnet
+    if mask & _MASKS[gid_field]:
+        gid = getattr(q, gid_field)
+        hit = s.port_of_guid(gid & (1 << 64) - 1)
+        if hit is None or recs.gid(*hit) != gid:
+            raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
+        return [(hit[0], hit[1], lids_of(recs, *hit))]
+    if mask & _MASKS[lid_field]:
+        lid = getattr(q, lid_field)
+        hit = s.port_of_lid(lid)
+        return [] if hit is None else [(hit[0], hit[1], (lid,))]
+    return None
+
+
+def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: v) -> bool:
+    if not mask & PathRecord.mask(field):
+        return True
+    sel = getattr(q, f"{field}_selector") if mask & PathRecord.mask(f"{field}_selector") else EXACTLY
+    want = getattr(q, field)
+    if sel == GREATER:
+        return order(value) > order(want)
+    if sel == LESS:
+        return order(value) < order(want)
+    return sel == LARGEST or value == want
+
+
+def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
+    """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs
+    (`model.order.opensm_key`)."""
+    s = recs.subnet
+    ports = [(n, p, lids_of(recs, n, p)) for n in s.nodes.values() for p in n.lid_ports() if lids_of(recs, n, p)]
+    return sorted(ports, key=lambda e: opensm_key(e[0].port_guid(e[1])))
+
+
+_MASKS = {f: PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid")}  # components, worked out once
+_M_PKEY, _M_SL, _M_SERVICE_ID, _M_NUM_PATH = (PathRecord.mask(f) for f in ("p_key", "sl", "service_id", "num_path"))
+
+
+def lid_pairs(slids: tuple[int, ...], dlids: tuple[int, ...]):
+    """(SLID, DLID, Preference) of two ports' LIDs (LMC), in OpenSM's order (its
+    PathRecord and MultiPathRecord alike): paired by offset from the base, Preference 0,
+    then every other pairing, source offset by source offset, Preference 2 (they overlap
+    the first ones)."""
+    yield from ((s, d, 0) for s, d in zip(slids, dlids))
+    yield from ((s, d, 2) for i, s in enumerate(slids) for j, d in enumerate(dlids) if i != j)
+
+
+def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> list[PathRecord]:
+    """Every PathRecord a query selects (`each_path`)."""
+    return list(each_path(recs, q, mask, requester_lid))
+
+
+def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> Iterator[PathRecord]:
+    """The PathRecords a query selects, as OpenSM answers, one by one (a Get takes the
+    first the requester may see: no more are worked out): a source or destination not
+    named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
+    destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
+    are paired by their offset from the base (base to base, base+1 to base+1, ...), then
+    every other pairing with Preference 2 (`lid_pairs`), at most NumbPath pairs when the
+    query gives it (a Get takes the first: IBA 1.2's NumbPath 1). TClass, FlowLabel, HopLimit, QoSClass, ServiceID (but for
+    the QoS policy's SL) and Preference select nothing (OpenSM compares none of them
+    outside multicast), and the answer carries none of them."""
+    srcs = _endpoint(recs, q, mask, "sgid", "slid")
+    dsts = _endpoint(recs, q, mask, "dgid", "dlid")
+    if srcs is None or dsts is None:
+        every = _opensm_order(recs)
+        srcs, dsts = srcs if srcs is not None else every, dsts if dsts is not None else every
+    pairs = ((a, b) for b in dsts for a in srcs)  # OpenSM's world walk: destination outermost
+    wanted_pkey = q.p_key if mask & _M_PKEY else None
+    wanted_sl = q.sl if mask & _M_SL else None
+    # both halves, or it is not a service ID (OpenSM's rule)
+    service_id = q.service_id if mask & _M_SERVICE_ID == _M_SERVICE_ID else None
+    per_pair = q.num_path if mask & _M_NUM_PATH else None
+    for (sn, sp, slids), (dn, dp, dlids) in pairs:
+        found = 0
+        for slid, dlid, preference in lid_pairs(slids, dlids):
+            if per_pair is not None and found >= per_pair:
+                break
+            pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl)
+            if pr is None:
+                continue
+            if preference:
+                pr = pr.replace(preference=preference)
+            if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
+                    and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
+                yield pr
+                found += 1

@@ -1,0 +1,132 @@
+"""Replay against live: what a replay of the committed fixtures prints equals what the
+same command prints live on ibsim running the same fabric (fixtures/<name>.net), on the
+fresh fabric and again after a real `smagent sweep`. Timings are the only thing removed
+(tests/fixture_text.normalize).
+
+A failure here after a change to what the agent asks or prints means the fixtures are
+stale: regenerate them with `python scripts/make_fixtures.py` (see fixtures/README.md).
+`test_live_recording_replays_identically` does not depend on the committed fixtures: it
+records a session now and replays it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixture_text import normalize, normalize_stderr
+from ibsim_harness import IbSim, ibsim_available, skip_reason
+from smagent.model import netfile
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+
+pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
+
+LFT_SHOWS = {"ft2-648": 3}  # replay only a few of the 54 `lft show`s of the big fabric
+
+
+def start(name: str, tmp_path: Path) -> IbSim:
+    net = FIXTURES / f"{name}.net"
+    fabric = netfile.load(net)
+    return IbSim(net, tmp_path / f"{name}-run", extra_args=netfile.ibsim_size_args(fabric))
+
+
+def commands(name: str, state: str) -> list[list[str]]:
+    doc = json.loads((FIXTURES / f"{name}-{state}.expected.json").read_text())
+    out, shows = [], 0
+    for c in doc["commands"]:
+        if c["args"][:2] == ["lft", "show"]:
+            shows += 1
+            if shows > LFT_SHOWS.get(name, 10 ** 6):
+                continue
+        out.append(c["args"])
+    return out
+
+
+def compare(replay, sim: IbSim, fixture: Path, args: list[str]) -> list[str]:
+    """Run ARGS live and replayed; return the differences (empty: equal)."""
+    lv, rp = sim.smagent(*args, check=False), replay(fixture, *args)
+    what = f"{fixture.name}: smagent {' '.join(args)}"
+    diffs = []
+    if lv.returncode != rp.exit_code:
+        diffs.append(f"{what}: exit {lv.returncode} live, {rp.exit_code} replayed ({rp.stderr.strip()[-300:]})")
+    a, b = normalize(args, lv.stdout), normalize(args, rp.stdout)
+    if a != b:
+        la, lb = a.splitlines(), b.splitlines()
+        first = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), min(len(la), len(lb)))
+        diffs.append(f"{what}: stdout differs from line {first + 1}: live "
+                     f"{la[first:first + 1]!r} ({len(la)} lines), replayed {lb[first:first + 1]!r} ({len(lb)} lines)")
+    if normalize_stderr(lv.stderr) != rp.stderr:
+        diffs.append(f"{what}: stderr live {normalize_stderr(lv.stderr)!r}, replayed {rp.stderr!r}")
+    return diffs
+
+
+# the routing each fabric is swept with (as scripts/make_fixtures.py records it): the sweep
+# refuses minhop's credit loops on a torus
+ROUTING = {"torus-4x4": ["--routing", "dfsssp"]}
+
+
+def plan_of(stdout: str) -> tuple[list[str], dict]:
+    s = json.loads(stdout)
+    counts = {k: s[k] for k in ("nodes", "switches", "cas", "links", "lids", "lmc", "linear_fdb_top", "sets",
+                                "smps_sent", "retries", "timeouts", "unreachable", "problems")}
+    counts["phase_smps"] = {k: v["smps"] for k, v in s["phases"].items()}
+    return s["plan"], counts
+
+
+@pytest.mark.parametrize("name", ["two-switch", "torus-4x4", "ft2-648"])
+def test_replay_equals_live(replay, name, tmp_path):
+    rt = ROUTING.get(name, [])
+    with start(name, tmp_path) as sim:
+        # the dry-run plan, compared field by field first (clearest failure), then every command
+        fresh = FIXTURES / f"{name}-fresh.erf"
+        lv = sim.smagent("sweep", *rt, "--dry-run", "--json", check=False)
+        rp = replay(fresh, "sweep", *rt, "--dry-run", "--json")
+        assert lv.returncode == 0 and rp.exit_code == 0, (lv.stderr, rp.output)
+        (lplan, lcounts), (rplan, rcounts) = plan_of(lv.stdout), plan_of(rp.stdout)
+        assert rplan == lplan
+        assert rcounts == lcounts
+        assert lplan, "a fresh fabric has a plan"
+        diffs = []
+        for args in commands(name, "fresh"):
+            diffs += compare(replay, sim, fresh, args)
+        # a real sweep, then the swept state
+        r = sim.smagent("sweep", *rt, check=False)
+        assert r.returncode == 0, r.stderr
+        swept = FIXTURES / f"{name}-swept.erf"
+        lv = sim.smagent("sweep", *rt, "--dry-run", "--json", check=False)
+        rp = replay(swept, "sweep", *rt, "--dry-run", "--json")
+        assert plan_of(rp.stdout) == plan_of(lv.stdout)
+        assert plan_of(lv.stdout)[0] == [], "nothing left to do after a sweep"
+        for args in commands(name, "swept"):
+            diffs += compare(replay, sim, swept, args)
+        assert not diffs, "replay differs from live (stale fixtures? python scripts/make_fixtures.py):\n" + \
+            "\n".join(diffs)
+
+
+@pytest.mark.parametrize("name", ["two-switch", "torus-4x4"])
+def test_live_recording_replays_identically(replay, name, tmp_path):
+    """Independent of the committed fixtures: record now, replay the recording."""
+    rt = ROUTING.get(name, [])
+    with start(name, tmp_path) as sim:
+        cases = [["sweep", *rt, "--dry-run", "--json"], ["discover"], ["query", "nodeinfo", "0,1"],
+                 ["lft", "show", "0,1"],
+                 ["query", "rft", "0,1"]]
+        for i, args in enumerate(cases):
+            cap = tmp_path / f"s{i}.erf"
+            lv = sim.smagent(*args, record=cap, check=False)
+            rp = replay(cap, *args)
+            assert rp.exit_code == lv.returncode, (args, rp.output)
+            assert normalize(args, rp.stdout) == normalize(args, lv.stdout), args
+            assert rp.stderr == normalize_stderr(lv.stderr), args
+        # a whole real sweep recorded (Sets and all) cannot be replayed as a sweep...
+        cap = tmp_path / "sweep.erf"
+        assert sim.smagent("sweep", *rt, record=cap, check=False).returncode == 0
+        rp = replay(cap, "sweep", *rt)
+        assert rp.exit_code == 2 and "cannot take writes" in rp.stderr and rp.stdout == ""  # before any Get
+        # ... but its Gets replay: the dry run of that recording is the plan it carried out
+        before = json.loads(replay(tmp_path / "s0.erf", "sweep", *rt, "--dry-run", "--json").stdout)
+        again = json.loads(replay(cap, "sweep", *rt, "--dry-run", "--json").stdout)
+        assert again["plan"] == before["plan"]

@@ -1,0 +1,540 @@
+"""The daemon (`smagent.sm.daemon`) on the in-process simulator: bring-up, traps repaired
+with a TrapRepress each, light sweeps with Gets only, SMInfo answered, handover both ways,
+takeover after a silent master, LIDs kept across restarts, the control socket, and
+PortInfo.ClientReregister once per mastership.
+
+Other SMs are the simulator's attached SMs (static SMInfo that honours the SubnSet(SMInfo)
+controls); their requests to us are delivered with `SimTransport.deliver`. A fake clock
+drives the timers, so nothing here waits for real intervals."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import pytest
+
+from mad import smp as smpcodec
+from mad.attributes import CAP_IS_CLIENT_REREGISTRATION, AttrID, PortInfo, SMInfo, SMState
+from mad.forwarding import portinfo_modifier
+from mad.header import Method
+from smagent.planning import lidassign as lids
+from smagent.sm import control
+from smagent.sm.daemon import Daemon, DaemonOptions
+from smagent.sm.statemachine import DEFAULT_SM_KEY, INVALID_VALUE_STATUS, Control
+from smagent.transport.base import Request
+from smagent.transport.sim import SimTransport
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def make(tmp_path=None, *, priority=0, **kw):
+    t = SimTransport()
+    t.serve()
+    clock = Clock()
+    opts = DaemonOptions(priority=priority, state_dir=str(tmp_path / "state") if tmp_path else None, **kw)
+    return t, Daemon(t, opts, clock=clock), clock
+
+
+def run_for(d, clock, seconds, step=0.5):
+    end = clock.now + seconds
+    while clock.now < end:
+        clock.now += step
+        d.step(max_wait=0)
+
+
+def sets_sent(t, since: collections.Counter) -> int:
+    return sum(v for k, v in (collections.Counter(t.stats.by_kind) - since).items() if k.startswith("SubnSet"))
+
+
+def outbox_smps(t):
+    return [smpcodec.decode(raw) for raw, _dlid in t.outbox]
+
+
+def fresh_plan_is_empty(t) -> bool:
+    """A full plan from scratch (discovery and every table read) finds nothing to write."""
+    from smagent import sweep
+    return sweep.plan(t, sweep.SweepOptions(force=True)).sets_planned == 0
+
+
+def all_pairs_delivered(sim) -> None:
+    cas = [(n.name, p) for n in sim if not n.is_switch for p in range(1, n.num_ports + 1) if n.peers[p]]
+    for src in cas:  # every host pair, through the tables as written
+        for dst in cas:
+            if src != dst:
+                assert sim.trace(src, sim.port_lid(dst)).outcome == "delivered", (src, dst)
+
+
+def test_a_hosts_link_cut_and_return_are_repaired_incrementally():
+    """Issue 30.5: a host port going down or coming back costs its LID's LFT entries and
+    its multicast membership, not a full sweep (once: a full sweep for each)."""
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    sim = t.sim
+    before = {n.name: bytes(n.lft) for n in sim.switches()}
+    lid = sim.port_lid(("H2", 1))
+    bring_up = t.stats.sent
+    peer = sim.unlink("L1", 2)
+    assert peer == ("H2", 1)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+    assert d.last_sweep["smps"] < bring_up / 5  # 8 PortInfo Gets of L1, then the blocks that hold the LID
+    assert d.last_sweep["lft_blocks"] >= 1 and d.last_sweep["mft_blocks"] >= 1  # its routes and its group
+    assert fresh_plan_is_empty(t)  # the tables as a full sweep from scratch would leave them
+    assert all(n.lft[lid] == 0xFF for n in sim.switches())
+    all_pairs_delivered(sim)
+    sim.link("L1", 2, *peer)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 2 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+    assert d.last_sweep["smps"] < bring_up / 5
+    assert sim.port_lid(("H2", 1)) == lid  # the same LID, ARMED and ACTIVE again
+    assert {n.name: bytes(n.lft) for n in sim.switches()} == before
+    assert fresh_plan_is_empty(t)
+    all_pairs_delivered(sim)
+
+
+def test_a_dual_port_hosts_ports_cut_and_returned_are_repaired_incrementally():
+    """One port of a dual-port host away: the CA stays, with its other port; both away:
+    the CA goes; each return brings its port back (the tables a full sweep would leave)."""
+    from smagent.model import topogen
+    fabric = topogen.variant(topogen.fat_tree_2(4), drop_nodes=("H3", "H4"), dual=(("D0", ("L1", 2), ("L2", 1)),))
+    t = SimTransport(fabric)
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10), clock=clock)
+    d.start()
+    sim = t.sim
+    cut = {}
+    for step in [("cut", 1), ("link", 1), ("cut", 1), ("cut", 2), ("link", 1), ("link", 2)]:
+        what, port = step
+        if what == "cut":
+            cut[port] = sim.unlink("D0", port)
+        else:
+            sim.link("D0", port, *cut.pop(port))
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, step
+        assert fresh_plan_is_empty(t), step
+        all_pairs_delivered(sim)
+    assert d.counters.repairs == 6
+
+
+def test_master_repairs_from_traps_and_relink_restores_the_tables():
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+    sim = t.sim
+    before = {n.name: bytes(n.lft) for n in sim.switches()}
+    peer = sim.unlink("L3", 5)
+    assert sim.counters["traps"] == 2  # both ends are switches with a LID and a MasterSMLID
+    run_for(d, clock, 1)
+    assert d.counters.traps == 2 and d.counters.repairs == 1 and d.counters.sweeps == 2
+    assert d.last_sweep["incremental"] and d.last_sweep["smps"] < 60  # no rediscovery, no table reads
+    assert fresh_plan_is_empty(t)
+    reps = [s for s in outbox_smps(t) if s.method == Method.TRAP_REPRESS]
+    assert len(reps) == 2 and all(s.attribute_id == AttrID.NOTICE for s in reps)
+    assert {n.name: bytes(n.lft) for n in sim.switches()} != before
+    all_pairs_delivered(sim)
+    sim.link("L3", 5, *peer)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 2 and d.last_sweep["incremental"]
+    assert {n.name: bytes(n.lft) for n in sim.switches()} == before
+    assert fresh_plan_is_empty(t)  # ports armed and activated, PortStateChange cleared
+    assert d.last_sweep["why"].startswith("repair after trap 128")
+
+
+def test_light_sweep_without_change_sends_only_gets():
+    t, d, clock = make(sweep_interval=2)
+    d.start()
+    kinds = collections.Counter(t.stats.by_kind)
+    sent = t.stats.sent
+    run_for(d, clock, 6.1, step=0.25)
+    assert d.counters.light_sweeps == 3 and d.counters.sweeps == 1
+    assert sets_sent(t, kinds) == 0
+    switches = len(t.sim.switches())
+    assert d.counters.light_sweep_gets == switches
+    assert t.stats.sent - sent == 3 * switches
+
+
+def test_light_sweep_catches_a_change_whose_trap_was_lost():
+    t, d, clock = make(sweep_interval=2)
+    d.start()
+    t.sim.trap_sinks.clear()  # the traps are lost
+    t.sim.unlink("L2", 6)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 0
+    run_for(d, clock, 2)
+    assert d.counters.repairs == 1 and "light sweep found a change" in d.last_sweep["why"]
+    run_for(d, clock, 2.5)  # PortStateChange was cleared by the repair: quiet again
+    assert d.counters.repairs == 1
+
+
+def test_answers_sminfo_get_with_identity_state_and_key():
+    t, d, clock = make(priority=7)
+    d.start()
+    req = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3))
+    t.deliver(smpcodec.encode(req))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.method == Method.GET_RESP and resp.directed and resp.transaction_id == req.transaction_id
+    info = resp.attribute()
+    assert (info.guid, info.priority, info.sm_state) == (d.sm.guid, 7, SMState.MASTER)
+    assert info.sm_key == DEFAULT_SM_KEY  # the default key (OpenSM's) is no secret
+    assert d.counters.sminfo_gets_answered == 1
+
+
+def test_requests_before_start_are_answered_once_we_know_who_we_are():
+    t, d, clock = make()
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0,))))
+    t.poll(0)  # arrives before start(): kept
+    assert t.outbox == []
+    d.start()
+    (resp,) = outbox_smps(t)
+    assert resp.attribute().guid == d.sm.guid
+
+
+def test_other_attributes_are_refused_not_dropped():
+    t, d, clock = make()
+    d.start()
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.NODE_INFO, (0,))))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.method == Method.GET_RESP and resp.status_word & 0x7FFF == 0x000C
+
+
+def test_found_higher_standby_at_start_means_standby():
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.STANDBY)
+    d.start()
+    assert d.sm.state == SMState.STANDBY and d.counters.sweeps == 0  # as OpenSM: poll the higher one
+
+
+def test_hands_over_to_a_higher_standby_that_polls_us_and_polls_it():
+    t, d, clock = make(priority=3, poll_interval=1)
+    d.start()
+    assert d.sm.state == SMState.MASTER
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.STANDBY)  # a new SM comes up, STANDBY ...
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))  # ... and polls us
+    d.step(max_wait=0)
+    other = t.sim.node("H5").sm[1]
+    assert other.sm_state == SMState.MASTER  # our HANDOVER reached it
+    assert d.sm.state == SMState.STANDBY and d.counters.handovers_sent == 1
+    assert d.sm.master.guid == other.guid
+    run_for(d, clock, 3)
+    assert d.counters.polls >= 2 and d.counters.poll_failures == 0 and d.sm.state == SMState.STANDBY
+
+
+def test_lower_standby_is_left_alone():
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=2, state=SMState.STANDBY)
+    d.start()
+    assert d.sm.state == SMState.MASTER and d.counters.handovers_sent == 0
+    assert [p.priority for p in d.peers.values()] == [2]
+
+
+def test_standby_takes_over_when_the_master_stops_answering():
+    t, d, clock = make(priority=3, poll_interval=1, poll_retries=2)
+    t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
+    d.start()
+    assert d.sm.state == SMState.STANDBY and d.counters.sweeps == 0  # a master keeps its subnet
+    run_for(d, clock, 2)
+    assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 0
+    h5 = t.sim.node("H5")
+    del h5.sm[1]  # the master dies: its SMInfo goes unanswered
+    h5.pi[1].capability_mask &= ~0x2
+    run_for(d, clock, 2.5)
+    assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 2  # 2 retries allowed
+    run_for(d, clock, 1)
+    assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+    assert [(tr.old, tr.new) for tr in d.sm.transitions] == [
+        (SMState.DISCOVERING, SMState.STANDBY), (SMState.STANDBY, SMState.DISCOVERING),
+        (SMState.DISCOVERING, SMState.MASTER)]
+
+
+def _sminfo_set(control, guid, state, priority=1, key=DEFAULT_SM_KEY):
+    value = SMInfo(guid=guid, sm_key=key, act_count=0, priority=priority, sm_state=int(state))
+    return smpcodec.dr(Method.SET, AttrID.SM_INFO, (0, 1, 3, 2, 1), int(control), value)
+
+
+def _sent_from(d, smp, port_guid):
+    """`smp` as it arrives from the port `port_guid`: its ReturnPath (filled in by the
+    fabric, one ingress port per hop) leads back there from our port."""
+    node, port = d.topo.by_guid(port_guid)
+    path = node.path_to_port(port)
+    rp = bytes([0, *reversed(path[1:])]).ljust(64, b"\0")
+    return dataclasses.replace(smp, hop_count=len(path) - 1, return_path=rp)
+
+
+def test_handover_received_in_standby_is_acknowledged_and_we_sweep():
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
+    d.start()
+    master = t.sim.node("H5").sm[1]
+    req = _sent_from(d, _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER), master.guid)
+    t.deliver(smpcodec.encode(req))
+    acks = []
+    t.on_send = lambda r: acks.append(r.smp) if r.smp.method == Method.SET and r.smp.attribute_id == AttrID.SM_INFO else None
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.status_word & 0x7FFF == 0 and resp.attribute().sm_state == SMState.STANDBY  # answered first
+    assert d.sm.state == SMState.MASTER and d.counters.handovers_received == 1 and d.counters.sweeps == 1
+    assert [(a.attribute_modifier, a.attribute().sm_state) for a in acks] == [(Control.ACKNOWLEDGE, SMState.STANDBY)]
+
+
+@pytest.mark.parametrize("control,sender_state", [(Control.ACKNOWLEDGE, SMState.MASTER),
+                                                  (Control.HANDOVER, SMState.STANDBY), (9, SMState.MASTER)])
+def test_illegal_sminfo_sets_are_refused(control, sender_state):
+    t, d, clock = make()
+    d.start()
+    t.deliver(smpcodec.encode(_sminfo_set(control, 0x1234, sender_state)))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+    assert d.sm.state == SMState.MASTER and d.counters.sweeps == 1
+
+
+@pytest.mark.parametrize("control,key", [(Control.HANDOVER, 0), (Control.DISABLE, 0x1234),
+                                         (Control.DISCOVER, DEFAULT_SM_KEY + 1)])
+def test_a_set_with_a_wrong_sm_key_is_refused_and_changes_nothing(control, key, caplog):
+    """Issue: a rogue HANDOVER (key 0, made-up GUID) made a STANDBY MASTER; a DISABLE with a
+    wrong key made it NOT_ACTIVE. Now: answered with status 7, our key hidden, no change."""
+    t, d, clock = make(priority=3, poll_interval=1, poll_retries=1, sm_key=0x5EC12E7)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    d.start()
+    assert d.sm.state == SMState.STANDBY
+    t.deliver(smpcodec.encode(_sminfo_set(control, 0xBAD0BAD0, SMState.MASTER, priority=15, key=key)))
+    acks = []
+    t.on_send = lambda r: acks.append(r) if r.smp.method == Method.SET else None
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)
+    assert resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+    assert resp.attribute().sm_key == 0 and resp.attribute().sm_state == SMState.STANDBY
+    assert d.sm.state == SMState.STANDBY and d.counters.sweeps == 0 and acks == []
+    assert "wrong SM_Key" in caplog.text and f"{0x5EC12E7:x}" not in caplog.text.lower()
+    h5 = t.sim.node("H5")  # and the standby still takes over when the master dies
+    del h5.sm[1]
+    h5.pi[1].capability_mask &= ~0x2
+    run_for(d, clock, 3)
+    assert d.sm.state == SMState.MASTER
+
+
+def test_a_rightly_keyed_set_is_obeyed_only_from_the_port_of_the_sm_it_names(caplog):
+    """The default key is no secret: a host that knows it still cannot speak for the
+    master. Where a Set came from is what the fabric says (ReturnPath, or SLID), not its
+    SMInfo's GUID."""
+    t, d, clock = make(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    t.sim.node("H2").pi[1].lid, t.sim.node("H5").pi[1].lid = 0x22, 0x25  # as the master set them
+    d.start()
+    t.outbox.clear()  # our trap 144 to the master
+    master = t.sim.node("H5").sm[1]
+    host = t.sim.node("H2").port_guids[1]
+    disable = _sminfo_set(Control.DISABLE, master.guid, SMState.MASTER, priority=9)
+    lid_routed = smpcodec.lid_routed(Method.SET, AttrID.SM_INFO, int(Control.DISABLE), disable.attribute())
+    t.deliver(smpcodec.encode(_sent_from(d, disable, host)))
+    t.deliver(smpcodec.encode(lid_routed), 0x22)
+    t.deliver(smpcodec.encode(disable))  # a ReturnPath that leads nowhere
+    d.step(max_wait=0)
+    assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [INVALID_VALUE_STATUS] * 3
+    assert d.sm.state == SMState.STANDBY
+    assert caplog.text.count("not from the SM it names") == 3 and f"port {host:#018x}" in caplog.text
+    t.outbox.clear()
+    t.deliver(smpcodec.encode(lid_routed), 0x25)  # the master's own LID
+    d.step(max_wait=0)
+    assert [r.status_word & 0x7FFF for r in outbox_smps(t)] == [0] and d.sm.state == SMState.NOT_ACTIVE
+
+
+def test_a_secret_key_is_hidden_in_get_and_set_answers_unless_proven():
+    t, d, clock = make(priority=7, sm_key=0x5EC12E7)
+    d.start()
+    empty = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3))
+    proven = smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3), 0,
+                         SMInfo(guid=1, sm_key=0x5EC12E7, act_count=0, priority=0, sm_state=0))
+    for req in (empty, proven, _sminfo_set(Control.STANDBY, 0x10, SMState.MASTER, key=0x5EC12E7)):
+        t.deliver(smpcodec.encode(req))
+    d.step(max_wait=0)
+    assert [r.attribute().sm_key for r in outbox_smps(t)] == [0, 0x5EC12E7, 0x5EC12E7]
+    t.outbox.clear()
+    t.deliver(smpcodec.encode(_sminfo_set(Control.STANDBY, 0x10, SMState.MASTER, key=0)))
+    d.step(max_wait=0)
+    (resp,) = outbox_smps(t)  # the Set path hides it too
+    assert resp.attribute().sm_key == 0 and resp.status_word & 0x7FFF == INVALID_VALUE_STATUS
+
+
+def test_a_master_seeing_a_higher_master_yields():
+    """Two masters (e.g. after a partition heals): the lower one hands over and stands by."""
+    t, d, clock = make(priority=3, poll_interval=1, sweep_interval=1)
+    d.start()
+    assert d.sm.state == SMState.MASTER
+    t.sim.attach_sm(("H5", 1), priority=9, state=SMState.MASTER)
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))  # it polls us
+    d.step(max_wait=0)
+    assert d.sm.state == SMState.STANDBY and d.counters.handovers_sent == 1
+    assert d.sm.master.guid == t.sim.node("H5").sm[1].guid
+    run_for(d, clock, 3)
+    assert d.sm.state == SMState.STANDBY and d.counters.poll_failures == 0
+
+
+@pytest.mark.parametrize("their_state,we_yield", [(SMState.MASTER, True), (SMState.STANDBY, False)])
+def test_an_unanswered_handover_still_yields_to_a_higher_master_only(monkeypatch, their_state, we_yield):
+    t, d, clock = make(priority=3, poll_interval=1)
+    d.start()
+    t.sim.attach_sm(("H5", 1), priority=9, state=their_state)
+    monkeypatch.setattr(d, "_send_sminfo_set", lambda *a: None)  # the HANDOVER goes unanswered
+    t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))
+    d.step(max_wait=0)
+    assert d.sm.state == (SMState.STANDBY if we_yield else SMState.MASTER) and d.counters.handovers_sent == 0
+
+
+def test_lids_are_kept_across_restarts(tmp_path):
+    t, d, clock = make(tmp_path)
+    d.start()
+    first = {n.name: n.pi[n.lid_port(0 if n.is_switch else 1)].lid for n in t.sim}
+    saved = lids.load_guid2lid(tmp_path / "state" / "guid2lid")
+    assert len(saved) == len(first) + 1  # H1 has two ports
+    t2 = SimTransport()
+    t2.serve()
+    for n in t2.sim:  # another fabric state: LIDs in reverse order, as if a different SM had run
+        n.pi[n.lid_port(0 if n.is_switch else 1)].lid = 0
+    d2 = Daemon(t2, DaemonOptions(state_dir=str(tmp_path / "state")), clock=Clock())
+    d2.start()
+    assert {n.name: n.pi[n.lid_port(0 if n.is_switch else 1)].lid for n in t2.sim} == first
+
+
+def test_status_over_the_control_socket(tmp_path):
+    t, d, clock = make(tmp_path, priority=4)
+    server = control.ControlServer(control.socket_path(tmp_path / "state"))
+    try:
+        d.start()
+        import threading
+        got = {}
+        th = threading.Thread(target=lambda: got.update(control.query(server.path)))
+        th.start()
+        for _ in range(50):
+            d.step(server, max_wait=0.02)
+            if got:
+                break
+        th.join(5)
+        assert got["state"] == "MASTER" and got["priority"] == 4 and got["master_guid"] == got["guid"]
+        assert got["sweeps"] == 1 and got["last_change"]["what"].startswith("became MASTER")
+        assert "sm_key" not in str(got)  # keys are never shown
+        with pytest.raises(control.ControlError, match="another smagent daemon is running"):
+            control.ControlServer(server.path)
+    finally:
+        server.close()
+    with pytest.raises(control.ControlError, match="does not exist"):
+        control.query(server.path)
+
+
+def test_a_stale_socket_is_replaced(tmp_path):
+    import socket
+    path = tmp_path / "control.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.close()  # bound, nobody listening: what a killed daemon leaves
+    server = control.ControlServer(path)
+    server.close()
+    assert not path.exists()
+
+
+# -- PortInfo.ClientReregister when we become MASTER (smagent.sm.reregister) ---------------
+# One Set with the bit per capable end port on the first sweep of a mastership, none on
+# later sweeps of the same one, again after a STANDBY takes over or receives a HANDOVER;
+# the simulator's ports accept the bit and read it back 0, as real ports do; nothing of it
+# shows as drift in a later plan.
+
+
+def make_rereg(*, caps=1, **kw):
+    t = SimTransport(client_reregister=caps)
+    t.serve()
+    clock = Clock()
+    rereg: collections.Counter = collections.Counter()
+
+    def on_send(r: Request) -> None:  # count the Sets carrying the bit, by port
+        smp = r.smp
+        if smp.method == Method.SET and smp.attribute_id == AttrID.PORT_INFO and \
+                smp.attribute(PortInfo).client_reregister:
+            node = t._ingress[0]
+            for hop in smp.initial_path[1:smp.hop_count + 1]:  # the directed route, walked in the simulator
+                node = node.peers[hop][0]
+            rereg[(node.name, smp.attribute_modifier & 0xFF)] += 1
+    t.on_send = on_send
+    return t, Daemon(t, DaemonOptions(**kw), clock=clock), clock, rereg
+
+
+def end_ports(sim, *, switches=True) -> set:
+    """(node name, port) of every end port with a link (and switch port 0): what we expect."""
+    out = set()
+    for n in sim:
+        if n.is_switch:
+            if switches:
+                out.add((n.name, 0))
+        else:
+            out |= {(n.name, p) for p in range(1, n.num_ports + 1) if n.peers[p]}
+    return out
+
+
+def test_the_simulated_port_accepts_the_bit_and_reads_it_back_zero():
+    t = SimTransport(client_reregister=1)
+    ca = t.sim.node("H1")
+    assert ca.pi[1].capability_mask & CAP_IS_CLIENT_REREGISTRATION
+    assert not SimTransport().sim.node("H1").pi[1].capability_mask & CAP_IS_CLIENT_REREGISTRATION  # ibsim's
+    get = t.query(Request(smpcodec.dr(Method.GET, AttrID.PORT_INFO, (0,), portinfo_modifier(1)))).attribute(PortInfo)
+    data = PortInfo.LAYOUT.replace(get, port_state=0, port_physical_state=0, client_reregister=1).encode()
+    back = t.query(Request(smpcodec.dr(Method.SET, AttrID.PORT_INFO, (0,), portinfo_modifier(1), data)))
+    assert back.status_word & 0x7FFF == 0 and back.attribute(PortInfo).client_reregister == 0
+
+
+def test_once_per_capable_end_port_on_becoming_master_and_never_again():
+    t, d, clock, rereg = make_rereg(sweep_interval=1)
+    d.start()
+    assert d.sm.state == SMState.MASTER
+    want = end_ports(t.sim)
+    assert rereg == collections.Counter({k: 1 for k in want})
+    assert d.counters.client_reregisters == len(want)
+    peer = t.sim.unlink("L1", 2)  # a repair, then light sweeps: the same mastership
+    run_for(d, clock, 3)
+    t.sim.link("L1", 2, *peer)
+    run_for(d, clock, 3)
+    assert d.counters.repairs >= 1 and d.counters.light_sweeps >= 2
+    assert sum(rereg.values()) == len(want)  # nothing more
+    assert fresh_plan_is_empty(t)  # a one-shot bit: no drift
+
+
+@pytest.mark.parametrize("mode,caps,switches,count", [("capable", 0, False, False), ("off", 1, False, False),
+                                                      ("all", 0, False, True)])
+def test_client_reregister_modes(mode, caps, switches, count):
+    """ibsim's ports advertise no bit 25: `capable` sends them nothing, `all` every CA port
+    (not switch port 0, which does not advertise it), `off` nothing at all."""
+    t, d, _clock, rereg = make_rereg(caps=caps, client_reregister=mode)
+    d.start()
+    assert set(rereg) == (end_ports(t.sim, switches=switches) if count else set())
+    assert all(v == 1 for v in rereg.values())
+
+
+def test_again_after_a_standby_takes_over_a_silent_master():
+    t, d, clock, rereg = make_rereg(priority=3, poll_interval=1, poll_retries=2)
+    t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
+    d.start()
+    assert d.sm.state == SMState.STANDBY and not rereg  # a STANDBY sends nothing
+    h5 = t.sim.node("H5")
+    del h5.sm[1]  # the master dies
+    h5.pi[1].capability_mask &= ~0x2
+    run_for(d, clock, 5)
+    assert d.sm.state == SMState.MASTER
+    assert rereg == collections.Counter({k: 1 for k in end_ports(t.sim)})
+
+
+def test_again_after_a_handover_received_in_standby():
+    t, d, clock, rereg = make_rereg(priority=3)
+    t.sim.attach_sm(("H5", 1), priority=1, state=SMState.MASTER)
+    d.start()
+    master = t.sim.node("H5").sm[1]
+    t.deliver(smpcodec.encode(_sent_from(d, _sminfo_set(Control.HANDOVER, master.guid, SMState.MASTER), master.guid)))
+    d.step(max_wait=0)
+    assert d.sm.state == SMState.MASTER
+    assert rereg == collections.Counter({k: 1 for k in end_ports(t.sim)})
