@@ -30,7 +30,7 @@ def wheel(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("wheel")
     src = tmp_path / "src"  # a copy: an in-tree build would leave build/ and egg-info behind
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     for pkg in ("smagent", "mad"):
         shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
@@ -74,6 +74,18 @@ def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path, wheel):
     # the bundled topology ships too: a command on the simulator works from the wheel
     r = _run([str(py), "-m", "smagent", "query", "nodedesc", "0", "--json"], cwd=tmp_path)
     assert r.returncode == 0 and "node_string" in r.stdout, r.stderr
+
+
+def test_wheel_declares_the_mit_license(wheel):
+    """MIT (the owner's decision): the SPDX expression in the metadata, the text shipped."""
+    zf = zipfile.ZipFile(wheel)
+    (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+    lines = zf.read(meta).decode().splitlines()
+    assert "License-Expression: MIT" in lines
+    assert "License-File: LICENSE" in lines
+    assert not [line for line in lines if line.startswith("Classifier: License ::")]  # PEP 639: the expression only
+    (text,) = [n for n in zf.namelist() if n.endswith("licenses/LICENSE")]
+    assert zf.read(text).decode().startswith("MIT License")
 
 
 def test_version_from_a_source_tree_never_installed(mocker):
