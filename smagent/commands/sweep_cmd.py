@@ -278,7 +278,7 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, qos_policy_file, deta
     """Print how the fabric differs from a desired-state FILE (YAML or JSON); send no Set.
 
     The file names the routing engine, LMC, LID file, static LFT entries, multicast
-    groups and SwitchInfo settings (see smagent.sweep.desired). Every problem in it (unknown
+    groups and SwitchInfo settings (every key: examples/desired.yaml). Every problem in it (unknown
     switch, LID out of range, a port a switch lacks, an MLID outside 0xC000-0xFFFE, a
     missing routing file) is listed, and the exit status is 2. Planned tables that would
     break the fabric are listed as warnings (exit 1: `apply` would refuse them).

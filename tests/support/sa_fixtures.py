@@ -61,9 +61,10 @@ _TIDS = iter(range(1000, 2000))  # a TID per transaction: the SA takes a repeate
 ME = Address.gsi(1)
 
 
-def multi(agent, mpr, gids, *fields):
+def multi(agent, mpr, gids, *fields, src=ME):
     """A GetMulti as a requester sends it (an RMPP transfer: one segment for up to 11 GIDs),
-    the SA's ACKs fed to our sender, its GetMultiResp reassembled: (status, PathRecords)."""
+    the SA's ACKs fed to our sender, its GetMultiResp reassembled: (status, PathRecords).
+    ``src``: the requester's address."""
     from mad.rmpp import RmppSender, RmppType, rmpp_of
     from mad.sa_records import MultiPathRecord
     tid = next(_TIDS)
@@ -76,7 +77,7 @@ def multi(agent, mpr, gids, *fields):
     to_sa, now = tx.start(0.0), 0.0
     while not rx.finished:
         assert to_sa, "the exchange stalled"
-        out = [m for req in to_sa for m, _a in agent.handle(Incoming(req, ME), now)]
+        out = [m for req in to_sa for m, _a in agent.handle(Incoming(req, src), now)]
         to_sa = []
         for m in out:
             assert m[3] == Method.GET_MULTI_RESP
@@ -86,7 +87,7 @@ def multi(agent, mpr, gids, *fields):
             else:
                 to_sa += rx.on_mad(m.ljust(256, b"\0"), now)
     for ack in to_sa:  # our last ACK ends the SA's sender
-        assert agent.handle(Incoming(ack, ME), now) == []
+        assert agent.handle(Incoming(ack, src), now) == []
     first = sa.SaMad.decode(rx.first)
     assert first.attribute_id == sa.SaAttrID.PATH_RECORD
     return first.status, sa.decode_table(rx.data, PathRecord, first.attribute_offset) if not first.status else []
