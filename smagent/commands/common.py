@@ -85,8 +85,21 @@ def _debug(ctx) -> bool:
 def _wants_json(ctx) -> bool:
     """Whether the command line asked for --json (read from the raw arguments, since the
     subcommand's own context is gone once its error reaches the group)."""
+    return _has_flag(ctx, "--json")
+
+
+def _has_flag(ctx, flag: str) -> bool:
     args = ctx.meta.get(_ARGS, [])
-    return "--json" in (args[:args.index("--")] if "--" in args else args)
+    return flag in (args[:args.index("--")] if "--" in args else args)
+
+
+EXIT_DETAILED_ERROR = 1  # plan --detailed-exitcode: Terraform's codes, 0 no change, 1 error, 2 changes
+
+
+def _exit_code(ctx, code: int) -> int:
+    """The exit status of an error: its documented code, or 1 under `--detailed-exitcode`,
+    where 2 means changes pending (as Terraform), so no error may exit 2."""
+    return EXIT_DETAILED_ERROR if code and _has_flag(ctx, "--detailed-exitcode") else code
 
 
 def as_smagent_error(exc: BaseException, sets_sent: list[str]) -> SmagentError:
@@ -135,6 +148,7 @@ class SmagentGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except click.ClickException as e:  # usage errors: click's own message and code 2
+            e.exit_code = _exit_code(ctx, e.exit_code)
             if not _wants_json(ctx):
                 raise
             _usage_json(e)
@@ -144,10 +158,11 @@ class SmagentGroup(click.Group):
             err = as_smagent_error(e, obj.sets_sent() if obj else [])
             if isinstance(err, InternalError) and _debug(ctx):
                 traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+            code = _exit_code(ctx, err.exit_code)
             if _wants_json(ctx):
-                emit_json(error_json(err))
+                emit_json({**error_json(err), "exit_code": code})
             click.echo(f"Error: {err}", err=True)  # click's own prefix, as before
-            ctx.exit(err.exit_code)
+            ctx.exit(code)
 
 
 # -- output ---------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import click
 
 from smagent.commands import render
 from smagent.config.files import StateDir, default_state_dir
-from smagent.commands.common import emit_json, mkey_protect_options, mkey_protection, progress_line
+from smagent.commands.common import EXIT_DETAILED_ERROR, emit_json, mkey_protect_options, mkey_protection, progress_line
 from smagent.commands.plan_output import check_plan_options, emit_with_plan, plan_options, text_plan, write_plan_file
 from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, Interrupted
 
@@ -271,7 +271,7 @@ def sweep(obj, dry_run, lmc, lid_file, engine, force, allow_defects, mcast_group
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: the plan's summary, its lines and changes.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="As Terraform: exit 0 when there is nothing to do, 2 when changes are pending (the JSON's "
-                   "changes_pending; bad input also exits 2, with an error on stderr).")
+                   "changes_pending), 1 on any error (bad input, a fabric failure, planned defects).")
 @click.pass_obj
 def plan_cmd(obj, file, force, state_dir, partitions_file, qos_policy_file, detail, lid_range, plan_file, as_json,
              detailed_exitcode):
@@ -300,6 +300,8 @@ def plan_cmd(obj, file, force, state_dir, partitions_file, qos_policy_file, deta
         print_summary(summary)
         warn_kept_groups(summary)
         print_plan_defects(r)
+    if detailed_exitcode and (r.problems or r.topology.unreachable or r.plan_defects):
+        sys.exit(EXIT_DETAILED_ERROR)
     _exit(r)
     if detailed_exitcode and r.changes_pending:
         sys.exit(EXIT_CHANGES_PENDING)

@@ -112,3 +112,17 @@ def test_plan_detailed_exitcode_changes_pending_and_actions(cli, tmp_path):
         s.snapshot(tmp_path / "applied.erf")
     r = cli("--transport", "replay", "--fixture", tmp_path / "applied.erf", "plan", desired, "--detailed-exitcode")
     assert r.exit_code == 0, r.stderr
+
+
+def test_plan_detailed_exitcode_errors_exit_1(cli, tmp_path):
+    """Terraform's codes under --detailed-exitcode: an error is 1, never 2 (which means changes
+    pending): a bad desired state, a missing file, a usage error; the JSON error says 1 too."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("routing: nosuchengine\n")
+    r = cli("plan", bad, "--detailed-exitcode")
+    assert r.exit_code == 1 and "nosuchengine" in r.stderr, (r.exit_code, r.stderr)
+    r = cli("plan", bad, "--detailed-exitcode", "--json")
+    assert r.exit_code == 1 and json.loads(r.stdout)["exit_code"] == 1
+    assert cli("plan", tmp_path / "absent.yaml", "--detailed-exitcode").exit_code == 1
+    assert cli("plan", bad, "--detailed-exitcode", "--no-such-option").exit_code == 1
+    assert cli("plan", bad).exit_code == 2  # without the flag: bad input is 2, as documented
