@@ -99,8 +99,15 @@ def _given(**values) -> dict:
                    "port that starts erring, counters cleared before they saturate); 0: off (OpenSM's PerfMgr "
                    "uses 180).")
 @click.option("--metrics", "metrics_listen", default=None, metavar="ADDR:PORT",
-              help="Serve Prometheus metrics at http://ADDR:PORT/metrics: state, sweeps, repairs, traps, MADs "
-                   "sent/retried/lost, and with --perfmgr-interval every port's counters and rates.")
+              help="Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:10683): state, sweeps, "
+                   "repairs, traps, MADs sent/retried/lost, SA requests, and with --perfmgr-interval every port's "
+                   "counters, node and link info, the last counter sweep's time and what did not answer.")
+@click.option("--metrics-ports", type=click.Choice(["all", "switch"]), default="all", show_default=True,
+              help="Ports whose counters --metrics serves: every port, or switch ports only.")
+@click.option("--metrics-counters", type=click.Choice(["default", "errors", "all"]), default="default",
+              show_default=True,
+              help="Counters --metrics serves per port: the error sum, error counters once they count, data and "
+                   "packets (default); the errors only; or every counter, zero or not (all).")
 @click.option("--client-reregister", type=click.Choice(["capable", "all", "off"]), default="capable",
               show_default=True,
               help="On becoming MASTER, set PortInfo.ClientReregister once on every end port that advertises it "
@@ -109,7 +116,8 @@ def _given(**values) -> dict:
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
         mcast_groups, no_multicast, partitions_file, qos_policy_file, desired_file, state_dir, log_file, mkey_level,
-        mkey_lease, mkey_secret_file, as_json, perfmgr_interval, metrics_listen, client_reregister):
+        mkey_lease, mkey_secret_file, as_json, perfmgr_interval, metrics_listen, metrics_ports, metrics_counters,
+        client_reregister):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent.sweep import desired
@@ -156,8 +164,11 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
         classes.append(PERF_CLIENT)
     try:
         if metrics_listen is not None:  # listening first: a port in use is refused before any MAD
-            from smagent.sm.metrics_server import MetricsServer
-            endpoint = MetricsServer(metrics_listen, lambda: made[0].metrics_text() if made else "")
+            from smagent.perf.metrics import Scope
+            from smagent.sm.metrics_server import DaemonCollector, MetricsServer
+            endpoint = MetricsServer(metrics_listen, DaemonCollector(
+                lambda: made[0].published_status() if made else {"state": "STARTING"},
+                lambda: made[0].published_sweep() if made else None, Scope(metrics_ports, metrics_counters)))
             endpoint.start()
         if o["transport"] == "umad":  # one SM per port: refused before the issm device opens
             lock = port_lock.claim_port(o["ca"], o["port"])

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 
 from mad import gmp, perfmgt
 from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo
-from mad.codes import rate_text
+from mad.codes import WIDTHS, active_speed, rate_text
 from mad.forwarding import portinfo_modifier
 from mad.gmp import ClassPortInfo
 from mad.perfmgt import ALL_PORTS, PerfCap, PortCounters, PortCountersExtended
@@ -181,6 +181,11 @@ class PortReading:
     remote_port: int | None = None
     exceeded: dict[str, int] = dataclasses.field(default_factory=dict)
     extended: PortCountersExtended | None = None  # read where the agent answers it (metrics)
+    switch: bool = False  # the node is a switch
+    width: str = ""  # the active link: "4x"
+    speed: str = ""  # "QDR"
+    rate_gbps: float = 0.0  # its signalling rate, width times speed
+    state: int = 0  # PortInfo.PortState as read
 
     def value(self, c: Counter) -> int | None:
         """Counter ``c`` of this port: the 64-bit one where it was read, else PortCounters';
@@ -282,9 +287,14 @@ def _reading(topo: Topology, n: DNode, port: int, lid: int, value: PortCounters,
     pi = n.ports.get(port)
     far = topo.neighbor(n.guid, port)
     rn = topo.nodes.get(far[0]) if far else None
+    width = WIDTHS.get(pi.link_width_active) if pi is not None else None
+    speed = active_speed(pi) if pi is not None else None
     return PortReading(n.guid, n.description, port, lid, value, rate_text(pi) if pi is not None else "",
                        far[0] if far else None, rn.description if rn else "", far[1] if far else None,
-                       exceeded(value, thresholds))
+                       exceeded(value, thresholds), switch=n.is_switch, width=width[1] if width else "",
+                       speed=speed[0] if speed else "",
+                       rate_gbps=width[2] * speed[1] if width and speed else 0.0,
+                       state=pi.port_state if pi is not None else 0)
 
 
 def check_transport(t: Transport) -> None:

@@ -1,38 +1,82 @@
-"""Port counters and the running SM in the Prometheus text exposition format (version
-0.0.4), written by hand (no client library needed): what `smagent health --prometheus
-FILE` leaves for node_exporter's textfile collector (written atomically through
-`paths.write_text`), and what `smagent run --metrics` serves.
+"""Port counters and the running SM as Prometheus metrics, through prometheus_client: what
+`smagent health --prometheus FILE` leaves for node_exporter's textfile collector and what
+`smagent run --metrics ADDR:PORT` serves. Collectors yield the last published figures at
+scrape time; nothing is rendered between scrapes.
 
-One metric family per counter of `smagent.perf.COUNTERS` (names follow Prometheus
-conventions: `smagent_port_symbol_errors_total`, data in bytes; data and packet counters
-from PortCountersExtended, 64 bits wide, where the port agent answers it), one series per
-port read, labelled with the node GUID, its description, the port, and the remote node and
-port.
+Sized for large fabrics (at most about 1 KB a port by default; `bench/metrics_size.py`):
+
+* a port's series carry three labels, ``guid`` (the node GUID), ``node_type``
+  (``switch``/``ca``) and ``port``; what the port is (its node's name and LID, its link's far
+  end, width, speed, rate and state) is said once, in the ``smagent_node_info`` and
+  ``smagent_link_info`` series, for PromQL to join on (``* on (guid, port) group_left``);
+* every counter is a counter: rates are PromQL's ``rate()``, not a second series;
+* by default (``counters="default"``) a port has the sum of its error counters
+  (``smagent_port_errors_total``), each error counter once it has counted (a healthy fabric's
+  are zero), and its data and packet counters; ``"errors"`` leaves the traffic out, ``"all"``
+  gives every counter, zero or not; ``ports="switch"`` gives switch ports only.
 """
 from __future__ import annotations
 
+import dataclasses
+import time
+from typing import Callable, Iterable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector
+
 from smagent import perf
+from smagent.errors import BadInput
+
+PORT_LABELS = ["guid", "node_type", "port"]
+TRAFFIC = tuple(c for c in perf.COUNTERS if c.threshold is None and c.field in (
+    "port_xmit_data", "port_rcv_data", "port_xmit_pkts", "port_rcv_pkts"))
+PORT_CHOICES = ("all", "switch")
+COUNTER_CHOICES = ("default", "errors", "all")
+SM_STATES = ("STARTING", "NOT_ACTIVE", "DISCOVERING", "STANDBY", "MASTER")
+PORT_STATES = {1: "down", 2: "init", 3: "armed", 4: "active"}  # IBA PortInfo.PortState
 
 
-def _label(value: object) -> str:
-    """A label value escaped as the format requires (backslash, quote, line feed)."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """Which ports and counters are exported (`smagent run --metrics-ports/--metrics-counters`)."""
+    ports: str = "all"
+    counters: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.ports not in PORT_CHOICES:
+            raise BadInput(f"metrics ports {self.ports!r}: expected one of {', '.join(PORT_CHOICES)}")
+        if self.counters not in COUNTER_CHOICES:
+            raise BadInput(f"metrics counters {self.counters!r}: expected one of {', '.join(COUNTER_CHOICES)}")
 
 
-def _labels(r: perf.PortReading) -> str:
-    pairs = (("node_guid", f"{r.node_guid:#018x}"), ("node", r.node), ("port", r.port),
-             ("remote_guid", "" if r.remote_guid is None else f"{r.remote_guid:#018x}"), ("remote_node", r.remote),
-             ("remote_port", "" if r.remote_port is None else r.remote_port))
-    return ",".join(f'{k}="{_label(v)}"' for k, v in pairs)
+@dataclasses.dataclass(frozen=True)
+class PortRow:
+    """One port as exported: its reading (where it is, its link) and its counter totals by
+    field (across clears in the running SM; the values read in a one-shot sweep)."""
+    reading: perf.PortReading
+    totals: Mapping[str, int]
+    erring: bool
 
 
-def _family(lines: list[str], name: str, kind: str, what: str, series) -> None:
-    """One metric family: HELP, TYPE and its series ((labels, value) pairs; labels may be
-    ""), nothing at all when it has no series."""
-    series = list(series)
-    if series:
-        lines += [f"# HELP {name} {what}", f"# TYPE {name} {kind}"]
-        lines.extend(f"{name}{{{lab}}} {v}" if lab else f"{name} {v}" for lab, v in series)
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A finished counter sweep as published: its rows and its own figures."""
+    rows: tuple[PortRow, ...]
+    unanswered: int = 0
+    time: float = 0.0  # when it ended (epoch seconds)
+    seconds: float = 0.0
+    gmps: int = 0
+
+
+def rows_of(health: perf.Health) -> tuple[PortRow, ...]:
+    """A one-shot sweep's readings as rows: the values read are the totals."""
+    return tuple(PortRow(r, {c.field: v for c in perf.COUNTERS if (v := r.value(c)) is not None}, bool(r.exceeded))
+                 for r in health.readings)
+
+
+def _port_key(r: perf.PortReading) -> list[str]:
+    return [f"{r.node_guid:#018x}", "switch" if r.switch else "ca", str(r.port)]
 
 
 def _what(c: perf.Counter) -> str:
@@ -40,84 +84,101 @@ def _what(c: perf.Counter) -> str:
     return f"{c.iba} (IBA {where}){' in bytes' if c.scale != 1 else ''}."
 
 
+def port_families(rows: Iterable[PortRow], scope: Scope) -> Iterator[Metric]:
+    """The counters of each port of ``rows`` in ``scope``; the error sum always."""
+    rows = [row for row in rows if scope.ports == "all" or row.reading.switch]
+    keys = [_port_key(row.reading) for row in rows]
+    total = CounterMetricFamily("smagent_port_errors", "The sum of the port's error counters.", labels=PORT_LABELS)
+    erring = GaugeMetricFamily("smagent_port_erring", "1 while an error counter of the port is over its threshold.",
+                               labels=PORT_LABELS)
+    for key, row in zip(keys, rows):
+        total.add_metric(key, sum(row.totals.get(c.field, 0) for c in perf.ERROR_COUNTERS))
+        erring.add_metric(key, int(row.erring))
+    yield total
+    yield erring
+    wanted = perf.COUNTERS if scope.counters == "all" else perf.ERROR_COUNTERS + (
+        TRAFFIC if scope.counters == "default" else ())
+    for c in wanted:
+        fam = CounterMetricFamily(c.metric, _what(c), labels=PORT_LABELS)
+        every = scope.counters == "all" or c.threshold is None  # error counters: once they have counted
+        for key, row in zip(keys, rows):
+            v = row.totals.get(c.field)
+            if v is not None and (every or v):
+                fam.add_metric(key, v * c.scale)
+        if fam.samples:
+            yield fam
+
+
+def info_families(rows: Iterable[PortRow], scope: Scope) -> Iterator[Metric]:
+    """What each node and link is, once: names, LIDs, the far end, width, speed, rate, state."""
+    rows = [row for row in rows if scope.ports == "all" or row.reading.switch]
+    nodes = InfoMetricFamily("smagent_node", "A node of the fabric: its name and LID.",
+                             labels=["guid", "node_type", "name", "lid"])
+    links = InfoMetricFamily("smagent_link", "A port's link: the far end, width, speed, rate (Gb/s) and state.",
+                             labels=PORT_LABELS + ["remote_guid", "remote_port", "width", "speed", "rate", "state"])
+    state = GaugeMetricFamily("smagent_port_state", "The port's state (IBA PortState: 1 down, 2 init, 3 armed, "
+                              "4 active) as the last counter sweep found it.", labels=PORT_LABELS)
+    seen: set[int] = set()
+    for row in rows:
+        r = row.reading
+        key = _port_key(r)
+        if r.node_guid not in seen:
+            seen.add(r.node_guid)
+            nodes.add_metric([key[0], key[1]], {"name": r.node, "lid": str(r.lid)})
+        links.add_metric(key, {"remote_guid": "" if r.remote_guid is None else f"{r.remote_guid:#018x}",
+                               "remote_port": "" if r.remote_port is None else str(r.remote_port),
+                               "width": r.width, "speed": r.speed, "rate": _rate(r.rate_gbps),
+                               "state": PORT_STATES.get(r.state, str(r.state))})
+        state.add_metric(key, r.state)
+    yield from (nodes, links, state)
+
+
+def _rate(gbps: float) -> str:
+    return f"{gbps:g}" if gbps else ""
+
+
+def sweep_families(sweep: Sweep | None, prefix: str) -> Iterator[Metric]:
+    """The counter sweep's own figures: when the last one ended, how long it took, what did
+    not answer (collection errors and timeouts)."""
+    if sweep is None:
+        return
+    yield GaugeMetricFamily(f"{prefix}_last_sweep_timestamp_seconds",
+                            "When the last counter sweep ended (Unix time).", value=sweep.time)
+    yield GaugeMetricFamily(f"{prefix}_sweep_duration_seconds", "How long the last counter sweep took.",
+                            value=sweep.seconds)
+    yield GaugeMetricFamily(f"{prefix}_ports_read", "Ports whose counters the last sweep read.",
+                            value=len(sweep.rows))
+    yield GaugeMetricFamily(f"{prefix}_unanswered", "Port agents or ports that did not answer the last sweep "
+                            "(collection errors and timeouts).", value=sweep.unanswered)
+
+
+class HealthCollector(Collector):
+    """`smagent health --prometheus`: one sweep's ports, every counter read."""
+
+    def __init__(self, health: perf.Health, *, now: Callable[[], float] = time.time):
+        self.sweep = Sweep(rows_of(health), len(health.unanswered), now(), 0.0, health.gmps)
+        self.health = health
+
+    def collect(self) -> Iterator[Metric]:
+        scope = Scope(counters="all")
+        yield from port_families(self.sweep.rows, scope)
+        yield from info_families(self.sweep.rows, scope)
+        yield from sweep_families(self.sweep, "smagent_health")
+        yield GaugeMetricFamily("smagent_health_ports_erring", "Ports with an error counter over its threshold.",
+                                value=len(self.health.erring))
+
+
+def text(collector: Collector) -> str:
+    """A collector's metrics in the text exposition format (version 0.0.4)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
 def prometheus_text(health: perf.Health) -> str:
-    """Every counter of every port read, one family per counter, plus the sweep's own
-    figures (ports read, ports over a threshold, port agents that did not answer)."""
-    lines: list[str] = []
-    labels = [(_labels(r), r) for r in health.readings]
-    for c in perf.COUNTERS:
-        _family(lines, c.metric, "counter", _what(c),
-                ((lab, v * c.scale) for lab, r in labels if (v := r.value(c)) is not None))
-    for name, what, value in (("smagent_health_ports_read", "Ports whose counters were read.", len(health.readings)),
-                              ("smagent_health_ports_erring", "Ports with an error counter over its threshold.",
-                               len(health.erring)),
-                              ("smagent_health_unanswered", "Port agents or ports that did not answer.",
-                               len(health.unanswered))):
-        _family(lines, name, "gauge", what, [("", value)])
-    return "\n".join(lines) + "\n"
+    """`health --prometheus`'s file."""
+    return text(HealthCollector(health))
 
 
-def port_totals_text(readings: list[perf.PortReading], tracks: dict) -> str:
-    """The running SM's per-port families: each counter's total across clears (a
-    `smagent.sm.perfmgr.PortTrack` per (node GUID, port)) and its rate per second since
-    the previous counter sweep (`..._per_second`, a gauge; absent after the first)."""
-    lines: list[str] = []
-    rows = [(_labels(r), tracks[(r.node_guid, r.port)]) for r in readings if (r.node_guid, r.port) in tracks]
-    for c in perf.COUNTERS:
-        _family(lines, c.metric, "counter", _what(c),
-                ((lab, tr.totals[c.field] * c.scale) for lab, tr in rows if c.field in tr.totals))
-        rate = c.metric.removesuffix("_total") + "_per_second"
-        _family(lines, rate, "gauge", f"{c.iba} per second since the previous counter sweep.",
-                ((lab, round(tr.rates[c.field] * c.scale, 3)) for lab, tr in rows if c.field in tr.rates))
-    _family(lines, "smagent_port_erring", "gauge", "1 while an error counter of the port is over its threshold.",
-            ((lab, int(tr.erring)) for lab, tr in rows))
-    return "\n".join(lines) + "\n" if lines else ""
-
-
-# the daemon's status (`Daemon.status`) -> counters: (metric, path in the status, help)
-_SM_COUNTERS = (
-    ("smagent_sweeps_total", ("sweeps",), "Sweeps done: the bring-up, every repair, SIGHUP."),
-    ("smagent_sweeps_failed_total", ("sweeps_failed",), "Sweeps and repairs that ended in an error."),
-    ("smagent_repairs_total", ("counters", "repairs"), "Repairs after traps."),
-    ("smagent_light_sweeps_total", ("counters", "light_sweeps"), "Light sweeps."),
-    ("smagent_traps_total", ("counters", "traps"), "Traps received."),
-    ("smagent_handovers_sent_total", ("counters", "handovers_sent"), "Handovers to another SM."),
-    ("smagent_errors_total", ("counters", "errors"), "Fabric failures the daemon survived."),
-    ("smagent_plan_refusals_total", ("counters", "plan_refusals"), "Sweeps the check of planned tables refused."),
-    ("smagent_smps_sent_total", ("transport", "sent"), "MADs sent (SMPs and GMPs)."),
-    ("smagent_smps_retried_total", ("transport", "retries"), "MADs sent again after a timeout or busy answer."),
-    ("smagent_smps_lost_total", ("transport", "timeouts"), "MADs given up after every try."),
-    ("smagent_perfmgr_sweeps_total", ("perfmgr", "sweeps"), "Counter sweeps."),
-    ("smagent_perfmgr_gmps_total", ("perfmgr", "gmps"), "GMPs of the counter sweeps."),
-    ("smagent_perfmgr_clears_total", ("perfmgr", "clears"), "Ports cleared near saturation."),
-)
-SM_STATES = ("STARTING", "NOT_ACTIVE", "DISCOVERING", "STANDBY", "MASTER")
-
-
-def _at(status: dict, path: tuple[str, ...]):
-    for key in path:
-        status = status.get(key) if isinstance(status, dict) else None  # type: ignore[assignment]
-    return status
-
-
-def daemon_text(status: dict, ports: str = "") -> str:
-    """The running SM as metrics: its state (one series per state, 1 for the current),
-    uptime, its counters from ``status`` (`Daemon.status`), then ``ports``
-    (`port_totals_text` of the last counter sweep)."""
-    lines: list[str] = []
-    _family(lines, "smagent_sm_state", "gauge", "1 for the state the SM is in.",
-            ((f'state="{st}"', int(status.get("state") == st)) for st in SM_STATES))
-    _family(lines, "smagent_uptime_seconds", "gauge", "Seconds since the daemon started.",
-            [("", status.get("uptime_s", 0))])
-    for name, path, what in _SM_COUNTERS:
-        value = _at(status, path)
-        if isinstance(value, (int, float)):
-            _family(lines, name, "counter", what, [("", value)])
-    _family(lines, "smagent_sa_requests_total", "counter",
-            "SA requests answered, by attribute, method and the answer's status.",
-            ((f'attribute="{r["attribute"]}",method="{r["method"]}",status="{r["status"]}"', r["count"])
-             for r in status.get("sa_requests") or ()))
-    return "\n".join(lines) + "\n" + ports
-
-
-__all__ = ["prometheus_text", "port_totals_text", "daemon_text", "SM_STATES"]
+__all__ = ["Scope", "PortRow", "Sweep", "HealthCollector", "port_families", "info_families", "sweep_families",
+           "rows_of", "text", "prometheus_text", "SM_STATES", "PORT_CHOICES", "COUNTER_CHOICES"]

@@ -790,8 +790,11 @@ class Daemon:
             "perfmgr": None if self.perfmgr is None else self.perfmgr.status(),
         }
 
-    def metrics_text(self) -> str:
-        """The Prometheus exposition (`smagent.perf.metrics`): called from the metrics thread,
-        it reads only what the loop published (the status, the last counter sweep's text)."""
-        from smagent.perf import metrics
-        return metrics.daemon_text(self._published, self.perfmgr.text if self.perfmgr is not None else "")
+    def published_status(self) -> dict:
+        """The status as the loop last published it: what other threads may read (the
+        metrics endpoint, `smagent.sm.metrics_server`)."""
+        return self._published
+
+    def published_sweep(self):
+        """PerfMgr's last counter sweep as published (`smagent.perf.metrics.Sweep`), or None."""
+        return self.perfmgr.published if self.perfmgr is not None else None

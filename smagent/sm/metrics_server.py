@@ -1,72 +1,116 @@
-"""`smagent run --metrics ADDR:PORT`: the Prometheus endpoint. A small HTTP server in its
-own thread answers GET /metrics with text the daemon's thread finished before (its
-published status and the last counter sweep's port metrics, `smagent.perf.metrics`), so a
-scrape never waits for a sweep and never reads a half-updated structure."""
+"""`smagent run --metrics ADDR:PORT`: the Prometheus endpoint, prometheus_client's HTTP
+server in its own thread. At each scrape `DaemonCollector` yields what the daemon's thread
+published before (its status, the last counter sweep: `smagent.perf.metrics`), so a scrape
+never waits for a sweep and never reads a half-updated structure."""
 from __future__ import annotations
 
-import http.server
-import socket
 import threading
-from typing import Callable
+from typing import Callable, Iterator
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from smagent.errors import BadInput
+from smagent.perf import metrics
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# the daemon's status (`Daemon.status`) -> counters: (metric, path in the status, help)
+SM_COUNTERS = (
+    ("smagent_sweeps", ("sweeps",), "Sweeps done: the bring-up, every repair, SIGHUP."),
+    ("smagent_sweeps_failed", ("sweeps_failed",), "Sweeps and repairs that ended in an error."),
+    ("smagent_repairs", ("counters", "repairs"), "Repairs after traps."),
+    ("smagent_light_sweeps", ("counters", "light_sweeps"), "Light sweeps."),
+    ("smagent_traps", ("counters", "traps"), "Traps received."),
+    ("smagent_handovers_sent", ("counters", "handovers_sent"), "Handovers to another SM."),
+    ("smagent_errors", ("counters", "errors"), "Fabric failures the daemon survived."),
+    ("smagent_plan_refusals", ("counters", "plan_refusals"), "Sweeps the check of planned tables refused."),
+    ("smagent_smps_sent", ("transport", "sent"), "MADs sent (SMPs and GMPs)."),
+    ("smagent_smps_retried", ("transport", "retries"), "MADs sent again after a timeout or busy answer."),
+    ("smagent_smps_lost", ("transport", "timeouts"), "MADs given up after every try."),
+    ("smagent_perfmgr_sweeps", ("perfmgr", "sweeps"), "Counter sweeps."),
+    ("smagent_perfmgr_gmps", ("perfmgr", "gmps"), "GMPs of the counter sweeps."),
+    ("smagent_perfmgr_clears", ("perfmgr", "clears"), "Ports cleared near saturation."),
+)
+DEFAULT_PORT = 10683  # 9100-9999 is full on Prometheus' list of exporter ports (9683: infiniband_exporter)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """"ADDR:PORT" ("127.0.0.1:9683", "[::1]:9683", ":9683" for every address) -> (host, port)."""
+    """"ADDR:PORT" ("127.0.0.1:10683", "[::1]:10683", ":10683" for every address) -> (host, port)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BadInput(f"--metrics {text!r}: expected ADDR:PORT with a port 1-65535 (e.g. 127.0.0.1:9683)")
+        raise BadInput(f"--metrics {text!r}: expected ADDR:PORT with a port 1-65535 (e.g. 127.0.0.1:{DEFAULT_PORT})")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     return host or "0.0.0.0", int(port)
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+def _at(status: dict, path: tuple[str, ...]):
+    for key in path:
+        status = status.get(key) if isinstance(status, dict) else None  # type: ignore[assignment]
+    return status
 
 
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+def status_families(status: dict) -> Iterator[Metric]:
+    """The running SM from its published status: its state (one series per state, 1 for the
+    current), uptime, its counters, the SA's requests by attribute, method and status."""
+    state = GaugeMetricFamily("smagent_sm_state", "1 for the state the SM is in.", labels=["state"])
+    for st in metrics.SM_STATES:
+        state.add_metric([st], int(status.get("state") == st))
+    yield state
+    yield GaugeMetricFamily("smagent_uptime_seconds", "Seconds since the daemon started.",
+                            value=status.get("uptime_s", 0))
+    for name, path, what in SM_COUNTERS:
+        value = _at(status, path)
+        if isinstance(value, (int, float)):
+            yield CounterMetricFamily(name, what, value=value)
+    sa = CounterMetricFamily("smagent_sa_requests", "SA requests answered, by attribute, method and the answer's "
+                             "status.", labels=["attribute", "method", "status"])
+    for r in status.get("sa_requests") or ():
+        sa.add_metric([str(r["attribute"]), str(r["method"]), str(r["status"])], r["count"])
+    if sa.samples:
+        yield sa
+
+
+class DaemonCollector(Collector):
+    """What the endpoint serves: ``status()`` (the daemon's published status) and ``sweep()``
+    (PerfMgr's last published counter sweep, or None) within ``scope``."""
+
+    def __init__(self, status: Callable[[], dict], sweep: Callable[[], metrics.Sweep | None],
+                 scope: metrics.Scope = metrics.Scope()):
+        self.status, self.sweep, self.scope = status, sweep, scope
+
+    def collect(self) -> Iterator[Metric]:
+        yield from status_families(self.status())
+        last = self.sweep()
+        if last is not None:
+            yield from metrics.sweep_families(last, "smagent_perfmgr")
+            yield from metrics.port_families(last.rows, self.scope)
+            yield from metrics.info_families(last.rows, self.scope)
 
 
 class MetricsServer:
-    def __init__(self, listen: str, render: Callable[[], str]):
-        host, port = parse_listen(listen)
-        render_ = render
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (the http.server spelling)
-                if self.path.split("?")[0] not in ("/metrics", "/"):
-                    self.send_error(404, "only /metrics here")
-                    return
-                body = render_().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", CONTENT_TYPE)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):  # scrapes are not events: no log line each
-                pass
-
-        try:
-            self.httpd = (_Server6 if ":" in host else _Server)((host, port), Handler)
-        except OSError as e:
-            raise BadInput(f"--metrics {listen}: cannot listen there: {e.strerror or e}") from None
-        self.address = self.httpd.server_address
+    def __init__(self, listen: str, collector: Collector):
+        self.host, self.port = parse_listen(listen)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(collector)
+        self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self.address: tuple = (self.host, self.port)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="smagent-metrics", daemon=True)
-        self._thread.start()
+        try:
+            server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        except OSError as e:
+            raise BadInput(f"--metrics {self.host}:{self.port}: cannot listen there: {e.strerror or e}") from None
+        self._server = server
+        self.address = server.server_address
 
     def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
         if self._thread is not None:
-            self.httpd.shutdown()
             self._thread.join(5)
-        self.httpd.server_close()
 
 
-__all__ = ["MetricsServer", "parse_listen", "CONTENT_TYPE"]
+__all__ = ["MetricsServer", "DaemonCollector", "status_families", "parse_listen", "DEFAULT_PORT", "SM_COUNTERS"]

@@ -10,8 +10,8 @@ past `SATURATION` of its range is cleared before it sticks at its maximum (a sat
 counter stops counting), its value added to the port's totals first; what the port
 counts between that read and the clear is lost, a few packets at most.
 
-`metrics_text` renders the per-port part of the Prometheus exposition in the daemon's
-thread after each sweep; the metrics server's thread only reads the finished text.
+After each sweep `published` is replaced whole by an immutable `smagent.perf.metrics.Sweep`
+(each port's reading and a copy of its totals): the metrics server's thread reads only that.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class PerfMgr:
         self.ports: dict[tuple[int, int], PortTrack] = {}
         self.sweeps = self.clears = self.gmps = 0
         self.last: dict | None = None  # the last counter sweep's summary (status)
-        self.text = ""  # the per-port metrics of the last sweep (read by the metrics thread)
+        self.published: metrics.Sweep | None = None  # the last sweep, for the metrics thread
 
     def sweep(self, t: Transport, topo) -> None:
         """One counter sweep of ``topo``'s linked ports; then the saturated ones cleared."""
@@ -62,12 +62,15 @@ class PerfMgr:
         self.sweeps += 1
         self.gmps += health.gmps
         erring = [r for r in health.readings if r.exceeded]
+        ended = time.time()
         self.last = {"ports_read": len(health.readings), "ports_erring": len(erring),
                      "unanswered": len(health.unanswered), "gmps": health.gmps, "cleared": len(full),
-                     "seconds": round(now - t0, 3), "time": time.time()}
+                     "seconds": round(now - t0, 3), "time": ended}
         for u in health.unanswered[:5]:
             log.warning("counter sweep: %s", u)
-        self.text = metrics.port_totals_text(health.readings, self.ports)
+        rows = tuple(metrics.PortRow(r, dict(tr.totals), tr.erring) for r in health.readings
+                     if (tr := self.ports.get((r.node_guid, r.port))) is not None)
+        self.published = metrics.Sweep(rows, len(health.unanswered), ended, now - t0, health.gmps)
 
     def _track(self, r: perf.PortReading, now: float) -> bool:
         """Fold one reading into its port's track; True when a counter nears saturation. A

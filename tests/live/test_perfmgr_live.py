@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ibsim_harness import IbSim, ibsim_available, skip_reason
+from prom import guids, port_value, value
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
@@ -32,11 +33,8 @@ def _free_port() -> int:
 
 
 def _series(text: str, metric: str, node: str, port: int) -> int | None:
-    for labels, value in re.findall(rf"^{metric}\{{(.*)\}} (\S+)$", text, re.M):
-        lab = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-        if lab["node"] == node and lab["port"] == str(port):
-            return int(float(value))
-    return None
+    v = port_value(text, metric, node, port)
+    return None if v is None else int(v)
 
 
 @pytest.fixture
@@ -90,11 +88,16 @@ def test_metrics_endpoint_shows_the_sm_and_a_port_counter_set_on_ibsim(daemon):
     text = _wait(proc, url, lambda t: re.search(r"^smagent_perfmgr_sweeps_total [1-9]", t, re.M)
                  and 'smagent_sm_state{state="MASTER"} 1' in t, "MASTER and a counter sweep")
     assert int(re.search(r"^smagent_smps_sent_total (\d+)", text, re.M).group(1)) > 0
-    assert _series(text, "smagent_port_symbol_errors_total", "Switch1", 1) == 0
+    assert _series(text, "smagent_port_errors_total", "Switch1", 1) == 0  # the error sum, always there
+    assert _series(text, "smagent_port_symbol_errors_total", "Switch1", 1) is None  # an error counter once it counts
+    assert value(text, "smagent_link_info", guid=guids(text)["Switch1"], port="1", state="active") == 1
+    assert value(text, "smagent_perfmgr_last_sweep_timestamp_seconds") > time.time() - 60
+    assert "_per_second" not in text  # rates are PromQL's rate()
     assert _series(text, "smagent_port_transmit_data_bytes_total", "Switch1", 1) > 0
     sim.command('PerformanceSet "Switch1"[1] PortCounters.SymbolErrorCounter=50')
     text = _wait(proc, url, lambda t: _series(t, "smagent_port_symbol_errors_total", "Switch1", 1) == 50,
                  "SymbolErrorCounter 50 on Switch1 port 1")
+    assert _series(text, "smagent_port_errors_total", "Switch1", 1) == 50
     assert _series(text, "smagent_port_erring", "Switch1", 1) == 1
     assert _series(text, "smagent_port_erring", "Switch1", 2) == 0
     lines = [x for x in log.read_text().splitlines() if "starts erring" in x]

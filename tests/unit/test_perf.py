@@ -13,6 +13,7 @@ from mad.header import MadHeader, Method
 from smagent.perf import metrics
 from smagent import perf
 from smagent.errors import BadInput
+import prom
 
 
 def test_port_counters_extended_layout():
@@ -79,8 +80,9 @@ def test_thresholds_parse_and_exceed():
 
 
 def _reading(**kw) -> perf.PortReading:
-    return perf.PortReading(0x200000, kw.pop("node", "Switch1"), 1, 1, perfmgt.PortCounters(**kw), "4xSDR",
-                            0x100000, 'Hca "1"\\x', 1)
+    return perf.PortReading(0x200000, kw.pop("node", "Switch1"), kw.pop("port", 1), 1, perfmgt.PortCounters(**kw),
+                            "4xSDR", 0x100000, 'Hca "1"\\x', 1, switch=True, width="4x", speed="SDR", rate_gbps=10.0,
+                            state=4)
 
 
 def test_prometheus_text(tmp_path):
@@ -88,16 +90,73 @@ def test_prometheus_text(tmp_path):
     h.readings[0].exceeded = {"SymbolErrorCounter": 50}
     text = metrics.prometheus_text(h)
     assert "# TYPE smagent_port_symbol_errors_total counter" in text
-    line = next(x for x in text.splitlines() if x.startswith("smagent_port_symbol_errors_total{"))
-    assert line.endswith(" 50") and 'node_guid="0x0000000000200000"' in line and 'port="1"' in line
-    assert 'remote_node="Hca \\"1\\"\\\\x"' in line  # quotes and backslashes escaped
-    assert "smagent_port_transmit_data_bytes_total{" in text and " 40\n" in text  # 10 words = 40 bytes
-    assert "smagent_health_ports_erring 1" in text
+    key = {"guid": "0x0000000000200000", "node_type": "switch", "port": "1"}
+    assert prom.value(text, "smagent_port_symbol_errors_total", **key) == 50
+    assert prom.value(text, "smagent_port_errors_total", **key) == 50
+    assert prom.value(text, "smagent_port_link_downed_total", **key) == 0  # health: every counter, zero or not
+    assert prom.value(text, "smagent_port_transmit_data_bytes_total", **key) == 40  # 10 words = 40 bytes
+    assert prom.value(text, "smagent_node_info", guid=key["guid"], name="Switch1", lid="1") == 1
+    assert prom.value(text, "smagent_link_info", **key, remote_guid="0x0000000000100000", remote_port="1",
+                      width="4x", speed="SDR", rate="10", state="active") == 1
+    assert prom.value(text, "smagent_port_state", **key) == 4
+    assert prom.value(text, "smagent_health_ports_erring") == 1
+    assert prom.value(text, "smagent_health_last_sweep_timestamp_seconds") > 1.7e9
     assert "unicast" not in text  # PortCountersExtended not read: its counters are absent, not zero
     h.readings[0].extended = perfmgt.PortCountersExtended(port_xmit_data=1 << 40, port_unicast_xmit_pkts=6)
     text = metrics.prometheus_text(h)
-    assert f" {4 << 40}\n" in text and " 40\n" not in text  # the 64-bit counter preferred
-    assert re.search(r"^smagent_port_unicast_transmit_packets_total\{.*\} 6$", text, re.M)
+    assert prom.value(text, "smagent_port_transmit_data_bytes_total", **key) == 4 << 40  # the 64-bit one preferred
+    assert prom.value(text, "smagent_port_unicast_transmit_packets_total", **key) == 6
+
+
+def test_a_node_name_with_quotes_is_escaped():
+    h = perf.Health([_reading(node='Sw "A"\\b\nc')], dict(perf.DEFAULT_THRESHOLDS))
+    assert prom.guids(metrics.prometheus_text(h)) == {'Sw "A"\\b\nc': "0x0000000000200000"}
+
+
+def _rows(n_ports: int, errors_every: int = 0) -> list:
+    rows = []
+    for i in range(n_ports):
+        r = _reading(port=i % 36 + 1, port_xmit_data=10 ** 9 + i, port_rcv_data=10 ** 9, port_xmit_pkts=10 ** 7,
+                     port_rcv_pkts=10 ** 7, symbol_error_counter=3 if errors_every and i % errors_every == 0 else 0)
+        r.node_guid = 0x0002C90300000000 + i // 36
+        r.switch = i % 2 == 0
+        tot = {c.field: v for c in perf.COUNTERS if (v := r.value(c)) is not None}
+        rows.append(metrics.PortRow(r, tot, False))
+    return rows
+
+
+def _scrape(rows, scope) -> str:
+    sweep = metrics.Sweep(tuple(rows), 0, 1.7e9, 1.0, 0)
+    from smagent.sm.metrics_server import DaemonCollector
+    return metrics.text(DaemonCollector(lambda: {"state": "MASTER"}, lambda: sweep, scope))
+
+
+def test_scope_picks_ports_and_counters():
+    rows = _rows(72, errors_every=10)
+    default = prom.samples(_scrape(rows, metrics.Scope()))
+    names = {n for n, _l, _v in default}
+    assert "smagent_port_errors_total" in names and "smagent_port_transmit_data_bytes_total" in names
+    assert not any(n.endswith("_per_second") for n in names)  # rate() does that
+    symbol = [lab for n, lab, _v in default if n == "smagent_port_symbol_errors_total"]
+    assert len(symbol) == 8  # ports 0, 10, ..., 70: the ones whose counter counted
+    assert not [n for n, _l, _v in default if n == "smagent_port_link_downed_total"]  # zero everywhere
+    sw = prom.samples(_scrape(rows, metrics.Scope(ports="switch")))
+    assert {lab["node_type"] for _n, lab, _v in sw if "node_type" in lab} == {"switch"}
+    assert len([1 for n, _l, _v in sw if n == "smagent_port_errors_total"]) == 36
+    errors = {n for n, _l, _v in prom.samples(_scrape(rows, metrics.Scope(counters="errors")))}
+    assert "smagent_port_transmit_data_bytes_total" not in errors and "smagent_port_errors_total" in errors
+    every = prom.samples(_scrape(rows, metrics.Scope(counters="all")))
+    assert len([1 for n, _l, _v in every if n == "smagent_port_link_downed_total"]) == 72
+    with pytest.raises(BadInput, match="metrics ports"):
+        metrics.Scope(ports="hosts")
+
+
+def test_a_scrape_stays_under_a_kilobyte_a_port():
+    """The issue's budget (1 KB a port by default) on 3,600 ports: what a port adds, its
+    counters and its info series together."""
+    small, large = (len(_scrape(_rows(n, errors_every=50), metrics.Scope()).encode()) for n in (360, 3600))
+    per_port = (large - small) / 3240
+    assert per_port <= 1024, per_port
 
 
 def test_commands_refuse_before_any_mad(cli, tmp_path):
@@ -109,17 +168,18 @@ def test_commands_refuse_before_any_mad(cli, tmp_path):
     assert r.exit_code == 2
 
 
-def test_daemon_metrics_text_and_listen_addresses():
-    from smagent.sm.metrics_server import parse_listen
+def test_daemon_status_metrics_and_listen_addresses():
+    from smagent.sm.metrics_server import DEFAULT_PORT, DaemonCollector, parse_listen
     status = {"state": "MASTER", "uptime_s": 3.5, "sweeps": 2, "counters": {"traps": 4, "repairs": 1},
               "transport": {"sent": 100, "retries": 3, "timeouts": 1}, "perfmgr": None}
-    text = metrics.daemon_text(status, "x_total 1\n")
-    assert 'smagent_sm_state{state="MASTER"} 1' in text and 'smagent_sm_state{state="STANDBY"} 0' in text
-    for line in ("smagent_sweeps_total 2", "smagent_traps_total 4", "smagent_smps_sent_total 100",
-                 "smagent_smps_retried_total 3", "smagent_smps_lost_total 1", "smagent_uptime_seconds 3.5"):
-        assert line in text.splitlines()
-    assert "perfmgr" not in text and text.endswith("x_total 1\n")  # families without a value are left out
-    assert parse_listen("127.0.0.1:9683") == ("127.0.0.1", 9683)
+    text = metrics.text(DaemonCollector(lambda: status, lambda: None))
+    assert prom.value(text, "smagent_sm_state", state="MASTER") == 1
+    assert prom.value(text, "smagent_sm_state", state="STANDBY") == 0
+    for name, v in (("smagent_sweeps_total", 2), ("smagent_traps_total", 4), ("smagent_smps_sent_total", 100),
+                    ("smagent_smps_retried_total", 3), ("smagent_smps_lost_total", 1), ("smagent_uptime_seconds", 3.5)):
+        assert prom.value(text, name) == v, name
+    assert "perfmgr" not in text  # families without a value are left out
+    assert parse_listen(f"127.0.0.1:{DEFAULT_PORT}") == ("127.0.0.1", DEFAULT_PORT) and DEFAULT_PORT != 9683
     assert parse_listen("[::1]:80") == ("::1", 80) and parse_listen(":9100") == ("0.0.0.0", 9100)
     for bad in ("9683", "host:", "host:0", "host:70000", "host:x"):
         with pytest.raises(BadInput, match="--metrics"):

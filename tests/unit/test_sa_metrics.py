@@ -10,7 +10,7 @@ from mad import sa
 from mad.header import Method
 from mad.sa_records import NodeRecord, PathRecord
 from smagent.sm.daemon import Daemon, DaemonOptions
-from smagent.sm.metrics_server import MetricsServer
+from smagent.sm.metrics_server import DaemonCollector, MetricsServer
 from smagent.transport.address import Address
 from smagent.transport.sim import SimTransport
 
@@ -25,7 +25,7 @@ def series(text: str) -> dict:
     out = {}
     for labels, value in re.findall(r"^smagent_sa_requests_total\{(.*)\} (\S+)$", text, re.M):
         lab = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-        out[(lab["attribute"], lab["method"], lab["status"])] = int(value)
+        out[(lab["attribute"], lab["method"], lab["status"])] = int(float(value))
     return out
 
 
@@ -47,7 +47,7 @@ def test_sa_requests_counted_in_the_metrics_endpoint():
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    server = MetricsServer(f"127.0.0.1:{port}", d.metrics_text)
+    server = MetricsServer(f"127.0.0.1:{port}", DaemonCollector(d.published_status, d.published_sweep))
     server.start()
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:

@@ -419,4 +419,15 @@ def test_a_sweep_the_plan_check_refuses_is_counted(tmp_path):
     d.start()
     s = d.status()
     assert s["state"] == "MASTER" and s["counters"]["plan_refusals"] == 1 and s["sweeps_failed"] == 1
-    assert "smagent_plan_refusals_total 1" in metrics.daemon_text(s).splitlines()
+    from smagent.sm.metrics_server import status_families
+    assert "smagent_plan_refusals_total 1.0" in metrics.text(_Families(status_families(s))).splitlines()
+
+
+class _Families:
+    """Metric families already made, as a collector."""
+
+    def __init__(self, families):
+        self.families = list(families)
+
+    def collect(self):
+        return iter(self.families)
