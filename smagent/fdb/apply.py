@@ -8,9 +8,12 @@ An apply, in order:
    ``keep`` there (`backup.prune`: never this apply's, nor an interrupted apply's);
 2. **journal** every unit it is about to write (``STATE_DIR/apply.journal``; moved into
    ``STATE_DIR/journals`` when it finishes, the newest ``keep`` kept);
-3. **write** SwitchInfo, then LFT blocks in chunks of ``chunk`` (each chunk's confirmed
-   units journalled as it comes back, so an interrupted run is known to within a chunk;
-   flushed per chunk, fsynced once the LFT phase ends),
+3. **write** SwitchInfo, then LFT blocks in stages, the destination's side first, so that
+   no pair routable before and after is black-holed or loops meanwhile
+   (`smagent.planning.update_order`; a block whose entries need different stages is written
+   once per stage), in chunks of ``chunk`` (each chunk's confirmed final writes journalled as
+   it comes back, so an interrupted run is known to within a chunk; flushed per chunk,
+   fsynced once the LFT phase ends),
    then RFT blocks (clearing phase first), then MFT units, then the link phase's per-port
    tables (SL2VL, VLArb, P_Key: `smagent.fdb.porttables`; backed up and journalled alike);
 4. **check the read-back**: the GetResp of every Set is what the switch now holds, and
@@ -27,6 +30,7 @@ commands call `apply`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 
 from smagent.fdb import porttables as linktab
@@ -37,6 +41,7 @@ from smagent.fdb import rft
 from smagent.fdb.journal import Journal, JournalError
 from smagent.fdb.plan import Plan  # noqa: F401 - also the name callers use (fdb.apply.Plan)
 from smagent.fdb.switch import interleave
+from smagent.planning import update_order
 
 JOURNAL_CHUNK = 1024  # LFT blocks written between two journal records (and fsyncs)
 
@@ -88,19 +93,43 @@ class Apply:
         return self._note(tops.write(self.t, self.plan.tops, written=self.written["tops"]))
 
     def lft(self) -> list[str]:
-        order = interleave(self.plan.lft)
-        problems = []
+        """LFT blocks in stages, the destination's side first (`planning.update_order`), so no
+        pair routable before and after breaks while they go out; each stage's Sets
+        interleaved over switches and sent together, journalled per chunk as they come back."""
+        problems: list[str] = []
         with self._closing_on_error():
-            for i in range(0, len(order), self.chunk):
-                written, p = linear.write_lft_blocks(self.t, order[i:i + self.chunk], ordered=True)
-                problems += p
-                self.lft_written += len(written)
-                self.written["lft"] += written
-                # flushed per chunk, fsynced once (the begin record already names every block)
-                self._journal("written_many", written, sync=False)
-            if order:
+            for stage in self._lft_stages():
+                unanswered = False
+                for i in range(0, len(stage), self.chunk):
+                    batch = stage[i:i + self.chunk]
+                    written, p = linear.write_lft_blocks(self.t, interleave([c for c, _final in batch]), ordered=True)
+                    problems += p
+                    self.lft_written += len(written)  # Sets, a block's partial writes included
+                    done = {id(c) for c in written}
+                    # a block written with part of its new entries is not done until its last write
+                    finished = [c for c, final in batch if final and id(c) in done]
+                    self.written["lft"] += finished
+                    # flushed per chunk, fsynced once (the begin record already names every block)
+                    self._journal("written_many", finished, sync=False)
+                    unanswered = unanswered or len(written) < len(batch)
+                if unanswered:
+                    break  # a later stage relies on this one's entries: the repair passes re-plan the rest
+            if self.plan.lft:
                 self._journal("sync")
         return self._note(problems)
+
+    def _lft_stages(self) -> list[list[tuple]]:
+        """(change to send, whether it is the block's last write) per stage; one stage when
+        the fabric's links are not known (a table command on one switch)."""
+        changes = self.plan.lft
+        if self.topology is None or not changes:
+            return [[(c, True) for c in changes]] if changes else []
+        nodes, links = self.topology.nodes, self.topology.links
+        peer = {(g, p): g2 for (g, p), (g2, _p2) in links.items() if g2 in nodes and nodes[g2].is_switch}
+        order = update_order.staged([update_order.Change(c.switch, c.block, c.old, bytes(c.new)) for c in changes],
+                                    peer)
+        return [[(c if w.final else dataclasses.replace(c, new=w.content), w.final)
+                 for w in stage for c in (changes[w.index],)] for stage in order.stages]
 
     def rft(self) -> list[str]:
         return self._write(rft.write_rft_blocks, self.plan.rft, "rft")

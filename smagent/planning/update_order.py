@@ -1,0 +1,217 @@
+"""The order of a reroute's LFT Sets, so that no pair routable before and after is
+black-holed or loops while the Sets go out (issue 40 item 2).
+
+Toward one destination the new routes form a tree. Writing a switch's new entry only once
+the next switch on its new path holds its own new entry (the destination's side first,
+outwards) keeps every intermediate state sound: a packet follows old entries, which still
+work, until it meets a switch already updated, and from there new entries only, each of
+which leads on over switches already final to the destination. So each changed entry gets
+a level, 0 where its new next hop is final already (an end port, or a switch whose entry
+does not change), else one more than the next switch's; stage L writes every entry of level
+L (an entry that routes nothing today at once: no working path crosses it). An LFT Set carries a block of 64 LIDs, whose entries may need different stages: such a
+block is written once per level it holds, each time with the entries due so far and the
+others as they were (a few more Sets, and no order conflict between destinations of one
+block). A change whose new routes loop has no such order: its entries get the last stage,
+and `loops` names them (the check of planned tables refuses such plans before this).
+
+`broken_steps` measures any order: after every single Set, the (source switch, destination
+LID) pairs that both the old and the new tables deliver and the tables as they stand do not,
+weighted by the hosts on the source switch (`bench/update_order.py`).
+
+Pure: tables are bytes, the fabric a map of (switch, port) to the switch beyond it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping, Sequence
+
+B = 64  # LIDs per LFT block (IBA 14.2.5.10)
+NO_PORT = 0xFF
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One LFT block to change: ``old`` as the switch holds it (None: not read), ``new``."""
+    switch: int
+    block: int
+    old: bytes | None
+    new: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Write:
+    """One Set of a staged reroute: change ``index`` of the input, with ``content``."""
+    index: int
+    content: bytes
+    final: bool  # the change's last write (content == new)
+
+
+@dataclasses.dataclass
+class Order:
+    stages: list[list[Write]]
+    loops: list[tuple[int, int]]  # (switch, LID) entries whose new routes loop
+
+    @property
+    def writes(self) -> list[Write]:
+        return [w for stage in self.stages for w in stage]
+
+
+def _changed(c: Change) -> list[int]:
+    return [k for k in range(B) if c.old is None or c.old[k] != c.new[k]]
+
+
+def levels(changes: Sequence[Change], peer: Mapping[tuple[int, int], int]) -> tuple[list[dict[int, int]], list]:
+    """Per change, {entry index in the block: level}; and the (switch, LID) entries on a loop."""
+    at = {(c.switch, c.block): i for i, c in enumerate(changes)}
+    changed = [set(_changed(c)) for c in changes]
+    out: list[dict[int, int]] = [{} for _ in changes]
+    loops: list[tuple[int, int]] = []
+    for i, c in enumerate(changes):
+        for k in changed[i]:
+            if k in out[i]:
+                continue
+            base: int | None
+            chain, j = [], i  # follow the new next hops while their entries change
+            while True:
+                chain.append(j)
+                n = peer.get((changes[j].switch, changes[j].new[k]))
+                nxt = at.get((n, c.block)) if n is not None else None
+                if nxt is None or k not in changed[nxt] or k in out[nxt]:
+                    base = out[nxt][k] + 1 if nxt is not None and k in out[nxt] else 0
+                    break
+                if nxt in chain:  # the new routes loop: no safe order for this LID
+                    loops += [(changes[m].switch, c.block * B + k) for m in chain[chain.index(nxt):]]
+                    base = None
+                    break
+                j = nxt
+            for depth, m in enumerate(reversed(chain)):
+                out[m][k] = -1 if base is None else base + depth
+    last = max((lv for d in out for lv in d.values()), default=0) + 1
+    for d in out:
+        for k, lv in d.items():
+            if lv < 0:
+                d[k] = last
+    return out, loops
+
+
+def _due(c: Change, k: int, level: int) -> int:
+    """The stage entry ``k`` of ``c`` is written in: its level, but at once where the switch
+    routes nothing there now (no old path crosses it, so no pair that works can break on it;
+    the entries upstream still wait for its level): a bring-up is one stage."""
+    return 0 if c.old is None or c.old[k] == NO_PORT else level
+
+
+def _whole_blocks(changes: Sequence[Change], peer: Mapping[tuple[int, int], int],
+                  lv: list[dict[int, int]]) -> list[int] | None:
+    """A stage per change that writes each block once, where one exists: the changes
+    ordered by the changes their entries wait for (a block after every block one of its
+    entries' next hops is in); None where those waits go round in a circle."""
+    at = {(c.switch, c.block): i for i, c in enumerate(changes)}
+    waits: list[set[int]] = [set() for _ in changes]
+    for i, c in enumerate(changes):
+        for k in lv[i]:
+            if _due(c, k, 1) == 0:
+                continue  # written at once whatever comes before it
+            n = peer.get((c.switch, c.new[k]))
+            j = at.get((n, c.block)) if n is not None else None
+            if j is not None and j != i and k in lv[j]:
+                waits[i].add(j)
+    stage: list[int | None] = [None] * len(changes)
+    done: dict[int, int] = {}  # the stages worked out so far
+    state = [0] * len(changes)  # 0 new, 1 on the stack, 2 done
+    for root in range(len(changes)):
+        stack = [(root, iter(waits[root]))]
+        state[root] = 1
+        while stack:
+            i, it = stack[-1]
+            j = next(it, None)
+            if j is None:
+                stack.pop()
+                state[i] = 2
+                done[i] = 1 + max((done[w] for w in waits[i]), default=-1)
+                stage[i] = done[i]
+            elif state[j] == 1:
+                return None
+            elif state[j] == 0:
+                state[j] = 1
+                stack.append((j, iter(waits[j])))
+    return [s for s in stage if s is not None]
+
+
+def staged(changes: Sequence[Change], peer: Mapping[tuple[int, int], int]) -> Order:
+    """The Sets of ``changes`` in stages (see the module's docstring): every Set of a stage
+    may go out at once; a stage starts when the one before is confirmed. Each block is
+    written once where an order of whole blocks exists, else per entry level."""
+    lv, loops = levels(changes, peer)
+    whole = None if loops else _whole_blocks(changes, peer, lv)
+    if whole is not None:
+        stages: dict[int, list[Write]] = {}
+        for i, c in enumerate(changes):
+            stages.setdefault(whole[i], []).append(Write(i, bytes(c.new), True))
+        return Order([stages[m] for m in sorted(stages)], loops)
+    by_stage: dict[int, list[Write]] = {}
+    for i, c in enumerate(changes):
+        due = {k: _due(c, k, level) for k, level in lv[i].items()}
+        marks = sorted(set(due.values())) or [0]
+        for m in marks:
+            content = bytes(c.new[k] if due.get(k, -1) <= m else c.old[k] for k in range(B))  # type: ignore[index]
+            by_stage.setdefault(m, []).append(Write(i, content, m == marks[-1]))
+    return Order([by_stage[m] for m in sorted(by_stage)], loops)
+
+
+# -- measuring an order ---------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Net:
+    """What delivery needs: switch-to-switch links, where each LID lives (switch, port; port
+    0 the switch itself), and the hosts behind each switch (the weight of its pairs)."""
+    peer: Mapping[tuple[int, int], int]
+    homes: Mapping[int, tuple[int, int]]
+    hosts: Mapping[int, int]
+
+
+def _delivers(net: Net, tables: Mapping[int, bytes | bytearray], src: int, lid: int) -> bool:
+    home = net.homes[lid]
+    sw, hops = src, 0
+    while hops <= 64:
+        t = tables.get(sw)
+        port = t[lid] if t is not None and lid < len(t) else NO_PORT
+        if (sw, port) == home:
+            return True
+        nxt = net.peer.get((sw, port))
+        if nxt is None:
+            return False  # no route, a dead port, or the wrong end port
+        sw, hops = nxt, hops + 1
+    return False  # a loop
+
+
+def broken_steps(net: Net, before: Mapping[int, bytes], sets: Iterable[tuple[int, int, bytes]]) -> tuple[int, int]:
+    """Apply ``sets`` ((switch, block, content)) one by one to ``before`` and count, after
+    each, the (source switch, LID) pairs delivered before and after the whole change but not
+    now, weighted by the source switch's hosts: (pair-steps broken, Sets)."""
+    now = {s: bytearray(t) for s, t in before.items()}
+    sets = list(sets)
+    after = {s: bytearray(t) for s, t in before.items()}
+    for sw, block, content in sets:
+        after.setdefault(sw, bytearray(B * (block + 1)))
+        _put(after[sw], block, content)
+    sources = [s for s, n in net.hosts.items() if n]
+    lids = sorted(net.homes)
+    ok = {(s, lid) for s in sources for lid in lids
+          if _delivers(net, before, s, lid) and _delivers(net, after, s, lid)}
+    broken = 0
+    for sw, block, content in sets:
+        now.setdefault(sw, bytearray(B * (block + 1)))
+        _put(now[sw], block, content)
+        for lid in range(block * B, block * B + B):
+            if lid in net.homes:
+                broken += sum(net.hosts[s] for s in sources if (s, lid) in ok and not _delivers(net, now, s, lid))
+    return broken, len(sets)
+
+
+def _put(table: bytearray, block: int, content: bytes) -> None:
+    if len(table) < B * (block + 1):
+        table.extend(bytes([NO_PORT]) * (B * (block + 1) - len(table)))
+    table[block * B:(block + 1) * B] = content
+
+
+__all__ = ["Change", "Write", "Order", "Net", "levels", "staged", "broken_steps"]
