@@ -177,6 +177,36 @@ class Session:
         blocks = snapmod.MFT_BLOCKS_DEFAULT if mft_blocks is None else _mft_blocks(mft_blocks)
         return diffmod.diff(t, baseline, mft_blocks=blocks)
 
+    def whatif(self, fail: Sequence[str], *, routing: str | None = None, **more: Any) -> Any:
+        """What losing ``fail`` (each a node as the CLI names targets, or ``NODE[PORT]`` for
+        the cable on that port) would do under ``routing`` (default: the sweep's engine):
+        host pairs lost, rerouted, the hottest link before and after, credit loops. Two
+        plans, no Set, and no SMP at all: only on a snapshot (the replay transport) or the
+        simulator. Returns a `smagent.verify.whatif.WhatIf` (``.lines()``, ``.as_json()``)."""
+        from smagent import sweep as sweepmod
+        from smagent.sweep import plancheck
+        from smagent.verify import whatif
+        t = self._open()
+        if t.name not in ("sim", "replay"):
+            raise BadInput("whatif sends no SMP: give it a snapshot (--from FILE, recorded by `smagent snapshot "
+                           "FILE`) or the simulator")
+        if not fail:
+            raise BadInput("whatif: name what fails (--fail NODE or --fail NODE[PORT])")
+        more.setdefault("multicast", False)  # unicast only: a cut fabric has no one tree for a group
+        healthy = self.sweep(dry_run=True, routing=routing, state_dir=None, force=True, **more)
+        failures = [_failure(text, healthy.topology) for text in fail]
+        after_topo = whatif.without(plancheck.planned_topology(healthy), failures)
+        lfts = plancheck.planned_lfts(healthy)
+        extra: dict[str, Any] = {"routing": routing} if routing else {}
+        opts = sweepmod.SweepOptions(dry_run=True, force=True, known=sweepmod.KnownState(after_topo, lfts, {}),
+                                     **extra, **more)
+        failed = sweepmod.sweep(t, opts)
+        w = whatif.compare(plancheck.snapshot(healthy, planned=True), plancheck.snapshot(failed, planned=True),
+                           failures)
+        chosen = healthy.summary().get("routing")  # the engine a sweep names (auto: the one it chose)
+        w.engine = (chosen.get("engine") if isinstance(chosen, dict) else chosen) or routing or str(opts.routing)
+        return w
+
     def discover(self) -> Topology:
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
         from smagent import discovery
@@ -587,6 +617,22 @@ def _mft_blocks(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= fw.MFT_BLOCKS:
         raise BadInput(f"mft_blocks: {n!r}: expected a number of MFT blocks, 1..{fw.MFT_BLOCKS}")
     return n
+
+
+def _failure(text: str, topology: Topology) -> Any:
+    """``NODE`` or ``NODE[PORT]`` (a cable by one of its ends) -> a `whatif.Failure`."""
+    from smagent.discovery import targets
+    from smagent.verify import whatif
+    name, port = text, None
+    if text.endswith("]") and "[" in text:
+        name, _, rest = text[:-1].rpartition("[")
+        if not rest.isdigit():
+            raise BadInput(f"--fail {text!r}: expected NODE or NODE[PORT] with a port number")
+        port = int(rest)
+    node, _p = targets.find_node(name, topology)
+    if port is not None and (node.guid, port) not in topology.links:
+        raise BadInput(f"--fail {text!r}: {node.description or hex(node.guid)} has no cable on port {port}")
+    return whatif.Failure(node.guid, node.description or f"{node.guid:#018x}", port)
 
 
 def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture: PathArg | None = None,

@@ -91,8 +91,8 @@ def check(r, examples: int = verify.EXAMPLES) -> PlanCheck:
     """Check the tables a planned `smagent.sweep.SweepResult` would leave against those
     it read (see the module docstring)."""
     t0 = time.monotonic()
-    cur = _snapshot(r, planned=False)
-    new = _snapshot(r, planned=True)
+    cur = snapshot(r, planned=False)
+    new = snapshot(r, planned=True)
     report = verify.check(new, examples, keep_outcomes=True)
     defects, texts = _broken(cur, new, report, examples)
     _absolute(new, report, examples, defects, texts)
@@ -112,12 +112,12 @@ def _absolute(new: verify.Snapshot, report: verify.Report, examples: int, defect
             texts[cls] = report.texts[cls]
 
 
-def _snapshot(r, *, planned: bool) -> verify.Snapshot:
-    topo = _planned_topology(r) if planned else r.topology
-    lfts = dict(r.lft_current)
+def snapshot(r, *, planned: bool) -> verify.Snapshot:
+    """``r``'s tables as a verify Snapshot: as read, or as its plan would leave them."""
+    topo = planned_topology(r) if planned else r.topology
+    lfts = planned_lfts(r) if planned else dict(r.lft_current)
     rft_blocks = dict(r.rft_current)
     if planned:
-        lfts.update(((c.switch, c.block), bytes(c.new)) for c in r.lft_changes)
         rft_blocks.update(((c.switch, c.block), list(c.new)) for c in sorted(r.rft_changes, key=lambda c: c.phase))
     rfts = {}
     for n in topo.switches():
@@ -137,7 +137,14 @@ def _snapshot(r, *, planned: bool) -> verify.Snapshot:
     return snap
 
 
-def _planned_topology(r):
+def planned_lfts(r) -> dict[tuple[int, int], bytes]:
+    """The LFT blocks as ``r``'s plan would leave them: {(switch, block): bytes}."""
+    lfts = dict(r.lft_current)
+    lfts.update(((c.switch, c.block), bytes(c.new)) for c in r.lft_changes)
+    return lfts
+
+
+def planned_topology(r):
     """The topology with the PortInfo and SwitchInfo the plan's Sets would leave: new
     LIDs and LMC, INIT ports ACTIVE, SwitchInfo as planned (LinearFDBTop, DefaultPort)."""
     topo = r.topology
