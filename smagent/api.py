@@ -92,6 +92,14 @@ class Session:
         self.state_dir = state_dir
         self.closed = False
 
+    def __repr__(self) -> str:  # what the session reaches and what it learnt, not its contents
+        t = self.transport
+        where = getattr(t, "description", None) or t.name
+        topo = "" if self.topology is None else (f", discovered {len(self.topology.switches())} switches and "
+                                                 f"{len(self.topology.cas())} CAs")
+        state = f", state in {self.state_dir}" if self.state_dir else ""
+        return f"<Session {where}{topo}{state}{', closed' if self.closed else ''}>"
+
     # -- context manager ---------------------------------------------------------------
     def close(self) -> None:
         """Close the transport; every later call raises `SessionClosed`."""

@@ -106,15 +106,19 @@ def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str])
     """``smagent SUBCOMMAND ... --global-option [VALUE] ...`` -> the global options (and
     their values) moved before SUBCOMMAND; everything else, in order, stays where it was.
     An option the subcommand (or a command nested in it) has itself stays its own, and
-    nothing after ``--`` moves. Help options never move (``sweep -h`` is sweep's help)."""
+    nothing after ``--`` moves. Help options never move (``sweep -h`` is sweep's help).
+    ``--json`` given before SUBCOMMAND moves after it, where the subcommand has one."""
     at = _subcommand_at(root, args)
     if at is None or args[at] not in COMMANDS:
         return args
     sub = root.get_command(ctx, args[at])
     if sub is None:
         return args
-    glob = {n: o for n, o in _options(root).items() if n not in ("-h", "--help")}
     theirs = _options(sub)
+    if "--json" in args[:at] and "--json" in theirs:  # `smagent --json sweep`: the command's own --json
+        args = [a for a in args[:at] if a != "--json"] + [args[at], "--json"] + args[at + 1:]
+        at -= 1
+    glob = {n: o for n, o in _options(root).items() if n not in ("-h", "--help")}
     moved: list[str] = []
     rest: list[str] = []
     i = at + 1

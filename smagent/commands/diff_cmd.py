@@ -11,7 +11,7 @@ from smagent.errors import EXIT_DEFECTS
 
 @click.command()
 @click.argument("baseline", type=click.Path(dir_okay=False))
-@click.option("--mft-blocks", type=click.IntRange(1, 512), default=None, show_default="2",
+@click.option("--mft-blocks", type=click.IntRange(1, 512), default=2, show_default=True,
               help="MFT blocks of 32 MLIDs compared on every switch, from 0xC000 (more up to its MulticastFDBTop).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document: the differences as records (table, node, where, baseline, now).")

@@ -106,7 +106,23 @@ def _default_name(obj, from_json) -> str:
     given = o.get("topology") if o["transport"] == "sim" else o.get("fixture") if o["transport"] == "replay" else None
     if given:
         return os.path.splitext(os.path.basename(given))[0]
-    return {"sim": "bundled simulator fabric", "umad": f"fabric via {o.get('ca') or 'umad'}"}.get(o["transport"], "fabric")
+    if o["transport"] == "umad":
+        return _live_name(obj)
+    return {"sim": "bundled simulator fabric"}.get(o["transport"], "fabric")
+
+
+def _live_name(obj) -> str:
+    """A live fabric by what names it to an admin: its subnet prefix, seen from which host
+    and port (two Gets of the local port: its NodeDescription and PortInfo)."""
+    session = obj.session()
+    t = session.transport
+    try:
+        host = session.query("nodedesc", "0").node_string
+        local = t.local_port()
+        prefix = session.query("portinfo", "0", port=local.port).gid_prefix
+    except Exception:  # noqa: BLE001 - a name for a title: the transport's own words will do
+        return t.describe()
+    return f"subnet {prefix:#018x} from {host} ({t.describe()})"
 
 
 def _summary(b: dict, shown: dict) -> str:
@@ -133,7 +149,7 @@ def _nothing_to_draw(figures: dict, output: str, fmt: str, source: str, as_json:
                    f"(smagent sweep)? {output} not written")
     if as_json:
         emit_json({"output": None, "format": fmt, "balance": figures, "problems": [message]})
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"Error: {message}", err=True)  # as every other command's error line
     sys.exit(EXIT_DEFECTS)
 
 

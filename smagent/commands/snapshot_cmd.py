@@ -10,7 +10,7 @@ from smagent.commands.common import check_output
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--mft-blocks", type=click.IntRange(1, 512), default=None, show_default="2",
+@click.option("--mft-blocks", type=click.IntRange(1, 512), default=2, show_default=True,
               help="MFT blocks of 32 MLIDs read on every switch, from 0xC000 (more up to its MulticastFDBTop).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: what was read and what failed.")
 @click.pass_obj
@@ -18,7 +18,7 @@ def snapshot(obj, file, mft_blocks, as_json):
     """Record one discovery and every table any plan could read (NodeInfo/Desc, PortInfo of
     every port, SwitchInfo, LFT/RFT/MFT, SL2VL, VLArb, P_Key, SMInfo) to FILE (ERF; .pcap:
     pcap). `--transport replay --fixture FILE` then plans, diffs and verifies offline."""
-    check_output(file)
+    check_output(file, "FILE")
     result = obj.session().snapshot(file, mft_blocks=mft_blocks)
     s = result.summary()
     if as_json:

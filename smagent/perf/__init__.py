@@ -327,6 +327,9 @@ def locate(t: Transport, target: str | None, port: int | None, *, topology=None)
     tgt = targets.resolve_target(target, t, topology=topology)
     (ni,) = t.execute([tgt.request(Method.GET, AttrID.NODE_INFO)], check=True)
     info = ni.value(NodeInfo)
+    if port is not None and port != ALL_PORTS and port > info.num_ports:  # as `lft set`: bad input, exit 2
+        raise BadInput(f"--port {port}: {tgt.describe()} has ports 1..{info.num_ports}"
+                       + (" (0: the switch itself)" if info.node_type == NodeType.SWITCH else ""))
     own = 0 if info.node_type == NodeType.SWITCH else info.local_port_num  # a switch's LID is port 0's
     lid = tgt.lid
     if lid is None:

@@ -117,6 +117,9 @@ def test_counters_by_description_and_all_ports_sum(fabric):
     # a CA's agent has no AllPortSelect (CapabilityMask 0x1200 on ibsim): refused, exit 2
     r = sim.smagent("counters", _lid(sim, "Hca2"), "--port", 255, check=False)
     assert r.returncode == 2 and "AllPortSelect" in r.stderr
+    # a port the node lacks is bad input (exit 2), as for `lft set`, not a fabric failure
+    r = sim.smagent("counters", lid, "--port", 99, check=False)
+    assert r.returncode == 2 and "--port 99" in r.stderr
 
 
 def test_reset_clears_like_perfquery_r(fabric):

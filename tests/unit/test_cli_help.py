@@ -1,6 +1,8 @@
 """The command line as its help and its users see it (issue item 8): every --json says what
 it prints, defaults are values (not Python names), global options may follow the command,
 and the routing choices are the same everywhere."""
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -50,6 +52,8 @@ def test_run_and_sweep_offer_the_same_engines():
     (["decode", "--", "-v"], ["decode", "--", "-v"]),
     (["sweep", "-h"], ["sweep", "-h"]),
     (["nosuch", "-v"], ["nosuch", "-v"]),
+    (["--json", "sweep", "--dry-run"], ["sweep", "--json", "--dry-run"]),  # the command's own --json
+    (["--json", "-v", "discover"], ["-v", "discover", "--json"]),
 ])
 def test_global_options_after_the_command_move_before_it(given, hoisted):
     ctx = cli.main.make_context("smagent", ["decode", "00"], resilient_parsing=True)
@@ -65,3 +69,8 @@ def test_sweep_v_logs_like_v_sweep():
         [line.split(":")[0] for line in before.stderr.splitlines()]
     quiet = CliRunner().invoke(cli.main, ["sweep", "--dry-run"])
     assert "INFO" not in quiet.stderr
+
+
+def test_json_before_the_command_is_the_commands():
+    r = CliRunner().invoke(cli.main, ["--json", "sweep", "--dry-run"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["dry_run"] is True
