@@ -647,7 +647,7 @@ def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture:
             ca: str | None = None, port: int | None = None, record: PathArg | None = None,
             window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES,
             m_key: int = 0, m_key_file: PathArg | None = None, state_dir: PathArg | None = None,
-            classes: Sequence[Any] = ()) -> Session:
+            classes: Sequence[Any] = (), node_name_map: Any = None) -> Session:
     """Open a session. ``transport``: "sim" (in-process simulator; ``topology`` a net file,
     default the bundled one), "umad" (live, ``ca``/``port``), or "replay" (``fixture``).
     ``m_key``: the M_Key for every SMP; ``m_key_file``: keys per node GUID (format in
@@ -656,5 +656,5 @@ def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture:
     classes umad registers besides SMPs (`smagent.transport.umad.PERF_CLIENT` for counters)."""
     t = open_transport(transport, ca=ca, port=port, topology=topology, fixture=fixture, record=record,
                        window=window, timeout_ms=timeout_ms, retries=retries, m_key=m_key, m_key_file=m_key_file,
-                       classes=list(classes) if transport == "umad" else ())
+                       classes=list(classes) if transport == "umad" else (), node_name_map=node_name_map)
     return Session(t, state_dir=state_dir)

@@ -164,6 +164,10 @@ def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str])
 @click.option("--mkey-file", "mkey_file", type=click.Path(dir_okay=False), default=None,
               help="M_Keys per node: lines 'GUID MKEY' (node or port GUID, hex) and 'default MKEY'; "
                    "see smagent.config.mkeys.")
+@click.option("--node-name-map", "node_name_map", type=click.Path(dir_okay=False), default=None,
+              envvar="SMAGENT_NODE_NAME_MAP", show_envvar=True,
+              help="Call nodes by the names of this ib-node-name-map file (as the diags' and OpenSM's "
+                   "--node-name-map), in every output: text, JSON, metrics, report, logs.")
 @click.option("--debug", is_flag=True, help="On an internal error, print the traceback (also: SMAGENT_DEBUG=1).")
 @click.option("-v", "--verbose", count=True,
               help="Log to stderr: -v phases, discovery and SMPs given up (INFO), -vv every retry (DEBUG).")

@@ -43,7 +43,7 @@ class Context:
             self._session = api.connect(
                 o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"], fixture=o["fixture"],
                 record=o["record"], window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
-                m_key=o["mkey"], m_key_file=o["mkey_file"], classes=classes,
+                m_key=o["mkey"], m_key_file=o["mkey_file"], classes=classes, node_name_map=o["node_name_map"],
                 # table writes keep backups and a journal on a live fabric (the in-process
                 # simulator and replays have nothing to keep)
                 state_dir=paths.default_state_dir() if o["transport"] == "umad" else None)

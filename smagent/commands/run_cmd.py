@@ -172,7 +172,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
             endpoint.start()
         if o["transport"] == "umad":  # one SM per port: refused before the issm device opens
             lock = port_lock.claim_port(o["ca"], o["port"])
-        transport = open_transport(o["transport"], ca=o["ca"], port=o["port"],
+        transport = open_transport(o["transport"], ca=o["ca"], port=o["port"], node_name_map=o["node_name_map"],
                                    topology=o["topology"], fixture=o["fixture"], record=o["record"],
                                    window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
                                    m_key=o["mkey"], m_key_file=o["mkey_file"], serve=True, classes=classes)

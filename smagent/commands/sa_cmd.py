@@ -62,7 +62,7 @@ def _client(obj):
     o = obj.opts
     if o["transport"] != "umad":
         raise BadInput(f"smagent sa asks a live SA: use --transport umad (not {o['transport']})")
-    t = open_transport("umad", ca=o["ca"], port=o["port"], record=o["record"], window=o["window"],
+    t = open_transport("umad", ca=o["ca"], port=o["port"], record=o["record"], node_name_map=o["node_name_map"], window=o["window"],
                        timeout_ms=o["timeout"], retries=o["retries"], classes=[SA_CLIENT])
     return SaClient(t, sa_address(t)), t
 

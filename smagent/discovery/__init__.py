@@ -54,7 +54,8 @@ class DNode:
     num_ports: int
     path: tuple[int, ...]  # shortest DR path reaching it (for a CA: via its first-seen port)
     node_info: NodeInfo
-    description: str = ""
+    description: str = ""  # what to call it: its name in a node-name map, else its NodeDescription
+    node_description: str = ""  # the NodeDescription it reports
     switch_info: SwitchInfo | None = None
     ports: dict[int, PortInfo] = dataclasses.field(default_factory=dict)  # port -> PortInfo
     port_paths: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # CA port -> DR path
@@ -114,8 +115,9 @@ class Topology:
         return len(self.links) // 2
 
     def by_description(self, text: str) -> list[DNode]:
-        """Every node whose NodeDescription is ``text`` (descriptions need not be unique)."""
-        return [n for n in self.nodes.values() if n.description == text]
+        """Every node called ``text``: by its name in a node-name map or by its own
+        NodeDescription (descriptions need not be unique)."""
+        return [n for n in self.nodes.values() if text in (n.description, n.node_description)]
 
     def __repr__(self) -> str:  # counts, not contents: the whole fabric would be megabytes
         return (f"<Topology {len(self.switches())} switches, {len(self.cas())} CAs, {self.num_links()} links, "
@@ -290,7 +292,8 @@ class _Walk:
                 self.lost(f"{n.description or hex(n.guid)} ({label})", r.error, n.path, n, port,
                           retry=("detail", (n, what, port)))
             elif what == "desc":
-                n.description = r.value(NodeDescription).node_string
+                n.node_description = r.value(NodeDescription).node_string
+                n.description = self.t.names.name(n.guid, n.node_description)
             elif what == "swinfo":
                 n.switch_info = r.value(SwitchInfo)
             elif port is not None:

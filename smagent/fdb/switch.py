@@ -188,7 +188,7 @@ def read_switch(transport: Transport, target: Target, *, for_set: bool = False) 
     for r, what in ((replies[1], "NodeDescription"), (replies[2], "SwitchInfo")):
         if not r.ok:
             raise TableFailure(f"{target.describe()}: {what}: {r.error}")
-    desc = replies[1].value(NodeDescription).node_string
+    desc = transport.names.name(ni.node_guid, replies[1].value(NodeDescription).node_string)
     facts = SwitchFacts(ni.node_guid, desc, ni.num_ports, replies[2].value(SwitchInfo), path=target.path, target=target)
     port0 = local = None
     if for_set:

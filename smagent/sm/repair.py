@@ -170,7 +170,8 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
         for ca, r in zip(new_cas, transport.execute([_get(AttrID.NODE_DESCRIPTION, ca.path) for ca in new_cas])):
             if not r.ok:
                 return False, [f"{ca.description or hex(ca.guid)}: NodeDescription read failed"]
-            ca.description = r.value(NodeDescription).node_string
+            ca.node_description = r.value(NodeDescription).node_string
+            ca.description = transport.names.name(ca.guid, ca.node_description)
             changes.append(f"host {ca.description} up")
     if not recompute_paths(topo, transport.keys):
         return False, changes + ["part of the fabric is cut off or a CA changed"]

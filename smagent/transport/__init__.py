@@ -15,14 +15,18 @@ KINDS = ("sim", "umad", "replay")
 def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixture=None, record=None,
                    window: int = DEFAULT_WINDOW, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                    retries: int = DEFAULT_RETRIES, m_key: int = 0, m_key_file=None, keys=None,
-                   local=None, serve: bool = False, classes=()) -> Transport:
+                   local=None, serve: bool = False, classes=(), node_name_map=None) -> Transport:
     """Open a transport by name. Import lazily: `sim` needs no libibumad, `umad` no topology.
 
     M_Keys: ``m_key`` (``--mkey``) for every SMP, ``m_key_file`` (``--mkey-file``, see
     `smagent.config.mkeys`) per node, or a ready `smagent.config.mkeys.KeyChain` as ``keys``. The file
     is read (and checked) before anything is opened; its errors are ValueErrors.
-    ``classes``: GMP classes umad registers besides the SMP ones (`umad.AgentClass`)."""
-    from smagent.config import mkeys
+    ``classes``: GMP classes umad registers besides the SMP ones (`umad.AgentClass`).
+    ``node_name_map``: a node-name map file (`smagent.config.nodenames`) or a ready
+    `NodeNames`, read and checked before anything is opened: what nodes are called."""
+    from smagent.config import mkeys, nodenames
+    names = (nodenames.load(node_name_map) if node_name_map is not None and not isinstance(
+        node_name_map, nodenames.NodeNames) else node_name_map or nodenames.NONE)
     if keys is None:
         keys = mkeys.keychain(m_key, m_key_file)
     elif m_key:
@@ -51,6 +55,7 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     else:
         raise BadInput(f"unknown transport {kind!r}: choose one of {', '.join(KINDS)}")
     t.keys = keys
+    t.names = names
     return t
 
 

@@ -43,6 +43,7 @@ from mad.header import (
 )
 from mad.layout import LayoutValue
 from smagent.errors import BadInput, FabricFailure
+from smagent.config import nodenames
 from smagent.config.mkeys import KeyChain
 from smagent.transport import smp_layer
 from smagent.transport.address import Address, Incoming, lid_of
@@ -309,6 +310,7 @@ class Transport:
         if m_key:
             self.keys.default = m_key
         self.stats = Stats()
+        self.names = nodenames.NONE  # what to call each node (--node-name-map): discovery names nodes by it
         self.on_send: Callable[[Request], None] | None = None  # each request as it is sent: tests, progress
         self.on_request: Callable[[Incoming], None] | None = None  # unsolicited requests (see module doc)
         # (request bytes, source as `_recv` gives it) -> [(answer, destination)] sent at once,

@@ -47,3 +47,41 @@ def test_every_problem_at_once_and_a_missing_file(tmp_path):
     assert "line 1" in str(e.value) and "line 3" in str(e.value)
     with pytest.raises(BadInput, match="cannot read"):
         nodenames.load(tmp_path / "absent")
+
+
+def _map(tmp_path):
+    p = tmp_path / "ib-node-name-map"
+    p.write_text('0x0000000000200004 "spine-one"  # S1\n0x0000000000100000 "the SM host"\n')
+    return str(p)
+
+
+def test_the_map_names_nodes_in_every_output(cli, tmp_path):
+    import json
+    m = _map(tmp_path)
+    r = cli("--node-name-map", m, "lft", "show", "spine-one")  # found by its mapped name ...
+    assert r.exit_code == 0 and "(spine-one)" in r.stdout.splitlines()[0]
+    assert "(spine-one)" in cli("--node-name-map", m, "lft", "show", "S1").stdout  # ... and by its own
+    doc = json.loads(cli("--node-name-map", m, "discover", "--json").stdout)
+    assert "spine-one" in json.dumps(doc) and "the SM host" in json.dumps(doc)
+    r = cli("--node-name-map", m, "whatif", "--fail", "spine-one")
+    assert r.exit_code == 0 and "if spine-one failed" in r.stdout
+    r = cli("--node-name-map", m, "sweep", "--json")
+    assert "spine-one" in r.stdout and '"S1"' not in r.stdout
+
+
+def test_the_api_and_the_metrics_use_it(tmp_path):
+    import smagent
+    with smagent.connect("sim", node_name_map=_map(tmp_path)) as s:
+        s.sweep()
+        topo = s.discover()
+        assert {n.description for n in topo.switches()} >= {"spine-one"}
+        assert [n.node_description for n in topo.switches() if n.description == "spine-one"] == ["S1"]
+        report = s.verify()
+    assert any(sw[1] == "spine-one" for sw in report.balance["switches"])
+
+
+def test_a_bad_map_is_refused_before_the_fabric_is_touched(cli, tmp_path):
+    bad = tmp_path / "map"
+    bad.write_text("0x1 ok\nnot a line\n")
+    r = cli("--node-name-map", str(bad), "sweep")
+    assert r.exit_code == 2 and "line 2" in r.output
