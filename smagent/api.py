@@ -215,6 +215,45 @@ class Session:
         w.engine = (chosen.get("engine") if isinstance(chosen, dict) else chosen) or routing or str(opts.routing)
         return w
 
+    def drain(self, targets: Sequence[str], *, routing: str | None = None, dry_run: bool = False,
+              force: bool = False, **more: Any) -> Any:
+        """Route every pair around ``targets`` (nodes as the CLI names them, or ``NODE[PORT]``
+        for a cable) with ``routing`` (default: the sweep's engine), write the new tables in
+        an order that breaks no pair in flight, read every switch back and prove that no
+        entry leads into them. A drain that would cut off other hosts is refused
+        (SafetyRefusal) before any Set. Returns a `smagent.sweep.drain.DrainResult`
+        (``.safe``, ``.entries_left``, ``.lines()``). One-shot: a later sweep routes over it
+        again unless the running SM keeps it drained."""
+        from smagent import sweep as sweepmod
+        from smagent.sweep import drain as drainmod, plancheck
+        from smagent.verify import whatif
+        from smagent.verify.collect import collect
+        if not targets:
+            raise BadInput("drain: name what to drain (NODE or NODE[PORT])")
+        now = self.sweep(dry_run=True, routing=routing, force=force, **more)
+        drained = [_failure(text, now.topology, what="drain") for text in targets]
+        after = whatif.without(now.topology, drained)
+        extra: dict[str, Any] = {"routing": routing} if routing else {}
+
+        def plan(**kw: Any) -> Any:
+            opts = sweepmod.SweepOptions(dry_run=True, force=force, known=sweepmod.KnownState(
+                after, dict(now.lft_current), dict(now.mft_current)), **extra, **{**more, **kw})
+            return opts, sweepmod.sweep(self.transport, opts)
+
+        _o, unicast = plan(multicast=False)  # who would be cut off, before multicast trees are asked for
+        w = whatif.compare(plancheck.snapshot(now, planned=False), plancheck.snapshot(unicast, planned=True),
+                           drained)
+        drainmod.refuse_cutting_off(w)
+        if dry_run:
+            return drainmod.DrainResult(drained, 0, w.rerouted, [], dry_run=True)
+        opts, _planned = plan()
+        done = sweepmod.sweep(self.transport, dataclasses.replace(opts, dry_run=False, state_dir=self.state_dir))
+        if done.problems:
+            raise FabricFailure("drain: " + "; ".join(done.problems[:5]),
+                                [f"{done.lft_written} LFT block Sets, {len(done.mft_changes)} MFT units planned"])
+        left = drainmod.entries_into(collect(self.transport, links=False), drained)
+        return drainmod.DrainResult(drained, done.lft_written + len(done.mft_changes), w.rerouted, left)
+
     def discover(self) -> Topology:
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
         from smagent import discovery
@@ -627,7 +666,7 @@ def _mft_blocks(n: Any) -> int:
     return n
 
 
-def _failure(text: str, topology: Topology) -> Any:
+def _failure(text: str, topology: Topology, what: str = "--fail") -> Any:
     """``NODE`` or ``NODE[PORT]`` (a cable by one of its ends) -> a `whatif.Failure`."""
     from smagent.discovery import targets
     from smagent.verify import whatif
@@ -635,11 +674,11 @@ def _failure(text: str, topology: Topology) -> Any:
     if text.endswith("]") and "[" in text:
         name, _, rest = text[:-1].rpartition("[")
         if not rest.isdigit():
-            raise BadInput(f"--fail {text!r}: expected NODE or NODE[PORT] with a port number")
+            raise BadInput(f"{what} {text!r}: expected NODE or NODE[PORT] with a port number")
         port = int(rest)
     node, _p = targets.find_node(name, topology)
     if port is not None and (node.guid, port) not in topology.links:
-        raise BadInput(f"--fail {text!r}: {node.description or hex(node.guid)} has no cable on port {port}")
+        raise BadInput(f"{what} {text!r}: {node.description or hex(node.guid)} has no cable on port {port}")
     return whatif.Failure(node.guid, node.description or f"{node.guid:#018x}", port)
 
 

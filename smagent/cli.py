@@ -38,7 +38,7 @@ COMMANDS = {
     "counters": ("perf_cmd", "counters"), "health": ("perf_cmd", "health"),
     "paths": ("paths_cmd", "paths"),
     "snapshot": ("snapshot_cmd", "snapshot"), "diff": ("diff_cmd", "diff"),
-    "whatif": ("whatif_cmd", "whatif"),
+    "whatif": ("whatif_cmd", "whatif"), "drain": ("drain_cmd", "drain"),
 }
 
 

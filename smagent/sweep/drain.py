@@ -1,0 +1,89 @@
+"""Drain a switch, a host or a cable before it is taken out (`smagent drain`, issue 40 item 1):
+route every pair around it with the active engine, write the new tables in the order that
+breaks no pair in flight (`fdb.apply`, `planning.update_order`), then read every switch's
+tables back and prove that no LFT or MFT entry sends traffic into it.
+
+The plan routes over the fabric without what is drained (the daemon's repairs plan the
+same way: against a known topology, no discovery), while the drained part is still cabled
+and carries what it carried until the new entries are in. A drain that would cut off hosts
+other than those on the drained part (the pairs `verify.whatif` finds lost) is refused
+before any Set (SafetyRefusal, the hosts named).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from smagent.errors import SafetyRefusal
+from smagent.verify import whatif
+from smagent.verify.model import Snapshot
+
+Failure = whatif.Failure  # what is drained: a node, or a cable by one of its ends
+
+
+@dataclasses.dataclass
+class DrainResult:
+    drained: list[Failure]
+    sets: int  # the Sets the reroute sent (0 on a dry run)
+    rerouted: int
+    entries_left: list[str]  # LFT/MFT entries that still lead into what is drained (empty: safe)
+    dry_run: bool = False
+
+    @property
+    def safe(self) -> bool:
+        return not self.entries_left and not self.dry_run
+
+    def as_json(self) -> dict:
+        return {"drained": [str(d) for d in self.drained], "sets": self.sets, "rerouted": self.rerouted,
+                "entries_left": self.entries_left, "safe_to_remove": self.safe, "dry_run": self.dry_run}
+
+    def lines(self) -> list[str]:
+        what = ", ".join(map(str, self.drained))
+        if self.dry_run:
+            return [f"would drain {what}: {self.rerouted:,} host pairs rerouted; nothing sent (--dry-run)"]
+        head = [f"drained {what}: {self.sets} Sets, {self.rerouted:,} host pairs rerouted"]
+        if self.entries_left:
+            return head + [f"NOT safe to remove: {len(self.entries_left)} entries still lead into it:",
+                           *[f"  {e}" for e in self.entries_left[:20]]]
+        return head + [f"no LFT or MFT entry of any switch leads into {what}: safe to remove",
+                       "(a later sweep routes over it again unless the running SM keeps it drained)"]
+
+
+def refuse_cutting_off(w: whatif.WhatIf) -> None:
+    """SafetyRefusal when draining would cut off pairs whose ends are not on what is drained."""
+    if w.lost:
+        raise SafetyRefusal(f"draining {', '.join(map(str, w.failures))} would cut off {w.lost:,} host pairs "
+                            f"whose ends are elsewhere, e.g. {'; '.join(w.examples)}; nothing was sent")
+
+
+def _into(snap: Snapshot, drained: list[Failure]) -> set[tuple[int, int]]:
+    """The (switch, port) exits that lead into what is drained: ports cabled to a drained
+    node, and both ends of a drained cable."""
+    nodes = {d.guid for d in drained if d.port is None}
+    cables = {(d.guid, d.port) for d in drained if d.port is not None}
+    cables |= {snap.links[c] for c in list(cables) if c in snap.links}
+    return {end for end, far in snap.links.items()
+            if end[0] in snap.switches and (far[0] in nodes or end in cables)}
+
+
+def entries_into(snap: Snapshot, drained: list[Failure]) -> list[str]:
+    """Every LFT entry (for a LID not on what is drained) and MFT entry of ``snap``'s switches
+    that sends traffic into what is drained."""
+    exits = _into(snap, drained)
+    gone = {d.guid for d in drained if d.port is None}
+    own = {lid for g in gone if g in snap.switches for lid in snap.switches[g].lid_range()}
+    own |= {lid for k, c in snap.ca_ports.items() if k[0] in gone for lid in c.lid_range()}
+    out = []
+    for g, sw in sorted(snap.switches.items()):
+        if g in gone:
+            continue
+        ports = {p for (s, p) in exits if s == g}
+        if not ports:
+            continue
+        out += [f"{sw.name} LFT LID {lid} -> port {port}" for lid, port in enumerate(sw.lft)
+                if port in ports and lid not in own]
+        out += [f"{sw.name} MFT MLID {mlid:#x} includes port {p}" for mlid, members in sorted(sw.mft.items())
+                for p in sorted(members & ports)]
+    return out
+
+
+__all__ = ["Failure", "DrainResult", "refuse_cutting_off", "entries_into"]
