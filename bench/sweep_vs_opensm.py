@@ -20,6 +20,7 @@ source, a cost no installed smagent pays.
     python bench/sweep_vs_opensm.py --fabric ft3-1000  # 3-level fat tree, ~1000 hosts
     python bench/sweep_vs_opensm.py --fabric ft3-1024  # the full 3-level tree of 16-port switches
     python bench/sweep_vs_opensm.py --fabric ft3-11664 --runs 1   # the full k=36 3-level tree (minutes)
+    python bench/sweep_vs_opensm.py --fabric ft3-39366 --runs 1   # k=54: 43,011 LIDs, ibsim -L 49152
     python bench/sweep_vs_opensm.py --fabric ft3-1623  # 2,146 LIDs (any ft3-HOSTS works)
     python bench/sweep_vs_opensm.py --smagent-args=--no-qos           # links without SL2VL/VLArb
     python bench/sweep_vs_opensm.py --opensm-args=-Q                  # OpenSM with QoS (SL2VL/VLArb)
@@ -46,6 +47,7 @@ FABRICS = {
     "ft3-1000": lambda: topogen.fat_tree_3(36, hosts=1000),
     "ft3-1024": lambda: topogen.fat_tree_3(16),  # the full k=16 3-level tree: 1,024 hosts, 320 switches
     "ft3-11664": lambda: topogen.fat_tree_3(36),  # 11,664 hosts, 1,620 switches
+    "ft3-39366": lambda: topogen.fat_tree_3(54),  # the largest: 39,366 hosts, 3,645 switches, 43,011 LIDs
     "2sw": topogen.two_switch,
 }
 
@@ -105,7 +107,7 @@ def measure(fabric_name: str, runs: int, extra: dict | None = None) -> dict:
         size = netfile.ibsim_size_args(fabric)
         tools = ("smagent", "opensm")
         for tool in tools:
-            with IbSim(net, tmp / f"count-{tool}", extra_args=[*size, "-v"]) as sim:
+            with IbSim(net, tmp / f"count-{tool}", extra_args=[*size, "-v"], ready_timeout=600) as sim:
                 before = count_packets(sim.log)
                 run_tool(sim, tool, tmp, extra.get(tool, ()))
                 time.sleep(0.5)
@@ -114,7 +116,7 @@ def measure(fabric_name: str, runs: int, extra: dict | None = None) -> dict:
         # the tools take turns, so a change in the machine's load hits both alike
         for i in range(runs):
             for tool in tools:
-                with IbSim(net, tmp / f"time-{tool}-{i}", extra_args=size) as sim:
+                with IbSim(net, tmp / f"time-{tool}-{i}", extra_args=size, ready_timeout=600) as sim:
                     wall, cpu = run_tool(sim, tool, tmp, extra.get(tool, ()))
                     out[tool]["runs"].append(wall)
                     out[tool]["cpu"].append(cpu)

@@ -591,8 +591,13 @@ def save(fabric: Fabric, path: str | os.PathLike, style: str = "ibsim") -> None:
 IBSIM_DEFAULT_LIMITS = {"nodes": 2048, "switches": 256, "ports": 13312}
 
 
+IBSIM_LINEAR_CAP = 30720  # ibsim's default switch LinearFDBCap
+LINEAR_CAP_MAX = 49152  # every unicast LID (0xBFFF) and LID 0
+
+
 def ibsim_size_args(fabric: Fabric) -> list[str]:
-    """The ``-N/-S/-P`` flags ibsim needs to load `fabric` (empty if none).
+    """The ``-N/-S/-P`` flags ibsim needs to load `fabric` (empty if none), and ``-L`` where its
+    switches' default LinearFDBCap (30,720) is below the LIDs the fabric needs.
 
     ibsim counts a switch as num_ports + 1 ports (port 0), a CA as num_ports.
     """
@@ -603,6 +608,9 @@ def ibsim_size_args(fabric: Fabric) -> list[str]:
     for flag, need, key in (("-N", nodes, "nodes"), ("-S", switches, "switches"), ("-P", ports, "ports")):
         if need > IBSIM_DEFAULT_LIMITS[key]:
             args += [flag, str(need)]
+    lids = switches + sum(n.num_ports for n in fabric if not n.is_switch)
+    if lids >= IBSIM_LINEAR_CAP:
+        args += ["-L", str(LINEAR_CAP_MAX)]
     return args
 
 
