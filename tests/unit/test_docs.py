@@ -1,0 +1,80 @@
+"""Every shell command of README.md and docs/guide/*.md runs, so none can rot
+(tests/support/doc_commands.py says how lines are read and marked): the ``smagent`` lines
+without ``--transport umad`` here, in process on the simulator, block by block in a scratch
+directory (with examples/ and fixtures/ beside them, SMAGENT_STATE_DIR there); the live ones
+in tests/live/test_docs_live.py. Every relative link of README.md and docs/ names a file."""
+import re
+import shutil
+
+import pytest
+
+from doc_commands import NOT_RUN, REPO, all_commands, beside_run, blocks
+
+COMMANDS = all_commands()
+SERVED = beside_run(COMMANDS)
+SIM_BLOCKS = {k: [c for c in v if c.not_run is None and not c.live and c.is_smagent and c not in SERVED]
+              for k, v in blocks(COMMANDS).items()}
+SIM_BLOCKS = {k: v for k, v in SIM_BLOCKS.items() if v}
+
+
+def test_the_docs_have_commands():
+    assert len(COMMANDS) > 40
+    assert any(c.live for c in COMMANDS)
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=str)
+def test_every_line_is_run_or_marked_with_a_reason_that_holds(cmd):
+    if cmd.not_run is not None:
+        assert cmd.not_run in NOT_RUN, f"{cmd}: unknown reason {cmd.not_run!r} (known: {sorted(NOT_RUN)})"
+        assert NOT_RUN[cmd.not_run](cmd), f"{cmd}: the reason {cmd.not_run!r} does not hold for this line"
+    elif not cmd.is_smagent:
+        # other programs (ibsim, diags), pipes and && run only in a block the live test runs whole
+        block = blocks(COMMANDS)[(cmd.doc, cmd.block)]
+        assert any(c.live for c in block), f"{cmd}: not an smagent command, in a block with no live line"
+
+
+@pytest.mark.parametrize("key", sorted(SIM_BLOCKS), ids=lambda k: f"{k[0]}:{k[1]}")
+def test_sim_block_runs_as_written(key, cli, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    for d in ("examples", "fixtures"):
+        (work / d).symlink_to(REPO / d)
+    for f in (REPO / "examples").glob("*.*"):  # the files a line names without examples/ in front
+        shutil.copy(f, work / f.name)
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("SMAGENT_STATE_DIR", str(work / "state"))
+    for cmd in SIM_BLOCKS[key]:
+        r = cli(*cmd.argv, catch_exceptions=False)
+        assert r.exit_code == cmd.exit_code, (
+            f"{cmd}\nexit {r.exit_code}, the doc says {cmd.exit_code}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-2000:]}")
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _markdown_files():
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), REPO / "bench" / "RESULTS.md"]
+
+
+def _anchors(path):
+    out = set()
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
+@pytest.mark.parametrize("doc", _markdown_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves(doc):
+    bad = []
+    for target in LINK.findall(doc.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (doc.parent / path).resolve() if path else doc
+        if not dest.exists():
+            bad.append(f"{target}: no file {dest}")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            bad.append(f"{target}: no heading #{anchor} in {dest.name}")
+    assert not bad, "\n".join(bad)
