@@ -39,7 +39,7 @@ def test_sim_block_runs_as_written(key, cli, tmp_path, monkeypatch):
     work.mkdir()
     for d in ("examples", "fixtures"):
         (work / d).symlink_to(REPO / d)
-    for f in (REPO / "examples").glob("*.*"):  # the files a line names without examples/ in front
+    for f in (REPO / "examples").iterdir():  # the files a line names without examples/ in front
         shutil.copy(f, work / f.name)
     monkeypatch.chdir(work)
     monkeypatch.setenv("SMAGENT_STATE_DIR", str(work / "state"))
@@ -78,3 +78,26 @@ def test_every_relative_link_resolves(doc):
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             bad.append(f"{target}: no heading #{anchor} in {dest.name}")
     assert not bad, "\n".join(bad)
+
+
+def test_systemd_unit_agrees_with_itself_and_the_cli():
+    """contrib/smagent.service: its ExecStart parses as `smagent run`'s options, it does not
+    stop OpenSM (its comment and the guide say the two run side by side on different ports),
+    no placeholder Documentation=, a refusal (exit 4) is not retried."""
+    import shlex
+
+    import click
+
+    from smagent.cli import main
+    unit = (REPO / "contrib" / "smagent.service").read_text()
+    keys = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert "Conflicts" not in keys and "Documentation" not in keys
+    assert "4" in keys["RestartPreventExitStatus"].split()
+    argv = shlex.split(keys["ExecStart"])[1:]
+    ctx = main.make_context("smagent", list(argv), resilient_parsing=True)
+    assert ctx.protected_args + ctx.args == argv[argv.index("run"):], "the global options parse"
+    run = main.get_command(ctx, "run")
+    run.make_context("run", argv[argv.index("run") + 1:])  # raises click.UsageError on an unknown option
+    assert isinstance(run, click.Command)
+    guide = (REPO / "docs" / "guide" / "running-the-sm.md").read_text()
+    assert "contrib/smagent.service" in guide and "opensm.service" in guide
