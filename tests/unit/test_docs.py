@@ -102,3 +102,17 @@ def test_systemd_unit_agrees_with_itself_and_the_cli():
     run.make_context("run", argv[at + 1:])  # raises click.UsageError on an unknown option
     guide = (REPO / "docs" / "guide" / "running-the-sm.md").read_text()
     assert "contrib/smagent.service" in guide and "opensm.service" in guide
+
+
+def test_api_guide_example_runs(tmp_path, monkeypatch, capsys):
+    """docs/guide/api.md's first python block, as written, with the desired state its text
+    names."""
+    text = (REPO / "docs" / "guide" / "api.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SMAGENT_STATE_DIR", str(tmp_path / "state"))
+    shutil.copy(REPO / "examples" / "desired.yaml", "desired.yaml")
+    exec(compile(code, "docs/guide/api.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.split()[0] in ("4", "PortState.ACTIVE", "ACTIVE"), out  # L1's uplink after the sweep
+    assert (tmp_path / "plan.erf").exists() and (tmp_path / "fabric.erf").exists()
