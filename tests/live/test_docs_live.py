@@ -49,7 +49,8 @@ def _start(sim, cmd, state):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"{cmd}: exited {proc.returncode}: {(sim.cwd / 'run.stderr').read_text()[-2000:]}"
-        if _status(sim, state).get("state") == "MASTER" and _status(sim, state).get("sweeps", 1):
+        s = _status(sim, state)  # MASTER, swept, and its SA answering from that sweep's snapshot
+        if s.get("state") == "MASTER" and s.get("sweeps") and (s.get("sa") or {}).get("snapshot") is not None:
             return proc
         time.sleep(0.3)
     stop_group(proc)
@@ -74,8 +75,10 @@ def test_run_lines_and_what_they_serve(ibsim):
         failed = []
         for cmd in SERVED:
             argv = _args(cmd, state)
-            r = run_smagent(argv, env=host, cwd=sim.cwd, check=False, timeout=120)
-            if r.returncode != cmd.exit_code:
+            r = run_smagent(argv, env=host, cwd=sim.cwd, check=False, timeout=120, errors="replace")
+            if "\ufffd" in r.stdout + r.stderr:
+                failed.append(f"{cmd}\nnot UTF-8:\n{r.stdout[-800:]}{r.stderr[-800:]}")
+            elif r.returncode != cmd.exit_code:
                 failed.append(f"{cmd}\nexit {r.returncode}, the doc says {cmd.exit_code}\n{r.stdout[-800:]}{r.stderr[-800:]}")
         assert not failed, "\n\n".join(failed)
     finally:
