@@ -116,3 +116,30 @@ def test_api_guide_example_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.split()[0] in ("4", "PortState.ACTIVE", "ACTIVE"), out  # L1's uplink after the sweep
     assert (tmp_path / "plan.erf").exists() and (tmp_path / "fabric.erf").exists()
+
+
+PATH_REF = re.compile(r"`((?:smagent|mad|tests|bench|examples|fixtures|contrib|scripts|docs)/[\w/.\-]*\w)`")
+NAME_REF = re.compile(r"`(smagent(?:\.\w+)+)`")
+
+
+@pytest.mark.parametrize("doc", _markdown_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_named_file_and_module_exists(doc):
+    """A path the docs name in backticks exists, and a dotted `smagent.x.y` imports (a module,
+    or a name in one), so a re-homed module cannot leave the docs behind."""
+    import importlib
+    text = doc.read_text()
+    bad = [p for p in PATH_REF.findall(text) if not (REPO / p).exists() and not any(ch in p for ch in "*")]
+    for name in NAME_REF.findall(text):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+                break
+            except ImportError:
+                continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                bad.append(name)
+                break
+    assert not bad, ", ".join(bad)
