@@ -125,6 +125,20 @@ def error_json(err: SmagentError) -> dict:
     return {"error": str(err), "exit_code": err.exit_code, "type": type(err).__name__, **err.details()}
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell shows for a tool whose reader left
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush finds no closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's captured stdout)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 class SmagentGroup(click.Group):
     """The root command: every error of every subcommand ends here as a message on stderr
     (or one JSON document with --json) and its documented exit code."""
@@ -153,6 +167,9 @@ class SmagentGroup(click.Group):
                 raise
             _usage_json(e)
             ctx.exit(e.exit_code)
+        except BrokenPipeError:  # `smagent discover | head`: the reader left; end as piped tools do
+            _quiet_stdout()
+            ctx.exit(EXIT_BROKEN_PIPE)
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - this is the one translation point
             obj = ctx.obj if isinstance(ctx.obj, Context) else None
             err = as_smagent_error(e, obj.sets_sent() if obj else [])

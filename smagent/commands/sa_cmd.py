@@ -7,6 +7,7 @@ import json
 
 import click
 
+from smagent.commands import render
 from smagent.errors import BadInput
 
 SECRET_FIELDS = ("m_key", "sm_key")
@@ -39,8 +40,11 @@ def _endpoint(text: str) -> tuple[str, int]:
 
 
 def _value(v):
-    """A field as JSON holds it: bytes (a GID of ClassPortInfo) as 0x hex."""
-    return "0x" + bytes(v).hex() if isinstance(v, (bytes, bytearray)) else v
+    """A field as JSON holds it: bytes (a GID of ClassPortInfo) as 0x hex; text as UTF-8
+    (a NodeDescription's bytes that are not, kept undecoded by the codec, shown replaced)."""
+    if isinstance(v, (bytes, bytearray)):
+        return "0x" + bytes(v).hex()
+    return render.jsonable(v) if isinstance(v, str) else v
 
 
 def _show(records: list, as_json: bool, kind: str) -> None:

@@ -77,7 +77,8 @@ def test_collector_settings_restored_after_a_command(args):
 
 
 def test_commands_load_lazily():
-    """A command imports its own module, not the others' (start-up time); help lists all."""
+    """A command imports its own module, not the other commands' (start-up time; shared helpers
+    such as render may load); help lists all."""
     code = ("import sys, smagent.cli as c; from click.testing import CliRunner; "
             "r = CliRunner().invoke(c.main, ['decode', '--help']); assert r.exit_code == 0, r.output; "
             "print(sorted(m for m in sys.modules if m.startswith('smagent.commands.') and m.endswith('_cmd')))")
