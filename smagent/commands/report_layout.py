@@ -56,6 +56,34 @@ def neighbours(switches, cables) -> dict:
     return nb
 
 
+def missing_cables(lay: Layout, nb: dict) -> list[tuple]:
+    """The cables the fabric's own regularity says should be there and are not, as (lower,
+    upper) pairs: in a tree, an upper switch that more than half of a switch's siblings (the
+    switches of its rank sharing an upper neighbour with it) reach and it does not; in a grid,
+    two switches next to each other with no cable between them. Sorted, so the same fabric
+    draws the same."""
+    out: set = set()
+    if lay.kind == "tree":
+        up = {s: {t for t in nb[s] if lay.rank[t] == lay.rank[s] + 1} for s in nb}
+        for s in nb:
+            sibs = [t for t in nb if t != s and lay.rank[t] == lay.rank[s] and up[t] & up[s]]
+            if len(sibs) < 2:
+                continue
+            counts: dict = {}
+            for t in sibs:
+                for u in up[t]:
+                    counts[u] = counts.get(u, 0) + 1
+            out.update((s, u) for u, c in counts.items() if 2 * c > len(sibs) and u not in up[s])
+    elif lay.kind == "grid" and lay.coords:
+        at = {xy: s for s, xy in lay.coords.items()}
+        for s, (x, y) in lay.coords.items():
+            for nxt in ((x + 1, y), (x, y + 1)):
+                t = at.get(nxt)
+                if t is not None and t not in nb[s]:
+                    out.add((s, t))
+    return sorted(out, key=lambda c: (str(c[0]), str(c[1])))
+
+
 def ranks(nb: dict, hosts: dict) -> dict:
     """Distance from the nearest switch carrying CA ports, plus one; switches no such
     switch reaches (or a fabric without CAs) are ranked from the first switch."""

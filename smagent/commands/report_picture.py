@@ -117,6 +117,7 @@ def figure(b: dict, title: str, unit: str = "routes"):
     coll = LineCollection([segs[n] for n in order], array=[vals[n] for n in order], cmap="coolwarm", norm=norm,
                           linewidths=widths, gid="links", zorder=1)
     ax.add_collection(coll)
+    missing = _missing(ax, lay, pos, node, b)
     fig.colorbar(coll, ax=ax, shrink=0.8, label=f"{unit} per link / ideal (1 = balanced)")
     xs = [p[0] for p in pos.values()]
     ys = [p[1] for p in pos.values()]
@@ -132,7 +133,21 @@ def figure(b: dict, title: str, unit: str = "routes"):
     label = (lambda n: name.get(n, str(n))) if len(pos) == len(node) else _group_name
     return fig, {"kind": lay.kind, "nodes": len(pos), "lines": len(lines), "halves": len(segs),
                  "labelled": labelled, "aggregated": len(pos) < len(node), "grid_ideals": lay.ideals,
+                 "missing_cables": missing,
                  "worst": None if best is None else (best[0], best[1], best[2], f"{label(best[4])} -> {label(best[5])}")}
+
+
+def _missing(ax, lay, pos, node, b) -> int:
+    """Cables the fabric's shape says are missing (`layout.missing_cables`), dashed: a damaged
+    tree shows where it is damaged. Returns how many."""
+    from matplotlib.collections import LineCollection
+    ids = [s[0] for s in b["switches"]]
+    gone = layoutmod.missing_cables(lay, layoutmod.neighbours(ids, [(r[0], r[2]) for r in b["link_loads"]]))
+    segs = sorted({(pos[node[a]], pos[node[z]]) for a, z in gone if node[a] != node[z]})
+    if segs:
+        ax.add_collection(LineCollection(segs, colors="#888888", linestyles="dashed", linewidths=1.0,
+                                         gid="missing", zorder=0))
+    return len(gone)
 
 
 def _group_name(group) -> str:

@@ -222,6 +222,24 @@ def test_damaged_tree_labels_the_overloaded_links():
         plt.close(fig)
 
 
+def test_missing_cables_are_drawn_dashed():
+    """A damaged tree shows where it is damaged: the cables its regularity says are missing,
+    dashed; a whole tree and a whole torus have none."""
+    from matplotlib import pyplot as plt
+
+    from smagent.commands.report_picture import figure
+    damaged = topogen.variant(topogen.fat_tree_2(8), drop_links=[(("L0", 5), ("S0", 1)), (("L3", 8), ("S3", 4))])
+    for fabric, missing in ((topogen.fat_tree_2(8), 0), (damaged, 2), (topogen.torus_2d(4, 4, 1), 0),
+                            (topogen.fat_tree_3(4), 0), (damaged_ft3(), 1)):
+        fig, shown = figure(figures(fabric, "updn"), "t")
+        try:
+            assert shown["missing_cables"] == missing, fabric
+            dashed = [c for c in fig.axes[0].collections if c.get_gid() == "missing"]
+            assert len(dashed[0].get_segments()) == missing if missing else not dashed
+        finally:
+            plt.close(fig)
+
+
 def test_big_tree_drawn_by_groups(monkeypatch, tmp_path):
     from matplotlib import pyplot as plt
 
