@@ -21,7 +21,8 @@ from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
          "duplicate_lid", "rft_overlap", "mcast", "link_mtu_mismatch", "link_vl_mismatch", "sl_unmapped",
-         "no_default_partition", "partition_leak", "partition_blocked", "degraded_link", "link_below_capability")
+         "no_default_partition", "partition_leak", "partition_blocked", "partition_enforcement_off", "degraded_link",
+         "link_below_capability")
 TITLES = {
     "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
@@ -40,6 +41,7 @@ TITLES = {
     "no_default_partition": "end ports without the default partition 0xffff (P_Key block 0)",
     "partition_leak": "pairs the P_Key tables let talk without a shared partition (or only limited-limited)",
     "partition_blocked": "pairs the partitions allow but the P_Key tables block",
+    "partition_enforcement_off": "switch ports facing a host that do not enforce partitions (with partitions)",
     "degraded_link": "links running below the width or speed both ends support",
     "link_below_capability": "links whose MTU or VLs are below what both ends support",
 }
