@@ -477,7 +477,8 @@ def layout(current, wanted: list[int], indx0: int, cap: int) -> list[int]:
         if k & 0x7FFF and k & 0x7FFF not in where:
             where[k & 0x7FFF] = i
     i0 = indx0 & 0x7FFF
-    head, tail = [], []
+    head: list[tuple[int, int | None]] = []
+    tail: list[tuple[int, int | None]] = []
     for k in wanted:
         base = k & 0x7FFF
         at = where.get(base)

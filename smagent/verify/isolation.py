@@ -90,12 +90,12 @@ def _check_partition_rules(net: _Net, D: _Defects) -> int:
 
 def _check_enforcement(net: _Net, D: _Defects) -> None:
     snap = net.snap
+    rules = snap.partition_rules or {}
     for (g, p), end in sorted(snap.links.items()):
         cap = snap.enforce_cap.get(g, 0)
         pi = snap.port_info.get((g, p))
         if (g not in snap.switches or end[0] in snap.switches or not cap or pi is None
-                or end not in snap.partition_rules
-                or len(enforcement_keys(list(snap.partition_rules[end]))) > cap):
+                or end not in rules or len(enforcement_keys(list(rules[end]))) > cap):
             continue
         off = [d for d in ("inbound", "outbound") if not getattr(pi, f"partition_enforcement_{d}")]
         if off:
