@@ -16,13 +16,15 @@ unrecognised membership word is limited, with a warning (as OpenSM). ``mgid=GID[
 lines name multicast groups (kept for the SA). The P_Key's low 15 bits are used; one
 omitted is generated (the lowest value no partition of the file names). Statements with
 the same P_Key are merged (the first name is kept). ``both`` counts as full (OpenSM
-without allow_both_pkeys).
+without allow_both_pkeys). A port named twice in a partition gets the last mention's
+membership (OpenSM 3.3.23's osm_prtn_add_port), with a warning where that lowers full.
 
 Without a file smagent keeps what it always did, which is OpenSM's default without one
 (``Default=0x7fff : ALL=full``: 0xFFFF at index 0 of every end port). A file gets
-OpenSM's implicit ``Default=0x7fff : ALL=limited, SELF=full`` always: a rule for 0x7fff
-adds its members to those (full wins), it cannot take a port out of the default partition
-(OpenSM makes the default partition before it reads the file).
+OpenSM's implicit ``Default=0x7fff : ALL=limited, SELF=full`` always, first: a rule for
+0x7fff changes those memberships (the last mention wins), it cannot take a port out of
+the default partition (OpenSM makes the default partition before it reads the file).
+`layout` places a port's keys in its table as OpenSM's P_Key manager does.
 
 Every problem is reported with its line number in one `PartitionError` (exit 2), before
 anything is sent; a member GUID not on the fabric is a warning (`resolve`).
