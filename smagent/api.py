@@ -341,12 +341,13 @@ class Session:
         return ApplyResult(r, left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
-               path_sls: PathArg | None = None, qos_policy: Any = None) -> Report:
+               path_sls: PathArg | None = None, qos_policy: Any = None, state_dir: PathArg | None = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
         ``partitions``: a partitions.conf path or a `smagent.config.partitions.PartitionConfig`
         the P_Key tables are checked against (`smagent.verify.isolation`).
-        ``path_sls``: the SL file a dfsssp sweep left (`<state dir>/path_sls`): credit
-        loops are then counted per VL with the SL of each path (else every path on SL 0).
+        ``path_sls``: the SL file a dfsssp sweep left (default: `<state dir>/path_sls` of
+        ``state_dir`` or the session's state directory, when there is one): credit loops are then counted
+        per VL with the SL of each path (else every path on SL 0).
         ``qos_policy``: a QoS policy path or `smagent.config.qospolicy.QosPolicy`: its SLs by target
         port (and default) over those.
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
@@ -355,6 +356,12 @@ class Session:
         if partitions is not None and not hasattr(partitions, "partitions"):
             from smagent.config import partitions as partmod
             partitions = partmod.load(partitions)  # before any SMP
+        state_dir = state_dir if state_dir is not None else self.state_dir
+        if path_sls is None and state_dir is not None:
+            from smagent.config import files as paths
+            left = paths.StateDir(state_dir).path_sls
+            if left.exists():  # a dfsssp sweep's SLs (a sweep without any removes the file)
+                path_sls = left
         sls = pathsl.load(path_sls) if path_sls is not None else None  # before the first SMP
         if qos_policy is not None and not hasattr(qos_policy, "rules"):
             from smagent.config import qospolicy

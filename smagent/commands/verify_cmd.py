@@ -21,7 +21,8 @@ from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
          "duplicate_lid", "rft_overlap", "mcast", "link_mtu_mismatch", "link_vl_mismatch", "sl_unmapped",
-         "no_default_partition", "partition_leak", "partition_blocked", "degraded_link", "link_below_capability")
+         "no_default_partition", "partition_leak", "partition_blocked", "partition_enforcement_off", "degraded_link",
+         "link_below_capability")
 TITLES = {
     "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
@@ -40,6 +41,7 @@ TITLES = {
     "no_default_partition": "end ports without the default partition 0xffff (P_Key block 0)",
     "partition_leak": "pairs the P_Key tables let talk without a shared partition (or only limited-limited)",
     "partition_blocked": "pairs the partitions allow but the P_Key tables block",
+    "partition_enforcement_off": "switch ports facing a host that do not enforce partitions (with partitions)",
     "degraded_link": "links running below the width or speed both ends support",
     "link_below_capability": "links whose MTU or VLs are below what both ends support",
 }
@@ -56,12 +58,16 @@ TITLES = {
                    "(partition_leak, partition_blocked) instead of the default partition.")
 @click.option("--path-sls", type=click.Path(dir_okay=False), default=None,
               help="The SL of every path, as a dfsssp sweep left it in <state dir>/path_sls: credit "
-                   "loops count only where their channels share a VL (default: every path on SL 0).")
+                   "loops count only where their channels share a VL (default: <state dir>/path_sls if "
+                   "a sweep left one, else every path on SL 0).")
 @click.option("--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
               help="A QoS policy (see sweep): its SLs by target port GUID (and its default, without "
                    "--path-sls) over the paths' SLs for the credit-loop check.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where a dfsssp sweep left path_sls, read when --path-sls is not given (default: "
+                   "the state directory, on a live fabric).")
 @click.pass_obj
-def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_policy_file):
+def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_policy_file, state_dir):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
     multicast delivery; links (MTU and VLs agree on both ends, every SL maps to a VL the
@@ -71,7 +77,7 @@ def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_poli
     `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
     with progress_of(obj, "verify", as_json):
         report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
-                                      path_sls=path_sls, qos_policy=qos_policy_file)
+                                      path_sls=path_sls, qos_policy=qos_policy_file, state_dir=state_dir)
     if as_json:
         from smagent.verify.balance import ROWS
         emit_json(report.as_json(), rows=ROWS)

@@ -16,13 +16,15 @@ unrecognised membership word is limited, with a warning (as OpenSM). ``mgid=GID[
 lines name multicast groups (kept for the SA). The P_Key's low 15 bits are used; one
 omitted is generated (the lowest value no partition of the file names). Statements with
 the same P_Key are merged (the first name is kept). ``both`` counts as full (OpenSM
-without allow_both_pkeys).
+without allow_both_pkeys). A port named twice in a partition gets the last mention's
+membership (OpenSM 3.3.23's osm_prtn_add_port), with a warning where that lowers full.
 
 Without a file smagent keeps what it always did, which is OpenSM's default without one
 (``Default=0x7fff : ALL=full``: 0xFFFF at index 0 of every end port). A file gets
-OpenSM's implicit ``Default=0x7fff : ALL=limited, SELF=full`` always: a rule for 0x7fff
-adds its members to those (full wins), it cannot take a port out of the default partition
-(OpenSM makes the default partition before it reads the file).
+OpenSM's implicit ``Default=0x7fff : ALL=limited, SELF=full`` always, first: a rule for
+0x7fff changes those memberships (the last mention wins), it cannot take a port out of
+the default partition (OpenSM makes the default partition before it reads the file).
+`layout` places a port's keys in its table as OpenSM's P_Key manager does.
 
 Every problem is reported with its line number in one `PartitionError` (exit 2), before
 anything is sent; a member GUID not on the fabric is a warning (`resolve`).
@@ -366,9 +368,15 @@ def from_mapping(doc, where: str = "partitions") -> PartitionConfig:
 # -- membership on a fabric ----------------------------------------------------------------------
 @dataclasses.dataclass
 class Assignment:
-    """Who holds which P_Key: (node GUID, port) -> {15-bit P_Key: full?}, in table order."""
-    ports: dict  # (guid, port) -> list of 16-bit P_Keys, index order (membership bit set for full)
+    """Who holds which P_Key. ``ports``: (node GUID, port) -> 16-bit P_Keys (membership bit
+    set for full) in the order `layout` gives them in a table holding none of them yet
+    (what `verify` and the SA compare against); ``pending``: the same keys in the order
+    OpenSM's P_Key manager places them (`layout`'s ``wanted``); ``indx0``: the P_Key a port
+    wants at index 0 (an ``indx0`` partition), if any."""
+    ports: dict
     warnings: list
+    pending: dict = dataclasses.field(default_factory=dict)
+    indx0: dict = dataclasses.field(default_factory=dict)
 
     def keys_of(self, guid: int, port: int) -> list[int]:
         return self.ports.get((guid, port), [])
@@ -395,11 +403,20 @@ def _matches(member: Member, key: tuple, kind: str, port_guid: int, local: tuple
             or (w == "ALL_ROUTERS" and kind == "router") or (w == "SELF" and key == local))
 
 
+def opensm_order(pkey: int) -> int:
+    """OpenSM keeps its partitions in a map keyed by the P_Key in network byte order, read
+    as a host (little-endian) integer: its P_Key manager visits them, and so appends new
+    keys to a table, in this order (0x0100 before 0x0001)."""
+    base = pkey & 0x7FFF
+    return ((base & 0xFF) << 8) | (base >> 8)
+
+
 def resolve(config: PartitionConfig, topo) -> Assignment:
-    """Every end port's P_Keys, in table order: index 0 the default partition's (or an
-    ``indx0`` partition's), then the others by P_Key (OpenSM's order from an empty
-    table). Full membership wins over limited; ``both`` is full. A member GUID not on
-    the fabric is a warning."""
+    """Every end port's P_Keys. Mentions are taken in file order (OpenSM's implicit
+    default partition first) and, as in OpenSM 3.3.23, the last mention of a port in a
+    partition sets its membership (``both`` is full) and the last ``indx0`` partition
+    naming it (unless a later plain mention of that P_Key) its index 0. A later rule that
+    lowers full to limited is a warning; so is a member GUID not on the fabric."""
     ends = end_ports(topo)
     local = topo.local
     sw = topo.nodes.get(local[0])
@@ -408,27 +425,100 @@ def resolve(config: PartitionConfig, topo) -> Assignment:
     by_guid = {pg: key for key, (_k, pg) in ends.items()}
     warnings = list(config.warnings)
     member: dict[tuple, dict[int, bool]] = {}
-    first: dict[tuple, int] = {}
-    for part in config.partitions:
-        for m in part.members:
-            if isinstance(m.who, int):
-                keys = [by_guid[m.who]] if m.who in by_guid else []
-                if not keys:
-                    warnings.append(f"{config.source}: line {m.line}: member 0x{m.who:016x} of partition "
-                                    f"{part.name or '(unnamed)'} ({part.pkey:#06x}) is not an end port on the fabric")
+    gave_full: dict[tuple, Member] = {}  # (port, pkey) -> the mention that made it full
+    indx0: dict[tuple, int] = {}
+    mentions = sorted(((part, m) for part in config.partitions for m in part.members), key=lambda pm: pm[1].line)
+    names = {}
+    for part, m in mentions:
+        if isinstance(m.who, int):
+            keys = [by_guid[m.who]] if m.who in by_guid else []
+            if not keys:
+                warnings.append(f"{config.source}: line {m.line}: member 0x{m.who:016x} of partition "
+                                f"{part.name or '(unnamed)'} ({part.pkey:#06x}) is not an end port on the fabric")
+        else:
+            keys = [k for k, (kind, pg) in ends.items() if _matches(m, k, kind, pg, local)]
+        full = m.membership != "limited"
+        for k in keys:
+            member.setdefault(k, {})[part.pkey] = full
+            names[part.pkey] = part.name or "(unnamed)"
+            if full:
+                gave_full[(k, part.pkey)] = m
+            if part.indx0:
+                indx0[k] = part.pkey | (FULL_BIT if full else 0)
+            elif k in indx0 and indx0[k] & 0x7FFF == part.pkey:
+                del indx0[k]
+    lowered: dict[tuple, list] = {}
+    for (k, pkey), m in gave_full.items():
+        if not member[k][pkey]:
+            lowered.setdefault((pkey, m.line), []).append(k)
+    for (pkey, line), ks in sorted(lowered.items()):
+        where = f"line {line}" if line else "OpenSM's implicit default (SELF=full)"
+        n = topo.nodes.get(ks[0][0])
+        first = f"{n.description or hex(n.guid)}[{ks[0][1]}]" if n is not None else str(ks[0])
+        warnings.append(f"{config.source}: partition {names[pkey]} ({pkey:#06x}): {len(ks)} port(s) made full members "
+                        f"by {where} are limited members after a later rule (e.g. {first}): the last mention wins, "
+                        f"as in OpenSM 3.3.23")
+    pending = {k: sorted((p | (FULL_BIT if f else 0) for p, f in d.items()), key=opensm_order)
+               for k, d in member.items()}
+    ports = {k: [x for x in layout(None, pending[k], indx0.get(k, 0), len(pending[k]) + 1) if x & 0x7FFF] for k in pending}
+    return Assignment(ports, warnings, pending, indx0)
+
+
+def layout(current, wanted: list[int], indx0: int, cap: int) -> list[int]:
+    """Where OpenSM 3.3.23's P_Key manager (osm_pkey_mgr.c, keep_pkey_indexes on, one fresh
+    run) puts ``wanted`` (16-bit keys in `opensm_order`) in a port of ``cap`` entries whose
+    table holds ``current`` (every index read; None: nothing yet): a key the table already
+    holds (by base, its first index) stays where it is, and its membership bit is
+    updated; index 0 belongs to ``indx0`` if given, else to the default partition; the
+    other new keys go after the highest index taken, or, past ``cap``, to the first free
+    index; keys that fit nowhere are left out. Returns the whole new table (``cap``
+    entries), 0 where no key belongs."""
+    cur = list(current or [])
+    where: dict[int, int] = {}
+    for i, k in enumerate(cur):
+        if k & 0x7FFF and k & 0x7FFF not in where:
+            where[k & 0x7FFF] = i
+    i0 = indx0 & 0x7FFF
+    head: list[tuple[int, int | None]] = []
+    tail: list[tuple[int, int | None]] = []
+    for k in wanted:
+        base = k & 0x7FFF
+        at = where.get(base)
+        if at is not None:
+            moves = (base == i0 and at != 0) or (at == 0 and base != (i0 or DEFAULT_PKEY)) \
+                or (not i0 and base == DEFAULT_PKEY and at != 0)
+            if not moves:
+                head.insert(0, (k, at))
+                continue
+        tail.append((k, None))
+    table = [0] * cap
+    last = 0  # OpenSM's last_pkey_idx: one past the highest index given out
+    for k, at in head + tail:
+        base = k & 0x7FFF
+        if at is None:
+            if base == (i0 or DEFAULT_PKEY):
+                at = 0
             else:
-                keys = [k for k, (kind, pg) in ends.items() if _matches(m, k, kind, pg, local)]
-            for k in keys:
-                d = member.setdefault(k, {})
-                d[part.pkey] = d.get(part.pkey, False) or m.membership != "limited"
-                if part.indx0 and k not in first:
-                    first[k] = part.pkey
-    ports = {}
-    for k, d in member.items():
-        head = first.get(k, DEFAULT_PKEY if DEFAULT_PKEY in d else None)
-        order = ([head] if head is not None else []) + sorted(p for p in d if p != head)
-        ports[k] = [p | (FULL_BIT if d[p] else 0) for p in order]
-    return Assignment(ports, warnings)
+                at = last if last else 1
+                if at >= cap and base == DEFAULT_PKEY:
+                    continue  # OpenSM never moves the default partition to a free index
+                if at >= cap:
+                    at = next((i for i in range(1, cap) if not table[i] & 0x7FFF), None)
+                    if at is None:
+                        continue  # the table is full: OpenSM logs ERR 0512
+        if at >= cap:
+            continue
+        table[at] = k
+        last = max(last, at + 1)
+    return table
+
+
+def enforcement_keys(host_table: list[int]) -> list[int]:
+    """The keys OpenSM copies from an end port's new table to the enforcing switch port
+    facing it: in index order, gaps closed, a limited key dropped when its full one is
+    there too."""
+    keys = set(host_table)
+    return [k for k in host_table if k & 0x7FFF and (k & FULL_BIT or (k | FULL_BIT) not in keys)]
 
 
 # -- what `smagent partitions show` prints ------------------------------------------------------

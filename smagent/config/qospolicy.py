@@ -62,6 +62,7 @@ class Rule:
     sl: int
     line: int = 0
     text: str = ""
+    ulp: str = ""  # the ULP it was written for (any, sdp, rds, iser, ipoib, srp)
 
     def covers(self, value: int) -> bool:
         return any(lo <= value <= hi for lo, hi in self.ranges)
@@ -234,7 +235,7 @@ class _Parser:
             kind, ranges = _criterion(ulp, rest)
         except ValueError as e:
             return self.error(no, str(e))
-        self.rules.append(Rule(kind, ranges, sl, no, " ".join(head.split())))
+        self.rules.append(Rule(kind, ranges, sl, no, " ".join(head.split()), ulp))
         return None
 
 
@@ -327,3 +328,24 @@ def load(path) -> QosPolicy:
     """Read and parse a QoS policy file (before any SMP is sent)."""
     path, text = paths.read_config(path, QosPolicyError)
     return parse(text, path)
+
+
+def ipoib_problems(policy, full_members) -> list[str]:
+    """What OpenSM 3.3.23's policy parser refuses once the partitions are made: an
+    ``ipoib`` rule (with its P_Keys, or bare: the default partition 0x7fff) whose
+    partition does not exist or has fewer than two full members, where IPoIB cannot work.
+    ``full_members(pkey)``: the number of end ports that are full members of the 15-bit
+    ``pkey`` on the fabric, None where no partition has it."""
+    out = []
+    for r in policy.rules:
+        if r.ulp != "ipoib":
+            continue
+        for lo, hi in r.ranges:
+            bad = next(((pk, n) for pk in range(lo, hi + 1) for n in [full_members(pk)] if n is None or n < 2), None)
+            if bad is not None:
+                pk, n = bad
+                why = "no partition has it" if n is None else f"its partition has {n} full member{'s' * (n != 1)}"
+                out.append(f"line {r.line}: {r.text}: IPoIB partition {pk:#06x}: {why}; OpenSM refuses a policy "
+                           f"whose IPoIB partition has fewer than two full members")
+                break
+    return out

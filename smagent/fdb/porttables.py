@@ -200,6 +200,9 @@ class Want:
     # the switch takes one Set for all input ports (OptimizedSLtoVLMappingProgramming):
     # a differing representative is written so, covering its siblings
     all_inputs: bool = False
+    # pkeys with partitions: the port's whole table (`smagent.linkconf.pkeys.PortTable`),
+    # laid out from all its blocks once they are read; ``value`` is then this block
+    table: Any = None
 
     def get(self) -> Request:
         return Request.dr(Method.GET, LINK_TABLES[self.kind].ATTR_ID, self.path, self.modifier)

@@ -23,9 +23,10 @@ Per-port tables (their own Sets, written before any port goes ACTIVE):
 * VLArbitrationTable: the low and high tables of every such port (switch output
   ports, CA ports) with VLCap above VL0, OpenSM's defaults truncated to the port's
   VLArbitrationLow/HighCap, VLs masked likewise.
-* P_KeyTable: the default partition 0xFFFF (full member) at index 0 of every end
-  port (CA ports, switch port 0), where OpenSM's P_Key manager puts it. Other entries
-  are left as they are: partitions are not this module's to manage.
+* P_KeyTable: without partitions the default partition 0xFFFF (full member) at index 0
+  of every end port (CA ports, switch port 0), where OpenSM's P_Key manager puts it,
+  other entries left as they are; with partitions every block of every end port's
+  table and of the enforcing switch ports facing them (`pkeys`).
 
 Which ports get SL2VL and VLArb tables (`LinkOptions.qos`). OpenSM writes them only with
 QoS on (`opensm -Q`), on every port and every switch (input, output) pair: on a 648-host
@@ -65,7 +66,7 @@ along: it is written in every PortInfo Set that goes out anyway, but a differenc
 it alone does not trigger one, because ibsim (and so possibly other SMAs) ignore it.
 
 Modules: `options` (LinkOptions and their parsing), `portinfo` (the PortInfo link fields),
-`qos` (SL2VL and VLArb), `pkeys` (the default partition), `io` (what to read, reading and
+`qos` (SL2VL and VLArb), `pkeys` (P_Key tables), `io` (what to read, reading and
 diffing); the table units themselves and their Sets are `smagent.fdb.porttables`. This
 package keeps every public name.
 """

@@ -83,6 +83,7 @@ def read_and_diff(transport, wants: list[Want], failed: set[int] | None = None, 
                   ) -> tuple[list[TableChange], list[str]]:
     """Get every wanted unit (one batch) and return the Sets needed, and problems."""
     read, problems = _read(transport, wants, failed, seen)
+    pkeys.settle(read)
     return _diff(read), problems
 
 

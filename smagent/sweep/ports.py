@@ -28,6 +28,7 @@ def plan_ports(s: SweepState) -> None:
     if s.link_opts is not None and layers > 1:  # SL n must ride VL n: qos "auto" checks it
         s.link_opts = dataclasses.replace(s.link_opts, sl_layers=layers)
     _policy_tables(s)
+    _check_ipoib(s, parts)
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]
@@ -73,6 +74,29 @@ def _policy_tables(s: SweepState) -> None:
         raise qospolicy.QosPolicyError(policy.source, [f"{where} gives SL {sl}, which the {c} ports' SL2VL table "
                                                        f"(qos_{c}_sl2vl / qos_sl2vl) sends to VL15, where no data "
                                                        f"goes"])
+
+
+def _check_ipoib(s: SweepState, parts) -> None:
+    """A QoS policy's ipoib rules against the partitions on this fabric (`qospolicy.ipoib_problems`),
+    before the first Set. Without partitions every end port is a full member of 0x7fff."""
+    policy = route.qos_policy(s)
+    if policy is None or not any(r.ulp == "ipoib" for r in policy.rules):
+        return
+    from smagent.config import partitions as partmod
+    if parts is None:
+        ends = len(partmod.end_ports(s.topo))
+
+        def full(pk: int) -> int | None:
+            return ends if pk == partmod.DEFAULT_PKEY else None
+    else:
+        keys = partmod.resolve(parts, s.topo).ports
+        known = {p.pkey for p in parts.partitions}
+
+        def full(pk: int) -> int | None:
+            return sum((pk | partmod.FULL_BIT) in k for k in keys.values()) if pk in known else None
+    problems = qospolicy.ipoib_problems(policy, full)
+    if problems:
+        raise qospolicy.QosPolicyError(policy.source, problems)
 
 
 def _check_policy_sls(s: SweepState) -> None:

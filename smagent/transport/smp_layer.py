@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 # What a timeout may mean besides a lost packet: said when a Set or TrapRepress times out
 MKEY_HINT = ("if the node is M_Key-protected, the key was refused "
              "(protected SMAs drop SMPs with a wrong M_Key)")
+# a Get that carried a key: levels 2 and 3 drop Gets with a wrong one (IBA 14.2.4.1)
+MKEY_GET_HINT = ("if the node is M_Key-protected (levels 2 and 3 drop Gets too), the key sent was refused "
+                 "(check --mkey / the key file)")
 _PORT_INFO = int(AttrID.PORT_INFO)
 _WRITES = frozenset({int(Method.SET), int(Method.TRAP_REPRESS)})
 
@@ -44,9 +47,12 @@ def decode_error(raw: bytes) -> str:
 
 
 def timeout_hint(req: Request) -> str:
-    """A refused write is the classic M_Key symptom (levels 0 and 1 answer every Get)."""
+    """A refused write is the classic M_Key symptom (levels 0 and 1 answer every Get); a
+    Get that carried an M_Key (bytes 24-31 of every SMP) may have been dropped for it."""
     assert req.raw is not None  # sent: `prepare` left its bytes
-    return f"; {MKEY_HINT}" if smpcodec.method_of(req.raw) in _WRITES else ""
+    if smpcodec.method_of(req.raw) in _WRITES:
+        return f"; {MKEY_HINT}"
+    return f"; {MKEY_GET_HINT}" if any(req.raw[24:32]) else ""
 
 
 def key_for(keys: KeyChain, req: Request) -> int:

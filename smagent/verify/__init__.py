@@ -86,6 +86,8 @@ hand-built snapshots without it skip them):
                        next to them) let talk without a shared partition, or only as two
                        limited members, and
 ``partition_blocked``  pairs the partitions allow but the tables block (`verify.partitions`).
+``partition_enforcement_off``  with partitions, a switch port facing an end port that could
+                       enforce them and does not (`verify.isolation`).
 
 Warnings (listed in `Report.warnings`, the exit code and `Report.ok` ignore them: a
 configured cap (`links.LinkOptions.max_mtu` / `max_vls`) or a cable that trained at a

@@ -86,13 +86,16 @@ def snapshot_of(topo, lfts: dict, rfts: dict, mfts: dict | None, *, unread=froze
                                                     pi.port_state == PortState.ACTIVE)
     return Snapshot(states, ca_ports, dict(topo.links), mcast_read=mfts is not None,
                     unreached=list(unreached or []),
-                    port_info={k: topo.nodes[k[0]].ports[k[1]] for k in topo.links if k[1] in topo.nodes[k[0]].ports})
+                    port_info={k: topo.nodes[k[0]].ports[k[1]] for k in topo.links if k[1] in topo.nodes[k[0]].ports},
+                    enforce_cap={n.guid: n.switch_info.partition_enforcement_cap for n in topo.switches()
+                                 if n.switch_info is not None})
 
 
 def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
-    """The SL2VL tables of every hop data takes (`data_hops`) and P_Key block 0 of every
-    end port, one batch: one SMP per switch (input, output) pair on a route, per CA port
-    that sends, per end port. A port without IsSLMappingSupported (switches: port 0's
+    """The SL2VL tables of every hop data takes (`data_hops`) and the P_Key tables of every
+    end port (with partitions every block up to PartitionCap, and of enforcing switch
+    ports up to PartitionEnforcementCap; else block 0), one batch: one SMP per switch
+    (input, output) pair on a route, per CA port that sends, per P_Key block. A port without IsSLMappingSupported (switches: port 0's
     bit) or without a P_Key table is not asked. A recording made without these reads
     (replay) leaves the checks out (`tables_read` False)."""
     from smagent.fdb.porttables import Want
@@ -113,34 +116,45 @@ def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
         n = topo.nodes[g]
         if n.ports[p].capability_mask & CAP_SL_MAPPING:
             want("sl2vl", n, n.port_paths[p], 0, (g, 0, p))
+    every = snap.partition_rules is not None  # with partitions: every block, a stale key anywhere counts
+
+    def blocks(cap: int) -> range:
+        return range(max(1, -(-cap // fw.PKEY_BLOCK_SIZE)) if every else 1)
+
+    tables: dict = {}  # (kind, key) -> {block: keys}
     for g, p in sorted(k for k in snap.ca_ports if k in snap.links):
         if topo.nodes[g].node_info.partition_cap:
-            want("pkeys", topo.nodes[g], topo.nodes[g].port_paths[p], fw.pkey_modifier(0), (g, p))
+            for b in blocks(topo.nodes[g].node_info.partition_cap):
+                want("pkeys", topo.nodes[g], topo.nodes[g].port_paths[p], fw.pkey_modifier(b), ("pkeys", (g, p), b))
     for g, s in sorted(snap.switches.items()):
         if s.lid and topo.nodes[g].node_info.partition_cap:
-            want("pkeys", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(0, 0), (g, 0))
-    for g, p in _enforcing_ports(snap) if snap.partition_rules is not None else ():
-        want("enforce", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(0, p), (g, p))
-    enforcing = {k for w, k in zip(wants, keys) if w.kind == "enforce"}
-    for w in wants:
-        if w.kind == "enforce":
-            w.kind = "pkeys"
+            for b in blocks(topo.nodes[g].node_info.partition_cap):
+                want("pkeys", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(b, 0), ("pkeys", (g, 0), b))
+    for g, p in _enforcing_ports(snap) if every else ():
+        si = topo.nodes[g].switch_info
+        for b in blocks(si.partition_enforcement_cap if si is not None else 0):
+            want("pkeys", topo.nodes[g], topo.nodes[g].path, fw.pkey_modifier(b, p), ("enforce", (g, p), b))
     try:
         replies = transport.execute([w.get() for w in wants])
     except ReplayMiss:
         return
+    failed = set()
     for w, key, rep in zip(wants, keys, replies):
         if not rep.ok:
             n = topo.nodes[w.guid]
             snap.unreached.append({"where": f"{n.description} ({rep.request.describe()})", "path": list(w.path),
                                    "node": n.description, "guid": f"0x{w.guid:016x}", "port": None,
                                    "error": rep.error})
+            if w.kind == "pkeys":
+                failed.add(key[:2])
         elif w.kind == "sl2vl":
             snap.sl2vl[key] = tuple(rep.value(SLtoVLMappingTable).sl_to_vl)
-        elif key in enforcing:
-            snap.enforce_pkeys[key] = tuple(rep.value(P_KeyTable).p_keys)
         else:
-            snap.pkeys[key] = tuple(rep.value(P_KeyTable).p_keys)
+            tables.setdefault(key[:2], {})[key[2]] = rep.value(P_KeyTable).p_keys
+    for (kind, port), got in tables.items():
+        if (kind, port) not in failed:  # a table read in part is not judged
+            whole = tuple(k for b in sorted(got) for k in got[b])
+            (snap.enforce_pkeys if kind == "enforce" else snap.pkeys)[port] = whole
     snap.tables_read = True
 
 

@@ -14,10 +14,15 @@ facing end ports). Whether the route itself delivers is the unicast checks' matt
 ``partition_leak``     a pair the tables let talk without a shared partition (or only as
                        two limited members)
 ``partition_blocked``  a pair the partitions allow that the tables block
+``partition_enforcement_off``  a switch port facing an end port, on a switch with
+                       PartitionEnforcementCap, whose PartitionEnforcementInbound or
+                       Outbound is off though the end port's keys fit its table: any
+                       P_Key the host sends passes the switch (OpenSM and smagent set both)
 """
 from __future__ import annotations
 
 from mad.forwarding import PKEY_FULL_MEMBER
+from smagent.config.partitions import enforcement_keys
 
 from smagent.verify.model import _Defects, _Net
 
@@ -63,6 +68,7 @@ def _check_partition_rules(net: _Net, D: _Defects) -> int:
     rules = snap.partition_rules
     if rules is None or not snap.tables_read:
         return 0
+    _check_enforcement(net, D)
     ports = end_ports(snap)
     pairs = 0
     for a in ports:
@@ -80,3 +86,20 @@ def _check_partition_rules(net: _Net, D: _Defects) -> int:
                 D.add("partition_blocked", {"src": an, "dst": bn, "pkeys": [f"{k:#06x}" for k in want]},
                       f"{an} -> {bn}: the partitions allow P_Key {want[0]:#06x}; the tables block it")
     return pairs
+
+
+def _check_enforcement(net: _Net, D: _Defects) -> None:
+    snap = net.snap
+    rules = snap.partition_rules or {}
+    for (g, p), end in sorted(snap.links.items()):
+        cap = snap.enforce_cap.get(g, 0)
+        pi = snap.port_info.get((g, p))
+        if (g not in snap.switches or end[0] in snap.switches or not cap or pi is None
+                or end not in rules or len(enforcement_keys(list(rules[end]))) > cap):
+            continue
+        off = [d for d in ("inbound", "outbound") if not getattr(pi, f"partition_enforcement_{d}")]
+        if off:
+            where, host = net.port_name((g, p)), net.port_name(end)
+            D.add("partition_enforcement_off", {"port": where, "facing": host, "off": off},
+                  f"{where} (facing {host}): Partition Enforcement {' and '.join(off)} off; "
+                  f"any P_Key {host} sends passes the switch")

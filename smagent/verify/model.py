@@ -85,17 +85,19 @@ class Snapshot:
     unreached: list = dataclasses.field(default_factory=list)  # dicts: what, where, error
     # link checks: PortInfo of linked ports ((guid, port) -> PortInfo; empty: not checked),
     # SL2VL tables ((guid, in, out) -> 16 VLs; a CA port's own: (guid, 0, port)) and
-    # P_Key block 0 of end ports ((guid, port) -> keys; switch port 0: (guid, 0)).
+    # P_Key tables of end ports ((guid, port) -> keys; switch port 0: (guid, 0)).
     # tables_read False: the SL2VL and P_Key checks are skipped.
     port_info: dict = dataclasses.field(default_factory=dict)
     sl2vl: dict = dataclasses.field(default_factory=dict)
     pkeys: dict = dataclasses.field(default_factory=dict)
     tables_read: bool = False
-    # the partition check (`verify.partitions`): block 0 of switch ports facing end ports
+    # the partition check (`verify.partitions`): the tables of switch ports facing end ports
     # that enforce partitions ((guid, port) -> keys), and what the partitions give each
     # end port ((guid, port) -> keys; None: no partitions given, the check is skipped)
     enforce_pkeys: dict = dataclasses.field(default_factory=dict)
     partition_rules: dict | None = None
+    # switch GUID -> SwitchInfo.PartitionEnforcementCap (0: the switch cannot enforce)
+    enforce_cap: dict = dataclasses.field(default_factory=dict)
     # the SL of the paths from each switch's CA ports, by DLID ({switch GUID: bytes}), as
     # a VL-layering engine (dfsssp) gives them; None: every path on SL 0 (what hosts send
     # without an SA). A hop's VL is its SL2VL table's entry for the SL (`sl2vl`), or the SL

@@ -191,3 +191,35 @@ def test_pathrecord_sls_equal_opensms_with_the_same_policy(tmp_path, ibsim):
     assert theirs[("H0", "H3", "plain")] == 3 and theirs[("H0", "H3", "service_id")] == 2
     assert theirs[("H1", "H5", "pkey")] == 4 and theirs[("H0", "H3", "pkey")] == 3  # file order
     assert theirs[("H2", "H1", "plain")] == 1 and theirs[("H2", "H1", "other_service")] == 1
+
+
+@pytest.mark.parametrize("parts, refused", [
+    ("a=0x10 : ALL_CAS=full ;\n", True),  # the implicit default: only the SM's port is a full member
+    ("Default=0x7fff : ALL=full ;\n", False),
+])
+def test_an_ipoib_rule_is_refused_where_opensm_refuses_it(tmp_path, parts, refused):
+    """`ipoib, pkey 0x7fff` in qos-ulps: OpenSM's policy parser refuses the file when the
+    partition has fewer than two full members (it logs the error and runs without the
+    policy); smagent refuses it before the first Set (exit 2), naming the rule."""
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(2)))
+    ulps = "qos-ulps\n    default : 0\n    ipoib, pkey 0x7fff : 1\nend-qos-ulps\n"
+    (tmp_path / "ulps.conf").write_text(ulps)
+    (tmp_path / "parts.conf").write_text(parts)
+    with IbSim(net, tmp_path / "osm") as sim:
+        env = sim.opensm_env(tmp_path / "osm-cache")
+        r = subprocess.run([OPENSM, "-o", "-Q", "-Y", str(tmp_path / "ulps.conf"), "-P", str(tmp_path / "parts.conf"),
+                            "-f", str(tmp_path / "osm.log")], env=env, cwd=sim.cwd, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        log = (tmp_path / "osm.log").read_text(errors="replace")
+        assert ("partition has less than two full members" in log) == refused, log[-3000:]
+        r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", "--qos-policy",
+                     str(tmp_path / "ulps.conf"), "--partitions", str(tmp_path / "parts.conf")], timeout=600,
+                    check=False)
+        if refused:
+            assert r.returncode == 2, r.stderr[-2000:]
+            assert "ipoib, pkey 0x7fff: IPoIB partition 0x7fff: its partition has 1 full member" in r.stderr
+            assert "SubnSet" not in r.stdout
+        else:
+            assert r.returncode == 0, r.stderr[-2000:]

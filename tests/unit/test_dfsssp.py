@@ -206,6 +206,8 @@ def test_minhop_on_a_torus_is_refused_naming_the_loop_unless_allowed(cli, on, tm
     r = cli("verify", "--json", "--path-sls", tmp_path / "st" / "path_sls")
     assert r.exit_code == EXIT_OK and json.loads(r.stdout)["ok"], r.output
     assert cli("verify").exit_code == 1, "without the SLs every path rides SL 0: the loops are real"
+    r = cli("verify", "--state-dir", tmp_path / "st")  # the sweep's SLs, without --path-sls
+    assert r.exit_code == EXIT_OK, r.output
     r = cli("sweep", "--routing", "minhop", "--allow-defects", "--state-dir", tmp_path / "st")
     assert r.exit_code == EXIT_DEFECTS and "cdg_cycle" in r.output, r.output  # written, and said
     assert not (tmp_path / "st" / "path_sls").exists(), "minhop puts every path on SL 0: no stale SLs"

@@ -539,3 +539,15 @@ def test_daemon_repair_with_per_node_keys_stays_incremental(level):
     assert d.counters.repairs == 1 and d.last_sweep["incremental"], d.last_sweep
     assert d.known is not None and d.known.topology.nodes[s0.guid].path == (0, 1, 4, 2, 3)
     assert d.last_sweep["problems"] == 0 and d.last_sweep["smps"] < full / 10, (d.last_sweep["smps"], full)
+
+
+@pytest.mark.parametrize("args", [["query", "portinfo", "0,1,3", "--port", "0"], ["query", "pkeys", "0,1,3"]])
+def test_a_get_timeout_after_a_given_key_names_the_mkey(on_sim, args):
+    """Level 3 drops a Get with a wrong M_Key: a query that gave a key says so."""
+    sim = protected(3)
+    r = on_sim(sim, "--mkey", hex(WRONG), "--retries", "0", *args)
+    assert r.exit_code == 3 and "no response after 1 tries" in r.stderr
+    assert "M_Key-protected (levels 2 and 3 drop Gets too), the key sent was refused" in r.stderr
+    assert_no_key(r.stdout + r.stderr, KEY, WRONG)
+    r = on_sim(sim, "--retries", "0", "query", "nodeinfo", "0,1,3")  # no key given: a lost link as likely
+    assert r.exit_code == 3 and "M_Key" not in r.stderr

@@ -349,3 +349,117 @@ def test_partition_tables_are_backed_up_journalled_and_restored(tmp_path):
         assert [k for k in n.pkeys[p] if k] == [0xFFFF]  # what the first sweep left
         sw, sp = n.peers[p]
         assert [k for k in sw.pkeys[sp] if k] == [0xFFFF]
+
+
+def _held(node, port) -> dict:
+    """index -> key of every non-empty entry of a port's whole table."""
+    return {i: k for i, k in enumerate(node.pkeys[port]) if k & 0x7FFF}
+
+
+def test_a_shrinking_file_leaves_no_stale_key_in_any_block():
+    """40 shared partitions (two blocks), then one: as OpenSM 3.3.23, the key kept stays at
+    its index and every other index of every block is 0, on the CA ports and on the
+    switch ports facing them (block 1 too, which OpenSM leaves); a key planted at
+    index 40 goes in one sweep; `verify` reads every block."""
+    from smagent import verify
+    t = _sim()
+    cas = _ca_ports(t.sim)
+    (an, ap), (bn, bp) = cas[0], cas[2]
+    ga, gb = f"{an.port_guids[ap]:#x}", f"{bn.port_guids[bp]:#x}"
+    many = "".join(f"p{i}=0x{0x100 + i:x} : {ga}=full, {gb}=full ;\n" for i in range(40))
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=partitions.parse(many)))
+    assert r.problems == []
+    assert _held(an, ap) == {0: 0xFFFF, **{1 + i: (0x100 + i) | FULL for i in range(40)}}
+    one = partitions.parse(f"p5=0x105 : {ga}=full, {gb}=full ;\n")
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=one))
+    assert r.problems == []
+    assert (an.guid, ap) == r.topology.local  # the SM's port: a full default member, the other limited
+    for n, p, dflt in ((an, ap, 0xFFFF), (bn, bp, 0x7FFF)):
+        assert _held(n, p) == {0: dflt, 6: 0x105 | FULL}  # 0x105 keeps index 6, as OpenSM
+        sw, sp = n.peers[p]
+        assert _held(sw, sp) == {0: dflt, 1: 0x105 | FULL}  # gaps closed, block 1 cleared
+    assert verify.verify(t, partitions=one).ok
+    # a stale full key planted at index 40 of two ports sharing no partition (limited
+    # default members both) and of the switch ports facing them: a leak the data plane
+    # carries and verify names; one sweep removes it
+    cn, cp = cas[3]
+    for n, p in ((bn, bp), (cn, cp)):
+        n.pkeys[p][40] = 0x4321 | FULL
+        sw, sp = n.peers[p]
+        sw.pkeys[sp][40] = 0x4321 | FULL
+    from smagent.sim.dataplane import Packet
+    lid = cn.lid_range(cp)[0]
+    assert t.sim.trace((bn.name, bp), lid, packet=Packet(pkey=0x4321 | FULL)).delivered
+    report = verify.verify(t, partitions=one)
+    assert report.defects["partition_leak"]["count"] == 2
+    sweep.sweep(t, sweep.SweepOptions(partitions=one))
+    assert _held(bn, bp) == {0: 0x7FFF, 6: 0x105 | FULL} and _held(cn, cp) == {0: 0x7FFF}
+    assert _held(*cn.peers[cp]) == {0: 0x7FFF}
+    assert not t.sim.trace((bn.name, bp), lid, packet=Packet(pkey=0x4321 | FULL)).delivered
+    assert verify.verify(t, partitions=one).ok
+
+
+def test_the_last_mention_sets_membership_as_opensm_with_a_warning():
+    t = _sim()
+    cas = _ca_ports(t.sim)
+    n, p = cas[1]
+    g = f"{n.port_guids[p]:#x}"
+    conf = partitions.parse(f"storage=0x0c0c : {g}=full, ALL_CAS=limited ;\n")
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=conf))
+    assert 0x0C0C in n.pkeys[p] and 0x8C0C not in n.pkeys[p]
+    assert any("storage" in w and "last mention wins" in w for w in r.notes)
+    # raised again later: full, no warning
+    conf = partitions.parse(f"storage=0x0c0c : {g}=full, ALL_CAS=limited ;\nstorage=0x0c0c : {g}=full ;\n")
+    r = sweep.sweep(t, sweep.SweepOptions(partitions=conf))
+    assert 0x8C0C in n.pkeys[p] and not any("last mention wins" in w for w in r.notes)
+
+
+def test_new_keys_are_appended_in_opensm_order():
+    """OpenSM walks its partitions by the P_Key's bytes as a little-endian number: 0x0100
+    (bytes 01 00) comes before 0x0001 (bytes 00 01) and before 0x0002."""
+    t = _sim()
+    n, p = _ca_ports(t.sim)[0]
+    g = f"{n.port_guids[p]:#x}"
+    conf = partitions.parse(f"a=0x0002 : {g}=full ;\nb=0x0001 : {g}=full ;\nc=0x0100 : {g}=full ;\n")
+    sweep.sweep(t, sweep.SweepOptions(partitions=conf))
+    assert _held(n, p) == {0: 0xFFFF, 1: 0x8100, 2: 0x8001, 3: 0x8002}
+
+
+def test_layout_keeps_held_keys_where_they_are():
+    lay = partitions.layout
+    # held keys stay; the membership bit follows the file; new ones after the highest
+    # index given out (a stale key there is overwritten)
+    assert lay([0xFFFF, 0, 0x0010, 0x8020], [0x8010, 0x8030, 0xFFFF], 0, 8) == [
+        0xFFFF, 0, 0x8010, 0x8030, 0, 0, 0, 0]
+    # index 0 goes to the indx0 key; the default moves after it
+    assert lay([0xFFFF, 0x8010], [0x8010, 0xFFFF], 0x8010, 4) == [0x8010, 0xFFFF, 0, 0]
+    # no room after the highest index: the first free one
+    assert lay([0xFFFF, 0, 0, 0x8001], [0x8001, 0x8002, 0xFFFF], 0, 4) == [0xFFFF, 0x8002, 0, 0x8001]
+    # no room at all: left out
+    assert lay([0xFFFF, 0x8001], [0x8001, 0x8002, 0xFFFF], 0, 2) == [0xFFFF, 0x8001]
+
+
+def test_enforcement_off_facing_a_host_is_a_verify_defect():
+    """ibsim keeps no PartitionEnforcementInbound/Outbound bit; the simulator does, and a
+    switch port facing a host that lets every P_Key through is a defect with partitions."""
+    from smagent import verify
+    from smagent.sim.dataplane import Packet
+    t = _sim()
+    cas = _ca_ports(t.sim)
+    (an, ap), (bn, bp) = cas[1], cas[2]
+    conf = partitions.parse(f"a=0x10 : {an.port_guids[ap]:#x}=full ;\n")
+    sweep.sweep(t, sweep.SweepOptions(partitions=conf))
+    assert verify.verify(t, partitions=conf).ok
+    sw, sp = bn.peers[bp]
+    sw.pi[sp].partition_enforcement_inbound = 0
+    # b's table gains a's key behind the SM's back: only the switch port stopped it
+    bn.pkeys[bp][5] = 0x10 | FULL
+    lid = an.lid_range(ap)[0]
+    assert t.sim.trace((bn.name, bp), lid, packet=Packet(pkey=0x10 | FULL)).delivered
+    report = verify.verify(t, partitions=conf)
+    off = report.defects["partition_enforcement_off"]
+    assert off["count"] == 1 and off["examples"][0]["off"] == ["inbound"]
+    assert off["examples"][0]["facing"] == f"{bn.name}[{bp}]"
+    sweep.sweep(t, sweep.SweepOptions(partitions=conf))  # the sweep turns it back on
+    assert sw.pi[sp].partition_enforcement_inbound == 1
+    assert "partition_enforcement_off" not in verify.verify(t, partitions=conf).defects

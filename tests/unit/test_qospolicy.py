@@ -264,3 +264,26 @@ def test_a_policy_sl_its_own_tables_send_to_vl15_is_refused(tmp_path):
                                                       r"the ca ports' SL2VL table .* sends to VL15"):
         sweep.sweep(t, sweep.SweepOptions(qos_policy=policy))
     assert not any(k.startswith("SubnSet(") for k in t.stats.by_kind), "refused before any Set"
+
+
+@pytest.mark.parametrize("parts, rule, refused", [
+    ("a=0x10 : ALL_CAS=full ;", "ipoib", "IPoIB partition 0x7fff: its partition has 1 full member;"),
+    ("a=0x10 : ALL_CAS=full ;", "ipoib, pkey 0x7fff", "IPoIB partition 0x7fff: its partition has 1 full member;"),
+    ("a=0x10 : ALL_CAS=full ;", "ipoib, pkey 0x20", "IPoIB partition 0x0020: no partition has it"),
+    ("a=0x10 : ALL_CAS=full ;", "ipoib, pkey 0x10", None),
+    ("Default=0x7fff : ALL=full ;", "ipoib", None),
+    (None, "ipoib, pkey 0x7fff", None),  # no partitions: every end port a full default member
+])
+def test_an_ipoib_rule_needs_a_partition_with_two_full_members_as_opensm(parts, rule, refused):
+    """OpenSM's policy parser refuses an ipoib rule whose partition does not exist or has
+    fewer than two full members (the implicit default: only the SM's port is full)."""
+    from smagent.config import partitions
+    t = SimTransport(topogen.fat_tree_2(4))
+    policy = qospolicy.parse(f"qos-ulps\n default : 0\n {rule} : 1\nend-qos-ulps\n", "q")
+    opts = sweep.SweepOptions(qos_policy=policy, partitions=parts and partitions.parse(parts))
+    if refused is None:
+        assert sweep.sweep(t, opts).problems == []
+        return
+    with pytest.raises(qospolicy.QosPolicyError, match=f"line 3: {rule}: {refused}"):
+        sweep.sweep(t, opts)
+    assert not any(k.startswith("SubnSet(") for k in t.stats.by_kind), "refused before any Set"
