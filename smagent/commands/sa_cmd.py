@@ -210,7 +210,7 @@ def multipaths(obj, guids, sources, num_path, as_json):
 
 # -- multicast groups (for tests and for trying the SA: a host's IPoIB joins by itself) --------
 SELECTORS = {"greater": 0, "less": 1, "exactly": 2, "largest": 3}
-JOIN_STATES = {"full": 1, "non": 2, "send-only": 4}
+JOIN_STATES = {"full": 1, "non": 2, "send-only": 4, "send-only-full": 8}
 
 
 def _mgid(text: str | None) -> int:
@@ -244,7 +244,8 @@ def groups(obj, mgid, as_json):
 
 
 _state = click.option("--join-state", type=click.Choice(list(JOIN_STATES)), default="full", show_default=True,
-                      help="The membership: full, non (receive only) or send-only.")
+                      help="The membership: full, non (receive only), send-only (non-member) or send-only-full "
+                           "(a sender that keeps the group alive, JoinState 0x8).")
 
 
 @sa.command()
