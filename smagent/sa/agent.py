@@ -537,8 +537,10 @@ class SaAgent:
     def _paths(self, q, mad, inc):
         if mad.component_mask & PathRecord.mask("dgid") and q.dgid >> 120 == 0xFF:  # to a multicast group
             return self._shown(inc, self.groups.path(self._recs, q, mad.component_mask, mad.method == Method.GET))
-        found = paths.each_path(self._recs, q, mad.component_mask, inc.address.lid)
-        if mad.method == Method.GET:  # a Get is NumbPath 1 (IBA 1.2), as OpenSM: the first the requester may see
+        is_get = mad.method == Method.GET  # a Get is NumbPath 1 (IBA 1.2 erratum), whatever NumbPath says
+        mask = mad.component_mask & ~PathRecord.mask("num_path") if is_get else mad.component_mask
+        found = paths.each_path(self._recs, q, mask, inc.address.lid)
+        if is_get:  # as OpenSM: the first the requester may see
             viewer = visible.Viewer(self._recs.subnet, inc.address.lid)
             return next(([pr] for pr in found if viewer.shown([pr])), [])
         return self._shown(inc, list(found))

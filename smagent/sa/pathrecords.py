@@ -141,13 +141,15 @@ def lids_of(recs: Records, node: Node, port: int) -> tuple[int, ...]:
 def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
               lid_field: str) -> list[tuple[Node, int, tuple[int, ...]]] | None:
     """(node, port, its LIDs) the query names: by GID every LID of the port, by LID that
-    one; None when it names none."""
+    one; None when it names none. A GID or LID of no port names nothing: no record (a
+    Get's ERR_NO_RECORDS), as OpenSM 3.3.23 answers (its pr_rcv_get_end_points finds
+    ERR_REQ_INVALID_GID, and its caller answers with the empty list instead)."""
     s = recs.subnet
     if mask & _MASKS[gid_field]:
         gid = getattr(q, gid_field)
         hit = s.port_of_guid(gid & (1 << 64) - 1)
         if hit is None or recs.gid(*hit) != gid:
-            raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
+            return []
         return [(hit[0], hit[1], lids_of(recs, *hit))]
     if mask & _MASKS[lid_field]:
         lid = getattr(q, lid_field)
