@@ -56,7 +56,7 @@ from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEAD
                     SaStatus, encode_table, matcher)
 from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
                             record_class)
-from smagent.sa import multipath, pathrecords as paths, quickpath, trace, visible
+from smagent.sa import aliases as aliasesmod, multipath, pathrecords as paths, quickpath, trace, visible
 from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
@@ -117,6 +117,7 @@ class SaAgent:
         self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
         self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
         self.services = Services()  # ServiceRecords registered (with their leases)
+        self.aliases = aliasesmod.AliasGuids()  # alias GUIDs hosts registered (GUIDInfoRecord Set)
         self._reports: list[Reply] = []  # Reports a request caused (a group created), sent with its answer
         self._now = 0.0
         # PathRecord answers of this snapshot, encoded once: (method, the request past its
@@ -133,7 +134,8 @@ class SaAgent:
 
     def publish(self, subnet: Subnet) -> None:
         """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
-        self.subnet, self._records = subnet, Records(subnet)
+        self.aliases.keep_only(lambda guid: subnet.port_of_guid(guid) is not None)  # gone ports lose theirs
+        self.subnet, self._records = subnet, Records(subnet, self.aliases.port_of)
         self._quick = quickpath.QuickPaths(self._records)
         self._path_answers.clear()
         self._fast.clear()
@@ -181,7 +183,11 @@ class SaAgent:
                 self.informs.on_report_resp(tid)
             return []  # a response: nothing to answer
         self._now = now
+        aliases = self.aliases.version
         status, data, offset = self._cached_answer(incoming)
+        if self.aliases.version != aliases:  # a GID now names a port, or no longer: answers kept are stale
+            self._path_answers.clear()
+            self._fast.clear()
         self.answered += 1
         self.requests[(int.from_bytes(raw[16:18], "big"), raw[3], status)] += 1
         reports, self._reports = self._reports, []
@@ -347,6 +353,8 @@ class SaAgent:
             method = Method.GET  # answered as a Get is: the one record
         elif attr == SaAttrID.INFORM_INFO and method == Method.SET:
             served, method = SaAgent._subscribe, Method.GET
+        elif attr == SaAttrID.GUID_INFO_RECORD and method in (Method.SET, Method.DELETE):
+            served, method = (SaAgent._set_aliases if method == Method.SET else SaAgent._delete_aliases), Method.GET
         elif attr == SaAttrID.SERVICE_RECORD and method in (Method.SET, Method.DELETE):
             served = SaAgent._register if method == Method.SET else SaAgent._unregister
             method = Method.GET  # the one registration of the request's RID
@@ -458,7 +466,28 @@ class SaAgent:
         return self._shown(inc, self._scan(self._recs.mfts, q, mad.component_mask))
 
     def _guid_infos(self, q, mad, inc):
-        return self._shown(inc, self._scan(self._recs.guid_infos, q, mad.component_mask))
+        recs, aliases = self._recs, self.aliases
+        found = recs.guid_infos
+        if aliases.tables:  # the blocks holding aliases as they are now
+            ports = {recs.subnet.base_lid(*hit): hit[0].port_guid(hit[1]) for hit in
+                     (recs.subnet.port_of_guid(g) for g in aliases.tables) if hit is not None}
+            found = [r.replace(guids=aliases.block(ports[r.lid], r.block_num)) if r.lid in ports else r
+                     for r in found]
+        return self._shown(inc, self._scan(found, q, mad.component_mask))
+
+    def _set_aliases(self, q, mad, inc):
+        return [self.aliases.set(self._alias_port(q, inc), q, mad.component_mask)]
+
+    def _delete_aliases(self, q, mad, inc):
+        return [self.aliases.delete(self._alias_port(q, inc), q, mad.component_mask)]
+
+    def _alias_port(self, q, inc) -> Subnet:
+        """The snapshot a GUIDInfoRecord Set or Delete changes, its port one the requester
+        shares a partition with (else, as no such port, ERR_NO_RECORDS: OpenSM drops it)."""
+        viewer = visible.Viewer(self._recs.subnet, inc.address.lid)
+        if q.lid and not viewer.sees(viewer.port(q.lid)):
+            raise paths.PathQueryError(SaStatus.ERR_NO_RECORDS, f"no port of LID {q.lid} the requester may see")
+        return self._recs.subnet
 
     def _members(self, q, mad, inc):
         sub, requester = self._recs.subnet, self._recs.subnet.port_of_lid(inc.address.lid)
