@@ -7,7 +7,8 @@ a socket: the daemon drives it, and the tests call it directly.
 
 Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
 SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
-MulticastForwardingTableRecord, GUIDInfoRecord, P_KeyTableRecord (only with our SM_Key),
+MulticastForwardingTableRecord, GUIDInfoRecord (Set and Delete too: alias GUIDs,
+`smagent.sa.aliases`), P_KeyTableRecord (only with our SM_Key),
 SLtoVLMappingTableRecord and VLArbitrationTableRecord, and GetMulti of MultiPathRecord
 (`multipath`: the request reassembled from its RMPP segments, the answer a table of
 PathRecords) and GetTraceTable of TraceRecord (`trace`: the hops of a PathRecord's path),
@@ -90,8 +91,27 @@ _IIR_SELECT = InformInfoRecord.mask("subscriber_gid", "enum")  # OpenSM's Inform
 _BASE_LID_FIELDS = {NodeRecord: ("lid",), PortInfoRecord: ("endport_lid", "lid"), GUIDInfoRecord: ("lid",),
                     LinkRecord: ("from_lid", "to_lid")}
 _RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
-CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
-CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
+# ClassPortInfo.CapabilityMask and CapabilityMask2 (IBA 15.2.5, Table 184 and its 1.2.1+
+# additions; OpenSM's OSM_CAP*): exactly what this SA implements. Not claimed: IsNotice (no
+# Get/Set of Notice), IsSubnetOptionalRecords (no RandomForwardingTableRecord nor
+# ServiceAssociationRecord), IsReinit, IsReversePathPKeyMember, IsFullPortInfoRecord (the
+# PortInfoRecord Options byte is not honoured)
+CAP_UD_MULTICAST = 1 << 9  # MCMemberRecord joins and leaves (while multicast is on)
+CAP_MULTIPATH = 1 << 10  # GetMulti(MultiPathRecord)
+CAP_PORT_INFO_CAPMASK_MATCH = 1 << 13  # PortInfoRecord CapabilityMask matched bit by bit (modifier bit 31)
+CAP_MASK = CAP_MULTIPATH | CAP_PORT_INFO_CAPMASK_MATCH
+CAP2_QOS = 1 << 1  # PathRecord SLs from a QoS policy (by ServiceID, P_Key): only with one
+CAP2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
+CAP2_ALIAS_GUIDS = 1 << 5  # GUIDInfoRecord Set/Delete (`smagent.sa.aliases`)
+CAP2_EXTENDED_SPEEDS = 1 << 7  # LinkSpeedExt in PortInfoRecords; FDR/EDR rates in PathRecords
+CAP2_MULTICAST_SERVICE_RECS = 1 << 8  # ServiceRecords with a multicast ServiceGID
+CAP2_PORT_INFO_CAPMASK2_MATCH = 1 << 10  # PortInfoRecord CapabilityMask2 matched bit by bit (modifier bit 31)
+CAP2_SEND_ONLY_FULL_MEMBER = 1 << 12  # JoinState 0x8 (`smagent.sa.groups`): the kernel's IPoIB looks for it
+CAP2_LINK_WIDTH_2X = 1 << 13  # 2x widths in PortInfoRecords and PathRecord rates
+CAP2_LINK_SPEED_HDR = 1 << 15  # HDR rates
+CAP_MASK2 = (CAP2_MCAST_TOP | CAP2_ALIAS_GUIDS | CAP2_EXTENDED_SPEEDS | CAP2_MULTICAST_SERVICE_RECS
+             | CAP2_PORT_INFO_CAPMASK2_MATCH | CAP2_SEND_ONLY_FULL_MEMBER | CAP2_LINK_WIDTH_2X | CAP2_LINK_SPEED_HDR)
+ENHANCED_MATCH = 1 << 31  # a PortInfoRecord query's AttributeModifier: CapabilityMask(2) bit by bit
 
 Reply = tuple[bytes, Address]
 
@@ -118,6 +138,7 @@ class SaAgent:
         self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
         self.services = Services()  # ServiceRecords registered (with their leases)
         self.aliases = aliasesmod.AliasGuids()  # alias GUIDs hosts registered (GUIDInfoRecord Set)
+        self.multicast = True  # the owner programs the joined groups' MFTs (IsUDMulticastSupported)
         self._reports: list[Reply] = []  # Reports a request caused (a group created), sent with its answer
         self._now = 0.0
         # PathRecord answers of this snapshot, encoded once: (method, the request past its
@@ -412,8 +433,10 @@ class SaAgent:
 
     def class_port_info(self) -> ClassPortInfo:
         # no redirection: requests stay on our QP1 (with the GSI Q_Key), as traps would
-        return ClassPortInfo(base_version=1, class_version=SA_CLASS_VERSION, capability_mask=CAP_MASK,
-                             capability_mask2=CAP_MASK2_MCAST_TOP, resp_time_value=RESP_TIME_VALUE,
+        qos = self.subnet is not None and getattr(self.subnet, "qos_policy", None) is not None
+        return ClassPortInfo(base_version=1, class_version=SA_CLASS_VERSION,
+                             capability_mask=CAP_MASK | (CAP_UD_MULTICAST if self.multicast else 0),
+                             capability_mask2=CAP_MASK2 | (CAP2_QOS if qos else 0), resp_time_value=RESP_TIME_VALUE,
                              redirect_qp=GSI_QP, redirect_q_key=GSI_QKEY, trap_q_key=GSI_QKEY)
 
     # -- the records -------------------------------------------------------------------
@@ -441,12 +464,16 @@ class SaAgent:
         return self._shown(inc, self._scan(self._recs.nodes, q, mad.component_mask))
 
     def _port_infos(self, q, mad, inc):
-        # CapabilityMask selects the ports having every bit the query sets (saquery -s asks
-        # IsSM so), as OpenSM matches it; the other components compare equal
-        mask, cap = mad.component_mask, PortInfoRecord.mask("capability_mask")
-        found = self._scan(self._recs.port_infos(self._reveal(mad)), q, mask & ~cap)
-        if mask & cap:
-            found = [r for r in found if r.capability_mask & q.capability_mask == q.capability_mask]
+        # CapabilityMask and CapabilityMask2 select the ports having every bit the query sets
+        # when its AttributeModifier's bit 31 says so (saquery -s asks IsSM so), else compare
+        # equal, as OpenSM matches them (IBA 1.2 errata); the other components compare equal
+        mask, caps = mad.component_mask, PortInfoRecord.mask("capability_mask", "capability_mask2")
+        bitwise = bool(mad.attribute_modifier & ENHANCED_MATCH)
+        found = self._scan(self._recs.port_infos(self._reveal(mad)), q, mask & ~caps if bitwise else mask)
+        for field in ("capability_mask", "capability_mask2"):
+            want = getattr(q, field)
+            if bitwise and mask & PortInfoRecord.mask(field):
+                found = [r for r in found if getattr(r, field) & want == want]
         return self._shown(inc, found)
 
     def _switches(self, q, mad, inc):

@@ -54,6 +54,7 @@ class SaService:
     def __init__(self, daemon: Daemon):
         self.d = daemon
         self.agent = SaAgent(daemon.opts.sm_key, master=False, sms=self._sms_seen)
+        self.agent.multicast = daemon.opts.sweep.multicast  # ClassPortInfo: IsUDMulticastSupported
         self.groups_pending = False  # joins or leaves the MFTs do not follow yet
         self._precreated = False
         sw = daemon.opts.sweep
