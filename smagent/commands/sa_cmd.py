@@ -302,6 +302,31 @@ def leave(obj, mgid, join_state, as_json):
         t.close()
 
 
+@sa.command()
+@click.argument("index", type=click.IntRange(1, 255))
+@click.argument("guid", required=False)
+@click.option("--delete", is_flag=True, help="Delete the alias GUID at INDEX instead.")
+@_json
+@click.pass_obj
+def alias(obj, index, guid, delete, as_json):
+    """Register GUID as the alias at INDEX (1..GUIDCap-1) of this port's GUID table, as an
+    SR-IOV virtual function does (GUIDInfoRecord Set; no GUID: the SM assigns one), or
+    --delete it. Shows the block of 8 the SA answers with."""
+    from mad.sa_records import GUIDInfoRecord
+    value = _number(guid, "GUID", 64) if guid is not None else 0
+    if delete and guid is not None:
+        raise BadInput("--delete takes the INDEX alone")
+    client, t = _client(obj)
+    try:
+        guids = [0] * 8
+        guids[index % 8] = value
+        rec = GUIDInfoRecord(lid=t.local_port().base_lid, block_num=index // 8, guids=guids)
+        mask = GUIDInfoRecord.mask("lid", "block_num", f"guids[{index % 8}]")
+        _show([(client.delete if delete else client.set)(rec, mask)], as_json, "GUIDInfoRecord")
+    finally:
+        t.close()
+
+
 # -- services (for tests and for trying the SA: a host's daemons register their own) ---------
 def _number(text: str, what: str, bits: int) -> int:
     try:
