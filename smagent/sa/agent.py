@@ -506,7 +506,7 @@ class SaAgent:
         return [self.aliases.set(self._alias_port(q, inc), q, mad.component_mask)]
 
     def _delete_aliases(self, q, mad, inc):
-        return [self.aliases.delete(self._alias_port(q, inc), q, mad.component_mask)]
+        return [self.aliases.delete(self._alias_port(q, inc), q, mad.component_mask, self.groups.has_member)]
 
     def _alias_port(self, q, inc) -> Subnet:
         """The snapshot a GUIDInfoRecord Set or Delete changes, its port one the requester

@@ -13,8 +13,12 @@ that index holds, else the one assigned to that index before, else a new one
 (00:14:05 (OpenIB) << 40 | a counter, as OpenSM assigns with sm_assigned_guid 0). A GUID
 that names another port, or this port at another index, is not stored. A Delete clears
 the GUIDs named. Either answers with the request carrying the block as it is now (as
-OpenSM: a GUID not stored shows what the index holds). Aliases go with their port when it leaves the subnet; the GUIDs assigned stay
-reserved for their port and index, as OpenSM keeps them."""
+OpenSM: a GUID not stored shows what the index holds). An alias GID joins multicast
+groups as its port; a Delete of an alias that is a member is ERR_REQ_DENIED. Aliases go with their port when it leaves the subnet; the GUIDs assigned stay
+reserved for their port and index, as OpenSM keeps them.
+
+Not done: OpenSM also writes the block to the port (SubnSet(GUIDInfo)) where the port
+takes it; here the aliases live in the SA alone (ibsim refuses that Set anyway)."""
 from __future__ import annotations
 
 from mad.sa import SaStatus
@@ -64,12 +68,16 @@ class AliasGuids:
             self.version += 1
         return q.replace(guids=self.block(port_guid, q.block_num))
 
-    def delete(self, subnet, q: GUIDInfoRecord, mask: int) -> GUIDInfoRecord:
+    def delete(self, subnet, q: GUIDInfoRecord, mask: int, in_group=lambda guid: False) -> GUIDInfoRecord:
+        """``in_group(guid)``: whether a GUID is a multicast group's member (then refused)."""
         port_guid, cap = self._port(subnet, q, mask)
         table = self.tables.get(port_guid)
         if table is None:
             return q  # nothing registered: the request back, unchecked, as OpenSM answers
-        for i in self._indexes(q, mask, cap):
+        indexes = self._indexes(q, mask, cap)
+        if any(table[i] and in_group(table[i]) for i in indexes):
+            raise AliasError(SaStatus.ERR_REQ_DENIED, "an alias GUID named is a multicast group's member")
+        for i in indexes:
             if table[i]:
                 self.by_alias.pop(table[i], None)
                 table[i] = 0

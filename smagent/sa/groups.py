@@ -239,12 +239,13 @@ class McastGroups:
         self.version += 1
         return True
 
-    def drop_ports(self, gids) -> list[int]:
-        """The ports (GIDs) that left the subnet leave every group, as OpenSM drops a port
-        that is gone from its groups; the MGIDs of the groups that died of it."""
+    def drop_ports(self, gone_port) -> list[int]:
+        """The member GIDs (port or alias) of ports that left the subnet (``gone_port(gid)``)
+        leave every group, as OpenSM drops a port that is gone from its groups; the MGIDs of
+        the groups that died of it."""
         dead = []
         for g in list(self.groups.values()):
-            gone = [gid for gid in g.members if gid in gids]
+            gone = [gid for gid in g.members if gone_port(gid)]
             for gid in gone:
                 del g.members[gid]
             if gone:
@@ -252,6 +253,10 @@ class McastGroups:
                 if self._end_if_no_full_member(g):
                     dead.append(g.mgid)
         return dead
+
+    def has_member(self, guid: int) -> bool:
+        """Whether a port or alias GUID is a member of any group."""
+        return any(gid & (1 << 64) - 1 == guid for g in self.groups.values() for gid in g.members)
 
     def records(self) -> list[MCMemberRecord]:
         """One record per (group, member)."""
@@ -310,20 +315,21 @@ class McastGroups:
 
     @staticmethod
     def _port(recs: Records, gid: int):
-        hit = recs.subnet.port_of_guid(gid & (1 << 64) - 1)
-        if hit is None or recs.gid(*hit) != gid:
+        hit = recs.port_of_gid(gid)  # its port GID, or an alias GID of it (as OpenSM joins by alias)
+        if hit is None:
             raise GroupError(SaStatus.ERR_REQ_INVALID_GID, f"PortGID {gid:#034x} is no port of the subnet")
         return hit
 
     # -- for the sweep ---------------------------------------------------------------
-    def spec_groups(self, in_fabric) -> list[multicast.Group]:
+    def spec_groups(self, in_fabric, base=lambda guid: guid) -> list[multicast.Group]:
         """A `multicast.Group` per group with a member port ``in_fabric`` (port GUID -> bool),
-        MLIDs the configured groups use left out (those are programmed as configured)."""
+        MLIDs the configured groups use left out (those are programmed as configured);
+        ``base``: the port GUID a member's GUID names (an alias GUID its port's)."""
         out = []
         for g in sorted(self.groups.values(), key=lambda g: g.mlid):
             if g.mlid in self.reserved:
                 continue
-            guids = tuple(sorted(guid for guid in {gid & (1 << 64) - 1 for gid in g.members} if in_fabric(guid)))
+            guids = tuple(sorted(guid for guid in {base(gid & (1 << 64) - 1) for gid in g.members} if in_fabric(guid)))
             if guids:
                 out.append(multicast.Group(g.mlid, guids, f"SA group {mgid_text(g.mgid)}"))
         return out

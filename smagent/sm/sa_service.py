@@ -111,6 +111,7 @@ class SaService:
         snapshot every answer comes from; CA ports that came or went since the last one
         are reported to subscribers (traps 64/65)."""
         before = self._end_ports()
+        owners = dict(self.agent.aliases.by_alias)  # alias GUID -> port GUID, before gone ports lose theirs
         self.agent.publish(snapshot if snapshot is not None else self.snapshot(result))
         after = self._end_ports()
         if before is not None and after is not None and before != after:
@@ -122,7 +123,9 @@ class SaService:
             out = [r for gid in sorted(set(after) - set(before)) for r in a.sm_notice(informsmod.GID_IN, gid, now)]
             out += [r for gid in sorted(set(before) - set(after)) for r in a.sm_notice(informsmod.GID_OUT, gid, now)]
             version = a.groups.version
-            for mgid in a.groups.drop_ports(set(before) - set(after)):  # gone ports leave their groups
+            gone = {gid & (1 << 64) - 1 for gid in set(before) - set(after)}
+            for mgid in a.groups.drop_ports(lambda gid: gid & (1 << 64) - 1 in gone  # gone ports leave their groups
+                                            or owners.get(gid & (1 << 64) - 1) in gone):
                 out += a.sm_notice(informsmod.MCG_DELETED, mgid, now)
             self._send(out)
             if a.groups.version != version:
@@ -189,7 +192,8 @@ class SaService:
         topo = d.topo
         cas = multicast.ca_ports(topo) if topo is not None else {}
         switches = {n.guid for n in topo.switches()} if topo is not None else set()
-        joined = groups.spec_groups(lambda g: g in cas or g in switches)
+        joined = groups.spec_groups(lambda g: g in cas or g in switches,
+                                    lambda guid: self.agent.aliases.port_of(guid) or guid)
         treed = {g.mlid for g in joined}
         empty = {g.mlid for g in groups.groups.values() if g.mlid not in treed and g.mlid not in groups.reserved}
         d.opts.sweep.mcast_joined = tuple(joined)

@@ -97,3 +97,21 @@ def test_a_port_that_leaves_loses_its_aliases(agent, subnet):
                                       by_port_guid={k: v for k, v in subnet.by_port_guid.items() if v[0] != b.guid}))
     assert agent.aliases.port_of(alias) is None
     agent.publish(subnet)
+
+
+def test_an_alias_gid_joins_groups_as_its_port(agent):
+    from mad.sa_records import MCMemberRecord
+    (b, pb) = _cas(agent)[-1]
+    lid, alias = agent.subnet.base_lid(b, pb), 0x0002C90300ABCD04
+    _set(agent, lid, [0, alias], 1)
+    alias_gid = agent._recs.gid(b, pb) >> 64 << 64 | alias
+    mgid = 0xFF15A01BFFFF0000000000000000BEEF
+    join = MCMemberRecord(mgid=mgid, port_gid=alias_gid, q_key=0x0B1B, p_key=0xFFFF, join_state=1)
+    m = ask(agent, Method.SET, join, "mgid", "port_gid", "q_key", "p_key", "sl", "flow_label", "tclass", "join_state")
+    assert m.status == 0 and m.record(MCMemberRecord).port_gid == alias_gid
+    (group,) = agent.groups.spec_groups(lambda guid: True, lambda guid: agent.aliases.port_of(guid) or guid)
+    assert group.members == (b.port_guid(pb),)  # the tree reaches the port the alias names
+    # a member alias cannot be deleted (OpenSM: ERR_REQ_DENIED); after the leave it can
+    assert _set(agent, lid, [], 1, method=Method.DELETE).sa_status is sa.SaStatus.ERR_REQ_DENIED
+    ask(agent, Method.DELETE, join, "mgid", "port_gid", "join_state")
+    assert _set(agent, lid, [], 1, method=Method.DELETE).status == 0
