@@ -123,9 +123,9 @@ class SaService:
             out = [r for gid in sorted(set(after) - set(before)) for r in a.sm_notice(informsmod.GID_IN, gid, now)]
             out += [r for gid in sorted(set(before) - set(after)) for r in a.sm_notice(informsmod.GID_OUT, gid, now)]
             version = a.groups.version
-            gone = {gid & (1 << 64) - 1 for gid in set(before) - set(after)}
-            for mgid in a.groups.drop_ports(lambda gid: gid & (1 << 64) - 1 in gone  # gone ports leave their groups
-                                            or owners.get(gid & (1 << 64) - 1) in gone):
+            left = {gid & (1 << 64) - 1 for gid in set(before) - set(after)}  # port GUIDs gone
+            for mgid in a.groups.drop_ports(lambda gid: gid & (1 << 64) - 1 in left  # they leave their groups
+                                            or owners.get(gid & (1 << 64) - 1) in left):
                 out += a.sm_notice(informsmod.MCG_DELETED, mgid, now)
             self._send(out)
             if a.groups.version != version:
