@@ -214,7 +214,7 @@ def multipaths(obj, guids, sources, num_path, as_json):
 
 # -- multicast groups (for tests and for trying the SA: a host's IPoIB joins by itself) --------
 SELECTORS = {"greater": 0, "less": 1, "exactly": 2, "largest": 3}
-JOIN_STATES = {"full": 1, "non": 2, "send-only": 4}
+JOIN_STATES = {"full": 1, "non": 2, "send-only": 4, "send-only-full": 8}
 
 
 def _mgid(text: str | None) -> int:
@@ -248,7 +248,8 @@ def groups(obj, mgid, as_json):
 
 
 _state = click.option("--join-state", type=click.Choice(list(JOIN_STATES)), default="full", show_default=True,
-                      help="The membership: full, non (receive only) or send-only.")
+                      help="The membership: full, non (receive only), send-only (non-member) or send-only-full "
+                           "(a sender that keeps the group alive, JoinState 0x8).")
 
 
 @sa.command()
@@ -301,6 +302,31 @@ def leave(obj, mgid, join_state, as_json):
     try:
         rec = MCMemberRecord(mgid=group, port_gid=_own_gid(t), join_state=JOIN_STATES[join_state])
         _show([client.delete(rec, MCMemberRecord.mask("mgid", "port_gid", "join_state"))], as_json, "MCMemberRecord")
+    finally:
+        t.close()
+
+
+@sa.command()
+@click.argument("index", type=click.IntRange(1, 255))
+@click.argument("guid", required=False)
+@click.option("--delete", is_flag=True, help="Delete the alias GUID at INDEX instead.")
+@_json
+@click.pass_obj
+def alias(obj, index, guid, delete, as_json):
+    """Register GUID as the alias at INDEX (1..GUIDCap-1) of this port's GUID table, as an
+    SR-IOV virtual function does (GUIDInfoRecord Set; no GUID: the SM assigns one), or
+    --delete it. Shows the block of 8 the SA answers with."""
+    from mad.sa_records import GUIDInfoRecord
+    value = _number(guid, "GUID", 64) if guid is not None else 0
+    if delete and guid is not None:
+        raise BadInput("--delete takes the INDEX alone")
+    client, t = _client(obj)
+    try:
+        guids = [0] * 8
+        guids[index % 8] = value
+        rec = GUIDInfoRecord(lid=t.local_port().base_lid, block_num=index // 8, guids=guids)
+        mask = GUIDInfoRecord.mask("lid", "block_num", f"guids[{index % 8}]")
+        _show([(client.delete if delete else client.set)(rec, mask)], as_json, "GUIDInfoRecord")
     finally:
         t.close()
 

@@ -7,7 +7,8 @@ a socket: the daemon drives it, and the tests call it directly.
 
 Served: Get and GetTable of ClassPortInfo (Get only), NodeRecord, PortInfoRecord,
 SwitchInfoRecord, LinkRecord, SMInfoRecord, PathRecord, LinearForwardingTableRecord,
-MulticastForwardingTableRecord, GUIDInfoRecord, P_KeyTableRecord (only with our SM_Key),
+MulticastForwardingTableRecord, GUIDInfoRecord (Set and Delete too: alias GUIDs,
+`smagent.sa.aliases`), P_KeyTableRecord (only with our SM_Key),
 SLtoVLMappingTableRecord and VLArbitrationTableRecord, and GetMulti of MultiPathRecord
 (`multipath`: the request reassembled from its RMPP segments, the answer a table of
 PathRecords) and GetTraceTable of TraceRecord (`trace`: the hops of a PathRecord's path),
@@ -56,7 +57,7 @@ from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEAD
                     SaStatus, encode_table, matcher)
 from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
                             record_class)
-from smagent.sa import multipath, pathrecords as paths, quickpath, trace, visible
+from smagent.sa import aliases as aliasesmod, multipath, pathrecords as paths, quickpath, trace, visible
 from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
@@ -90,8 +91,27 @@ _IIR_SELECT = InformInfoRecord.mask("subscriber_gid", "enum")  # OpenSM's Inform
 _BASE_LID_FIELDS = {NodeRecord: ("lid",), PortInfoRecord: ("endport_lid", "lid"), GUIDInfoRecord: ("lid",),
                     LinkRecord: ("from_lid", "to_lid")}
 _RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
-CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
-CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
+# ClassPortInfo.CapabilityMask and CapabilityMask2 (IBA 15.2.5, Table 184 and its 1.2.1+
+# additions; OpenSM's OSM_CAP*): exactly what this SA implements. Not claimed: IsNotice (no
+# Get/Set of Notice), IsSubnetOptionalRecords (no RandomForwardingTableRecord nor
+# ServiceAssociationRecord), IsReinit, IsReversePathPKeyMember, IsFullPortInfoRecord (the
+# PortInfoRecord Options byte is not honoured)
+CAP_UD_MULTICAST = 1 << 9  # MCMemberRecord joins and leaves (while multicast is on)
+CAP_MULTIPATH = 1 << 10  # GetMulti(MultiPathRecord)
+CAP_PORT_INFO_CAPMASK_MATCH = 1 << 13  # PortInfoRecord CapabilityMask matched bit by bit (modifier bit 31)
+CAP_MASK = CAP_MULTIPATH | CAP_PORT_INFO_CAPMASK_MATCH
+CAP2_QOS = 1 << 1  # PathRecord SLs from a QoS policy (by ServiceID, P_Key): only with one
+CAP2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
+CAP2_ALIAS_GUIDS = 1 << 5  # GUIDInfoRecord Set/Delete (`smagent.sa.aliases`)
+CAP2_EXTENDED_SPEEDS = 1 << 7  # LinkSpeedExt in PortInfoRecords; FDR/EDR rates in PathRecords
+CAP2_MULTICAST_SERVICE_RECS = 1 << 8  # ServiceRecords with a multicast ServiceGID
+CAP2_PORT_INFO_CAPMASK2_MATCH = 1 << 10  # PortInfoRecord CapabilityMask2 matched bit by bit (modifier bit 31)
+CAP2_SEND_ONLY_FULL_MEMBER = 1 << 12  # JoinState 0x8 (`smagent.sa.groups`): the kernel's IPoIB looks for it
+CAP2_LINK_WIDTH_2X = 1 << 13  # 2x widths in PortInfoRecords and PathRecord rates
+CAP2_LINK_SPEED_HDR = 1 << 15  # HDR rates
+CAP_MASK2 = (CAP2_MCAST_TOP | CAP2_ALIAS_GUIDS | CAP2_EXTENDED_SPEEDS | CAP2_MULTICAST_SERVICE_RECS
+             | CAP2_PORT_INFO_CAPMASK2_MATCH | CAP2_SEND_ONLY_FULL_MEMBER | CAP2_LINK_WIDTH_2X | CAP2_LINK_SPEED_HDR)
+ENHANCED_MATCH = 1 << 31  # a PortInfoRecord query's AttributeModifier: CapabilityMask(2) bit by bit
 
 Reply = tuple[bytes, Address]
 
@@ -117,6 +137,8 @@ class SaAgent:
         self.groups = McastGroups()  # multicast groups made by joins (the owner may pre-create some)
         self.informs = informsmod.Informs()  # event subscriptions, Reports awaiting ReportResp
         self.services = Services()  # ServiceRecords registered (with their leases)
+        self.aliases = aliasesmod.AliasGuids()  # alias GUIDs hosts registered (GUIDInfoRecord Set)
+        self.multicast = True  # the owner programs the joined groups' MFTs (IsUDMulticastSupported)
         self._reports: list[Reply] = []  # Reports a request caused (a group created), sent with its answer
         self._now = 0.0
         # PathRecord answers of this snapshot, encoded once: (method, the request past its
@@ -133,7 +155,8 @@ class SaAgent:
 
     def publish(self, subnet: Subnet) -> None:
         """Answer from ``subnet`` from now on (a whole snapshot replaces the last one)."""
-        self.subnet, self._records = subnet, Records(subnet)
+        self.aliases.keep_only(lambda guid: subnet.port_of_guid(guid) is not None)  # gone ports lose theirs
+        self.subnet, self._records = subnet, Records(subnet, self.aliases.port_of)
         self._quick = quickpath.QuickPaths(self._records)
         self._path_answers.clear()
         self._fast.clear()
@@ -181,7 +204,11 @@ class SaAgent:
                 self.informs.on_report_resp(tid)
             return []  # a response: nothing to answer
         self._now = now
+        aliases = self.aliases.version
         status, data, offset = self._cached_answer(incoming)
+        if self.aliases.version != aliases:  # a GID now names a port, or no longer: answers kept are stale
+            self._path_answers.clear()
+            self._fast.clear()
         self.answered += 1
         self.requests[(int.from_bytes(raw[16:18], "big"), raw[3], status)] += 1
         reports, self._reports = self._reports, []
@@ -347,6 +374,8 @@ class SaAgent:
             method = Method.GET  # answered as a Get is: the one record
         elif attr == SaAttrID.INFORM_INFO and method == Method.SET:
             served, method = SaAgent._subscribe, Method.GET
+        elif attr == SaAttrID.GUID_INFO_RECORD and method in (Method.SET, Method.DELETE):
+            served, method = (SaAgent._set_aliases if method == Method.SET else SaAgent._delete_aliases), Method.GET
         elif attr == SaAttrID.SERVICE_RECORD and method in (Method.SET, Method.DELETE):
             served = SaAgent._register if method == Method.SET else SaAgent._unregister
             method = Method.GET  # the one registration of the request's RID
@@ -404,8 +433,10 @@ class SaAgent:
 
     def class_port_info(self) -> ClassPortInfo:
         # no redirection: requests stay on our QP1 (with the GSI Q_Key), as traps would
-        return ClassPortInfo(base_version=1, class_version=SA_CLASS_VERSION, capability_mask=CAP_MASK,
-                             capability_mask2=CAP_MASK2_MCAST_TOP, resp_time_value=RESP_TIME_VALUE,
+        qos = self.subnet is not None and getattr(self.subnet, "qos_policy", None) is not None
+        return ClassPortInfo(base_version=1, class_version=SA_CLASS_VERSION,
+                             capability_mask=CAP_MASK | (CAP_UD_MULTICAST if self.multicast else 0),
+                             capability_mask2=CAP_MASK2 | (CAP2_QOS if qos else 0), resp_time_value=RESP_TIME_VALUE,
                              redirect_qp=GSI_QP, redirect_q_key=GSI_QKEY, trap_q_key=GSI_QKEY)
 
     # -- the records -------------------------------------------------------------------
@@ -433,12 +464,16 @@ class SaAgent:
         return self._shown(inc, self._scan(self._recs.nodes, q, mad.component_mask))
 
     def _port_infos(self, q, mad, inc):
-        # CapabilityMask selects the ports having every bit the query sets (saquery -s asks
-        # IsSM so), as OpenSM matches it; the other components compare equal
-        mask, cap = mad.component_mask, PortInfoRecord.mask("capability_mask")
-        found = self._scan(self._recs.port_infos(self._reveal(mad)), q, mask & ~cap)
-        if mask & cap:
-            found = [r for r in found if r.capability_mask & q.capability_mask == q.capability_mask]
+        # CapabilityMask and CapabilityMask2 select the ports having every bit the query sets
+        # when its AttributeModifier's bit 31 says so (saquery -s asks IsSM so), else compare
+        # equal, as OpenSM matches them (IBA 1.2 errata); the other components compare equal
+        mask, caps = mad.component_mask, PortInfoRecord.mask("capability_mask", "capability_mask2")
+        bitwise = bool(mad.attribute_modifier & ENHANCED_MATCH)
+        found = self._scan(self._recs.port_infos(self._reveal(mad)), q, mask & ~caps if bitwise else mask)
+        for field in ("capability_mask", "capability_mask2"):
+            want = getattr(q, field)
+            if bitwise and mask & PortInfoRecord.mask(field):
+                found = [r for r in found if getattr(r, field) & want == want]
         return self._shown(inc, found)
 
     def _switches(self, q, mad, inc):
@@ -458,7 +493,28 @@ class SaAgent:
         return self._shown(inc, self._scan(self._recs.mfts, q, mad.component_mask))
 
     def _guid_infos(self, q, mad, inc):
-        return self._shown(inc, self._scan(self._recs.guid_infos, q, mad.component_mask))
+        recs, aliases = self._recs, self.aliases
+        found = recs.guid_infos
+        if aliases.tables:  # the blocks holding aliases as they are now
+            ports = {recs.subnet.base_lid(*hit): hit[0].port_guid(hit[1]) for hit in
+                     (recs.subnet.port_of_guid(g) for g in aliases.tables) if hit is not None}
+            found = [r.replace(guids=aliases.block(ports[r.lid], r.block_num)) if r.lid in ports else r
+                     for r in found]
+        return self._shown(inc, self._scan(found, q, mad.component_mask))
+
+    def _set_aliases(self, q, mad, inc):
+        return [self.aliases.set(self._alias_port(q, inc), q, mad.component_mask)]
+
+    def _delete_aliases(self, q, mad, inc):
+        return [self.aliases.delete(self._alias_port(q, inc), q, mad.component_mask, self.groups.has_member)]
+
+    def _alias_port(self, q, inc) -> Subnet:
+        """The snapshot a GUIDInfoRecord Set or Delete changes, its port one the requester
+        shares a partition with (else, as no such port, ERR_NO_RECORDS: OpenSM drops it)."""
+        viewer = visible.Viewer(self._recs.subnet, inc.address.lid)
+        if q.lid and not viewer.sees(viewer.port(q.lid)):
+            raise paths.PathQueryError(SaStatus.ERR_NO_RECORDS, f"no port of LID {q.lid} the requester may see")
+        return self._recs.subnet
 
     def _members(self, q, mad, inc):
         sub, requester = self._recs.subnet, self._recs.subnet.port_of_lid(inc.address.lid)
@@ -537,8 +593,10 @@ class SaAgent:
     def _paths(self, q, mad, inc):
         if mad.component_mask & PathRecord.mask("dgid") and q.dgid >> 120 == 0xFF:  # to a multicast group
             return self._shown(inc, self.groups.path(self._recs, q, mad.component_mask, mad.method == Method.GET))
-        found = paths.each_path(self._recs, q, mad.component_mask, inc.address.lid)
-        if mad.method == Method.GET:  # a Get is NumbPath 1 (IBA 1.2), as OpenSM: the first the requester may see
+        is_get = mad.method == Method.GET  # a Get is NumbPath 1 (IBA 1.2 erratum), whatever NumbPath says
+        mask = mad.component_mask & ~PathRecord.mask("num_path") if is_get else mad.component_mask
+        found = paths.each_path(self._recs, q, mask, inc.address.lid)
+        if is_get:  # as OpenSM: the first the requester may see
             viewer = visible.Viewer(self._recs.subnet, inc.address.lid)
             return next(([pr] for pr in found if viewer.shown([pr])), [])
         return self._shown(inc, list(found))

@@ -2,13 +2,14 @@
 
 A group is an MGID with its MLID and parameters (Q_Key, P_Key, MTU, rate, SL, FlowLabel,
 TClass, HopLimit, Scope, packet lifetime), fixed by the join that creates it, and its
-members: port GID -> JoinState bits (full 1, non 2, send-only 4). A join names the MGID
+members: port GID -> JoinState bits (full 1, non 2, send-only non-member 4, send-only full
+member 8: a sender that never receives, yet keeps the group alive). A join names the MGID
 (or 0: one is assigned) and the port; the first join creates the group and must give
 the components IBA 15.2.5.17.1 requires (else ERR_REQ_INSUFFICIENT_COMPONENTS); MTU and
 rate are chosen with their selectors from what the member's link carries, and a join
 whose MTU or rate that link cannot carry is refused (ERR_REQ_INVALID), as OpenSM does. A
-Delete clears the JoinState bits it names; the group dies with its last full member
-unless it is well known (the IPoIB broadcast group the SM pre-creates, as OpenSM keeps
+Delete clears the JoinState bits it names; the group dies with its last full or send-only
+full member (OpenSM 3.3.23 counts both as full members) unless it is well known (the IPoIB broadcast group the SM pre-creates, as OpenSM keeps
 its partition groups).
 
 MLIDs come from 0xC000 up, below every switch's MulticastFDBCap, never one the SM's
@@ -27,7 +28,8 @@ from smagent.planning import multicast
 from smagent.sa.pathrecords import EXACTLY, GREATER, LARGEST, LESS, PACKET_LIFE_TIME, PathQueryError
 from smagent.sa.records import Records, port_mtu
 
-FULL, NON, SEND_ONLY = 1, 2, 4
+FULL, NON, SEND_ONLY, SEND_ONLY_FULL = 1, 2, 4, 8
+FULL_KINDS = FULL | SEND_ONLY_FULL  # a group lives while one member holds either (OpenSM 3.3.23)
 IPOIB_QKEY = 0x0B1B  # the IPoIB Q_Key (RFC 4391), OpenSM's for its broadcast groups
 LINK_LOCAL = 2
 DEFAULT_PKEY = 0xFFFF
@@ -140,7 +142,7 @@ class McastGroups:
     def join(self, recs: Records, q: MCMemberRecord, mask: int) -> MCMemberRecord:
         """MCMemberRecord Set: the group (created if new) as the member sees it."""
         has = lambda *names: all(mask & MCMemberRecord.mask(n) for n in names)  # noqa: E731
-        if not has(*JOIN_NEEDS) or not q.join_state & (FULL | NON | SEND_ONLY):
+        if not has(*JOIN_NEEDS) or not q.join_state & 0xF:
             raise GroupError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS, "a join names MGID, PortGID and JoinState")
         node, port = self._port(recs, q.port_gid)
         mtu, rate = port_mtu(node, port), codes.rate_code(node.ports[port]) if port in node.ports else 0
@@ -153,8 +155,8 @@ class McastGroups:
             if not has(*CREATE_NEEDS):
                 raise GroupError(SaStatus.ERR_REQ_INSUFFICIENT_COMPONENTS,
                                  "creating a group needs Q_Key, P_Key, SL, FlowLabel, TClass")
-            if q.join_state & FULL == 0:
-                raise GroupError(SaStatus.ERR_REQ_INVALID, "only a full member creates a group")
+            if q.join_state & FULL_KINDS == 0:  # o15.0.1.9; a send-only full member may (OpenSM 3.3.23)
+                raise GroupError(SaStatus.ERR_REQ_INVALID, "only a full or send-only full member creates a group")
             if q.mgid:
                 self._check_requested_mgid(q, mask)
             g_mtu, g_rate = _pick(mask, q, "mtu", mtu), _pick(mask, q, "rate", rate, codes.rate_gbps)
@@ -224,12 +226,37 @@ class McastGroups:
         else:
             del g.members[q.port_gid]
             self.version += 1
-        if not g.well_known and not any(s & FULL for s in g.members.values()):
-            del self.groups[g.mgid]  # dies with its last full member
-            self.released.add(g.mlid)
-            self.version += 1
+        self._end_if_no_full_member(g)
         return q.replace(scope=g.scope, join_state=left, mtu_selector=EXACTLY, rate_selector=EXACTLY,
                          packet_life_time_selector=EXACTLY)
+
+    def _end_if_no_full_member(self, g: McGroup) -> bool:
+        """Whether ``g`` died: no full or send-only full member left, and not well known."""
+        if g.well_known or any(s & FULL_KINDS for s in g.members.values()):
+            return False
+        del self.groups[g.mgid]
+        self.released.add(g.mlid)
+        self.version += 1
+        return True
+
+    def drop_ports(self, gone_port) -> list[int]:
+        """The member GIDs (port or alias) of ports that left the subnet (``gone_port(gid)``)
+        leave every group, as OpenSM drops a port that is gone from its groups; the MGIDs of
+        the groups that died of it."""
+        dead = []
+        for g in list(self.groups.values()):
+            gone = [gid for gid in g.members if gone_port(gid)]
+            for gid in gone:
+                del g.members[gid]
+            if gone:
+                self.version += 1
+                if self._end_if_no_full_member(g):
+                    dead.append(g.mgid)
+        return dead
+
+    def has_member(self, guid: int) -> bool:
+        """Whether a port or alias GUID is a member of any group."""
+        return any(gid & (1 << 64) - 1 == guid for g in self.groups.values() for gid in g.members)
 
     def records(self) -> list[MCMemberRecord]:
         """One record per (group, member)."""
@@ -288,20 +315,21 @@ class McastGroups:
 
     @staticmethod
     def _port(recs: Records, gid: int):
-        hit = recs.subnet.port_of_guid(gid & (1 << 64) - 1)
-        if hit is None or recs.gid(*hit) != gid:
+        hit = recs.port_of_gid(gid)  # its port GID, or an alias GID of it (as OpenSM joins by alias)
+        if hit is None:
             raise GroupError(SaStatus.ERR_REQ_INVALID_GID, f"PortGID {gid:#034x} is no port of the subnet")
         return hit
 
     # -- for the sweep ---------------------------------------------------------------
-    def spec_groups(self, in_fabric) -> list[multicast.Group]:
+    def spec_groups(self, in_fabric, base=lambda guid: guid) -> list[multicast.Group]:
         """A `multicast.Group` per group with a member port ``in_fabric`` (port GUID -> bool),
-        MLIDs the configured groups use left out (those are programmed as configured)."""
+        MLIDs the configured groups use left out (those are programmed as configured);
+        ``base``: the port GUID a member's GUID names (an alias GUID its port's)."""
         out = []
         for g in sorted(self.groups.values(), key=lambda g: g.mlid):
             if g.mlid in self.reserved:
                 continue
-            guids = tuple(sorted(guid for guid in {gid & (1 << 64) - 1 for gid in g.members} if in_fabric(guid)))
+            guids = tuple(sorted(guid for guid in {base(gid & (1 << 64) - 1) for gid in g.members} if in_fabric(guid)))
             if guids:
                 out.append(multicast.Group(g.mlid, guids, f"SA group {mgid_text(g.mgid)}"))
         return out

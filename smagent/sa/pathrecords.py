@@ -141,14 +141,14 @@ def lids_of(recs: Records, node: Node, port: int) -> tuple[int, ...]:
 def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
               lid_field: str) -> list[tuple[Node, int, tuple[int, ...]]] | None:
     """(node, port, its LIDs) the query names: by GID every LID of the port, by LID that
-    one; None when it names none."""
+    one; None when it names none. A port's alias GID names it too. A GID or LID of no port
+    names nothing: no record (a
+    Get's ERR_NO_RECORDS), as OpenSM 3.3.23 answers (its pr_rcv_get_end_points finds
+    ERR_REQ_INVALID_GID, and its caller answers with the empty list instead)."""
     s = recs.subnet
     if mask & _MASKS[gid_field]:
-        gid = getattr(q, gid_field)
-        hit = s.port_of_guid(gid & (1 << 64) - 1)
-        if hit is None or recs.gid(*hit) != gid:
-            raise PathQueryError(SaStatus.ERR_REQ_INVALID_GID, f"{gid_field} {gid:#034x} is no port of the subnet")
-        return [(hit[0], hit[1], lids_of(recs, *hit))]
+        hit = recs.port_of_gid(getattr(q, gid_field))  # its port GUID or an alias GUID of it
+        return [] if hit is None else [(hit[0], hit[1], lids_of(recs, *hit))]
     if mask & _MASKS[lid_field]:
         lid = getattr(q, lid_field)
         hit = s.port_of_lid(lid)
@@ -215,6 +215,9 @@ def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -
     # both halves, or it is not a service ID (OpenSM's rule)
     service_id = q.service_id if mask & _M_SERVICE_ID == _M_SERVICE_ID else None
     per_pair = q.num_path if mask & _M_NUM_PATH else None
+    # an end named by an alias GID: the records carry that GID (as OpenSM's, by alias GUID)
+    gids = {f: getattr(q, f) for f in ("sgid", "dgid") if mask & _MASKS[f]
+            and recs.subnet.port_of_guid(getattr(q, f) & (1 << 64) - 1) is None}
     for (sn, sp, slids), (dn, dp, dlids) in pairs:
         found = 0
         for slid, dlid, preference in lid_pairs(slids, dlids):
@@ -225,6 +228,8 @@ def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -
                 continue
             if preference:
                 pr = pr.replace(preference=preference)
+            if gids:
+                pr = pr.replace(**gids)
             if (_selected(mask, q, "mtu", pr.mtu) and _selected(mask, q, "rate", pr.rate, codes.rate_gbps)
                     and _selected(mask, q, "packet_life_time", pr.packet_life_time)):
                 yield pr

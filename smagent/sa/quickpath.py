@@ -33,11 +33,10 @@ def _field(name: str) -> slice:
 
 _SGID, _DGID, _SLID, _DLID, _SERVICE_ID, _P_KEY = (_field(n) for n in ("sgid", "dgid", "slid", "dlid", "service_id",
                                                                         "p_key"))
-_NUM_PATH_AT = _AT + PathRecord.LAYOUT.byte_slice("tclass").stop  # Reversible (1 bit), NumbPath (7)
 _SL_AT = _P_KEY.stop + 1  # QoSClass (12 bits), SL (4)
 _MASK = slice(SA_HEADER.stop - 8, SA_HEADER.stop)  # ComponentMask: the SA header's last 8 bytes
-_M_SGID, _M_DGID, _M_SLID, _M_DLID, _M_P_KEY, _M_SL, _M_SERVICE_ID, _M_NUM_PATH = (
-    PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid", "p_key", "sl", "service_id", "num_path"))
+_M_SGID, _M_DGID, _M_SLID, _M_DLID, _M_P_KEY, _M_SL, _M_SERVICE_ID = (
+    PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid", "p_key", "sl", "service_id"))
 # compared with a selector (`paths._selected`): the general path's
 _SELECTING = PathRecord.mask("mtu_selector", "mtu", "rate_selector", "rate", "packet_life_time_selector",
                              "packet_life_time")
@@ -90,8 +89,6 @@ class QuickPaths:
             dst = self._learn(named)
         if src is None or dst is None:
             return None  # an end not named (every port), or not plainly: the general path's
-        if mask & _M_NUM_PATH and not raw[_NUM_PATH_AT] & 0x7F:
-            return None  # NumbPath 0: no path (the general path says so)
         if mask & _ASKING:
             key: tuple = (src[5], dst[2], int.from_bytes(raw[_P_KEY], "big") if mask & _M_P_KEY else None,
                           int.from_bytes(raw[_SERVICE_ID], "big") if mask & _M_SERVICE_ID == _M_SERVICE_ID else None,
@@ -134,7 +131,7 @@ class QuickPaths:
         if len(named) == 16:
             hit = s.port_of_guid(value & (1 << 64) - 1)
             if hit is not None and recs.gid(*hit) != value:
-                hit = None  # no such port: ERR_REQ_INVALID_GID, the general path's to give
+                hit = None  # no such port: no record, the general path's to give
         else:
             hit = s.port_of_lid(value)
         end = None

@@ -14,7 +14,7 @@ unless the query carries the SM's own SM_Key (IBA 15.4.1; OpenSM does the same).
 from __future__ import annotations
 
 import functools
-from typing import Iterable
+from typing import Callable, Iterable
 
 from mad import codes
 from mad import forwarding as fw
@@ -47,8 +47,9 @@ def port_mtu(node, port: int) -> int:
 class Records:
     """The records of one snapshot, each list built on first use."""
 
-    def __init__(self, subnet: Subnet):
+    def __init__(self, subnet: Subnet, alias_port: Callable[[int], int | None] = lambda guid: None):
         self.subnet = subnet
+        self.alias_port = alias_port  # alias GUID -> the port GUID it names (`smagent.sa.aliases`)
         self._downstream: dict[tuple[int, int], tuple[int, float, int] | None] = {}
 
     @functools.cached_property
@@ -259,6 +260,16 @@ class Records:
     def sms(sms: Iterable[tuple[int, SMInfo]], reveal_keys: bool) -> list[SMInfoRecord]:
         return [SMInfoRecord(lid=lid, guid=i.guid, sm_key=i.sm_key if reveal_keys else 0, act_count=i.act_count,
                              priority=i.priority, sm_state=i.sm_state) for lid, i in sms]
+
+    def port_of_gid(self, gid: int):
+        """(node, port) a GID names, by its port GUID or an alias GUID of the port (None: no
+        port of the subnet, or another subnet prefix)."""
+        guid = gid & (1 << 64) - 1
+        hit = self.subnet.port_of_guid(guid)
+        if hit is None:
+            base = self.alias_port(guid)
+            hit = self.subnet.port_of_guid(base) if base is not None else None
+        return hit if hit is not None and self.gid(*hit) >> 64 == gid >> 64 else None
 
     def gid(self, node, port: int) -> int:
         """A port's GID: its GidPrefix (the default one when unset) and its port GUID."""

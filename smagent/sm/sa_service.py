@@ -9,10 +9,16 @@ supported" (never silence: a client would wait for ever).
 Multicast groups by join: the IPoIB broadcast group of the default partition (or, with
 partitions, of every partition flagged ``ipoib``, with its mtu/rate/sl/scope/q_key) is
 pre-created at the first snapshot, as OpenSM does; the default partition's takes MLID
-0xC000, which the default configured group (every CA port) already programs. A join or
+0xC000. Without a group file or desired-state groups the joins decide every tree, as
+under OpenSM: no configured group (the one-shot `sweep`'s default, every CA port on
+0xC000, is not programmed), so a group's MFT entries reach exactly its members (all of
+them, send-only ones too, as OpenSM's tree rebuild does), and a group with no member in
+the fabric, the broadcast group before any join among them, holds no entry. A join or
 leave is answered at once; the groups go into the sweep options at once (any later sweep
 programs them) and `follow_groups`, from the daemon's loop, runs a repair against the
-known state: only the MFT blocks that change are written, through the one write path.
+known state: only the MFT blocks that change are written, through the one write path. A
+CA port that leaves the subnet (a snapshot without it) leaves every group, as OpenSM
+drops it; a group left with no full member dies (trap 67).
 
 Events: subscribers (InformInfo) get Reports of CA ports that came or went between two
 snapshots (traps 64/65), of groups created or deleted (66/67, from the agent), and of the
@@ -48,8 +54,16 @@ class SaService:
     def __init__(self, daemon: Daemon):
         self.d = daemon
         self.agent = SaAgent(daemon.opts.sm_key, master=False, sms=self._sms_seen)
+        self.agent.multicast = daemon.opts.sweep.multicast  # ClassPortInfo: IsUDMulticastSupported
         self.groups_pending = False  # joins or leaves the MFTs do not follow yet
         self._precreated = False
+        sw = daemon.opts.sweep
+        # no configured groups: the joins decide every tree; the first sweep clears the
+        # broadcast MLID (no one joined yet) where an earlier SM left it
+        self.joins_decide = sw.multicast and sw.mcast_groups is None and not getattr(sw.desired, "multicast", None)
+        if self.joins_decide:
+            sw.mcast_groups = multicast.GroupSpec([], source="SA joins")
+            sw.mcast_released = frozenset({multicast.DEFAULT_MLID})
         daemon.t.answer_at_once = self.answer_at_once  # a flood of PathRecord Gets: no Incoming each
 
     def answer_at_once(self, raw: bytes, source) -> list[tuple[bytes, bytes]] | None:
@@ -97,6 +111,7 @@ class SaService:
         snapshot every answer comes from; CA ports that came or went since the last one
         are reported to subscribers (traps 64/65)."""
         before = self._end_ports()
+        owners = dict(self.agent.aliases.by_alias)  # alias GUID -> port GUID, before gone ports lose theirs
         self.agent.publish(snapshot if snapshot is not None else self.snapshot(result))
         after = self._end_ports()
         if before is not None and after is not None and before != after:
@@ -107,7 +122,14 @@ class SaService:
             now = self.d.clock()
             out = [r for gid in sorted(set(after) - set(before)) for r in a.sm_notice(informsmod.GID_IN, gid, now)]
             out += [r for gid in sorted(set(before) - set(after)) for r in a.sm_notice(informsmod.GID_OUT, gid, now)]
+            version = a.groups.version
+            left = {gid & (1 << 64) - 1 for gid in set(before) - set(after)}  # port GUIDs gone
+            for mgid in a.groups.drop_ports(lambda gid: gid & (1 << 64) - 1 in left  # they leave their groups
+                                            or owners.get(gid & (1 << 64) - 1) in left):
+                out += a.sm_notice(informsmod.MCG_DELETED, mgid, now)
             self._send(out)
+            if a.groups.version != version:
+                self._groups_changed()
         if not self._precreated:
             self._precreated = True
             self._precreate(set(result.multicast.mlids()) if result.multicast is not None else set())
@@ -140,13 +162,13 @@ class SaService:
         ``static``: the MLIDs the configured groups program, never handed to a join."""
         opts, groups = self.d.opts.sweep, self.agent.groups
         groups.reserved = frozenset(static)
-        default = opts.mcast_groups is None and not getattr(opts.desired, "multicast", None)
+        default = self.joins_decide
         parts = opts.partitions or getattr(opts.desired, "partitions", None)
         wanted = [(groupsmod.DEFAULT_PKEY & 0x7FFF, {})] if parts is None else [
             (p.pkey, dict(p.flags)) for p in getattr(parts, "partitions", ()) if p.ipoib]
         limit = groupsmod.mlid_limit(self.agent.subnet)
         for pkey, flags in wanted:
-            mlid = fw.MULTICAST_LID_MIN if pkey == 0x7FFF and default and fw.MULTICAST_LID_MIN in static else None
+            mlid = fw.MULTICAST_LID_MIN if pkey == 0x7FFF and default else None
             try:
                 g = groups.precreate(groupsmod.ipoib_broadcast_mgid(pkey, flags.get("scope", groupsmod.LINK_LOCAL)),
                                      mtu=flags.get("mtu", 4), rate=flags.get("rate", 3), sl=flags.get("sl", 0),
@@ -156,16 +178,26 @@ class SaService:
                 log.warning("IPoIB broadcast group of P_Key 0x%04x not created: %s", pkey | 0x8000, e)
                 continue
             log.info("IPoIB broadcast group %s: MLID 0x%04x", groupsmod.mgid_text(g.mgid), g.mlid)
+        self._set_sweep_groups()  # the next sweep clears what the new groups' MLIDs hold
 
     def _groups_changed(self) -> None:
         """Membership changed: the sweep options say so now, the MFTs follow from the loop."""
+        self._set_sweep_groups()
+        self.groups_pending = True
+
+    def _set_sweep_groups(self) -> None:
+        """The joined groups into the sweep options: a tree for each with a member in the
+        fabric; the MLIDs of dead groups, and of live ones with no such member, cleared."""
         d, groups = self.d, self.agent.groups
         topo = d.topo
         cas = multicast.ca_ports(topo) if topo is not None else {}
         switches = {n.guid for n in topo.switches()} if topo is not None else set()
-        d.opts.sweep.mcast_joined = tuple(groups.spec_groups(lambda g: g in cas or g in switches))
-        d.opts.sweep.mcast_released = frozenset(groups.released)
-        self.groups_pending = True
+        joined = groups.spec_groups(lambda g: g in cas or g in switches,
+                                    lambda guid: self.agent.aliases.port_of(guid) or guid)
+        treed = {g.mlid for g in joined}
+        empty = {g.mlid for g in groups.groups.values() if g.mlid not in treed and g.mlid not in groups.reserved}
+        d.opts.sweep.mcast_joined = tuple(joined)
+        d.opts.sweep.mcast_released = frozenset(groups.released | empty)
 
     def follow_groups(self) -> None:
         """Called by the daemon's loop: after joins or leaves, a MASTER repairs against the

@@ -167,3 +167,50 @@ def test_path_records_to_a_group_answer_like_opensm(tmp_path, ibsim, procs):
     want, got = opensm_then_ours(sim, tmp_path, procs, answers)
     assert len(want["member"]) == 1 and want["not a member"] == want["SL 1"] == [] and len(want["MTU 5"]) == 1
     assert_same(got, want)
+
+
+def test_trees_follow_joins_leaves_and_ports_that_go_like_opensm(tmp_path, ibsim, procs):
+    """The broadcast group's MFT entries (as `ibroute -M` reads them) under OpenSM 3.3's SM
+    and under `smagent run`, step by step: before any join none; after H3, H5, H7 joined
+    their three leaves (toward them) and one spine; after H3 left two leaves; a send-only
+    full member (JoinState 0x8, H2) joins and is on the tree; H5's cable pulled: it leaves
+    the group and its leaf drops out. The spine each SM picks may differ: only how many."""
+    def shape(got: dict) -> dict:
+        return {"leaves": {s: sorted(p for p in ports if p <= 2) for s, ports in got.items() if s.startswith("L")},
+                "spines": sum(1 for s in got if s.startswith("S"))}
+
+    def collect(sim):
+        switches = {d: lid for (d, p), lid in lid_map(sim).items() if not p}
+
+        def client(host, *args):
+            return run_smagent(["--transport", "umad", "sa", *args, "--json"], env=dict(sim.env, SIM_HOST=host),
+                               cwd=sim.cwd, timeout=60).json()["items"]
+
+        (group,) = client("H1", "groups", BROADCAST)
+        mlid = group["mlid"]
+
+        def settled(leaves, seconds=20):
+            return shape(wait_holders(sim, switches, mlid, lambda g: set(shape(g)["leaves"]) == leaves, seconds))
+
+        out = {"before any join": shape(holders(sim, switches, mlid))}
+        for h in ("H3", "H5", "H7"):
+            client(h, "join", BROADCAST)
+        out["H3, H5, H7 joined"] = settled({"L1", "L2", "L3"})
+        client("H3", "leave", BROADCAST)
+        out["H3 left"] = settled({"L2", "L3"})
+        (rec,) = client("H2", "join", BROADCAST, "--join-state", "send-only-full")
+        out["send-only full join"] = rec["join_state"]
+        out["H2 joined send-only full"] = settled({"L1", "L2", "L3"})
+        sim.unlink("L2", 2)
+        out["H5's cable pulled"] = settled({"L1", "L3"})
+        sim.relink("L2", 2)  # the next SM finds the whole fabric again
+        time.sleep(1)
+        return out
+
+    net = tmp_path / "fabric.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net, console=True)
+    want, got = opensm_then_ours(sim, tmp_path, procs, collect)
+    assert want["before any join"] == {"leaves": {}, "spines": 0}, want
+    assert want["H3, H5, H7 joined"] == {"leaves": {"L1": [2], "L2": [2], "L3": [2]}, "spines": 1}, want
+    assert_same(got, want)

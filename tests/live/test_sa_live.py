@@ -10,8 +10,8 @@ OpenSM runs first, alone, on the ibsim; then it is stopped and `smagent run` tak
 fabric. The two SMs may give nodes different LIDs, so queries name nodes (each SM's LIDs
 come from `ibnetdiscover` under it) and LIDs in the answers are compared as the nodes
 they name. What differs on purpose: ClassPortInfo's CapabilityMask/CapabilityMask2 (we
-claim no optional feature we do not serve yet: multicast, traps, MultiPath) and
-ActCount (a counter of each SM's own SMPs).
+claim neither IsNotice nor IsFullPortInfoRecord, which we do not serve:
+test_sa_aliases_live compares the bits) and ActCount (a counter of each SM's own SMPs).
 """
 from __future__ import annotations
 

@@ -27,10 +27,12 @@ def agent(subnet):
     return a
 
 
-def table(agent, record, *fields, drop=None, src=Address.gsi(1), **kw):
-    """A GetTable's records, reassembled by an RMPP receiver (segment ``drop`` lost once)."""
+def table(agent, record, *fields, drop=None, src=Address.gsi(1), modifier=0, **kw):
+    """A GetTable's records, reassembled by an RMPP receiver (segment ``drop`` lost once;
+    ``modifier``: the request's AttributeModifier)."""
     q = sa.request(Method.GET_TABLE, record, component_mask=type(record).mask(*fields) if fields else 0,
                    transaction_id=77, **kw)
+    q = q.replace(attribute_modifier=modifier) if modifier else q
     rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
     pending, now = [m for m, _a in agent.handle(Incoming(q.encode(), src), 0.0)], 0.0
     while not rx.finished:
@@ -61,10 +63,11 @@ _TIDS = iter(range(1000, 2000))  # a TID per transaction: the SA takes a repeate
 ME = Address.gsi(1)
 
 
-def multi(agent, mpr, gids, *fields, src=ME):
-    """A GetMulti as a requester sends it (an RMPP transfer: one segment for up to 11 GIDs),
-    the SA's ACKs fed to our sender, its GetMultiResp reassembled: (status, PathRecords).
-    ``src``: the requester's address."""
+def multi(agent, mpr, gids, *fields, src=None):
+    """A GetMulti as a requester (``src``, else ME) sends it (an RMPP transfer: one segment
+    for up to 11 GIDs), the SA's ACKs fed to our sender, its GetMultiResp reassembled:
+    (status, PathRecords)."""
+    me = src if src is not None else ME
     from mad.rmpp import RmppSender, RmppType, rmpp_of
     from mad.sa_records import MultiPathRecord
     tid = next(_TIDS)
@@ -77,7 +80,7 @@ def multi(agent, mpr, gids, *fields, src=ME):
     to_sa, now = tx.start(0.0), 0.0
     while not rx.finished:
         assert to_sa, "the exchange stalled"
-        out = [m for req in to_sa for m, _a in agent.handle(Incoming(req, src), now)]
+        out = [m for req in to_sa for m, _a in agent.handle(Incoming(req, me), now)]
         to_sa = []
         for m in out:
             assert m[3] == Method.GET_MULTI_RESP
@@ -87,7 +90,7 @@ def multi(agent, mpr, gids, *fields, src=ME):
             else:
                 to_sa += rx.on_mad(m.ljust(256, b"\0"), now)
     for ack in to_sa:  # our last ACK ends the SA's sender
-        assert agent.handle(Incoming(ack, src), now) == []
+        assert agent.handle(Incoming(ack, me), now) == []
     first = sa.SaMad.decode(rx.first)
     assert first.attribute_id == sa.SaAttrID.PATH_RECORD
     return first.status, sa.decode_table(rx.data, PathRecord, first.attribute_offset) if not first.status else []

@@ -166,7 +166,14 @@ def test_path_records(agent, subnet, monkeypatch):
     assert ask(agent, Method.GET, less, "slid", "dlid", "mtu_selector", "mtu").status == 0
     other = PathRecord(slid=s, dlid=d, p_key=0x8001)
     assert ask(agent, Method.GET, other, "slid", "dlid", "p_key").sa_status is sa.SaStatus.ERR_NO_RECORDS
-    assert ask(agent, Method.GET, PathRecord(sgid=1 << 64 | 5), "sgid").sa_status is sa.SaStatus.ERR_REQ_INVALID_GID
+    # a GID of no port: no record, as OpenSM 3.3.23 answers (a Get ERR_NO_RECORDS, a GetTable none)
+    assert ask(agent, Method.GET, PathRecord(sgid=1 << 64 | 5), "sgid").sa_status is sa.SaStatus.ERR_NO_RECORDS
+    assert ask(agent, Method.GET, PathRecord(slid=s, dgid=1 << 64 | 5), "slid", "dgid").sa_status \
+        is sa.SaStatus.ERR_NO_RECORDS
+    assert table(agent, PathRecord(slid=s, dgid=1 << 64 | 5), "slid", "dgid") == []
+    # NumbPath 0: a Get is NumbPath 1 all the same (IBA 1.2 erratum), a GetTable finds none (as OpenSM)
+    assert ask(agent, Method.GET, PathRecord(slid=s, dlid=d, num_path=0), "slid", "dlid", "num_path").status == 0
+    assert table(agent, PathRecord(slid=s, dlid=d, num_path=0), "slid", "dlid", "num_path") == []
     every = table(agent, PathRecord(slid=s), "slid")
     assert sorted(p.dlid for p in every) == sorted(subnet.base_lid(n, p) for n in subnet.nodes.values()
                                                    for p in n.lid_ports())

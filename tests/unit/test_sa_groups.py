@@ -8,7 +8,7 @@ from mad import codes, sa
 from mad import forwarding as fw
 from mad.header import Method
 from mad.sa_records import MCMemberRecord
-from smagent.sa.groups import FULL, SEND_ONLY, ipoib_broadcast_mgid
+from smagent.sa.groups import FULL, SEND_ONLY, SEND_ONLY_FULL, ipoib_broadcast_mgid
 from smagent.transport.address import Address, Incoming
 from sa_fixtures import agent, subnet  # noqa: F401 (the fixtures)
 from sa_fixtures import table as sa_table
@@ -136,13 +136,13 @@ def test_well_known_group_outlives_its_members(agent):
 
 
 # -- the daemon: MFTs follow joins and leaves ---------------------------------------------
-def _daemon():
+def _daemon(now=None):
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport.sim import SimTransport
 
     t = SimTransport()
     t.serve()
-    d = Daemon(t, DaemonOptions(), clock=lambda: 1000.0)
+    d = Daemon(t, DaemonOptions(), clock=(lambda: now[0]) if now else (lambda: 1000.0))
     d.start()
     return t, d
 
@@ -166,6 +166,13 @@ def _holders(t, mlid):
     return out
 
 
+def _member_port(agent, gid):
+    """(switch name, port) a CA port GID is cabled to."""
+    node, port = agent.subnet.port_of_guid(gid & (1 << 64) - 1)
+    peer = agent.subnet.links[(node.guid, port)]
+    return agent.subnet.nodes[peer[0]].description, peer[1]
+
+
 def test_daemon_mfts_follow_joins_and_leaves():
     t, d = _daemon()
     agent = d.sa.agent
@@ -173,8 +180,8 @@ def test_daemon_mfts_follow_joins_and_leaves():
     assert (bcast.mlid, bcast.mtu, bcast.rate, bcast.well_known) == (fw.MULTICAST_LID_MIN, 4, 3, True)
     a, b = ca_gids(agent)[:2]
     src_a = Address.gsi(agent.subnet.base_lid(*agent.subnet.port_of_guid(a & (1 << 64) - 1)))
-    bcast_entries = _holders(t, fw.MULTICAST_LID_MIN)
-    assert bcast_entries
+    # the joins decide every tree (as OpenSM): before any, the broadcast group reaches no one
+    assert _holders(t, fw.MULTICAST_LID_MIN) == {}
     sweeps, blocks = d.counters.sweeps, d.t.stats.by_kind.get("SubnSet(MulticastForwardingTable)", 0)
     rec = MCMemberRecord(mgid=MGID, port_gid=a, q_key=0x0B1B, p_key=0xFFFF, join_state=FULL)
     m = _send(t, d, Method.SET, rec, *CREATE, src=src_a)
@@ -183,25 +190,68 @@ def test_daemon_mfts_follow_joins_and_leaves():
     assert mlid == fw.MULTICAST_LID_MIN + 1 and not d.sa.groups_pending
     assert d.counters.sweeps == sweeps + 1 and d.last_sweep["incremental"] and d.last_sweep["mft_blocks"]
     # one member: only its switch forwards, to the member's port
-    (sw, ports), = _holders(t, mlid).items()
+    sw, port = _member_port(agent, a)
+    assert _holders(t, mlid) == {sw: {port}}
     m = _send(t, d, Method.SET, rec.replace(port_gid=b), "mgid", "port_gid", "join_state", src=src_a)
     assert m.status == 0
     holders = _holders(t, mlid)
-    assert sw in holders and len(holders) >= 1
-    pa, pb = (agent.subnet.port_of_guid(g & (1 << 64) - 1) for g in (a, b))
-    leaf = {n.name: n for n in t.sim.switches()}
-    for node, port in (pa, pb):  # each member's switch forwards to it
-        peer = next(((g, p) for (x, q), (g, p) in agent.subnet.links.items() if (x, q) == (node.guid, port)))
-        name = agent.subnet.nodes[peer[0]].description
-        assert name in leaf and peer[1] in holders[name]
+    for gid in (a, b):  # each member's switch forwards to it
+        name, p = _member_port(agent, gid)
+        assert p in holders[name]
     # the last full member leaves: every entry of the MLID is gone, written incrementally
     _send(t, d, Method.DELETE, rec.replace(port_gid=b), "mgid", "port_gid", "join_state", src=src_a)
-    assert _holders(t, mlid)  # a full member is left
+    assert _holders(t, mlid) == {sw: {port}}  # a full member is left: its tree alone
     _send(t, d, Method.DELETE, rec, "mgid", "port_gid", "join_state", src=src_a)
     assert _holders(t, mlid) == {} and MGID not in agent.groups.groups
     assert d.last_sweep["incremental"] and d.t.stats.by_kind.get("SubnSet(MulticastForwardingTable)", 0) > blocks
-    # the broadcast group's entries (every CA port, configured) were never touched
-    assert _holders(t, fw.MULTICAST_LID_MIN) == bcast_entries
+    assert _holders(t, fw.MULTICAST_LID_MIN) == {}  # no one joined the broadcast group
+
+
+def test_daemon_broadcast_tree_reaches_its_members_and_shrinks_when_they_leave():
+    t, d = _daemon()
+    agent = d.sa.agent
+    mgid = ipoib_broadcast_mgid()
+    a, b = ca_gids(agent)[0], ca_gids(agent)[-1]  # on different leaves
+    src = Address.gsi(1)
+    rec = MCMemberRecord(mgid=mgid, port_gid=a, join_state=FULL)
+    for gid in (a, b):
+        assert _send(t, d, Method.SET, rec.replace(port_gid=gid), "mgid", "port_gid", "join_state", src=src).status == 0
+    both = _holders(t, fw.MULTICAST_LID_MIN)
+    (sa_, pa), (sb, pb) = _member_port(agent, a), _member_port(agent, b)
+    assert sa_ != sb and pa in both[sa_] and pb in both[sb]
+    assert len(both) < len(list(t.sim.switches()))  # only the switches between the two
+    _send(t, d, Method.DELETE, rec, "mgid", "port_gid", "join_state", src=src)
+    assert _holders(t, fw.MULTICAST_LID_MIN) == {sb: {pb}}
+    assert mgid in agent.groups.groups  # well known: it outlives its members
+
+
+def _run_for(d, now, seconds):
+    for _ in range(int(seconds * 2)):
+        now[0] += 0.5
+        d.step(max_wait=0)
+
+
+def test_daemon_port_that_leaves_the_subnet_leaves_its_groups():
+    now = [1000.0]
+    t, d = _daemon(now)
+    agent = d.sa.agent
+    a, b = ca_gids(agent)[1], ca_gids(agent)[-1]  # not the SM's own port
+    src = Address.gsi(1)
+    rec = MCMemberRecord(mgid=MGID, port_gid=a, q_key=0x0B1B, p_key=0xFFFF, join_state=FULL)
+    assert _send(t, d, Method.SET, rec, *CREATE, src=src).status == 0
+    mlid = agent.groups.groups[MGID].mlid
+    assert _send(t, d, Method.SET, rec.replace(port_gid=b, join_state=SEND_ONLY_FULL), "mgid", "port_gid",
+                 "join_state", src=src).status == 0
+    (sb, pb) = _member_port(agent, b)
+    assert pb in _holders(t, mlid)[sb]  # a send-only member is on the tree (OpenSM's rebuild keeps every member)
+    sa_, pa = _member_port(agent, a)
+    t.sim.unlink(sa_, pa)  # the full member's cable is pulled: the repair drops it from the group
+    _run_for(d, now, 2)
+    assert a not in agent.groups.groups[MGID].members
+    assert _holders(t, mlid) == {sb: {pb}}  # the send-only full member keeps the group alive
+    t.sim.unlink(sb, pb)
+    _run_for(d, now, 2)
+    assert MGID not in agent.groups.groups and _holders(t, mlid) == {}
 
 
 def test_partitions_flagged_ipoib_get_their_broadcast_groups():

@@ -195,15 +195,14 @@ def test_sm_info_records_ours_only_to_who_shares_with_our_port(agent):
 
 
 def test_multipath_records_need_the_requester_to_share_with_both_ends(agent):
-    from sa_fixtures import multi as ask_multi
     from mad.sa_records import MultiPathRecord
+    from sa_fixtures import multi as get_multi
     s = agent.subnet
     gids = [agent._recs.gid(*ports(s)[n][:2]) for n in ("H2", "H4", "H1:1")]
     fields = ("sgid_count", "dgid_count")
 
     def multi(src):
-        return ask_multi(agent, MultiPathRecord(sgid_count=2, dgid_count=1), gids, *fields,
-                         src=Address.gsi(lid(s, src)))
+        return get_multi(agent, MultiPathRecord(sgid_count=2, dgid_count=1), gids, *fields, src=Address.gsi(lid(s, src)))
 
     status, seen = multi("H3")  # H2 -> H1:1 yes, H4 -> H1:1 no
     assert status == 0 and [(r.slid, r.dlid) for r in seen] == [(lid(s, "H2"), lid(s, "H1:1"))]
