@@ -708,7 +708,9 @@ class UmadPort:
         The device is opened with libc's ``open`` through ctypes, never ``os.open``:
         ibsim's umad2sim intercepts ``open`` only (Python's os.open calls ``open64``),
         so the same call sets IsSM on real hardware and under ibsim. The kernel lets one
-        process hold a port's issm device: a second SM on the port gets EBUSY.
+        process hold a port's issm device; opened without O_NONBLOCK a second SM's open
+        waits until the first closes it (for ever), so it is opened O_NONBLOCK, as OpenSM
+        does, and EAGAIN means another SM holds the port.
         """
         self._check_open()
         if self._issm_fd >= 0:
@@ -725,10 +727,10 @@ class UmadPort:
             raise self._error(rc, ctypes.get_errno(), f"cannot find the issm device of CA {self.ca} port {self.port}")
         path = buf.value.decode(errors="replace")
         libc = _libc()
-        fd = libc.open(path.encode(), os.O_RDWR)
+        fd = libc.open(path.encode(), os.O_RDWR | os.O_NONBLOCK)
         if fd < 0:
             err = ctypes.get_errno()
-            if err == _errno.EBUSY:
+            if err in (_errno.EAGAIN, _errno.EBUSY):
                 raise UmadIOError(f"{path} is busy: another subnet manager holds {self.ca} port {self.port}", err)
             if err in (_errno.EACCES, _errno.EPERM):
                 raise PermissionDenied(f"cannot open {path}: {_errtext(err)}: run as root or join the rdma group")

@@ -17,7 +17,7 @@ from mad.header import Method
 from smagent.transport import umad_lib
 from smagent.transport.umad import UmadTransport
 from smagent.transport.umad_lib import PermissionDenied, UmadError, UmadIOError, UmadPort
-from test_umad_errors import FakeUmad, _pointer
+from fake_umad import FakeUmad, _pointer
 
 ISSM = b"/dev/infiniband/issm0"
 
@@ -73,7 +73,7 @@ def test_open_issm_through_libc_open_and_close_clears_it(fake):
     p = UmadPort()
     assert p.open_issm() == ISSM.decode()
     assert p.open_issm() == ISSM.decode()  # held once
-    fake.open.assert_called_once_with(ISSM, os.O_RDWR)
+    fake.open.assert_called_once_with(ISSM, os.O_RDWR | os.O_NONBLOCK)
     fake.umad_get_issm_path.assert_called_once()
     assert fake.umad_get_issm_path.call_args.args[:2] == (b"mlx5_0", 1)
     p.close()
