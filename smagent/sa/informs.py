@@ -96,7 +96,7 @@ class Informs:
 
     def __init__(self) -> None:
         self.subs: list[Subscription] = []
-        self.pending: dict[int, _Pending] = {}  # TID -> Report awaiting its ReportResp
+        self.pending: dict[int, _Pending] = {}  # TID (32 bits) -> Report awaiting its ReportResp
         self._enum = 0
         self._tid = 0x5A000000
         self.sent = self.dropped = 0
@@ -153,7 +153,9 @@ class Informs:
         return out
 
     def on_report_resp(self, tid: int) -> None:
-        self.pending.pop(tid, None)
+        """A ReportResp came: by its TID's low 32 bits, the Report's own (the kernel, and
+        umad2sim, put the sending agent's id in the upper half)."""
+        self.pending.pop(tid & 0xFFFFFFFF, None)
 
     @property
     def deadline(self) -> float | None:

@@ -71,7 +71,7 @@ class SimTransport(ImmediateTransport):
         from ``source``: a LID (QP0) or a whole address (a GMP from some QP)."""
         self._queue.append((raw, 0, source))
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes, wait_ms: int = 0) -> None:
         self.outbox.append((raw, to))
 
     @property

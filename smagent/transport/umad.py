@@ -11,6 +11,7 @@ from mad.header import ATTRIBUTE_ID_SLICE, CLASS_VERSIONS, MGMT_CLASS_OFFSET, SM
 from smagent.errors import BadInput
 from smagent.transport.address import Address
 from smagent.transport.base import Incoming, Transport, TransportError
+from smagent.transport.retry import BACKOFF_CAP
 from smagent.transport.umad_lib import UmadError, UmadPort
 
 log = logging.getLogger("smagent.transport")
@@ -46,6 +47,9 @@ UNSERVED_CLASSES = (tuple(AgentClass(c, (Method.GET, Method.SET), class_version=
                     + tuple(AgentClass(c, (Method.GET, Method.SET), class_version=1, oui=0x001405, optional=True)
                             for c in (0x32, 0x33)))
 _SM_METHODS = (Method.GET, Method.SET, Method.TRAP)
+# The kernel's timeout for a request, in our deadlines: as far as the retry policy may
+# lengthen a timeout (`retry.BACKOFF_CAP`), so an answer that late is still delivered
+KERNEL_GRACE = BACKOFF_CAP
 
 
 class UmadTransport(Transport):
@@ -94,9 +98,12 @@ class UmadTransport(Transport):
         return f"umad {self.port.ca} port {self.port.port}"
 
     def _send(self, raw: bytes, dlid: int) -> None:
-        # The kernel times the request out (status 110) and we retry ourselves, so
-        # umad's own retries stay 0: the counts then mean what they say.
-        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms, 0)
+        # We retry ourselves, so umad's own retries stay 0: the counts then mean what they
+        # say. The kernel drops an answer that comes after the timeout it was given, so it
+        # gets `KERNEL_GRACE` times our deadline: a slow node's answer still reaches
+        # `execute`, which takes it (and the policy lengthens the timeout) instead of
+        # reading the node as lossy or dead.
+        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms * KERNEL_GRACE, 0)
 
     def _agent(self, raw: bytes) -> int:
         agent = self._agents.get(raw[MGMT_CLASS_OFFSET])
@@ -106,14 +113,19 @@ class UmadTransport(Transport):
         return agent
 
     def _send_to(self, raw: bytes, addr: Address) -> None:
-        self.port.send(self._agent(raw), raw, addr.lid, self.send_timeout_ms, 0, addr=addr.pack())
+        self.port.send(self._agent(raw), raw, addr.lid, self.send_timeout_ms * KERNEL_GRACE, 0, addr=addr.pack())
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
-        # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes, wait_ms: int = 0) -> None:
+        # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it; a Report
+        # waits ``wait_ms`` in the kernel, which delivers its ReportResp only so
         if to.__class__ is bytes:  # packed already (the SA's ready answers)
-            self.port.send_to(self._agent(raw), raw, to)  # type: ignore[arg-type]
-        elif isinstance(to, Address):
-            self.port.send(self._agent(raw), raw, to.lid, 0, 0, addr=to.pack())
+            if wait_ms:
+                to = Address.unpack(to)  # type: ignore[arg-type]
+            else:
+                self.port.send_to(self._agent(raw), raw, to)  # type: ignore[arg-type]
+                return
+        if isinstance(to, Address):
+            self.port.send(self._agent(raw), raw, to.lid, wait_ms, 0, addr=to.pack())
         else:
             self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, to, 0, 0)  # type: ignore[arg-type]
 
