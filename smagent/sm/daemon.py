@@ -314,7 +314,7 @@ class Daemon:
         req = self._decoded(m)
         if req is None:
             return
-        self._respond(traps.repress(req), self._reply_lid(req, m.slid))
+        self._respond(traps.repress(req, self.t.keys, 0 if req.directed else m.slid), self._reply_lid(req, m.slid))
         try:
             self.events.append(events.TrapReceived(traps.parse(req)))
         except MadError as e:

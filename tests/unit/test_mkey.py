@@ -539,3 +539,31 @@ def test_daemon_repair_with_per_node_keys_stays_incremental(level):
     assert d.counters.repairs == 1 and d.last_sweep["incremental"], d.last_sweep
     assert d.known is not None and d.known.topology.nodes[s0.guid].path == (0, 1, 4, 2, 3)
     assert d.last_sweep["problems"] == 0 and d.last_sweep["smps"] < full / 10, (d.last_sweep["smps"], full)
+
+
+def test_trap_repress_carries_the_trap_sources_key():
+    """A protected switch's trap (128, a cable cut) is repressed with that switch's M_Key,
+    not the trap's 0: delivered to the simulator's SMAs, no TrapRepress is a violation."""
+    from smagent.model import topogen
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    fabric = topogen.fat_tree_2(4)
+    switches = [n.name for n in fabric.switches()]
+    keys = {name: 0x5A00000000000000 + i + 1 for i, name in enumerate(switches)}
+    sim = SimFabric.from_fabric(fabric, node_caps={n: {"m_key": keys[n], "m_key_protect_bits": 1}
+                                                   for n in switches})
+    t = SimTransport(sim)
+    t.keys = mkeys.KeyChain(0, {sim.node(n).guid: keys[n] for n in switches})
+    t.serve()
+    now = [1000.0]
+    d = Daemon(t, DaemonOptions(sweep_interval=0), clock=lambda: now[0])
+    d.start()
+    t.outbox.clear()
+    sim.unlink("L0", 3)
+    for _ in range(4):
+        now[0] += 0.5
+        d.step(max_wait=0)
+    reps = [(raw, to) for raw, to in t.outbox if raw[3] == Method.TRAP_REPRESS]
+    assert len(reps) == 2 and d.counters.traps == 2
+    for raw, to in reps:
+        t._answer(raw, to)  # to the switch that trapped: consumed, key-checked
+    assert [violations(sim, n) for n in switches] == [0] * len(switches)
