@@ -140,8 +140,11 @@ def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str])
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print smagent's version and exit.")
-@click.option("--transport", type=click.Choice(["sim", "umad", "replay"]), default="sim", show_default=True,
-              envvar="SMAGENT_TRANSPORT", help="How to reach the fabric.")
+@click.option("--transport", type=click.Choice(["sim", "umad", "replay"]), default=None, show_envvar=True,
+              envvar="SMAGENT_TRANSPORT",
+              help="How to reach the fabric: umad (libibumad: an HCA, or ibsim through umad2sim), sim (the "
+                   "built-in simulator) or replay.  [default: umad where libibumad lists a CA, else sim "
+                   "with a note; `run` takes sim only when asked]")
 @click.option("--ca", default=None, help="umad: CA name (default: libibumad's choice).")
 @click.option("--port", "port", type=int, default=None, help="umad: CA port number.")
 @click.option("--topology", type=click.Path(dir_okay=False), default=None,
@@ -185,7 +188,7 @@ def main(ctx, debug, verbose, **opts):
     else:
         gc.set_threshold(GC_THRESHOLD, *threshold[1:])
     ctx.call_on_close(lambda: _restore_gc(was_enabled, threshold))
-    ctx.obj = Context(**opts)
+    ctx.obj = Context(**opts)  # no --transport: umad where a CA is listed (Context.opts)
     ctx.call_on_close(ctx.obj.close)
     ctx.call_on_close(log_to_stderr(verbose))
 

@@ -31,6 +31,12 @@ class Context:
     """Global options; the transport opens on first use, so `decode` needs no fabric."""
 
     def __init__(self, **opts):
+        # no --transport (nor SMAGENT_TRANSPORT): the first CA libibumad lists, else the
+        # simulator, which then says so once the session opens (`session`)
+        self.defaulted = opts.get("transport") is None
+        if self.defaulted:
+            from smagent.transport import default_kind
+            opts["transport"] = default_kind()
         self.opts = opts
         self._session = None
 
@@ -40,6 +46,9 @@ class Context:
         if self._session is None:
             from smagent import api
             o = self.opts
+            if self.defaulted and o["transport"] == "sim":
+                from smagent.transport import SIM_DEFAULT_NOTE
+                click.echo(SIM_DEFAULT_NOTE, err=True)
             self._session = api.connect(
                 o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"], fixture=o["fixture"],
                 record=o["record"], window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],

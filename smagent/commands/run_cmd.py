@@ -142,6 +142,9 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
                          poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw,
                          given=given, perfmgr_interval=perfmgr_interval,
                          client_reregister=client_reregister)
+    if obj.defaulted and obj.opts["transport"] == "sim":  # never MASTER of a made-up fabric unasked
+        raise BadInput("no InfiniBand CA found (libibumad lists none): `smagent run` needs a fabric; "
+                       "--transport umad --ca NAME to name one, --transport sim for the built-in simulator")
     if perfmgr_interval and obj.opts["transport"] != "umad":
         raise BadInput("--perfmgr-interval needs a live fabric (--transport umad): the simulator has no PerfMgt agents")
     server = control.ControlServer(control.socket_path(state_dir))

@@ -163,7 +163,8 @@ class Daemon:
         early, self._early = self._early, []
         for m in early:
             self.dispatcher.dispatch(m)
-        log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
+        log.info("start: on %s, SM port GUID %#018x, priority %d, state DISCOVERING", self.t.describe(), self.sm.guid,
+                 self.sm.priority)
         if self.perfmgr is not None:
             self.timers.arm(timers.PERFMGR, self.clock() + self.perfmgr.interval)
         self._discover()

@@ -10,6 +10,22 @@ from smagent.transport.base import (
 )
 
 KINDS = ("sim", "umad", "replay")
+# said when no --transport was given and no CA was found (`default_kind`)
+SIM_DEFAULT_NOTE = ("note: no InfiniBand CA found (libibumad lists none): working on the built-in simulator's "
+                    "made-up fabric; --transport umad for a real one, --transport sim (or SMAGENT_TRANSPORT=sim) "
+                    "to choose the simulator and drop this note")
+
+
+def default_kind(lib_path: str | None = None) -> str:
+    """The transport without --transport: "umad" where libibumad lists a CA it can open
+    (as OpenSM and infiniband-diags take the first HCA), else "sim" (a fresh machine:
+    no libibumad, no ib_umad, no device). Under ibsim's umad2sim preload the simulated
+    CA counts as one."""
+    from smagent.transport.umad_lib import UmadError, list_ports
+    try:
+        return "umad" if list_ports(lib_path) else "sim"
+    except UmadError:
+        return "sim"
 
 
 def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixture=None, record=None,

@@ -287,6 +287,10 @@ class Transport:
     # with it before the first SMP (`check_writable`), not at the first Set
     read_only_reason: str | None = None
 
+    def describe(self) -> str:
+        """What this transport reaches, for a start line ("umad mlx5_0 port 1", ...)."""
+        return self.name
+
     def check_writable(self, dry_run: bool) -> None:
         """BadInput before any SMP when a write (not a dry run) asks a read-only transport."""
         if not dry_run and self.read_only_reason:
@@ -483,9 +487,10 @@ class Transport:
                         continue
                     stats.late += 1  # a late answer to something retried or given up
                     self.policy.late_answer()
-                    tid32 = _still_asked(retired.pop(tid32, None), inflight)
-                    if tid32 is None:
+                    current = _still_asked(retired.pop(tid32, None), inflight)
+                    if current is None:
                         continue
+                    tid32 = current
                     slot = inflight[tid32]  # slow, not lost: it answers the request
                     if lost is not None:
                         lost[slot[0]] -= 1
