@@ -5,7 +5,7 @@ from __future__ import annotations
 from smagent.errors import BadInput
 from smagent.transport.address import Address, Grh, Incoming
 from smagent.transport.base import (
-    DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Reply, Request, SmpStatusError, SmpTimeout,
+    DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Reply, Request, SendRefused, SmpStatusError, SmpTimeout,
     Transport, TransportError,
 )
 
@@ -70,5 +70,5 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     return t
 
 
-__all__ = ["open_transport", "Transport", "Request", "Reply", "TransportError", "SmpTimeout",
+__all__ = ["open_transport", "Transport", "Request", "Reply", "TransportError", "SendRefused", "SmpTimeout",
            "SmpStatusError", "KINDS", "Address", "Grh", "Incoming"]

@@ -99,6 +99,11 @@ class SmpTimeout(TransportError):
     """No response after every try (``request`` names it); any MAD class."""
 
 
+class SendRefused(TransportError):
+    """The local stack refused to send this one request (the kernel's EINVAL: a directed
+    route that does not leave by the local port, ...): that request fails, the batch goes on."""
+
+
 class SmpStatusError(TransportError):
     """The agent answered with a non-zero status; ``response``: its decoded SMP, or for
     a GMP its common header (`mad.header.MadHeader`); ``raw``: the response's bytes."""
@@ -323,6 +328,7 @@ class Transport:
         # called about every BETWEEN_ROUNDS_S while a batch is in flight: a daemon serves its
         # control socket there, and may raise to abandon the batch (SIGTERM)
         self.between_rounds: Callable[[], None] | None = None
+        self._replies: list[Reply] = []  # the batch `execute` runs
         self._between_at = 0.0
 
     @property
@@ -457,7 +463,7 @@ class Transport:
         reqs = list(requests)
         adapt = retries is None and self.retries > 0
         retries = self.retries if retries is None else retries
-        replies = [Reply(r) for r in reqs]
+        replies = self._replies = [Reply(r) for r in reqs]  # `_post` fails one whose send is refused
         pending = collections.deque(range(len(reqs)))
         inflight: dict[int, list] = {}  # tid32 -> [index, deadline, attempts]
         lost = [0] * len(reqs) if adapt else None  # tries of each request that were lost
@@ -473,6 +479,8 @@ class Transport:
                 room -= 1
                 i = pending.popleft()
                 self._post(reqs[i], inflight, i, 0, retries)
+            if not inflight:
+                continue  # every send of this round refused (`SendRefused`): post the next
             now = time.monotonic()
             wait = max(0.0, min(v[1] for v in inflight.values()) - now)
             for item in self._recv(wait):
@@ -607,10 +615,15 @@ class Transport:
             self.on_send(req)  # its `smp` decodes a request built as bytes: only if asked
         # the configured tries wait the configured timeout; adaptive ones back off
         self.send_timeout_ms = timeout_ms = self.policy.timeout_ms(attempts, retries, self.timeout_ms)
-        if addr is None:
-            self._send(raw, req.dlid)
-        else:
-            self._send_to(raw, addr)
+        try:
+            if addr is None:
+                self._send(raw, req.dlid)
+            else:
+                self._send_to(raw, addr)
+        except SendRefused as e:
+            self.stats.errors += 1
+            self._replies[i].error = SendRefused(f"{req.describe()}: {e}", request=req.describe())
+            return
         stats = self.stats
         stats.sent += 1
         stats.count(raw)

@@ -4,15 +4,16 @@ the classes asked for (`AgentClass`: SA, PerfMgt, ...) on QP1."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import time
 
 from mad.header import ATTRIBUTE_ID_SLICE, CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
 from smagent.errors import BadInput
 from smagent.transport.address import Address
-from smagent.transport.base import Incoming, Transport, TransportError
+from smagent.transport.base import Incoming, SendRefused, Transport, TransportError
 from smagent.transport.retry import BACKOFF_CAP
-from smagent.transport.umad_lib import UmadError, UmadPort
+from smagent.transport.umad_lib import UmadError, UmadIOError, UmadPort
 
 log = logging.getLogger("smagent.transport")
 
@@ -103,7 +104,13 @@ class UmadTransport(Transport):
         # gets `KERNEL_GRACE` times our deadline: a slow node's answer still reaches
         # `execute`, which takes it (and the policy lengthens the timeout) instead of
         # reading the node as lossy or dead.
-        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms * KERNEL_GRACE, 0)
+        try:
+            self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms * KERNEL_GRACE, 0)
+        except UmadIOError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            local = self.port.port
+            raise SendRefused(f"the kernel refused the send (EINVAL){_dr_hint(raw, local)}") from None
 
     def _agent(self, raw: bytes) -> int:
         agent = self._agents.get(raw[MGMT_CLASS_OFFSET])
@@ -169,3 +176,16 @@ class UmadTransport(Transport):
     def close(self) -> None:
         self.port.close()
         super().close()
+
+
+def _dr_hint(raw: bytes, local_port: int) -> str:
+    """Why the kernel refuses a directed-route SMP (smi.h's send checks), or ""."""
+    if raw[MGMT_CLASS_OFFSET] != MgmtClass.SUBN_DIRECTED_ROUTE or raw[4] & 0x80:
+        return ""
+    hop_ptr, hop_cnt = raw[6], raw[7]
+    if hop_cnt >= 64:
+        return f": a directed route has at most 63 hops, not {hop_cnt}"
+    if hop_cnt and hop_ptr == 0 and raw[129] != local_port:
+        return (f": a directed route leaves by the local port, so its first hop is {local_port} "
+                f"(the port this transport opened), not {raw[129]}")
+    return f": hop pointer {hop_ptr} with hop count {hop_cnt} is not a route the kernel sends"

@@ -117,3 +117,21 @@ def test_issm_held_elsewhere_is_refused_not_waited_for(mocker):
         with pytest.raises(UmadIOError, match="another subnet manager holds mlx5_0 port 1") as e:
             p.open_issm()
     assert e.value.errno == errno.EAGAIN and lib.open_flags[-1] & os.O_NONBLOCK
+
+
+# -- item 5: a directed route the kernel refuses fails that request, not the batch -----
+
+
+def test_a_refused_directed_route_fails_alone_with_the_reason(mocker):
+    lib = _kernel(mocker, answer=_smp_answer(0.0))  # the SM's port is 1
+    t = UmadTransport(timeout_ms=50, retries=1)
+    try:
+        good, bad = (0, 1, 3), (0, 2, 3)
+        replies = t.execute([Request.dr(Method.GET, AttrID.NODE_INFO, good),
+                             Request.dr(Method.GET, AttrID.NODE_INFO, bad),
+                             Request.dr(Method.GET, AttrID.NODE_INFO, good)])
+        assert replies[0].error is None and replies[2].error is None
+        assert "first hop is 1" in str(replies[1].error) and "not 2" in str(replies[1].error)
+        assert sum(1 for s in lib.sent if s[1][64 + 129] == 2) == 1  # refused once, not retried
+    finally:
+        t.close()
