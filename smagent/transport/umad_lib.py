@@ -60,7 +60,10 @@ DEFAULT_TIMEOUT_MS = 1000
 
 _UMAD_CA_NAME_LEN = 20
 _UMAD_CA_MAX_PORTS = 10
-_UMAD_MAX_DEVICES = 32
+# CA names asked of umad_get_cas_names, which fills at most the count it is given: a
+# host with more than umad.h's UMAD_MAX_DEVICES (32) CAs, SR-IOV functions or planarized
+# HCAs among them, still shows every one
+_UMAD_MAX_DEVICES = 128
 # Longest single blocking call in recv(): long waits are sliced so that Ctrl-C
 # (handled between bytecodes) is not stuck behind a foreign call for minutes.
 _RECV_SLICE_MS = 200
@@ -304,6 +307,18 @@ def list_ports(lib_path: str | None = None) -> dict[str, list[int]]:
         lib.umad_done()
 
 
+def method_mask(methods, long_type=ctypes.c_long):
+    """The 128-bit method mask umad_register takes as ``long[]``: four 32-bit longs or
+    two 64-bit ones, bit m of the whole for method m (libibumad sets bits per long)."""
+    bits = ctypes.sizeof(long_type) * 8
+    mask = (long_type * (128 // bits))()
+    for m in methods:
+        if not 0 <= m < 128:
+            raise ValueError(f"method 0x{m:x} outside 0..0x7f")
+        mask[m // bits] |= 1 << (m % bits)
+    return mask
+
+
 # --------------------------------------------------------------------------
 # The port
 
@@ -481,12 +496,7 @@ class UmadPort:
         0x30-0x4F, registered with its OUI (umad_register_oui).
         """
         self._check_open()
-        mask = (ctypes.c_long * 2)()
-        bits = ctypes.sizeof(ctypes.c_long) * 8
-        for m in methods:
-            if not 0 <= m < 128:
-                raise ValueError(f"method 0x{m:x} outside 0..0x7f")
-            mask[m // bits] |= 1 << (m % bits)
+        mask = method_mask(methods)
         what = f"management class 0x{mgmt_class:02x}"
         if oui is None:
             rc = self._lib.umad_register(self._portid, mgmt_class, class_version, rmpp_version, mask)
