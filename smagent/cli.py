@@ -16,7 +16,7 @@ import importlib
 
 import click
 
-from smagent.commands.common import Context, SmagentGroup, key_arg, log_to_stderr
+from smagent.commands.common import Context, SmagentGroup, guid_arg, key_arg, log_to_stderr
 from smagent.errors import (  # noqa: F401 - the documented codes, importable from here
     EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SAFETY,
 )
@@ -147,6 +147,8 @@ def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str])
                    "with a note; `run` takes sim only when asked]")
 @click.option("--ca", default=None, help="umad: CA name (default: libibumad's choice).")
 @click.option("--port", "port", type=int, default=None, help="umad: CA port number.")
+@click.option("--port-guid", "port_guid", default=None, callback=guid_arg,
+              help="umad: the local port by its port GUID (as OpenSM's -g), instead of --ca/--port.")
 @click.option("--topology", type=click.Path(dir_okay=False), default=None,
               help="sim: topology file (ibsim net file or ibnetdiscover output); default: bundled.")
 @click.option("--fixture", type=click.Path(dir_okay=False), default=None, help="replay: recorded capture.")

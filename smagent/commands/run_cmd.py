@@ -145,6 +145,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     if obj.defaulted and obj.opts["transport"] == "sim":  # never MASTER of a made-up fabric unasked
         raise BadInput("no InfiniBand CA found (libibumad lists none): `smagent run` needs a fabric; "
                        "--transport umad --ca NAME to name one, --transport sim for the built-in simulator")
+    if obj.opts["transport"] == "umad" and obj.opts["ca"] is None and obj.opts["port"] is None:
+        _one_subnet_or_named()
     if perfmgr_interval and obj.opts["transport"] != "umad":
         raise BadInput("--perfmgr-interval needs a live fabric (--transport umad): the simulator has no PerfMgt agents")
     server = control.ControlServer(control.socket_path(state_dir))
@@ -198,3 +200,14 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
             lock.release()
         logging.getLogger("smagent").removeHandler(handler)
         handler.close()
+
+
+def _one_subnet_or_named() -> None:
+    """No port named: refuse to guess when ports are up on several CAs (they may be
+    different subnets, and the SM would become master of whichever libibumad lists
+    first); one CA (a dual-port HCA included) is libibumad's usual choice."""
+    from smagent.transport.umad_lib import ports
+    up = [p for p in ports() if p.phys_state == 5 and p.link_layer in ("InfiniBand", "")]
+    if len({p.ca for p in up}) > 1:
+        raise BadInput("InfiniBand ports are up on several CAs: " + "; ".join(p.describe() for p in up)
+                       + ": they may be different subnets; name the SM's port with --port-guid (or --ca/--port)")

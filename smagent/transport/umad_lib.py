@@ -42,6 +42,9 @@ __all__ = [
     "LocalPortInfo",
     "UmadPort",
     "list_ports",
+    "ports",
+    "find_port_guid",
+    "PortSummary",
     "DEFAULT_LIBRARY",
     "MAD_SIZE",
     "UMAD_HEADER_SIZE",
@@ -295,6 +298,56 @@ def _describe(cas: dict[str, list[int]]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class PortSummary:
+    """One CA port as libibumad reads it from sysfs (`ports`)."""
+    ca: str
+    port: int
+    port_guid: int
+    phys_state: int  # 5: LinkUp
+    link_layer: str  # "InfiniBand", or "Ethernet" (RoCE: no subnet to manage)
+
+    def describe(self) -> str:
+        return f"{self.ca} port {self.port} (port GUID {self.port_guid:#018x}, {self.link_layer})"
+
+
+def _summaries(lib, cas: dict[str, list[int]]) -> list[PortSummary]:
+    out = []
+    for ca, nums in cas.items():
+        for n in nums:
+            info = _UmadPortT()
+            if lib.umad_get_port(ca.encode(), n, info) < 0:
+                continue
+            try:
+                out.append(PortSummary(ca, info.portnum, _be64(info.port_guid), info.phys_state,
+                                       info.link_layer.decode(errors="replace")))
+            finally:
+                lib.umad_release_port(info)
+    return out
+
+
+def ports(lib_path: str | None = None) -> list[PortSummary]:
+    """Every port of every CA libibumad lists (none: no library, module or device)."""
+    lib = _load(lib_path)
+    if lib.umad_init() < 0:
+        return []
+    try:
+        return _summaries(lib, _cas(lib))
+    finally:
+        lib.umad_done()
+
+
+def find_port_guid(guid: int, lib_path: str | None = None) -> tuple[str, int]:
+    """The (CA, port number) whose port GUID is ``guid`` (OpenSM's -g), or UnknownPort
+    naming the GUIDs there are."""
+    found = ports(lib_path)
+    for p in found:
+        if p.port_guid == guid:
+            return p.ca, p.port
+    there = "; ".join(p.describe() for p in found) or "none (libibumad lists no CA)"
+    raise UnknownPort(f"no local port has port GUID {guid:#018x}: the ports here: {there}")
+
+
 def list_ports(lib_path: str | None = None) -> dict[str, list[int]]:
     """CA names libibumad can see, each with its port numbers (0 = switch port 0)."""
     lib = _load(lib_path)
@@ -440,6 +493,11 @@ class UmadPort:
                 raise UnknownPort(f"unknown --port {port}: {what} not usable; available: {_describe(cas)}")
             raise self._error(rc, ctypes.get_errno(), f"cannot query {what}")
         try:
+            link = info.link_layer.decode(errors="replace")
+            if link and link != "InfiniBand":  # RoCE: Ethernet, no SMPs, no subnet
+                raise UnknownPort(f"CA {info.ca_name.decode(errors='replace')} port {info.portnum} has link layer "
+                                  f"{link} (RoCE): it has no InfiniBand subnet to manage; the ports here: "
+                                  f"{_describe(cas)}")
             return info.ca_name.decode(errors="replace"), info.portnum
         finally:
             lib.umad_release_port(info)

@@ -25,6 +25,7 @@ class FakeUmad:
         self.sent = []
         self.recv_queue = []  # (status, mad bytes) or negative int
         self.errno_on = {}  # function name -> errno to leave behind
+        self.link_layers: dict[str, bytes] = {}  # CA name -> its ports' link layer (b"Ethernet": RoCE)
         for name in (
             "umad_init", "umad_done", "umad_get_cas_names", "umad_get_ca", "umad_release_ca",
             "umad_get_port", "umad_release_port", "umad_open_port", "umad_close_port", "umad_size",
@@ -85,7 +86,7 @@ class FakeUmad:
         info.sm_lid = 1
         info.state = 4
         info.phys_state = 5
-        info.link_layer = b"InfiniBand"
+        info.link_layer = self.link_layers.get(name.decode(), b"InfiniBand")
         # libibumad keeps GUIDs in network order inside a native uint64.
         info.port_guid = int.from_bytes(struct.pack(">Q", ports[port]), "little")
         info.gid_prefix = int.from_bytes(struct.pack(">Q", 0xFE80000000000000), "little")
