@@ -514,7 +514,7 @@ class SaAgent:
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "security traps need the SM_Key")
         if q.subscribe and not visible.Viewer(self._recs.subnet, lid).may_subscribe(q):
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "no such trap source, or none shares a partition")
-        return [self.informs.subscribe(q, lid, self._recs.gid(*hit), inc.address.qpn)]
+        return [self.informs.subscribe(q, lid, self._recs.gid(*hit), inc.address.qpn, via=inc.address)]
 
     def _inform_records(self, q, mad, inc):
         # only SubscriberGID and Enum select; the QPN only to a trusted requester (C15-0.2-1.16)
