@@ -119,7 +119,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     from smagent.sm import lock as port_lock
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport import open_transport
-    from smagent.transport.umad import PERF_CLIENT, SA_SERVER, UNSERVED_CLASSES
+    from smagent.transport.umad import PERF_CLIENT, sm_classes
     if sm_key_file is not None:
         if click.get_current_context().get_parameter_source("sm_key") != ParameterSource.DEFAULT:
             raise BadInput("--sm-key and --sm-key-file exclude each other")
@@ -155,8 +155,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     transport = lock = endpoint = None
     made: list = []  # the daemon, once it exists: the metrics endpoint answers from it
     classes = []
-    if o["transport"] == "umad":  # the SA (class 0x03) is served on the SM's port; vendor classes refused
-        classes += [SA_SERVER, *UNSERVED_CLASSES]
+    if o["transport"] == "umad":  # the SA (class 0x03) is served on the SM's port (vendor classes: umad2sim)
+        classes += sm_classes()
     if perfmgr_interval:
         classes.append(PERF_CLIENT)
     try:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import logging
+import os
 import time
+from typing import Mapping
 
 from mad.header import ATTRIBUTE_ID_SLICE, CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
 from smagent.errors import BadInput
@@ -48,6 +50,21 @@ UNSERVED_CLASSES = (tuple(AgentClass(c, (Method.GET, Method.SET), class_version=
                     + tuple(AgentClass(c, (Method.GET, Method.SET), class_version=1, oui=0x001405, optional=True)
                             for c in (0x32, 0x33)))
 _SM_METHODS = (Method.GET, Method.SET, Method.TRAP)
+
+
+def under_umad2sim(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ibsim's umad2sim carries our MADs: it works only as an LD_PRELOAD library,
+    so LD_PRELOAD names it (libumad2sim.so)."""
+    env = os.environ if env is None else env
+    return "umad2sim" in env.get("LD_PRELOAD", "")
+
+
+def sm_classes(env: Mapping[str, str] | None = None) -> list[AgentClass]:
+    """The GMP classes a running SM registers: the SA; and under umad2sim only, the vendor
+    classes it would otherwise crash on (`UNSERVED_CLASSES`, `smagent.sm.unserved`). The
+    kernel answers a request of a class nobody registered itself, and registering them
+    there would take them from `ibping -S` / `ibsysstat -S` on the SM's host."""
+    return [SA_SERVER, *(UNSERVED_CLASSES if under_umad2sim(env) else ())]
 # The kernel's timeout for a request, in our deadlines: as far as the retry policy may
 # lengthen a timeout (`retry.BACKOFF_CAP`), so an answer that late is still delivered
 KERNEL_GRACE = BACKOFF_CAP

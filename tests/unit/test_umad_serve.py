@@ -280,3 +280,13 @@ def test_an_optional_class_another_process_serves_is_skipped(fake):
     fake.umad_register.side_effect = lambda *a: fake._err("umad_register", -errno.EBUSY)
     with pytest.raises(UmadError):
         UmadTransport(serve=True, classes=[SA_SERVER])
+
+
+def test_vendor_classes_are_registered_only_under_umad2sim():
+    """The kernel answers a class nobody registered; registering ibping's and ibsysstat's
+    there would keep `ibping -S` off the SM's host. umad2sim crashes instead: there only."""
+    from smagent.transport.umad import SA_SERVER, UNSERVED_CLASSES, sm_classes
+    assert sm_classes({}) == [SA_SERVER]
+    assert sm_classes({"LD_PRELOAD": "/usr/lib/libfoo.so"}) == [SA_SERVER]
+    pre = {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"}
+    assert sm_classes(pre) == [SA_SERVER, *UNSERVED_CLASSES]
