@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import ctypes
 import errno as _errno
+import logging
 import os
 import struct
 import time
 from dataclasses import dataclass
 
 from smagent.errors import FabricFailure
+
+log = logging.getLogger("smagent.transport")
 
 __all__ = [
     "UmadError",
@@ -632,6 +635,9 @@ class UmadPort:
         while True:
             rlen.value = MAD_SIZE
             rc = self._recv_fn(portid, self._raddr, self._rlen_ref, wait)
+            if rc == -_errno.ENOSPC:
+                self._drop_oversize()
+                continue
             if rc >= 0:
                 view = self._rview
                 mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
@@ -667,6 +673,9 @@ class UmadPort:
         while len(out) < limit:
             rlen.value = MAD_SIZE
             rc = fn(portid, raddr, rlen_ref, 0)
+            if rc == -_errno.ENOSPC:
+                self._drop_oversize()
+                continue
             if rc < 0:
                 err = ctypes.get_errno()
                 if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
@@ -710,6 +719,9 @@ class UmadPort:
             # poll first (timeout 0, the GIL kept) takes it, one system call instead of two
             rc = (now_fn(portid, raddr, rlen_ref, 0) if ready or left <= 0 else
                   fn(portid, raddr, rlen_ref, min(_RECV_SLICE_MS, int(left * 1000 + 0.999))))
+            if rc == -_errno.ENOSPC:
+                self._drop_oversize()
+                continue
             if rc < 0:
                 err = ctypes.get_errno()
                 if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
@@ -746,6 +758,18 @@ class UmadPort:
                 raise UmadIOError(f"umad_send to LID 0x{_BE16.unpack_from(to, _LID_OFF - _ADDR.start)[0]:04x} "
                                   f"(agent {agent}) failed: {_errtext(err)}", err)
             sent.append(out)
+
+    def _drop_oversize(self) -> None:
+        """umad_recv said ENOSPC: the MAD queued first is longer than one MAD (a message the
+        kernel reassembled, RMPP it does for an agent registered with an RMPP version; ours
+        leave RMPP to us) and stays queued until read, so every later read would fail the
+        same. Read it whole into a buffer of the length umad_recv asked for and drop it."""
+        need = max(self._rlen.value, MAD_SIZE)
+        buf = ctypes.create_string_buffer(UMAD_HEADER_SIZE + need)
+        length = ctypes.c_int(need)
+        rc = self._recv_fn(self._portid, ctypes.c_void_p(ctypes.addressof(buf)), ctypes.byref(length), 0)
+        log.warning("dropped a %d-byte MAD message on %s port %s (longer than one MAD: RMPP done by the kernel, "
+                    "which smagent does itself)%s", need, self.ca, self.port, "" if rc >= 0 else f": {_errtext(-rc)}")
 
     def send_to(self, agent_id: int, mad: bytes, addr: bytes) -> None:
         """Send one MAD that expects no answer (timeout 0) to a packed ib_mad_addr (a GMP's

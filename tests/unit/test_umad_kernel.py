@@ -135,3 +135,21 @@ def test_a_refused_directed_route_fails_alone_with_the_reason(mocker):
         assert sum(1 for s in lib.sent if s[1][64 + 129] == 2) == 1  # refused once, not retried
     finally:
         t.close()
+
+
+# -- item 5: a message longer than the receive buffer (ENOSPC) ---------------------------
+
+
+def test_an_oversize_message_is_dropped_not_wedging_the_port(mocker, caplog):
+    lib = _kernel(mocker)
+    with UmadPort() as p:
+        p.register(0x03)
+        big = bytearray(256 * 3)
+        big[0:4] = b"\x01\x03\x02\x06"  # an SA Report, as a kernel-RMPP agent would get it whole
+        lib.arrive(bytes(big))
+        small = bytearray(256)
+        small[0:4] = b"\x01\x03\x02\x01"
+        lib.arrive(bytes(small))
+        mad, status = p.recv(500)  # the next MAD, not ENOSPC for ever
+        assert status == 0 and mad[:4] == bytes(small[:4])
+    assert "dropped a 768-byte MAD message" in caplog.text
