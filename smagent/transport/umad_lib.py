@@ -571,9 +571,16 @@ class UmadPort:
         if rc < 0:
             # umad_register reports every failure as -EPERM; the ioctl's errno is the real cause.
             err = ctypes.get_errno() or -rc
+            why = ""
+            if err == _errno.EACCES and mgmt_class in (0x01, 0x81):
+                # the kernel asks the security module (SELinux: ib_endport manage_subnet) for
+                # every QP0 agent: a confined service is refused here, not at open
+                why = (f": the kernel's security module refused this process the management of the subnet "
+                       f"on {self.ca} port {self.port} (QP0); allow it (SELinux: ib_endport manage_subnet) "
+                       f"or run the SM unconfined")
             raise UmadIOError(
                 f"cannot register an agent for {what} version {class_version} on {self.ca} port "
-                f"{self.port}: {_errtext(err)}",
+                f"{self.port}: {_errtext(err)}{why}",
                 err,
             )
         self._agents.append(rc)

@@ -466,3 +466,11 @@ def test_method_mask_fits_32_bit_longs():
 def test_more_cas_than_umad_max_devices_are_listed(fake):
     fake.cas = {f"mlx5_{i}": {1: 0x0002C90300A10000 + i} for i in range(40)}
     assert len(umad_lib.list_ports()) == 40
+
+
+def test_qp0_registration_refused_by_the_security_module_says_so(fake):
+    fake.register_rc = -errno.EPERM  # umad_register's own return; the ioctl's errno says why
+    fake.errno_on["umad_register"] = errno.EACCES
+    with UmadPort() as p:
+        with pytest.raises(UmadIOError, match="EACCES.*security module refused.*mlx5_0 port 1 .QP0.*manage_subnet"):
+            p.register(0x81)
