@@ -207,7 +207,7 @@ def _one_subnet_or_named() -> None:
     different subnets, and the SM would become master of whichever libibumad lists
     first); one CA (a dual-port HCA included) is libibumad's usual choice."""
     from smagent.transport.umad_lib import ports
-    up = [p for p in ports() if p.phys_state == 5 and p.link_layer in ("InfiniBand", "")]
+    up = [p for p in ports() if p.phys_state == 5 and p.link_layer != "Ethernet"]
     if len({p.ca for p in up}) > 1:
         raise BadInput("InfiniBand ports are up on several CAs: " + "; ".join(p.describe() for p in up)
                        + ": they may be different subnets; name the SM's port with --port-guid (or --ca/--port)")

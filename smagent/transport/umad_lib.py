@@ -497,7 +497,7 @@ class UmadPort:
             raise self._error(rc, ctypes.get_errno(), f"cannot query {what}")
         try:
             link = info.link_layer.decode(errors="replace")
-            if link and link != "InfiniBand":  # RoCE: Ethernet, no SMPs, no subnet
+            if link == "Ethernet":  # RoCE: no SMPs, no subnet (umad2sim says "IB", sysfs "InfiniBand")
                 raise UnknownPort(f"CA {info.ca_name.decode(errors='replace')} port {info.portnum} has link layer "
                                   f"{link} (RoCE): it has no InfiniBand subnet to manage; the ports here: "
                                   f"{_describe(cas)}")
