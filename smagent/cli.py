@@ -16,7 +16,7 @@ import importlib
 
 import click
 
-from smagent.commands.common import Context, SmagentGroup, key_arg, log_to_stderr
+from smagent.commands.common import Context, SmagentGroup, guid_arg, key_arg, log_to_stderr
 from smagent.errors import (  # noqa: F401 - the documented codes, importable from here
     EXIT_BAD_INPUT, EXIT_DEFECTS, EXIT_FABRIC, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SAFETY,
 )
@@ -145,10 +145,15 @@ def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str])
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print smagent's version and exit.")
-@click.option("--transport", type=click.Choice(["sim", "umad", "replay"]), default="sim", show_default=True,
-              envvar="SMAGENT_TRANSPORT", help="How to reach the fabric.")
+@click.option("--transport", type=click.Choice(["sim", "umad", "replay"]), default=None, show_envvar=True,
+              envvar="SMAGENT_TRANSPORT",
+              help="How to reach the fabric: umad (libibumad: an HCA, or ibsim through umad2sim), sim (the "
+                   "built-in simulator) or replay.  [default: umad where libibumad lists a CA, else sim "
+                   "with a note; `run` takes sim only when asked]")
 @click.option("--ca", default=None, help="umad: CA name (default: libibumad's choice).")
 @click.option("--port", "port", type=int, default=None, help="umad: CA port number.")
+@click.option("--port-guid", "port_guid", default=None, callback=guid_arg,
+              help="umad: the local port by its port GUID (as OpenSM's -g), instead of --ca/--port.")
 @click.option("--topology", type=click.Path(dir_okay=False), default=None,
               help="sim: topology file (ibsim net file or ibnetdiscover output); default: bundled.")
 @click.option("--fixture", type=click.Path(dir_okay=False), default=None, help="replay: recorded capture.")
@@ -194,7 +199,7 @@ def main(ctx, debug, verbose, **opts):
     else:
         gc.set_threshold(GC_THRESHOLD, *threshold[1:])
     ctx.call_on_close(lambda: _restore_gc(was_enabled, threshold))
-    ctx.obj = Context(**opts)
+    ctx.obj = Context(**opts)  # no --transport: umad where a CA is listed (Context.opts)
     ctx.call_on_close(ctx.obj.close)
     ctx.call_on_close(log_to_stderr(verbose))
 

@@ -2,7 +2,7 @@
 
 * ``cli(*args, input=None, catch_exceptions=False, command=None, **invoke_kw)`` runs the
   click app in-process (click.testing.CliRunner) with ``SMAGENT_STATE_DIR`` under the
-  test's tmp_path (nothing touches $HOME) and no inherited ``SMAGENT_TRANSPORT``.
+  test's tmp_path (nothing touches $HOME) and ``SMAGENT_TRANSPORT=sim`` (not the host's CA).
   Returns a `CliResult`: click's Result (``exit_code``, ``stdout``, ``stderr``,
   ``output``, ``exception``) plus ``json()``, the one JSON document on stdout.
   ``command`` invokes another click command than ``smagent.cli.main``.
@@ -138,7 +138,8 @@ class CliResult:
 def cli(tmp_path, monkeypatch):
     """Run `smagent ARGS` in-process; see the module docstring."""
     monkeypatch.setenv("SMAGENT_STATE_DIR", str(tmp_path / "smagent-state"))
-    monkeypatch.delenv("SMAGENT_TRANSPORT", raising=False)
+    # the simulator, named: on a host with an HCA the default would be that (umad)
+    monkeypatch.setenv("SMAGENT_TRANSPORT", "sim")
 
     def invoke(*args, input=None, catch_exceptions=False, command=None, **kw) -> CliResult:
         if command is None:

@@ -31,6 +31,18 @@ class Context:
     """Global options; the transport opens on first use, so `decode` needs no fabric."""
 
     def __init__(self, **opts):
+        # no --transport (nor SMAGENT_TRANSPORT): the first CA libibumad lists, else the
+        # simulator, which then says so once the session opens (`session`)
+        self.defaulted = opts.get("transport") is None
+        if self.defaulted:
+            from smagent.transport import default_kind
+            opts["transport"] = default_kind()
+        if opts.get("port_guid") is not None:  # the CA and port it names, found once here
+            if opts.get("ca") is not None or opts.get("port") is not None:
+                raise BadInput("--port-guid names the port: give it without --ca/--port")
+            if opts["transport"] == "umad":
+                from smagent.transport.umad_lib import find_port_guid
+                opts["ca"], opts["port"] = find_port_guid(opts["port_guid"])
         self.opts = opts
         self._session = None
 
@@ -40,6 +52,9 @@ class Context:
         if self._session is None:
             from smagent import api
             o = self.opts
+            if self.defaulted and o["transport"] == "sim":
+                from smagent.transport import SIM_DEFAULT_NOTE
+                click.echo(SIM_DEFAULT_NOTE, err=True)
             self._session = api.connect(
                 o["transport"], ca=o["ca"], port=o["port"], topology=o["topology"], fixture=o["fixture"],
                 record=o["record"], window=o["window"], timeout_ms=o["timeout"], retries=o["retries"],
@@ -322,6 +337,19 @@ def int_arg(ctx, param, value):
         return [int(v, 0) for v in value] if isinstance(value, tuple) else int(value, 0)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a number (decimal or 0x hex)") from None
+
+
+def guid_arg(ctx, param, value):
+    """A click callback for a 64-bit GUID, hex with or without 0x (as ibstat prints it)."""
+    if value is None:
+        return None
+    try:
+        guid = int(value, 16)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a GUID (64-bit hex, e.g. 0x0002c90300a1b2c3)") from None
+    if not 0 < guid < 1 << 64:
+        raise click.BadParameter(f"{value!r} is not a 64-bit GUID")
+    return guid
 
 
 def key_arg(ctx, param, value):

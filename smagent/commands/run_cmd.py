@@ -127,7 +127,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     from smagent.sm import lock as port_lock
     from smagent.sm.daemon import Daemon, DaemonOptions
     from smagent.transport import open_transport
-    from smagent.transport.umad import PERF_CLIENT, SA_SERVER, UNSERVED_CLASSES
+    from smagent.transport.umad import PERF_CLIENT, sm_classes
     if sm_key_file is not None:
         if click.get_current_context().get_parameter_source("sm_key") != ParameterSource.DEFAULT:
             raise BadInput("--sm-key and --sm-key-file exclude each other")
@@ -150,6 +150,11 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
                          poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw,
                          given=given, perfmgr_interval=perfmgr_interval,
                          client_reregister=client_reregister)
+    if obj.defaulted and obj.opts["transport"] == "sim":  # never MASTER of a made-up fabric unasked
+        raise BadInput("no InfiniBand CA found (libibumad lists none): `smagent run` needs a fabric; "
+                       "--transport umad --ca NAME to name one, --transport sim for the built-in simulator")
+    if obj.opts["transport"] == "umad" and obj.opts["ca"] is None and obj.opts["port"] is None:
+        _one_subnet_or_named()
     if perfmgr_interval and obj.opts["transport"] != "umad":
         raise BadInput("--perfmgr-interval needs a live fabric (--transport umad): the simulator has no PerfMgt agents")
     server = control.ControlServer(control.socket_path(state_dir))
@@ -158,8 +163,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     transport = lock = endpoint = None
     made: list = []  # the daemon, once it exists: the metrics endpoint answers from it
     classes = []
-    if o["transport"] == "umad":  # the SA (class 0x03) is served on the SM's port; vendor classes refused
-        classes += [SA_SERVER, *UNSERVED_CLASSES]
+    if o["transport"] == "umad":  # the SA (class 0x03) is served on the SM's port (vendor classes: umad2sim)
+        classes += sm_classes()
     if perfmgr_interval:
         classes.append(PERF_CLIENT)
     try:
@@ -206,3 +211,14 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
             lock.release()
         logging.getLogger("smagent").removeHandler(handler)
         handler.close()
+
+
+def _one_subnet_or_named() -> None:
+    """No port named: refuse to guess when ports are up on several CAs (they may be
+    different subnets, and the SM would become master of whichever libibumad lists
+    first); one CA (a dual-port HCA included) is libibumad's usual choice."""
+    from smagent.transport.umad_lib import ports
+    up = [p for p in ports() if p.phys_state == 5 and p.link_layer != "Ethernet"]
+    if len({p.ca for p in up}) > 1:
+        raise BadInput("InfiniBand ports are up on several CAs: " + "; ".join(p.describe() for p in up)
+                       + ": they may be different subnets; name the SM's port with --port-guid (or --ca/--port)")

@@ -84,6 +84,9 @@ _PATH_DGID = SA_HEADER.stop + 8  # the first byte of a PathRecord's DGID (0xFF: 
 _DGID_BIT = PathRecord.mask("dgid")  # in the ComponentMask's last byte
 _PATH_ATTR = SaAttrID.PATH_RECORD.to_bytes(2, "big")
 _AOFFSET = SA_HEADER.start + 8  # AttributeOffset, after the SM_Key
+# the SM_Key of every response: 0 (IBA C15-0.1.5), never an echo of the requester's, which
+# a cached answer would hand to the next requester
+_NO_SM_KEY = bytes(8)
 _PATH_ATTR_ID = int(SaAttrID.PATH_RECORD)
 _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
 # the LIDs a query may name by any LID of a port's LMC range (`SaAgent._at_base_lids`)
@@ -423,6 +426,7 @@ class SaAgent:
         if head[3] not in (Method.GET_TABLE_RESP, Method.GET_MULTI_RESP) or status:
             return [(_single(req, status, data, offset, head), addr)]
         class_header = bytearray(req[SA_HEADER])
+        class_header[0:8] = _NO_SM_KEY  # never the requester's (C15-0.1.5), as OpenSM
         class_header[8:10] = offset.to_bytes(2, "big")
         sender = RmppSender(bytes(head), bytes(class_header), data, timeout=RMPP_TIMEOUT_S, retries=RMPP_RETRIES,
                             resp_time=NO_RESP_TIME)
@@ -566,7 +570,7 @@ class SaAgent:
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "security traps need the SM_Key")
         if q.subscribe and not visible.Viewer(self._recs.subnet, lid).may_subscribe(q):
             raise paths.PathQueryError(SaStatus.ERR_REQ_INVALID, "no such trap source, or none shares a partition")
-        return [self.informs.subscribe(q, lid, self._recs.gid(*hit), inc.address.qpn)]
+        return [self.informs.subscribe(q, lid, self._recs.gid(*hit), inc.address.qpn, via=inc.address)]
 
     def _inform_records(self, q, mad, inc):
         # only SubscriberGID and Enum select; the QPN only to a trusted requester (C15-0.2-1.16)
@@ -616,7 +620,7 @@ def _single(req: bytes, status: int, data: bytes, offset: int, head: bytes | byt
     request's SA header with ``offset`` as its AttributeOffset, ``data`` padded."""
     if head is None:
         head = req[:3] + _GET_RESP + status.to_bytes(2, "big") + req[6:24]
-    return b"".join((head, _NO_RMPP, req[SA_HEADER.start:_AOFFSET], offset.to_bytes(2, "big"),
+    return b"".join((head, _NO_RMPP, _NO_SM_KEY, offset.to_bytes(2, "big"),
                      req[_AOFFSET + 2:SA_HEADER.stop], data[:SA_DATA_SIZE].ljust(SA_DATA_SIZE, b"\0")))
 
 

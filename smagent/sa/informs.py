@@ -62,6 +62,9 @@ class Subscription:
     subscriber_gid: int
     info: InformInfo
     enum: int
+    # where the Set came from (its P_Key index, SL, GRH): Reports go the same way, to
+    # info.qpn; None: the LID alone (P_Key index 0, SL 0, no GRH)
+    via: Address | None = None
 
     def matches(self, n: SaNotice, lid_of_gid) -> bool:
         i = self.info
@@ -96,13 +99,14 @@ class Informs:
 
     def __init__(self) -> None:
         self.subs: list[Subscription] = []
-        self.pending: dict[int, _Pending] = {}  # TID -> Report awaiting its ReportResp
+        self.pending: dict[int, _Pending] = {}  # TID (32 bits) -> Report awaiting its ReportResp
         self._enum = 0
         self._tid = 0x5A000000
         self.sent = self.dropped = 0
 
     # -- InformInfo Set and InformInfoRecord -------------------------------------------
-    def subscribe(self, info: InformInfo, lid: int, subscriber_gid: int, source_qpn: int) -> InformInfo:
+    def subscribe(self, info: InformInfo, lid: int, subscriber_gid: int, source_qpn: int,
+                  via: Address | None = None) -> InformInfo:
         """Subscribe (or unsubscribe) the port at ``lid``: the InformInfo to answer with,
         the request's. As OpenSM: Reports go to the QP the Set came from (``source_qpn``),
         which the subscription keeps as its QPN whatever the request's says (0 included),
@@ -114,7 +118,7 @@ class Informs:
         if info.subscribe:
             if not same:
                 self._enum += 1
-                self.subs.insert(0, Subscription(lid, subscriber_gid, kept, self._enum))
+                self.subs.insert(0, Subscription(lid, subscriber_gid, kept, self._enum, via))
         elif not same or info.qpn != source_qpn:  # sent from the QP kept, naming it (as OpenSM)
             raise InformError(SaStatus.ERR_REQ_INVALID, "no such subscription")
         else:
@@ -146,14 +150,17 @@ class Informs:
                     continue
                 self._tid += 1
                 raw = request(Method.REPORT, notice, transaction_id=self._tid).encode()
-                to = Address(lid=s.lid, qpn=s.info.qpn, qkey=GSI_QKEY)
+                to = (Address(lid=s.lid, qpn=s.info.qpn, qkey=GSI_QKEY) if s.via is None else
+                      dataclasses.replace(s.via, qpn=s.info.qpn, qkey=GSI_QKEY, path_bits=0))
                 self.pending[self._tid] = _Pending(raw, to, s, now + REPORT_TIMEOUT_S)
                 self.sent += 1
                 out.append((raw, to))
         return out
 
     def on_report_resp(self, tid: int) -> None:
-        self.pending.pop(tid, None)
+        """A ReportResp came: by its TID's low 32 bits, the Report's own (the kernel, and
+        umad2sim, put the sending agent's id in the upper half)."""
+        self.pending.pop(tid & 0xFFFFFFFF, None)
 
     @property
     def deadline(self) -> float | None:

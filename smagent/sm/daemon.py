@@ -163,7 +163,8 @@ class Daemon:
         early, self._early = self._early, []
         for m in early:
             self.dispatcher.dispatch(m)
-        log.info("start: SM port GUID %#018x, priority %d, state DISCOVERING", self.sm.guid, self.sm.priority)
+        log.info("start: on %s, SM port GUID %#018x, priority %d, state DISCOVERING", self.t.describe(), self.sm.guid,
+                 self.sm.priority)
         if self.perfmgr is not None:
             self.timers.arm(timers.PERFMGR, self.clock() + self.perfmgr.interval)
         self._discover()
@@ -314,7 +315,7 @@ class Daemon:
         req = self._decoded(m)
         if req is None:
             return
-        self._respond(traps.repress(req), self._reply_lid(req, m.slid))
+        self._respond(traps.repress(req, self.t.keys, 0 if req.directed else m.slid), self._reply_lid(req, m.slid))
         try:
             self.events.append(events.TrapReceived(traps.parse(req)))
         except MadError as e:
@@ -791,8 +792,7 @@ class Daemon:
         }
 
     def published_status(self) -> dict:
-        """The status as the loop last published it: what other threads may read (the
-        metrics endpoint, `smagent.sm.metrics_server`)."""
+        """The status as the loop last published it: what other threads (metrics) may read."""
         return self._published
 
     def published_sweep(self):

@@ -33,7 +33,7 @@ from mad import forwarding as fw
 from mad.attributes import SMInfo, SMState
 from mad.errors import MadError
 from mad.gmp import CLASS_PORT_INFO
-from mad.header import method_name
+from mad.header import Method, method_name
 from mad.sa import SA_CLASS, SaStatus
 from mad.sa_records import record_class
 from smagent.planning import multicast
@@ -43,6 +43,9 @@ from smagent.sa import groups as groupsmod
 from smagent.sa import informs as informsmod
 from smagent.model.subnet import Subnet
 from smagent.transport.address import Address, Incoming
+
+# how long the kernel keeps a Report awaiting its ReportResp: as long as the SA waits
+_REPORT_WAIT_MS = int(informsmod.REPORT_TIMEOUT_S * 1000)
 
 if TYPE_CHECKING:
     from smagent.sm.daemon import Daemon
@@ -227,8 +230,8 @@ class SaService:
 
     def _send(self, out: list[tuple[bytes, Address]]) -> None:
         for raw, addr in out:
-            try:
-                self.d.t.respond(raw, addr)
+            try:  # a Report waits in the kernel for its ReportResp, or that is dropped
+                self.d.t.respond(raw, addr, wait_ms=_REPORT_WAIT_MS if raw[3] == Method.REPORT else 0)
             except SmagentError as e:  # never fatal: we may be inside a sweep's batch
                 log.warning("SA answer to %s not sent: %s", addr.describe(), e)
 

@@ -13,6 +13,7 @@ from mad.attributes import (
 from mad.errors import MadError
 from mad.header import Method, method_name
 from mad.smp import AnySmp
+from smagent.config.mkeys import KeyChain
 
 # traps after which the fabric's links or routes may differ: the master repairs
 REPAIR_TRAPS = frozenset({TrapNumber.LINK_STATE_CHANGE, TrapNumber.LINK_INTEGRITY,
@@ -67,9 +68,22 @@ def parse(smp: AnySmp) -> Trap:
     return Trap(n.trap_number_or_device_id, bool(n.is_generic), n.issuer_lid, details, smp)
 
 
-def repress(trap_smp: AnySmp) -> bytes:
-    """The TrapRepress for a trap: the same TID, attribute and Notice, method 0x07."""
-    return smpcodec.encode(dataclasses.replace(trap_smp, method=Method.TRAP_REPRESS, status=0))
+def repress(trap_smp: AnySmp, keys: KeyChain | None = None, slid: int = 0) -> bytes:
+    """The TrapRepress for a trap: the same TID, attribute and Notice, method 0x07, and
+    the M_Key of the trap's source from ``keys`` (by ``slid``, else the Notice's issuer
+    LID), not the trap's own: an SMA sends its traps with M_Key 0, and checks a
+    TrapRepress like a Set, so a protected one refuses a 0 (counts a violation, resends
+    its trap). OpenSM fixed the same ("TrapRepress was failing for mkey != 0")."""
+    key = 0
+    if keys is not None:
+        lid = slid
+        if not lid:
+            try:
+                lid = trap_smp.attribute(Notice).issuer_lid
+            except MadError:
+                lid = 0
+        key = keys.for_lid(lid) if lid else keys.default
+    return smpcodec.encode(dataclasses.replace(trap_smp, method=Method.TRAP_REPRESS, status=0, m_key=key))
 
 
 def trap_144(our_lid: int, capability_mask: int, node_type: int = NodeType.CA) -> bytes:

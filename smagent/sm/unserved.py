@@ -2,8 +2,10 @@
 unread: a request nobody answers is never timed out under ibsim, and a class nobody on the
 port registered is worse there: umad2sim kills the process it hands that MAD to (a NULL
 dereference), as `ibping`, `ibsysstat` and `vendstat` to the SM's port killed `smagent run`
-(and kill OpenSM). So the daemon registers the vendor classes of those tools (`UNSERVED_CLASSES`,
-each only if no other process on the port serves it already) and answers a Get or Set of
+(and kill OpenSM). So under umad2sim the daemon registers the vendor classes of those tools
+(`UNSERVED_CLASSES`, each only if no other process on the port serves it already; never on a
+real kernel, which answers unregistered classes itself and where they would keep `ibping -S`
+off the SM's host: `smagent.transport.umad.sm_classes`) and answers a Get or Set of
 any class it does not serve with "method/attribute combination not supported" (IBA 13.4.7);
 other methods are dropped, as no SM answers them."""
 from __future__ import annotations

@@ -5,11 +5,27 @@ from __future__ import annotations
 from smagent.errors import BadInput
 from smagent.transport.address import Address, Grh, Incoming
 from smagent.transport.base import (
-    DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Reply, Request, SmpStatusError, SmpTimeout,
+    DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_WINDOW, Reply, Request, SendRefused, SmpStatusError, SmpTimeout,
     Transport, TransportError,
 )
 
 KINDS = ("sim", "umad", "replay")
+# said when no --transport was given and no CA was found (`default_kind`)
+SIM_DEFAULT_NOTE = ("note: no InfiniBand CA found (libibumad lists none): working on the built-in simulator's "
+                    "made-up fabric; --transport umad for a real one, --transport sim (or SMAGENT_TRANSPORT=sim) "
+                    "to choose the simulator and drop this note")
+
+
+def default_kind(lib_path: str | None = None) -> str:
+    """The transport without --transport: "umad" where libibumad lists a CA it can open
+    (as OpenSM and infiniband-diags take the first HCA), else "sim" (a fresh machine:
+    no libibumad, no ib_umad, no device). Under ibsim's umad2sim preload the simulated
+    CA counts as one."""
+    from smagent.transport.umad_lib import UmadError, list_ports
+    try:
+        return "umad" if list_ports(lib_path) else "sim"
+    except UmadError:
+        return "sim"
 
 
 def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixture=None, record=None,
@@ -59,5 +75,5 @@ def open_transport(kind: str = "sim", *, ca=None, port=None, topology=None, fixt
     return t
 
 
-__all__ = ["open_transport", "Transport", "Request", "Reply", "TransportError", "SmpTimeout",
+__all__ = ["open_transport", "Transport", "Request", "Reply", "TransportError", "SendRefused", "SmpTimeout",
            "SmpStatusError", "KINDS", "Address", "Grh", "Incoming"]

@@ -39,7 +39,7 @@ from mad.attributes import Attribute
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import (
     ATTRIBUTE_ID_SLICE, BASE_VERSION, MAD_SIZE, METHOD_OFFSET, RESPONSE_BIT, SMP_CLASSES, STATUS_ERROR_BITS,
-    MadHeader, Status, method_name, status_word_of, tid32_of,
+    MadHeader, Method, Status, method_name, status_word_of, tid32_of,
 )
 from mad.layout import LayoutValue
 from smagent.errors import BadInput, FabricFailure
@@ -48,6 +48,8 @@ from smagent.config.mkeys import KeyChain
 from smagent.transport import smp_layer
 from smagent.transport.address import Address, Incoming, lid_of
 from smagent.transport.retry import RetryPolicy, distance_class
+
+_REPORT_RESP = int(Method.REPORT_RESP)  # the one response `_serve` hands to a handler
 
 A = TypeVar("A", bound=Attribute)
 V = TypeVar("V", bound=LayoutValue)
@@ -96,6 +98,11 @@ class TransportError(FabricFailure):
 
 class SmpTimeout(TransportError):
     """No response after every try (``request`` names it); any MAD class."""
+
+
+class SendRefused(TransportError):
+    """The local stack refused to send this one request (the kernel's EINVAL: a directed
+    route that does not leave by the local port, ...): that request fails, the batch goes on."""
 
 
 class SmpStatusError(TransportError):
@@ -286,6 +293,10 @@ class Transport:
     # with it before the first SMP (`check_writable`), not at the first Set
     read_only_reason: str | None = None
 
+    def describe(self) -> str:
+        """What this transport reaches, for a start line ("umad mlx5_0 port 1", ...)."""
+        return self.name
+
     def check_writable(self, dry_run: bool) -> None:
         """BadInput before any SMP when a write (not a dry run) asks a read-only transport."""
         if not dry_run and self.read_only_reason:
@@ -319,6 +330,7 @@ class Transport:
         # called about every BETWEEN_ROUNDS_S while a batch is in flight: a daemon serves its
         # control socket there, and may raise to abandon the batch (SIGTERM)
         self.between_rounds: Callable[[], None] | None = None
+        self._replies: list[Reply] = []  # the batch `execute` runs
         self._between_at = 0.0
 
     @property
@@ -347,9 +359,11 @@ class Transport:
         undelivered request."""
         raise NotImplementedError
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
-        """Send a MAD that expects no response (the umad backend sends it untimed); ``to``:
-        a LID (an SMP), an `Address`, or a packed ib_mad_addr."""
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes, wait_ms: int = 0) -> None:
+        """Send a MAD no batch waits for; ``to``: a LID (an SMP), an `Address`, or a packed
+        ib_mad_addr. ``wait_ms`` > 0: a request whose response comes back through
+        `on_request` (a Report's ReportResp): the umad backend hands the kernel that
+        timeout, without which the kernel drops the response; 0: sent untimed."""
         if to.__class__ is bytes:
             self._send_to(raw, Address.unpack(to))  # type: ignore[arg-type]
         elif isinstance(to, Address):
@@ -363,8 +377,8 @@ class Transport:
         `ANSWERED` if `answer_at_once` answered it."""
         raw, status = item[0], item[1]
         if (self.on_request is None or status != 0 or len(raw) <= METHOD_OFFSET
-                or raw[METHOD_OFFSET] & RESPONSE_BIT):
-            return 0
+                or raw[METHOD_OFFSET] & RESPONSE_BIT and raw[METHOD_OFFSET] != _REPORT_RESP):
+            return 0  # a ReportResp goes to the handler: it answers a Report `respond` sent
         source = item[2] if len(item) > 2 else None
         fast = self.answer_at_once
         if fast is not None:
@@ -418,12 +432,13 @@ class Transport:
                 self.stats.received += len(got)
                 return got
 
-    def respond(self, raw: bytes, to: int | Address | bytes) -> None:
-        """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited.
+    def respond(self, raw: bytes, to: int | Address | bytes, *, wait_ms: int = 0) -> None:
+        """Send a response (or TrapRepress, or a Trap of ours): no reply is awaited; or,
+        with ``wait_ms``, a Report, whose ReportResp `on_request` gets (see `_send_unsolicited`).
         ``to``: a LID for an SMP (QP0), or the whole address (a GMP's answer goes to
         ``incoming.address.reply()``: the sender's QP with its Q_Key, its GRH), as an
         `Address` or packed (ib_mad_addr, `Address.pack`)."""
-        self._send_unsolicited(raw, to)
+        self._send_unsolicited(raw, to, wait_ms)
         self.stats.sent += 1
         self.stats.count(raw)
         if self.recorder is not None:
@@ -450,11 +465,15 @@ class Transport:
         reqs = list(requests)
         adapt = retries is None and self.retries > 0
         retries = self.retries if retries is None else retries
-        replies = [Reply(r) for r in reqs]
+        replies = self._replies = [Reply(r) for r in reqs]  # `_post` fails one whose send is refused
         pending = collections.deque(range(len(reqs)))
         inflight: dict[int, list] = {}  # tid32 -> [index, deadline, attempts]
         lost = [0] * len(reqs) if adapt else None  # tries of each request that were lost
         answered: list = []  # (distance class, tries lost) handed to the policy in small batches
+        # tid32 of a try given up on -> its request: the kernel still holds that send
+        # (`UmadTransport` gives it longer than our deadline), so a slow node's answer to
+        # it still comes, and answers the request if that is still in flight
+        retired: dict[int, int] = {}
         stats = self.stats
         while pending or inflight:
             room = min(self._cwnd, self.window) - len(inflight)  # posting does not move the window
@@ -462,6 +481,8 @@ class Transport:
                 room -= 1
                 i = pending.popleft()
                 self._post(reqs[i], inflight, i, 0, retries)
+            if not inflight:
+                continue  # every send of this round refused (`SendRefused`): post the next
             now = time.monotonic()
             wait = max(0.0, min(v[1] for v in inflight.values()) - now)
             for item in self._recv(wait):
@@ -471,13 +492,22 @@ class Transport:
                 tid32 = tid32_of(raw)
                 slot = inflight.get(tid32)
                 if slot is None:
-                    if status != UMAD_STATUS_TIMEOUT:  # a late answer to something retried or given up
-                        stats.late += 1
-                        self.policy.late_answer()
-                    continue
+                    if status == UMAD_STATUS_TIMEOUT:
+                        retired.pop(tid32, None)
+                        continue
+                    stats.late += 1  # a late answer to something retried or given up
+                    self.policy.late_answer()
+                    current = _still_asked(retired.pop(tid32, None), inflight)
+                    if current is None:
+                        continue
+                    tid32 = current
+                    slot = inflight[tid32]  # slow, not lost: it answers the request
+                    if lost is not None:
+                        lost[slot[0]] -= 1
                 i, _deadline, attempts = slot
                 if status == UMAD_STATUS_TIMEOUT:
                     del inflight[tid32]
+                    retired[tid32] = i
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
                     continue
                 if len(raw) < MAD_SIZE and reqs[i].addr is not None:
@@ -505,6 +535,7 @@ class Transport:
             for tid32, (i, deadline, attempts) in list(inflight.items()):
                 if deadline <= now:
                     del inflight[tid32]
+                    retired[tid32] = i
                     self._timed_out(reqs[i], replies[i], inflight, i, attempts, retries, lost)
             if self.between_rounds is not None and now >= self._between_at:  # across batches: short ones too
                 self._between_at = now + BETWEEN_ROUNDS_S
@@ -586,10 +617,15 @@ class Transport:
             self.on_send(req)  # its `smp` decodes a request built as bytes: only if asked
         # the configured tries wait the configured timeout; adaptive ones back off
         self.send_timeout_ms = timeout_ms = self.policy.timeout_ms(attempts, retries, self.timeout_ms)
-        if addr is None:
-            self._send(raw, req.dlid)
-        else:
-            self._send_to(raw, addr)
+        try:
+            if addr is None:
+                self._send(raw, req.dlid)
+            else:
+                self._send_to(raw, addr)
+        except SendRefused as e:
+            self.stats.errors += 1
+            self._replies[i].error = SendRefused(f"{req.describe()}: {e}", request=req.describe())
+            return
         stats = self.stats
         stats.sent += 1
         stats.count(raw)
@@ -615,3 +651,10 @@ class Transport:
                                      f"({self.timeout_ms} ms each{', then longer' if attempts > retries else ''})"
                                      f"{hint}", request=req.describe())
             log.warning("%s", reply.error)
+
+
+def _still_asked(i: int | None, inflight: dict) -> int | None:
+    """The tid32 of the try in flight of request ``i`` (None: none, or ``i`` is None)."""
+    if i is None:
+        return None
+    return next((t for t, v in inflight.items() if v[0] == i), None)

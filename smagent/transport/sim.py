@@ -61,6 +61,10 @@ class SimTransport(ImmediateTransport):
         # what `respond` sent (GetResp, TrapRepress, Trap), with its LID or address
         self.outbox: list[tuple[bytes, int | Address | bytes]] = []
 
+    def describe(self) -> str:
+        node, port = self._ingress
+        return f"sim: the built-in simulator's fabric ({len(list(self.sim))} nodes), from {node.name} port {port}"
+
     def serve(self) -> None:
         """Run as an SM: traps the simulated switches send to our LID reach `on_request`
         (through the receive queue, as umad would deliver them)."""
@@ -71,7 +75,7 @@ class SimTransport(ImmediateTransport):
         from ``source``: a LID (QP0) or a whole address (a GMP from some QP)."""
         self._queue.append((raw, 0, source))
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes, wait_ms: int = 0) -> None:
         self.outbox.append((raw, to))
 
     @property

@@ -4,14 +4,18 @@ the classes asked for (`AgentClass`: SA, PerfMgt, ...) on QP1."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import os
 import time
+from typing import Mapping
 
 from mad.header import ATTRIBUTE_ID_SLICE, CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
 from smagent.errors import BadInput
 from smagent.transport.address import Address
-from smagent.transport.base import Incoming, Transport, TransportError
-from smagent.transport.umad_lib import UmadError, UmadPort
+from smagent.transport.base import Incoming, SendRefused, Transport, TransportError
+from smagent.transport.retry import BACKOFF_CAP
+from smagent.transport.umad_lib import UmadError, UmadIOError, UmadPort
 
 log = logging.getLogger("smagent.transport")
 
@@ -46,6 +50,24 @@ UNSERVED_CLASSES = (tuple(AgentClass(c, (Method.GET, Method.SET), class_version=
                     + tuple(AgentClass(c, (Method.GET, Method.SET), class_version=1, oui=0x001405, optional=True)
                             for c in (0x32, 0x33)))
 _SM_METHODS = (Method.GET, Method.SET, Method.TRAP)
+
+
+def under_umad2sim(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ibsim's umad2sim carries our MADs: it works only as an LD_PRELOAD library,
+    so LD_PRELOAD names it (libumad2sim.so)."""
+    env = os.environ if env is None else env
+    return "umad2sim" in env.get("LD_PRELOAD", "")
+
+
+def sm_classes(env: Mapping[str, str] | None = None) -> list[AgentClass]:
+    """The GMP classes a running SM registers: the SA; and under umad2sim only, the vendor
+    classes it would otherwise crash on (`UNSERVED_CLASSES`, `smagent.sm.unserved`). The
+    kernel answers a request of a class nobody registered itself, and registering them
+    there would take them from `ibping -S` / `ibsysstat -S` on the SM's host."""
+    return [SA_SERVER, *(UNSERVED_CLASSES if under_umad2sim(env) else ())]
+# The kernel's timeout for a request, in our deadlines: as far as the retry policy may
+# lengthen a timeout (`retry.BACKOFF_CAP`), so an answer that late is still delivered
+KERNEL_GRACE = BACKOFF_CAP
 
 
 class UmadTransport(Transport):
@@ -94,9 +116,18 @@ class UmadTransport(Transport):
         return f"umad {self.port.ca} port {self.port.port}"
 
     def _send(self, raw: bytes, dlid: int) -> None:
-        # The kernel times the request out (status 110) and we retry ourselves, so
-        # umad's own retries stay 0: the counts then mean what they say.
-        self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms, 0)
+        # We retry ourselves, so umad's own retries stay 0: the counts then mean what they
+        # say. The kernel drops an answer that comes after the timeout it was given, so it
+        # gets `KERNEL_GRACE` times our deadline: a slow node's answer still reaches
+        # `execute`, which takes it (and the policy lengthens the timeout) instead of
+        # reading the node as lossy or dead.
+        try:
+            self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, dlid, self.send_timeout_ms * KERNEL_GRACE, 0)
+        except UmadIOError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            local = self.port.port
+            raise SendRefused(f"the kernel refused the send (EINVAL){_dr_hint(raw, local)}") from None
 
     def _agent(self, raw: bytes) -> int:
         agent = self._agents.get(raw[MGMT_CLASS_OFFSET])
@@ -106,14 +137,19 @@ class UmadTransport(Transport):
         return agent
 
     def _send_to(self, raw: bytes, addr: Address) -> None:
-        self.port.send(self._agent(raw), raw, addr.lid, self.send_timeout_ms, 0, addr=addr.pack())
+        self.port.send(self._agent(raw), raw, addr.lid, self.send_timeout_ms * KERNEL_GRACE, 0, addr=addr.pack())
 
-    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes) -> None:
-        # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it
+    def _send_unsolicited(self, raw: bytes, to: int | Address | bytes, wait_ms: int = 0) -> None:
+        # timeout 0: "not solicited" (umad_send(3)), nothing comes back for it; a Report
+        # waits ``wait_ms`` in the kernel, which delivers its ReportResp only so
         if to.__class__ is bytes:  # packed already (the SA's ready answers)
-            self.port.send_to(self._agent(raw), raw, to)  # type: ignore[arg-type]
-        elif isinstance(to, Address):
-            self.port.send(self._agent(raw), raw, to.lid, 0, 0, addr=to.pack())
+            if wait_ms:
+                to = Address.unpack(to)  # type: ignore[arg-type]
+            else:
+                self.port.send_to(self._agent(raw), raw, to)  # type: ignore[arg-type]
+                return
+        if isinstance(to, Address):
+            self.port.send(self._agent(raw), raw, to.lid, wait_ms, 0, addr=to.pack())
         else:
             self.port.send(self._agents[raw[MGMT_CLASS_OFFSET]], raw, to, 0, 0)  # type: ignore[arg-type]
 
@@ -157,3 +193,16 @@ class UmadTransport(Transport):
     def close(self) -> None:
         self.port.close()
         super().close()
+
+
+def _dr_hint(raw: bytes, local_port: int) -> str:
+    """Why the kernel refuses a directed-route SMP (smi.h's send checks), or ""."""
+    if raw[MGMT_CLASS_OFFSET] != MgmtClass.SUBN_DIRECTED_ROUTE or raw[4] & 0x80:
+        return ""
+    hop_ptr, hop_cnt = raw[6], raw[7]
+    if hop_cnt >= 64:
+        return f": a directed route has at most 63 hops, not {hop_cnt}"
+    if hop_cnt and hop_ptr == 0 and raw[129] != local_port:
+        return (f": a directed route leaves by the local port, so its first hop is {local_port} "
+                f"(the port this transport opened), not {raw[129]}")
+    return f": hop pointer {hop_ptr} with hop count {hop_cnt} is not a route the kernel sends"

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import ctypes
 import errno as _errno
+import logging
 import os
 import struct
 import time
 from dataclasses import dataclass
 
 from smagent.errors import FabricFailure
+
+log = logging.getLogger("smagent.transport")
 
 __all__ = [
     "UmadError",
@@ -42,6 +45,9 @@ __all__ = [
     "LocalPortInfo",
     "UmadPort",
     "list_ports",
+    "ports",
+    "find_port_guid",
+    "PortSummary",
     "DEFAULT_LIBRARY",
     "MAD_SIZE",
     "UMAD_HEADER_SIZE",
@@ -60,7 +66,10 @@ DEFAULT_TIMEOUT_MS = 1000
 
 _UMAD_CA_NAME_LEN = 20
 _UMAD_CA_MAX_PORTS = 10
-_UMAD_MAX_DEVICES = 32
+# CA names asked of umad_get_cas_names, which fills at most the count it is given: a
+# host with more than umad.h's UMAD_MAX_DEVICES (32) CAs, SR-IOV functions or planarized
+# HCAs among them, still shows every one
+_UMAD_MAX_DEVICES = 128
 # Longest single blocking call in recv(): long waits are sliced so that Ctrl-C
 # (handled between bytecodes) is not stuck behind a foreign call for minutes.
 _RECV_SLICE_MS = 200
@@ -292,6 +301,56 @@ def _describe(cas: dict[str, list[int]]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class PortSummary:
+    """One CA port as libibumad reads it from sysfs (`ports`)."""
+    ca: str
+    port: int
+    port_guid: int
+    phys_state: int  # 5: LinkUp
+    link_layer: str  # "InfiniBand", or "Ethernet" (RoCE: no subnet to manage)
+
+    def describe(self) -> str:
+        return f"{self.ca} port {self.port} (port GUID {self.port_guid:#018x}, {self.link_layer})"
+
+
+def _summaries(lib, cas: dict[str, list[int]]) -> list[PortSummary]:
+    out = []
+    for ca, nums in cas.items():
+        for n in nums:
+            info = _UmadPortT()
+            if lib.umad_get_port(ca.encode(), n, info) < 0:
+                continue
+            try:
+                out.append(PortSummary(ca, info.portnum, _be64(info.port_guid), info.phys_state,
+                                       info.link_layer.decode(errors="replace")))
+            finally:
+                lib.umad_release_port(info)
+    return out
+
+
+def ports(lib_path: str | None = None) -> list[PortSummary]:
+    """Every port of every CA libibumad lists (none: no library, module or device)."""
+    lib = _load(lib_path)
+    if lib.umad_init() < 0:
+        return []
+    try:
+        return _summaries(lib, _cas(lib))
+    finally:
+        lib.umad_done()
+
+
+def find_port_guid(guid: int, lib_path: str | None = None) -> tuple[str, int]:
+    """The (CA, port number) whose port GUID is ``guid`` (OpenSM's -g), or UnknownPort
+    naming the GUIDs there are."""
+    found = ports(lib_path)
+    for p in found:
+        if p.port_guid == guid:
+            return p.ca, p.port
+    there = "; ".join(p.describe() for p in found) or "none (libibumad lists no CA)"
+    raise UnknownPort(f"no local port has port GUID {guid:#018x}: the ports here: {there}")
+
+
 def list_ports(lib_path: str | None = None) -> dict[str, list[int]]:
     """CA names libibumad can see, each with its port numbers (0 = switch port 0)."""
     lib = _load(lib_path)
@@ -302,6 +361,18 @@ def list_ports(lib_path: str | None = None) -> dict[str, list[int]]:
         return _cas(lib)
     finally:
         lib.umad_done()
+
+
+def method_mask(methods, long_type=ctypes.c_long):
+    """The 128-bit method mask umad_register takes as ``long[]``: four 32-bit longs or
+    two 64-bit ones, bit m of the whole for method m (libibumad sets bits per long)."""
+    bits = ctypes.sizeof(long_type) * 8
+    mask = (long_type * (128 // bits))()
+    for m in methods:
+        if not 0 <= m < 128:
+            raise ValueError(f"method 0x{m:x} outside 0..0x7f")
+        mask[m // bits] |= 1 << (m % bits)
+    return mask
 
 
 # --------------------------------------------------------------------------
@@ -425,6 +496,11 @@ class UmadPort:
                 raise UnknownPort(f"unknown --port {port}: {what} not usable; available: {_describe(cas)}")
             raise self._error(rc, ctypes.get_errno(), f"cannot query {what}")
         try:
+            link = info.link_layer.decode(errors="replace")
+            if link == "Ethernet":  # RoCE: no SMPs, no subnet (umad2sim says "IB", sysfs "InfiniBand")
+                raise UnknownPort(f"CA {info.ca_name.decode(errors='replace')} port {info.portnum} has link layer "
+                                  f"{link} (RoCE): it has no InfiniBand subnet to manage; the ports here: "
+                                  f"{_describe(cas)}")
             return info.ca_name.decode(errors="replace"), info.portnum
         finally:
             lib.umad_release_port(info)
@@ -481,12 +557,7 @@ class UmadPort:
         0x30-0x4F, registered with its OUI (umad_register_oui).
         """
         self._check_open()
-        mask = (ctypes.c_long * 2)()
-        bits = ctypes.sizeof(ctypes.c_long) * 8
-        for m in methods:
-            if not 0 <= m < 128:
-                raise ValueError(f"method 0x{m:x} outside 0..0x7f")
-            mask[m // bits] |= 1 << (m % bits)
+        mask = method_mask(methods)
         what = f"management class 0x{mgmt_class:02x}"
         if oui is None:
             rc = self._lib.umad_register(self._portid, mgmt_class, class_version, rmpp_version, mask)
@@ -500,9 +571,16 @@ class UmadPort:
         if rc < 0:
             # umad_register reports every failure as -EPERM; the ioctl's errno is the real cause.
             err = ctypes.get_errno() or -rc
+            why = ""
+            if err == _errno.EACCES and mgmt_class in (0x01, 0x81):
+                # the kernel asks the security module (SELinux: ib_endport manage_subnet) for
+                # every QP0 agent: a confined service is refused here, not at open
+                why = (f": the kernel's security module refused this process the management of the subnet "
+                       f"on {self.ca} port {self.port} (QP0); allow it (SELinux: ib_endport manage_subnet) "
+                       f"or run the SM unconfined")
             raise UmadIOError(
                 f"cannot register an agent for {what} version {class_version} on {self.ca} port "
-                f"{self.port}: {_errtext(err)}",
+                f"{self.port}: {_errtext(err)}{why}",
                 err,
             )
         self._agents.append(rc)
@@ -564,6 +642,9 @@ class UmadPort:
         while True:
             rlen.value = MAD_SIZE
             rc = self._recv_fn(portid, self._raddr, self._rlen_ref, wait)
+            if rc == -_errno.ENOSPC:
+                self._drop_oversize()
+                continue
             if rc >= 0:
                 view = self._rview
                 mad = view[UMAD_HEADER_SIZE : UMAD_HEADER_SIZE + rlen.value].tobytes()
@@ -599,6 +680,9 @@ class UmadPort:
         while len(out) < limit:
             rlen.value = MAD_SIZE
             rc = fn(portid, raddr, rlen_ref, 0)
+            if rc == -_errno.ENOSPC:
+                self._drop_oversize()
+                continue
             if rc < 0:
                 err = ctypes.get_errno()
                 if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
@@ -642,6 +726,9 @@ class UmadPort:
             # poll first (timeout 0, the GIL kept) takes it, one system call instead of two
             rc = (now_fn(portid, raddr, rlen_ref, 0) if ready or left <= 0 else
                   fn(portid, raddr, rlen_ref, min(_RECV_SLICE_MS, int(left * 1000 + 0.999))))
+            if rc == -_errno.ENOSPC:
+                self._drop_oversize()
+                continue
             if rc < 0:
                 err = ctypes.get_errno()
                 if rc not in (-_errno.ETIMEDOUT, -_errno.EAGAIN) and err != _errno.EINTR:
@@ -679,6 +766,18 @@ class UmadPort:
                                   f"(agent {agent}) failed: {_errtext(err)}", err)
             sent.append(out)
 
+    def _drop_oversize(self) -> None:
+        """umad_recv said ENOSPC: the MAD queued first is longer than one MAD (a message the
+        kernel reassembled, RMPP it does for an agent registered with an RMPP version; ours
+        leave RMPP to us) and stays queued until read, so every later read would fail the
+        same. Read it whole into a buffer of the length umad_recv asked for and drop it."""
+        need = max(self._rlen.value, MAD_SIZE)
+        buf = ctypes.create_string_buffer(UMAD_HEADER_SIZE + need)
+        length = ctypes.c_int(need)
+        rc = self._recv_fn(self._portid, ctypes.c_void_p(ctypes.addressof(buf)), ctypes.byref(length), 0)
+        log.warning("dropped a %d-byte MAD message on %s port %s (longer than one MAD: RMPP done by the kernel, "
+                    "which smagent does itself)%s", need, self.ca, self.port, "" if rc >= 0 else f": {_errtext(-rc)}")
+
     def send_to(self, agent_id: int, mad: bytes, addr: bytes) -> None:
         """Send one MAD that expects no answer (timeout 0) to a packed ib_mad_addr (a GMP's
         reply address, `Address.pack`): `send`'s checks left to the caller, the SA's
@@ -708,7 +807,9 @@ class UmadPort:
         The device is opened with libc's ``open`` through ctypes, never ``os.open``:
         ibsim's umad2sim intercepts ``open`` only (Python's os.open calls ``open64``),
         so the same call sets IsSM on real hardware and under ibsim. The kernel lets one
-        process hold a port's issm device: a second SM on the port gets EBUSY.
+        process hold a port's issm device; opened without O_NONBLOCK a second SM's open
+        waits until the first closes it (for ever), so it is opened O_NONBLOCK, as OpenSM
+        does, and EAGAIN means another SM holds the port.
         """
         self._check_open()
         if self._issm_fd >= 0:
@@ -725,10 +826,10 @@ class UmadPort:
             raise self._error(rc, ctypes.get_errno(), f"cannot find the issm device of CA {self.ca} port {self.port}")
         path = buf.value.decode(errors="replace")
         libc = _libc()
-        fd = libc.open(path.encode(), os.O_RDWR)
+        fd = libc.open(path.encode(), os.O_RDWR | os.O_NONBLOCK)
         if fd < 0:
             err = ctypes.get_errno()
-            if err == _errno.EBUSY:
+            if err in (_errno.EAGAIN, _errno.EBUSY):
                 raise UmadIOError(f"{path} is busy: another subnet manager holds {self.ca} port {self.port}", err)
             if err in (_errno.EACCES, _errno.EPERM):
                 raise PermissionDenied(f"cannot open {path}: {_errtext(err)}: run as root or join the rdma group")

@@ -77,13 +77,13 @@ class Ran(subprocess.CompletedProcess):
 
 def client_env(base: dict, state_dir) -> dict:
     """`base` for a `python -m smagent.cli` client: this checkout first on PYTHONPATH,
-    its own state dir, the daemon's port locks beside it (never /run), no
-    SMAGENT_TRANSPORT inherited from the caller's shell."""
+    its own state dir, the daemon's port locks beside it (never /run),
+    SMAGENT_TRANSPORT=sim whatever the caller's shell says (an ibsim client's --transport umad wins)."""
     env = dict(base)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), base.get("PYTHONPATH")]))
     env["SMAGENT_STATE_DIR"] = str(state_dir)
     env["SMAGENT_RUNTIME_DIR"] = str(Path(state_dir).parent / "smagent-runtime")
-    env.pop("SMAGENT_TRANSPORT", None)
+    env["SMAGENT_TRANSPORT"] = "sim"  # the ibsim clients say --transport umad; the rest: never the host's CA
     return env
 
 

@@ -551,3 +551,31 @@ def test_a_get_timeout_after_a_given_key_names_the_mkey(on_sim, args):
     assert_no_key(r.stdout + r.stderr, KEY, WRONG)
     r = on_sim(sim, "--retries", "0", "query", "nodeinfo", "0,1,3")  # no key given: a lost link as likely
     assert r.exit_code == 3 and "M_Key" not in r.stderr
+
+
+def test_trap_repress_carries_the_trap_sources_key():
+    """A protected switch's trap (128, a cable cut) is repressed with that switch's M_Key,
+    not the trap's 0: delivered to the simulator's SMAs, no TrapRepress is a violation."""
+    from smagent.model import topogen
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    fabric = topogen.fat_tree_2(4)
+    switches = [n.name for n in fabric.switches()]
+    keys = {name: 0x5A00000000000000 + i + 1 for i, name in enumerate(switches)}
+    sim = SimFabric.from_fabric(fabric, node_caps={n: {"m_key": keys[n], "m_key_protect_bits": 1}
+                                                   for n in switches})
+    t = SimTransport(sim)
+    t.keys = mkeys.KeyChain(0, {sim.node(n).guid: keys[n] for n in switches})
+    t.serve()
+    now = [1000.0]
+    d = Daemon(t, DaemonOptions(sweep_interval=0), clock=lambda: now[0])
+    d.start()
+    t.outbox.clear()
+    sim.unlink("L0", 3)
+    for _ in range(4):
+        now[0] += 0.5
+        d.step(max_wait=0)
+    reps = [(raw, to) for raw, to in t.outbox if raw[3] == Method.TRAP_REPRESS]
+    assert len(reps) == 2 and d.counters.traps == 2
+    for raw, to in reps:
+        t._answer(raw, to)  # to the switch that trapped: consumed, key-checked
+    assert [violations(sim, n) for n in switches] == [0] * len(switches)

@@ -21,6 +21,7 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 
 def _run(args, cwd, **kw):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SMAGENT_TRANSPORT")}
+    env["SMAGENT_TRANSPORT"] = "sim"  # the bundled fabric, even on a host with an HCA
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, **kw)
 
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_on_tty(tmp_path, *args) -> tuple[int, str]:
     """`python -m smagent ARGS` with stderr on a pseudo-terminal; (exit code, what it drew)."""
     env = {k: v for k, v in os.environ.items() if k != "SMAGENT_TRANSPORT"}
-    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+    env.update(SMAGENT_TRANSPORT="sim", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
                SMAGENT_STATE_DIR=str(tmp_path / "state"))
     master, slave = os.openpty()
     p = subprocess.Popen([sys.executable, "-m", "smagent", *args], stdout=subprocess.DEVNULL, stderr=slave,

@@ -42,7 +42,7 @@ def test_sm_key_file(tmp_path, monkeypatch):
     monkeypatch.setattr(daemon, "Daemon", fake)
     key = tmp_path / "sm.key"
     key.write_text("0x1122334455667788\n")
-    args = ["run", "--state-dir", str(tmp_path / "s"), "--log-file", str(tmp_path / "log")]
+    args = ["--transport", "sim", "run", "--state-dir", str(tmp_path / "s"), "--log-file", str(tmp_path / "log")]
     r = CliRunner().invoke(main, [*args, "--sm-key-file", str(key)])
     assert "stopped by the test" in r.output and seen["key"] == 0x1122334455667788
     assert "1122334455667788" not in r.output
@@ -78,7 +78,7 @@ def test_run_status_sighup_sigterm(tmp_path):
     state, log = tmp_path / "state", tmp_path / "run.log"
     desired = tmp_path / "desired.yaml"
     desired.write_text("routing: minhop\n")
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=REPO, SMAGENT_TRANSPORT="sim")  # `run` takes the simulator when asked
     p = subprocess.Popen([sys.executable, "-m", "smagent.cli", "run", "--state-dir", str(state), "--log-file",
                           str(log), "--desired", str(desired), "--sweep-interval", "0.5", "--json"], env=env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

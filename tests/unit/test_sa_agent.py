@@ -812,3 +812,13 @@ def test_fast_answers_leave_everything_else_to_handle(subnet):
     assert a.answer_fast(path, src, lambda: 0.0) is not None
     a.publish(subnet)
     assert not a._fast
+
+
+def test_answers_never_echo_the_requesters_sm_key(agent, subnet):
+    """IBA C15-0.1.5, as OpenSM: a response's SM_Key is 0, a Get's and a GetTable's
+    segments alike (a cached answer would hand one requester's key to the next)."""
+    m = ask(agent, Method.GET, NodeRecord(lid=subnet.sm_lid), "lid", sm_key=SM_KEY)
+    assert m.status == 0 and m.sm_key == 0
+    q = sa.request(Method.GET_TABLE, NodeRecord(), transaction_id=78, sm_key=SM_KEY)
+    out = agent.handle(Incoming(q.encode(), ME), 0.0)
+    assert out and all(raw[24 + 12:24 + 20] == bytes(8) for raw, _a in out)

@@ -171,3 +171,18 @@ def test_cli_refuses_a_bad_subscription_before_opening_a_port(cli):
                        (["1", "--lids", "1-x"], "--lids 'x' is not a number")):
         r = cli("--transport", "umad", "sa", "subscribe", *args)
         assert r.exit_code == 2 and says in r.output, (args, r.output)
+
+
+def test_reports_go_the_way_the_subscription_came(agent):
+    """A Report leaves with the Set's P_Key index, SL and GRH (a subscriber in another
+    partition, or behind a router, is reached as it asked), to the QPN it subscribed."""
+    from smagent.transport.address import Grh
+    lid = agent.subnet.sm_lid
+    grh = Grh(bytes(range(16)), 0, 64, 0, 0)
+    src = Address.gsi(lid, sl=3, pkey_index=2, grh=grh)
+    ((raw, _to),) = send(agent, Method.SET, InformInfo(**{**ALL_GENERIC, "trap_number_or_device_id": 0xFFFF}), src=src)
+    assert sa.SaMad.decode(raw).status == 0
+    out = reports(agent.notify(inf.sm_notice(inf.MCG_CREATED, 0xFF12401BFFFF0000_0000000000000001, lid, 0), 0.0))
+    assert out, "no Report"
+    to = out[0][1]
+    assert (to.lid, to.sl, to.pkey_index, to.grh, to.qkey) == (lid, 3, 2, grh, 0x80010000)

@@ -453,3 +453,24 @@ def test_answer_until_sends_each_answer_before_the_next_read(fake):
         with pytest.raises(RuntimeError):
             p.answer_until(answer, {0x03: 2}, time.monotonic() + 0.3, sent)
         assert events == ["read", "send", "read"]
+
+
+def test_method_mask_fits_32_bit_longs():
+    """umad_register's mask is long[]: with 32-bit longs four of them hold 128 methods."""
+    m32 = umad_lib.method_mask([0x01, 0x05, 0x12, 0x7F], ctypes.c_int32)
+    assert len(m32) == 4 and [m32[i] & 0xFFFFFFFF for i in range(4)] == [0x40022, 0, 0, 0x80000000]
+    m64 = umad_lib.method_mask([0x01, 0x7F], ctypes.c_int64)
+    assert len(m64) == 2 and m64[0] == 2 and m64[1] & (1 << 63)
+
+
+def test_more_cas_than_umad_max_devices_are_listed(fake):
+    fake.cas = {f"mlx5_{i}": {1: 0x0002C90300A10000 + i} for i in range(40)}
+    assert len(umad_lib.list_ports()) == 40
+
+
+def test_qp0_registration_refused_by_the_security_module_says_so(fake):
+    fake.register_rc = -errno.EPERM  # umad_register's own return; the ioctl's errno says why
+    fake.errno_on["umad_register"] = errno.EACCES
+    with UmadPort() as p:
+        with pytest.raises(UmadIOError, match="EACCES.*security module refused.*mlx5_0 port 1 .QP0.*manage_subnet"):
+            p.register(0x81)

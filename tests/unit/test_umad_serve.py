@@ -17,7 +17,7 @@ from mad.header import Method
 from smagent.transport import umad_lib
 from smagent.transport.umad import UmadTransport
 from smagent.transport.umad_lib import PermissionDenied, UmadError, UmadIOError, UmadPort
-from test_umad_errors import FakeUmad, _pointer
+from fake_umad import FakeUmad, _pointer
 
 ISSM = b"/dev/infiniband/issm0"
 
@@ -73,7 +73,7 @@ def test_open_issm_through_libc_open_and_close_clears_it(fake):
     p = UmadPort()
     assert p.open_issm() == ISSM.decode()
     assert p.open_issm() == ISSM.decode()  # held once
-    fake.open.assert_called_once_with(ISSM, os.O_RDWR)
+    fake.open.assert_called_once_with(ISSM, os.O_RDWR | os.O_NONBLOCK)
     fake.umad_get_issm_path.assert_called_once()
     assert fake.umad_get_issm_path.call_args.args[:2] == (b"mlx5_0", 1)
     p.close()
@@ -280,3 +280,13 @@ def test_an_optional_class_another_process_serves_is_skipped(fake):
     fake.umad_register.side_effect = lambda *a: fake._err("umad_register", -errno.EBUSY)
     with pytest.raises(UmadError):
         UmadTransport(serve=True, classes=[SA_SERVER])
+
+
+def test_vendor_classes_are_registered_only_under_umad2sim():
+    """The kernel answers a class nobody registered; registering ibping's and ibsysstat's
+    there would keep `ibping -S` off the SM's host. umad2sim crashes instead: there only."""
+    from smagent.transport.umad import SA_SERVER, UNSERVED_CLASSES, sm_classes
+    assert sm_classes({}) == [SA_SERVER]
+    assert sm_classes({"LD_PRELOAD": "/usr/lib/libfoo.so"}) == [SA_SERVER]
+    pre = {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"}
+    assert sm_classes(pre) == [SA_SERVER, *UNSERVED_CLASSES]
