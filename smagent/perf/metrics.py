@@ -90,6 +90,10 @@ _SM_COUNTERS = (
     ("smagent_perfmgr_sweeps_total", ("perfmgr", "sweeps"), "Counter sweeps."),
     ("smagent_perfmgr_gmps_total", ("perfmgr", "gmps"), "GMPs of the counter sweeps."),
     ("smagent_perfmgr_clears_total", ("perfmgr", "clears"), "Ports cleared near saturation."),
+    ("smagent_reloads_refused_total", ("config", "reloads_refused"),
+     "SIGHUP reloads refused (a bad file, or tables the plan check refused): the previous desired state stays."),
+    ("smagent_log_lines_suppressed_total", ("log_lines_suppressed",),
+     "Repeated log lines left out (each kind summarised once a window)."),
 )
 SM_STATES = ("STARTING", "NOT_ACTIVE", "DISCOVERING", "STANDBY", "MASTER")
 
@@ -109,6 +113,22 @@ def daemon_text(status: dict, ports: str = "") -> str:
             ((f'state="{st}"', int(status.get("state") == st)) for st in SM_STATES))
     _family(lines, "smagent_uptime_seconds", "gauge", "Seconds since the daemon started.",
             [("", status.get("uptime_s", 0))])
+    routed = status.get("routed")
+    _family(lines, "smagent_fabric_routed", "gauge",
+            "1 while this SM is MASTER and its last sweep succeeded (the fabric is routed as planned), "
+            "0 while MASTER and it failed or was refused; absent when not MASTER.",
+            [("", int(routed))] if routed is not None else [])
+    config = status.get("config") or {}
+    _family(lines, "smagent_config_fell_back", "gauge",
+            "1 while the fabric is routed with the last good settings, those in force having been refused.",
+            [("", int(bool(config.get("fell_back"))))] if config else [])
+    others = status.get("other_sms") or []
+    _family(lines, "smagent_other_sms", "gauge",
+            "Other SMs seen, by state and whether they share our SM_Key (peer=\"false\": another SM_Key).",
+            ((f'state="{st}",peer="{str(peer).lower()}"',
+              sum(1 for o in others if o.get("state") == st and bool(o.get("peer", True)) == peer))
+             for st in ("MASTER", "STANDBY", "DISCOVERING", "NOT_ACTIVE") for peer in (True, False))
+            if "other_sms" in status else [])
     for name, path, what in _SM_COUNTERS:
         value = _at(status, path)
         if isinstance(value, (int, float)):
