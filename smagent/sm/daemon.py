@@ -525,7 +525,7 @@ class Daemon:
                 log.warning("%s: the settings in force were refused (%s); routing with the last good ones",
                             why, str(e).splitlines()[0])
                 self.activity = None
-                return self._sweep(why, known, sent0, opts=self.config.good)
+                return self._sweep(why, known, sent0, opts=self.config.fallback(used))
             self.counters.sweeps_failed += 1
             self.counters.plan_refusals += isinstance(e, sweepmod.PlanDefects)
             self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),

@@ -95,6 +95,12 @@ class Config:
     def can_fall_back(self, used) -> bool:
         return self.good is not None and used is not self.good
 
+    def fallback(self, in_force):
+        """The last good settings, with the multicast joins and leaves the SA has answered
+        since (kept in the settings in force, `SaService.follow_groups`)."""
+        return dataclasses.replace(self.good, mcast_joined=in_force.mcast_joined,
+                                   mcast_released=in_force.mcast_released)
+
     def succeeded(self, used, in_force) -> None:
         self.good = used
         self.fell_back = used is not in_force
