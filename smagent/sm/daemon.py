@@ -267,7 +267,7 @@ class Daemon:
     def _run_due_timer(self) -> None:
         name = self.timers.due(self.clock())
         if name == timers.REPAIR:
-            why, self.repair_why = "; ".join(self.repair_why), []
+            why, self.repair_why = events.why_of(self.repair_why), []
             switches, self.repair_switches = self.repair_switches, set()
             self._repair(f"repair after {why}", switches)
         elif name == timers.LIGHT:

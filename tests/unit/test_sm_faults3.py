@@ -145,3 +145,10 @@ def test_a_master_that_does_not_route_says_so_first():
     text = metrics.daemon_text(s).splitlines()
     assert "smagent_fabric_routed 0" in text and 'smagent_other_sms{state="MASTER",peer="false"} 1' in text
     assert status_cmd.warnings({"state": "MASTER", "routed": True, "other_sms": []}) == []
+
+
+def test_a_repair_after_a_trap_flood_gives_a_few_reasons_and_a_count():
+    from smagent.sm import events
+    assert events.why_of([f"trap 128 from LID {i}" for i in range(1000)]) == (
+        "trap 128 from LID 0; trap 128 from LID 1; trap 128 from LID 2; and 997 more")
+    assert events.why_of(["a", "b"]) == "a; b"
