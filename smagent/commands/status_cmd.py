@@ -47,6 +47,8 @@ def lines(s: dict) -> list[str]:
         out.append(f"last reload: {rl['file']}: " + ("in force" if rl["ok"] else f"REFUSED: {rl['error']}"))
     if config.get("fell_back"):
         out.append("routing with the last good settings: those in force were refused")
+    for problem in s.get("state_files_not_read", []):
+        out.append(f"state file not read: {problem}")
     if s.get("log_lines_suppressed"):
         out.append(f"log lines left out as repeats: {s['log_lines_suppressed']}")
     return out

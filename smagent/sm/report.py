@@ -12,6 +12,7 @@ import dataclasses
 import time
 
 from mad.attributes import SMState
+from smagent.config import files
 from smagent.sm.statemachine import state_name
 
 
@@ -19,6 +20,24 @@ def routed(state: int, last_sweep: dict | None) -> bool | None:
     if state != SMState.MASTER:
         return None
     return bool(last_sweep and last_sweep.get("ok"))
+
+
+def distrusted(state_dir: str | None) -> list[str]:
+    """The state files that are there but not read (not regular files, or too large):
+    the daemon goes on without them, and the status says so (a stat each)."""
+    if not state_dir:
+        return []
+    sd = files.StateDir(state_dir)
+    out = []
+    for path, what in ((sd.guid2lid, "LID file"), (sd.guid2mkey, "M_Key file"), (sd.path_sls, "path SL file"),
+                       (sd.journal, "apply journal")):
+        try:
+            files.check_state_file(path, what)
+        except files.NotAStateFile as e:
+            out.append(str(e))
+        except OSError:
+            pass  # absent (or unreadable: the sweep says so)
+    return out
 
 
 def _sm(p, peer: bool) -> dict:
@@ -53,4 +72,5 @@ def status(d) -> dict:
         "transport": {k: getattr(d.t.stats, k) for k in ("sent", "received", "retries", "timeouts", "busy")},
         "perfmgr": None if d.perfmgr is None else d.perfmgr.status(),
         "log_lines_suppressed": d.log_flood.suppressed if d.log_flood is not None else 0,
+        "state_files_not_read": distrusted(d.opts.state_dir),
     }

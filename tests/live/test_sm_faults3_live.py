@@ -113,6 +113,7 @@ def test_a_guid2lid_that_is_a_device_is_not_read(tmp_path, ibsim, procs):
     procs.append(d)
     settled(d)
     assert "a character device, not a regular file; not read" in d.logtext()
+    assert "state file not read: LID file" in status_cli(d).stdout
     rss_kb = int(re.search(r"VmRSS:\s+(\d+)", (open(f"/proc/{d.proc.pid}/status").read())).group(1))
     assert rss_kb < 400_000, rss_kb
     walk_all_pairs(sim)
