@@ -65,7 +65,10 @@ def sighup(d) -> None:
         d.config.reloaded(f, None)
         log.info("SIGHUP: desired state re-read from %s", f)
         return
+    before, refusals = d.last_sweep, d.counters.plan_refusals
     if d._sweep("SIGHUP", opts=new) is not new:  # planned and checked before it is in force
+        if d.counters.plan_refusals > refusals:  # refused before any Set: the fabric is routed as it was
+            d.last_sweep = before
         return _refused(d, f, (d.last_error or {}).get("error", "the sweep with it failed"))
     d.opts.sweep = new
     d.config.reloaded(f, None)

@@ -50,6 +50,7 @@ def test_a_reload_the_plan_check_refuses_is_not_put_in_force(tmp_path, caplog):
         d.step(max_wait=0)
     assert d.opts.sweep is before  # the previous settings stay in force
     s = d.status()
+    assert s["routed"] is True  # nothing was sent: the fabric is routed as it was
     assert s["config"]["reload"]["ok"] is False and "nothing was sent" in s["config"]["reload"]["error"]
     assert "not reloaded, the previous desired state stays" in caplog.text
     assert "smagent_reloads_refused_total 1" in metrics.daemon_text(s).splitlines()
