@@ -172,22 +172,22 @@ with UmadTransport(timeout_ms=100, retries=0) as t:
 
 
 def test_a_trap_flood_is_a_few_log_lines_and_a_count(tmp_path, ibsim, procs):
-    """41.6: 2,000 Trap 128s from a host: a few `trap:` lines, the rest counted and
+    """41.6: 1,000 Trap 128s from a host: a few `trap:` lines, the rest counted and
     summarised ("N more like this"), and the SM still routes."""
     sim = fabric(tmp_path, ibsim)
     d = Daemon(sim, "--sweep-interval", "30")
     procs.append(d)
     s = settled(d)
     sm_lid = lid_of(sim, "0")
-    r = subprocess.run([sys.executable, "-c", TRAPS_SCRIPT, str(sm_lid), "2000"], env=dict(d.env, SIM_HOST="H5"),
+    r = subprocess.run([sys.executable, "-c", TRAPS_SCRIPT, str(sm_lid), "1000"], env=dict(d.env, SIM_HOST="H5"),
                        cwd=sim.cwd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    s = d.wait(lambda s: s["counters"]["traps"] >= 2000 and not s["activity"], timeout=60, what="2,000 traps")
+    s = d.wait(lambda s: s["counters"]["traps"] >= 1000 and not s["activity"], timeout=60, what="1,000 traps")
     text = d.logtext()
     lines = [ln for ln in text.splitlines() if " trap: trap 128" in ln]
     assert len(lines) <= 60, len(lines)
     assert len(text) < 50_000, len(text)  # nor one repair line naming every trap
-    assert s["log_lines_suppressed"] >= 1500, s["log_lines_suppressed"]
+    assert s["log_lines_suppressed"] >= 700, s["log_lines_suppressed"]
     d.wait(lambda s: "more like this in the last" in d.logtext(), timeout=20, what="the summary line")
     walk_all_pairs(sim)
 
