@@ -26,8 +26,10 @@ from smagent.config.files import default_state_dir
 
 
 def _setup_logging(log_file) -> logging.Handler:
+    from smagent.sm.logflood import FloodFilter
     handler = LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.addFilter(FloodFilter())  # a trap flood: a few lines and a count, not one line per trap
     # the SM's events at INFO, and every other smagent logger's warnings (a bad guid2lid
     # line, a journal set aside, a backup a full disk refused) in the same log
     top = logging.getLogger("smagent")
@@ -185,6 +187,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
         made.append(daemon)
         atomicfile.tolerate_full_disk()  # a full disk: warnings, and the SM goes on routing
         daemon.reopen_logs = lambda: _reopen(handler)
+        daemon.log_flood = next((f for f in handler.filters if hasattr(f, "flush")), None)
 
         def stop(signum, _frame):
             logging.getLogger("smagent.sm").info("signal %s: stopping", signal.Signals(signum).name)

@@ -1,7 +1,9 @@
 """`smagent status`: ask the running daemon (`smagent run`) over its control socket.
 
 Exit codes: 0 it answered (also when stdout closes early, as under `| head -1`), 3 no
-daemon answers at the state directory's socket.
+daemon answers at the state directory's socket. With ``--check`` (for monitoring): 1 when
+the daemon holds MASTER but is not routing as planned (its last sweep failed or was
+refused: the first line says so) or another SM is MASTER beside it under another SM_Key.
 """
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ import sys
 
 import click
 
+from smagent.errors import EXIT_DEFECTS
+
 
 def lines(s: dict) -> list[str]:
     """The text status: state, sweeps (failed ones too), the last error, the other SMs."""
     c = s.get("counters", {})
     out = [f"state: {s['state']}  priority: {s.get('priority')}  guid: {s.get('guid')}  "
-           f"master: {s.get('master_guid')}"]
+           f"master: {s.get('master_guid')}" + "".join(f"  {w}" for w in warnings(s))]
     if s.get("activity"):
         out.append(f"busy: {s['activity']}")
     out.append(f"sweeps: {s.get('sweeps', 0)} (repairs {c.get('repairs', 0)}), failed {s.get('sweeps_failed', 0)}, "
@@ -35,7 +39,31 @@ def lines(s: dict) -> list[str]:
     out.append(f"handovers: sent {c.get('handovers_sent', 0)}, received {c.get('handovers_received', 0)}; "
                f"SMInfo answered: {c.get('sminfo_gets_answered', 0)} Gets, {c.get('sminfo_sets_answered', 0)} Sets")
     for p in s.get("other_sms", []):
-        out.append(f"other SM: {p['guid']} ({p['node']}, LID {p['lid']}) priority {p['priority']} {p['state']}")
+        out.append(f"other SM: {p['guid']} ({p['node']}, LID {p['lid']}) priority {p['priority']} {p['state']}"
+                   + ("" if p.get("peer", True) else " (another SM_Key: not a peer)"))
+    config = s.get("config") or {}
+    rl = config.get("reload")
+    if rl:
+        out.append(f"last reload: {rl['file']}: " + ("in force" if rl["ok"] else f"REFUSED: {rl['error']}"))
+    if config.get("fell_back"):
+        out.append("routing with the last good settings: those in force were refused")
+    for problem in s.get("state_files_not_read", []):
+        out.append(f"state file not read: {problem}")
+    if s.get("log_lines_suppressed"):
+        out.append(f"log lines left out as repeats: {s['log_lines_suppressed']}")
+    return out
+
+
+def warnings(s: dict) -> list[str]:
+    """What a monitor must see at once (the first line; `--check` exits 1 on any)."""
+    out = []
+    if s.get("routed") is False:
+        last = s.get("last_sweep") or {}
+        out.append(f"NOT ROUTING: last sweep failed ({str(last.get('error', '?')).splitlines()[0]})")
+    if s.get("state") == "MASTER":
+        for p in s.get("other_sms", []):
+            if p.get("state") == "MASTER" and not p.get("peer", True):
+                out.append(f"SECOND MASTER: {p['guid']} ({p['node']}) under another SM_Key")
     return out
 
 
@@ -43,7 +71,9 @@ def lines(s: dict) -> list[str]:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="The daemon's state directory (default as for run).")
 @click.option("--json", "as_json", is_flag=True, help="The daemon's answer as one JSON document.")
-def status(state_dir, as_json):
+@click.option("--check", is_flag=True,
+              help="For monitoring: exit 1 when a MASTER is not routing as planned or a second master is seen.")
+def status(state_dir, as_json, check):
     """The running SM's state, priority, master GUID, sweeps, last change and counters."""
     from smagent.config.files import default_state_dir
     from smagent.sm import control
@@ -57,3 +87,5 @@ def status(state_dir, as_json):
         # the reader went away (`| head -1`): not an error; stdout goes to /dev/null so
         # that the interpreter's own flush at exit does not fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if check and warnings(s):
+        sys.exit(EXIT_DEFECTS)

@@ -6,7 +6,7 @@ so nothing has been sent when it is refused.
 from __future__ import annotations
 
 import os
-
+import stat
 import time
 from pathlib import Path
 
@@ -74,6 +74,65 @@ def read_text(path, what: str = "file", *, errors: str = "strict") -> str:
         raise BadInput(f"{what} {p}: not a UTF-8 text file (byte {e.start})") from None
     except OSError as e:
         raise BadInput(f"{what} {p}: {_why(e)}") from None
+
+
+# the largest state file read (guid2lid of 49,151 LIDs is ~2.5 MB; a journal of a full
+# fabric's blocks is larger): anything bigger is not one we wrote
+STATE_FILE_MAX = 256 << 20
+
+
+class NotAStateFile(BadInput):
+    """A state file that is not a regular file (a device, a FIFO, a directory; a symlink
+    to one) or is larger than `STATE_FILE_MAX`: never read (a guid2lid linked to
+    /dev/zero would grow the reader without limit)."""
+
+
+def check_state_file(path, what: str = "state file", limit: int = STATE_FILE_MAX) -> None:
+    """`NotAStateFile` unless ``path`` is a regular file of at most ``limit`` bytes
+    (FileNotFoundError when absent): for a reader that opens it itself."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotAStateFile(f"{what} {os.fspath(path)}: {_kind(st.st_mode)}, not a regular file; not read")
+    if st.st_size > limit:
+        raise NotAStateFile(f"{what} {os.fspath(path)}: larger than {limit >> 20} MiB; not read")
+
+
+def _kind(mode: int) -> str:
+    return ("a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a directory" if stat.S_ISDIR(mode) else "not a regular file")
+
+
+def read_state_bytes(path, what: str = "state file", limit: int = STATE_FILE_MAX) -> bytes:
+    """The bytes of a state file, read only when it is a regular file of at most
+    ``limit`` bytes; `NotAStateFile` otherwise, FileNotFoundError when absent, BadInput
+    when unreadable. Opened without blocking (a FIFO does not hang the reader) and
+    checked on the open file (no race with a rename)."""
+    p = os.fspath(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise BadInput(f"{what} {p}: {_why(e)}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAStateFile(f"{what} {p}: {_kind(st.st_mode)}, not a regular file; not read")
+        data = f.read(limit + 1)  # a file growing while read stops here too
+    if len(data) > limit:
+        raise NotAStateFile(f"{what} {p}: larger than {limit >> 20} MiB; not read")
+    return data
+
+
+def read_state_text(path, what: str = "state file", *, errors: str = "strict",
+                    limit: int = STATE_FILE_MAX) -> str:
+    """`read_state_bytes` as UTF-8 text (BadInput when it is not, with ``errors="strict"``)."""
+    data = read_state_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{what} {os.fspath(path)}: not a UTF-8 text file (byte {e.start})") from None
 
 
 def read_config(path, error: type[FileProblems]) -> tuple[str, str]:

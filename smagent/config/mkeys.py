@@ -45,7 +45,7 @@ import hashlib
 import hmac
 import os
 
-from smagent.config import atomicfile
+from smagent.config import atomicfile, files
 from smagent.errors import BadInput
 
 MKEY_BITS = 64
@@ -390,13 +390,12 @@ def load_guid2mkey(path) -> Assigned:
     node (the key-file grammar, `_entries`, without ``default``). A bad line is
     MKeyFileError naming file:line, never the key. An absent file holds nothing."""
     p = os.fspath(path)
-    if not os.path.exists(p):
-        return Assigned()
     try:
-        with open(p, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise MKeyFileError(f"{p}: {getattr(e, 'strerror', None) or 'not a text file (UTF-8)'}") from None
+        text = files.read_state_text(p, "M_Key file")  # a regular file of bounded size
+    except FileNotFoundError:
+        return Assigned()
+    except BadInput as e:
+        raise MKeyFileError(str(e)) from None
     default, entries = _entries(text, p)
     if default is not None:
         raise MKeyFileError(f"{p}: a 'default' line: guid2mkey names the key of each node")

@@ -257,11 +257,14 @@ class Journal:
         ``apply-<stamp>-unreadable.journal`` for an operator, and None returned."""
         path = Path(path)
         try:
+            paths.check_state_file(path, "apply journal")  # a device or a FIFO is never opened to read
             if _finished(path):
                 return None
-            return _read_records(path, path.read_text(encoding="utf-8").splitlines())
+            return _read_records(path, paths.read_state_text(path, "apply journal").splitlines())
         except FileNotFoundError:
             return None
+        except BadInput as e:
+            err = JournalError(str(e))
         except (OSError, UnicodeDecodeError) as e:
             err = JournalError(f"{path}: {e}")
         except JournalError as e:

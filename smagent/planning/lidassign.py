@@ -93,9 +93,16 @@ def load_guid2lid(path, *, strict: bool = False) -> LidTable:
     missing file is an empty table; an unreadable one is BadInput. ``strict``: any
     problem is a `LidFileError` listing them all (a file the user names for a one-shot
     sweep: fixed by the user before anything is sent, rather than partly applied)."""
-    if not os.path.exists(path):
+    try:
+        text = paths.read_state_text(path, "LID file", errors="replace")
+    except FileNotFoundError:
         return LidTable()
-    table = parse_guid2lid(paths.read_text(path, "LID file", errors="replace"), os.fspath(path))
+    except paths.NotAStateFile as e:  # a device or a huge file: not trusted; LIDs as for a new fabric
+        if strict:
+            raise
+        log.warning("%s; LIDs are assigned as if it were empty", e)
+        return LidTable(problems=[str(e)])
+    table = parse_guid2lid(text, os.fspath(path))
     if strict and table.problems:
         more = f" (and {len(table.problems) - 5} more)" if len(table.problems) > 5 else ""
         raise LidFileError("; ".join(p.removesuffix("; skipped") for p in table.problems[:5]) + more)
@@ -122,10 +129,9 @@ def save_guid2lid(path, table: dict[int, tuple[int, int]]) -> None:
 def _keep_if_bad(path) -> None:
     p = os.fspath(path)
     try:
-        with open(p, encoding="utf-8", errors="replace") as f:
-            bad = parse_guid2lid(f.read(), p).problems
-    except OSError:
-        return  # no file yet (or unreadable: replacing it is the repair)
+        bad = parse_guid2lid(paths.read_state_text(p, "LID file", errors="replace"), p).problems
+    except (OSError, BadInput):
+        return  # no file yet (or unreadable, or not a file: replacing it is the repair)
     if bad:
         kept = f"{p}.bad-{paths.stamp()}"
         shutil.copyfile(p, kept)

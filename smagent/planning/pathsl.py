@@ -14,6 +14,7 @@ import hashlib
 import os
 import struct
 
+from smagent.config import files as paths
 from smagent.errors import BadInput
 
 MAGIC = b"smagent-path-sls 1\n"
@@ -72,9 +73,8 @@ def save(path, sls: dict[int, bytes] | None) -> None:
 def load(path) -> dict[int, bytes]:
     p = os.fspath(path)
     try:
-        with open(p, "rb") as f:
-            data = f.read()
-    except OSError as e:
+        data = paths.read_state_bytes(p, "path SL file")  # a regular file of bounded size, or BadInput
+    except FileNotFoundError as e:
         raise BadInput(f"path SL file {p}: {e.strerror or e}") from None
     return loads(data, f"path SL file {p}")
 

@@ -5,7 +5,10 @@ sweep's long computations do not keep a client waiting), answering from the stat
 daemon last published at a consistent point; `serve_pending` serves it in the caller's
 thread instead (the tests' fake-clock loops). Every socket is non-blocking, a connection
 is served a little at each call, and one that has not finished within `CLIENT_DEADLINE_S`
-is closed (idle or slow clients cost the SM nothing)."""
+is closed (idle or slow clients cost the SM nothing). Every connection waiting is
+accepted at once: when `MAX_CLIENTS` are open, the one idle longest (nothing sent yet) is
+closed to make room, so a status is answered whatever other clients hold (a full listen
+backlog would refuse every new client with EAGAIN)."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,7 +26,7 @@ SOCKET_NAME = "control.sock"
 COMMANDS = ("status",)
 CLIENT_DEADLINE_S = 5.0  # a client has this long to send its line and read the answer
 MAX_LINE = 1024  # a command line longer than this is not one of ours
-MAX_CLIENTS = 64  # connections served at once; more wait in the listen backlog
+MAX_CLIENTS = 64  # connections held at once; past it, the one idle longest is closed
 
 
 @dataclasses.dataclass
@@ -59,7 +62,7 @@ class ControlServer:
             self.sock.close()
             raise ControlError(f"cannot listen at {self.path}: {e}") from None
         os.chmod(self.path, 0o600)  # the status is for the daemon's own user
-        self.sock.listen(MAX_CLIENTS)
+        self.sock.listen(socket.SOMAXCONN)
         self.sock.setblocking(False)
         self.clients: list[_Client] = []
         self.clock = time.monotonic
@@ -89,7 +92,7 @@ class ControlServer:
         waiting, answer each full command line (``handler(command) -> dict``), close
         what is done or past its deadline. Returns how many answers were completed."""
         now = self.clock()
-        while len(self.clients) < MAX_CLIENTS:
+        while True:
             try:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -97,6 +100,8 @@ class ControlServer:
             except OSError:
                 break  # e.g. out of file descriptors: the client waits in the backlog
             conn.setblocking(False)
+            if len(self.clients) >= MAX_CLIENTS:
+                self._evict()
             self.clients.append(_Client(conn, now + CLIENT_DEADLINE_S))
         done = 0
         for c in list(self.clients):
@@ -106,6 +111,13 @@ class ControlServer:
                 self.clients.remove(c)
                 c.sock.close()
         return done
+
+    def _evict(self) -> None:
+        """Close the connection idle longest (nothing sent; else the oldest) to make room."""
+        idle = [c for c in self.clients if not c.inbuf and c.outbuf is None]
+        c = (idle or self.clients)[0]
+        self.clients.remove(c)
+        c.sock.close()
 
     @staticmethod
     def _advance(c: _Client, handler) -> bool:

@@ -45,7 +45,7 @@ from mad.header import Method, MgmtClass
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import statemachine as smstate
-from smagent.sm import events, peers as peersmod, reload, repair, timers, traps, unserved
+from smagent.sm import events, peers as peersmod, reload, repair, report, timers, traps, unserved
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
@@ -54,7 +54,7 @@ from smagent.sm.perfmgr import PerfMgr
 from smagent.sm.reregister import ClientReregister
 from smagent.transport.address import Incoming
 from smagent.sm.statemachine import Action, Control, Peer, StateMachine, state_name
-from smagent.errors import BadInput, SmagentError
+from smagent.errors import SmagentError
 from smagent.transport.base import Reply, Request, Transport
 
 log = logging.getLogger("smagent.sm")
@@ -124,6 +124,8 @@ class Daemon:
         self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
         self._retries = 0  # sweeps tried again in a row after failed ones (RETRY_AFTER_FAILURE)
         self.reopen_logs = None  # `smagent run` sets it: SIGHUP reopens the log file (logrotate)
+        self.log_flood = None  # `smagent run` sets it: its FloodFilter, whose summaries the loop writes
+        self.config = reload.Config()  # the last good sweep settings, what SIGHUP did
         self.started = time.time()
         if opts.state_dir:
             Path(opts.state_dir).mkdir(parents=True, exist_ok=True)
@@ -212,6 +214,8 @@ class Daemon:
             control.serve_pending(self._answer_control)
         while self.events and not self.stop_requested:
             self._handle(self.events.popleft())
+        if self.log_flood is not None:
+            self.log_flood.flush()
         if self.reload_requested and not self.stop_requested:
             self.reload_requested = False
             self._reload()
@@ -264,7 +268,7 @@ class Daemon:
     def _run_due_timer(self) -> None:
         name = self.timers.due(self.clock())
         if name == timers.REPAIR:
-            why, self.repair_why = "; ".join(self.repair_why), []
+            why, self.repair_why = events.why_of(self.repair_why), []
             switches, self.repair_switches = self.repair_switches, set()
             self._repair(f"repair after {why}", switches)
         elif name == timers.LIGHT:
@@ -458,10 +462,10 @@ class Daemon:
 
     def _ask_sms(self, topo: discovery.Topology) -> list[Peer]:
         found = peersmod.ask_all(self.t, topo)
-        for p in found:
-            if not self.sm.is_peer(p.sm_key):
-                self._stranger(p)
-        return self.peers.replace([p for p in found if self.sm.is_peer(p.sm_key)])
+        strangers = [p for p in found if not self.sm.is_peer(p.sm_key)]
+        for p in strangers:
+            self._stranger(p)
+        return self.peers.replace([p for p in found if self.sm.is_peer(p.sm_key)], strangers)
 
     def _announce_to_master(self) -> None:
         """Trap 144 to the master (as OpenSM does on entering STANDBY): a lower master
@@ -484,7 +488,7 @@ class Daemon:
         if known is not None and switches:
             self.activity = f"reading the switches that reported ({why})"
             try:
-                patched, what = repair.update_or_retry(self.t, known, switches)
+                patched, what = repair.update_all(self.t, known, switches)
             except SmagentError as e:
                 patched, what = None, [str(e)]
             if patched is not None:
@@ -502,7 +506,12 @@ class Daemon:
                 return n.guid
         return None
 
-    def _sweep(self, why: str, known: sweepmod.KnownState | None = None, smps_before: int | None = None) -> None:
+    def _sweep(self, why: str, known: sweepmod.KnownState | None = None, smps_before: int | None = None,
+               opts: sweepmod.SweepOptions | None = None) -> sweepmod.SweepOptions | None:
+        """A sweep (a repair with ``known``) with ``opts`` (default: the settings in force);
+        returns the settings it succeeded with (the last good ones when those in force were
+        refused: `reload.Config`), None if it failed."""
+        used = opts or self.opts.sweep
         st = self.t.stats
         sent0, kinds0 = st.sent if smps_before is None else smps_before, collections.Counter(st.by_kind)
         t0 = self.clock()
@@ -510,19 +519,25 @@ class Daemon:
         log.info("%s: started", self.activity)
         try:
             with self.busy.serving():
-                r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
+                r = sweepmod.sweep(self.t, dataclasses.replace(used, known=known))
                 snapshot = self.sa.snapshot(r)  # built while the last one still answers
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
+            if isinstance(e, sweepmod.PlanDefects) and opts is None and self.config.can_fall_back(used):
+                log.warning("%s: the settings in force were refused (%s); routing with the last good ones",
+                            why, str(e).splitlines()[0])
+                self.activity = None
+                return self._sweep(why, known, sent0, opts=self.config.fallback(used))
             self.counters.sweeps_failed += 1
             self.counters.plan_refusals += isinstance(e, sweepmod.PlanDefects)
             self.last_sweep = {"why": why, "incremental": known is not None, "ok": False, "error": str(e),
                                "smps": st.sent - sent0, "seconds": round(self.clock() - t0, 3), "time": time.time()}
             self._failed(f"sweep ({why})", e)
             self._retry_after_failure()
-            return
+            return None
         finally:
             self.activity = None
         self._retries = 0
+        self.config.succeeded(used, self.opts.sweep)
         self.topo = r.topology
         self.sa.publish(r, snapshot)  # the SA answers from this whole snapshot from now on
         self.counters.client_reregisters += self.rereg.after_sweep(self.t, r.topology)
@@ -546,6 +561,7 @@ class Daemon:
         if known is None:  # a repair changed links, not SMs: the light sweeps watch those
             with self._busy("asking the other SMs"):
                 self._check_peers(self._ask_sms(r.topology))
+        return used
 
     def _retry_after_failure(self) -> None:
         """A full sweep again soon (rediscovered: planned around what did not answer),
@@ -704,8 +720,11 @@ class Daemon:
         return rep
 
     def _stranger(self, peer: Peer) -> None:
-        log.log(logging.WARNING if self.sm.new_stranger(peer.guid) else logging.DEBUG,
-                "%s has another SM_Key: not a peer of ours, ignored (it ignores us likewise)", peer.describe())
+        self.peers.stranger(peer)  # listed in the status, counted in the metrics
+        two = peer.state == SMState.MASTER and self.sm.state == SMState.MASTER
+        log.log(logging.WARNING if self.sm.new_stranger(peer.guid) or two else logging.DEBUG,
+                "%s has another SM_Key: not a peer of ours, ignored (it ignores us likewise)%s", peer.describe(),
+                "; it is MASTER too: two masters on one subnet" if two else "")
 
     def _reveal_key(self, request_m_key: int, remote: SMInfo | None) -> bool:
         local = self._local()
@@ -746,50 +765,11 @@ class Daemon:
         if self.reopen_logs is not None:
             self.reopen_logs()
             log.info("SIGHUP: log file reopened")
-        f = self.opts.desired_file
-        if f:
-            try:
-                settings = reload.reread(f, self.opts.given, self.topo, multicast=self.opts.sweep.multicast)
-            except reload.DoesNotFit as e:
-                log.error("SIGHUP: %s does not fit the fabric; not reloaded, the previous desired state stays: %s",
-                          f, e)
-                return
-            except BadInput as e:  # a bad file, or one contradicting the command line
-                log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, e)
-                return
-            for k, v in settings.items():
-                setattr(self.opts.sweep, k, v)
-            log.info("SIGHUP: desired state re-read from %s", f)
-        else:
-            log.info("SIGHUP: no desired-state file; sweeping again")
-        if self.sm.state == SMState.MASTER:
-            self._sweep("SIGHUP")
+        reload.sighup(self)
 
     def status(self) -> dict:
-        """What `smagent status` shows; works from construction on (state STARTING until
-        `start` knows our port, then DISCOVERING)."""
-        sm = self._sm
-        if sm is None:
-            return {"state": "STARTING", "activity": self.activity, "sweeps": 0,
-                    "uptime_s": round(time.time() - self.started, 1)}
-        master = sm.guid if sm.state == SMState.MASTER else (sm.master.guid if sm.master else None)
-        c = dataclasses.asdict(self.counters)
-        c["trap_numbers"] = {str(k): v for k, v in sorted(self.counters.trap_numbers.items())}
-        return {
-            "state": state_name(sm.state), "priority": sm.priority, "guid": f"{sm.guid:#018x}",
-            "master_guid": None if master is None else f"{master:#018x}",
-            "sweeps": self.counters.sweeps, "sweeps_failed": self.counters.sweeps_failed,
-            "last_sweep": self.last_sweep, "last_error": self.last_error, "last_change": self.last_change,
-            "counters": c, "smps_sent": self.t.stats.sent,
-            "other_sms": [{"guid": f"{p.guid:#018x}", "priority": p.priority, "state": state_name(p.state),
-                           "lid": p.lid, "node": p.name} for p in self.peers.values()],
-            "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}
-                            for t in sm.transitions[-10:]],
-            "uptime_s": round(time.time() - self.started, 1), "activity": self.activity,
-            "sa": self.sa.status(), "sa_requests": self.sa.requests(),
-            "transport": {k: getattr(self.t.stats, k) for k in ("sent", "received", "retries", "timeouts", "busy")},
-            "perfmgr": None if self.perfmgr is None else self.perfmgr.status(),
-        }
+        """What `smagent status` shows (`smagent.sm.report`)."""
+        return report.status(self)
 
     def published_status(self) -> dict:
         """The status as the loop last published it: what other threads (metrics) may read."""

@@ -54,3 +54,10 @@ def on_trap(trap: traps.Trap, master: bool, switch_at_issuer: int | None) -> Rep
     if trap.announces_sm:
         return AskSm(trap.issuer_lid)
     return None
+
+
+def why_of(whys: list[str], most: int = 3) -> str:
+    """Why a repair runs, for its log line and status: the first few reasons and how many
+    more (a trap flood coalesced into one repair is not one line of 10,000 reasons)."""
+    more = len(whys) - most
+    return "; ".join(whys[:most]) + (f"; and {more} more" if more > 0 else "")

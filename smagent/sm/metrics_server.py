@@ -31,6 +31,10 @@ SM_COUNTERS = (
     ("smagent_perfmgr_sweeps", ("perfmgr", "sweeps"), "Counter sweeps."),
     ("smagent_perfmgr_gmps", ("perfmgr", "gmps"), "GMPs of the counter sweeps."),
     ("smagent_perfmgr_clears", ("perfmgr", "clears"), "Ports cleared near saturation."),
+    ("smagent_reloads_refused", ("config", "reloads_refused"),
+     "SIGHUP reloads refused (a bad file, or tables the plan check refused): the previous desired state stays."),
+    ("smagent_log_lines_suppressed", ("log_lines_suppressed",),
+     "Repeated log lines left out (each kind summarised once a window)."),
 )
 DEFAULT_PORT = 10683  # 9100-9999 is full on Prometheus' list of exporter ports (9683: infiniband_exporter)
 
@@ -59,6 +63,7 @@ def status_families(status: dict) -> Iterator[Metric]:
     yield state
     yield GaugeMetricFamily("smagent_uptime_seconds", "Seconds since the daemon started.",
                             value=status.get("uptime_s", 0))
+    yield from _routing_families(status)
     for name, path, what in SM_COUNTERS:
         value = _at(status, path)
         if isinstance(value, (int, float)):
@@ -69,6 +74,28 @@ def status_families(status: dict) -> Iterator[Metric]:
         sa.add_metric([str(r["attribute"]), str(r["method"]), str(r["status"])], r["count"])
     if sa.samples:
         yield sa
+
+
+def _routing_families(status: dict) -> Iterator[Metric]:
+    """Whether the fabric is routed as planned, on the last good settings, and the other SMs."""
+    routed = status.get("routed")
+    if routed is not None:  # absent when not MASTER
+        yield GaugeMetricFamily("smagent_fabric_routed", "1 while this SM is MASTER and its last sweep succeeded "
+                                "(the fabric is routed as planned), 0 while MASTER and it failed or was refused.",
+                                value=int(routed))
+    config = status.get("config") or {}
+    if config:
+        yield GaugeMetricFamily("smagent_config_fell_back", "1 while the fabric is routed with the last good "
+                                "settings, those in force having been refused.", value=int(bool(config.get("fell_back"))))
+    if "other_sms" in status:
+        others = status.get("other_sms") or []
+        fam = GaugeMetricFamily("smagent_other_sms", "Other SMs seen, by state and whether they share our SM_Key "
+                                '(peer="false": another SM_Key).', labels=["state", "peer"])
+        for st in ("MASTER", "STANDBY", "DISCOVERING", "NOT_ACTIVE"):
+            for peer in (True, False):
+                fam.add_metric([st, str(peer).lower()], sum(1 for o in others if o.get("state") == st
+                                                            and bool(o.get("peer", True)) == peer))
+        yield fam
 
 
 class DaemonCollector(Collector):
@@ -86,6 +113,11 @@ class DaemonCollector(Collector):
             yield from metrics.sweep_families(last, "smagent_perfmgr")
             yield from metrics.port_families(last.rows, self.scope)
             yield from metrics.info_families(last.rows, self.scope)
+
+
+def status_text(status: dict) -> str:
+    """The running SM's own metrics (no port counters) of ``status``, in the text format."""
+    return metrics.text(DaemonCollector(lambda: status, lambda: None))
 
 
 class MetricsServer:
@@ -113,4 +145,4 @@ class MetricsServer:
             self._thread.join(5)
 
 
-__all__ = ["MetricsServer", "DaemonCollector", "status_families", "parse_listen", "DEFAULT_PORT", "SM_COUNTERS"]
+__all__ = ["MetricsServer", "DaemonCollector", "status_families", "status_text", "parse_listen", "DEFAULT_PORT", "SM_COUNTERS"]

@@ -32,6 +32,9 @@ class OtherSms:
         self.own_guid = own_guid  # set once `start` knows it
         self.peers: dict[int, Peer] = {}
         self.misses: dict[int, int] = {}
+        # SMs under another SM_Key: not peers (never handed over to nor polled), but listed:
+        # two masters with different keys on one subnet is a misconfiguration to show
+        self.others: dict[int, Peer] = {}
 
     def __bool__(self) -> bool:
         return bool(self.peers)
@@ -42,11 +45,21 @@ class OtherSms:
     def get(self, guid: int) -> Peer | None:
         return self.peers.get(guid)
 
-    def replace(self, peers: list[Peer]) -> list[Peer]:
-        """After asking every IsSM port: exactly these (less ourselves)."""
+    def replace(self, peers: list[Peer], strangers: list[Peer] | tuple = ()) -> list[Peer]:
+        """After asking every IsSM port: exactly these (less ourselves), and these SMs
+        under another SM_Key."""
         self.peers = {p.guid: p for p in peers if p.guid != self.own_guid}
         self.misses = {g: 0 for g in self.peers}
+        self.others = {p.guid: p for p in strangers if p.guid != self.own_guid}
         return self.values()
+
+    def stranger(self, peer: Peer) -> None:
+        """An SM under another SM_Key, found on its own (an SM that announced itself)."""
+        if peer.guid != self.own_guid:
+            self.others[peer.guid] = peer
+
+    def strangers(self) -> list[Peer]:
+        return list(self.others.values())
 
     def add(self, peer: Peer) -> bool:
         """Add or update one; False (nothing done) if it is ourselves."""

@@ -3,9 +3,16 @@ one in force, so that a bad reload never stops the routing (the daemon keeps the
 and says why)."""
 from __future__ import annotations
 
+import dataclasses
+import logging
+import time
+
+from mad.attributes import SMState
 from smagent.sweep import desired
 from smagent.discovery import Topology
 from smagent.errors import BadInput
+
+log = logging.getLogger("smagent.sm")
 
 
 class DoesNotFit(BadInput):
@@ -27,3 +34,83 @@ def reread(path: str, given: dict, topo: Topology | None, *, multicast: bool) ->
     except BadInput as e:
         raise DoesNotFit(str(e)) from None
     return settings
+
+
+def candidate(path: str, opts, topo: Topology | None):
+    """The daemon's sweep settings (``opts``: its DaemonOptions) with the desired state at
+    ``path``; BadInput says why not."""
+    try:
+        settings = reread(path, opts.given, topo, multicast=opts.sweep.multicast)
+    except DoesNotFit as e:
+        raise DoesNotFit(f"it does not fit the fabric: {e}") from None
+    return dataclasses.replace(opts.sweep, **settings)
+
+
+def sighup(d) -> None:
+    """SIGHUP in daemon ``d``: the desired-state file re-read, then (as MASTER) swept with
+    at once, before it is put in force: refused (a bad file, one that does not fit, or a
+    plan the check refuses) the previous one stays, and `Config.last_reload` says why."""
+    f = d.opts.desired_file
+    if not f:
+        log.info("SIGHUP: no desired-state file; sweeping again")
+        if d.sm.state == SMState.MASTER:
+            d._sweep("SIGHUP")
+        return
+    try:
+        new = candidate(f, d.opts, d.topo)
+    except BadInput as e:  # a bad file, one contradicting the command line, or not fitting the fabric
+        return _refused(d, f, str(e))
+    if d.sm.state != SMState.MASTER:  # not ours to route: the first sweep as MASTER checks it (and falls back)
+        d.opts.sweep = new
+        d.config.reloaded(f, None)
+        log.info("SIGHUP: desired state re-read from %s", f)
+        return
+    before, refusals = d.last_sweep, d.counters.plan_refusals
+    if d._sweep("SIGHUP", opts=new) is not new:  # planned and checked before it is in force
+        if d.counters.plan_refusals > refusals:  # refused before any Set: the fabric is routed as it was
+            d.last_sweep = before
+        return _refused(d, f, (d.last_error or {}).get("error", "the sweep with it failed"))
+    d.opts.sweep = new
+    d.config.reloaded(f, None)
+    d.config.succeeded(new, new)
+    log.info("SIGHUP: desired state re-read from %s and in force", f)
+
+
+def _refused(d, f: str, err: str) -> None:
+    d.config.reloaded(f, err)
+    log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, err)
+
+
+class Config:
+    """The sweep settings in force (the daemon's `opts.sweep`), the last ones a sweep
+    succeeded with (`good`), and what the last SIGHUP did. A desired state is in force
+    only once a sweep with it succeeded (a MASTER sweeps with it at once; its plan check
+    refuses what it would break, and then the old one stays). When a later physical
+    change makes the one in force refused, the sweep is done with `good` instead
+    (`fell_back`): no desired state may stop the repair of a physical fault."""
+
+    def __init__(self) -> None:
+        self.good = None  # SweepOptions of the last successful sweep
+        self.fell_back = False  # the last sweep routed with `good`, the one in force refused
+        self.last_reload: dict | None = None  # {"file", "ok", "error", "time"}
+        self.reloads_refused = 0
+
+    def can_fall_back(self, used) -> bool:
+        return self.good is not None and used is not self.good
+
+    def fallback(self, in_force):
+        """The last good settings, with the multicast joins and leaves the SA has answered
+        since (kept in the settings in force, `SaService.follow_groups`)."""
+        return dataclasses.replace(self.good, mcast_joined=in_force.mcast_joined,
+                                   mcast_released=in_force.mcast_released)
+
+    def succeeded(self, used, in_force) -> None:
+        self.good = used
+        self.fell_back = used is not in_force
+
+    def reloaded(self, path: str, error: str | None) -> None:
+        self.reloads_refused += error is not None
+        self.last_reload = {"file": path, "ok": error is None, "error": error, "time": time.time()}
+
+    def status(self) -> dict:
+        return {"fell_back": self.fell_back, "reload": self.last_reload, "reloads_refused": self.reloads_refused}

@@ -27,7 +27,7 @@ import dataclasses
 import logging
 
 from mad import smp as smpcodec
-from mad.attributes import AttrID, NodeDescription, NodeInfo, NodeType, PortInfo, PortState
+from mad.attributes import AttrID, NodeDescription, NodeInfo, NodeType, PortInfo, PortState, SwitchInfo
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
 from smagent import discovery
@@ -36,6 +36,7 @@ from smagent.transport.base import Request
 
 log = logging.getLogger("smagent.sm")
 LOSSY_TRIES = 2  # `update` tries while the transport sees loss, before a full sweep
+LOOK_ROUNDS = 3  # light looks after a patch: each may find switches whose traps were lost
 
 
 def _get(attr, path, mod=0) -> Request:
@@ -211,3 +212,38 @@ def update_or_retry(transport, known, switches: set[int]):
         log.info("repair: %s; reading again (the fabric loses SMPs: try %d of %d)", "; ".join(what), n + 1,
                  LOSSY_TRIES)
     return None, what
+
+
+def changed_elsewhere(transport, topo, read: set[int]) -> set[int] | None:
+    """A light look after a patch: SwitchInfo of every switch (one Get each, on the paths
+    recomputed around the cuts found so far); the switches not ``read`` yet whose
+    PortStateChange is set. None when one does not answer (a cut no trap reported lies
+    on its path: a full sweep finds it)."""
+    sws = topo.switches()
+    replies = transport.execute([_get(AttrID.SWITCH_INFO, n.path) for n in sws])
+    if any(not r.ok for r in replies):
+        return None
+    return {n.guid for n, r in zip(sws, replies) if n.guid not in read and r.value(SwitchInfo).port_state_change}
+
+
+def update_all(transport, known, switches: set[int]):
+    """`update_or_retry` from the switches that reported, then light looks for changes no
+    trap reported (a switch's trap travels by the LFTs, and is lost when its route to the
+    SM crossed a cable just cut) until none is left: one repair finds every change.
+    Returns (the patched state, or None: do a full sweep; what changed, or why not)."""
+    read = set(switches)
+    patched, what = update_or_retry(transport, known, switches)
+    for _round in range(LOOK_ROUNDS):
+        if patched is None:
+            return None, what
+        more = changed_elsewhere(transport, patched.topology, read)
+        if more is None:
+            return None, what + ["a switch did not answer the light look (a cut no trap reported)"]
+        if not more:
+            return patched, what
+        log.info("repair: PortStateChange also at %s (no trap from there)",
+                 ", ".join(patched.topology.nodes[g].description for g in sorted(more)))
+        read |= more
+        patched, again = update_or_retry(transport, patched, more)
+        what = what + again
+    return (patched, what) if patched is not None else (None, what)

@@ -13,12 +13,16 @@ node with SIM_HOST; smagent and OpenSM run as in test_sm_daemon_live.py.
 """
 import re
 import subprocess
+import sys
 import time
 
 import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
 from smagent.model import netfile, topogen
+from smagent.sm.metrics_server import status_text
+
+import prom
 from sm_harness import Daemon, OpenSM, converge, needs_opensm, procs, rogue, sminfo_at  # noqa: F401 (procs: a fixture)
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason()), needs_opensm]
@@ -109,8 +113,18 @@ def test_another_sm_key_is_not_a_peer_and_a_secret_key_is_not_revealed(tmp_path,
     procs.append(d)
     s = d.wait(lambda s: s["state"] in ("MASTER", "STANDBY") and s["sweeps"] >= 1, what="a decision")
     assert s["state"] == "MASTER" and s["counters"]["handovers_sent"] == 0, s
-    assert s["other_sms"] == [], s  # OpenSM is not a peer: neither master nor standby for us
+    # OpenSM is not a peer (never handed over to, nor polled), but a second MASTER an admin
+    # must see (issue 41.4): listed, warned of, counted
+    s = d.wait(lambda s: any(not p["peer"] and p["state"] == "MASTER" for p in s["other_sms"]), timeout=15,
+               what="OpenSM listed as another master")
+    assert [p["peer"] for p in s["other_sms"]] == [False], s
     assert "has another SM_Key: not a peer of ours, ignored" in d.logtext()
+    assert "it is MASTER too: two masters on one subnet" in d.logtext()
+    text = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--check", "--state-dir", str(d.state)],
+                          env=d.env, capture_output=True, text=True, timeout=30)
+    assert text.returncode == 1 and "SECOND MASTER" in text.stdout.splitlines()[0], text.stdout
+    from smagent.perf import metrics
+    assert prom.value(status_text(s), "smagent_other_sms", state="MASTER", peer="false") == 1
     deadline = time.monotonic() + 20  # and OpenSM ignores us likewise
     while "doesn't match our local sm_key" not in osm.log.read_text(errors="replace"):
         assert time.monotonic() < deadline, "OpenSM did not log our SM_Key as not matching"
