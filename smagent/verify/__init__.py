@@ -108,7 +108,7 @@ from smagent.transport.base import Transport
 from smagent.verify.cdg import _check_cdg, find_cycle, vl_deps
 from smagent.verify.collect import collect, mft_groups, rft_entries, snapshot_of
 from smagent.verify.linkconf import _check_links, data_hops
-from smagent.verify.mft import _check_mcast
+from smagent.verify.mft import _check_mcast, group_defects
 from smagent.verify.isolation import _check_partition_rules
 from smagent.verify.model import (CAUSES, EXAMPLES, WARNINGS, CaPortState, Report, Snapshot, SwitchState, _Defects,
                                   _Net, snapshot_from_routes)
@@ -117,7 +117,7 @@ from smagent.verify.unicast import (PlaceOutcomes, _check_lids_and_sources, _che
                                     _place_sources, outcomes, own_lid_entry, place_outcomes)
 
 __all__ = ["CAUSES", "EXAMPLES", "WARNINGS", "CaPortState", "PlaceOutcomes", "Report", "Snapshot", "SwitchState",
-           "black_hole_entries", "check", "collect", "data_hops", "find_cycle", "mft_groups", "outcomes",
+           "black_hole_entries", "check", "collect", "data_hops", "find_cycle", "group_defects", "mft_groups", "outcomes",
            "own_lid_entry", "place_outcomes", "rft_entries", "snapshot_from_routes", "snapshot_of", "verify", "vl_deps"]
 
 
