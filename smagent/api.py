@@ -264,14 +264,15 @@ class Session:
         return ApplyResult(r, left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
-               path_sls: PathArg | None = None, qos_policy: Any = None) -> Report:
+               path_sls: PathArg | None = None, qos_policy: Any = None, max_imbalance: float | None = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
         ``partitions``: a partitions.conf path or a `smagent.config.partitions.PartitionConfig`
         the P_Key tables are checked against (`smagent.verify.isolation`).
         ``path_sls``: the SL file a dfsssp sweep left (`<state dir>/path_sls`): credit
         loops are then counted per VL with the SL of each path (else every path on SL 0).
         ``qos_policy``: a QoS policy path or `smagent.config.qospolicy.QosPolicy`: its SLs by target
-        port (and default) over those.
+        port (and default) over those. ``max_imbalance``: a switch-to-switch link carrying more
+        than this many times the ideal load of its tree level is the defect ``imbalance``.
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent.planning import pathsl
         from smagent import verify as verifymod
@@ -282,8 +283,10 @@ class Session:
         if qos_policy is not None and not hasattr(qos_policy, "rules"):
             from smagent.config import qospolicy
             qos_policy = qospolicy.load(qos_policy)  # before any SMP
+        if max_imbalance is not None and not max_imbalance > 0:
+            raise BadInput(f"max_imbalance {max_imbalance!r}: not a ratio above 0 (e.g. 2 for twice the ideal)")
         return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls,
-                                qos_policy=qos_policy)
+                                qos_policy=qos_policy, max_imbalance=max_imbalance)
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:

@@ -70,6 +70,7 @@ class PlanCheck:
     texts: dict
     report: verify.Report
     seconds: float
+    worst: dict | None = None  # the planned tables' most overloaded link (`verify.balance`'s ``worst``)
 
     def notes(self) -> list[str]:
         """What the planned tables have that is reported, not refused: nothing today (a
@@ -108,7 +109,9 @@ def check(r, examples: int = verify.EXAMPLES) -> PlanCheck:
     report = verify.check(new, examples, keep_outcomes=True)
     defects, texts = _broken(cur, new, report, examples)
     _absolute(new, report, examples, defects, texts)
-    return PlanCheck(defects, texts, report, time.monotonic() - t0)
+    from smagent.verify import balance
+    worst = balance.compute(new, hottest=0)["worst"]
+    return PlanCheck(defects, texts, report, time.monotonic() - t0, worst)
 
 
 def check_edit(cur: verify.Snapshot, plan, rft_tables: dict | None = None,
