@@ -288,6 +288,22 @@ class Session:
         return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls,
                                 qos_policy=qos_policy, max_imbalance=max_imbalance)
 
+    def trace(self, src: TargetArg, dst: TargetArg) -> Any:
+        """The route from SRC to DST hop by hop, read from the switches' LFTs by directed
+        route (one LFT block a switch on the way), without the SA: what ``ibtracert`` prints.
+        A node named for SRC is traced from its first port with a LID; DST a LID, or a node's
+        (first port's) base LID. Returns a `smagent.verify.trace.Trace` (``.delivered``,
+        ``.hops``, ``.error``, ``.lines()``, ``.as_json()``); a malformed or unknown target
+        is BadInput."""
+        from smagent.verify import trace as tracemod
+        t = self._open()
+        for end in (src, dst):
+            check_query("nodedesc", end)  # a malformed target: refused before the first SMP
+        try:
+            return tracemod.trace(t, target_text(src), target_text(dst), topology=self.discover())
+        except MadError as e:
+            raise BadInput(str(e)) from None
+
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:
         """A switch argument as a `smagent.discovery.targets.Target`: a LID, a DR path, a node GUID
