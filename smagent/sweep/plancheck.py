@@ -41,7 +41,8 @@ Manual edits (`lft set`, `lft load`, `mft set`, `rft set`: issue 39 item 3) go t
 caller's I/O: `smagent.api.Session`) and those tables with the edit's Sets applied. The
 fabric's tables are read whole for that (as `verify` reads them: every switch's LFT up to
 LinearFDBTop, the MFTs for `mft set`), so even a one-entry edit costs a `verify`'s reads
-and check. Only what the edit adds is refused: a black hole, an own LID off port 0 or a
+and check: on the 648-host tree 5,300 SMPs and 0.23 s of CPU against 7 SMPs without it
+(`bench/plan_check.py`, the simulator; on hardware the reads dominate, as for `verify`). Only what the edit adds is refused: a black hole, an own LID off port 0 or a
 credit loop that the tables already had is `verify`'s to report, not the edit's. For
 `mft set`, the groups it changes are flooded before and after (`mcast`: a member missed
 or reached twice, a tree cycle, a branch into a port without an ACTIVE link).
