@@ -214,7 +214,7 @@ def worst_line(b: dict) -> str | None:
     w = b.get("worst")
     if not w:
         return None
-    return f"hottest link {w['link']}: {w['routes']} routes, {w['ratio']:g} times its ideal {w['ideal']:g}"
+    return f"hottest link {w['link']}: {w['routes']} routes, {w['ratio']:.2f} times its ideal {w['ideal']:g}"
 
 
 def imbalance_defect(b: dict, limit: float) -> tuple[dict, str] | None:
