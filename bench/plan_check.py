@@ -7,6 +7,12 @@ fresh fabric and on one already swept (then both snapshots have LIDs and routes)
 
 CPU time (time.process_time), so a loaded machine skews it less than wall time; the dry
 run's figure includes the simulator answering every Get in the same process.
+
+Then what a manual edit's check costs (issue 39 item 3, `Session.edit_check`): ``lft set
+--dry-run`` of one entry with the check (the fabric's tables read as `verify` reads them,
+then `plancheck.check_edit`) and without (`fdb.ops.lft_set` with no ``check``), CPU time
+and SMPs; and the share of the plan check spent on the hottest-link figure
+(`verify.balance.compute`, which the sweep summary names).
 """
 from __future__ import annotations
 
@@ -20,7 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import smagent  # noqa: E402
+from smagent.fdb import ops  # noqa: E402
 from smagent.sweep import plancheck  # noqa: E402
+from smagent.verify import balance  # noqa: E402
 
 
 def cpu(fn):
@@ -47,6 +55,27 @@ def main(argv=None) -> None:
             print(f"{state}: {rep['switches']} switches, {rep['lids']} LIDs, {rep['pairs']} pairs: "
                   f"plan check {statistics.median(plans):.3f} s CPU, whole dry run {statistics.median(dry):.3f} s CPU "
                   f"(median of {ns.runs})")
+        new = plancheck._snapshot(r, planned=True)
+        bal = statistics.median(cpu(lambda: balance.compute(new, hottest=0))[1] for _ in range(ns.runs))
+        print(f"of which the hottest-link figure (balance.compute): {bal:.3f} s CPU")
+        edit(fabric, ns.runs)
+
+
+def edit(fabric, runs: int) -> None:
+    """One LFT entry set, dry run: with the check and without. The entry: the LID above
+    the switch's LinearFDBTop (nobody's) to port 0, a change that breaks nothing."""
+    sw = fabric.discover().switches()[0]
+    lid, port = fabric.lft_show(f"{sw.guid:#018x}").top + 1, 0
+    target = fabric.target(f"{sw.guid:#018x}")
+    for name, check in (("with the check", fabric.edit_check()), ("without", None)):
+        times, smps = [], []
+        for _ in range(runs):
+            sent = fabric.transport.stats.sent
+            _r, t = cpu(lambda: ops.lft_set(fabric.transport, target, lid, port, dry_run=True, check=check))
+            times.append(t)
+            smps.append(fabric.transport.stats.sent - sent)
+        print(f"lft set {sw.description} {lid} {port} --dry-run {name}: {statistics.median(times):.3f} s CPU, "
+              f"{smps[0]} SMPs")
 
 
 if __name__ == "__main__":

@@ -341,7 +341,8 @@ class Session:
         return ApplyResult(r, left)
 
     def verify(self, *, mcast: bool = True, examples: int = 5, partitions: Any = None,
-               path_sls: PathArg | None = None, qos_policy: Any = None, state_dir: PathArg | None = None) -> Report:
+               path_sls: PathArg | None = None, qos_policy: Any = None, state_dir: PathArg | None = None,
+               max_imbalance: float | None = None) -> Report:
         """Trace every source to every destination on the tables the switches hold.
         ``partitions``: a partitions.conf path or a `smagent.config.partitions.PartitionConfig`
         the P_Key tables are checked against (`smagent.verify.isolation`).
@@ -349,7 +350,8 @@ class Session:
         ``state_dir`` or the session's state directory, when there is one): credit loops are then counted
         per VL with the SL of each path (else every path on SL 0).
         ``qos_policy``: a QoS policy path or `smagent.config.qospolicy.QosPolicy`: its SLs by target
-        port (and default) over those.
+        port (and default) over those. ``max_imbalance``: a switch-to-switch link carrying more
+        than this many times the ideal load of its tree level is the defect ``imbalance``.
         Returns a `smagent.verify.Report` (``.ok``, ``.defects``, ``.as_json()``)."""
         from smagent.planning import pathsl
         from smagent import verify as verifymod
@@ -366,8 +368,26 @@ class Session:
         if qos_policy is not None and not hasattr(qos_policy, "rules"):
             from smagent.config import qospolicy
             qos_policy = qospolicy.load(qos_policy)  # before any SMP
+        if max_imbalance is not None and not max_imbalance > 0:
+            raise BadInput(f"max_imbalance {max_imbalance!r}: not a ratio above 0 (e.g. 2 for twice the ideal)")
         return verifymod.verify(self._open(), mcast=mcast, examples=examples, partitions=partitions, path_sl=sls,
-                                qos_policy=qos_policy)
+                                qos_policy=qos_policy, max_imbalance=max_imbalance)
+
+    def trace(self, src: TargetArg, dst: TargetArg) -> Any:
+        """The route from SRC to DST hop by hop, read from the switches' LFTs by directed
+        route (one LFT block a switch on the way), without the SA: what ``ibtracert`` prints.
+        A node named for SRC is traced from its first port with a LID; DST a LID, or a node's
+        (first port's) base LID. Returns a `smagent.verify.trace.Trace` (``.delivered``,
+        ``.hops``, ``.error``, ``.lines()``, ``.as_json()``); a malformed or unknown target
+        is BadInput."""
+        from smagent.verify import trace as tracemod
+        t = self._open()
+        for end in (src, dst):
+            check_query("nodedesc", end)  # a malformed target: refused before the first SMP
+        try:
+            return tracemod.trace(t, target_text(src), target_text(dst), topology=self.discover())
+        except MadError as e:
+            raise BadInput(str(e)) from None
 
     # -- forwarding tables (smagent.fdb.ops) -----------------------------------------------
     def target(self, switch: TargetArg) -> Target:
@@ -388,13 +408,34 @@ class Session:
         return ops.lft_show(self._open(), self.target(switch))
 
     def lft_set(self, switch: TargetArg, lid: int | str, port: int | str, *, dry_run: bool = False,
-                force: bool = False) -> ops.WriteResult:
+                force: bool = False, allow_defects: bool = False) -> ops.WriteResult:
         """Route LID out of PORT on SWITCH (255: no route); LinearFDBTop is raised if needed.
-        Refused (SafetyRefusal) while another SM is MASTER, unless ``force``."""
+        Refused (SafetyRefusal) while another SM is MASTER, unless ``force``, and (PlanDefects,
+        a SafetyRefusal) when the edit would break the fabric, unless ``allow_defects``: see
+        `edit_check`. ``.backup_file``: where what it overwrote was saved."""
         lid, port = _number(lid, "lid"), _number(port, "port")
         ops.check_lft_args(lid, port)
         return ops.lft_set(self._open(), self.target(switch), lid, port, dry_run=dry_run, force=force,
-                           state_dir=self.state_dir)
+                           state_dir=self.state_dir, check=self.edit_check(allow_defects))
+
+    def edit_check(self, allow_defects: bool = False) -> ops.Check:
+        """The check every table edit runs before its first Set (`smagent.sweep.plancheck.check_edit`):
+        the fabric's tables read as `verify` reads them (LFTs, RFTs; MFTs for an MFT edit),
+        then the edit's Sets applied to them in memory. What the edit would break (a black
+        hole, a loop, a switch's own LID off port 0, pairs that are delivered today and would
+        not be, a credit loop, a multicast tree it damages) raises PlanDefects, unless
+        ``allow_defects`` or a dry run (which reports it: `WriteResult.plan_defects`)."""
+        def run(plan: Any, dry_run: bool, rft_tables: dict) -> Any:
+            from smagent import verify as verifymod
+            from smagent.sweep import PlanDefects
+            from smagent.sweep import plancheck
+            cur = verifymod.collect(self._open(), mcast=bool(plan.mft), links=False)
+            pc = plancheck.check_edit(cur, plan, rft_tables)
+            if pc.defects and not dry_run and not allow_defects:
+                raise PlanDefects("the edit would break the fabric; nothing was sent (allow_defects / "
+                                  "--allow-defects writes it anyway):\n  " + "\n  ".join(pc.lines()), pc.defects)
+            return pc
+        return run
 
     def _fresh(self, topology: Topology | None) -> Topology:
         """The topology to read on: the one given, else a fresh discovery (a sweep changes
@@ -418,11 +459,13 @@ class Session:
         topo = self._fresh(topology)
         return "\n".join(text.format_lft_dump(topo, self.read_lfts(topo), dump_all=dump_all)) + "\n"
 
-    def lft_load(self, path_or_text: str, *, dry_run: bool = False, force: bool = False) -> ops.WriteResult:
+    def lft_load(self, path_or_text: str, *, dry_run: bool = False, force: bool = False,
+                 allow_defects: bool = False) -> ops.WriteResult:
         """Load a dump (a file path, or the text itself) and write the blocks that differ.
-        Each section is its switch's whole table; every problem is BadInput, nothing sent."""
+        Each section is its switch's whole table; every problem is BadInput, nothing sent;
+        what the tables would break: PlanDefects unless ``allow_defects`` (`edit_check`)."""
         return ops.lft_load(self._open(), path_or_text, dry_run=dry_run, force=force, state_dir=self.state_dir,
-                            discover=lambda _t: self.discover())
+                            discover=lambda _t: self.discover(), check=self.edit_check(allow_defects))
 
     def lft_backup(self) -> str:
         """Every switch's LFT in the ``lft dump`` format (restore it with `lft_restore`)."""
@@ -441,12 +484,13 @@ class Session:
         return ops.mft_show(self._open(), self.target(switch))
 
     def mft_set(self, switch: TargetArg, mlid: int | str, ports: Sequence[int | str] | None, *, dry_run: bool = False,
-                force: bool = False) -> ops.WriteResult:
-        """Make PORTS the whole port set of MLID on SWITCH (no ports: remove the MLID)."""
+                force: bool = False, allow_defects: bool = False) -> ops.WriteResult:
+        """Make PORTS the whole port set of MLID on SWITCH (no ports: remove the MLID);
+        what the group's tree would lose: PlanDefects unless ``allow_defects`` (`edit_check`)."""
         mlid, ports = _number(mlid, "mlid"), _numbers(ports, "ports")
         ops.check_mft_args(mlid, ports)
         return ops.mft_set(self._open(), self.target(switch), mlid, ports, dry_run=dry_run, force=force,
-                           state_dir=self.state_dir)
+                           state_dir=self.state_dir, check=self.edit_check(allow_defects))
 
     def read_mfts(self, topology: Topology | None = None) -> dict[int, dict[int, list[int]]]:
         """Every switch's MFT up to MulticastFDBTop, one windowed batch: {switch GUID:
@@ -506,12 +550,13 @@ class Session:
         return ops.rft_show(self._open(), self.target(switch))
 
     def rft_set(self, switch: TargetArg, lid: int | str, port: int | str, *, lmc: int | str = 0, dry_run: bool = False,
-                force: bool = False) -> ops.WriteResult:
-        """LIDs LID..LID+2^LMC-1 out of PORT on SWITCH's RFT (255 removes them)."""
+                force: bool = False, allow_defects: bool = False) -> ops.WriteResult:
+        """LIDs LID..LID+2^LMC-1 out of PORT on SWITCH's RFT (255 removes them); what that
+        would break: PlanDefects unless ``allow_defects`` (`edit_check`)."""
         lid, port, lmc = _number(lid, "lid"), _number(port, "port"), _number(lmc, "lmc")
         ops.check_rft_args(lid, port, lmc)
         return ops.rft_set(self._open(), self.target(switch), lid, port, lmc=lmc, dry_run=dry_run, force=force,
-                           state_dir=self.state_dir)
+                           state_dir=self.state_dir, check=self.edit_check(allow_defects))
 
     # -- port counters (Performance Management: a transport opened with PERF_CLIENT) ----
     def counters(self, target: TargetArg | None = None, *, port: int | None = None, extended: bool = False,

@@ -36,7 +36,7 @@ COMMANDS = {
     "partitions": ("partitions_cmd", "partitions"),
     "sa": ("sa_cmd", "sa"),
     "counters": ("perf_cmd", "counters"), "health": ("perf_cmd", "health"),
-    "paths": ("paths_cmd", "paths"),
+    "paths": ("paths_cmd", "paths"), "trace": ("trace_cmd", "trace"),
     "snapshot": ("snapshot_cmd", "snapshot"), "diff": ("diff_cmd", "diff"),
     "whatif": ("whatif_cmd", "whatif"), "drain": ("drain_cmd", "drain"),
 }

@@ -16,7 +16,7 @@ import click
 
 from mad.forwarding import LMC_MAX
 from smagent.commands.common import int_arg
-from smagent.commands.tables_cmd import FORCE_HELP
+from smagent.commands.tables_cmd import FORCE_HELP, allow_defects_option, report_write
 
 
 @click.group("rft")
@@ -58,21 +58,12 @@ def rft_show(obj, switch, as_json):
               help="The entry covers 2^LMC LIDs from LID (LID must be aligned).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
+@allow_defects_option
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings, backup, "
+                   "plan_defects.")
 @click.pass_obj
-def rft_set(obj, switch, lid, port, lmc, dry_run, force, as_json):
+def rft_set(obj, switch, lid, port, lmc, dry_run, force, allow_defects, as_json):
     """Route LID (and its 2^LMC range) out of PORT on SWITCH; PORT 255 removes the route."""
-    r = obj.session().rft_set(switch, lid, port, lmc=lmc, dry_run=dry_run, force=force)
-    for n in r.notes:
-        click.echo(n, err=True)
-    transient = obj.transient_write(r.dry_run)
-    if as_json:
-        click.echo(json.dumps({"dry_run": r.dry_run, "plan": r.plan, "sets": r.sets_sent,
-                               "problems": r.problems, **transient}, indent=2))
-    else:
-        click.echo("\n".join(r.plan) if r.plan else "# nothing to change")
-    if r.problems:
-        for p in r.problems:
-            click.echo(f"error: {p}", err=True)
-        raise SystemExit(3)
+    r = obj.session().rft_set(switch, lid, port, lmc=lmc, dry_run=dry_run, force=force, allow_defects=allow_defects)
+    report_write(obj, r, as_json)

@@ -57,6 +57,9 @@ def print_summary(s: dict) -> None:
               if s.get("passes", 1) > 1 or s.get("discovery_passes", 1) > 1 else "")
     click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}{loss}"
                f"{passes}; {s['seconds']:.3f} s")
+    if s.get("hottest_link"):
+        from smagent.verify.balance import worst_line
+        click.echo(f"# {worst_line({'worst': s['hottest_link']})} (planned tables)")
     for n in s["notes"]:
         click.echo(f"# note: {n}")
     for u in s["unreachable"]:

@@ -16,6 +16,14 @@ blocks 0..top//64 and show it (docs/PITFALLS.md).
 Every writing command plans first (current state read from the switch, never assumed),
 validates everything before the first Set, and with ``--dry-run`` prints the plan and sends
 no Set. The GetResp of each Set is the read-back.
+
+`lft set`, `lft load`, `mft set` and `rft set` run the plan check a sweep runs
+(`smagent.api.Session.edit_check`: the fabric's tables read whole, as `verify` reads them,
+then the edit applied in memory): what the edit would break is refused, exit 4, before
+the first Set, unless --allow-defects; a dry run prints it as warnings and exits 1, as
+`sweep --dry-run` does; so does a write with --allow-defects that leaves defects. Where
+what was overwritten was saved is printed (`# tables overwritten were saved to FILE`;
+JSON ``backup``).
 """
 from __future__ import annotations
 
@@ -26,18 +34,34 @@ import click
 
 from mad import forwarding as fw
 from smagent.commands.common import check_output, emit_json, finish_write, int_arg, write_output
-from smagent.errors import EXIT_FABRIC
+from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC
 from smagent.model import lftdump as text
 
 FORCE_HELP = "Write even if another SM is MASTER (it will overwrite the change on its next re-route)."
+ALLOW_DEFECTS_HELP = ("Write even if the edit would break the fabric: a LID sent into a port with no ACTIVE link, a "
+                      "loop, a switch's own LID off port 0, pairs delivered today and not after, a credit loop, a "
+                      "multicast tree damaged (checked before the first Set on the tables read whole, as `verify` "
+                      "checks them; exit 4 without this flag).")
+
+
+def allow_defects_option(fn):
+    return click.option("--allow-defects", is_flag=True, help=ALLOW_DEFECTS_HELP)(fn)
 
 
 def report_write(obj, r, as_json: bool) -> None:
-    """The end of a table-writing command: the plan, what was sent, problems (exit 3)."""
+    """The end of a table-writing command: the plan, what was sent, where the backup went,
+    the defects the edit leaves (exit 1: a dry run, or written with --allow-defects),
+    problems (exit 3)."""
     for u in r.unreachable:
         click.echo(f"warning: unreachable: {u}", err=True)
-    finish_write(as_json, r.dry_run, r.plan, r.changes, r.planned, r.problems, r.notes,
-                 obj.transient_write(r.dry_run))
+    for line in r.plan_defect_lines():
+        click.echo(f"warning: planned tables: {line}", err=True)
+    extra = {"backup": r.backup_file, "plan_defects": r.plan_defects, **obj.transient_write(r.dry_run)}
+    if r.backup_file and not as_json:
+        click.echo(f"# tables overwritten were saved to {r.backup_file} (smagent lft restore FILE)")
+    finish_write(as_json, r.dry_run, r.plan, r.changes, r.planned, r.problems, r.notes, extra)
+    if r.plan_defects:
+        sys.exit(EXIT_DEFECTS)
 
 
 def _switch_json(f, target) -> dict:
@@ -136,15 +160,16 @@ def lft_dump(obj, dump_all, output, as_json):
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
+@allow_defects_option
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings, backup, plan_defects.")
 @click.pass_obj
-def lft_load(obj, file, dry_run, force, as_json):
+def lft_load(obj, file, dry_run, force, allow_defects, as_json):
     """Load a dump (lft dump, dump_lfts, ibroute) and write only the blocks that differ.
 
     Each section is its switch's whole table, as OpenSM's file routing engine reads it:
     LIDs it does not list forward nowhere (255). Switches are matched by GUID."""
-    report_write(obj, obj.session().lft_load(file, dry_run=dry_run, force=force), as_json)
+    report_write(obj, obj.session().lft_load(file, dry_run=dry_run, force=force, allow_defects=allow_defects), as_json)
 
 
 @lft.command("set")
@@ -153,12 +178,14 @@ def lft_load(obj, file, dry_run, force, as_json):
 @click.argument("port", callback=int_arg)
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
+@allow_defects_option
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings, backup, plan_defects.")
 @click.pass_obj
-def lft_set(obj, switch, lid, port, dry_run, force, as_json):
+def lft_set(obj, switch, lid, port, dry_run, force, allow_defects, as_json):
     """Route LID out of PORT on SWITCH (PORT 255: no route). Raises LinearFDBTop if needed."""
-    report_write(obj, obj.session().lft_set(switch, lid, port, dry_run=dry_run, force=force), as_json)
+    report_write(obj, obj.session().lft_set(switch, lid, port, dry_run=dry_run, force=force,
+                                          allow_defects=allow_defects), as_json)
 
 
 @click.group()
@@ -192,9 +219,11 @@ def mft_show(obj, switch, as_json):
 @click.argument("ports", nargs=-1, callback=int_arg)
 @click.option("--dry-run", is_flag=True, help="Print the plan; send no Set.")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
+@allow_defects_option
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings.")
+              help="One JSON document: dry_run, plan, changes, sets sent, planned, problems, warnings, backup, plan_defects.")
 @click.pass_obj
-def mft_set(obj, switch, mlid, ports, dry_run, force, as_json):
+def mft_set(obj, switch, mlid, ports, dry_run, force, allow_defects, as_json):
     """Make PORTS the whole port set of MLID on SWITCH (no PORTS: remove the MLID)."""
-    report_write(obj, obj.session().mft_set(switch, mlid, ports, dry_run=dry_run, force=force), as_json)
+    report_write(obj, obj.session().mft_set(switch, mlid, ports, dry_run=dry_run, force=force,
+                                          allow_defects=allow_defects), as_json)

@@ -21,8 +21,8 @@ from smagent.errors import EXIT_DEFECTS, EXIT_OK
 
 ORDER = ("unreached", "unreachable", "dead_end", "loop", "misdelivered", "cdg_cycle", "inactive_port", "no_lid",
          "duplicate_lid", "rft_overlap", "mcast", "link_mtu_mismatch", "link_vl_mismatch", "sl_unmapped",
-         "no_default_partition", "partition_leak", "partition_blocked", "partition_enforcement_off", "degraded_link",
-         "link_below_capability")
+         "no_default_partition", "partition_leak", "partition_blocked", "partition_enforcement_off", "imbalance",
+         "degraded_link", "link_below_capability")
 TITLES = {
     "unreached": "parts of the fabric that did not answer (verified around)",
     "unreachable": "(source, LID) pairs not delivered",
@@ -42,6 +42,7 @@ TITLES = {
     "partition_leak": "pairs the P_Key tables let talk without a shared partition (or only limited-limited)",
     "partition_blocked": "pairs the partitions allow but the P_Key tables block",
     "partition_enforcement_off": "switch ports facing a host that do not enforce partitions (with partitions)",
+    "imbalance": "a switch-to-switch link loaded above --max-imbalance times its ideal",
     "degraded_link": "links running below the width or speed both ends support",
     "link_below_capability": "links whose MTU or VLs are below what both ends support",
 }
@@ -66,8 +67,11 @@ TITLES = {
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where a dfsssp sweep left path_sls, read when --path-sls is not given (default: "
                    "the state directory, on a live fabric).")
+@click.option("--max-imbalance", type=click.FloatRange(min=0, min_open=True), default=None, metavar="RATIO",
+              help="A defect (exit 1) when a switch-to-switch link carries more than RATIO times the ideal load "
+                   "of its tree level (routes spread perfectly); the hottest link and its ratio are printed always.")
 @click.pass_obj
-def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_policy_file, state_dir):
+def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_policy_file, state_dir, max_imbalance):
     """Trace every CA port and switch to every LID through the tables the switches hold:
     unreachable pairs, dead ends, loops, deadlock-prone channel dependency cycles and
     multicast delivery; links (MTU and VLs agree on both ends, every SL maps to a VL the
@@ -77,7 +81,8 @@ def verify(obj, as_json, no_mcast, examples, partitions_file, path_sls, qos_poli
     `unreached`) and the rest is verified. Exit 0 clean, 1 defects found, 3 fabric failure."""
     with progress_of(obj, "verify", as_json):
         report = obj.session().verify(mcast=not no_mcast, examples=examples, partitions=partitions_file,
-                                      path_sls=path_sls, qos_policy=qos_policy_file, state_dir=state_dir)
+                                      path_sls=path_sls, qos_policy=qos_policy_file, state_dir=state_dir,
+                                      max_imbalance=max_imbalance)
     if as_json:
         from smagent.verify.balance import ROWS
         emit_json(report.as_json(), rows=ROWS)
@@ -136,6 +141,10 @@ def render_balance(b: dict) -> list[str]:
     for lv in b["levels"]:
         out.append(f"#   {lv['name']}: {lv['links']} links, {lv['routes']:,} routes, max {lv['max']}, "
                    f"ideal {lv['ideal']}")
+    from smagent.verify.balance import worst_line
+    worst = worst_line(b)
+    if worst:
+        out.append(f"# {worst}")
     if b["hottest"]:
         out.append("#   hottest: " + "; ".join(f"{h['link']} {h['routes']}" for h in b["hottest"][:5]))
     return out

@@ -4,10 +4,17 @@ planned from what the switches hold, refused while another SM is MASTER (unless
 ``force``), and written through the one apply path (`smagent.fdb.apply`).
 
 `smagent.api.Session` exposes these as methods; the click commands format their results.
+
+Every write but a restore takes ``check``: a callable (plan, dry_run, rft_tables) -> a
+result with ``defects``, given by the caller (`smagent.api.Session` passes the plan check
+of `smagent.sweep.plancheck`, which this layer may not import). It runs once the plan is
+known, before the first Set, and refuses by raising; a restore puts back what a backup
+holds and is not checked (an undo must not be blocked by the state it undoes).
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Callable
 
 from mad import forwarding as fw
 from smagent.config import files as paths
@@ -110,6 +117,15 @@ class WriteResult:
     notes: list[str] = dataclasses.field(default_factory=list)
     backup_file: str | None = None
     unreachable: list[str] = dataclasses.field(default_factory=list)  # what discovery could not reach
+    plan_check: Any = None  # the ``check``'s result (`smagent.sweep.plancheck.PlanCheck`); None: not checked
+
+    @property
+    def plan_defects(self) -> dict:
+        """What the check found the edit would break: class -> {"count", "examples"} (empty: nothing)."""
+        return dict(self.plan_check.defects) if self.plan_check is not None else {}
+
+    def plan_defect_lines(self) -> list[str]:
+        return self.plan_check.lines() if self.plan_check is not None and self.plan_check.defects else []
 
     @property
     def sets_sent(self) -> dict[str, int]:
@@ -148,9 +164,14 @@ def _plan_switches(plan: fdbapply.Plan) -> set[int]:
     return {c.switch for c in plan.tops + plan.lft + plan.rft + plan.mft + plan.links}
 
 
+Check = Callable[[fdbapply.Plan, bool, dict], Any]  # see the module docstring
+
+
 def _write(transport, plan: fdbapply.Plan, *, dry_run, state_dir, topology, notes, planned,
-           changes=None) -> WriteResult:
-    res = WriteResult(dry_run, plan.lines(), plan.to_json() if changes is None else changes, planned, notes=notes)
+           changes=None, check: Check | None = None, rft_tables=None) -> WriteResult:
+    pc = check(plan, dry_run, rft_tables or {}) if check is not None and plan else None
+    res = WriteResult(dry_run, plan.lines(), plan.to_json() if changes is None else changes, planned, notes=notes,
+                      plan_check=pc)
     if not dry_run and plan:
         a = fdbapply.apply(transport, plan, state_dir=state_dir, topology=topology)
         res.problems, res.backup_file = a.problems, a.backup_file
@@ -179,7 +200,7 @@ def check_lft_args(lid: int, port: int) -> None:
 
 
 def lft_set(transport, target: Target, lid: int, port: int, *, dry_run=False, force=False,
-            state_dir=None) -> WriteResult:
+            state_dir=None, check: Check | None = None) -> WriteResult:
     """LID -> PORT on one switch (255: no route); LinearFDBTop raised when needed."""
     check_lft_args(lid, port)
     transport.check_writable(dry_run)
@@ -191,7 +212,7 @@ def lft_set(transport, target: Target, lid: int, port: int, *, dry_run=False, fo
     plan = fdbapply.Plan(tops=tops, lft=changes)
     notes = _check_one_switch(transport, sr, force=force, dry_run=dry_run) if plan else []
     return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=None, notes=notes,
-                  planned={"switchinfo": len(tops), "lft_blocks": len(changes)})
+                  planned={"switchinfo": len(tops), "lft_blocks": len(changes)}, check=check)
 
 
 def parse_dump(path_or_text: str, what: str = "dump") -> tuple[str, str]:
@@ -211,7 +232,7 @@ def _parse(body: str, source: str):
 
 
 def lft_load(transport, path_or_text: str, *, dry_run=False, force=False, state_dir=None,
-             discover=None) -> WriteResult:
+             discover=None, check: Check | None = None) -> WriteResult:
     """Load a dump (each section a switch's whole table); write only blocks that differ."""
     body, source = parse_dump(path_or_text)
     transport.check_writable(dry_run)
@@ -223,7 +244,7 @@ def lft_load(transport, path_or_text: str, *, dry_run=False, force=False, state_
     plan = fdbapply.Plan(tops=tops, lft=changes)
     notes = _check_topology(transport, topo, _plan_switches(plan), force=force, dry_run=dry_run) if plan else []
     res = _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=topo, notes=notes,
-                 planned={"switchinfo": len(tops), "lft_blocks": len(changes)})
+                 planned={"switchinfo": len(tops), "lft_blocks": len(changes)}, check=check)
     res.unreachable = list(topo.unreachable)
     return res
 
@@ -281,7 +302,7 @@ def check_mft_args(mlid: int, ports) -> list[int]:
 
 
 def mft_set(transport, target: Target, mlid: int, ports, *, dry_run=False, force=False,
-            state_dir=None) -> WriteResult:
+            state_dir=None, check: Check | None = None) -> WriteResult:
     """Make PORTS the whole port set of MLID on one switch (no ports: remove the MLID)."""
     ports = check_mft_args(mlid, ports)
     transport.check_writable(dry_run)
@@ -296,7 +317,7 @@ def mft_set(transport, target: Target, mlid: int, ports, *, dry_run=False, force
     notes = _check_one_switch(transport, sr, force=force, dry_run=dry_run) if plan.lines() else []
     return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=None, notes=notes,
                   planned={"switchinfo": len(plan.tops), "mft_blocks": len(plan.mft)},
-                  changes=mfttab.mft_changes_json(plan.mft, mlid))
+                  changes=mfttab.mft_changes_json(plan.mft, mlid), check=check)
 
 
 # -- RFT --------------------------------------------------------------------------------------
@@ -317,7 +338,7 @@ def rft_show(transport, target: Target) -> RftTable:
 
 
 def rft_set(transport, target: Target, lid: int, port: int, *, lmc=0, dry_run=False, force=False,
-            state_dir=None) -> WriteResult:
+            state_dir=None, check: Check | None = None) -> WriteResult:
     """LID..LID+2^LMC-1 out of PORT on one switch's RFT (255: remove them)."""
     check_rft_args(lid, port, lmc)
     transport.check_writable(dry_run)
@@ -331,7 +352,8 @@ def rft_set(transport, target: Target, lid: int, port: int, *, lmc=0, dry_run=Fa
     plan = fdbapply.Plan(rft=changes)
     notes = _check_one_switch(transport, sr, force=force, dry_run=dry_run) if plan else []
     return _write(transport, plan, dry_run=dry_run, state_dir=state_dir, topology=None, notes=notes,
-                  planned={"rft_blocks": len(changes)})
+                  planned={"rft_blocks": len(changes)}, check=check,
+                  rft_tables={f.guid: table[:f.switch_info.random_fdb_cap]})
 
 
 def check_rft_args(lid: int, port: int, lmc: int) -> None:

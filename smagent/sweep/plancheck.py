@@ -35,6 +35,19 @@ of 648 hosts: 648 floods); `verify` checks them on the live tables.
 
 The check is pure and in memory: O(switches x LIDs), like `verify.check` (648 hosts,
 54 switches: about half a second of CPU, see the README).
+
+Manual edits (`lft set`, `lft load`, `mft set`, `rft set`: issue 39 item 3) go through
+`check_edit`: the same classes, on the tables `verify.collect` read just before (the
+caller's I/O: `smagent.api.Session`) and those tables with the edit's Sets applied. The
+fabric's tables are read whole for that (as `verify` reads them: every switch's LFT up to
+LinearFDBTop, the MFTs for `mft set`), so even a one-entry edit costs a `verify`'s reads
+and check: on the 648-host tree 5,300 SMPs and 0.23 s of CPU against 7 SMPs without it
+(`bench/plan_check.py`, the simulator; on hardware the reads dominate, as for `verify`). Only what the edit adds is refused: a black hole, an own LID off port 0 or a
+credit loop that the tables already had is `verify`'s to report, not the edit's. For
+`mft set`, the groups it changes are flooded before and after (`mcast`: a member missed
+or reached twice, a tree cycle, a branch into a port without an ACTIVE link; on a fresh
+fabric, where no port is ACTIVE yet, only a branch into a port with no cable; so too
+for `black_hole`: an entry into a cabled port that is not ACTIVE yet is not one there).
 """
 from __future__ import annotations
 
@@ -60,6 +73,7 @@ class PlanCheck:
     texts: dict
     report: verify.Report
     seconds: float
+    worst: dict | None = None  # the planned tables' most overloaded link (`verify.balance`'s ``worst``)
 
     def notes(self) -> list[str]:
         """What the planned tables have that is reported, not refused: nothing today (a
@@ -79,6 +93,8 @@ class PlanCheck:
             elif cls == "cdg_cycle":
                 out.append(f"{cls}: the planned routes have a credit loop (a channel dependency cycle on one VL): "
                            f"deadlock risk; route with dfsssp or updn")
+            elif cls == "mcast":
+                out.append(f"{cls}: {d['count']} multicast problem{'s' if d['count'] != 1 else ''} the change adds")
             elif cls == "own_lid_not_port0":
                 out.append(f"{cls}: {d['count']} switch LID{'s' if d['count'] != 1 else ''} would not point at port 0")
             else:
@@ -96,7 +112,96 @@ def check(r, examples: int = verify.EXAMPLES) -> PlanCheck:
     report = verify.check(new, examples, keep_outcomes=True)
     defects, texts = _broken(cur, new, report, examples)
     _absolute(new, report, examples, defects, texts)
+    from smagent.verify import balance
+    worst = balance.compute(new, hottest=0)["worst"]
+    return PlanCheck(defects, texts, report, time.monotonic() - t0, worst)
+
+
+def check_edit(cur: verify.Snapshot, plan, rft_tables: dict | None = None,
+               examples: int = verify.EXAMPLES) -> PlanCheck:
+    """Check a table command's `smagent.fdb.plan.Plan` (LinearFDBTop raises, LFT blocks,
+    RFT blocks, MFT units) against ``cur``, the fabric's tables as `verify.collect` read
+    them (with ``mcast`` for MFT edits). ``rft_tables``: {GUID: the switch's whole packed
+    RFT} of the switches whose RFT the plan writes (the snapshot keeps valid entries only)."""
+    t0 = time.monotonic()
+    cur = dataclasses.replace(cur, port_info={})  # routes only, as `_snapshot`
+    new = planned_snapshot(cur, plan, rft_tables or {})
+    routes_cur, routes_new = (dataclasses.replace(s, mcast_read=False) for s in (cur, new))
+    report = verify.check(routes_new, examples, keep_outcomes=True)
+    defects, texts = _broken(routes_cur, routes_new, report, examples)
+    _new_absolute(routes_cur, routes_new, report, examples, defects, texts)
+    mlids = {m for c in plan.mft for m, _old, _new in c.changed_mlids()}
+    if mlids and cur.mcast_read:
+        before = verify.group_defects(cur, mlids)[0]
+        added = [(e, t) for e, t in zip(*verify.group_defects(new, mlids)) if e not in before]
+        if not _has_lids(cur):  # a fresh fabric has nothing to lose: only a branch into no cable counts
+            added = [(e, t) for e, t in added if e.get("state") == "not_linked"]
+        if added:
+            defects["mcast"] = {"count": len(added), "examples": [e for e, _t in added[:examples]]}
+            texts["mcast"] = [t for _e, t in added[:examples]]
     return PlanCheck(defects, texts, report, time.monotonic() - t0)
+
+
+def _has_lids(snap: verify.Snapshot) -> bool:
+    return any(s.lid for s in snap.switches.values()) or any(c.lid for c in snap.ca_ports.values())
+
+
+def _new_absolute(cur: verify.Snapshot, new: verify.Snapshot, report: verify.Report, examples: int,
+                  defects: dict, texts: dict) -> None:
+    """The ABSOLUTE classes the edit adds to what ``cur`` already has."""
+    had = {(h["switch"], h["lid"], h["port"]) for h in verify.black_hole_entries(cur)}
+    holes = [h for h in verify.black_hole_entries(new) if (h["switch"], h["lid"], h["port"]) not in had]
+    if not _has_lids(cur):  # a fresh fabric: its links come ACTIVE with the sweep; no cable stays a hole
+        holes = [h for h in holes if h["cause"] != "port_not_active"]
+    if holes:
+        defects["black_hole"] = {"count": len(holes), "examples": holes[:examples]}
+        texts["black_hole"] = [f"{h['switch']} LID {h['lid']} -> port {h['port']}: {verify.CAUSES[h['cause']]}"
+                               for h in holes[:examples]]
+    own = []
+    for g, s in new.switches.items():
+        c = cur.switches[g]
+        if s.cap and s.read and (s.lft, s.top) != (c.lft, c.top):
+            own += [(s.name, lid, e) for lid in s.lid_range() for e in [verify.own_lid_entry(s, lid)]
+                    if e != 0 and verify.own_lid_entry(c, lid) == 0]
+    if own:
+        defects["own_lid_not_port0"] = {"count": len(own), "examples": [
+            {"switch": n, "lid": lid, "port": e} for n, lid, e in own[:examples]]}
+        texts["own_lid_not_port0"] = [f"{n} LID {lid} (its own): "
+                                      f"{'above LinearFDBTop' if e is None else f'its LFT entry would be port {e}'}, "
+                                      f"not port 0 (LID-routed SMPs for it go astray)" for n, lid, e in own[:examples]]
+    if "cdg_cycle" in report.defects and "cdg_cycle" not in verify.check(cur, examples).defects:
+        defects["cdg_cycle"], texts["cdg_cycle"] = report.defects["cdg_cycle"], report.texts["cdg_cycle"]
+
+
+def planned_snapshot(cur: verify.Snapshot, plan, rft_tables: dict) -> verify.Snapshot:
+    """``cur`` with the plan's Sets applied to its switches (blocks above the old
+    LinearFDBTop that the plan does not write hold 255, as `verify.collect` assumes)."""
+    switches = dict(cur.switches)
+    tops = {c.switch: c.new for c in plan.tops}
+    edited = set(tops) | {c.switch for c in plan.lft + plan.rft + plan.mft}
+    for g in edited & set(switches):
+        s = switches[g]
+        top = tops[g].linear_fdb_top if g in tops else s.top
+        lft = bytearray(s.lft)
+        if s.cap:
+            lft += bytes([fw.LFT_NO_PORT]) * max(0, (top // fw.LFT_BLOCK_SIZE + 1) * fw.LFT_BLOCK_SIZE - len(lft))
+        for c in plan.lft:
+            if c.switch == g:
+                lft[c.block * fw.LFT_BLOCK_SIZE:(c.block + 1) * fw.LFT_BLOCK_SIZE] = c.new
+        mft = dict(s.mft)
+        for c in plan.mft:
+            if c.switch == g:
+                for mlid, _old, ports in c.changed_mlids():
+                    keep = {p for p in mft.get(mlid, ()) if p // 16 != c.position}
+                    mft[mlid] = frozenset(keep | {p for p in ports if p <= s.num_ports})
+        rft_ = s.rft
+        if g in rft_tables:
+            packed = list(rft_tables[g])
+            for c in sorted((c for c in plan.rft if c.switch == g), key=lambda c: c.phase):
+                packed[c.block * fw.RFT_BLOCK_SIZE:(c.block + 1) * fw.RFT_BLOCK_SIZE] = c.new
+            rft_ = verify.rft_entries(packed, len(packed))
+        switches[g] = dataclasses.replace(s, lft=bytes(lft), top=top, mft=mft, rft=rft_)
+    return dataclasses.replace(cur, switches=switches)
 
 
 def _absolute(new: verify.Snapshot, report: verify.Report, examples: int, defects: dict, texts: dict) -> None:

@@ -225,6 +225,9 @@ class SweepResult:
             # only when something was kept, so the summary of a fabric without foreign MLIDs is unchanged
             **({"multicast_kept": self.multicast_kept} if self.multicast_kept else {}),
             **({"plan_defects": self.plan_defects} if self.plan_defects else {}),
+            # the planned tables' most overloaded link against its ideal (`verify.balance`)
+            **({"hottest_link": self.plan_check.worst} if self.plan_check is not None and self.plan_check.worst
+               else {}),
             "rft": [{"switch": p.name, "entries": len(p.entries),
                      "default_port": p.default_port, "lids_to_default_port": p.omitted} for p in self.rft_plans],
             "phases": self.phases, "smps_sent": self.stats.get("sent", 0),

@@ -61,6 +61,9 @@ example a dict of fields, `Report.texts` the same examples as readable lines):
                    LID-routed SMPs elsewhere (docs/PITFALLS.md, "Own-LID entries")
 ``rft_overlap``    valid RFT entries that match the same DLID and name different ports
                    (which wins is not specified; the check follows the first)
+``imbalance``      only with ``max_imbalance``: the switch-to-switch link loaded most
+                   above the ideal of its level group (`verify.balance`), when that ratio
+                   exceeds the limit (updn on a damaged tree: 7.7 times)
 ``mcast``          multicast groups (MLIDs with a port set on any switch): every member
                    (a CA port or switch port 0 the MFT entries point at) sending must
                    reach every other member exactly once: members missed, members
@@ -110,7 +113,7 @@ from smagent.transport.base import Transport
 from smagent.verify.cdg import _check_cdg, find_cycle, vl_deps
 from smagent.verify.collect import collect, mft_groups, rft_entries, snapshot_of
 from smagent.verify.linkconf import _check_links, data_hops
-from smagent.verify.mft import _check_mcast
+from smagent.verify.mft import _check_mcast, group_defects
 from smagent.verify.isolation import _check_partition_rules
 from smagent.verify.model import (CAUSES, EXAMPLES, WARNINGS, CaPortState, Report, Snapshot, SwitchState, _Defects,
                                   _Net, snapshot_from_routes)
@@ -119,7 +122,7 @@ from smagent.verify.unicast import (PlaceOutcomes, _check_lids_and_sources, _che
                                     _place_sources, outcomes, own_lid_entry, place_outcomes)
 
 __all__ = ["CAUSES", "EXAMPLES", "WARNINGS", "CaPortState", "PlaceOutcomes", "Report", "Snapshot", "SwitchState",
-           "black_hole_entries", "check", "collect", "data_hops", "find_cycle", "mft_groups", "outcomes",
+           "black_hole_entries", "check", "collect", "data_hops", "find_cycle", "group_defects", "mft_groups", "outcomes",
            "own_lid_entry", "place_outcomes", "rft_entries", "snapshot_from_routes", "snapshot_of", "verify", "vl_deps"]
 
 
@@ -159,13 +162,15 @@ def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = Fal
 
 
 def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES, balance: bool = True,
-           partitions=None, path_sl: dict | None = None, qos_policy=None) -> Report:
+           partitions=None, path_sl: dict | None = None, qos_policy=None, max_imbalance: float | None = None) -> Report:
     """Read the tables (`collect`), check them (`check`) and, with ``balance``, add the
     link-load figures of `smagent.verify.balance`. ``partitions``: a
     `smagent.config.partitions.PartitionConfig` to check the P_Key tables against. ``path_sl``:
     the SL of each path (`Snapshot.path_sl`, e.g. a sweep's `SweepResult.path_sls`);
     None: SL 0. ``qos_policy`` (a `smagent.config.qospolicy.QosPolicy`): its SLs by target port
-    (and its default, without ``path_sl``) over those (`smagent.planning.qoslayers.rows`)."""
+    (and its default, without ``path_sl``) over those (`smagent.planning.qoslayers.rows`).
+    ``max_imbalance``: a link carrying more than this many times the ideal of its group
+    (`balance`'s ``worst``) is the defect ``imbalance`` (needs ``balance``)."""
     snap = collect(transport, mcast=mcast, partitions=partitions, qos_policy=qos_policy)
     snap.path_sl = path_sl
     if qos_policy is not None:
@@ -175,4 +180,8 @@ def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES
     if balance:
         from smagent.verify import balance as balancemod
         report.balance = balancemod.compute(snap)
+        bad = balancemod.imbalance_defect(report.balance, max_imbalance) if max_imbalance is not None else None
+        if bad is not None:
+            report.defects["imbalance"] = {"count": 1, "examples": [bad[0]]}
+            report.texts["imbalance"] = [bad[1]]
     return report

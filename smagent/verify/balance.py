@@ -12,7 +12,9 @@ tree_levels`: leaves level 1, every link between adjacent levels), the same per 
 links between two levels, one direction ("1->2" up, "2->1" down), with the *ideal*: the
 routes that group carries divided by its links, the load every link would have if they
 were spread perfectly (shortest up*/down* routes cross the same levels whatever the
-engine, so the total per group is fixed). Also the hottest links by name, per group a
+engine, so the total per group is fixed). ``worst``: the link loaded most above the ideal
+of its group, with that ratio (`verify --max-imbalance` makes a ratio above a limit a
+defect; the sweep names it). Also the hottest links by name, per group a
 histogram (load -> links), and, so that a saved `verify --json` draws the whole fabric
 (`smagent report --from-json`), every switch (``switches``: GUID, name, CA ports cabled to
 it) and every directed switch-to-switch link (``link_loads``: from GUID, port, to GUID,
@@ -183,10 +185,45 @@ def _figures(guids, names, hosts, links, per, pairs, hottest) -> dict:
                     "level": f"{level[i]}->{level[j]}" if level else None})
     out["hottest"] = hot
     ideal_of = {n: lv["ideal"] for lv, (_k, members) in zip(out["levels"], _sorted_groups(groups)) for n in members}
+    out["worst"] = _worst(links, names, per, ideal_of, level)
     out["switches"] = [[_hex(g), names[i], hosts[i]] for i, g in enumerate(guids)]
     out["link_loads"] = [[_hex(guids[i]), p, _hex(guids[j]), q, int(per[n]), ideal_of[n]]
                          for n, (i, p, j, q) in enumerate(links)]
     return out
+
+
+def _worst(links, names, per, ideal_of: dict, level) -> dict | None:
+    """The link loaded most above the ideal of its group: its name, routes, that ideal and
+    the ratio (what `verify --max-imbalance` and the sweep summary name); None: no link
+    carries a route."""
+    best = None
+    for n, (i, p, j, q) in enumerate(links):
+        ideal = ideal_of[n]
+        if ideal > 0 and (best is None or per[n] / ideal > best[0]):
+            best = (per[n] / ideal, n)
+    if best is None:
+        return None
+    ratio, n = best
+    i, p, j, q = links[n]
+    return {"link": f"{names[i]}[{p}] -> {names[j]}[{q}]", "routes": int(per[n]), "ideal": ideal_of[n],
+            "ratio": round(float(ratio), 2), "level": f"{level[i]}->{level[j]}" if level else None}
+
+
+def worst_line(b: dict) -> str | None:
+    """The hottest link against its ideal, as one line (None: no routes)."""
+    w = b.get("worst")
+    if not w:
+        return None
+    return f"hottest link {w['link']}: {w['routes']} routes, {w['ratio']:.2f} times its ideal {w['ideal']:g}"
+
+
+def imbalance_defect(b: dict, limit: float) -> tuple[dict, str] | None:
+    """``verify --max-imbalance LIMIT``: the worst link as a defect example and its text
+    when its ratio is above LIMIT, else None."""
+    w = b.get("worst")
+    if not w or w["ratio"] <= limit:
+        return None
+    return {**w, "limit": limit}, f"{worst_line(b)}, above --max-imbalance {limit:g}"
 
 
 def _hex(guid: int) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from smagent.verify.model import Snapshot, _Defects, _Net
 
 
-def _check_mcast(net: _Net, D: _Defects) -> int:
+def _check_mcast(net: _Net, D: _Defects, only=None) -> int:
+    """Every group (``only``: those MLIDs) flooded from each member; the count of groups."""
     snap = net.snap
-    mlids = sorted({m for s in snap.switches.values() for m, ports in s.mft.items() if ports})
+    mlids = sorted({m for s in snap.switches.values() for m, ports in s.mft.items() if ports
+                    and (only is None or m in only)})
     for mlid in mlids:
         members = _mcast_members(snap, mlid)
         reported: set = set()
@@ -20,6 +22,14 @@ def _check_mcast(net: _Net, D: _Defects) -> int:
                     D.add("mcast", {"mlid": mlid, "problem": "copies", "member": a, "sender": b, "copies": n},
                           f"MLID 0x{mlid:04x}: {a} receives {n} copies of what {b} sends")
     return len(mlids)
+
+
+def group_defects(snap: Snapshot, mlids) -> tuple[list[dict], list[str]]:
+    """The multicast defects of the groups ``mlids`` only, every one (not a few examples):
+    what the plan check of `mft set` compares before and after (`smagent.sweep.plancheck`)."""
+    D = _Defects(1 << 30)
+    _check_mcast(_Net.of(snap), D, set(mlids))
+    return D.d.get("mcast", {}).get("examples", []), D.texts.get("mcast", [])
 
 
 def _mcast_members(snap: Snapshot, mlid: int) -> list:

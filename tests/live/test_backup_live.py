@@ -100,8 +100,8 @@ def test_backup_restore_round_trip(ibsim, tmp_path, _):
     before = sim.smagent("lft", "dump").stdout
     # damage: point two LIDs elsewhere on one switch
     sw_lid = re.search(r"DR path slid 0; dlid 0; (\S+) guid", text).group(1)
-    sim.smagent("lft", "set", sw_lid, "1", "4")
-    sim.smagent("lft", "set", sw_lid, "2", "255")
+    for lid, port in (("1", "4"), ("2", "255")):  # damage on purpose: written with --allow-defects, exit 1
+        assert sim.smagent("lft", "set", sw_lid, lid, port, "--allow-defects", check=False).returncode == 1
     assert sim.smagent("lft", "dump").stdout != before
     dry = json.loads(sim.smagent("lft", "restore", str(out), "--dry-run", "--json").stdout)
     assert dry["dry_run"] and dry["planned"]["lft_blocks"] == 1 and dry["sets"]["lft_blocks"] == 0

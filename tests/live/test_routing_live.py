@@ -58,7 +58,8 @@ def test_fat_tree_updn_minhop_verify_and_corruption(tmp_path):
         sw = re.search(r'"L0" base port 0 lid (\d+)', sim.run(["ibswitches"]).stdout).group(1)
         disc = netfile.loads(sim.run(["ibnetdiscover"]).stdout, "ibnetdiscover")
         victim = next(n for n in disc.cas() if n.description == "H31").lid(1)
-        sim.smagent("lft", "set", sw, str(victim), "255")
+        cut = sim.smagent("lft", "set", sw, str(victim), "255", "--allow-defects", check=False)
+        assert cut.returncode == 1 and "unreachable" in cut.stderr, cut.stderr  # the edit's check saw it too
         r = sim.smagent("verify", check=False)
         assert r.returncode == 1, r.stdout + r.stderr
         # every source entering at L0 (its 4 hosts and L0 itself) loses LID victim

@@ -3,6 +3,7 @@
 nothing, and our `show` output equals ibroute's."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -51,13 +52,17 @@ def test_lft_set_shows_in_ibroute(two_switch):
     sim = two_switch
     before = routes(ibroute(sim))
     new_port = 2 if before[5] != 2 else 1
-    dry = sim.smagent("lft", "set", SW1, "5", str(new_port), "--dry-run")
+    dry = sim.smagent("lft", "set", SW1, "5", str(new_port), "--dry-run", check=False)
+    assert dry.returncode == 1 and "misdelivered" in dry.stderr  # LID 5 sent to the wrong host
     assert dry.stdout.strip() == f"Switch1 LFT block 0: lid 5: {before[5]} -> {new_port}"
     assert routes(ibroute(sim)) == before
-    r = json.loads(sim.smagent("lft", "set", SW1, "5", str(new_port), "--json").stdout)
+    refused = sim.smagent("lft", "set", SW1, "5", str(new_port), "--json", check=False)
+    assert refused.returncode == 4 and "unreachable" in refused.json()["defects"], refused.stdout  # LID 5 astray
+    assert routes(ibroute(sim)) == before
+    r = json.loads(sim.smagent("lft", "set", SW1, "5", str(new_port), "--json", "--allow-defects", check=False).stdout)
     assert r["sets"] == {"switchinfo": 0, "lft_blocks": 1} and r["problems"] == []
     assert routes(ibroute(sim)) == {**before, 5: new_port}
-    again = json.loads(sim.smagent("lft", "set", SW1, "5", str(new_port), "--json").stdout)
+    again = json.loads(sim.smagent("lft", "set", SW1, "5", str(new_port), "--json", "--allow-defects").stdout)
     assert again["plan"] == [] and again["sets"] == {"switchinfo": 0, "lft_blocks": 0}
 
 
@@ -91,10 +96,11 @@ def test_dump_edit_load(two_switch, tmp_path):
     parts[sw1_idx] = re.sub(r"(?m)^0x0006 \d{3} ", f"0x0006 {new:03d} ", parts[sw1_idx])
     dump.write_text("".join(parts))
 
-    dry = sim.smagent("lft", "load", str(dump), "--dry-run")
+    dry = sim.smagent("lft", "load", str(dump), "--dry-run", check=False)
+    assert dry.returncode == 1 and "misdelivered" in dry.stderr  # LID 6 sent to the wrong host
     assert dry.stdout.splitlines() == [f"Switch1 LFT block 0: lid 6: {old} -> {new}"]
     assert routes(ibroute(sim)) == before, "a dry run sends no Set"
-    r = json.loads(sim.smagent("lft", "load", str(dump), "--json").stdout)
+    r = json.loads(sim.smagent("lft", "load", str(dump), "--json", "--allow-defects", check=False).stdout)
     assert r["sets"] == {"switchinfo": 0, "lft_blocks": 1} and r["problems"] == []
     assert routes(ibroute(sim)) == {**before, 6: new}
     again = json.loads(sim.smagent("lft", "load", str(dump), "--json").stdout)
@@ -152,21 +158,22 @@ def test_mft_set_36_ports(ibsim, tmp_path):
     sim = ibsim(net)
     sim.smagent("sweep")
     sw = "0,1"
-    dry = sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--dry-run")
+    dry = sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--dry-run", check=False)
     assert [l.split(":")[0] for l in dry.stdout.splitlines()] == [
         f"S36 MFT block 0 position {p}" for p in range(3)]
     assert "0xc005" not in sim.run(["ibroute", "-M", "-D", sw]).stdout
-    r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--json").stdout)
+    r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "17", "20", "35", "--json", "--allow-defects",
+                               check=False).stdout)
     assert r["sets"] == {"switchinfo": 0, "mft_blocks": 3} and r["problems"] == []
     assert matrix_ports(sim.run(["ibroute", "-M", "-D", sw]).stdout, 0xC005) == [1, 17, 20, 35]
-    sim.smagent("mft", "set", sw, "0xc03f", "0", "16", "36")  # block 1, position 2 edge ports
+    sim.smagent("mft", "set", sw, "0xc03f", "0", "16", "36", "--allow-defects", check=False)  # block 1, position 2 edge ports
     ours = sim.smagent("mft", "show", sw).stdout
     assert ours == sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout
     assert "0xc005      000200120008" in ours and "0xc03f      000100010010" in ours
     lid = int(re.search(r"^Lid:\.+(\d+)$", sim.run(["smpquery", "-D", "portinfo", sw, "0"]).stdout, re.M).group(1))
     assert sim.smagent("mft", "show", str(lid)).stdout == sim.run(["ibroute", "-M", "-n", str(lid)]).stdout
     # shrink to port 1: positions 1 and 2 are cleared, position 0 is unchanged (not written)
-    r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "--json").stdout)
+    r = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "--json", "--allow-defects", check=False).stdout)
     assert [c["position"] for c in r["changes"]] == [1, 2]
     assert matrix_ports(sim.run(["ibroute", "-M", "-D", sw]).stdout, 0xC005) == [1]
     again = json.loads(sim.smagent("mft", "set", sw, "0xc005", "1", "--json").stdout)
@@ -175,3 +182,21 @@ def test_mft_set_36_ports(ibsim, tmp_path):
     for bad in (["0xc400", "1"], ["0xbfff", "1"], ["0xc005", "37"]):
         assert sim.smagent("mft", "set", sw, *bad, check=False).returncode == 2
     assert sim.run(["ibroute", "-M", "-n", "-D", sw]).stdout == before
+
+
+def test_lft_set_into_a_port_without_a_cable_is_refused(two_switch):
+    """Issue 39 item 3 on ibsim: the edit's plan check refuses a black hole (Switch1's
+    port 4 has no cable), exit 4 and nothing sent; a dry run reports it (exit 1); with
+    --allow-defects it is written and the backup it made is named, and exists."""
+    sim = two_switch
+    before = routes(ibroute(sim))
+    r = sim.smagent("lft", "set", SW1, "5", "4", check=False)
+    assert r.returncode == 4 and "black_hole: Switch1 LID 5 -> port 4: the exit port has no link" in r.stderr, r.stderr
+    assert routes(ibroute(sim)) == before
+    dry = sim.smagent("lft", "set", SW1, "5", "4", "--dry-run", check=False)
+    assert dry.returncode == 1 and "warning: planned tables: black_hole" in dry.stderr
+    done = sim.smagent("lft", "set", SW1, "5", "4", "--allow-defects", "--json", check=False)
+    assert done.returncode == 1 and done.json()["plan_defects"]["black_hole"]["count"] == 1
+    assert routes(ibroute(sim)) == {**before, 5: 4}
+    backup = done.json()["backup"]
+    assert backup and Path(backup).is_file() and Path(backup).is_relative_to(sim.env["SMAGENT_STATE_DIR"])

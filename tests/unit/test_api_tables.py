@@ -11,7 +11,7 @@ from fabrics import chassis_fabric
 from mad import forwarding as fw
 from mad.attributes import SMState
 from smagent import api
-from smagent.sweep import desired
+from smagent.sweep import PlanDefects, desired
 from smagent.errors import SafetyRefusal, SmagentError
 from smagent.transport.sim import SimTransport
 
@@ -41,7 +41,10 @@ def test_lft_show_set_and_bulk_read(swept):
     assert plan.plan == [f"L1 LFT block 0: lid {lid}: {port} -> {new}"] and plan.sets_sent == {"switchinfo": 0,
                                                                                                  "lft_blocks": 0}
     assert s.lft_show("L1").table[lid] == port  # a dry run sends no Set
-    done = s.lft_set("L1", lid, new)
+    with pytest.raises(PlanDefects, match="the edit would break the fabric"):  # LID 2 sent astray
+        s.lft_set("L1", lid, new)
+    assert s.lft_show("L1").table[lid] == port
+    done = s.lft_set("L1", lid, new, allow_defects=True)
     assert done.ok and done.sets_sent == {"switchinfo": 0, "lft_blocks": 1} and done.changes[0]["new"] == new
     assert s.lft_show("L1").table[lid] == new
     # every switch's LFT in one windowed batch equals the one-switch reads
@@ -70,7 +73,7 @@ def test_dump_load_backup_restore(swept, tmp_path):
     old = t.table[2]
     new = 1 if old != 1 else 2
     edited.write_text(dump.replace(f"0x0002 {old:03d} ", f"0x0002 {new:03d} ", 1))
-    r = s.lft_load(str(edited))
+    r = s.lft_load(str(edited), allow_defects=True)
     assert r.ok and r.sets_sent["lft_blocks"] == 1 and s.lft_show("L1").table[2] != old
     backup_file = tmp_path / "saved.dump"
     backup_file.write_text(saved)
@@ -113,7 +116,7 @@ def test_rft_show_and_set():
     t = s.rft_show("C")
     assert isinstance(t, api.RftTable) and t.entries and all(isinstance(e, api.RftEntry) for e in t.entries)
     e = next(e for e in t.entries if e.port not in (0, 8))
-    r = s.rft_set("C", e.base_lid, 0, lmc=e.lmc)
+    r = s.rft_set("C", e.base_lid, 0, lmc=e.lmc, allow_defects=True)
     assert r.ok and r.sets_sent["rft_blocks"] >= 1
     assert any(x.base_lid == e.base_lid and x.port == 0 for x in s.rft_show("C").entries)
     with pytest.raises(smagent.BadInput, match="aligned"):
@@ -145,16 +148,16 @@ def _other_sm(s, state):
 
 
 @pytest.mark.parametrize("write", [
-    lambda s, **kw: s.lft_set("L1", 2, 6, **kw),
-    lambda s, **kw: s.mft_set("L1", 0xC00B, [1], **kw),
-    lambda s, **kw: s.lft_load(str(s.test_backup), **kw),
+    lambda s, **kw: s.lft_set("L1", 2, 6, allow_defects=True, **kw),
+    lambda s, **kw: s.mft_set("L1", 0xC00B, [1], allow_defects=True, **kw),
+    lambda s, **kw: s.lft_load(str(s.test_backup), allow_defects=True, **kw),
     lambda s, **kw: s.lft_restore(s.test_backup, **kw),
 ], ids=["lft_set", "mft_set", "lft_load", "lft_restore"])
 def test_table_write_refused_while_another_sm_is_master(swept, tmp_path, write):
     s = swept
     backup = tmp_path / "b.dump"
     backup.write_text(s.lft_backup())
-    assert s.lft_set("L1", 2, 5).sets_sent["lft_blocks"] == 1  # so the backup differs from the fabric
+    assert s.lft_set("L1", 2, 5, allow_defects=True).sets_sent["lft_blocks"] == 1  # so the backup differs from the fabric
     s.test_backup = backup
     lid = _other_sm(s, SMState.MASTER)
     before = _sets(s)
@@ -171,7 +174,7 @@ def test_table_write_refused_while_another_sm_is_master(swept, tmp_path, write):
 def test_a_standby_sm_is_a_note(swept):
     s = swept
     _other_sm(s, SMState.STANDBY)
-    r = s.lft_set("L1", 2, 4 if s.lft_show("L1").table[2] != 4 else 5)
+    r = s.lft_set("L1", 2, 4 if s.lft_show("L1").table[2] != 4 else 5, allow_defects=True)
     assert r.ok and r.sets_sent["lft_blocks"] == 1 and any("STANDBY, not MASTER" in n for n in r.notes)
 
 
@@ -184,8 +187,8 @@ def test_cli_refuses_with_exit_4_and_force_writes(cli, monkeypatch):
     r = cli("lft", "set", "L1", "2", str(port), "--json")
     assert r.exit_code == 4 and "a subnet manager is MASTER" in r.stderr and "--force" in r.stderr, r.output
     assert r.json()["sm"]["guid"] == "0x0000000000001234"
-    r = cli("lft", "set", "L1", "2", str(port), "--force")
-    assert r.exit_code == 0 and "warning: a subnet manager is MASTER" in r.stderr, r.output
+    r = cli("lft", "set", "L1", "2", str(port), "--force", "--allow-defects")
+    assert r.exit_code == 1 and "warning: a subnet manager is MASTER" in r.stderr, r.output
     assert s.lft_show("L1").table[2] == port
     r = cli("rft", "set", "L1", "2", "1")
     assert r.exit_code == 2 and "no random forwarding table" in r.stderr
@@ -258,7 +261,7 @@ def test_sweep_keeps_its_backup_and_guid2lid_in_the_sessions_state_dir(tmp_path)
         assert s.sweep().problems == []
         backups = sorted((tmp_path / "state" / "backups").glob("*-before-*.json"))
         assert backups and (tmp_path / "state" / "guid2lid").is_file()
-        assert s.lft_set("L1", 2, 1).backup_file is not None
+        assert s.lft_set("L1", 2, 1, allow_defects=True).backup_file is not None
     with smagent.connect("sim", state_dir=tmp_path / "other") as s:
         assert s.sweep(state_dir=None).problems == []
         assert not (tmp_path / "other").exists()

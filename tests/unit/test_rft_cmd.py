@@ -31,12 +31,14 @@ def test_show_after_sweep_and_set_by_hand(cli, tmp_path, monkeypatch):
     lid2 = r.lid_plan.lids[t2.port_guids[1]]
     # send T2's LID to C itself (port 0) instead: the data plane must follow
     out = cli("rft", "set", "C", str(lid2), "0", "--json")
-    assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["sets"]["rft_blocks"] >= 1
+    assert out.exit_code == 4 and "unreachable" in out.output, out.output  # refused: T2 would be cut off
+    out = cli("rft", "set", "C", str(lid2), "0", "--json", "--allow-defects")
+    assert out.exit_code == 1, out.output  # written; the defects it leaves are reported
+    assert out.json()["sets"]["rft_blocks"] >= 1 and out.json()["plan_defects"]["unreachable"]["count"] > 0
     tr = trace(t.sim, ("H1", 1), lid2)
     assert tr.outcome != "delivered" or tr.dest != ("T2", 1)
     # the same again: nothing to change, no Set
-    again = cli("rft", "set", "C", str(lid2), "0", "--json")
+    again = cli("rft", "set", "C", str(lid2), "0", "--json", "--allow-defects")
     assert json.loads(again.output)["plan"] == []
     # a fresh sweep repairs it
     assert sweepmod.sweep(t, sweepmod.SweepOptions()).problems == []

@@ -352,11 +352,16 @@ def test_cli_lft_show_not_a_switch(cli, fake):
 
 
 def test_cli_lft_set_dry_run_then_apply(cli, fake):
-    r = cli("lft", "set", "0,1", "5", "3", "--dry-run")
-    assert r.exit_code == 0 and r.output.strip() == "Switch1 LFT block 0: lid 5: 1 -> 3"
+    r = cli("lft", "set", "0,1", "5", "0", "--dry-run")
+    assert r.exit_code == 0 and r.output.strip() == "Switch1 LFT block 0: lid 5: 1 -> 0"
     assert fake.sets == []
-    r = cli("lft", "set", "0,1", "5", "3", "--json")
-    doc = json.loads(r.output)
+    r = cli("lft", "set", "0,1", "5", "3", "--json")  # port 3 has no cable: refused (issue 39 item 3)
+    assert r.exit_code == 4 and r.json()["defects"]["black_hole"]["count"] == 1 and fake.sets == []
+    r = cli("lft", "set", "0,1", "5", "3", "--json", "--allow-defects")
+    assert r.exit_code == 1  # written, and the hole it leaves is reported
+    doc = r.json()
+    assert doc["plan_defects"]["black_hole"]["examples"] == [
+        {"switch": "Switch1", "lid": 5, "port": 3, "cause": "unlinked_port"}]
     assert doc["sets"] == {"switchinfo": 0, "lft_blocks": 1} and doc["problems"] == []
     assert fake.lft[5] == 3 and fake.sets == [(AttrID.LINEAR_FORWARDING_TABLE, 0)]
     r = cli("lft", "set", "2", "5", "3")
@@ -471,15 +476,19 @@ def test_cli_load_rejects_as_a_whole(cli, fake, tmp_path):
 def test_cli_mft_set_and_show(cli, fake):
     fake.num_ports = 36
     r = cli("mft", "set", "2", "0xc001", "1", "17", "20", "35", "--dry-run")
-    assert r.exit_code == 0 and len(r.output.splitlines()) == 3 and fake.sets == []
-    r = cli("mft", "set", "2", "0xc001", "1", "17", "20", "35")
-    assert r.exit_code == 0, r.output
+    # ports 17, 20, 35 have no cable: the dry run says so (exit 1), the write is refused (4)
+    assert r.exit_code == 1 and len(r.stdout.splitlines()) == 3 and fake.sets == []
+    assert "mcast: MLID 0xc001: Switch1 forwards to port 17, which is not linked" in r.stderr
+    assert cli("mft", "set", "2", "0xc001", "1", "17", "20", "35").exit_code == 4 and fake.sets == []
+    r = cli("mft", "set", "2", "0xc001", "1", "17", "20", "35", "--allow-defects")
+    assert r.exit_code == 1, r.output
     assert sorted(fake.sets) == [(AttrID.MULTICAST_FORWARDING_TABLE, fw.mft_modifier(0, p)) for p in range(3)]
     r = cli("mft", "show", "2")
     assert r.output.splitlines()[2:] == ["0xc001      000200120008", "1 valid mlids dumped "]
     assert json.loads(cli("mft", "show", "2", "--json").output)["groups"] == [{"mlid": "0xc001", "ports": [1, 17, 20, 35]}]
     n = len(fake.sets)
     r = cli("mft", "set", "2", "0xc001", "1")  # positions 1 and 2 go to zero; 0 unchanged
+    assert r.exit_code == 0, r.output  # it removes problems, adds none
     assert [m for _a, m in fake.sets[n:]] == [fw.mft_modifier(0, 1), fw.mft_modifier(0, 2)]
     for bad in (["0xbfff", "1"], ["0xc400", "1"], ["0xc001", "37"]):
         r = cli("mft", "set", "2", *bad)
