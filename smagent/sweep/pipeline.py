@@ -81,17 +81,16 @@ def prepare(transport: Transport, opts: SweepOptions) -> SweepState:
         s.spec = multicast.load_groups(groups)
     elif not isinstance(groups, (str, os.PathLike)):
         s.spec = groups
+    if opts.state_dir and not opts.dry_run:  # named as such before a file in it is read
+        paths.check_state_dir(opts.state_dir)
     # LIDs survive port resets and restarts: kept in the state directory unless a file is named
     s.lid_file = opts.lid_file or (str(paths.StateDir(opts.state_dir).guid2lid) if opts.state_dir else None)
     s.persisted = lids.load_guid2lid(s.lid_file) if s.lid_file else {}
     protect.prepare_keys(s)
     s.route_spec = routing.parse_spec(opts.routing)
     s.engine_input = routing.preload(s.route_spec)
-    if not opts.dry_run:
-        if opts.lid_file:
-            paths.check_output(opts.lid_file, "--lid-file")
-        if opts.state_dir:
-            paths.check_state_dir(opts.state_dir)
+    if not opts.dry_run and opts.lid_file:
+        paths.check_output(opts.lid_file, "--lid-file")
     return s
 
 
