@@ -57,6 +57,7 @@ from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEAD
 from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
                             record_class)
 from smagent.sa import multipath, pathrecords as paths, quickpath, trace, visible
+from smagent.sa import pending as pendingmod
 from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
@@ -89,6 +90,8 @@ _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
 _IIR_SELECT = InformInfoRecord.mask("subscriber_gid", "enum")  # OpenSM's InformInfoRecord keys
 _BASE_LID_FIELDS = {NodeRecord: ("lid",), PortInfoRecord: ("endport_lid", "lid"), GUIDInfoRecord: ("lid",),
                     LinkRecord: ("from_lid", "to_lid")}
+_PATH_STRIDE = PathRecord.STRIDE // 8
+_NO_RESOURCES = SaStatus.ERR_NO_RESOURCES.word  # too many tables of one requester pending (`_table_later`)
 _RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
 CAP_MASK = 0  # ClassPortInfo.CapabilityMask: no optional SA feature (multicast, traps, MultiPath) yet
 CAP_MASK2_MCAST_TOP = 1 << 3  # IsMulticastFDBTopSupported: SwitchInfoRecords carry MulticastFDBTop
@@ -111,6 +114,7 @@ class SaAgent:
         self._records: Records | None = None
         self._quick: quickpath.QuickPaths | None = None  # the snapshot's plain PathRecord Gets
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
+        self.pending = pendingmod.Pending()  # tables being worked out (`work`), by (LID, TID)
         # GetMulti requests (RMPP) being reassembled, or just answered, by (LID, TID): the
         # receiver, where its ACKs go, when it is dropped
         self.receivers: dict[tuple[int, int], tuple[RmppReceiver, Address, float]] = {}
@@ -147,6 +151,24 @@ class SaAgent:
             times.append(self.informs.deadline)
         return min(times) if times else None
 
+    @property
+    def working(self) -> bool:
+        """Whether tables are being worked out (`work` has something to do)."""
+        return bool(self.pending)
+
+    def work(self, now: float, more: Callable[[], bool]) -> list[Reply]:
+        """Work out the pending tables a chunk at a time while ``more()`` says so (at least
+        one chunk); the first segments of those finished."""
+        out: list[Reply] = []
+        for job in self.pending.work(more):
+            data = b"".join(job.parts)
+            if job.source is self._quick:
+                self._keep_path_answer(job.key, (0, data, _PATH_STRIDE))
+            self.answered += 1
+            self.requests[(_PATH_ATTR_ID, int(Method.GET_TABLE), 0)] += 1
+            out += self._respond(job.incoming, 0, data, _PATH_STRIDE, now)
+        return out
+
     def on_timeout(self, now: float) -> list[Reply]:
         out: list[Reply] = self.informs.on_timeout(now)
         for key, (rx, addr, until) in list(self.receivers.items()):
@@ -181,6 +203,10 @@ class SaAgent:
                 self.informs.on_report_resp(tid)
             return []  # a response: nothing to answer
         self._now = now
+        if raw[3] == Method.GET_TABLE and raw[16:18] == _PATH_ATTR and self._quick is not None and self.master:
+            queued = self._table_later(incoming, tid, now)
+            if queued is not None:
+                return queued
         status, data, offset = self._cached_answer(incoming)
         self.answered += 1
         self.requests[(int.from_bytes(raw[16:18], "big"), raw[3], status)] += 1
@@ -268,6 +294,29 @@ class SaAgent:
             del self.senders[key]
         return out
 
+    def _table_later(self, incoming: Incoming, tid: int, now: float) -> list[Reply] | None:
+        """A PathRecord GetTable of every pair (`QuickPaths.table`) made a `TableJob` that
+        `work` advances; None: answered the usual way (another form, or kept from before).
+        A requester with `pending.PER_REQUESTER` tables pending or in flight already is
+        answered ERR_NO_RESOURCES; a request already pending (sent again) is answered once."""
+        raw, lid = incoming.raw, incoming.address.lid
+        key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], lid)
+        if raw[2] != SA_CLASS_VERSION or _to_group(raw) or key in self._path_answers:
+            return None
+        if self.pending.holds(lid, tid):
+            return []
+        assert self._quick is not None
+        chunks = self._quick.table(raw, lid)
+        if chunks is None:
+            return None
+        in_flight = self.pending.of(lid) + sum(1 for k in self.senders if k[0] == lid and k[1] != tid)
+        if in_flight >= pendingmod.PER_REQUESTER:
+            self.answered += 1
+            self.requests[(_PATH_ATTR_ID, raw[3], _NO_RESOURCES)] += 1
+            return self._respond(incoming, _NO_RESOURCES, b"", 0, now)
+        self.pending.add(lid, tid, pendingmod.TableJob(incoming, chunks, key, self._quick))
+        return []
+
     def _get_multi(self, incoming: Incoming, tid: int, now: float) -> list[Reply]:
         """SubnAdmGetMulti: the request is an RMPP transfer (one segment when its GIDs fit
         one MAD); its windows are ACKed, and once it is whole it is answered with a table of
@@ -325,10 +374,14 @@ class SaAgent:
         key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], incoming.address.lid)
         hit = self._path_answers.get(key)
         if hit is None:
-            if len(self._path_answers) >= PATH_ANSWERS_KEPT:
-                self._path_answers.clear()
-            hit = self._path_answers[key] = self._answer(incoming)
+            hit = self._answer(incoming)
+            self._keep_path_answer(key, hit)
         return hit
+
+    def _keep_path_answer(self, key: tuple, answer: tuple[int, bytes, int]) -> None:
+        if len(self._path_answers) >= PATH_ANSWERS_KEPT:
+            self._path_answers.clear()
+        self._path_answers[key] = answer
 
     def _answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
         """(status, data, AttributeOffset) of the answer to a request."""

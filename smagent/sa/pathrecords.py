@@ -168,7 +168,7 @@ def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: 
     return sel == LARGEST or value == want
 
 
-def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
+def opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
     """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs
     (`model.order.opensm_key`)."""
     s = recs.subnet
@@ -197,7 +197,7 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> li
 def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> Iterator[PathRecord]:
     """The PathRecords a query selects, as OpenSM answers, one by one (a Get takes the
     first the requester may see: no more are worked out): a source or destination not
-    named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
+    named is every port (in OpenSM's order, `opensm_order`; neither: destination by
     destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
     are paired by their offset from the base (base to base, base+1 to base+1, ...), then
     every other pairing with Preference 2 (`lid_pairs`), at most NumbPath pairs when the
@@ -207,7 +207,7 @@ def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -
     srcs = _endpoint(recs, q, mask, "sgid", "slid")
     dsts = _endpoint(recs, q, mask, "dgid", "dlid")
     if srcs is None or dsts is None:
-        every = _opensm_order(recs)
+        every = opensm_order(recs)
         srcs, dsts = srcs if srcs is not None else every, dsts if dsts is not None else every
     pairs = ((a, b) for b in dsts for a in srcs)  # OpenSM's world walk: destination outermost
     wanted_pkey = q.p_key if mask & _M_PKEY else None

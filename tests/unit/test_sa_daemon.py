@@ -49,7 +49,7 @@ def test_master_answers_sa_queries_from_its_sweep():
     ((m, _),) = ask(t, d, Method.GET, SMInfoRecord(lid=me), "lid", src=src)
     rec = m.record(SMInfoRecord)
     assert (rec.guid, rec.sm_state, rec.sm_key) == (d.sm.guid, SMState.MASTER, 0)
-    assert d.status()["sa"] == {"answered": 3, "tables_in_flight": 0, "snapshot": d.counters.sweeps, "groups": 1,
+    assert d.status()["sa"] == {"answered": 3, "tables_in_flight": 0, "tables_pending": 0, "snapshot": d.counters.sweeps, "groups": 1,
                               "groups_pending": False, "subscriptions": 0, "reports_sent": 0}
 
 
