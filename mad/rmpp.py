@@ -198,10 +198,16 @@ class RmppSender(_Machine):
     ``data``: the payload. ``timeout``: seconds to wait for an ACK; ``retries``: how many
     times the unacknowledged window is sent again before the transfer is aborted;
     ``total_timeout``: the longest the whole transfer may take (None: no limit).
+    ``resend_first`` False: segment 1 is never sent again while no ACK has come; the
+    transfer waits as long as its retries would take for the first ACK, then ends without
+    a word (no ABORT). A responder's choice: a requester's MAD layer sends its request
+    again (same TID) when no whole answer came, which starts the answer again; one that
+    never ACKs is gone or does no RMPP, and whatever we sent would reach whoever now has
+    its address.
     """
 
     def __init__(self, head: bytes, class_header: bytes, data: bytes, *, timeout: float, retries: int = 4,
-                 total_timeout: float | None = None, resp_time: int = NO_RESP_TIME):
+                 total_timeout: float | None = None, resp_time: int = NO_RESP_TIME, resend_first: bool = True):
         super().__init__(len(class_header), resp_time)
         if len(head) != RMPP_OFFSET:
             raise MadLengthError(f"RMPP sender: the common MAD header is {RMPP_OFFSET} bytes, got {len(head)}")
@@ -219,6 +225,7 @@ class RmppSender(_Machine):
         self.window_last = 1  # the last segment we may send (1 until the first ACK)
         self.sent = 0  # the highest segment sent so far
         self.tries_left = retries
+        self.resend_first = resend_first
         self.started: float | None = None
 
     def segment(self, n: int) -> bytes:
@@ -299,10 +306,17 @@ class RmppSender(_Machine):
             return []
         if self._too_long(now):
             return self._fail(self.segment(1), RmppStatus.TOTAL_TIME_TOO_LONG, "the transfer took too long", False)
+        silent = not self.resend_first and self.last_ack == 0
         if self.tries_left == 0:
+            if silent:
+                self._end(RmppState.ABORTED, RmppStatus.TOO_MANY_RETRIES, "segment 1 never ACKed: given up silently")
+                return []
             return self._fail(self.segment(1), RmppStatus.TOO_MANY_RETRIES,
                               f"no ACK past segment {self.last_ack} after {self.retries} retries", False)
         self.tries_left -= 1
+        if silent:
+            self.deadline = now + self.timeout
+            return []
         return self._send_window(self.last_ack + 1, now)
 
     def abort(self, status: RmppStatus = RmppStatus.UNSPECIFIED, reason: str = "aborted by the caller") -> list[bytes]:

@@ -38,7 +38,16 @@ through `handle`.
 A GetTableResp longer than one MAD goes out through a `mad.rmpp.RmppSender`, one per
 (requester LID, TID): the requester's ACKs (class 0x03 MADs with RMPP type ACK) are routed
 back to it. A table that fits one MAD is sent as a single RMPP segment (First and Last) and
-needs no ACK.
+needs no ACK. Segment 1 is never sent again before its ACK (`RmppSender`'s ``resend_first``):
+a requester whose MAD layer does RMPP ACKs it at once, or sends its request again, which
+starts the answer again; one that does not (saquery under ibsim's umad2sim) has read it and
+gone, and under ibsim whatever followed would reach the next process in its client slot
+(ibsim routes a response by the TID's top 16 bits, the slot), which crashes or takes it
+for its own answer.
+
+A PathRecord GetTable of every pair is not worked out inside `handle` (seconds on a large
+fabric): it waits in `pending` and `work` advances it a chunk at a time, between the owner's
+other work (`smagent.sa.pending`).
 """
 from __future__ import annotations
 
@@ -448,8 +457,10 @@ class SaAgent:
             return [(_single(req, status, data, offset, head), addr)]
         class_header = bytearray(req[SA_HEADER])
         class_header[8:10] = offset.to_bytes(2, "big")
+        # segment 1 is not sent again unACKed: a requester without RMPP (saquery under umad2sim)
+        # has gone, and ibsim would hand it to the next process in its client slot
         sender = RmppSender(bytes(head), bytes(class_header), data, timeout=RMPP_TIMEOUT_S, retries=RMPP_RETRIES,
-                            resp_time=NO_RESP_TIME)
+                            resp_time=NO_RESP_TIME, resend_first=False)
         first = sender.start(now)
         if sender.count > 1:
             self.senders[(incoming.address.lid, int.from_bytes(req[8:16], "big"))] = (sender, addr)

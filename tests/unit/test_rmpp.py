@@ -112,6 +112,19 @@ def test_window_from_acks():
     assert s.deadline is None and s.on_timeout(99.0) == []
 
 
+def test_a_sender_told_not_to_resend_segment_1_waits_for_its_ack_silently():
+    s = sender(bytes(5 * SEG), timeout=2.0, retries=2, resend_first=False)
+    first = s.start(10.0)
+    assert s.on_timeout(12.0) == [] and s.on_timeout(14.0) == []  # nothing again, still waiting
+    out = s.on_mad(ack_for(first[0], 1, 3), 15.0)  # a late ACK: the transfer goes on
+    assert [hdr(m).segment_number for m in out] == [2, 3]
+    assert [hdr(m).segment_number for m in s.on_timeout(17.0)] == [2, 3]  # ACKed once: resent as usual
+    quiet = sender(bytes(5 * SEG), timeout=2.0, retries=2, resend_first=False)
+    quiet.start(0.0)
+    assert [quiet.on_timeout(t) for t in (2.0, 4.0, 6.0)] == [[], [], []]  # no ABORT either
+    assert quiet.state is RmppState.ABORTED and quiet.status is RmppStatus.TOO_MANY_RETRIES and quiet.deadline is None
+
+
 def test_timeout_resends_the_unacknowledged_window_then_aborts():
     s = sender(bytes(5 * SEG), timeout=2.0, retries=2)
     first = s.start(10.0)

@@ -805,3 +805,58 @@ def test_fast_answers_leave_everything_else_to_handle(subnet):
     assert a.answer_fast(path, src, lambda: 0.0) is not None
     a.publish(subnet)
     assert not a._fast
+
+
+def _all_pairs(tid: int) -> bytes:
+    return sa.request(Method.GET_TABLE, PathRecord(), component_mask=0, transaction_id=tid).encode()
+
+
+def test_every_pairs_table_is_worked_out_in_chunks_with_other_requests_answered_between(agent):
+    from smagent.sa import pathrecords
+    assert agent.handle(Incoming(_all_pairs(9), ME), 0.0) == []  # nothing yet: queued, not worked out here
+    assert agent.working
+    chunks = 0
+    while agent.working:
+        out = agent.work(0.0, lambda: False)  # one chunk (one destination's sources) at a time
+        chunks += 1
+        if agent.working:
+            assert out == []
+            node = sa.request(Method.GET, NodeRecord(lid=1), component_mask=NodeRecord.mask("lid"),
+                              transaction_id=100 + chunks).encode()
+            (reply,) = agent.handle(Incoming(node, ME), 0.0)  # answered at once, between chunks
+            assert sa.SaMad.decode(reply[0]).status == 0
+    ports = len(pathrecords.opensm_order(agent._recs))
+    assert chunks == ports + 1  # every destination, then the end
+    (seg1, _a), = out
+    assert int.from_bytes(seg1[28:32], "big") == 1  # segment 1 of the finished table
+    want = pathrecords.query(agent._recs, PathRecord(), 0, ME.lid)
+    assert len(want) == ports * ports
+    got = table(agent, PathRecord())  # asked again: the kept answer, through our receiver
+    assert got == want
+
+
+def test_one_requester_may_queue_only_a_few_tables(agent):
+    from smagent.sa import pending
+    for tid in range(pending.PER_REQUESTER):
+        assert agent.handle(Incoming(_all_pairs(tid), ME), 0.0) == []
+    assert agent.handle(Incoming(_all_pairs(0), ME), 0.0) == []  # the same request again: answered once
+    (busy, _a), = agent.handle(Incoming(_all_pairs(99), ME), 0.0)
+    assert int.from_bytes(busy[4:6], "big") == sa.SaStatus.ERR_NO_RESOURCES.word
+    assert agent.handle(Incoming(_all_pairs(99), Address.gsi(2)), 0.0) == []  # another host: queued
+    assert len(agent.pending) == pending.PER_REQUESTER + 1
+
+
+def test_segment_1_never_acked_is_not_sent_again(agent):
+    """A requester that reads segment 1 and never ACKs (saquery under umad2sim) gets nothing
+    more: no resend, no ABORT, which ibsim would hand to the next process in its slot."""
+    (seg1, _a), = agent.handle(Incoming(sa.request(Method.GET_TABLE, NodeRecord(), component_mask=0,
+                                                   transaction_id=5).encode(), ME), 0.0)
+    assert rmpp_flags(seg1) & 1 and not rmpp_flags(seg1) & 4  # the first of several
+    sent = []
+    while agent.deadline is not None:
+        sent += agent.on_timeout(agent.deadline)
+    assert sent == [] and agent.senders == {}
+
+
+def rmpp_flags(mad: bytes) -> int:
+    return mad[26] & 7
