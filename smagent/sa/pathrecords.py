@@ -101,9 +101,17 @@ def _mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[
     MTU over its ``ends`` and every port the LFTs take it through, the slowest rate over
     those ports (the ends' without any); None if the LFTs do not deliver it. From a CA
     port cabled to a switch: its link, then what the switch's path summary says
-    (`Records.downstream`); anything else walked (`walked_mtu_rate`)."""
+    (`Records.downstream`); from a switch: its own summary; anything else walked
+    (`walked_mtu_rate`)."""
     caps = recs.port_caps
-    peer = None if sn.is_switch else recs.subnet.links.get((sn.guid, sp))
+    if sn.is_switch:  # its own summary: every pair's table asks every switch for every LID
+        down = recs.downstream(sn.guid, dlid)
+        if down is None:
+            return None
+        if down[1] != float("inf") and all(k in caps for k in ends):
+            return min([down[0]] + [caps[k][0] for k in ends]), down[2]
+        return walked_mtu_rate(recs, sn, sp, dlid, ends)  # its own LID, or ports not read: as walked
+    peer = recs.subnet.links.get((sn.guid, sp))
     if peer is None or not recs.subnet.nodes[peer[0]].is_switch or recs.subnet.lids.get(dlid) == (sn.guid, sp):
         return walked_mtu_rate(recs, sn, sp, dlid, ends)
     down = recs.downstream(peer[0], dlid)
