@@ -812,7 +812,7 @@ def _all_pairs(tid: int) -> bytes:
 
 
 def test_every_pairs_table_is_worked_out_in_chunks_with_other_requests_answered_between(agent):
-    from smagent.sa import pathrecords
+    from smagent.sa import pathrecords, quickpath
     assert agent.handle(Incoming(_all_pairs(9), ME), 0.0) == []  # nothing yet: queued, not worked out here
     assert agent.working
     chunks = 0
@@ -826,7 +826,7 @@ def test_every_pairs_table_is_worked_out_in_chunks_with_other_requests_answered_
             (reply,) = agent.handle(Incoming(node, ME), 0.0)  # answered at once, between chunks
             assert sa.SaMad.decode(reply[0]).status == 0
     ports = len(pathrecords.opensm_order(agent._recs))
-    assert chunks == ports + 1  # every destination, then the end
+    assert chunks == ports * -(-ports // quickpath.TABLE_CHUNK) + 1  # every destination, in blocks of sources; the end
     (seg1, _a), = out
     assert int.from_bytes(seg1[28:32], "big") == 1  # segment 1 of the finished table
     want = pathrecords.query(agent._recs, PathRecord(), 0, ME.lid)
