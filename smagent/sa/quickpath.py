@@ -50,7 +50,7 @@ _R_ENDS = [PathRecord.LAYOUT.byte_slice(n) for n in ("dgid", "sgid", "dlid", "sl
 assert all(a.stop == b.start for a, b in zip(_R_ENDS, _R_ENDS[1:]))
 _R_DGID, _R_SLID = _R_ENDS[0], _R_ENDS[-1]
 ENDS_KEPT = 1 << 16  # ports looked up by LID or GID (a GID of no port is kept too); more: start again
-TABLE_CHUNK = 128  # sources per chunk of an every-pair table (`QuickPaths.table`): a chunk is ~1 ms of work
+CHUNK_COST, DECIDE_COST = 512, 16  # a chunk of an every-pair table (`QuickPaths._walk`): ~1 ms of work
 RECORDS_KEPT = 1 << 18  # (class, DLID, P_Key, ServiceID, SL) decided (~150 bytes each: ~40 MB at most); more: start again
 _UNKNOWN = object()
 _ENDS = _M_SGID | _M_DGID | _M_SLID | _M_DLID
@@ -115,9 +115,9 @@ class QuickPaths:
     def table(self, raw: bytes, requester_lid: int) -> Iterator[bytes] | None:
         """The records answering ``raw``, a SubnAdmGetTable(PathRecord) naming neither end
         (every pair, OpenSM's world walk: destination outermost, `paths.each_path`'s order),
-        as encoded bytes, up to `TABLE_CHUNK` sources of one destination at a time (None:
-        not the plain form, or a port with several LIDs: the general path's). Each pair costs a lookup of its
-        terms by source class and DLID (`_decide` once per class), as a plain Get does."""
+        as encoded bytes, about a millisecond's work at a time (`_walk`; None: not the plain
+        form, or a port with several LIDs: the general path's). Each pair costs a lookup of
+        its terms by source class and DLID (`_decide` once per class), as a plain Get does."""
         mask = int.from_bytes(raw[_MASK], "big")
         if mask & (_SELECTING | _ENDS) or mask & ~_ALL or mask & _M_NUM_PATH and not raw[_NUM_PATH_AT] & 0x7F:
             return None
@@ -129,20 +129,27 @@ class QuickPaths:
         return self._walk(ends, asked, viewer)
 
     def _walk(self, ends: list[tuple], asked: tuple, viewer: visible.Viewer | None) -> Iterator[bytes]:
+        """`table`'s records, a chunk at a time: a chunk ends after `CHUNK_COST` units of
+        work (a pair whose terms are decided costs 1, one to decide `DECIDE_COST`: a
+        destination's first chunks decide for every source class)."""
         decided, join = self._decided, b"".join
-        blocks = [ends[i:i + TABLE_CHUNK] for i in range(0, len(ends), TABLE_CHUNK)]
-        for dst, block in ((d, b) for d in ends for b in blocks):
+        out: list[bytes] = []
+        cost = 0
+        for dst in ends:
             dlid, dgid, dlid_b = dst[2], dst[4], dst[3]
-            out = []
-            for src in block:
+            for src in ends:
                 key = (src[5], dlid) + asked
                 record: Any = decided.get(key, _UNKNOWN) if src[2] != dlid else _UNKNOWN
                 if record is _UNKNOWN:
                     record = self._decide(src, dst, key)
-                if record is None or viewer is not None and not viewer.path(src[2], dlid):
-                    continue
-                out.append(join((record[0], dgid, src[4], dlid_b, src[3], record[1])))
-            yield join(out)
+                    cost += DECIDE_COST
+                cost += 1
+                if record is not None and (viewer is None or viewer.path(src[2], dlid)):
+                    out.append(join((record[0], dgid, src[4], dlid_b, src[3], record[1])))
+                if cost >= CHUNK_COST:
+                    yield join(out)
+                    out, cost = [], 0
+        yield join(out)
 
     def _every_end(self) -> list[tuple] | None:
         """Every LID-carrying port as an end (`_learn`'s form) in OpenSM's order; None if a

@@ -13,9 +13,10 @@ from smagent.model import netfile, topogen
 
 pytestmark = SA_MARKS
 
-# a client on its own ibsim node: "tables" sends four every-pair GetTables at once (once the
-# "get" client is ready) and reports when their first MADs were all in; "get" sends a
-# NodeRecord Get 20 ms after the tables have left and reports when its answer came
+# a client on its own ibsim node: "tables" sends four every-pair GetTables at once (distinct:
+# none is answered from another's kept answer), once the "get" client is ready, and reports
+# when their first MADs were all in; "get" sends a NodeRecord Get 100 ms after the tables
+# have left and reports when its answer came
 CLIENT = r"""
 import json, os, sys, time
 from pathlib import Path
@@ -34,14 +35,15 @@ if mode == "get":
     Path(str(go) + ".ready").touch()
     while not go.exists():
         time.sleep(0.0005)
-    time.sleep(0.02)  # the tables' requests are out
+    time.sleep(0.1)  # the tables' requests are out
     rec = c.get(NodeRecord(lid=c.address.lid), NodeRecord.mask("lid"))
     print(json.dumps({"at": time.monotonic(), "lid": rec.lid}))
 else:
     while not Path(str(go) + ".ready").exists():
         time.sleep(0.0005)
-    reqs = [Request.gmp(sa.request(Method.GET_TABLE, PathRecord(), component_mask=0,
-                                   transaction_id=next_tid()).encode(), c.address) for _ in range(4)]
+    forms = [({}, ()), ({"p_key": 0xFFFF}, ("p_key",)), ({"sl": 0}, ("sl",)), ({"num_path": 1}, ("num_path",))]
+    reqs = [Request.gmp(sa.request(Method.GET_TABLE, PathRecord(**v), component_mask=PathRecord.mask(*f),
+                                   transaction_id=next_tid()).encode(), c.address) for v, f in forms]
     go.touch()
     replies = t.execute(reqs)
     print(json.dumps({"at": time.monotonic(), "statuses": [None if r.raw is None else
@@ -75,12 +77,12 @@ def _result(p: subprocess.Popen) -> dict:
 
 
 def test_a_get_is_answered_while_every_pairs_tables_are_worked_out(tmp_path, ibsim, procs):
-    """Four every-pair tables (99 ports: 9,801 records each) asked at once, then a Get from
-    another host: the Get is answered before the tables' first segments are all in (the
-    tables are worked out between other requests, not one after another inside the
+    """Four every-pair tables (208 ports: 43,264 records each) asked at once, then a Get
+    from another host: the Get is answered before the tables' first segments are all in
+    (the tables are worked out between other requests, not one after another inside the
     request's handling, ahead of everything behind them)."""
     net = tmp_path / "fabric.net"
-    net.write_text(netfile.dumps(topogen.fat_tree_3(6)))
+    net.write_text(netfile.dumps(topogen.fat_tree_3(8)))
     sim = ibsim(net)
     start_sa(sim, tmp_path, procs, "--sweep-interval", "0")
     go = tmp_path / "go"
