@@ -155,7 +155,8 @@ class QuickPaths:
         """Every LID-carrying port as an end (`_learn`'s form) in OpenSM's order; None if a
         port has several LIDs (LMC: the general path pairs them)."""
         if self._every is None:
-            recs, ends = self.recs, []
+            recs = self.recs
+            ends: list[tuple] = []
             for node, port, lids in paths.opensm_order(recs):
                 if len(lids) != 1:
                     self._every = False
@@ -164,7 +165,7 @@ class QuickPaths:
                 ends.append((node, port, lids[0], lids[0].to_bytes(2, "big"),
                              recs.gid(node, port).to_bytes(16, "big"), cls))
             self._every = ends
-        return self._every or None
+        return self._every if isinstance(self._every, list) else None
 
     def _decide(self, src: tuple, dst: tuple, key: tuple) -> tuple[bytes, bytes] | None:
         """`paths.path_terms` from ``src`` to ``dst`` as the bytes they make, kept for the
