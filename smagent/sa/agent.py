@@ -47,7 +47,8 @@ for its own answer.
 
 A PathRecord GetTable of every pair is not worked out inside `handle` (seconds on a large
 fabric): it waits in `pending` and `work` advances it a chunk at a time, between the owner's
-other work (`smagent.sa.pending`).
+other work (`smagent.sa.pending`), its segments sent as its records come (segment 1 with
+PayloadLength 0: the length is not known yet).
 """
 from __future__ import annotations
 
@@ -167,15 +168,20 @@ class SaAgent:
 
     def work(self, now: float, more: Callable[[], bool]) -> list[Reply]:
         """Work out the pending tables a chunk at a time while ``more()`` says so (at least
-        one chunk); the first segments of those finished."""
+        one chunk); the segments that may go meanwhile (a table's are sent as its records
+        come, within the window its requester's ACKs give)."""
         out: list[Reply] = []
-        for job in self.pending.work(more):
-            data = b"".join(job.parts)
-            if job.source is self._quick:
-                self._keep_path_answer(job.key, (0, data, _PATH_STRIDE))
-            self.answered += 1
-            self.requests[(_PATH_ATTR_ID, int(Method.GET_TABLE), 0)] += 1
-            out += self._respond(job.incoming, 0, data, _PATH_STRIDE, now)
+
+        def feed(job: pendingmod.TableJob, chunk: bytes, done: bool) -> None:
+            sender, addr = job.sender, job.addr
+            out.extend((_trim(m), addr) for m in sender.feed(chunk, now, done))
+            if done:
+                self.answered += 1
+                self.requests[(_PATH_ATTR_ID, int(Method.GET_TABLE), 0)] += 1
+                if job.source is self._quick:
+                    self._keep_path_answer(job.key, (0, bytes(sender.data), _PATH_STRIDE))
+
+        self.pending.work(more, feed)
         return out
 
     def on_timeout(self, now: float) -> list[Reply]:
@@ -318,13 +324,15 @@ class SaAgent:
         chunks = self._quick.table(raw, lid)
         if chunks is None:
             return None
-        in_flight = self.pending.of(lid) + sum(1 for k in self.senders if k[0] == lid and k[1] != tid)
+        in_flight = sum(1 for k in self.senders if k[0] == lid and k[1] != tid)
         if in_flight >= pendingmod.PER_REQUESTER:
             self.answered += 1
             self.requests[(_PATH_ATTR_ID, raw[3], _NO_RESOURCES)] += 1
             return self._respond(incoming, _NO_RESOURCES, b"", 0, now)
-        self.pending.add(lid, tid, pendingmod.TableJob(incoming, chunks, key, self._quick))
-        return []
+        first = self._respond(incoming, 0, b"", _PATH_STRIDE, now, complete=False)
+        sender, addr = self.senders[(lid, tid)]
+        self.pending.add(lid, tid, pendingmod.TableJob(chunks, key, self._quick, sender, addr))
+        return first
 
     def _get_multi(self, incoming: Incoming, tid: int, now: float) -> list[Reply]:
         """SubnAdmGetMulti: the request is an RMPP transfer (one segment when its GIDs fit
@@ -443,7 +451,10 @@ class SaAgent:
         offset, data = encode_table(found)
         return 0, data, offset
 
-    def _respond(self, incoming: Incoming, status: int, data: bytes, offset: int, now: float) -> list[Reply]:
+    def _respond(self, incoming: Incoming, status: int, data: bytes, offset: int, now: float,
+                 complete: bool = True) -> list[Reply]:
+        """The answer's first MADs; a table's RMPP sender kept (``complete`` False: its data
+        still to come, through `RmppSender.feed`)."""
         req = incoming.raw
         addr = incoming.address.reply()
         head = bytearray(req[:24])
@@ -460,9 +471,9 @@ class SaAgent:
         # segment 1 is not sent again unACKed: a requester without RMPP (saquery under umad2sim)
         # has gone, and ibsim would hand it to the next process in its client slot
         sender = RmppSender(bytes(head), bytes(class_header), data, timeout=RMPP_TIMEOUT_S, retries=RMPP_RETRIES,
-                            resp_time=NO_RESP_TIME, resend_first=False)
+                            resp_time=NO_RESP_TIME, resend_first=False, complete=complete)
         first = sender.start(now)
-        if sender.count > 1:
+        if sender.count != 1:  # several segments, or not known yet
             self.senders[(incoming.address.lid, int.from_bytes(req[8:16], "big"))] = (sender, addr)
         return [(_trim(m), addr) for m in first]
 

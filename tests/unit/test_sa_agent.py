@@ -812,27 +812,37 @@ def _all_pairs(tid: int) -> bytes:
 
 
 def test_every_pairs_table_is_worked_out_in_chunks_with_other_requests_answered_between(agent):
+    """Every pair's PathRecords: queued by `handle`, worked out a chunk at a time by `work`,
+    segment 1 out (PayloadLength 0: not known yet) long before the table is whole, the
+    rest as the requester's ACKs open the window; a NodeRecord Get answered between chunks;
+    the table reassembled is the general path's."""
+    from mad.rmpp import RmppReceiver, RmppState
     from smagent.sa import pathrecords, quickpath
     assert agent.handle(Incoming(_all_pairs(9), ME), 0.0) == []  # nothing yet: queued, not worked out here
-    assert agent.working
-    chunks = 0
+    rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
+    chunks, first_at = 0, None
     while agent.working:
-        out = agent.work(0.0, lambda: False)  # one chunk (one destination's sources) at a time
+        out = agent.work(0.0, lambda: False)  # one chunk at a time
         chunks += 1
+        for m, _a in out:
+            first_at = chunks if first_at is None else first_at
+            for ack in rx.on_mad(m.ljust(256, b"\0"), 0.0):
+                for seg, _b in agent.handle(Incoming(ack, ME), 0.0):
+                    rx.on_mad(seg.ljust(256, b"\0"), 0.0)
         if agent.working:
-            assert out == []
             node = sa.request(Method.GET, NodeRecord(lid=1), component_mask=NodeRecord.mask("lid"),
                               transaction_id=100 + chunks).encode()
             (reply,) = agent.handle(Incoming(node, ME), 0.0)  # answered at once, between chunks
             assert sa.SaMad.decode(reply[0]).status == 0
     ports = len(pathrecords.opensm_order(agent._recs))
     assert chunks > ports * ports // quickpath.CHUNK_COST  # a chunk is a bounded piece of work
-    (seg1, _a), = out
-    assert int.from_bytes(seg1[28:32], "big") == 1  # segment 1 of the finished table
+    assert first_at == 1 and chunks > 2  # segment 1 with the first chunk, long before the end
+    assert int.from_bytes(rx.first[32:36], "big") == 0  # its PayloadLength: not known then
+    assert rx.state is RmppState.DONE
     want = pathrecords.query(agent._recs, PathRecord(), 0, ME.lid)
     assert len(want) == ports * ports
-    got = table(agent, PathRecord())  # asked again: the kept answer, through our receiver
-    assert got == want
+    assert sa.decode_table(rx.data, PathRecord, sa.SaMad.decode(rx.first).attribute_offset) == want
+    assert table(agent, PathRecord()) == want  # asked again: the kept answer
 
 
 def test_one_requester_may_queue_only_a_few_tables(agent):
