@@ -313,7 +313,8 @@ class SaAgent:
         """A PathRecord GetTable of every pair (`QuickPaths.table`) made a `TableJob` that
         `work` advances; None: answered the usual way (another form, or kept from before).
         A requester with `pending.PER_REQUESTER` tables pending or in flight already is
-        answered ERR_NO_RESOURCES; a request already pending (sent again) is answered once."""
+        answered ERR_NO_RESOURCES (as OpenSM answers a request it has no memory for); a
+        request already pending (sent again) is answered once."""
         raw, lid = incoming.raw, incoming.address.lid
         key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], lid)
         if raw[2] != SA_CLASS_VERSION or _to_group(raw) or key in self._path_answers:
@@ -324,7 +325,10 @@ class SaAgent:
         chunks = self._quick.table(raw, lid)
         if chunks is None:
             return None
-        in_flight = sum(1 for k in self.senders if k[0] == lid and k[1] != tid)
+        # tables of this requester still worked out or being ACKed (one never ACKed costs nothing
+        # more: saquery under umad2sim leaves one behind each time)
+        in_flight = sum(1 for (l, t), (snd, _a) in self.senders.items()
+                        if l == lid and t != tid and (self.pending.holds(l, t) or snd.last_ack))
         if in_flight >= pendingmod.PER_REQUESTER:
             self.answered += 1
             self.requests[(_PATH_ATTR_ID, raw[3], _NO_RESOURCES)] += 1

@@ -854,6 +854,11 @@ def test_one_requester_may_queue_only_a_few_tables(agent):
     assert int.from_bytes(busy[4:6], "big") == sa.SaStatus.ERR_NO_RESOURCES.word
     assert agent.handle(Incoming(_all_pairs(99), Address.gsi(2)), 0.0) == []  # another host: queued
     assert len(agent.pending) == pending.PER_REQUESTER + 1
+    other = Address.gsi(3)  # tables whose segment 1 nobody ACKed (saquery under umad2sim) count for nothing
+    for tid in range(200, 200 + 2 * pending.PER_REQUESTER):
+        agent.handle(Incoming(sa.request(Method.GET_TABLE, NodeRecord(), component_mask=0,
+                                         transaction_id=tid).encode(), other), 0.0)
+    assert agent.handle(Incoming(_all_pairs(300), other), 0.0) == [] and agent.pending.holds(3, 300)
 
 
 def test_segment_1_never_acked_is_not_sent_again(agent):
