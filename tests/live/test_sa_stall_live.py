@@ -99,13 +99,15 @@ def test_a_table_read_by_a_requester_that_never_acks_is_not_sent_again(tmp_path,
     """saquery under umad2sim reads a NodeRecord table's first segment and exits without an
     ACK; the client that takes its ibsim slot next (ibsim routes a response by the TID's
     top 16 bits, the slot) gets nothing in the 3 s our retries would have taken; saquery
-    runs again and again without failing."""
+    runs again and again, table after table, without failing (the old SA's strays hung
+    `saquery -p` and crashed others)."""
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(6)))  # 18 hosts + 6 switches: several segments of NodeRecords
     sim = ibsim(net)
     start_sa(sim, tmp_path, procs, "--sweep-interval", "0")
-    for _ in range(5):
-        assert "NodeRecord dump" in saquery(sim, "NR").stdout  # the first segment's records
+    for _ in range(3):  # tables of several segments, every pair's PathRecords among them, and one-MAD answers
+        for form in (["NR"], ["PIR"], ["SWIR"], ["LR"], ["-p"], ["-c"]):
+            assert saquery(sim, *form).stdout  # exit 0 (saquery's own check), the first segment's records
     listener = subprocess.run([sys.executable, "-c", LISTENER, "3.0"], env=sim.env, cwd=sim.cwd,
                               capture_output=True, text=True, timeout=60)
     assert listener.returncode == 0, listener.stderr
