@@ -86,6 +86,9 @@ RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
 RMPP_RETRIES = 4
 REQUEST_KEPT_S = 10.0  # a GetMulti request's reassembly: abandoned, or kept after it (its duplicates ACKed), this long
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
+# an every-pair table kept for the next asker only up to this size (9 MB on 375 nodes, per
+# requester LID: 250 hosts asking would hold 2 GB; working one out again costs seconds of slices)
+TABLE_KEPT_BYTES = 1 << 20
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
 _PATH_QUERY = slice(SA_HEADER.start, _PATH_QUERY_END)
@@ -178,7 +181,7 @@ class SaAgent:
             if done:
                 self.answered += 1
                 self.requests[(_PATH_ATTR_ID, int(Method.GET_TABLE), 0)] += 1
-                if job.source is self._quick:
+                if job.source is self._quick and len(sender.data) <= TABLE_KEPT_BYTES:
                     self._keep_path_answer(job.key, (0, bytes(sender.data), _PATH_STRIDE))
 
         self.pending.work(more, feed)
