@@ -9,6 +9,7 @@ For each SM in turn (it brings the fabric up alone, periodic sweeps pushed out):
   (every pair: 140,625 records) and reads the whole answer through smagent's own RMPP
   receiver (`SaClient.table`); 20 ms after it has sent it, a client on another host sends
   a NodeRecord Get: how long that Get waits, and how long the whole table took;
+* `saquery -p` (every pair), timed to its exit;
 * repair: three clients on three hosts ask for such a table each; 50 ms later a leaf's
   uplink is cut (ibsim console `Unlink`): time until the SM has repaired (smagent: its
   status' last sweep; OpenSM: the next "SUBNET UP" in its log).
@@ -113,6 +114,10 @@ def run(tool: str, fabric, scratch: Path, a) -> dict:
             get = spawn(sim, "H2", "get", go, a.timeout)
             out["get_behind"] = collect(get, a.timeout + 30)
             out["table"] = collect(table, a.timeout + 60)
+            time.sleep(1.0)
+            t0 = time.monotonic()  # saquery -p: every pair (under ibsim it prints the first MAD's records)
+            r = subprocess.run(["saquery", "-p"], env=sim.env, cwd=sim.cwd, capture_output=True, text=True, timeout=120)
+            out["saquery_p"] = {"seconds": round(time.monotonic() - t0, 3), "exit": r.returncode}
             time.sleep(1.0)
             go = scratch / "go-3"
             tables = [spawn(sim, f"H{h}", "table", go, a.timeout) for h in (3, 4, 5)]
