@@ -198,10 +198,23 @@ class RmppSender(_Machine):
     ``data``: the payload. ``timeout``: seconds to wait for an ACK; ``retries``: how many
     times the unacknowledged window is sent again before the transfer is aborted;
     ``total_timeout``: the longest the whole transfer may take (None: no limit).
+    ``resend_first`` False: segment 1 is never sent again while no ACK has come; the
+    transfer waits as long as its retries would take for the first ACK, then ends without
+    a word (no ABORT). A responder's choice: a requester's MAD layer sends its request
+    again (same TID) when no whole answer came, which starts the answer again; one that
+    never ACKs is gone or does no RMPP, and whatever we sent would reach whoever now has
+    its address.
+
+    ``complete`` False: the payload is still being produced; `feed` adds to it (and says
+    when it is whole), and segments go out as their data is there and the window allows.
+    Until the payload is whole a segment goes only once the data goes on past it (it might
+    otherwise be the last), and segment 1 announces PayloadLength 0 when sent before it is
+    whole (the length is not known yet: receivers take the last segment's).
     """
 
     def __init__(self, head: bytes, class_header: bytes, data: bytes, *, timeout: float, retries: int = 4,
-                 total_timeout: float | None = None, resp_time: int = NO_RESP_TIME):
+                 total_timeout: float | None = None, resp_time: int = NO_RESP_TIME, resend_first: bool = True,
+                 complete: bool = True):
         super().__init__(len(class_header), resp_time)
         if len(head) != RMPP_OFFSET:
             raise MadLengthError(f"RMPP sender: the common MAD header is {RMPP_OFFSET} bytes, got {len(head)}")
@@ -209,27 +222,45 @@ class RmppSender(_Machine):
             raise MadFieldError("timeout", timeout, "a positive number of seconds")
         if not isinstance(retries, int) or retries < 0:
             raise MadFieldError("retries", retries, "0 or more")
-        self.head, self.class_header, self.data = bytes(head), bytes(class_header), bytes(data)
+        self.head, self.class_header, self.data = bytes(head), bytes(class_header), bytearray(data)
         self.timeout, self.retries, self.total_timeout = timeout, retries, total_timeout
-        # an empty payload still travels: one segment with no data
-        self.count = max(1, math.ceil(len(self.data) / self.seg_data))
-        if self.count > 0xFFFFFFFF:
-            raise MadFieldError("data", len(self.data), "at most 2**32-1 segments")
+        self.complete = complete
+        self.count = 0  # segments in all (known once complete)
+        self._announced: int | None = None  # segment 1's PayloadLength, as first sent
+        self._counted()
         self.last_ack = 0  # the last segment the receiver has in order
         self.window_last = 1  # the last segment we may send (1 until the first ACK)
         self.sent = 0  # the highest segment sent so far
         self.tries_left = retries
+        self.resend_first = resend_first
         self.started: float | None = None
+
+    def _template(self) -> bytes:
+        """What an ABORT or STOP is made from: the headers every segment carries."""
+        return (self.head + bytes(RMPP_HEADER_SIZE) + self.class_header).ljust(MAD_SIZE, b"\0")
+
+    def _counted(self) -> None:
+        # an empty payload still travels: one segment with no data
+        self.count = max(1, math.ceil(len(self.data) / self.seg_data)) if self.complete else 0
+        if max(self.count, len(self.data) // self.seg_data) > 0xFFFFFFFF:
+            raise MadFieldError("data", len(self.data), "at most 2**32-1 segments")
+
+    def _ready(self) -> int:
+        """The segments that may go now (the window aside)."""
+        return self.count if self.complete else max(0, len(self.data) - 1) // self.seg_data
 
     def segment(self, n: int) -> bytes:
         """Segment ``n`` (1-based) as a MAD."""
-        if not 1 <= n <= self.count:
-            raise MadFieldError("segment_number", n, f"1..{self.count}")
-        chunk = self.data[(n - 1) * self.seg_data:n * self.seg_data]
-        flags = RmppFlags.ACTIVE | (RmppFlags.FIRST if n == 1 else 0) | (RmppFlags.LAST if n == self.count else 0)
+        if not 1 <= n <= self._ready():
+            raise MadFieldError("segment_number", n, f"1..{self._ready()}")
+        chunk = bytes(self.data[(n - 1) * self.seg_data:n * self.seg_data])
+        last = self.complete and n == self.count
+        flags = RmppFlags.ACTIVE | (RmppFlags.FIRST if n == 1 else 0) | (RmppFlags.LAST if last else 0)
         if n == 1:
-            length = self.count * self.class_header_size + len(self.data)
-        elif n == self.count:
+            if self._announced is None:
+                self._announced = self.count * self.class_header_size + len(self.data) if self.complete else 0
+            length = self._announced
+        elif last:
             length = self.class_header_size + len(chunk)
         else:
             length = 0
@@ -238,11 +269,22 @@ class RmppSender(_Machine):
         return (self.head + hdr.encode() + self.class_header + chunk).ljust(MAD_SIZE, b"\0")
 
     def _send_window(self, first: int, now: float) -> list[bytes]:
-        last = min(self.window_last, self.count)
+        last = min(self.window_last, self._ready())
         out = [self.segment(n) for n in range(first, last + 1)]
         self.sent = max(self.sent, last)
-        self.deadline = now + self.timeout
+        self.deadline = now + self.timeout if self.sent > self.last_ack else None  # else: waiting for data
         return out
+
+    def feed(self, more: bytes, now: float, done: bool = False) -> list[bytes]:
+        """More of a payload not yet whole (``done``: now it is); the segments that may go."""
+        if self.complete:
+            raise MadFieldError("feed", len(more), "a payload not yet complete")
+        self.data += more
+        self.complete = done
+        self._counted()
+        if self.finished or self.started is None or self.window_last <= self.sent:
+            return []
+        return self._send_window(self.sent + 1, now)
 
     def start(self, now: float) -> list[bytes]:
         """The first segments to send (before any ACK: segment 1 only)."""
@@ -266,23 +308,23 @@ class RmppSender(_Machine):
         if ended is not None:
             return ended
         if self._too_long(now):
-            return self._fail(self.segment(1), RmppStatus.TOTAL_TIME_TOO_LONG, "the transfer took too long", False)
+            return self._fail(self._template(), RmppStatus.TOTAL_TIME_TOO_LONG, "the transfer took too long", False)
         if hdr.rmpp_type != RmppType.ACK:
-            return self._fail(self.segment(1), RmppStatus.BAD_RMPP_TYPE,
+            return self._fail(self._template(), RmppStatus.BAD_RMPP_TYPE,
                               f"a sender got RMPPType {hdr.rmpp_type}", False)
         seg, nwl = hdr.segment_number, hdr.new_window_last
         if seg > self.sent:
-            return self._fail(self.segment(1), RmppStatus.SEGMENT_NUMBER_TOO_BIG,
+            return self._fail(self._template(), RmppStatus.SEGMENT_NUMBER_TOO_BIG,
                               f"ACK of segment {seg}, only {self.sent} sent", False)
         if nwl < seg:
-            return self._fail(self.segment(1), RmppStatus.NEW_WINDOW_LAST_TOO_SMALL,
+            return self._fail(self._template(), RmppStatus.NEW_WINDOW_LAST_TOO_SMALL,
                               f"NewWindowLast {nwl} below the ACKed segment {seg}", False)
         if seg < self.last_ack:
             return []  # a stale ACK, overtaken by a later one
         progress = seg > self.last_ack
         self.last_ack = seg
         self.window_last = max(self.window_last, nwl)
-        if seg == self.count:
+        if self.complete and seg == self.count:
             self._end(RmppState.DONE, RmppStatus.NORMAL, "")
             return []
         if progress:
@@ -290,7 +332,7 @@ class RmppSender(_Machine):
         if self.window_last > self.sent:
             return self._send_window(self.sent + 1, now)
         if progress:
-            self.deadline = now + self.timeout
+            self.deadline = now + self.timeout if self.sent > self.last_ack else None
         return []
 
     def on_timeout(self, now: float) -> list[bytes]:
@@ -298,18 +340,25 @@ class RmppSender(_Machine):
         if self.finished or self.deadline is None or now < self.deadline:
             return []
         if self._too_long(now):
-            return self._fail(self.segment(1), RmppStatus.TOTAL_TIME_TOO_LONG, "the transfer took too long", False)
+            return self._fail(self._template(), RmppStatus.TOTAL_TIME_TOO_LONG, "the transfer took too long", False)
+        silent = not self.resend_first and self.last_ack == 0
         if self.tries_left == 0:
-            return self._fail(self.segment(1), RmppStatus.TOO_MANY_RETRIES,
+            if silent:
+                self._end(RmppState.ABORTED, RmppStatus.TOO_MANY_RETRIES, "segment 1 never ACKed: given up silently")
+                return []
+            return self._fail(self._template(), RmppStatus.TOO_MANY_RETRIES,
                               f"no ACK past segment {self.last_ack} after {self.retries} retries", False)
         self.tries_left -= 1
+        if silent:
+            self.deadline = now + self.timeout
+            return []
         return self._send_window(self.last_ack + 1, now)
 
     def abort(self, status: RmppStatus = RmppStatus.UNSPECIFIED, reason: str = "aborted by the caller") -> list[bytes]:
         """End the transfer now: the ABORT to send (nothing once it has ended)."""
         if self.finished:
             return []
-        return self._fail(self.segment(1), status, reason, False)
+        return self._fail(self._template(), status, reason, False)
 
 
 class RmppReceiver(_Machine):

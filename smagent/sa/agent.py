@@ -39,7 +39,17 @@ through `handle`.
 A GetTableResp longer than one MAD goes out through a `mad.rmpp.RmppSender`, one per
 (requester LID, TID): the requester's ACKs (class 0x03 MADs with RMPP type ACK) are routed
 back to it. A table that fits one MAD is sent as a single RMPP segment (First and Last) and
-needs no ACK.
+needs no ACK. Segment 1 is never sent again before its ACK (`RmppSender`'s ``resend_first``):
+a requester whose MAD layer does RMPP ACKs it at once, or sends its request again, which
+starts the answer again; one that does not (saquery under ibsim's umad2sim) has read it and
+gone, and under ibsim whatever followed would reach the next process in its client slot
+(ibsim routes a response by the TID's top 16 bits, the slot), which crashes or takes it
+for its own answer.
+
+A PathRecord GetTable of every pair is not worked out inside `handle` (seconds on a large
+fabric): it waits in `pending` and `work` advances it a chunk at a time, between the owner's
+other work (`smagent.sa.pending`), its segments sent as its records come (segment 1 with
+PayloadLength 0: the length is not known yet).
 """
 from __future__ import annotations
 
@@ -58,6 +68,7 @@ from mad.sa import (SA_CLASS, SA_CLASS_VERSION, SA_DATA_SIZE, SA_HEADER, SA_HEAD
 from mad.sa_records import (GUIDInfoRecord, InformInfoRecord, LinkRecord, NodeRecord, PathRecord, PortInfoRecord,
                             record_class)
 from smagent.sa import aliases as aliasesmod, multipath, pathrecords as paths, quickpath, trace, visible
+from smagent.sa import pending as pendingmod
 from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
@@ -76,6 +87,9 @@ RMPP_TIMEOUT_S = 0.5  # an ACK not back in this time: the window is sent again
 RMPP_RETRIES = 4
 REQUEST_KEPT_S = 10.0  # a GetMulti request's reassembly: abandoned, or kept after it (its duplicates ACKed), this long
 RESP_TIME_VALUE = 16  # ClassPortInfo.RespTimeValue: 4.096 us x 2^16, about 270 ms (OpenSM's)
+# an every-pair table kept for the next asker only up to this size (9 MB on 375 nodes, per
+# requester LID: 250 hosts asking would hold 2 GB; working one out again costs seconds of slices)
+TABLE_KEPT_BYTES = 1 << 20
 PATH_ANSWERS_KEPT = 1 << 15  # cached PathRecord answers (about 500 bytes each); more: start again
 _PATH_QUERY_END = SA_HEADER.stop + record_class(SaAttrID.PATH_RECORD).LAYOUT.size  # what a PathRecord query says
 _PATH_QUERY = slice(SA_HEADER.start, _PATH_QUERY_END)
@@ -93,6 +107,8 @@ _RMPP_FLAGS_AT = RMPP_OFFSET + 2  # RRespTime (5 bits) and RMPPFlags (3 bits)
 _IIR_SELECT = InformInfoRecord.mask("subscriber_gid", "enum")  # OpenSM's InformInfoRecord keys
 _BASE_LID_FIELDS = {NodeRecord: ("lid",), PortInfoRecord: ("endport_lid", "lid"), GUIDInfoRecord: ("lid",),
                     LinkRecord: ("from_lid", "to_lid")}
+_PATH_STRIDE = PathRecord.STRIDE // 8
+_NO_RESOURCES = SaStatus.ERR_NO_RESOURCES.word  # too many tables of one requester pending (`_table_later`)
 _RMPP_ACTIVE = int(RmppFlags.ACTIVE)  # a plain int: an IntFlag's & costs microseconds
 # ClassPortInfo.CapabilityMask and CapabilityMask2 (IBA 15.2.5, Table 184 and its 1.2.1+
 # additions; OpenSM's OSM_CAP*): exactly what this SA implements. Not claimed: IsNotice (no
@@ -134,6 +150,7 @@ class SaAgent:
         self._records: Records | None = None
         self._quick: quickpath.QuickPaths | None = None  # the snapshot's plain PathRecord Gets
         self.senders: dict[tuple[int, int], tuple[RmppSender, Address]] = {}
+        self.pending = pendingmod.Pending()  # tables being worked out (`work`), by (LID, TID)
         # GetMulti requests (RMPP) being reassembled, or just answered, by (LID, TID): the
         # receiver, where its ACKs go, when it is dropped
         self.receivers: dict[tuple[int, int], tuple[RmppReceiver, Address, float]] = {}
@@ -173,6 +190,29 @@ class SaAgent:
             times.append(self.informs.deadline)
         return min(times) if times else None
 
+    @property
+    def working(self) -> bool:
+        """Whether tables are being worked out (`work` has something to do)."""
+        return bool(self.pending)
+
+    def work(self, now: float, more: Callable[[], bool]) -> list[Reply]:
+        """Work out the pending tables a chunk at a time while ``more()`` says so (at least
+        one chunk); the segments that may go meanwhile (a table's are sent as its records
+        come, within the window its requester's ACKs give)."""
+        out: list[Reply] = []
+
+        def feed(job: pendingmod.TableJob, chunk: bytes, done: bool) -> None:
+            sender, addr = job.sender, job.addr
+            out.extend((_trim(m), addr) for m in sender.feed(chunk, now, done))
+            if done:
+                self.answered += 1
+                self.requests[(_PATH_ATTR_ID, int(Method.GET_TABLE), 0)] += 1
+                if job.source is self._quick and len(sender.data) <= TABLE_KEPT_BYTES:
+                    self._keep_path_answer(job.key, (0, bytes(sender.data), _PATH_STRIDE))
+
+        self.pending.work(more, feed)
+        return out
+
     def on_timeout(self, now: float) -> list[Reply]:
         out: list[Reply] = self.informs.on_timeout(now)
         for key, (rx, addr, until) in list(self.receivers.items()):
@@ -207,6 +247,10 @@ class SaAgent:
                 self.informs.on_report_resp(tid)
             return []  # a response: nothing to answer
         self._now = now
+        if raw[3] == Method.GET_TABLE and raw[16:18] == _PATH_ATTR and self._quick is not None and self.master:
+            queued = self._table_later(incoming, tid, now)
+            if queued is not None:
+                return queued
         aliases = self.aliases.version
         status, data, offset = self._cached_answer(incoming)
         if self.aliases.version != aliases:  # a GID now names a port, or no longer: answers kept are stale
@@ -298,6 +342,35 @@ class SaAgent:
             del self.senders[key]
         return out
 
+    def _table_later(self, incoming: Incoming, tid: int, now: float) -> list[Reply] | None:
+        """A PathRecord GetTable of every pair (`QuickPaths.table`) made a `TableJob` that
+        `work` advances; None: answered the usual way (another form, or kept from before).
+        A requester with `pending.PER_REQUESTER` tables pending or in flight already is
+        answered ERR_NO_RESOURCES (as OpenSM answers a request it has no memory for); a
+        request already pending (sent again) is answered once."""
+        raw, lid = incoming.raw, incoming.address.lid
+        key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], lid)
+        if raw[2] != SA_CLASS_VERSION or _to_group(raw) or key in self._path_answers:
+            return None
+        if self.pending.holds(lid, tid):
+            return []
+        assert self._quick is not None
+        chunks = self._quick.table(raw, lid)
+        if chunks is None:
+            return None
+        # tables of this requester still worked out or being ACKed (one never ACKed costs nothing
+        # more: saquery under umad2sim leaves one behind each time)
+        in_flight = sum(1 for (l, t), (snd, _a) in self.senders.items()
+                        if l == lid and t != tid and (self.pending.holds(l, t) or snd.last_ack))
+        if in_flight >= pendingmod.PER_REQUESTER:
+            self.answered += 1
+            self.requests[(_PATH_ATTR_ID, raw[3], _NO_RESOURCES)] += 1
+            return self._respond(incoming, _NO_RESOURCES, b"", 0, now)
+        first = self._respond(incoming, 0, b"", _PATH_STRIDE, now, complete=False)
+        sender, addr = self.senders[(lid, tid)]
+        self.pending.add(lid, tid, pendingmod.TableJob(chunks, key, self._quick, sender, addr))
+        return first
+
     def _get_multi(self, incoming: Incoming, tid: int, now: float) -> list[Reply]:
         """SubnAdmGetMulti: the request is an RMPP transfer (one segment when its GIDs fit
         one MAD); its windows are ACKed, and once it is whole it is answered with a table of
@@ -355,10 +428,14 @@ class SaAgent:
         key = (raw[3], raw[SA_HEADER.start:_PATH_QUERY_END], incoming.address.lid)
         hit = self._path_answers.get(key)
         if hit is None:
-            if len(self._path_answers) >= PATH_ANSWERS_KEPT:
-                self._path_answers.clear()
-            hit = self._path_answers[key] = self._answer(incoming)
+            hit = self._answer(incoming)
+            self._keep_path_answer(key, hit)
         return hit
+
+    def _keep_path_answer(self, key: tuple, answer: tuple[int, bytes, int]) -> None:
+        if len(self._path_answers) >= PATH_ANSWERS_KEPT:
+            self._path_answers.clear()
+        self._path_answers[key] = answer
 
     def _answer(self, incoming: Incoming) -> tuple[int, bytes, int]:
         """(status, data, AttributeOffset) of the answer to a request."""
@@ -413,7 +490,10 @@ class SaAgent:
         offset, data = encode_table(found)
         return 0, data, offset
 
-    def _respond(self, incoming: Incoming, status: int, data: bytes, offset: int, now: float) -> list[Reply]:
+    def _respond(self, incoming: Incoming, status: int, data: bytes, offset: int, now: float,
+                 complete: bool = True) -> list[Reply]:
+        """The answer's first MADs; a table's RMPP sender kept (``complete`` False: its data
+        still to come, through `RmppSender.feed`)."""
         req = incoming.raw
         addr = incoming.address.reply()
         head = bytearray(req[:24])
@@ -428,10 +508,12 @@ class SaAgent:
         class_header = bytearray(req[SA_HEADER])
         class_header[0:8] = _NO_SM_KEY  # never the requester's (C15-0.1.5), as OpenSM
         class_header[8:10] = offset.to_bytes(2, "big")
+        # segment 1 is not sent again unACKed: a requester without RMPP (saquery under umad2sim)
+        # has gone, and ibsim would hand it to the next process in its client slot
         sender = RmppSender(bytes(head), bytes(class_header), data, timeout=RMPP_TIMEOUT_S, retries=RMPP_RETRIES,
-                            resp_time=NO_RESP_TIME)
+                            resp_time=NO_RESP_TIME, resend_first=False, complete=complete)
         first = sender.start(now)
-        if sender.count > 1:
+        if sender.count != 1:  # several segments, or not known yet
             self.senders[(incoming.address.lid, int.from_bytes(req[8:16], "big"))] = (sender, addr)
         return [(_trim(m), addr) for m in first]
 

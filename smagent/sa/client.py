@@ -35,8 +35,9 @@ class SaClient:
     """Queries to the SA at ``address`` (QP1 of the master SM's port: its LID is the
     MasterSMLID of our port, `sa_address`)."""
 
-    def __init__(self, transport: Transport, address: Address):
+    def __init__(self, transport: Transport, address: Address, max_table: int = 1 << 20):
         self.t, self.address = transport, address
+        self.max_table = max_table  # the largest table accepted (bytes; larger: RMPP STOP)
 
     def _ask(self, raw: bytes) -> bytes:
         (reply,) = self.t.execute([Request.gmp(raw, self.address)])
@@ -103,7 +104,7 @@ class SaClient:
         head = rmpp_of(raw)
         if not head.active or head.rmpp_version != RMPP_VERSION:
             return _whole(raw, kind)
-        rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
+        rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE, max_size=self.max_table)
         if head.rmpp_type == RmppType.DATA:
             self._acks(rx.on_mad(raw, time.monotonic()))
         tid = tid32_of(raw)

@@ -101,9 +101,17 @@ def _mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[
     MTU over its ``ends`` and every port the LFTs take it through, the slowest rate over
     those ports (the ends' without any); None if the LFTs do not deliver it. From a CA
     port cabled to a switch: its link, then what the switch's path summary says
-    (`Records.downstream`); anything else walked (`walked_mtu_rate`)."""
+    (`Records.downstream`); from a switch: its own summary; anything else walked
+    (`walked_mtu_rate`)."""
     caps = recs.port_caps
-    peer = None if sn.is_switch else recs.subnet.links.get((sn.guid, sp))
+    if sn.is_switch:  # its own summary: every pair's table asks every switch for every LID
+        down = recs.downstream(sn.guid, dlid)
+        if down is None:
+            return None
+        if down[1] != float("inf") and all(k in caps for k in ends):
+            return min([down[0]] + [caps[k][0] for k in ends]), down[2]
+        return walked_mtu_rate(recs, sn, sp, dlid, ends)  # its own LID, or ports not read: as walked
+    peer = recs.subnet.links.get((sn.guid, sp))
     if peer is None or not recs.subnet.nodes[peer[0]].is_switch or recs.subnet.lids.get(dlid) == (sn.guid, sp):
         return walked_mtu_rate(recs, sn, sp, dlid, ends)
     down = recs.downstream(peer[0], dlid)
@@ -168,7 +176,7 @@ def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: 
     return sel == LARGEST or value == want
 
 
-def _opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
+def opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
     """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs
     (`model.order.opensm_key`)."""
     s = recs.subnet
@@ -197,7 +205,7 @@ def query(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> li
 def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -> Iterator[PathRecord]:
     """The PathRecords a query selects, as OpenSM answers, one by one (a Get takes the
     first the requester may see: no more are worked out): a source or destination not
-    named is every port (in OpenSM's order, `_opensm_order`; neither: destination by
+    named is every port (in OpenSM's order, `opensm_order`; neither: destination by
     destination, every source to it). Between two ports with several LIDs (LMC), the LIDs
     are paired by their offset from the base (base to base, base+1 to base+1, ...), then
     every other pairing with Preference 2 (`lid_pairs`), at most NumbPath pairs when the
@@ -207,7 +215,7 @@ def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -
     srcs = _endpoint(recs, q, mask, "sgid", "slid")
     dsts = _endpoint(recs, q, mask, "dgid", "dlid")
     if srcs is None or dsts is None:
-        every = _opensm_order(recs)
+        every = opensm_order(recs)
         srcs, dsts = srcs if srcs is not None else every, dsts if dsts is not None else every
     pairs = ((a, b) for b in dsts for a in srcs)  # OpenSM's world walk: destination outermost
     wanted_pkey = q.p_key if mask & _M_PKEY else None

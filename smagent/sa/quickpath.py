@@ -16,7 +16,7 @@ its GID or that LID, no MTU, rate or packet-lifetime selection, NumbPath not 0. 
 else (None from `path_get`) goes the general way, which answers it, errors included."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from mad.sa import SA_HEADER, SaStatus
 from mad.sa_records import PathRecord
@@ -34,6 +34,8 @@ def _field(name: str) -> slice:
 _SGID, _DGID, _SLID, _DLID, _SERVICE_ID, _P_KEY = (_field(n) for n in ("sgid", "dgid", "slid", "dlid", "service_id",
                                                                         "p_key"))
 _SL_AT = _P_KEY.stop + 1  # QoSClass (12 bits), SL (4)
+_NUM_PATH_AT = _AT + PathRecord.LAYOUT.byte_slice("tclass").stop  # Reversible (1 bit), NumbPath (7)
+_M_NUM_PATH = PathRecord.mask("num_path")
 _MASK = slice(SA_HEADER.stop - 8, SA_HEADER.stop)  # ComponentMask: the SA header's last 8 bytes
 _M_SGID, _M_DGID, _M_SLID, _M_DLID, _M_P_KEY, _M_SL, _M_SERVICE_ID = (
     PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid", "p_key", "sl", "service_id"))
@@ -49,8 +51,18 @@ _R_ENDS = [PathRecord.LAYOUT.byte_slice(n) for n in ("dgid", "sgid", "dlid", "sl
 assert all(a.stop == b.start for a, b in zip(_R_ENDS, _R_ENDS[1:]))
 _R_DGID, _R_SLID = _R_ENDS[0], _R_ENDS[-1]
 ENDS_KEPT = 1 << 16  # ports looked up by LID or GID (a GID of no port is kept too); more: start again
+CHUNK_COST, DECIDE_COST = 512, 16  # a chunk of an every-pair table (`QuickPaths._walk`): ~1 ms of work
 RECORDS_KEPT = 1 << 18  # (class, DLID, P_Key, ServiceID, SL) decided (~150 bytes each: ~40 MB at most); more: start again
 _UNKNOWN = object()
+_ENDS = _M_SGID | _M_DGID | _M_SLID | _M_DLID
+_NOTHING_ASKED = (None, None, None)
+
+
+def _asked(raw: bytes, mask: int) -> tuple:
+    """(P_Key, ServiceID, SL) a query names (None each it does not): they change the terms."""
+    return (int.from_bytes(raw[_P_KEY], "big") if mask & _M_P_KEY else None,
+            int.from_bytes(raw[_SERVICE_ID], "big") if mask & _M_SERVICE_ID == _M_SERVICE_ID else None,
+            raw[_SL_AT] & 0xF if mask & _M_SL else None)
 
 
 class QuickPaths:
@@ -70,6 +82,7 @@ class QuickPaths:
         # then (looked at on the first decision: on a large fabric it reads every table)
         self._shared: bool | None = None
         self._partitioned = recs.subnet.pkeys is not None  # then a requester sees only what it shares
+        self._every: list[tuple] | bool | None = None  # `_every_end` (False: a port with several LIDs)
 
     def path_get(self, raw: bytes, requester_lid: int) -> tuple[int, bytes, int] | None:
         """(status, data, AttributeOffset) answering ``raw``, a SubnAdmGet(PathRecord) to a
@@ -89,12 +102,7 @@ class QuickPaths:
             dst = self._learn(named)
         if src is None or dst is None:
             return None  # an end not named (every port), or not plainly: the general path's
-        if mask & _ASKING:
-            key: tuple = (src[5], dst[2], int.from_bytes(raw[_P_KEY], "big") if mask & _M_P_KEY else None,
-                          int.from_bytes(raw[_SERVICE_ID], "big") if mask & _M_SERVICE_ID == _M_SERVICE_ID else None,
-                          raw[_SL_AT] & 0xF if mask & _M_SL else None)
-        else:
-            key = (src[5], dst[2], None, None, None)
+        key = (src[5], dst[2]) + (_asked(raw, mask) if mask & _ASKING else _NOTHING_ASKED)
         record: Any = self._decided.get(key, _UNKNOWN) if src[2] != dst[2] else _UNKNOWN  # a loopback: its own
         if record is _UNKNOWN:
             record = self._decide(src, dst, key)
@@ -102,6 +110,61 @@ class QuickPaths:
                 src[2], dst[2]):
             return _NO_RECORDS, b"", 0
         return 0, b"".join((record[0], dst[4], src[4], dst[3], src[3], record[1])), _STRIDE
+
+    def table(self, raw: bytes, requester_lid: int) -> Iterator[bytes] | None:
+        """The records answering ``raw``, a SubnAdmGetTable(PathRecord) naming neither end
+        (every pair, OpenSM's world walk: destination outermost, `paths.each_path`'s order),
+        as encoded bytes, about a millisecond's work at a time (`_walk`; None: not the plain
+        form, or a port with several LIDs: the general path's). Each pair costs a lookup of
+        its terms by source class and DLID (`_decide` once per class), as a plain Get does."""
+        mask = int.from_bytes(raw[_MASK], "big")
+        if mask & (_SELECTING | _ENDS) or mask & ~_ALL or mask & _M_NUM_PATH and not raw[_NUM_PATH_AT] & 0x7F:
+            return None
+        ends = self._every_end()
+        if ends is None:
+            return None
+        asked = _asked(raw, mask) if mask & _ASKING else _NOTHING_ASKED
+        viewer = visible.Viewer(self.recs.subnet, requester_lid) if self._partitioned else None
+        return self._walk(ends, asked, viewer)
+
+    def _walk(self, ends: list[tuple], asked: tuple, viewer: visible.Viewer | None) -> Iterator[bytes]:
+        """`table`'s records, a chunk at a time: a chunk ends after `CHUNK_COST` units of
+        work (a pair whose terms are decided costs 1, one to decide `DECIDE_COST`: a
+        destination's first chunks decide for every source class)."""
+        decided, join = self._decided, b"".join
+        out: list[bytes] = []
+        cost = 0
+        for dst in ends:
+            dlid, dgid, dlid_b = dst[2], dst[4], dst[3]
+            for src in ends:
+                key = (src[5], dlid) + asked
+                record: Any = decided.get(key, _UNKNOWN) if src[2] != dlid else _UNKNOWN
+                if record is _UNKNOWN:
+                    record = self._decide(src, dst, key)
+                    cost += DECIDE_COST
+                cost += 1
+                if record is not None and (viewer is None or viewer.path(src[2], dlid)):
+                    out.append(join((record[0], dgid, src[4], dlid_b, src[3], record[1])))
+                if cost >= CHUNK_COST:
+                    yield join(out)
+                    out, cost = [], 0
+        yield join(out)
+
+    def _every_end(self) -> list[tuple] | None:
+        """Every LID-carrying port as an end (`_learn`'s form) in OpenSM's order; None if a
+        port has several LIDs (LMC: the general path pairs them)."""
+        if self._every is None:
+            recs = self.recs
+            ends: list[tuple] = []
+            for node, port, lids in paths.opensm_order(recs):
+                if len(lids) != 1:
+                    self._every = False
+                    return None
+                cls = self._classes.setdefault(paths.source_class(recs, node, port), len(self._classes))
+                ends.append((node, port, lids[0], lids[0].to_bytes(2, "big"),
+                             recs.gid(node, port).to_bytes(16, "big"), cls))
+            self._every = ends
+        return self._every if isinstance(self._every, list) else None
 
     def _decide(self, src: tuple, dst: tuple, key: tuple) -> tuple[bytes, bytes] | None:
         """`paths.path_terms` from ``src`` to ``dst`` as the bytes they make, kept for the

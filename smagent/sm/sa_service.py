@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from smagent.sm.daemon import Daemon
 
 log = logging.getLogger("smagent.sm")
+WORK_SLICE_S = 0.005  # the longest a table being worked out holds the loop at a time
 
 
 class SaService:
@@ -79,7 +80,9 @@ class SaService:
 
     @property
     def deadline(self) -> float:
-        """When `tick` has RMPP work (inf: none)."""
+        """When `tick` has RMPP work (inf: none; -inf: tables to work out, at once)."""
+        if self.agent.working:
+            return -math.inf
         at = self.agent.deadline
         return math.inf if at is None else at
 
@@ -93,9 +96,17 @@ class SaService:
             self._groups_changed()
 
     def tick(self) -> None:
-        """RMPP segments whose ACK did not come: sent again (or the transfer aborted)."""
-        if self.deadline <= self.d.clock():
-            self._send(self.agent.on_timeout(self.d.clock()))
+        """RMPP segments whose ACK did not come: sent again (or the transfer aborted); then,
+        from the loop only (not inside a sweep or repair: those go first), a slice of
+        `WORK_SLICE_S` of the tables being worked out, so what arrives meanwhile (a Get, a
+        trap) waits at most that long."""
+        clock = self.d.clock
+        at = self.agent.deadline
+        if at is not None and at <= clock():
+            self._send(self.agent.on_timeout(clock()))
+        if self.agent.working and self.d.activity is None:
+            end = clock() + WORK_SLICE_S
+            self._send(self.agent.work(clock(), lambda: clock() < end))
 
     def snapshot(self, result) -> Subnet:
         """The snapshot of a finished sweep, not yet answered from: the daemon builds it
@@ -216,7 +227,7 @@ class SaService:
         """The SA's part of `smagent status`: requests answered, RMPP transfers in flight,
         and which snapshot it answers from (the sweep count that published it)."""
         a = self.agent
-        return {"answered": a.answered, "tables_in_flight": len(a.senders),
+        return {"answered": a.answered, "tables_in_flight": len(a.senders), "tables_pending": len(a.pending),
                 "snapshot": a.subnet.generation if a.subnet is not None else None,
                 "groups": len(a.groups.groups), "groups_pending": self.groups_pending,
                 "subscriptions": len(a.informs.subs), "reports_sent": a.informs.sent}

@@ -36,6 +36,9 @@ def table(agent, record, *fields, drop=None, src=Address.gsi(1), modifier=0, **k
     rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
     pending, now = [m for m, _a in agent.handle(Incoming(q.encode(), src), 0.0)], 0.0
     while not rx.finished:
+        if not pending and agent.working:  # a table worked out later (every pair's PathRecords)
+            pending = [m for m, _a in agent.work(now, lambda: True)]
+            continue
         if not pending:  # nothing in flight: let the sender's timer run out
             now = agent.deadline
             assert now is not None, "the sender gave up"

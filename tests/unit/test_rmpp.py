@@ -112,6 +112,44 @@ def test_window_from_acks():
     assert s.deadline is None and s.on_timeout(99.0) == []
 
 
+def test_a_payload_fed_as_it_is_made_goes_as_its_segments_fill():
+    data = bytes(range(256)) * 10  # 2,560 bytes: 13 segments
+    s = sender(b"", complete=False)
+    rx = receiver(window=4)
+    assert s.start(0.0) == [] and s.deadline is None  # nothing to send yet, nothing to time out
+    out = s.feed(data[:SEG], 0.1)
+    assert out == []  # a whole segment's data, but it might be the last: held
+    out = s.feed(data[SEG:SEG + 1], 0.2)
+    assert [hdr(m).segment_number for m in out] == [1] and hdr(out[0]).payload_length == 0  # length not known
+    got = []
+    pending, fed, now = out, SEG + 1, 0.3
+    while not rx.finished:
+        for m in pending:
+            for ack in rx.on_mad(m, now):
+                got += s.on_mad(ack, now)
+        pending, got = got, []
+        if not pending and fed < len(data):
+            more = data[fed:fed + 300]
+            fed += len(more)
+            pending = s.feed(more, now, done=fed == len(data))
+        now += 0.1
+    assert rx.state is RmppState.DONE and rx.data == data and s.state is RmppState.DONE
+    assert s.count == 13 and hdr(s.segment(13)).rmpp_flags & RmppFlags.LAST
+
+
+def test_a_sender_told_not_to_resend_segment_1_waits_for_its_ack_silently():
+    s = sender(bytes(5 * SEG), timeout=2.0, retries=2, resend_first=False)
+    first = s.start(10.0)
+    assert s.on_timeout(12.0) == [] and s.on_timeout(14.0) == []  # nothing again, still waiting
+    out = s.on_mad(ack_for(first[0], 1, 3), 15.0)  # a late ACK: the transfer goes on
+    assert [hdr(m).segment_number for m in out] == [2, 3]
+    assert [hdr(m).segment_number for m in s.on_timeout(17.0)] == [2, 3]  # ACKed once: resent as usual
+    quiet = sender(bytes(5 * SEG), timeout=2.0, retries=2, resend_first=False)
+    quiet.start(0.0)
+    assert [quiet.on_timeout(t) for t in (2.0, 4.0, 6.0)] == [[], [], []]  # no ABORT either
+    assert quiet.state is RmppState.ABORTED and quiet.status is RmppStatus.TOO_MANY_RETRIES and quiet.deadline is None
+
+
 def test_timeout_resends_the_unacknowledged_window_then_aborts():
     s = sender(bytes(5 * SEG), timeout=2.0, retries=2)
     first = s.start(10.0)

@@ -822,3 +822,73 @@ def test_answers_never_echo_the_requesters_sm_key(agent, subnet):
     q = sa.request(Method.GET_TABLE, NodeRecord(), transaction_id=78, sm_key=SM_KEY)
     out = agent.handle(Incoming(q.encode(), ME), 0.0)
     assert out and all(raw[24 + 12:24 + 20] == bytes(8) for raw, _a in out)
+
+
+def _all_pairs(tid: int) -> bytes:
+    return sa.request(Method.GET_TABLE, PathRecord(), component_mask=0, transaction_id=tid).encode()
+
+
+def test_every_pairs_table_is_worked_out_in_chunks_with_other_requests_answered_between(agent):
+    """Every pair's PathRecords: queued by `handle`, worked out a chunk at a time by `work`,
+    segment 1 out (PayloadLength 0: not known yet) long before the table is whole, the
+    rest as the requester's ACKs open the window; a NodeRecord Get answered between chunks;
+    the table reassembled is the general path's."""
+    from mad.rmpp import RmppReceiver, RmppState
+    from smagent.sa import pathrecords, quickpath
+    assert agent.handle(Incoming(_all_pairs(9), ME), 0.0) == []  # nothing yet: queued, not worked out here
+    rx = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE)
+    chunks, first_at = 0, None
+    while agent.working:
+        out = agent.work(0.0, lambda: False)  # one chunk at a time
+        chunks += 1
+        for m, _a in out:
+            first_at = chunks if first_at is None else first_at
+            for ack in rx.on_mad(m.ljust(256, b"\0"), 0.0):
+                for seg, _b in agent.handle(Incoming(ack, ME), 0.0):
+                    rx.on_mad(seg.ljust(256, b"\0"), 0.0)
+        if agent.working:
+            node = sa.request(Method.GET, NodeRecord(lid=1), component_mask=NodeRecord.mask("lid"),
+                              transaction_id=100 + chunks).encode()
+            (reply,) = agent.handle(Incoming(node, ME), 0.0)  # answered at once, between chunks
+            assert sa.SaMad.decode(reply[0]).status == 0
+    ports = len(pathrecords.opensm_order(agent._recs))
+    assert chunks > ports * ports // quickpath.CHUNK_COST  # a chunk is a bounded piece of work
+    assert first_at == 1 and chunks > 2  # segment 1 with the first chunk, long before the end
+    assert int.from_bytes(rx.first[32:36], "big") == 0  # its PayloadLength: not known then
+    assert rx.state is RmppState.DONE
+    want = pathrecords.query(agent._recs, PathRecord(), 0, ME.lid)
+    assert len(want) == ports * ports
+    assert sa.decode_table(rx.data, PathRecord, sa.SaMad.decode(rx.first).attribute_offset) == want
+    assert table(agent, PathRecord()) == want  # asked again: the kept answer
+
+
+def test_one_requester_may_queue_only_a_few_tables(agent):
+    from smagent.sa import pending
+    for tid in range(pending.PER_REQUESTER):
+        assert agent.handle(Incoming(_all_pairs(tid), ME), 0.0) == []
+    assert agent.handle(Incoming(_all_pairs(0), ME), 0.0) == []  # the same request again: answered once
+    (busy, _a), = agent.handle(Incoming(_all_pairs(99), ME), 0.0)
+    assert int.from_bytes(busy[4:6], "big") == sa.SaStatus.ERR_NO_RESOURCES.word
+    assert agent.handle(Incoming(_all_pairs(99), Address.gsi(2)), 0.0) == []  # another host: queued
+    assert len(agent.pending) == pending.PER_REQUESTER + 1
+    other = Address.gsi(3)  # tables whose segment 1 nobody ACKed (saquery under umad2sim) count for nothing
+    for tid in range(200, 200 + 2 * pending.PER_REQUESTER):
+        agent.handle(Incoming(sa.request(Method.GET_TABLE, NodeRecord(), component_mask=0,
+                                         transaction_id=tid).encode(), other), 0.0)
+    assert agent.handle(Incoming(_all_pairs(300), other), 0.0) == [] and agent.pending.holds(3, 300)
+
+
+def test_segment_1_never_acked_is_not_sent_again(agent):
+    """A requester that reads segment 1 and never ACKs (saquery under umad2sim) gets nothing
+    more: no resend, no ABORT, which ibsim would hand to the next process in its slot."""
+    (seg1, _a), = agent.handle(Incoming(sa.request(Method.GET_TABLE, NodeRecord(), component_mask=0,
+                                                   transaction_id=5).encode(), ME), 0.0)
+    assert rmpp_flags(seg1) & 1 and not rmpp_flags(seg1) & 4  # the first of several
+    sent = []
+    while agent.deadline is not None:
+        sent += agent.on_timeout(agent.deadline)
+    assert sent == [] and agent.senders == {}
+
+
+def rmpp_flags(mad: bytes) -> int:
+    return mad[26] & 7

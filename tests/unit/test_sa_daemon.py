@@ -49,7 +49,7 @@ def test_master_answers_sa_queries_from_its_sweep():
     ((m, _),) = ask(t, d, Method.GET, SMInfoRecord(lid=me), "lid", src=src)
     rec = m.record(SMInfoRecord)
     assert (rec.guid, rec.sm_state, rec.sm_key) == (d.sm.guid, SMState.MASTER, 0)
-    assert d.status()["sa"] == {"answered": 3, "tables_in_flight": 0, "snapshot": d.counters.sweeps, "groups": 1,
+    assert d.status()["sa"] == {"answered": 3, "tables_in_flight": 0, "tables_pending": 0, "snapshot": d.counters.sweeps, "groups": 1,
                               "groups_pending": False, "subscriptions": 0, "reports_sent": 0}
 
 
@@ -57,12 +57,21 @@ def test_unanswered_table_segments_are_sent_again_by_the_loop():
     t, d, clock = make()
     d.start()
     src = Address.gsi(d.sa.agent.subnet.sm_lid)
+    from mad.rmpp import RmppReceiver
     first = ask(t, d, Method.GET_TABLE, NodeRecord(), src=src)
     assert len(first) == 1 and first[0][0].rmpp.segment_number == 1 and d.sa.deadline < float("inf")
     t.outbox.clear()
     clock.now = d.sa.deadline
     d.step(max_wait=0)
-    assert [sa.SaMad.decode(raw).rmpp.segment_number for raw, _to in t.outbox] == [1]
+    assert t.outbox == []  # segment 1 never ACKed: not sent again (the requester resends its request)
+    (ack,) = RmppReceiver(class_header_size=sa.SA_HEADER_SIZE, window=1).on_mad(first[0][0].encode(), clock.now)
+    t.deliver(ack, src)  # a late ACK, a window of one more segment
+    d.step(max_wait=0)
+    assert [sa.SaMad.decode(raw).rmpp.segment_number for raw, _to in t.outbox] == [2]
+    t.outbox.clear()
+    clock.now = d.sa.deadline
+    d.step(max_wait=0)
+    assert [sa.SaMad.decode(raw).rmpp.segment_number for raw, _to in t.outbox] == [2]  # unACKed: sent again
 
 
 def test_standby_sa_serves_nothing_and_says_so():

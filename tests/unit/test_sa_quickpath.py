@@ -180,3 +180,30 @@ def test_answers_a_source_class_shares_are_each_sources_own(build):
     loopbacks = sum(1 for raw, _r in asked if raw[_AT + 40:_AT + 42] == raw[_AT + 42:_AT + 44] != bytes(2))
     assert len(asked) - len(shared._decided) - loopbacks > len(ends)  # terms found decided for a classmate
     assert len({a[1] for a in answers if a[0] == 0}) > len(ends)  # and not by all alike
+
+
+@pytest.mark.parametrize("build", [_plain, _partitioned, _lmc, _policy, _dfsssp])
+def test_every_pairs_table_is_the_general_answer(build):
+    """`QuickPaths.table` (every pair, worked out a chunk at a time) gives the bytes the
+    general path gives, for the components that change its terms and requesters that see
+    more or less under partitions; LMC is declined (the general path pairs the LIDs)."""
+    s = build()
+    agent = SaAgent(0x1122334455667788)
+    agent.publish(s)
+    rng = random.Random(build.__name__)
+    forms = [({}, ()), ({"p_key": 0xFFFF}, ("p_key",)), ({"sl": 2}, ("sl",)),
+             ({"service_id": 0x1000F}, ("service_id",)), ({"num_path": 1, "tclass": 3}, ("num_path", "tclass"))]
+    quick = taken = 0
+    for values, fields in forms:
+        raw = sa.request(Method.GET_TABLE, PathRecord(**values), component_mask=PathRecord.mask(*fields),
+                         transaction_id=1).encode()
+        for requester in rng.sample(sorted(s.lids), 3):
+            chunks = quickpath.QuickPaths(agent._recs).table(raw, requester)
+            status, data, offset = agent._answer(Incoming(raw, Address.gsi(requester)))
+            if chunks is None:
+                continue
+            taken += 1
+            assert (status, offset) == (0, PathRecord.STRIDE // 8)
+            assert b"".join(chunks) == data, (fields, requester)
+            quick += bool(data)
+    assert (taken == 0) == (build is _lmc) and (build is _lmc or quick)
