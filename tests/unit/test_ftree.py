@@ -15,7 +15,7 @@ from smagent.cli import main
 from smagent.routing import RouteTable, RoutingError, route
 from smagent.routing._core import Graph
 from smagent.routing.ftree import tree_levels
-from test_routing import prepared, rin_of
+from routing_inputs import prepared, rin_of
 from routing_inputs import damaged_ft2, damaged_ft3
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures"
