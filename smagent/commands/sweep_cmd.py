@@ -57,8 +57,11 @@ def print_summary(s: dict) -> None:
               if s.get("passes", 1) > 1 or s.get("discovery_passes", 1) > 1 else "")
     click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}{loss}"
                f"{passes}; {s['seconds']:.3f} s")
+    if s.get("routing"):
+        click.echo(f"# routing: {s['routing']['engine']} ({s['routing']['reason']})")
     for n in s["notes"]:
-        click.echo(f"# note: {n}")
+        if not n.startswith("routing auto: "):  # said on the routing line
+            click.echo(f"# note: {n}")
     for u in s["unreachable"]:
         click.echo(f"warning: unreachable: {u}", err=True)
     for p in s["problems"]:
@@ -179,8 +182,9 @@ def _state_dir(obj, state_dir):
 @click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
               help="guid2lid file (OpenSM's format) that keeps LIDs across runs and port resets "
                    "(default: STATE_DIR/guid2lid when there is a state directory).")
-@click.option("--routing", "engine", default="minhop", show_default=True,
-              help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
+@click.option("--routing", "engine", default="auto", show_default=True,
+              help="Routing engine: auto (the best deadlock-free engine for the fabric: ftree on a fat tree, "
+                   "else dfsssp within the ports' VLs, else updn; named with its reason) | minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
                    "dfsssp (deadlock-free: paths layered over VLs, any topology) | "
                    "file:PATH (an lft dump).")
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")

@@ -53,6 +53,11 @@ _MAX_LAYERS = 15  # data VLs a port can run at most
 _SHIFT = 24  # key = cost << _SHIFT | candidate position (a level has < 2^24 candidates)
 
 
+class TooFewVLs(RoutingError):
+    """The layers needed to break every credit loop exceed the data VLs the ports run
+    (``auto`` then takes updn)."""
+
+
 class _Channels:
     """The switch graph as arrays: switch indices in ``rin.switches`` order; channel c goes
     from switch ``src[c]`` out of ``port[c]`` to switch ``dst[c]``; ``of[x, p]`` is the
@@ -138,7 +143,7 @@ def route(rin: RoutingInput) -> Routes:
     assert best is not None
     (_over, hottest, needed, _rank), table, layer_paths = best
     if needed > vls:
-        raise RoutingError(
+        raise TooFewVLs(
             f"dfsssp needs {needed} virtual lanes to route this fabric without credit loops, but the "
             f"ports run only {vls} data VL{'s' if vls != 1 else ''} (the fewest of any linked port; "
             f"raise OperationalVLs / the links' max VLs, or use updn)")
