@@ -40,6 +40,9 @@ def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
     return Interrupted(msg)
 
 
+ROUTED_AS_ASKED = "as asked"  # the reason of an engine named by --routing (not auto's choice)
+
+
 def print_summary(s: dict) -> None:
     c = render.count
     click.echo(f"# {'plan' if s['dry_run'] else 'sweep'}: {c(s['nodes'], 'node')} ({c(s['switches'], 'switch')}, "
@@ -57,11 +60,10 @@ def print_summary(s: dict) -> None:
               if s.get("passes", 1) > 1 or s.get("discovery_passes", 1) > 1 else "")
     click.echo(f"# SMPs: {s['smps_sent']} ({phases}); retries {s['retries']}, timeouts {s['timeouts']}{loss}"
                f"{passes}; {s['seconds']:.3f} s")
-    if s.get("routing"):
+    if s.get("routing") and s["routing"]["reason"] != ROUTED_AS_ASKED:  # auto's choice, and why
         click.echo(f"# routing: {s['routing']['engine']} ({s['routing']['reason']})")
     for n in s["notes"]:
-        if not n.startswith("routing auto: "):  # said on the routing line
-            click.echo(f"# note: {n}")
+        click.echo(f"# note: {n}")
     for u in s["unreachable"]:
         click.echo(f"warning: unreachable: {u}", err=True)
     for p in s["problems"]:

@@ -119,10 +119,7 @@ class Daemon:
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
         self.last_change: dict | None = None
-        # routing auto's choice, kept from sweep to sweep while it still fits (a flapping
-        # link does not flip the engine); the routing of the last sweep that routed: {engine, reason}
-        self.routing_memory = routing.AutoMemory()
-        self.routing: dict | None = None
+        opts.sweep.routing_memory = routing.AutoMemory()  # auto keeps its engine while it fits; `status` shows it
         self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
         self.last_error: dict | None = None  # the last failure: what, the error, when
         self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
@@ -513,8 +510,7 @@ class Daemon:
         log.info("%s: started", self.activity)
         try:
             with self.busy.serving():
-                r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known,
-                                                               routing_memory=self.routing_memory))
+                r = sweepmod.sweep(self.t, dataclasses.replace(self.opts.sweep, known=known))
                 snapshot = self.sa.snapshot(r)  # built while the last one still answers
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             self.counters.sweeps_failed += 1
@@ -528,9 +524,6 @@ class Daemon:
             self.activity = None
         self._retries = 0
         self.topo = r.topology
-        if r.routing != self.routing and r.routing is not None:
-            log.info("routing: %s (%s)", r.routing["engine"], r.routing["reason"])
-        self.routing = r.routing
         self.sa.publish(r, snapshot)  # the SA answers from this whole snapshot from now on
         self.counters.client_reregisters += self.rereg.after_sweep(self.t, r.topology)
         clean = not r.problems and not r.topology.unreachable
@@ -764,8 +757,6 @@ class Daemon:
             except BadInput as e:  # a bad file, or one contradicting the command line
                 log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, e)
                 return
-            if settings.get("routing", self.opts.sweep.routing) != self.opts.sweep.routing:
-                self.routing_memory = routing.AutoMemory()  # another engine asked: auto chooses afresh
             for k, v in settings.items():
                 setattr(self.opts.sweep, k, v)
             log.info("SIGHUP: desired state re-read from %s", f)
@@ -789,7 +780,8 @@ class Daemon:
             "master_guid": None if master is None else f"{master:#018x}",
             "sweeps": self.counters.sweeps, "sweeps_failed": self.counters.sweeps_failed,
             "last_sweep": self.last_sweep, "last_error": self.last_error, "last_change": self.last_change,
-            "routing": self.routing, "counters": c, "smps_sent": self.t.stats.sent,
+            "routing": getattr(self.opts.sweep.routing_memory, "routing", None), "counters": c,
+            "smps_sent": self.t.stats.sent,
             "other_sms": [{"guid": f"{p.guid:#018x}", "priority": p.priority, "state": state_name(p.state),
                            "lid": p.lid, "node": p.name} for p in self.peers.values()],
             "transitions": [{"from": state_name(t.old), "to": state_name(t.new), "why": t.why}

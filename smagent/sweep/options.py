@@ -10,6 +10,7 @@ from smagent import discovery, linkconf as links, routing
 from smagent.config import mkeys
 from smagent.planning import multicast
 from smagent.planning.multicast import Group as McastGroup
+from smagent.routing.auto import AutoMemory
 
 if TYPE_CHECKING:
     from smagent.sweep.desired import DesiredState
@@ -25,7 +26,7 @@ class SweepOptions:
     routing: str | routing.RoutingSpec = "auto"  # parsed by routing.parse_spec (a RoutingSpec as it is)
     # a running SM's memory of auto's choice, passed from sweep to sweep (`smagent.routing.auto`);
     # None: every sweep chooses afresh
-    routing_memory: routing.AutoMemory | None = None
+    routing_memory: AutoMemory | None = None
     dry_run: bool = False
     force: bool = False
     # multicast: a group file path, a parsed multicast.GroupSpec, or None for the default

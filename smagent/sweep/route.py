@@ -24,8 +24,10 @@ def route(s: SweepState) -> None:
             s.rin.data_vls = layer_room(s, s.rin.data_vls)
         routes = s.routes = routing.route(spec, s.rin, s.engine_input, s.opts.routing_memory)
         r.notes += routes.notes
-        engine, reason = routes.chosen or (spec.engine, "as asked")
+        engine, reason = routes.chosen or (spec.engine, "as asked")  # commands.sweep_cmd.ROUTED_AS_ASKED
         r.routing = {"engine": engine, "reason": reason}
+        if s.opts.routing_memory is not None:  # a running SM's status shows it
+            s.opts.routing_memory.routing = r.routing
         r.path_sls = routes.sls
         policy = qos_policy(s)
         if policy is not None:  # the policy's SLs over the engine's layers (smagent.planning.qoslayers)

@@ -70,10 +70,10 @@ def test_drift_monitor_baseline_then_no_drift_then_an_injected_change(tmp_path):
     same = run("drift_monitor.py", "--baseline", base, "--checks", 2, "--interval", 0)
     assert same.returncode == 0, same.stderr
     assert same.stdout == "" and same.stderr.count("0 difference(s)") == 2
-    # L1 routes LID 10 out of port 5 after the bring-up (see the plan in test_examples' provision run)
+    # L1 routes LID 10 out of port 7 after the bring-up (the default routing, auto: ftree on this fat tree)
     drifted = run("drift_monitor.py", "--baseline", base, "--inject", "L1", 10, 6)
     assert drifted.returncode == 1, drifted.stderr
-    assert drifted.stdout.splitlines() == ["LFT L1: LID 10: port 5 -> 6"]
+    assert drifted.stdout.splitlines() == ["LFT L1: LID 10: port 7 -> 6"]
     bad = run("drift_monitor.py", "--baseline", base, "--inject", "NoSuchSwitch", 10, 6)
     assert bad.returncode == 2 and "NoSuchSwitch" in bad.stderr
 
