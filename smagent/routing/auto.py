@@ -40,7 +40,7 @@ def irregular(rin: RoutingInput) -> str | None:
     one level differ in uplinks or downlinks (a cable or a switch missing; hosts missing
     do not count: ftree balances what is there). ftree's balance is ideal only on a complete tree; on a damaged one dfsssp,
     balancing by the load each link really carries, cools the hottest link (a 3-level
-    tree without a core and an aggregation switch: 188 routes against ftree's 240)."""
+    tree without a core and an aggregation switch: 172 routes against ftree's 240)."""
     from smagent.routing._core import Graph
     from smagent.routing.ftree import tree_levels
     G = Graph(rin)
