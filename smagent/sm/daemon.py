@@ -535,10 +535,10 @@ class Daemon:
         self.last_sweep = {"why": why, "incremental": known is not None, "ok": True, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
                            "mft_blocks": s["mft_blocks"], "portinfo": s["portinfo"],
                            "seconds": round(self.clock() - t0, 3), "problems": len(r.problems), "time": time.time()}
-        log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s%s",
+        log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s; routing: %s%s",
                  "repair" if known is not None else "sweep", why, len(r.topology.nodes), st.sent - sent0, sets, s["lft_blocks"], s["mft_blocks"],
-                 s["portinfo"], self.clock() - t0, f"; {len(r.problems)} problem(s): {r.problems[0]}"
-                 if r.problems else "")
+                 s["portinfo"], self.clock() - t0, r.routing and f"{r.routing['engine']} ({r.routing['reason']})",
+                 f"; {len(r.problems)} problem(s): {r.problems[0]}" if r.problems else "")
         if sets:
             self._changed(f"{why}: {sets} Sets")
         self._arm_light()

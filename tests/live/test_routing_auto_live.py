@@ -34,7 +34,7 @@ def test_run_without_routing_brings_up_a_torus(tmp_path, ibsim, procs):
     s = d.wait(lambda s: s["state"] == "MASTER" and s["sweeps"] >= 1, timeout=60, what="MASTER and a sweep")
     assert s["sweeps_failed"] == 0, s["last_error"]
     assert s["routing"]["engine"] == "dfsssp" and "layers" in s["routing"]["reason"], s["routing"]
-    assert "routing auto: dfsssp: " in d.logtext()
+    assert "; routing: dfsssp (" in d.logtext()
     ca_lids = [int(m) for m in re.findall(r'^\[\d+\]\(\w+\)\s+"S-\w+"\[\d+\].*# lid (\d+) lmc',
                                           sim.run(["ibnetdiscover"]).stdout, re.M)]
     assert len(ca_lids) == len(fabric.cas()) and all(ca_lids), ca_lids  # every host port has its LID
