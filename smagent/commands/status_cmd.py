@@ -31,6 +31,8 @@ def lines(s: dict) -> list[str]:
         out.append(f"last sweep: {last['why']}: {last['smps']} SMPs, {last['sets']} Sets, {last['seconds']} s")
     elif last:
         out.append(f"last sweep: {last['why']}: FAILED after {last['smps']} SMPs, {last['seconds']} s: {last['error']}")
+    if s.get("routing"):
+        out.append(f"routing: {s['routing']['engine']} ({s['routing']['reason']})")
     err = s.get("last_error")
     if err:
         out.append(f"last error: {err['what']}: {err['error']} ({c.get('errors', 0)} errors in all)")
