@@ -23,11 +23,14 @@ buffer to keep the per-MAD cost at a couple of foreign calls.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno as _errno
 import logging
 import os
+import signal
 import struct
+import threading
 import time
 from dataclasses import dataclass
 
@@ -252,6 +255,26 @@ def _libc():
     return libc
 
 
+@contextlib.contextmanager
+def _ctrl_c_kills():
+    """Ctrl-C during the opening calls ends the process as it would a C tool.
+
+    Python only notes a SIGINT and acts on it when a foreign call returns; under
+    umad2sim with no ibsim listening, umad_get_cas_names() never returns, so the
+    default handler would leave the user no way out but SIGKILL. Nothing is written
+    before a port is open, so dying by the signal (the shell's 130) loses nothing.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield  # a caller's own handler (or another thread) keeps its say
+        return
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _load(lib_path: str | None):
     path = lib_path or DEFAULT_LIBRARY
     try:
@@ -332,12 +355,13 @@ def _summaries(lib, cas: dict[str, list[int]]) -> list[PortSummary]:
 def ports(lib_path: str | None = None) -> list[PortSummary]:
     """Every port of every CA libibumad lists (none: no library, module or device)."""
     lib = _load(lib_path)
-    if lib.umad_init() < 0:
-        return []
-    try:
-        return _summaries(lib, _cas(lib))
-    finally:
-        lib.umad_done()
+    with _ctrl_c_kills():
+        if lib.umad_init() < 0:
+            return []
+        try:
+            return _summaries(lib, _cas(lib))
+        finally:
+            lib.umad_done()
 
 
 def find_port_guid(guid: int, lib_path: str | None = None) -> tuple[str, int]:
@@ -354,13 +378,14 @@ def find_port_guid(guid: int, lib_path: str | None = None) -> tuple[str, int]:
 def list_ports(lib_path: str | None = None) -> dict[str, list[int]]:
     """CA names libibumad can see, each with its port numbers (0 = switch port 0)."""
     lib = _load(lib_path)
-    rc = lib.umad_init()
-    if rc < 0:
-        raise NoDevice(f"umad_init() failed ({_errtext(-rc)}); {_NO_DEVICE_HINT}")
-    try:
-        return _cas(lib)
-    finally:
-        lib.umad_done()
+    with _ctrl_c_kills():
+        rc = lib.umad_init()
+        if rc < 0:
+            raise NoDevice(f"umad_init() failed ({_errtext(-rc)}); {_NO_DEVICE_HINT}")
+        try:
+            return _cas(lib)
+        finally:
+            lib.umad_done()
 
 
 def method_mask(methods, long_type=ctypes.c_long):
@@ -427,17 +452,17 @@ class UmadPort:
         self._agents: list[int] = []
         self._initialized = False
         self._lib = lib = _load(lib_path)
-
-        rc = lib.umad_init()
-        if rc < 0:
-            raise NoDevice(f"umad_init() failed ({_errtext(-rc)}); {_NO_DEVICE_HINT}")
-        self._initialized = True
-        try:
-            self.ca, self.port = self._resolve(ca, port)
-            self._open()
-        except BaseException:
-            self.close()
-            raise
+        with _ctrl_c_kills():
+            rc = lib.umad_init()
+            if rc < 0:
+                raise NoDevice(f"umad_init() failed ({_errtext(-rc)}); {_NO_DEVICE_HINT}")
+            self._initialized = True
+            try:
+                self.ca, self.port = self._resolve(ca, port)
+                self._open()
+            except BaseException:
+                self.close()
+                raise
 
         # Preallocated buffers: header + one MAD each, reused for every call.
         # Copies go through byte memoryviews: several times cheaper than

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import signal
 import time
 from unittest.mock import call
 
@@ -474,3 +475,40 @@ def test_qp0_registration_refused_by_the_security_module_says_so(fake):
     with UmadPort() as p:
         with pytest.raises(UmadIOError, match="EACCES.*security module refused.*mlx5_0 port 1 .QP0.*manage_subnet"):
             p.register(0x81)
+
+
+# -- Ctrl-C while opening (the live proof: tests/live/test_umad_interrupt_live.py) ----------
+
+
+def _sigint_seen_by(fake, name):
+    seen = []
+    original = getattr(fake, name).side_effect
+    getattr(fake, name).side_effect = lambda *a: (seen.append(signal.getsignal(signal.SIGINT)), original(*a))[1]
+    return seen
+
+
+def test_opening_calls_run_with_sigint_default_and_python_handler_comes_back(fake):
+    names, opens = _sigint_seen_by(fake, "umad_get_cas_names"), _sigint_seen_by(fake, "umad_open_port")
+    with UmadPort() as port:
+        assert port.ca
+    assert names == [signal.SIG_DFL] and opens == [signal.SIG_DFL]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_opening_failure_restores_python_handler(fake):
+    fake.open_rc = -errno.EIO
+    with pytest.raises(UmadError):
+        UmadPort()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_callers_own_sigint_handler_is_left_alone(fake):
+    def mine(signum, frame):
+        pass
+    names = _sigint_seen_by(fake, "umad_get_cas_names")
+    old = signal.signal(signal.SIGINT, mine)
+    try:
+        umad_lib.list_ports()
+        assert names == [mine] and signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, old)
