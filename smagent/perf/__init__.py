@@ -197,7 +197,7 @@ class PortReading:
     def to_json(self) -> dict:
         return {"node_guid": f"{self.node_guid:#018x}", "node": self.node, "port": self.port, "lid": self.lid,
                 "link": self.link, "remote_guid": None if self.remote_guid is None else f"{self.remote_guid:#018x}",
-                "remote": self.remote, "remote_port": self.remote_port, "exceeded": self.exceeded,
+                "remote_node": self.remote, "remote_port": self.remote_port, "exceeded": self.exceeded,
                 "counters": iba_names(self.counters)}
 
 

@@ -153,7 +153,7 @@ def test_health_clean_then_one_erring_switch_port(fabric, tmp_path):
     assert rc == 1 and not bad["ok"]
     (port,) = bad["erring"]
     assert (port["node"], port["port"], port["exceeded"]) == ("Switch1", 1, {"SymbolErrorCounter": 50})
-    assert (port["remote"], port["remote_port"]) == ("Hca1", 1) and port["link"]
+    assert (port["remote_node"], port["remote_port"]) == ("Hca1", 1) and port["link"]
     assert bad["summary"]["gmps"] == 12 + 4  # Switch1's sum was over: its four linked ports read one by one
     text = sim.smagent("health", check=False)
     assert text.returncode == 1 and '"Switch1"' in text.stdout and "[SymbolErrorCounter == 50]" in text.stdout

@@ -85,6 +85,14 @@ def _reading(**kw) -> perf.PortReading:
                             state=4)
 
 
+def test_health_json_names_both_ends_alike():
+    j = _reading().to_json()
+    # node/node_guid here, remote_node/remote_guid there: one spelling for the two ends (issue 39 item 9)
+    assert (j["node"], j["node_guid"], j["port"]) == ("Switch1", "0x0000000000200000", 1)
+    assert (j["remote_node"], j["remote_guid"], j["remote_port"]) == ('Hca "1"\\x', "0x0000000000100000", 1)
+    assert "remote" not in j
+
+
 def test_prometheus_text(tmp_path):
     h = perf.Health([_reading(symbol_error_counter=50, port_xmit_data=10)], dict(perf.DEFAULT_THRESHOLDS))
     h.readings[0].exceeded = {"SymbolErrorCounter": 50}
