@@ -212,12 +212,15 @@ def _measure(obj, as_json: bool = False) -> dict:
 
 def draw(b: dict, output: str, fmt: str, title: str, unit: str = "routes") -> dict:
     """Write the picture; returns what it shows (`report_picture.figure`)."""
+    import matplotlib
     from matplotlib import pyplot as plt
 
     from smagent.commands.report_picture import figure
     fig, shown = figure(b, title, unit)
     try:
-        fig.savefig(output, format=fmt, dpi=110)
+        # the same figures give the same file: no date, ids from a fixed salt
+        with matplotlib.rc_context({"svg.hashsalt": "smagent"}):
+            fig.savefig(output, format=fmt, dpi=110, metadata={"Date": None} if fmt == "svg" else None)
     finally:
         plt.close(fig)
     return shown

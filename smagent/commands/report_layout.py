@@ -154,7 +154,9 @@ def _ordered(switches: list, nb: dict, rank: dict, pods: dict) -> dict:
             members.sort(key=lambda s: (pods.get(s, 0), order[s]))
         else:
             def below(s, r=r):
-                xs = [pos[t][0] for t in nb[s] if rank[t] < r and t in pos]
+                # sorted: a float sum in set order (per-process string hashing) breaks ties
+                # between equal means differently from run to run
+                xs = sorted(pos[t][0] for t in nb[s] if rank[t] < r and t in pos)
                 return (sum(xs) / len(xs) if xs else 0.5, order[s])
             members.sort(key=below)
         for i, s in enumerate(members):
@@ -280,7 +282,7 @@ def _coords(nb: dict, dim: dict, start):
 def _dimensions(nb: dict, opposite: dict, start):
     """frozenset cable -> 0 or 1: opposite cables at a switch share a dimension, the others
     differ; None when that cannot hold."""
-    first = frozenset((start, next(iter(nb[start]))))
+    first = frozenset((start, min(nb[start], key=str)))
     dim = {first: 0}
     queue = [first]
     while queue:

@@ -285,3 +285,21 @@ def test_png_written_and_max_over_ideal_printed(tmp_path):
     assert r.exit_code == 0, r.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert "tree layout, 12 nodes, 30 lines" in r.output and "x ideal" in r.output
+
+
+def test_the_same_figures_draw_the_same_file_in_every_process(tmp_path):
+    """Spines in one order from run to run (issue 39 item 9): Python salts string hashes per
+    process, so nothing in the layout may follow a set's order."""
+    import os
+    import subprocess
+    import sys
+    saved = tmp_path / "d.json"
+    saved.write_text(json.dumps({"balance": figures(topogen.fat_tree_3(8), "updn")}))
+    pictures = []
+    for seed in ("1", "2", "3"):
+        out = tmp_path / f"d{seed}.svg"
+        subprocess.run([sys.executable, "-m", "smagent.cli", "report", str(out), "--from-json", str(saved),
+                        "--title", "t"], check=True, capture_output=True, timeout=120,
+                       env=dict(os.environ, PYTHONHASHSEED=seed))
+        pictures.append(out.read_bytes())
+    assert pictures[0] == pictures[1] == pictures[2]
