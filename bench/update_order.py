@@ -5,10 +5,16 @@ around it while it is still cabled; change the engine) it counts, after every si
 the (source switch, LID) pairs that both the old and the new tables deliver and the tables
 as they stand do not, weighted by the hosts behind the source switch: broken pair-steps.
 
+MFT Sets the same way (`update_order.mft_staged`: ports a tree loses, then ports it gains):
+draining a group's root re-roots its tree; after every single Set it counts the groups whose
+copies can go round for ever (`update_order.mcast_loops`), for all Sets at once in the
+fabric's switch order, in 20 random orders (seeded), and staged.
+
     python bench/update_order.py
 """
 from __future__ import annotations
 
+import random
 import sys
 import time
 from pathlib import Path
@@ -88,6 +94,36 @@ def switch_engine(name, fabric, a, b):
             rin.lid_homes)
 
 
+def loop_steps(ports, old, order) -> int:
+    now = {s: dict(m) for s, m in old.items()}
+    steps = 0
+    for s, m in order:
+        now[s] = m
+        steps += len(uo.mcast_loops(ports, now))
+    return steps
+
+
+def mcast_drain(name, fabric):
+    ports, (root, old), without = routing_inputs.mcast_trees(fabric)
+    new = without(root)
+    new = {s: new.get(s, {m: 0 for m in old[s]}) for s in old}
+    units = [s for s in old if old[s] != new[s]]
+    changes = [uo.MaskChange([old[s][m] for m in sorted(old[s])], [new[s][m] for m in sorted(old[s])]) for s in units]
+    as_masks = lambda s, masks: (s, dict(zip(sorted(old[s]), masks)))  # noqa: E731
+    plain = loop_steps(ports, old, [as_masks(s, c.new) for s, c in zip(units, changes)])
+    rng = random.Random(1)
+    shuffled = []
+    for _ in range(20):
+        idx = list(range(len(units)))
+        rng.shuffle(idx)
+        shuffled.append(loop_steps(ports, old, [as_masks(units[i], changes[i].new) for i in idx]))
+    stages = uo.mft_staged(changes)
+    ours = loop_steps(ports, old, [as_masks(units[w.index], w.masks) for st in stages for w in st])
+    sets = sum(len(st) for st in stages)
+    print(f"{name + ': drain the root ' + root:<44} {len(units):>6} {plain:>12,} "
+          f"{sum(shuffled) / len(shuffled):>10,.1f} {max(shuffled):>8,} {ours:>8,} {sets:>6}")
+
+
 def main() -> None:
     print(f"{'scenario':<44} {'blocks':>6} {'round-robin':>12} {'smagent':>10} {'Sets':>6} {'stages':>6} "
           f"{'loops':>5} {'order ms':>8}")
@@ -103,6 +139,15 @@ def main() -> None:
     drain("mesh 5x5x2", topogen.mesh_2d(5, 5, 2), "T2_2", "updn")
     switch_engine("ft3-128", ft3(), "minhop", "ftree")
     switch_engine("torus 6x6x2", topogen.torus_2d(6, 6, 2), "updn", "dfsssp")
+    print()
+    print(f"{'multicast (4 groups of every host)':<44} {'units':>6} {'switch order':>12} {'random avg':>10} "
+          f"{'max':>8} {'smagent':>8} {'Sets':>6}")
+    print("(group x Set steps where copies can go round: every Set at once in switch order, 20 random orders, staged)")
+    mcast_drain("ft2-648", topogen.fat_tree_2(36))
+    mcast_drain("ft3-128", topogen.fat_tree_3(8, hosts=128))
+    mcast_drain("damaged ft3", routing_inputs.damaged_ft3())
+    mcast_drain("torus 6x6x2", topogen.torus_2d(6, 6, 2))
+    mcast_drain("mesh 5x5x2", topogen.mesh_2d(5, 5, 2))
 
 
 if __name__ == "__main__":

@@ -135,7 +135,24 @@ class Apply:
         return self._write(rft.write_rft_blocks, self.plan.rft, "rft")
 
     def mft(self) -> list[str]:
-        return self._write(mft.write_mft_units, self.plan.mft, "mft")
+        """MFT units in two stages, ports a tree loses before ports it gains
+        (`planning.update_order.mft_staged`), so no intermediate state closes a circle that
+        copies go round; a unit is journalled when its last write comes back."""
+        changes = self.plan.mft
+        problems: list[str] = []
+        with self._closing_on_error():
+            for stage in update_order.mft_staged([update_order.MaskChange(c.old, c.new) for c in changes]):
+                sent = [(changes[w.index] if w.final else dataclasses.replace(changes[w.index], new=list(w.masks)),
+                         w.final) for w in stage]
+                written, p = mft.write_mft_units(self.t, [c for c, _final in sent])
+                problems += p
+                done = {id(c) for c in written}
+                finished = [changes[w.index] for w, (c, final) in zip(stage, sent) if final and id(c) in done]
+                self.written["mft"] += finished
+                self._journal("written_many", finished)
+                if len(written) < len(sent):
+                    break  # the growing stage relies on the pruning one: the next sweep re-plans
+        return self._note(problems)
 
     def links(self, failed: set[int] | None = None) -> list[str]:
         """The per-port tables of the link phase, one batch; journalled by unit.

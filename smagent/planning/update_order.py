@@ -14,6 +14,13 @@ others as they were (a few more Sets, and no order conflict between destinations
 block). A change whose new routes loop has no such order: its entries get the last stage,
 and `loops` names them (the check of planned tables refuses such plans before this).
 
+MFT Sets go in two stages (`mft_staged`): first every port a tree loses (each mask as old
+AND new), then every port it gains. Every intermediate state is then a part of the old trees
+or a part of the new ones, never a mix that closes a circle (a drain re-roots a tree: the
+old leaves still send up to the old root while the new root already sends down to them, and
+copies go round for ever); members may miss copies between the stages, which multicast
+tolerates and a storm is not. `mcast_loops` measures it.
+
 `broken_steps` measures any order: after every single Set, the (source switch, destination
 LID) pairs that both the old and the new tables deliver and the tables as they stand do not,
 weighted by the hosts on the source switch (`bench/update_order.py`).
@@ -159,6 +166,77 @@ def staged(changes: Sequence[Change], peer: Mapping[tuple[int, int], int]) -> Or
     return Order([by_stage[m] for m in sorted(by_stage)], loops)
 
 
+@dataclasses.dataclass(frozen=True)
+class MaskChange:
+    """One MFT unit to change (32 PortMasks of one block and position): ``old`` as the switch
+    holds it (None: not read), ``new``."""
+    old: Sequence[int] | None
+    new: Sequence[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskWrite:
+    index: int
+    masks: tuple[int, ...]
+    final: bool
+
+
+def mft_staged(changes: Sequence[MaskChange]) -> list[list[MaskWrite]]:
+    """Stage 0 prunes (old AND new where a unit loses ports), stage 1 grows (new where it
+    gains them, or was not read); a unit that only loses is done in stage 0, one that only
+    gains in stage 1: a Set more only where a unit does both."""
+    prune: list[MaskWrite] = []
+    grow: list[MaskWrite] = []
+    for i, c in enumerate(changes):
+        new = tuple(c.new)
+        if c.old is None:
+            grow.append(MaskWrite(i, new, True))
+            continue
+        kept = tuple(o & n for o, n in zip(c.old, new))
+        if kept == new:
+            prune.append(MaskWrite(i, new, True))
+        elif kept == tuple(c.old):
+            grow.append(MaskWrite(i, new, True))
+        else:
+            prune.append(MaskWrite(i, kept, False))
+            grow.append(MaskWrite(i, new, True))
+    return [stage for stage in (prune, grow) if stage]
+
+
+def mcast_loops(ports: Mapping[tuple[int, int], tuple[int, int]], masks: Mapping[int, Mapping[int, int]]) -> list[int]:
+    """The MLIDs whose copies can go round for ever under ``masks`` (switch -> {MLID: port
+    mask}): a circle of (switch, ingress port) states, a copy leaving by every port of the
+    mask but the one it came in on. ``ports`` maps a switch port to the switch port beyond."""
+    mlids = sorted({m for ms in masks.values() for m in ms})
+    return [m for m in mlids if _circles(ports, {s: ms.get(m, 0) for s, ms in masks.items()})]
+
+
+def _circles(ports: Mapping[tuple[int, int], tuple[int, int]], mask: Mapping[int, int]) -> bool:
+    def nexts(state: tuple[int, int]) -> list[tuple[int, int]]:
+        sw, inp = state
+        m = mask.get(sw, 0) & ~(1 << inp)
+        return [ports[(sw, p)] for p in range(m.bit_length()) if m >> p & 1 and (sw, p) in ports]
+
+    colour: dict[tuple[int, int], int] = {}  # 1 on the path, 2 done
+    for start in sorted(set(ports.values())):  # every circle enters its states over a cable
+        if start in colour or not mask.get(start[0]):
+            continue
+        colour[start] = 1
+        stack = [(start, iter(nexts(start)))]
+        while stack:
+            state, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                colour[state] = 2
+                stack.pop()
+            elif colour.get(nxt) == 1:
+                return True
+            elif nxt not in colour:
+                colour[nxt] = 1
+                stack.append((nxt, iter(nexts(nxt))))
+    return False
+
+
 # -- measuring an order ---------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Net:
@@ -214,4 +292,5 @@ def _put(table: bytearray, block: int, content: bytes) -> None:
     table[block * B:(block + 1) * B] = content
 
 
-__all__ = ["Change", "Write", "Order", "Net", "levels", "staged", "broken_steps"]
+__all__ = ["Change", "Write", "Order", "Net", "levels", "staged", "broken_steps", "MaskChange", "MaskWrite",
+           "mft_staged", "mcast_loops"]

@@ -39,3 +39,28 @@ def damaged_ft3():
     """fat_tree_3(8, hosts=100) without a core switch, an aggregation switch and a link."""
     f = topogen.fat_tree_3(8, hosts=100)
     return topogen.variant(f, drop_nodes={"S5", "A6"}, drop_links=[(("L0", 5), ("A0", 1))])
+
+
+def mcast_trees(fabric, mlids: int = 4):
+    """(switch port -> switch port beyond, masks of `mlids` groups of every host) and a
+    function giving the masks with one switch gone (its trees re-rooted)."""
+    from smagent.planning import multicast as mc
+    sw = [n.name for n in fabric.switches()]
+    ports, adj, hosts = {}, {s: [] for s in sw}, set()
+    for a, b in fabric.links():
+        if a.node in adj and b.node in adj:
+            ports[(a.node, a.num)], ports[(b.node, b.num)] = (b.node, b.num), (a.node, a.num)
+            adj[a.node].append((a.num, b.node, b.num))
+            adj[b.node].append((b.num, a.node, a.num))
+        else:
+            hosts.add(a.node if a.node in adj else b.node)
+
+    def masks(adjacency):
+        members = hosts & set(adjacency)  # a drained switch's own hosts leave the groups
+        root = mc.choose_root(adjacency, members)
+        tree = mc.spanning_tree(adjacency, root, members)
+        return root, {s: {0xC000 + g: sum(1 << p for p in tree.get(s, ())) for g in range(mlids)} for s in sw}
+
+    def without(gone):
+        return masks({s: sorted(e for e in v if e[1] != gone) for s, v in adj.items() if s != gone})[1]
+    return ports, masks({s: sorted(v) for s, v in adj.items()}), without
