@@ -45,7 +45,7 @@ from mad.header import Method, MgmtClass
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.sm import statemachine as smstate
-from smagent.sm import events, peers as peersmod, reload, repair, report, timers, traps, unserved
+from smagent.sm import audit as auditmod, events, peers as peersmod, reload, repair, report, timers, traps, unserved
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
@@ -114,6 +114,7 @@ class Daemon:
         self._published_key: tuple = ()  # what it was built from (`_publish_if_due`)
         self._publish_at = 0.0
         self.perfmgr = PerfMgr(opts.perfmgr_interval) if opts.perfmgr_interval else None
+        self.audit = auditmod.Audit(opts.audit_share)
         self.rereg = ClientReregister(opts.client_reregister)  # once per mastership, after its first sweep
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
@@ -636,6 +637,25 @@ class Daemon:
                          None if unread else {n.guid for n in moved})
             return
         self._check_peers(self.peers.values())
+        self._audit(self.audit.earn(self.counters.light_sweep_gets))
+
+    def _audit(self, count: int) -> None:
+        """A few Gets of what we programmed (`smagent.sm.audit`); drift is repaired at once."""
+        known = self.known
+        if known is None or count <= 0 or self.sm.state != SMState.MASTER:
+            return
+        drifts = self.audit.run(self.t, known, count)
+        if not drifts:
+            return
+        self.counters.drifts_found += len(drifts)
+        why = f"audit found drift: {drifts[0].what}{f' (+{len(drifts) - 1})' if len(drifts) > 1 else ''}"
+        fixed = auditmod.patched(known, drifts)
+        if fixed is None:  # a port is down or not active: a link change, found by a full sweep
+            self._repair(why, None)
+        else:
+            self._sweep(why, known=fixed)
+        if self.last_sweep and self.last_sweep.get("ok"):
+            self.counters.drifts_repaired += len(drifts)
 
     def _refresh_peers(self) -> None:
         """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""
