@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+from typing import Any
 
 from mad.attributes import AttrID, LinearForwardingTable, MulticastForwardingTable, PortInfo, PortState
 from mad import forwarding as fw
@@ -30,7 +31,7 @@ Item = tuple  # ("lft", switch, block) | ("mft", switch, block, position) | ("po
 class Drift:
     item: Item
     what: str  # for the log and the status
-    value: object  # what was read (bytes, masks or a PortInfo)
+    value: Any  # what was read (bytes, masks or a PortInfo)
 
 
 def items(known) -> list[Item]:
