@@ -108,6 +108,25 @@ def patched(known, drifts: list[Drift]):
     return dataclasses.replace(known, topology=topo, lft=lft, mft=mft)
 
 
+def written_back(known, drift: Drift) -> bool:
+    """Whether the repair that left ``known`` wrote ``drift``'s item back: what it holds now
+    is not what the audit read. Not so when the plan keeps it as found (an MFT entry of an
+    MLID outside the configured groups, kept unless pruning) or no longer covers it."""
+    if known is None:
+        return False
+    i = drift.item
+    if i[0] == "lft":
+        now = known.lft.get((i[1], i[2]))
+    elif i[0] == "mft":
+        now = known.mft.get((i[1], i[2], i[3]))
+    else:
+        n = known.topology.nodes.get(i[1])
+        pi = n.ports.get(i[2]) if n is not None else None
+        return pi is not None and (pi.lid, pi.lmc, pi.port_state) != (drift.value.lid, drift.value.lmc,
+                                                                      drift.value.port_state)
+    return now is not None and list(now) != list(drift.value)
+
+
 class Audit:
     """Where the round robin is, the credits earned, and what was found."""
 
@@ -148,6 +167,13 @@ class Audit:
             for d in found:
                 log.warning("audit: drift: %s", d.what)
         return found
+
+    def repaired(self, known, drifts: list[Drift]) -> int:
+        """How many of ``drifts`` the repair that left ``known`` covered; the others logged."""
+        out = [d for d in drifts if not written_back(known, d)]
+        for d in out:
+            log.warning("audit: %s: the plan keeps it as found (not written back)", d.what)
+        return len(drifts) - len(out)
 
     def status(self, known) -> dict:
         return {"share": self.share, "reads": self.reads, "drifts": self.drifts, "passes": self.passes,

@@ -655,7 +655,7 @@ class Daemon:
         else:
             self._sweep(why, known=fixed)
         if self.last_sweep and self.last_sweep.get("ok"):
-            self.counters.drifts_repaired += len(drifts)
+            self.counters.drifts_repaired += self.audit.repaired(self.known, drifts)
 
     def _refresh_peers(self) -> None:
         """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""

@@ -81,3 +81,34 @@ def test_no_audit_when_its_share_is_zero():
     t, d, clock = make(audit_share=0)
     run_for(d, clock, 20)
     assert d.audit.reads == 0
+
+
+def test_a_foreign_mft_entry_is_found_and_not_claimed_repaired(caplog):
+    """An MLID outside the configured groups is kept by the sweep (unless pruning): the
+    audit says so instead of counting a repair."""
+    t, d, clock = make(audit_share=4.0)
+    sw = t.sim.node("L1")
+    sw.mft[5] = 0b110  # MLID 0xc005 flooded to ports 1 and 2 behind our back
+    run_for(d, clock, full_pass_seconds(d))
+    assert d.counters.drifts_found == 1 and d.counters.drifts_repaired == 0
+    assert "L1 MFT block 0 position 0 changed" in d.audit.last[0]
+    assert sw.mft[5] == 0b110 and "the plan keeps it as found (not written back)" in caplog.text
+
+
+def test_a_host_port_found_not_active_costs_a_full_sweep():
+    from mad.attributes import PortState
+    t, d, clock = make(audit_share=4.0)
+    t.sim.set_port_state("H3", 1, PortState.ARMED)  # behind our back, no trap
+    run_for(d, clock, full_pass_seconds(d))
+    assert d.counters.drifts_found == 1 and d.counters.drifts_repaired == 1
+    assert not d.last_sweep["incremental"] and t.sim.node("H3").state[1] == PortState.ACTIVE
+
+
+def test_a_foreign_mft_entry_is_cleared_when_pruning():
+    t, d, clock = make(audit_share=4.0)
+    d.opts.sweep.prune_multicast = True
+    sw = t.sim.node("L1")
+    sw.mft[5] = 0b110
+    run_for(d, clock, full_pass_seconds(d))
+    assert d.counters.drifts_found == 1 and d.counters.drifts_repaired == 1
+    assert sw.mft[5] == 0 and d.last_sweep["mft_blocks"] == 1
