@@ -136,6 +136,15 @@ class Audit:
         self.cursor = 0
         self.reads = self.drifts = self.passes = 0
         self.last: list[str] = []  # the last drifts found
+        self._of: object = None  # the known state `_items` is of: built once per sweep
+        self._items: list[Item] = []
+
+    def items(self, known) -> list[Item]:
+        """`items(known)`, kept while the known state is the same object (the status asks
+        at every publish: a large fabric has a million blocks)."""
+        if known is not self._of:
+            self._of, self._items = known, items(known) if known is not None else []
+        return self._items
 
     def earn(self, light_gets: int) -> int:
         """Credits for a light sweep of ``light_gets`` Gets; how many items to read now."""
@@ -146,7 +155,7 @@ class Audit:
 
     def run(self, transport, known, count: int) -> list[Drift]:
         """Read the next ``count`` items of ``known`` (round robin); the drifts found."""
-        todo = items(known)
+        todo = self.items(known)
         if not todo or count <= 0:
             return []
         count = min(count, len(todo))
@@ -177,4 +186,4 @@ class Audit:
 
     def status(self, known) -> dict:
         return {"share": self.share, "reads": self.reads, "drifts": self.drifts, "passes": self.passes,
-                "items": len(items(known)) if known is not None else None, "last": self.last}
+                "items": len(self.items(known)) if known is not None else None, "last": self.last}

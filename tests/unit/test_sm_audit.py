@@ -112,3 +112,18 @@ def test_a_foreign_mft_entry_is_cleared_when_pruning():
     run_for(d, clock, full_pass_seconds(d))
     assert d.counters.drifts_found == 1 and d.counters.drifts_repaired == 1
     assert sw.mft[5] == 0 and d.last_sweep["mft_blocks"] == 1
+
+
+def test_the_item_list_is_built_once_per_known_state(monkeypatch):
+    t, d, clock = make(audit_share=4.0)
+    built = []
+    real = audit.items
+    monkeypatch.setattr(audit, "items", lambda known: built.append(known) or real(known))
+    for _ in range(5):
+        d.status()
+    run_for(d, clock, 6)  # light sweeps, no sweep: the same known state
+    assert built == [] and d.audit.reads > 0 and d.counters.sweeps == 1
+    d._sweep("again")  # a new known state: one new list
+    for _ in range(5):
+        d.status()
+    assert built == [d.known]
