@@ -54,8 +54,7 @@ def main() -> int:
             leaf, lid, port, was = choose_static_route(fabric, topo)
             hosts = sorted(n.description for n in topo.cas())[:2]
             want = desired.parse({
-                "routing": "minhop",
-                "lid_file": args.lid_file,
+                "lid_file": args.lid_file,  # routing: the default (auto), as the bring-up routed
                 "lft": [{"switch": leaf, "lid": lid, "port": port}],
                 "multicast": [{"mlid": 0xC000, "members": ["all"]},  # keep IPoIB broadcast
                               {"mlid": 0xC001, "members": hosts}],

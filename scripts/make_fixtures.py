@@ -50,7 +50,8 @@ FABRICS = {
     "torus-4x4": lambda: topogen.torus_2d(4, 4, hosts_per_switch=2),
 }
 # the routing each fabric is swept with: minhop's credit loops on a torus are refused
-ROUTING = {"torus-4x4": ["--routing", "dfsssp"]}
+# the engine each fabric is recorded with (named: the default, auto, may change its choice)
+ROUTING = {"torus-4x4": ["--routing", "dfsssp"], "two-switch": ["--routing", "minhop"], "ft2-648": ["--routing", "minhop"]}
 STORE_TEXT_MAX = 256 * 1024  # larger outputs are stored as a sha256 only
 
 

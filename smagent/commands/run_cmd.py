@@ -77,8 +77,9 @@ def _given(**values) -> dict:
                    "--sm-key-file.")
 @click.option("--sm-key-file", type=click.Path(dir_okay=False), default=None,
               help="Read the SM_Key from this file (one key, decimal or 0x hex; '#' comments). Excludes --sm-key.")
-@click.option("--routing", "engine", default="minhop", show_default=True,
-              help="minhop, updn, updn:GUID,..., ftree, ftree:fallback=ENGINE, dfsssp, or file:DUMP.")
+@click.option("--routing", "engine", default="auto", show_default=True,
+              help="auto (on every sweep the best deadlock-free engine: ftree, else dfsssp, else updn; "
+                   "kept while it still fits), minhop, updn, updn:GUID,..., ftree, ftree:fallback=ENGINE, dfsssp, or file:DUMP.")
 @click.option("--lmc", type=click.IntRange(0, LMC_MAX), default=0, show_default=True, help="LMC for CA ports.")
 @click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
               help="guid2lid file (default: STATE_DIR/guid2lid): LIDs kept across restarts.")

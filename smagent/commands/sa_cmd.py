@@ -55,8 +55,24 @@ def _show(records: list, as_json: bool, kind: str) -> None:
     for row in rows:
         click.echo(f"{kind}:")
         for k, v in row.items():
-            shown = f"{v:#x}" if isinstance(v, int) and ("guid" in k or "gid" in k or k in ("p_key",)) else v
-            click.echo(f"    {k:<28} {shown}")
+            click.echo(f"    {k:<28} {_text(k, v)}")
+
+
+def _text(name: str, v):
+    """A record's field as saquery writes it: a GID as an IPv6 address (fe80::20:3), an MTU
+    and a rate with what their codes mean, GUIDs and P_Keys in hex."""
+    import ipaddress
+
+    from mad import codes
+    if not isinstance(v, int) or isinstance(v, bool):
+        return v
+    if name.endswith("gid") and "count" not in name:
+        return str(ipaddress.IPv6Address(v))
+    if name == "mtu" and v in codes.MTUS:
+        return f"{v} ({codes.MTUS[v]})"
+    if name == "rate" and codes.rate_gbps(v):
+        return f"{v} ({codes.rate_gbps(v):g} Gb/s)"
+    return f"{v:#x}" if "guid" in name or name == "p_key" else v
 
 
 def _client(obj):

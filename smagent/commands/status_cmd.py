@@ -31,6 +31,8 @@ def lines(s: dict) -> list[str]:
         out.append(f"last sweep: {last['why']}: {last['smps']} SMPs, {last['sets']} Sets, {last['seconds']} s")
     elif last:
         out.append(f"last sweep: {last['why']}: FAILED after {last['smps']} SMPs, {last['seconds']} s: {last['error']}")
+    if s.get("routing"):
+        out.append(f"routing: {s['routing']['engine']} ({s['routing']['reason']})")
     err = s.get("last_error")
     if err:
         out.append(f"last error: {err['what']}: {err['error']} ({c.get('errors', 0)} errors in all)")
@@ -38,6 +40,7 @@ def lines(s: dict) -> list[str]:
     out.append(f"last change: {change['what'] if change else 'none'}")
     out.append(f"handovers: sent {c.get('handovers_sent', 0)}, received {c.get('handovers_received', 0)}; "
                f"SMInfo answered: {c.get('sminfo_gets_answered', 0)} Gets, {c.get('sminfo_sets_answered', 0)} Sets")
+    out += _services(s)
     for p in s.get("other_sms", []):
         out.append(f"other SM: {p['guid']} ({p['node']}, LID {p['lid']}) priority {p['priority']} {p['state']}"
                    + ("" if p.get("peer", True) else " (another SM_Key: not a peer)"))
@@ -51,6 +54,24 @@ def lines(s: dict) -> list[str]:
         out.append(f"state file not read: {problem}")
     if s.get("log_lines_suppressed"):
         out.append(f"log lines left out as repeats: {s['log_lines_suppressed']}")
+    return out
+
+
+def _services(s: dict) -> list[str]:
+    """The SA's and PerfMgr's lines: what they answered and counted, the ports erring."""
+    out = []
+    sa = s.get("sa") or {}
+    if sa:
+        out.append(f"SA: {sa.get('answered', 0)} requests answered, {sa.get('tables_pending', 0)} tables being made, "
+                   f"{sa.get('tables_in_flight', 0)} in flight; {sa.get('groups', 0)} multicast groups, "
+                   f"{sa.get('subscriptions', 0)} subscriptions, {sa.get('reports_sent', 0)} Reports sent")
+    pm = s.get("perfmgr")
+    if pm:
+        last = pm.get("last") or {}
+        when = f", last {last['ports_read']} ports in {last['seconds']} s" if last else ", no counter sweep yet"
+        out.append(f"PerfMgr: every {pm.get('interval_s')} s, {pm.get('sweeps', 0)} sweeps{when}; "
+                   f"{pm.get('erring', 0)} ports erring"
+                   + (f", {last['unanswered']} agents not answering" if last.get("unanswered") else ""))
     return out
 
 

@@ -40,6 +40,9 @@ def interrupted(state_dir, sets_sent: list[str]) -> Interrupted:
     return Interrupted(msg)
 
 
+ROUTED_AS_ASKED = "as asked"  # the reason of an engine named by --routing (not auto's choice)
+
+
 def print_summary(s: dict) -> None:
     c = render.count
     click.echo(f"# {'plan' if s['dry_run'] else 'sweep'}: {c(s['nodes'], 'node')} ({c(s['switches'], 'switch')}, "
@@ -60,6 +63,8 @@ def print_summary(s: dict) -> None:
     if s.get("hottest_link"):
         from smagent.verify.balance import worst_line
         click.echo(f"# {worst_line({'worst': s['hottest_link']})} (planned tables)")
+    if s.get("routing") and s["routing"]["reason"] != ROUTED_AS_ASKED:  # auto's choice, and why
+        click.echo(f"# routing: {s['routing']['engine']} ({s['routing']['reason']})")
     for n in s["notes"]:
         click.echo(f"# note: {n}")
     for u in s["unreachable"]:
@@ -182,8 +187,9 @@ def _state_dir(obj, state_dir):
 @click.option("--lid-file", type=click.Path(dir_okay=False), default=None,
               help="guid2lid file (OpenSM's format) that keeps LIDs across runs and port resets "
                    "(default: STATE_DIR/guid2lid when there is a state directory).")
-@click.option("--routing", "engine", default="minhop", show_default=True,
-              help="Routing engine: minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
+@click.option("--routing", "engine", default="auto", show_default=True,
+              help="Routing engine: auto (the best deadlock-free engine for the fabric: ftree on a fat tree, "
+                   "else dfsssp within the ports' VLs, else updn; named with its reason) | minhop | updn | updn:GUID[,GUID...] (roots) | ftree | ftree:fallback=ENGINE | "
                    "dfsssp (deadlock-free: paths layered over VLs, any topology) | "
                    "file:PATH (an lft dump).")
 @click.option("--force", is_flag=True, help="Proceed even if another SM is MASTER.")

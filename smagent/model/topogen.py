@@ -18,7 +18,7 @@ from __future__ import annotations
 from smagent.errors import BadInput
 from smagent.model.fabric import HCA, SWITCH, Fabric
 
-__all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "two_switch", "variant"]
+__all__ = ["fat_tree_2", "fat_tree_3", "torus_2d", "mesh_2d", "dragonfly_plus", "two_switch", "variant"]
 
 
 def _even_radix(k: int) -> int:
@@ -160,6 +160,46 @@ def mesh_2d(x: int, y: int, hosts_per_switch: int = 1, switch_ports: int = 8) ->
     Links: x*y*h host links plus (x-1)*y + x*(y-1) grid links.
     """
     return _grid(x, y, hosts_per_switch, switch_ports, wrap=False)
+
+
+def dragonfly_plus(groups: int, leaves: int = 2, spines: int = 2, hosts_per_leaf: int = 2,
+                   switch_ports: int | None = None) -> Fabric:
+    """Dragonfly+: ``groups`` groups, each a 2-level tree of ``leaves`` leaves and ``spines``
+    spines (every leaf cabled to every spine of its group), groups joined by global cables
+    between spines: spine j of every group is cabled once to spine j of every other group
+    (so each pair of groups has ``spines`` global cables, one per spine plane).
+
+    Group g has leaves ``L<g*leaves+i>`` and spines ``S<g*spines+j>``. A leaf carries its
+    hosts on ports 1..h and spine j on port h+1+j; a spine carries leaf i of its group on
+    port i+1 and the other groups' spines on ports leaves+1.. in group order. Hosts ``H0..``
+    go in leaf order. ``switch_ports``: default the fewest that fit, rounded up to even.
+    groups=4, leaves=2, spines=2, h=2: 16 switches, 16 hosts, 16 + 16 + 12 links.
+    """
+    for name, v, lo in (("groups", groups, 2), ("leaves", leaves, 1), ("spines", spines, 1),
+                        ("hosts_per_leaf", hosts_per_leaf, 1)):
+        if not isinstance(v, int) or v < lo:
+            raise BadInput(f"dragonfly_plus: {name} must be an integer >= {lo}, got {v!r}")
+    need = max(hosts_per_leaf + spines, leaves + groups - 1)
+    ports = switch_ports if switch_ports is not None else need + need % 2
+    if not isinstance(ports, int) or not need <= ports <= 254:
+        raise BadInput(f"dragonfly_plus: switches need {need}..254 ports (hosts + spines on a leaf, "
+                       f"leaves + other groups on a spine), got {switch_ports!r}")
+    f = Fabric()
+    _hosts(f, groups * leaves * hosts_per_leaf)
+    _switches(f, "L", groups * leaves, ports)
+    _switches(f, "S", groups * spines, ports)
+    for leaf in range(groups * leaves):
+        for h in range(hosts_per_leaf):
+            f.connect(f"H{leaf * hosts_per_leaf + h}", 1, f"L{leaf}", h + 1)
+    for g in range(groups):
+        for i in range(leaves):
+            for j in range(spines):
+                f.connect(f"L{g * leaves + i}", hosts_per_leaf + 1 + j, f"S{g * spines + j}", i + 1)
+    for a in range(groups):
+        for b in range(a + 1, groups):
+            for j in range(spines):  # spine j: port leaves+1+k is its k-th other group
+                f.connect(f"S{a * spines + j}", leaves + 1 + b - 1, f"S{b * spines + j}", leaves + 1 + a)
+    return f
 
 
 def two_switch() -> Fabric:

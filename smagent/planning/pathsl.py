@@ -14,7 +14,7 @@ import hashlib
 import os
 import struct
 
-from smagent.config import files as paths
+from smagent.config import atomicfile, files as paths
 from smagent.errors import BadInput
 
 MAGIC = b"smagent-path-sls 1\n"
@@ -55,19 +55,19 @@ def loads(data: bytes, where: str = "path SL file") -> dict[int, bytes]:
 
 def save(path, sls: dict[int, bytes] | None) -> None:
     """Write ``sls`` to ``path`` (atomically); None removes the file (an engine that puts
-    every path on SL 0 leaves no stale SLs behind)."""
+    every path on SL 0 leaves no stale SLs behind). A full disk under the running SM is a
+    warning (`atomicfile.tolerated`): its SA hands hosts the SLs from memory."""
     p = os.fspath(path)
     if sls is None:
         if os.path.exists(p):
             os.unlink(p)
         return
     os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
-    tmp = p + ".partial"
-    with open(tmp, "wb") as f:
-        f.write(dumps(sls))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
+    try:
+        atomicfile.write_bytes(p, dumps(sls))
+    except OSError as e:
+        if not atomicfile.tolerated(e, f"path SL file {p} not written"):
+            raise
 
 
 def load(path) -> dict[int, bytes]:

@@ -5,8 +5,14 @@ for every switch GUID, a `RouteTable` (LID -> exit port, held as an LFT image). 
 
 Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
 
+``auto`` (the default)
+    the best deadlock-free engine for the fabric as it is, chosen on every sweep: ftree
+    where it is a fat tree, else dfsssp within the VLs every port runs, else updn; the
+    choice and its reason are ``Routes.chosen``; a running SM keeps its engine while it
+    still fits (`smagent.routing.auto`).
 ``minhop``
-    shortest paths, balanced by routes per port (`smagent.routing.minhop`).
+    shortest paths, balanced by routes per port (`smagent.routing.minhop`): credit loops
+    on rings (tori, meshes), which the sweep refuses.
 ``updn`` / ``updn:GUID[,GUID...]``
     up*/down* from automatically chosen roots, or from the listed root switch GUIDs
     (`smagent.routing.updn`): deadlock-free on any topology.
@@ -14,7 +20,8 @@ Engines are chosen by a *spec* string (the sweep's ``--routing`` value):
     fat-tree routing: levels found from the topology, each destination down its one
     downward path, uplinks evenly loaded, deadlock-free (`smagent.routing.ftree`). On a
     fabric that is not a fat tree it raises RoutingError saying why, unless a fallback
-    (minhop, updn or updn:GUID[,GUID...]) is named: then that engine routes, with a warning.
+    (any other spec: auto, minhop, updn[:GUID,...], dfsssp, file:PATH) is named: then that
+    engine routes, with a warning.
 ``dfsssp``
     deadlock-free SSSP: shortest paths balanced by link weight, then paths layered over
     virtual lanes so that no VL's channel dependency graph has a cycle; every path gets an
@@ -30,7 +37,8 @@ by `parse_spec` into a `RoutingSpec`; the engines are a registry (`ENGINES`: nam
 
 An engine that cannot route raises `RoutingError` (a ValueError: the CLI reports it
 with exit code 2). There is no silent fallback to another engine (OpenSM falls back
-to minhop; we never do, except to the fallback an ftree spec names).
+to minhop; we never do, except to the fallback an ftree spec names, and auto's choice,
+which is named with its reason).
 """
 from __future__ import annotations
 
@@ -38,13 +46,14 @@ import dataclasses
 import logging
 from typing import Any, Callable
 
+from smagent.routing.auto import AutoMemory  # noqa: F401 - the package's public names
 from smagent.routing.base import (  # noqa: F401 - the package's public names
     NO_PORT, Routes, RouteTable, RoutingError, RoutingInput, RoutingSpec,
 )
 
 log = logging.getLogger("smagent.routing")
 
-SYNTAX = "minhop, updn, updn:GUID[,GUID...], ftree, ftree:fallback=ENGINE, dfsssp, file:PATH"
+SYNTAX = "auto, minhop, updn, updn:GUID[,GUID...], ftree, ftree:fallback=ENGINE, dfsssp, file:PATH"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +62,7 @@ class Engine:
     into `RoutingSpec` fields, ``text`` being the whole spec for messages; ``preload``
     reads what it needs from disk before any SMP; ``route`` routes."""
     parse: Callable[[str | None, str], dict[str, Any]]
-    route: Callable[[RoutingSpec, RoutingInput, Any], Routes]
+    route: Callable[[RoutingSpec, RoutingInput, Any, AutoMemory | None], Routes]
     preload: Callable[[RoutingSpec], Any] = lambda spec: None
 
 
@@ -79,11 +88,12 @@ def preload(spec: str | RoutingSpec):
     return ENGINES[spec.engine].preload(spec)
 
 
-def route(spec: str | RoutingSpec, rin: RoutingInput, preloaded=None) -> Routes:
+def route(spec: str | RoutingSpec, rin: RoutingInput, preloaded=None, memory: AutoMemory | None = None) -> Routes:
     """Route with the engine the spec names (see the module docstring): a `RouteTable` for
-    every switch of ``rin``, with the engine's notes. ``preloaded``: what `preload` returned."""
+    every switch of ``rin``, with the engine's notes. ``preloaded``: what `preload` returned;
+    ``memory``: a running SM's `AutoMemory` (auto keeps the engine it chose before)."""
     spec = parse_spec(spec)
-    return ENGINES[spec.engine].route(spec, rin, preloaded)
+    return ENGINES[spec.engine].route(spec, rin, preloaded, memory)
 
 
 # -- the engines -----------------------------------------------------------------------------
@@ -93,7 +103,12 @@ def _no_argument(arg: str | None, text: str) -> dict[str, Any]:
     return {}
 
 
-def _minhop(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
+def _auto(spec: RoutingSpec, rin: RoutingInput, _preloaded, memory) -> Routes:
+    from smagent.routing.auto import route as auto
+    return auto(rin, memory)
+
+
+def _minhop(spec: RoutingSpec, rin: RoutingInput, _preloaded, _memory) -> Routes:
     from smagent.routing.minhop import route as minhop
     return minhop(rin)
 
@@ -116,13 +131,13 @@ def _updn_roots(arg: str | None, text: str) -> dict[str, Any]:
     return {"roots": tuple(roots)}
 
 
-def _updn(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
+def _updn(spec: RoutingSpec, rin: RoutingInput, _preloaded, _memory) -> Routes:
     from smagent.routing.updn import check_roots, route as updn
     return updn(rin, roots=check_roots(spec.roots, rin) if spec.roots else None)
 
 
 def _ftree_fallback(arg: str | None, text: str) -> dict[str, Any]:
-    """``fallback=updn`` -> the fallback's spec (minhop or updn)."""
+    """``fallback=ENGINE`` -> the fallback's spec (any engine but ftree itself)."""
     if arg is None:
         return {}
     key, eq, val = arg.partition("=")
@@ -130,12 +145,17 @@ def _ftree_fallback(arg: str | None, text: str) -> dict[str, Any]:
     if key.strip().lower() != "fallback" or not eq or not val:
         raise RoutingError(f"routing engine ftree takes ftree or ftree:fallback=ENGINE, got 'ftree:{arg}'")
     fallback = parse_spec(val)
-    if fallback.engine not in ("minhop", "updn"):
-        raise RoutingError(f"ftree:fallback={val}: the fallback is minhop, updn or updn:GUID[,GUID...]")
+    if fallback.engine == "ftree":
+        raise RoutingError(f"ftree:fallback={val}: the fallback is another engine (auto, minhop, updn, dfsssp, file:PATH)")
     return {"fallback": fallback}
 
 
-def _ftree(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
+def _ftree_preload(spec: RoutingSpec):
+    """What the fallback loads (a file fallback's dump), read before any SMP."""
+    return preload(spec.fallback) if spec.fallback is not None else None
+
+
+def _ftree(spec: RoutingSpec, rin: RoutingInput, preloaded, memory) -> Routes:
     """ftree, or the fallback its spec names when the fabric is not a fat tree (said in
     the engine's notes and logged: never a silent fallback)."""
     from smagent.routing.ftree import NotFatTree, route as ftree
@@ -146,12 +166,12 @@ def _ftree(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
         if fallback is None:
             raise NotFatTree(f"{e}; use another engine or --routing ftree:fallback=updn") from None
         log.warning("ftree: %s; routing with %s instead", e, fallback)
-        routes = route(fallback, rin)
+        routes = route(fallback, rin, preloaded, memory)
         routes.notes.insert(0, f"ftree: {e}; routed with {fallback} instead (ftree:fallback)")
         return routes
 
 
-def _dfsssp(spec: RoutingSpec, rin: RoutingInput, _preloaded) -> Routes:
+def _dfsssp(spec: RoutingSpec, rin: RoutingInput, _preloaded, _memory) -> Routes:
     from smagent.routing.dfsssp import route as dfsssp
     return dfsssp(rin)
 
@@ -168,17 +188,18 @@ def _file_load(spec: RoutingSpec):
     return load(spec.file)
 
 
-def _file(spec: RoutingSpec, rin: RoutingInput, preloaded) -> Routes:
+def _file(spec: RoutingSpec, rin: RoutingInput, preloaded, _memory) -> Routes:
     from smagent.routing.file import route as from_file
     assert spec.file is not None  # the parser refuses file without a path
     return from_file(rin, spec.file, preloaded)
 
 
 ENGINES: dict[str, Engine] = {
+    "auto": Engine(_no_argument, _auto),
     "minhop": Engine(_no_argument, _minhop),
     "updn": Engine(_updn_roots, _updn),
-    "ftree": Engine(_ftree_fallback, _ftree),
+    "ftree": Engine(_ftree_fallback, _ftree, _ftree_preload),
     "dfsssp": Engine(_no_argument, _dfsssp),
     "file": Engine(_file_path, _file, _file_load),
 }
-DEFAULT = parse_spec("minhop")
+DEFAULT = parse_spec("auto")

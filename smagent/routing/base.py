@@ -184,16 +184,17 @@ class Routes(dict):
         self.sls: dict[int, bytes] | None = None
         self.layers = 1
         self.needed = 1  # layers needed to break every credit loop (1: the routes have none)
+        self.chosen: tuple[str, str] | None = None  # auto: (the engine it chose, why)
 
 
 @dataclasses.dataclass(frozen=True)
 class RoutingSpec:
     """A routing engine and its arguments, as `smagent.routing.parse_spec` reads them from
-    the ``--routing`` text (the one parser): ``engine`` (minhop, updn, ftree, file),
+    the ``--routing`` text (the one parser): ``engine`` (auto, minhop, updn, ftree, dfsssp, file),
     ``roots`` (updn: root switch GUIDs, none: chosen automatically), ``fallback`` (ftree:
     the engine that routes a fabric that is not a fat tree), ``file`` (file: the dump).
     ``text``: what was given, for messages (not compared)."""
-    engine: str = "minhop"
+    engine: str = "auto"
     roots: tuple[int, ...] = ()
     fallback: RoutingSpec | None = None
     file: str | None = None

@@ -42,7 +42,7 @@ from mad.attributes import AttrID, NodeInfo, NodeType, PortInfo, SMInfo, SMState
 from mad.errors import MadError
 from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method, MgmtClass
-from smagent import discovery
+from smagent import discovery, routing
 from smagent import sweep as sweepmod
 from smagent.sm import statemachine as smstate
 from smagent.sm import audit as auditmod, events, peers as peersmod, reload, repair, report, timers, traps, unserved
@@ -120,6 +120,7 @@ class Daemon:
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
         self.last_change: dict | None = None
+        opts.sweep.routing_memory = routing.AutoMemory()  # auto keeps its engine while it fits; `status` shows it
         self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
         self.last_error: dict | None = None  # the last failure: what, the error, when
         self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
@@ -551,10 +552,10 @@ class Daemon:
         self.last_sweep = {"why": why, "incremental": known is not None, "ok": True, "smps": st.sent - sent0, "sets": sets, "lft_blocks": s["lft_blocks"],
                            "mft_blocks": s["mft_blocks"], "portinfo": s["portinfo"],
                            "seconds": round(self.clock() - t0, 3), "problems": len(r.problems), "time": time.time()}
-        log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s%s",
+        log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s; routing: %s%s",
                  "repair" if known is not None else "sweep", why, len(r.topology.nodes), st.sent - sent0, sets, s["lft_blocks"], s["mft_blocks"],
-                 s["portinfo"], self.clock() - t0, f"; {len(r.problems)} problem(s): {r.problems[0]}"
-                 if r.problems else "")
+                 s["portinfo"], self.clock() - t0, r.routing and f"{r.routing['engine']} ({r.routing['reason']})",
+                 f"; {len(r.problems)} problem(s): {r.problems[0]}" if r.problems else "")
         if sets:
             self._changed(f"{why}: {sets} Sets")
         self._arm_light()

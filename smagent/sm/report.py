@@ -61,6 +61,7 @@ def status(d) -> dict:
         "routed": routed(sm.state, d.last_sweep),
         "sweeps": d.counters.sweeps, "sweeps_failed": d.counters.sweeps_failed,
         "last_sweep": d.last_sweep, "last_error": d.last_error, "last_change": d.last_change,
+        "routing": getattr(d.opts.sweep.routing_memory, "routing", None),
         "config": d.config.status(), "counters": c, "smps_sent": d.t.stats.sent,
         # our peers (same SM_Key), then the SMs under another SM_Key: not peers, but an
         # admin must see them (a second MASTER among them is a misconfiguration)

@@ -1,6 +1,6 @@
 """Desired state as a file: what the fabric should hold, in YAML or JSON.
 
-    routing: minhop              # as --routing: minhop | updn[:GUID,...] | ftree[:fallback=E] | file:PATH
+    routing: auto                # as --routing: auto | minhop | updn[:GUID,...] | ftree[:fallback=E] | dfsssp | file:PATH
     root: [Spine1]               # updn only: its root switches (else it chooses and says which)
     lmc: 0
     lid_file: guid2lid           # optional: keep LIDs across runs (OpenSM's format)

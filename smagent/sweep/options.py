@@ -10,6 +10,7 @@ from smagent import discovery, linkconf as links, routing
 from smagent.config import mkeys
 from smagent.planning import multicast
 from smagent.planning.multicast import Group as McastGroup
+from smagent.routing.auto import AutoMemory
 
 if TYPE_CHECKING:
     from smagent.sweep.desired import DesiredState
@@ -22,7 +23,10 @@ REPAIR_PASSES = 4  # passes after the first over what did not finish, on a lossy
 class SweepOptions:
     lmc: int = 0
     lid_file: str | None = None
-    routing: str | routing.RoutingSpec = "minhop"  # parsed by routing.parse_spec (a RoutingSpec as it is)
+    routing: str | routing.RoutingSpec = "auto"  # parsed by routing.parse_spec (a RoutingSpec as it is)
+    # a running SM's memory of auto's choice, passed from sweep to sweep (`smagent.routing.auto`);
+    # None: every sweep chooses afresh
+    routing_memory: AutoMemory | None = None
     dry_run: bool = False
     force: bool = False
     # multicast: a group file path, a parsed multicast.GroupSpec, or None for the default

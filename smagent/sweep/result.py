@@ -126,6 +126,8 @@ class SweepResult:
     # {source switch GUID: SL by DLID}); None: every path on SL 0
     path_sls: dict[int, bytes] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    # the engine that routed and, for auto, why it was chosen: {"engine", "reason"}
+    routing: dict[str, str] | None = None
     dry_run: bool = False
     seconds: float = 0.0
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -216,7 +218,7 @@ class SweepResult:
             **({"changes_pending": self.changes_pending} if self.dry_run else {}),
             "nodes": len(topo.nodes), "switches": len(topo.switches()), "cas": len(topo.cas()),
             "links": topo.num_links(), "lids": len(self.lid_plan.lids), "lmc": self.lid_plan.lmc,
-            "linear_fdb_top": self.lid_plan.top,
+            "linear_fdb_top": self.lid_plan.top, "routing": self.routing,
             "sets": {"portinfo": len(self.port_changes) + (0 if self.dry_run else self.activations),
                      "switchinfo": len(self.switch_changes), "lft_blocks": len(self.lft_changes),
                      "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes),

@@ -2,8 +2,10 @@
 engine the typed spec names (`smagent.routing`), static LFT entries over its routes."""
 from __future__ import annotations
 
+import dataclasses
+
 from mad import codes
-from smagent import discovery, routing
+from smagent import discovery, linkconf as links, routing
 from smagent.planning import lidassign as lids, qoslayers
 from smagent.sweep.state import SweepState
 
@@ -18,8 +20,14 @@ def route(s: SweepState) -> None:
         spec = s.route_spec
         if s.resolved is not None and s.resolved.roots:  # desired state `root:` (routing updn)
             spec = spec.with_roots(s.resolved.roots)
-        routes = s.routes = routing.route(spec, s.rin, s.engine_input)
+        if _may_choose_dfsssp(spec):  # auto takes dfsssp only within the layers the SL2VL tables carry
+            s.rin.data_vls = layer_room(s, s.rin.data_vls)
+        routes = s.routes = routing.route(spec, s.rin, s.engine_input, s.opts.routing_memory)
         r.notes += routes.notes
+        engine, reason = routes.chosen or (spec.engine, "as asked")  # commands.sweep_cmd.ROUTED_AS_ASKED
+        r.routing = {"engine": engine, "reason": reason}
+        if s.opts.routing_memory is not None:  # a running SM's status shows it
+            s.opts.routing_memory.routing = r.routing
         r.path_sls = routes.sls
         policy = qos_policy(s)
         if policy is not None:  # the policy's SLs over the engine's layers (smagent.planning.qoslayers)
@@ -39,6 +47,30 @@ def route(s: SweepState) -> None:
                      else "the switch graph is split")
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
+
+
+def _may_choose_dfsssp(spec: routing.RoutingSpec) -> bool:
+    return spec.engine == "auto" or (spec.fallback is not None and _may_choose_dfsssp(spec.fallback))
+
+
+def layer_room(s: SweepState, data_vls: int | None) -> int:
+    """The most routing layers (SL n on VL n) the link configuration this sweep writes can
+    carry on every port, up to ``data_vls``: 1 when it writes no link (--no-links) or
+    leaves the SL2VL tables alone (--no-qos), else the largest count `layers_problem`
+    accepts (the same rule the port phase refuses a layered route by)."""
+    opts = None if s.opts.links is False else (
+        s.opts.links or getattr(s.opts.desired, "links", None) or links.LinkOptions())
+    most = data_vls or 8
+    if opts is None or opts.qos_mode == "never" or most <= 1:
+        return 1
+    codes_run = {max(1, min(pa.vl_cap, pb.vl_cap, opts.vls_code))
+                 for (g, p), (g2, p2) in s.topo.links.items()
+                 if (pa := s.topo.nodes[g].ports.get(p)) is not None and (pb := s.topo.nodes[g2].ports.get(p2)) is not None}
+    op_vls = {i: c for i, c in enumerate(codes_run)}
+    for layers in range(most, 1, -1):
+        if links.layers_problem(dataclasses.replace(opts, sl_layers=layers), op_vls) is None:
+            return layers
+    return 1
 
 
 def qos_policy(s: SweepState):

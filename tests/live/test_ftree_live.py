@@ -9,7 +9,7 @@ import pytest
 
 from ibsim_harness import ibsim_available, skip_reason
 from smagent.model import netfile, topogen
-from test_routing_live import _parse_lfts, start, verify_json
+from routing_harness import _parse_lfts, start, verify_json
 
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from prom import guids, samples as prom_samples, value
 from ibsim_harness import IbSim, ibsim_available, skip_reason
 
 OPENSM = shutil.which("opensm", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
@@ -172,15 +173,15 @@ def test_health_prometheus_textfile(fabric, tmp_path):
     # (every ibsim agent's CapabilityMask has ExtendedWidth)
     assert json.loads(r.stdout)["summary"]["gmps"] == 30
     text = prom.read_text()
-    series = re.findall(r'^smagent_port_receive_errors_total\{(.*)\} (\d+)$', text, re.M)
+    series = [(lab, v) for name, lab, v in prom_samples(text) if name == "smagent_port_receive_errors_total"]
     assert len(series) == 12  # every linked port: 4 + 4 switch ports, 4 CA ports
-    labels = {tuple(re.findall(r'(\w+)="([^"]*)"', lab))[:6]: int(v) for lab, v in series}
-    hit = [(dict(k), v) for k, v in labels.items() if dict(k)["node"] == "Switch2" and dict(k)["port"] == "3"]
-    assert len(hit) == 1 and hit[0][1] == 77 and hit[0][0]["remote_node"] == "Switch1"
+    switch2 = guids(text)["Switch2"]
+    hit = [v for lab, v in series if lab["guid"] == switch2 and lab["port"] == "3"]
+    assert hit == [77] and value(text, "smagent_link_info", guid=switch2, port="3", remote_guid=guids(text)["Switch1"], remote_port="3") == 1
     assert "# TYPE smagent_port_symbol_errors_total counter" in text
-    assert len(re.findall(r"^smagent_port_unicast_transmit_packets_total\{", text, re.M)) == 12
-    data = re.findall(r'^smagent_port_transmit_data_bytes_total\{(.*)\} (\d+)$', text, re.M)
-    assert len(data) == 12 and all(int(v) % 4 == 0 and int(v) > 0 for _, v in data)  # 4-byte words, as bytes
+    assert len([1 for name, _l, _v in prom_samples(text) if name == "smagent_port_unicast_transmit_packets_total"]) == 12
+    data = [v for name, _l, v in prom_samples(text) if name == "smagent_port_transmit_data_bytes_total"]
+    assert len(data) == 12 and all(v % 4 == 0 and v > 0 for v in data)  # 4-byte words, as bytes
     assert [p.name for p in tmp_path.iterdir()] == ["smagent.prom"]  # written beside it, renamed over it
 
 

@@ -195,3 +195,16 @@ def test_pure_layers_never_reach_a_transport(package):
     bad = {f"{m} -> {r}" for m in GRAPH if m == package or m.startswith(package + ".")
            for r in _reach(m) if r.startswith(("smagent.transport", "smagent.sim", "smagent.discovery"))}
     assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_test_file_imports_another():
+    """Shared helpers live in tests/support (issue 38 item 6): a test file is never a module."""
+    tests = REPO / "tests"
+    names = {p.stem for p in tests.rglob("test_*.py")}
+    bad = []
+    for p in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            bad += [f"{p.relative_to(REPO)} imports {m}" for m in mods if m.split(".")[0] in names]
+    assert not bad, "\n".join(bad)

@@ -15,7 +15,7 @@ from smagent.cli import main
 from smagent.routing import RouteTable, RoutingError, route
 from smagent.routing._core import Graph
 from smagent.routing.ftree import tree_levels
-from test_routing import prepared, rin_of
+from routing_inputs import prepared, rin_of
 from routing_inputs import damaged_ft2, damaged_ft3
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures"
@@ -66,7 +66,7 @@ def test_fallback_routes_with_the_named_engine(caplog):
     assert "routing with updn instead" in caplog.text
     assert {g: dict(t.items()) for g, t in got.items()} == \
         {g: dict(t.items()) for g, t in route("updn", rin).items()}
-    for spec, msg in [("ftree:fallback=file:x", "the fallback is minhop, updn"), ("ftree:x", "ftree:fallback=ENGINE"),
+    for spec, msg in [("ftree:fallback=ftree", "the fallback is another engine"), ("ftree:x", "ftree:fallback=ENGINE"),
                       ("ftree:fallback=", "ftree:fallback=ENGINE"), ("ftree:fallback=dor", "unknown routing engine")]:
         with pytest.raises(RoutingError, match=msg):
             routing.parse_spec(spec)

@@ -67,8 +67,8 @@ def test_replay_prints_what_the_live_session_printed(replay, fixture, case):
 @pytest.mark.parametrize("fab", ["two-switch", "torus-4x4", "ft2-648"])
 def test_fresh_dry_run_plan(replay, fab):
     """The plan of the recorded fresh fabric: every Set a sweep would send, none sent (the
-    torus recorded with dfsssp: minhop's credit loops are refused there)."""
-    routing = ["--routing", "dfsssp"] if fab.startswith("torus") else []
+    torus recorded with dfsssp: minhop's credit loops are refused there; the others with minhop)."""
+    routing = ["--routing", "dfsssp" if fab.startswith("torus") else "minhop"]
     r = replay(FIXTURES / f"{fab}-fresh.erf", "sweep", *routing, "--dry-run", "--json")
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)

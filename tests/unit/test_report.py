@@ -12,8 +12,8 @@ from smagent.model import topogen
 from smagent import verify
 from smagent.cli import main
 from smagent.routing import route
-from test_ftree import damaged_ft2, damaged_ft3
-from test_routing import rin_of
+from routing_inputs import damaged_ft2, damaged_ft3
+from routing_inputs import rin_of
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures"
 

@@ -407,7 +407,7 @@ def test_bad_specs(spec, msg):
 
 
 def test_engines_listed():
-    assert tuple(ENGINES) == ("minhop", "updn", "ftree", "dfsssp", "file")
+    assert tuple(ENGINES) == ("auto", "minhop", "updn", "ftree", "dfsssp", "file")
 
 
 # ----------------------------------------------------------------------------- file

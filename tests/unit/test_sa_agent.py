@@ -28,7 +28,7 @@ ME = Address.gsi(1)
 @pytest.fixture(scope="module")
 def subnet():
     with smagent.connect("sim") as fabric:
-        r = fabric.sweep()
+        r = fabric.sweep(routing="minhop")  # an engine that decides no SL: the SL rules below are the SA's
     assert r.problems == []
     mine = SMInfo(guid=r.topology.local[0], sm_key=SM_KEY, act_count=5, priority=3, sm_state=3)
     return Subnet.from_sweep(r, sms=((r.lid_plan.master_lid, mine),))
@@ -424,7 +424,7 @@ def test_a_partitions_sl_is_its_paths_sl_where_the_sm_manages_qos():
         cas = sorted((n for n in topo.nodes.values() if not n.is_switch), key=lambda n: n.guid)
         g = [f"{n.port_guids[p]:#x}" for n in cas[:2] for p in sorted(n.port_paths)[:1]]
         conf = partitions.parse(f"Default=0x7fff : ALL=full ;\nstorage=0x10, sl=5 : {g[0]}=full, {g[1]}=full ;\n")
-        r = fabric.sweep(partitions=conf)
+        r = fabric.sweep(partitions=conf, routing="minhop")  # no engine SL under the partition's
     for qos, want in ((True, 5), (False, 0)):
         s = Subnet.from_sweep(r, partitions=conf, qos=qos)
         agent = SaAgent(SM_KEY)

@@ -157,3 +157,14 @@ def test_a_repair_after_a_trap_flood_gives_a_few_reasons_and_a_count():
     assert events.why_of([f"trap 128 from LID {i}" for i in range(1000)]) == (
         "trap 128 from LID 0; trap 128 from LID 1; trap 128 from LID 2; and 997 more")
     assert events.why_of(["a", "b"]) == "a; b"
+
+
+def test_status_text_shows_the_sa_and_perfmgr():
+    """The text status says what the SA answered and what PerfMgr found (issue 39 item 9)."""
+    s = {"state": "MASTER", "sa": {"answered": 12, "tables_pending": 1, "tables_in_flight": 2, "groups": 3,
+                                   "subscriptions": 4, "reports_sent": 5},
+         "perfmgr": {"interval_s": 180.0, "sweeps": 7, "erring": 2,
+                     "last": {"ports_read": 96, "seconds": 0.4, "unanswered": 1}}}
+    text = "\n".join(status_cmd.lines(s))
+    assert "SA: 12 requests answered, 1 tables being made, 2 in flight; 3 multicast groups" in text
+    assert "PerfMgr: every 180.0 s, 7 sweeps, last 96 ports in 0.4 s; 2 ports erring, 1 agents not answering" in text

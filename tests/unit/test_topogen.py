@@ -132,6 +132,28 @@ def test_mesh_counts(x, y, h, links):
     assert f.neighbor("T0_0", h + 2) is None  # no wrap-around on the west edge
 
 
+def test_dragonfly_plus_counts_and_wiring():
+    f = topogen.dragonfly_plus(4, leaves=2, spines=2, hosts_per_leaf=2)
+    # 4 groups x (2 leaves + 2 spines); links: 16 hosts, 4 x 2 x 2 in-group, 6 group pairs x 2 planes
+    assert counts(f) == (16, 16, 16 + 16 + 12)
+    check_invariants(f, radix=6)  # a leaf: 2 hosts + 2 spines; a spine: 2 leaves + 3 groups: 6 ports
+    assert f.neighbor("H5", 1) == ("L2", 2)  # hosts in leaf order
+    assert f.neighbor("L2", 3) == ("S2", 1)  # group 1's leaf 0 -> its spine 0 (S2), on the spine's port 1
+    assert f.neighbor("L3", 4) == ("S3", 2)
+    # spine j of group a meets spine j of group b: port leaves+1+(b-1 when b > a, else b)
+    assert f.neighbor("S0", 3) == ("S2", 3) and f.neighbor("S0", 5) == ("S6", 3)
+    assert f.neighbor("S7", 5) == ("S5", 5) and f.neighbor("S1", 4) == ("S5", 3)
+    plane = {g: {f.neighbor(f"S{g * 2 + 1}", p).node for p in (3, 4, 5)} for g in range(4)}
+    assert plane[0] == {"S3", "S5", "S7"}  # the spines of a plane form a complete graph of groups
+    big = topogen.dragonfly_plus(9, leaves=4, spines=4, hosts_per_leaf=4)
+    assert counts(big) == (72, 144, 144 + 144 + 36 * 4) and big.switches()[0].num_ports == 12
+    assert topogen.dragonfly_plus(3, switch_ports=36).switches()[0].num_ports == 36
+    with pytest.raises(ValueError, match=r"groups must be an integer >= 2"):
+        topogen.dragonfly_plus(1)
+    with pytest.raises(ValueError, match=r"switches need 5..254 ports"):  # 2 leaves + 3 other groups
+        topogen.dragonfly_plus(4, switch_ports=4)
+
+
 def test_generator_argument_errors():
     with pytest.raises(ValueError, match="even integer"):
         topogen.fat_tree_2(5)
@@ -154,7 +176,8 @@ def test_two_switch_matches_ibsim_example():
 
 @pytest.mark.parametrize(
     "make", [lambda: topogen.fat_tree_2(8), lambda: topogen.fat_tree_3(4, hosts=7),
-             lambda: topogen.torus_2d(3, 3, 2), lambda: topogen.mesh_2d(2, 3), topogen.two_switch],
+             lambda: topogen.torus_2d(3, 3, 2), lambda: topogen.mesh_2d(2, 3), topogen.two_switch,
+             lambda: topogen.dragonfly_plus(3)],
 )
 def test_deterministic_and_round_trips(make):
     a, b = make(), make()
@@ -168,6 +191,7 @@ LIVE = [
     ("fat_tree_2_k36", lambda: topogen.fat_tree_2(36)),
     ("fat_tree_3_k36_1000_hosts", lambda: topogen.fat_tree_3(36, hosts=1000)),  # needs -S/-P
     ("torus_4x4", lambda: topogen.torus_2d(4, 4, 2, 8)),
+    ("dragonfly_plus_4x2x2", lambda: topogen.dragonfly_plus(4)),
     ("two_switch", topogen.two_switch),
 ]
 

@@ -19,7 +19,9 @@ def _whatif(*fail, **kw):
 def test_losing_a_spine_loses_no_pair_and_reroutes_some():
     w = _whatif("S1")
     assert w.pairs == 72 and w.lost == 0 and w.with_failed == 0 and w.rerouted > 0
-    assert w.credit_loops == 0 and w.hottest_before["link"] and w.engine == "minhop"
+    assert w.credit_loops == 0 and w.hottest_before["link"]
+    # the default, auto, is reported as the engine it chose, never as "auto"
+    assert w.engine in ("ftree", "dfsssp", "updn")
 
 
 def test_losing_both_spines_leaves_only_pairs_on_one_leaf():
