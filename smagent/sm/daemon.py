@@ -645,8 +645,7 @@ class Daemon:
         known = self.known
         if known is None or count <= 0 or self.sm.state != SMState.MASTER:
             return
-        drifts = self.audit.run(self.t, known, count)
-        if not drifts:
+        if not (drifts := self.audit.run(self.t, known, count)):
             return
         self.counters.drifts_found += len(drifts)
         why = f"audit found drift: {drifts[0].what}{f' (+{len(drifts) - 1})' if len(drifts) > 1 else ''}"
