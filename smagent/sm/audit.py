@@ -16,7 +16,7 @@ import itertools
 import logging
 from typing import Any
 
-from mad.attributes import AttrID, LinearForwardingTable, MulticastForwardingTable, PortInfo, PortState
+from mad.attributes import AttrID, LinearForwardingTable, MulticastForwardingTable, PortInfo, PortState, SMState
 from mad import forwarding as fw
 from mad.header import Method
 from smagent.transport.base import Request
@@ -187,3 +187,22 @@ class Audit:
     def status(self, known) -> dict:
         return {"share": self.share, "reads": self.reads, "drifts": self.drifts, "passes": self.passes,
                 "items": len(self.items(known)) if known is not None else None, "last": self.last}
+
+
+def step(d, count: int) -> None:
+    """The daemon ``d``'s audit after a light sweep: ``count`` Gets of what it programmed;
+    drift is repaired at once (a patched known state, or a full sweep for a port change)."""
+    known = d.known
+    if known is None or count <= 0 or d.sm.state != SMState.MASTER:
+        return
+    if not (drifts := d.audit.run(d.t, known, count)):
+        return
+    d.counters.drifts_found += len(drifts)
+    why = f"audit found drift: {drifts[0].what}{f' (+{len(drifts) - 1})' if len(drifts) > 1 else ''}"
+    fixed = patched(known, drifts)
+    if fixed is None:  # a port is down or not active: a link change, found by a full sweep
+        d._repair(why, None)
+    else:
+        d._sweep(why, known=fixed)
+    if d.last_sweep and d.last_sweep.get("ok"):
+        d.counters.drifts_repaired += d.audit.repaired(d.known, drifts)

@@ -45,7 +45,8 @@ from mad.header import Method, MgmtClass
 from smagent import discovery, routing
 from smagent import sweep as sweepmod
 from smagent.sm import statemachine as smstate
-from smagent.sm import audit as auditmod, events, peers as peersmod, reload, repair, report, timers, traps, unserved
+from smagent.sm import audit as auditmod, drained as drainedmod, events, peers as peersmod, reload, repair, report
+from smagent.sm import timers, traps, unserved
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
@@ -115,6 +116,7 @@ class Daemon:
         self._publish_at = 0.0
         self.perfmgr = PerfMgr(opts.perfmgr_interval) if opts.perfmgr_interval else None
         self.audit = auditmod.Audit(opts.audit_share)
+        self.drained = drainedmod.Drained(opts.state_dir)  # BadInput (exit 2) on a damaged file
         self.rereg = ClientReregister(opts.client_reregister)  # once per mastership, after its first sweep
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
@@ -251,7 +253,9 @@ class Daemon:
         if time.monotonic() >= self._publish_at or self._status_key() != self._published_key:
             self._publish()
 
-    def _answer_control(self, _command: str) -> dict:
+    def _answer_control(self, command: str, args: dict | None = None):
+        if command != "status":  # drain, undrain: the loop does them (`smagent.sm.drained`)
+            return drainedmod.submit(self, command, args or {})
         # the control thread: the status published last, never the daemon's live fields
         return self._published if self.control is not None and self.control.threaded else self.status()
 
@@ -371,6 +375,8 @@ class Daemon:
         elif isinstance(ev, events.PolledBySm) and self.sm.state == SMState.MASTER:
             with self._busy("asking the SM that polled us"):
                 self._on_polled(ev.slid)
+        elif isinstance(ev, events.ControlCommand):
+            drainedmod.handle(self, ev)
 
     def _on_trap(self, trap: traps.Trap) -> None:
         c = self.counters
@@ -521,7 +527,7 @@ class Daemon:
         log.info("%s: started", self.activity)
         try:
             with self.busy.serving():
-                r = sweepmod.sweep(self.t, dataclasses.replace(used, known=known))
+                r = sweepmod.sweep(self.t, dataclasses.replace(used, known=known, drained=self.drained.entries))
                 snapshot = self.sa.snapshot(r)  # built while the last one still answers
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             if isinstance(e, sweepmod.PlanDefects) and opts is None and self.config.can_fall_back(used):
@@ -638,24 +644,7 @@ class Daemon:
                          None if unread else {n.guid for n in moved})
             return
         self._check_peers(self.peers.values())
-        self._audit(self.audit.earn(self.counters.light_sweep_gets))
-
-    def _audit(self, count: int) -> None:
-        """A few Gets of what we programmed (`smagent.sm.audit`); drift is repaired at once."""
-        known = self.known
-        if known is None or count <= 0 or self.sm.state != SMState.MASTER:
-            return
-        if not (drifts := self.audit.run(self.t, known, count)):
-            return
-        self.counters.drifts_found += len(drifts)
-        why = f"audit found drift: {drifts[0].what}{f' (+{len(drifts) - 1})' if len(drifts) > 1 else ''}"
-        fixed = auditmod.patched(known, drifts)
-        if fixed is None:  # a port is down or not active: a link change, found by a full sweep
-            self._repair(why, None)
-        else:
-            self._sweep(why, known=fixed)
-        if self.last_sweep and self.last_sweep.get("ok"):
-            self.counters.drifts_repaired += self.audit.repaired(self.known, drifts)
+        auditmod.step(self, self.audit.earn(self.counters.light_sweep_gets))
 
     def _refresh_peers(self) -> None:
         """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""

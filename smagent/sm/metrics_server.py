@@ -99,6 +99,13 @@ def _routing_families(status: dict) -> Iterator[Metric]:
                 fam.add_metric([st, str(peer).lower()], sum(1 for o in others if o.get("state") == st
                                                             and bool(o.get("peer", True)) == peer))
         yield fam
+    if "drained" in status:
+        drained = GaugeMetricFamily("smagent_drained", "1 for each node (port=\"\") or cable (a port of the node) "
+                                    "the SM keeps drained: no route crosses it (smagent drain).",
+                                    labels=["node", "guid", "port"])
+        for e in status.get("drained") or ():
+            drained.add_metric([str(e["name"]), str(e["guid"]), "" if e.get("port") is None else str(e["port"])], 1)
+        yield drained
 
 
 class DaemonCollector(Collector):
