@@ -10,11 +10,18 @@ import sys
 import click
 
 from smagent.commands.common import emit_json
-from smagent.errors import EXIT_DEFECTS, BadInput, FabricFailure, InternalError, SafetyRefusal
+from smagent.errors import EXIT_DEFECTS, EXIT_FABRIC, BadInput, SmagentError
 
 STATE_DIR_HELP = ("The running SM's state directory, whose control socket is asked (default: $SMAGENT_STATE_DIR, "
                   "else as for run; asked without this option only with --transport umad).")
-_ERRORS = {c.exit_code: c for c in (BadInput, FabricFailure, SafetyRefusal, InternalError)}
+
+
+class Refused(SmagentError):
+    """What the running SM answered instead of a result: its message and exit code."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.exit_code = code
 
 
 def _daemon_socket(obj, state_dir):
@@ -32,8 +39,8 @@ def _ask(path, command: str, args: dict) -> dict:
     from smagent.sm import control
     out = control.query(path, command, timeout=control.COMMAND_DEADLINE_S, args=args)
     if "error" in out:
-        err = _ERRORS.get(out.get("exit"), FabricFailure)
-        raise err(f"the running SM: {out['error']}")
+        code = out.get("exit")
+        raise Refused(f"the running SM: {out['error']}", code if code in (2, 3, 4, 70) else EXIT_FABRIC)
     return out
 
 

@@ -70,10 +70,10 @@ def parse(text: str) -> list[Entry]:
         raise ValueError("drained must be a list")
     out = [_entry(i, item) for i, item in enumerate(doc["drained"])]
     seen: set[tuple[int, int | None]] = set()
-    for e in out:
-        if (e.guid, e.port) in seen:
-            raise ValueError(f"{e} is listed twice")
-        seen.add((e.guid, e.port))
+    for entry in out:
+        if (entry.guid, entry.port) in seen:
+            raise ValueError(f"{entry} is listed twice")
+        seen.add((entry.guid, entry.port))
     return out
 
 

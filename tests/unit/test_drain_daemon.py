@@ -207,3 +207,44 @@ def test_the_control_line_is_checked():
     for bad in ("reboot", "drain [1]", "drain {"):
         with pytest.raises(ValueError):
             control.parse_line(bad)
+
+
+def _cli_with_daemon(d, cli, *args):
+    """``smagent ARGS`` in a thread while the daemon's loop answers its control socket."""
+    server = control.ControlServer(control.socket_path(d.opts.state_dir))
+    d.control = server
+    got: list = []
+    client = threading.Thread(target=lambda: got.append(cli(*args)))
+    client.start()
+    try:
+        while client.is_alive():
+            d.step(max_wait=0.05)
+    finally:
+        client.join()
+        server.close()
+        d.control = None
+    return got[0]
+
+
+def test_the_cli_asks_the_running_sm(tmp_path, cli):
+    t, d, _clock = make(tmp_path)
+    sd = str(tmp_path)
+    r = _cli_with_daemon(d, cli, "drain", "--state-dir", sd, "S1")
+    assert r.exit_code == 0 and "safe to remove" in r.output and "until `smagent undrain`" in r.output
+    assert d.drained.entries[0].name == "S1"
+    r = _cli_with_daemon(d, cli, "drain", "--state-dir", sd, "S2")  # S1 and S2 out: leaves apart
+    assert r.exit_code == 4 and "would cut off" in r.output
+    r = _cli_with_daemon(d, cli, "drain", "--state-dir", sd, "--routing", "updn", "S2")
+    assert r.exit_code == 2 and "--routing" in r.output
+    r = _cli_with_daemon(d, cli, "status", "--state-dir", sd)
+    assert "drained: S1" in r.output
+    r = _cli_with_daemon(d, cli, "undrain", "--state-dir", sd, "--json", "S1")
+    assert r.exit_code == 0 and json.loads(r.output)["undrained"] == ["S1"] and d.drained.entries == ()
+
+
+def test_undrain_without_a_daemon_drops_it_from_the_set_and_sweeps(tmp_path, cli):
+    s1 = SimTransport().sim.node("S1").guid
+    drainfile.save(tmp_path, [drainfile.Entry(s1, "S1", None)])
+    r = cli("undrain", "--state-dir", tmp_path, "S1")
+    assert r.exit_code == 0 and "a sweep routed over the whole fabric again" in r.output
+    assert drainfile.load(tmp_path) == []

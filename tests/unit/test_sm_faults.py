@@ -296,7 +296,7 @@ def test_a_status_that_cannot_be_built_is_an_answer_not_a_dead_socket(tmp_path, 
     server = control.ControlServer(control.socket_path(tmp_path))
     calls = []
 
-    def broken(_c):
+    def broken(_c, _a=None):
         calls.append(1)
         if len(calls) == 1:
             raise ValueError("a defect")
