@@ -132,7 +132,12 @@ def assess(d, known, texts: list[str]) -> tuple[list[whatif.Failure], whatif.Wha
 
 def drain(d, args: dict) -> dict:
     known = _master(d, "drain")
-    new, w = assess(d, known, _targets(args))
+    d.activity = "planning a drain"
+    try:
+        with d.busy.serving():  # the SA answers while the two plans compute
+            new, w = assess(d, known, _targets(args))
+    finally:
+        d.activity = None
     if args.get("dry_run"):
         return _answer(drainmod.DrainResult(new, 0, w.rerouted, [], dry_run=True))
     what = ", ".join(map(str, new))
