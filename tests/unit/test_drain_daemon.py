@@ -248,3 +248,18 @@ def test_undrain_without_a_daemon_drops_it_from_the_set_and_sweeps(tmp_path, cli
     r = cli("undrain", "--state-dir", tmp_path, "S1")
     assert r.exit_code == 0 and "a sweep routed over the whole fabric again" in r.output
     assert drainfile.load(tmp_path) == []
+
+
+def test_pulled_after_the_drain_no_pair_is_lost_and_the_sm_stays_clean(tmp_path):
+    t, d, clock = make(tmp_path)
+    sim = t.sim
+    assert ask(d, "drain", targets=["S1"])["safe_to_remove"]
+    s1 = sim.node("S1")
+    for p in [p for p in range(1, s1.num_ports + 1) if s1.peers[p] is not None]:
+        sim.unlink("S1", p)  # pulled cable by cable
+        assert crossing(sim, "S1")[0] == []
+        run_for(d, clock, 3)  # the light sweep sees it, a repair follows
+        assert d.last_sweep["ok"] and crossing(sim, "S1")[0] == []
+    assert d.counters.repairs >= 1 and d.counters.sweeps_failed == 0
+    out = ask(d, "undrain", targets=["S1"])  # gone: nothing to route over, but no longer drained
+    assert out["undrained"] == ["S1"] and crossing(sim, "S1") == ([], [])
