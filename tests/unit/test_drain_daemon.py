@@ -263,3 +263,9 @@ def test_pulled_after_the_drain_no_pair_is_lost_and_the_sm_stays_clean(tmp_path)
     assert d.counters.repairs >= 1 and d.counters.sweeps_failed == 0
     out = ask(d, "undrain", targets=["S1"])  # gone: nothing to route over, but no longer drained
     assert out["undrained"] == ["S1"] and crossing(sim, "S1") == ([], [])
+
+
+def test_run_refuses_to_start_on_a_damaged_drained_file(tmp_path, cli):
+    StateDir(tmp_path).drained.write_text('{"version": 1, "drained": [1]}')
+    r = cli("run", "--state-dir", tmp_path)
+    assert r.exit_code == 2 and "drained-set file" in r.output and "entry 1" in r.output
