@@ -232,6 +232,7 @@ class Session:
             raise BadInput("drain: name what to drain (NODE or NODE[PORT])")
         now = self.sweep(dry_run=True, routing=routing, force=force, **more)
         drained = [_failure(text, now.topology, what="drain") for text in targets]
+        drainmod.refuse_own_port(now.topology, drained)
         after = whatif.without(now.topology, drained)
         extra: dict[str, Any] = {"routing": routing} if routing else {}
 
@@ -720,18 +721,8 @@ def _mft_blocks(n: Any) -> int:
 
 def _failure(text: str, topology: Topology, what: str = "--fail") -> Any:
     """``NODE`` or ``NODE[PORT]`` (a cable by one of its ends) -> a `whatif.Failure`."""
-    from smagent.discovery import targets
-    from smagent.verify import whatif
-    name, port = text, None
-    if text.endswith("]") and "[" in text:
-        name, _, rest = text[:-1].rpartition("[")
-        if not rest.isdigit():
-            raise BadInput(f"{what} {text!r}: expected NODE or NODE[PORT] with a port number")
-        port = int(rest)
-    node, _p = targets.find_node(name, topology)
-    if port is not None and (node.guid, port) not in topology.links:
-        raise BadInput(f"{what} {text!r}: {node.description or hex(node.guid)} has no cable on port {port}")
-    return whatif.Failure(node.guid, node.description or f"{node.guid:#018x}", port)
+    from smagent.sweep import drain as drainmod
+    return drainmod.target(text, topology, what)
 
 
 def connect(transport: str = "sim", *, topology: PathArg | None = None, fixture: PathArg | None = None,

@@ -39,6 +39,7 @@ COMMANDS = {
     "paths": ("paths_cmd", "paths"), "trace": ("trace_cmd", "trace"),
     "snapshot": ("snapshot_cmd", "snapshot"), "diff": ("diff_cmd", "diff"),
     "whatif": ("whatif_cmd", "whatif"), "drain": ("drain_cmd", "drain"),
+    "undrain": ("drain_cmd", "undrain"),
 }
 
 

@@ -116,11 +116,15 @@ def _given(**values) -> dict:
               help="On becoming MASTER, set PortInfo.ClientReregister once on every end port that advertises it "
                    "(capable), on every CA port (all: for ports that honour it unadvertised, as ibsim's), or none "
                    "(off, as OpenSM's no_clients_rereg): hosts rejoin their groups with the new SA.")
+@click.option("--audit-share", type=click.FloatRange(0, 100), default=0.01, show_default=True,
+              help="The audit: re-read what the SM programmed (LFT/MFT blocks, port LIDs and states) and repair "
+                   "what differs, at this share of the light sweeps' Gets (0.01: 1 % more SMPs than idle; "
+                   "0: no audit). A full pass takes ITEMS / (share x switches) light sweeps: `status` shows it.")
 @click.pass_obj
 def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_key_file, engine, lmc, lid_file,
         mcast_groups, no_multicast, partitions_file, qos_policy_file, desired_file, state_dir, log_file, mkey_level,
         mkey_lease, mkey_secret_file, as_json, perfmgr_interval, metrics_listen, metrics_ports, metrics_counters,
-        client_reregister):
+        client_reregister, audit_share):
     """Run as the Subnet Manager until SIGTERM: MASTER or STANDBY by priority, traps
     answered and repaired, light sweeps, handover with other SMs. `smagent status` asks it."""
     from smagent.sweep import desired
@@ -152,7 +156,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     opts = DaemonOptions(priority=priority, sm_key=sm_key, sweep_interval=sweep_interval, poll_interval=poll_interval,
                          poll_retries=poll_retries, state_dir=state_dir, desired_file=desired_file, sweep=sw,
                          given=given, perfmgr_interval=perfmgr_interval,
-                         client_reregister=client_reregister)
+                         client_reregister=client_reregister, audit_share=audit_share)
     if obj.defaulted and obj.opts["transport"] == "sim":  # never MASTER of a made-up fabric unasked
         raise BadInput("no InfiniBand CA found (libibumad lists none): `smagent run` needs a fabric; "
                        "--transport umad --ca NAME to name one, --transport sim for the built-in simulator")

@@ -40,6 +40,9 @@ def lines(s: dict) -> list[str]:
     out.append(f"last change: {change['what'] if change else 'none'}")
     out.append(f"handovers: sent {c.get('handovers_sent', 0)}, received {c.get('handovers_received', 0)}; "
                f"SMInfo answered: {c.get('sminfo_gets_answered', 0)} Gets, {c.get('sminfo_sets_answered', 0)} Sets")
+    if s.get("drained"):  # kept out of every route until `smagent undrain`
+        out.append("drained: " + ", ".join(e["name"] if e.get("port") is None else f"{e['name']}[{e['port']}]"
+                                           for e in s["drained"]))
     out += _services(s)
     for p in s.get("other_sms", []):
         out.append(f"other SM: {p['guid']} ({p['node']}, LID {p['lid']}) priority {p['priority']} {p['state']}"

@@ -23,6 +23,7 @@ class StateDir:
     CONTROL_SOCKET = "control.sock"  # the running SM's control socket (smagent.sm.control)
     PATH_SLS = "path_sls"  # the SL of every path a VL-layering engine chose (smagent.planning.pathsl)
     GUID2MKEY = "guid2mkey"  # the M_Keys this SM set, by node GUID (OpenSM's name; mode 0600)
+    DRAINED = "drained"  # what the running SM keeps drained (smagent.config.drainfile)
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
@@ -54,6 +55,10 @@ class StateDir:
     @property
     def guid2mkey(self) -> Path:
         return self.root / self.GUID2MKEY
+
+    @property
+    def drained(self) -> Path:
+        return self.root / self.DRAINED
 
 
 STATE_KEEP_ENV = "SMAGENT_STATE_KEEP"

@@ -1,5 +1,8 @@
 """The daemon's local control socket: a unix stream socket in the state directory. A client
-sends one line (``status``), the daemon answers one JSON document and closes. The daemon
+sends one line (``status``, or ``drain``/``undrain`` followed by a JSON object of arguments),
+the daemon answers one JSON document and closes. A command that needs the daemon's loop (a
+drain sends Sets) is answered with a `Future` by the handler: the connection waits for it
+(up to `COMMAND_DEADLINE_S`) while the others are served. The daemon
 never blocks on it: `ControlServer.start` serves it from a thread of its own (so that a
 sweep's long computations do not keep a client waiting), answering from the status the
 daemon last published at a consistent point; `serve_pending` serves it in the caller's
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from concurrent.futures import Future
 import os
 import select
 import socket
@@ -23,9 +27,10 @@ from pathlib import Path
 from smagent.errors import FabricFailure
 
 SOCKET_NAME = "control.sock"
-COMMANDS = ("status",)
+COMMANDS = ("status", "drain", "undrain")
 CLIENT_DEADLINE_S = 5.0  # a client has this long to send its line and read the answer
-MAX_LINE = 1024  # a command line longer than this is not one of ours
+COMMAND_DEADLINE_S = 900.0  # a drain's reroute and read-back of every table, on a large fabric
+MAX_LINE = 16384  # a command line longer than this is not one of ours
 MAX_CLIENTS = 64  # connections held at once; past it, the one idle longest is closed
 
 
@@ -35,6 +40,7 @@ class _Client:
     deadline: float
     inbuf: bytes = b""
     outbuf: bytes | None = None  # the answer once the command line is in
+    pending: Future | None = None  # the answer the daemon's loop is working out
 
 
 class ControlError(FabricFailure):
@@ -74,7 +80,7 @@ class ControlServer:
         return self._thread is not None
 
     def start(self, handler) -> None:
-        """Serve from a thread until `close`; ``handler(command) -> dict`` must be safe to
+        """Serve from a thread until `close`; ``handler(command, args) -> dict | Future`` must be safe to
         call from that thread (the daemon's returns a published snapshot)."""
         def loop() -> None:
             while not self._stop.is_set():
@@ -89,7 +95,7 @@ class ControlServer:
 
     def serve_pending(self, handler) -> int:
         """Accept what waits, read and write what each connection allows without
-        waiting, answer each full command line (``handler(command) -> dict``), close
+        waiting, answer each full command line (``handler(command, args)``), close
         what is done or past its deadline. Returns how many answers were completed."""
         now = self.clock()
         while True:
@@ -119,17 +125,25 @@ class ControlServer:
         self.clients.remove(c)
         c.sock.close()
 
-    @staticmethod
-    def _advance(c: _Client, handler) -> bool:
+    def _advance(self, c: _Client, handler) -> bool:
         """One non-blocking step of one connection; True when its answer is sent."""
         try:
-            if c.outbuf is None:
+            if c.outbuf is None and c.pending is None:
                 chunk = c.sock.recv(MAX_LINE)
                 c.inbuf += chunk
                 if b"\n" not in c.inbuf and chunk and len(c.inbuf) <= MAX_LINE:
                     return False
                 line = c.inbuf.split(b"\n", 1)[0].decode(errors="replace").strip()
-                c.outbuf = (_answer(handler, line) + "\n").encode()
+                answer = _answer(handler, line)
+                if isinstance(answer, Future):
+                    c.pending, c.deadline = answer, self.clock() + COMMAND_DEADLINE_S
+                else:
+                    c.outbuf = (answer + "\n").encode()
+            if c.pending is not None:
+                if not c.pending.done():
+                    return False
+                c.outbuf, c.pending = (json.dumps(c.pending.result()) + "\n").encode(), None
+            assert c.outbuf is not None
             sent = c.sock.send(c.outbuf)
             c.outbuf = c.outbuf[sent:]
             return not c.outbuf
@@ -154,13 +168,32 @@ class ControlServer:
             pass
 
 
-def _answer(handler, line: str) -> str:
-    if line not in COMMANDS:
-        return json.dumps({"error": f"unknown command {line[:80]!r}"})
+def parse_line(line: str) -> tuple[str, dict]:
+    """``command [JSON object]`` -> (command, arguments); ValueError naming what is wrong."""
+    command, _, rest = line.partition(" ")
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command[:80]!r}")
+    if not rest.strip():
+        return command, {}
     try:
-        return json.dumps(handler(line))
+        args = json.loads(rest)
+    except ValueError:
+        raise ValueError(f"{command}: the arguments are not JSON") from None
+    if not isinstance(args, dict):
+        raise ValueError(f"{command}: the arguments must be a JSON object")
+    return command, args
+
+
+def _answer(handler, line: str) -> str | Future:
+    try:
+        command, args = parse_line(line)
+    except ValueError as e:
+        return json.dumps({"error": str(e), "exit": 2})
+    try:
+        out = handler(command, args)
+        return out if isinstance(out, Future) else json.dumps(out)
     except Exception as e:  # noqa: BLE001 - a defect must not kill the thread that serves the socket
-        return json.dumps({"error": f"internal error: {type(e).__name__}: {e}"})
+        return json.dumps({"error": f"internal error: {type(e).__name__}: {e}", "exit": 70})
 
 
 def _listening(path) -> bool:
@@ -175,13 +208,19 @@ def _listening(path) -> bool:
         s.close()
 
 
-def query(path, command: str = "status", timeout: float = 5.0) -> dict:
+def listening(path) -> bool:
+    """Whether a daemon accepts connections at ``path`` (a socket left by a killed one does not)."""
+    return Path(path).exists() and _listening(path)
+
+
+def query(path, command: str = "status", timeout: float = 5.0, args: dict | None = None) -> dict:
     """Ask the daemon listening at ``path``; raises ControlError when none answers."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
+    line = command if args is None else f"{command} {json.dumps(args)}"
     try:
         s.connect(str(path))
-        s.sendall(f"{command}\n".encode())
+        s.sendall(f"{line}\n".encode())
         data = s.makefile("r").readline()
     except FileNotFoundError:
         raise ControlError(f"no smagent daemon: {path} does not exist") from None

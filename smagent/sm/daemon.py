@@ -45,7 +45,8 @@ from mad.header import Method, MgmtClass
 from smagent import discovery, routing
 from smagent import sweep as sweepmod
 from smagent.sm import statemachine as smstate
-from smagent.sm import events, peers as peersmod, reload, repair, report, timers, traps, unserved
+from smagent.sm import audit as auditmod, drained as drainedmod, events, peers as peersmod, reload, repair, report
+from smagent.sm import timers, traps, unserved
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
@@ -114,6 +115,8 @@ class Daemon:
         self._published_key: tuple = ()  # what it was built from (`_publish_if_due`)
         self._publish_at = 0.0
         self.perfmgr = PerfMgr(opts.perfmgr_interval) if opts.perfmgr_interval else None
+        self.audit = auditmod.Audit(opts.audit_share)
+        self.drained = drainedmod.Drained(opts.state_dir)  # BadInput (exit 2) on a damaged file
         self.rereg = ClientReregister(opts.client_reregister)  # once per mastership, after its first sweep
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
@@ -250,7 +253,9 @@ class Daemon:
         if time.monotonic() >= self._publish_at or self._status_key() != self._published_key:
             self._publish()
 
-    def _answer_control(self, _command: str) -> dict:
+    def _answer_control(self, command: str, args: dict | None = None):
+        if command != "status":  # drain, undrain: the loop does them (`smagent.sm.drained`)
+            return drainedmod.submit(self, command, args or {})
         # the control thread: the status published last, never the daemon's live fields
         return self._published if self.control is not None and self.control.threaded else self.status()
 
@@ -370,6 +375,8 @@ class Daemon:
         elif isinstance(ev, events.PolledBySm) and self.sm.state == SMState.MASTER:
             with self._busy("asking the SM that polled us"):
                 self._on_polled(ev.slid)
+        elif isinstance(ev, events.ControlCommand):
+            drainedmod.handle(self, ev)
 
     def _on_trap(self, trap: traps.Trap) -> None:
         c = self.counters
@@ -520,7 +527,7 @@ class Daemon:
         log.info("%s: started", self.activity)
         try:
             with self.busy.serving():
-                r = sweepmod.sweep(self.t, dataclasses.replace(used, known=known))
+                r = sweepmod.sweep(self.t, dataclasses.replace(used, known=known, drained=self.drained.entries))
                 snapshot = self.sa.snapshot(r)  # built while the last one still answers
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             if isinstance(e, sweepmod.PlanDefects) and opts is None and self.config.can_fall_back(used):
@@ -637,6 +644,7 @@ class Daemon:
                          None if unread else {n.guid for n in moved})
             return
         self._check_peers(self.peers.values())
+        auditmod.step(self, self.audit.earn(self.counters.light_sweep_gets))
 
     def _refresh_peers(self) -> None:
         """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""

@@ -5,6 +5,7 @@ work is queued as one of these events and handled by the loop between sweeps."""
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import Future
 
 from mad.attributes import SMInfo
 from smagent.sm import traps
@@ -27,7 +28,16 @@ class PolledBySm:
     slid: int
 
 
-Event = TrapReceived | SmInfoSetAccepted | PolledBySm
+@dataclasses.dataclass(frozen=True)
+class ControlCommand:
+    """A control-socket command that needs the loop (`smagent.sm.drained`): its answer, a
+    JSON-ready dict, is set on ``answer`` (the control thread sends it)."""
+    command: str
+    args: dict
+    answer: Future
+
+
+Event = TrapReceived | SmInfoSetAccepted | PolledBySm | ControlCommand
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,9 @@ SM_COUNTERS = (
     ("smagent_traps", ("counters", "traps"), "Traps received."),
     ("smagent_handovers_sent", ("counters", "handovers_sent"), "Handovers to another SM."),
     ("smagent_errors", ("counters", "errors"), "Fabric failures the daemon survived."),
+    ("smagent_drift_found", ("counters", "drifts_found"),
+     "Entries the audit read back different from what the SM programmed (LFT/MFT blocks, port LIDs and states)."),
+    ("smagent_drift_repaired", ("counters", "drifts_repaired"), "Drift the audit found and a repair wrote back."),
     ("smagent_plan_refusals", ("counters", "plan_refusals"), "Sweeps the check of planned tables refused."),
     ("smagent_smps_sent", ("transport", "sent"), "MADs sent (SMPs and GMPs)."),
     ("smagent_smps_retried", ("transport", "retries"), "MADs sent again after a timeout or busy answer."),
@@ -96,6 +99,13 @@ def _routing_families(status: dict) -> Iterator[Metric]:
                 fam.add_metric([st, str(peer).lower()], sum(1 for o in others if o.get("state") == st
                                                             and bool(o.get("peer", True)) == peer))
         yield fam
+    if "drained" in status:
+        drained = GaugeMetricFamily("smagent_drained", "1 for each node (port=\"\") or cable (a port of the node) "
+                                    "the SM keeps drained: no route crosses it (smagent drain).",
+                                    labels=["node", "guid", "port"])
+        for e in status.get("drained") or ():
+            drained.add_metric([str(e["name"]), str(e["guid"]), "" if e.get("port") is None else str(e["port"])], 1)
+        yield drained
 
 
 class DaemonCollector(Collector):

@@ -23,6 +23,7 @@ class DaemonOptions:
     sweep: sweepmod.SweepOptions = dataclasses.field(default_factory=sweepmod.SweepOptions)
     perfmgr_interval: float = 0.0  # seconds between counter sweeps as MASTER (`smagent.sm.perfmgr`); 0: none
     client_reregister: str = "capable"  # on becoming MASTER: capable | all | off (`smagent.sm.reregister`)
+    audit_share: float = 0.01  # the audit's Gets as a share of the light sweeps' (`smagent.sm.audit`); 0: none
 
 
 @dataclasses.dataclass
@@ -44,4 +45,6 @@ class Counters:
     poll_failures: int = 0
     errors: int = 0
     client_reregisters: int = 0  # end ports sent PortInfo.ClientReregister (on becoming MASTER)
+    drifts_found: int = 0  # entries the audit read that differ from what we programmed (`smagent.sm.audit`)
+    drifts_repaired: int = 0  # of those, written back by a repair that succeeded
     plan_refusals: int = 0  # sweeps the check of planned tables refused (`sweep.PlanDefects`)

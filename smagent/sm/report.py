@@ -74,4 +74,6 @@ def status(d) -> dict:
         "perfmgr": None if d.perfmgr is None else d.perfmgr.status(),
         "log_lines_suppressed": d.log_flood.suppressed if d.log_flood is not None else 0,
         "state_files_not_read": distrusted(d.opts.state_dir),
+        "audit": d.audit.status(d.known),
+        "drained": d.drained.status(),  # kept out of every route until undrained (`smagent.sm.drained`)
     }

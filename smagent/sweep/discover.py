@@ -10,10 +10,18 @@ from smagent.sweep.state import SweepError, SweepState
 
 
 def discover(s: SweepState) -> None:
-    s.r.topology = protect.discover(s)  # with M_Key protection, it may wait out the lease
+    s.r.topology = drained_out(protect.discover(s), s.opts.drained)  # protection: it may wait out the lease
     protect.learn_shown(s)
     if not s.topo.switches():
         raise SweepError(no_switch_reason(s.topo))
+
+
+def drained_out(topo: discovery.Topology, drained) -> discovery.Topology:
+    """``topo`` without what is drained: the planning phases never see it."""
+    if not drained:
+        return topo
+    from smagent.verify import whatif
+    return whatif.without(topo, [whatif.Failure(d.guid, d.name, d.port) for d in drained])
 
 
 def no_switch_reason(topo: discovery.Topology) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from smagent.errors import SafetyRefusal
+from smagent import discovery
+from smagent.errors import BadInput, SafetyRefusal
 from smagent.verify import whatif
 from smagent.verify.model import Snapshot
 
@@ -27,6 +28,7 @@ class DrainResult:
     rerouted: int
     entries_left: list[str]  # LFT/MFT entries that still lead into what is drained (empty: safe)
     dry_run: bool = False
+    kept: bool = False  # the running SM keeps it drained (else a later sweep routes over it again)
 
     @property
     def safe(self) -> bool:
@@ -34,7 +36,8 @@ class DrainResult:
 
     def as_json(self) -> dict:
         return {"drained": [str(d) for d in self.drained], "sets": self.sets, "rerouted": self.rerouted,
-                "entries_left": self.entries_left, "safe_to_remove": self.safe, "dry_run": self.dry_run}
+                "entries_left": self.entries_left, "safe_to_remove": self.safe, "dry_run": self.dry_run,
+                "kept": self.kept}
 
     def lines(self) -> list[str]:
         what = ", ".join(map(str, self.drained))
@@ -45,7 +48,38 @@ class DrainResult:
             return head + [f"NOT safe to remove: {len(self.entries_left)} entries still lead into it:",
                            *[f"  {e}" for e in self.entries_left[:20]]]
         return head + [f"no LFT or MFT entry of any switch leads into {what}: safe to remove",
+                       "(the running SM keeps it drained, across sweeps and restarts, until `smagent undrain`)"
+                       if self.kept else
                        "(a later sweep routes over it again unless the running SM keeps it drained)"]
+
+
+def target(text: str, topology: discovery.Topology, what: str = "drain") -> Failure:
+    """``NODE`` or ``NODE[PORT]`` (a cable by one of its ends) -> a `Failure`; BadInput when
+    the node is not found or has no cable on that port."""
+    from smagent.discovery import targets
+    name, port = text, None
+    if text.endswith("]") and "[" in text:
+        name, _, rest = text[:-1].rpartition("[")
+        if not rest.isdigit():
+            raise BadInput(f"{what} {text!r}: expected NODE or NODE[PORT] with a port number")
+        port = int(rest)
+    node, _p = targets.find_node(name, topology)
+    if port is not None and (node.guid, port) not in topology.links:
+        raise BadInput(f"{what} {text!r}: {node.description or hex(node.guid)} has no cable on port {port}")
+    return Failure(node.guid, node.description or f"{node.guid:#018x}", port)
+
+
+def refuse_own_port(topology: discovery.Topology, drained: list[Failure]) -> None:
+    """SafetyRefusal when a drain would take out the SM's own port: its node, the cable on
+    it or the switch at its other end (the SM would route a fabric it cannot reach)."""
+    local = topology.local
+    far = topology.links.get(local)
+    for d in drained:
+        if d.port is None and (d.guid == local[0] or (far is not None and d.guid == far[0])):
+            raise SafetyRefusal(f"draining {d} would take out this SM's own port or the switch it reaches the "
+                                "fabric through; run the SM elsewhere first; nothing was sent")
+        if d.port is not None and (d.guid, d.port) in (local, far):
+            raise SafetyRefusal(f"draining {d} would take out the cable of this SM's own port; nothing was sent")
 
 
 def refuse_cutting_off(w: whatif.WhatIf) -> None:
@@ -86,4 +120,4 @@ def entries_into(snap: Snapshot, drained: list[Failure]) -> list[str]:
     return out
 
 
-__all__ = ["Failure", "DrainResult", "refuse_cutting_off", "entries_into"]
+__all__ = ["Failure", "DrainResult", "target", "refuse_own_port", "refuse_cutting_off", "entries_into"]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable, Literal
 
 from smagent import discovery, linkconf as links, routing
 from smagent.config import mkeys
+from smagent.config.drainfile import Entry as Drained
 from smagent.planning import multicast
 from smagent.planning.multicast import Group as McastGroup
 from smagent.routing.auto import AutoMemory
@@ -70,6 +71,10 @@ class SweepOptions:
     # `SweepResult.link_tables`: the running SM's SA answers its table records from them;
     # off elsewhere (a fresh 11,664-host fabric writes 2 million SL2VL pairs)
     keep_link_tables: bool = False
+    # nodes and cables the running SM keeps drained (`smagent.config.drainfile`): taken out of
+    # the topology right after discovery (or the known state), so that no route, tree or port
+    # table is planned over them while they are still cabled
+    drained: tuple[Drained, ...] = ()
 
 
 @dataclasses.dataclass

@@ -79,7 +79,7 @@ def test_idle_control_clients_do_not_stall_a_repair(tmp_path):
         assert took < 3.0, took  # the issue: 8 idle clients held a trap's repair back 14 s
         assert len(server.clients) == 8  # the idle ones wait, unanswered, without blocking anyone
         server.clock = lambda: time.monotonic() + control.CLIENT_DEADLINE_S + 1
-        server.serve_pending(lambda _c: {})
+        server.serve_pending(lambda _c, _a=None: {})
         assert server.clients == [] and all(s.recv(10) == b"" for s in idle)  # past their deadline: closed
     finally:
         for s in idle:
@@ -211,7 +211,7 @@ def test_sighup_reopens_the_log_file(tmp_path):
 
 def test_status_into_a_closed_pipe_exits_0_quietly(tmp_path):
     server = control.ControlServer(control.socket_path(tmp_path))
-    server.start(lambda _c: {"state": "MASTER", "other_sms": [{"guid": "0x1", "node": "n", "lid": i,
+    server.start(lambda _c, _a=None: {"state": "MASTER", "other_sms": [{"guid": "0x1", "node": "n", "lid": i,
                                                                 "priority": 0, "state": "STANDBY"}
                                                                for i in range(2000)]})
     try:
@@ -296,7 +296,7 @@ def test_a_status_that_cannot_be_built_is_an_answer_not_a_dead_socket(tmp_path, 
     server = control.ControlServer(control.socket_path(tmp_path))
     calls = []
 
-    def broken(_c):
+    def broken(_c, _a=None):
         calls.append(1)
         if len(calls) == 1:
             raise ValueError("a defect")

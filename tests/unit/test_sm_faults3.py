@@ -107,13 +107,13 @@ def test_the_control_socket_makes_room_for_a_new_client(tmp_path):
             c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             c.connect(str(server.path))
             idle.append(c)
-        server.serve_pending(lambda _c: {"state": "MASTER"})
+        server.serve_pending(lambda _c, _a=None: {"state": "MASTER"})
         c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         c.settimeout(5)
         c.connect(str(server.path))  # would be EAGAIN with a full backlog
         c.sendall(b"status\n")
         for _ in range(3):
-            server.serve_pending(lambda _c: {"state": "MASTER"})
+            server.serve_pending(lambda _c, _a=None: {"state": "MASTER"})
         assert c.makefile().readline().startswith('{"state": "MASTER"')
         assert len(server.clients) <= control.MAX_CLIENTS
         c.close()
