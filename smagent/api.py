@@ -29,6 +29,7 @@ from mad import codes
 from mad import forwarding as fw
 from mad.attributes import Attribute, PortInfo, PortState
 from mad.errors import MadError
+from smagent.config import drainfile
 from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError, after_sets
 from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
@@ -222,8 +223,9 @@ class Session:
         an order that breaks no pair in flight, read every switch back and prove that no
         entry leads into them. A drain that would cut off other hosts is refused
         (SafetyRefusal) before any Set. Returns a `smagent.sweep.drain.DrainResult`
-        (``.safe``, ``.entries_left``, ``.lines()``). One-shot: a later sweep routes over it
-        again unless the running SM keeps it drained."""
+        (``.safe``, ``.entries_left``, ``.lines()``). With a state directory the drain is recorded
+        there (`smagent.config.drainfile`): later sweeps, and an SM started later, keep routing
+        around it until it is undrained."""
         from smagent import sweep as sweepmod
         from smagent.sweep import drain as drainmod, plancheck
         from smagent.verify import whatif
@@ -253,7 +255,12 @@ class Session:
             raise FabricFailure("drain: " + "; ".join(done.problems[:5]),
                                 [f"{done.lft_written} LFT block Sets, {len(done.mft_changes)} MFT units planned"])
         left = drainmod.entries_into(collect(self.transport, links=False), drained)
-        return drainmod.DrainResult(drained, done.lft_written + len(done.mft_changes), w.rerouted, left)
+        kept = self.state_dir is not None
+        if kept:  # later sweeps (one-shot or a daemon started later) keep it drained until `smagent undrain`
+            known = drainfile.load(self.state_dir)
+            drainfile.save(self.state_dir, known + [drainfile.Entry(d.guid, d.name, d.port) for d in drained
+                                                    if (d.guid, d.port) not in {(e.guid, e.port) for e in known}])
+        return drainmod.DrainResult(drained, done.lft_written + len(done.mft_changes), w.rerouted, left, kept=kept)
 
     def discover(self) -> Topology:
         """Directed-route discovery. Returns a `smagent.discovery.Topology`."""
@@ -307,6 +314,8 @@ class Session:
         from smagent import sweep as sweepmod
         t = self._open()
         more.setdefault("state_dir", None if self.state_dir is None else str(self.state_dir))  # as the table writes
+        if more["state_dir"] is not None and "drained" not in more:  # what `smagent drain` keeps out, daemon or not
+            more["drained"] = tuple(drainfile.load(more["state_dir"]))
         opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
                                      dry_run=dry_run, force=force)
         if opts.lid_file:  # a dry run refuses what the real run would: it predicts that run

@@ -2,7 +2,8 @@
 taken out, in an order that breaks no pair in flight, and prove no entry leads into it
 (`smagent.sweep.drain`). When a daemon (`smagent run`) answers at the state directory's
 control socket, it does the work and keeps the drain across sweeps and restarts
-(`smagent.sm.drained`); else drain is one-shot and undrain a sweep that routes over it again."""
+(`smagent.sm.drained`); else drain writes the tables itself and records the drain in the state
+directory, which every later sweep honours, and undrain drops it and sweeps."""
 from __future__ import annotations
 
 import sys
@@ -65,8 +66,8 @@ def drain(obj, targets, engine, dry_run, force, state_dir, as_json):
     every pair is routed around them with the engine, the new tables written so that no pair
     routable before and after breaks meanwhile, then every switch's tables are read back.
     With a running SM (`smagent run` for the state directory) the SM does it and keeps them
-    drained across sweeps and restarts until `smagent undrain`; else one-shot (a later sweep
-    routes over them again). Exit 0: no LFT or MFT entry leads into them, safe to remove; 1:
+    drained across sweeps and restarts until `smagent undrain`; else smagent does it and
+    records it in the state directory, so later sweeps keep routing around it. Exit 0: no LFT or MFT entry leads into them, safe to remove; 1:
     entries still do (listed); 4: the drain would cut off other hosts or the SM's own port
     (refused, nothing sent); 2 bad input; 3 the fabric or the SM failed."""
     sock = _daemon_socket(obj, state_dir)
@@ -79,7 +80,10 @@ def drain(obj, targets, engine, dry_run, force, state_dir, as_json):
         if out.get("entries_left"):
             sys.exit(EXIT_DEFECTS)
         return
-    r = obj.session().drain(list(targets), routing=engine, dry_run=dry_run, force=force)
+    session = obj.session()
+    if state_dir:  # the drained set is kept there: later sweeps and a daemon started later honour it
+        session.state_dir = state_dir
+    r = session.drain(list(targets), routing=engine, dry_run=dry_run, force=force)
     if as_json:
         emit_json(r.as_json())
     else:
@@ -119,7 +123,7 @@ def _one_shot_undrain(obj, targets: list[str], state_dir) -> dict:
     left = [e for e in kept if not any(e.guid == f.guid and e.port == f.port for f in found)]
     if root and len(left) != len(kept):
         drainfile.save(root, left)
-    r = session.sweep()
+    r = session.sweep(drained=tuple(left))  # what stays drained stays routed around
     what = ", ".join(map(str, found))
     sets = r.sets_planned
     return {"undrained": [str(f) for f in found], "sets": sets, "still_drained": [str(e) for e in left],

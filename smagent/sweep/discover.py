@@ -11,6 +11,9 @@ from smagent.sweep.state import SweepError, SweepState
 
 def discover(s: SweepState) -> None:
     s.r.topology = drained_out(protect.discover(s), s.opts.drained)  # protection: it may wait out the lease
+    if s.opts.drained:
+        s.r.notes.append("kept drained (routed around): " + ", ".join(map(str, s.opts.drained))
+                         + "; `smagent undrain` puts them back")
     protect.learn_shown(s)
     if not s.topo.switches():
         raise SweepError(no_switch_reason(s.topo))

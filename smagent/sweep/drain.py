@@ -28,7 +28,7 @@ class DrainResult:
     rerouted: int
     entries_left: list[str]  # LFT/MFT entries that still lead into what is drained (empty: safe)
     dry_run: bool = False
-    kept: bool = False  # the running SM keeps it drained (else a later sweep routes over it again)
+    kept: bool = False  # recorded in the state directory: sweeps and the SM keep it drained until undrain
 
     @property
     def safe(self) -> bool:
@@ -48,9 +48,9 @@ class DrainResult:
             return head + [f"NOT safe to remove: {len(self.entries_left)} entries still lead into it:",
                            *[f"  {e}" for e in self.entries_left[:20]]]
         return head + [f"no LFT or MFT entry of any switch leads into {what}: safe to remove",
-                       "(the running SM keeps it drained, across sweeps and restarts, until `smagent undrain`)"
+                       "(kept drained, by sweeps and the running SM, across restarts, until `smagent undrain`)"
                        if self.kept else
-                       "(a later sweep routes over it again unless the running SM keeps it drained)"]
+                       "(no state directory: a later sweep routes over it again)"]
 
 
 def target(text: str, topology: discovery.Topology, what: str = "drain") -> Failure:

@@ -91,3 +91,26 @@ def test_cli(cli, tmp_path):
     r = cli("drain", "S1", "--dry-run")
     assert r.exit_code == 0 and "nothing sent" in r.stdout
     assert cli("drain", "S1[77]").exit_code == 2
+
+
+def _crossing(sim, name: str) -> list:
+    """Host pairs whose routes pass through switch ``name``."""
+    hosts = [(n.name, 1) for n in sim.nodes.values() if not n.is_switch]
+    lids = {h: sim.port_lid(h) for h in hosts}
+    return [(a, b) for a in hosts for b in hosts if a != b
+            and any(hop[0] == name for hop in sim.trace(a, lids[b]).hops)]
+
+
+def test_a_drain_without_a_daemon_is_kept_by_later_sweeps_until_undrained(tree, tmp_path):
+    from smagent.config import drainfile
+    tree.state_dir = str(tmp_path / "state")
+    sim = tree.transport.sim
+    assert _crossing(sim, "A0")
+    r = tree.drain(["A0"], routing="updn")
+    assert r.safe and r.kept and "until `smagent undrain`" in "\n".join(r.lines())
+    assert [str(e) for e in drainfile.load(tree.state_dir)] == ["A0"]
+    again = tree.sweep(routing="updn")  # a plain sweep later: still routed around
+    assert any("kept drained" in n and "A0" in n for n in again.notes) and _crossing(sim, "A0") == []
+    drainfile.save(tree.state_dir, [])  # what `smagent undrain` does without a daemon, then a sweep
+    tree.sweep(routing="updn")
+    assert _crossing(sim, "A0")
