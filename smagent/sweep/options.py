@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, Sequence
 
 from smagent import discovery, linkconf as links, routing
 from smagent.config import mkeys
@@ -70,6 +70,9 @@ class SweepOptions:
     # `SweepResult.link_tables`: the running SM's SA answers its table records from them;
     # off elsewhere (a fresh 11,664-host fabric writes 2 million SL2VL pairs)
     keep_link_tables: bool = False
+    # alias GUIDs to hold in the ports' GUIDInfo blocks: port GUID -> {block: its 8 GUIDs}
+    # (`smagent.linkconf.guids`; the running SM's SA hands what hosts registered)
+    alias_guids: Mapping[int, Mapping[int, Sequence[int]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
