@@ -208,7 +208,8 @@ class SaService:
     def _aliases_changed(self) -> None:
         """Aliases set or deleted: the sweep options hold them now, `follow` writes them."""
         a = self.agent.aliases
-        hits = (self.agent.subnet.port_of_guid(g) for g in a.dirty) if self.agent.subnet is not None else ()
+        ports = a.dirty - a.refused  # a port that refused is not asked again
+        hits = (self.agent.subnet.port_of_guid(g) for g in ports) if self.agent.subnet is not None else ()
         self.alias_nodes |= {hit[0].guid for hit in hits if hit is not None}
         a.dirty.clear()
         self.d.opts.sweep.alias_guids = a.wanted()

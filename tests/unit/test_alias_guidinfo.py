@@ -93,7 +93,9 @@ def test_a_port_refusing_the_set_is_noted_once(tmp_path, caplog):
         assert sim.guids[port][1] == 0 and d.last_sweep["problems"] == 0
         assert d.sa.agent.aliases.refused == {sim.port_guids[port]}
         assert d.timers.at(timers.REPAIR) == math.inf  # no sweep again for it
+        sweeps = d.counters.sweeps
         assert _ask(t, d, Method.SET, lid, [0, 0, ALIAS + 1], 2).status == 0
+        assert d.counters.sweeps == sweeps  # the port is not asked again: no repair for it
         d._sweep("test")
     assert d.last_sweep["problems"] == 0
     assert [r.message for r in caplog.records if "GUIDInfo" in r.message] == [
