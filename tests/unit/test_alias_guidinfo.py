@@ -78,8 +78,8 @@ def test_a_set_alias_reaches_the_port_and_a_delete_clears_it(tmp_path):
     units = [u for f in sorted((tmp_path / "state" / journal.JOURNALS_DIR).glob("apply-*.journal"))
              for rec in map(json.loads, f.read_text().splitlines()) if rec["event"] == "begin"
              for u in rec["blocks"] if u.get("table") == "guids"]
-    assert [(u["port"], u["block"], u["old"][1], u["new"][1]) for u in units] == \
-        [(port, 0, "0x0000000000000000", f"0x{ALIAS:016x}"), (port, 0, f"0x{ALIAS:016x}", "0x0000000000000000")]
+    assert sorted((u["port"], u["block"], u["old"][1], u["new"][1]) for u in units) == sorted(
+        [(port, 0, "0x0000000000000000", f"0x{ALIAS:016x}"), (port, 0, f"0x{ALIAS:016x}", "0x0000000000000000")])
     # a full sweep finds the port as the SA holds it: nothing to write
     d._sweep("test")
     assert d.last_sweep["problems"] == 0 and sim.guids[port][1] == 0
@@ -148,3 +148,17 @@ def test_guids_tables_as_json():
     links.check_modifier("guids", 31)
     with pytest.raises(ValueError):
         links.check_modifier("guids", 32)
+
+
+def test_a_plan_lists_guid_blocks_and_diff_leaves_them_out(session):
+    """`plan --json` records of GUIDInfo (one per block, not grouped); `diff` against such a
+    plan compares what snapshots read, which alias GUIDs (the SA's) are not."""
+    from smagent.verify import drift
+    s, state, ca = session
+    own = ca.port_guids[1]
+    r = s.sweep(dry_run=True, alias_guids={own: {0: (own, ALIAS) + (0,) * 6}})
+    for detail in (True, False):
+        (rec,) = [x for x in r.plan_records(detail=detail) if x["table"] == "GUIDInfo"]
+        assert (rec["port"], rec["block"], rec["new"][1], rec["action"]) == (1, 0, f"0x{ALIAS:016x}", "update")
+    assert ca.guids[1][1] == 0  # a dry run
+    assert drift.plan_entries({"plan": [rec]}, r.topology, "plan.json") == {}
