@@ -246,9 +246,9 @@ class SaService:
 
     def follow(self) -> None:
         """Called by the daemon's loop: after joins or leaves, or alias GUIDs set or
-        deleted, a MASTER repairs against the known state (no reads but the GUIDInfo
-        blocks of the ports whose aliases changed; only the MFT blocks and GUIDInfo blocks
-        that change are written), or sweeps."""
+        deleted, a MASTER repairs against the known state (no reads but the link tables
+        of the nodes whose aliases changed, their GUIDInfo blocks among them; only the
+        MFT blocks and GUIDInfo blocks that change are written), or sweeps."""
         d = self.d
         if not (self.groups_pending or self.alias_nodes) or d._sm is None or d.sm.state != SMState.MASTER:
             return
