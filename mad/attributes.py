@@ -26,6 +26,7 @@ class AttrID(enum.IntEnum):
     NODE_DESCRIPTION = 0x0010
     NODE_INFO = 0x0011
     SWITCH_INFO = 0x0012
+    GUID_INFO = 0x0014
     PORT_INFO = 0x0015
     P_KEY_TABLE = 0x0016
     SL_TO_VL_MAPPING_TABLE = 0x0017
@@ -332,6 +333,14 @@ class PortInfoExtSpeeds(PortInfo):
     link_speed_ext_enabled2: int = 0
 
 
+# entry i: the port's GUID of index 8*block + i (AttributeModifier = block); GUID 0 of
+# block 0 is the port GUID, read only; entries past PortInfo.GUIDCap read 0
+@_attribute(AttrID.GUID_INFO, "guids" / Array(8, B(64)))
+class GUIDInfo(Attribute):
+    """GUIDInfo (IBA 14.2.5.5): one block of 8 of a port's GUIDs (its own and alias GUIDs)."""
+    guids: list[int] = ZEROS
+
+
 # each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
 @_attribute(AttrID.P_KEY_TABLE, "p_keys" / Array(32, B(16)))
 class P_KeyTable(Attribute):
@@ -509,7 +518,7 @@ CAP_IS_CLIENT_REREGISTRATION = 1 << 25
 
 _BY_ID: dict[int, Layout[Any]] = {
     cls.ATTR_ID: cls.LAYOUT
-    for cls in (Notice, NodeDescription, NodeInfo, SwitchInfo, PortInfo, P_KeyTable,
+    for cls in (Notice, NodeDescription, NodeInfo, SwitchInfo, GUIDInfo, PortInfo, P_KeyTable,
                 SLtoVLMappingTable, VLArbitrationTable, LinearForwardingTable, RandomForwardingTable,
                 MulticastForwardingTable, SMInfo)
 }

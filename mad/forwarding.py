@@ -266,6 +266,31 @@ def pkey_blocks_for(cap: int) -> int:
     return -(-cap // PKEY_BLOCK_SIZE)
 
 
+# GUIDInfo (IBA 14.2.5.5): AttributeModifier = the block of 8 GUIDs, 0..31 (GUIDCap is
+# at most 255); the table is the port's the SMP came in on (a switch's: port 0's)
+GUID_BLOCK_SIZE = 8
+GUID_BLOCKS = 32
+
+
+def guid_modifier(block: int) -> int:
+    _check("GUIDInfo block", block, 0, GUID_BLOCKS - 1)
+    return block
+
+
+def guid_from_modifier(modifier: int) -> int:
+    """AttributeModifier -> GUID block; 0..31, the rest reserved."""
+    _check("attribute_modifier", modifier, 0, 0xFFFFFFFF)
+    if modifier >= GUID_BLOCKS:
+        raise MadFieldError("attribute_modifier", hex(modifier), f"GUIDInfo block 0..{GUID_BLOCKS - 1}")
+    return modifier
+
+
+def guid_blocks_for(cap: int) -> int:
+    """Blocks covering a table of ``cap`` GUIDs (PortInfo.GUIDCap)."""
+    _check("GUID cap", cap, 0, 255)
+    return -(-cap // GUID_BLOCK_SIZE)
+
+
 # SLtoVLMappingTable (IBA 14.2.5.8): a CA takes modifier 0 (the table of the port the SMP
 # came in on); a switch has one table per (input port, output port): output port in bits
 # 7:0, input port in bits 15:8. A switch whose SwitchInfo advertises

@@ -7,7 +7,7 @@ from __future__ import annotations
 from construct import Array, BitsInteger, Bytewise, Padding
 
 from mad.attributes import (
-    LinearForwardingTable, MulticastForwardingTable, NodeDescription, NodeInfo, Notice, P_KeyTable, PortInfo,
+    GUIDInfo, LinearForwardingTable, MulticastForwardingTable, NodeDescription, NodeInfo, Notice, P_KeyTable, PortInfo,
     SLtoVLMappingTable, SMInfo, SwitchInfo, VLArbitrationTable,
 )
 from mad.errors import UnknownAttributeError
@@ -176,10 +176,10 @@ class LinkRecord(SaRecord):
 
 
 @_record(SaAttrID.GUID_INFO_RECORD,
-        "lid" / B(16), "block_num" / B(8), Padding(8), Padding(32), Each("guids" / Array(8, B(64))))
+        "lid" / B(16), "block_num" / B(8), Padding(8), Padding(32), Each(*GUIDInfo.SUBCONS))
 class GUIDInfoRecord(SaRecord):
-    """GUIDInfoRecord (IBA 15.2.5): one block of 8 port GUIDs (GUIDInfo, which mad.attributes does
-    not hold; each GUID its own component)."""
+    """GUIDInfoRecord (IBA 15.2.5): one block of 8 port GUIDs (a GUIDInfo; each GUID its own
+    component)."""
     lid: int = 0
     block_num: int = 0
     guids: list[int] = ZEROS

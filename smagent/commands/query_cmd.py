@@ -17,7 +17,7 @@ from smagent.commands.common import emit_json
               help="Port (portinfo, pkeys; the output port of sl2vl and vlarb).")
 @click.option("--in-port", type=click.IntRange(0, 255), default=None, help="sl2vl: a switch's input port.")
 @click.option("--block", type=click.IntRange(0, 3071), default=None,
-              help="Table block (lft, rft, mft, pkeys); vlarb: 0-3 = low 0-31, low 32-63, high 0-31, high 32-63.")
+              help="Table block (lft, rft, mft, pkeys, guids); vlarb: 0-3 = low 0-31, low 32-63, high 0-31, high 32-63.")
 @click.option("--position", type=click.IntRange(0, 15), default=None, help="MFT PortMask position.")
 @click.option("--ext-speeds", is_flag=True, help="portinfo: set AttributeModifier bit 31 (extended speeds form).")
 @click.option("--show-keys", is_flag=True, help="Show M_Key / SM_Key (hidden by default, as smpquery does).")
@@ -30,7 +30,8 @@ def query(obj, attribute, target, portnum, in_port, block, position, ext_speeds,
     found by discovering the fabric first.
 
     In the spirit of smpquery/smpdump: ATTRIBUTE is one of nodeinfo, nodedesc, portinfo,
-    switchinfo, sminfo, lft, rft, mft, pkeys, sl2vl, vlarb.
+    switchinfo, sminfo, lft, rft, mft, pkeys, sl2vl, vlarb, guids (GUIDInfo: the port's
+    GUID and its alias GUIDs, 8 a block).
     """
     kw = dict(port=portnum, block=block, position=position, ext_speeds=ext_speeds, in_port=in_port)
     api.check_query(attribute, target, **kw)  # before the transport opens

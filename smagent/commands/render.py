@@ -102,6 +102,8 @@ def _table_lines(value) -> list[str] | None:
     if name == "SLtoVLMappingTable":
         return [f"SL{sl}:".ljust(44, ".") + (f"VL{vl}" + (" (dropped: management VL)" if vl == 15 else ""))
                 for sl, vl in enumerate(value.sl_to_vl)]
+    if name == "GUIDInfo":  # index 0 of block 0 is the port's own GUID; 0: no alias there
+        return [f"[{i}]:".ljust(44, ".") + f"{g:#018x}" for i, g in enumerate(value.guids)]
     if name == "VLArbitrationTable":
         return [f"[{i}]:".ljust(44, ".") + f"VL{vl} weight {w}" for i, (vl, w) in enumerate(vlarb_entries(value))
                 if w or vl] or ["(every entry VL0 weight 0)"]

@@ -218,7 +218,7 @@ QUERY_ATTRIBUTES = {
     "switchinfo": AttrID.SWITCH_INFO, "sminfo": AttrID.SM_INFO, "lft": AttrID.LINEAR_FORWARDING_TABLE,
     "rft": AttrID.RANDOM_FORWARDING_TABLE, "mft": AttrID.MULTICAST_FORWARDING_TABLE,
     "pkeys": AttrID.P_KEY_TABLE, "sl2vl": AttrID.SL_TO_VL_MAPPING_TABLE,
-    "vlarb": AttrID.VL_ARBITRATION_TABLE,
+    "vlarb": AttrID.VL_ARBITRATION_TABLE, "guids": AttrID.GUID_INFO,
 }
 
 
@@ -238,6 +238,8 @@ def build_query(attribute: str, target: Target, *, port=None, block=None, positi
         mod = fw.pkey_modifier(block, port or 0)
     elif attr_id == AttrID.SL_TO_VL_MAPPING_TABLE:
         mod = fw.sl2vl_modifier(in_port or 0, port or 0)
+    elif attr_id == AttrID.GUID_INFO:  # the port's own and alias GUIDs, 8 a block
+        mod = fw.guid_modifier(block)
     elif attr_id == AttrID.VL_ARBITRATION_TABLE:  # block 0..3 = part 1..4 (low 0-31 ... high 32-63)
         mod = fw.vlarb_modifier(block + 1, port or 0)
     else:

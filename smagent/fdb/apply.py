@@ -154,12 +154,13 @@ class Apply:
                     break  # the growing stage relies on the pruning one: the next sweep re-plans
         return self._note(problems)
 
-    def links(self, failed: set[int] | None = None) -> list[str]:
+    def links(self, failed: set[int] | None = None, refused: list | None = None) -> list[str]:
         """The per-port tables of the link phase, one batch; journalled by unit.
-        ``failed`` collects the GUIDs of nodes a Set got no answer from."""
+        ``failed`` collects the GUIDs of nodes a Set got no answer from; ``refused`` the
+        changes of an optional kind a port refused (`porttables.write`)."""
         with self._closing_on_error():
             written: list = []
-            problems = linktab.write(self.t, self.plan.links, written, failed)
+            problems = linktab.write(self.t, self.plan.links, written, failed, refused)
             self.written["links"] += written
             self._journal("written_many", linktab.confirmed_units(written))
         return self._note(problems)

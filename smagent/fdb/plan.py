@@ -65,6 +65,7 @@ class Plan:
                 out.append(multicast.mft_block_json(c))
         for c in self.links:
             rec = c.journal_record()
-            out.append({"switch": c.name, "guid": rec["switch"], "table": c.kind.upper() if c.kind != "pkeys"
-                        else "P_KEY", "modifier": c.modifier, "port": c.port, "old": rec["old"], "new": rec["new"]})
+            table = {"pkeys": "P_KEY", "guids": "GUIDINFO"}.get(c.kind, c.kind.upper())
+            out.append({"switch": c.name, "guid": rec["switch"], "table": table, "modifier": c.modifier,
+                        "port": c.port, "old": rec["old"], "new": rec["new"]})
         yield from out

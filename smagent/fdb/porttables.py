@@ -1,4 +1,5 @@
-"""The per-port tables of link configuration (SL2VL, VLArb, P_Key) as table units:
+"""The per-port tables of link configuration (SL2VL, VLArb, P_Key, and the GUIDInfo
+blocks that carry alias GUIDs) as table units:
 `Want` (what a port should hold, and how to read it), `TableChange` (one Set: what the
 port held and gets; the apply journal and backups record these), their JSON, and the
 raw Sets with their read-back check (`write`; `smagent.fdb.apply` adds the backup and
@@ -11,12 +12,17 @@ import operator
 from typing import Any
 
 from mad import forwarding as fw
-from mad.attributes import P_KeyTable, SLtoVLMappingTable, VLArbitrationTable, vlarb_block, vlarb_entries
-from mad.header import Method
-from smagent.transport.base import Request, SmpTimeout
+from mad.attributes import GUIDInfo, P_KeyTable, SLtoVLMappingTable, VLArbitrationTable, vlarb_block, vlarb_entries
+from mad.header import InvalidField, Method, Status
+from mad.smp import status_of
+from smagent.transport.base import Request, SmpStatusError, SmpTimeout
 
 
-TABLES = ("sl2vl", "vlarb", "pkeys")  # the kinds of TableChange (journal and backup "table" values)
+TABLES = ("sl2vl", "vlarb", "pkeys", "guids")  # the kinds of TableChange (journal and backup "table" values)
+# kinds a port may decline to take: a Set it refuses as unsupported is no problem (`write`'s
+# ``refused``): ibsim, and ports without alias GUID support, answer the GUIDInfo Get only
+OPTIONAL = frozenset({"guids"})
+_UNSUPPORTED = frozenset({InvalidField.METHOD_NOT_SUPPORTED, InvalidField.METHOD_ATTRIBUTE_NOT_SUPPORTED})
 
 
 @dataclasses.dataclass(slots=True)
@@ -31,7 +37,7 @@ class TableChange:
     representative is written with one Set for every input port of its output port
     (`mad.forwarding.sl2vl_all_inputs_modifier`), which covers ``also``: no Set of its own
     for each of them (17 Sets become 1 on a 16-port switch)."""
-    kind: str  # "sl2vl" | "vlarb" | "pkeys"
+    kind: str  # "sl2vl" | "vlarb" | "pkeys" | "guids"
     guid: int
     name: str
     path: tuple
@@ -98,6 +104,9 @@ class TableChange:
             return {**rec, "table": "VLArb", "port": port, "priority": table, "entries": [half * 32, half * 32 + 31],
                     "old": None if self.old is None else [list(e) for e in vlarb_entries(old)],
                     "new": [list(e) for e in vlarb_entries(new)]}
+        if self.kind == "guids":
+            return {**rec, "table": "GUIDInfo", "port": self.port, "block": self.modifier,
+                    "old": None if self.old is None else table_json("guids", old), "new": table_json("guids", new)}
         block, port = fw.pkey_from_modifier(self.modifier)
         return {**rec, "table": "P_Key", "port": port, "block": block,
                 "old": None if self.old is None else list(old.p_keys), "new": list(new.p_keys)}
@@ -117,6 +126,11 @@ class TableChange:
                                               or "(all 0:0)")
             return (f"SubnSet(VLArbitrationTable) {self.name} port {port or self.port} {table} "
                     f"{half * 32}-{half * 32 + 31}: {fmt(self.old)} -> {fmt(self.new)}")
+        if self.kind == "guids":
+            def guids(t):
+                return "?" if t is None else ",".join(f"{g:#x}" for g in t.guids if g) or "(none)"
+            return (f"SubnSet(GUIDInfo) {self.name} port {self.port} block {self.modifier}: "
+                    f"{guids(self.old)} -> {guids(self.new)}")
         block, port = fw.pkey_from_modifier(self.modifier)
         where = f"SubnSet(P_KeyTable) {self.name} port {port or self.port} block {block}"
         if self.old is None or list(self.old.p_keys[1:]) == list(self.new.p_keys[1:]):
@@ -137,12 +151,12 @@ class TableChange:
                           self.new if data is None else data)
 
 
-LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable
+LinkTable = SLtoVLMappingTable | VLArbitrationTable | P_KeyTable | GUIDInfo
 
 
 # the attribute class of each kind of table
 LINK_TABLES: dict[str, type[LinkTable]] = {"sl2vl": SLtoVLMappingTable, "vlarb": VLArbitrationTable,
-                                           "pkeys": P_KeyTable}
+                                           "pkeys": P_KeyTable, "guids": GUIDInfo}
 
 
 # VL0, weight0, VL1, ...: one C call per part (a backup of a 648-host fat tree holds thousands)
@@ -151,11 +165,14 @@ _VLARB_FIELDS = operator.attrgetter(*(f"{k}_{i}" for i in range(fw.VLARB_BLOCK_S
 
 def table_json(kind: str, value) -> list:
     """A table value as JSON: sl2vl 16 VLs, vlarb its 32 entries flat (VL0, weight0, VL1,
-    weight1, ...: one list, not 32, per part), pkeys 32 keys."""
+    weight1, ...: one list, not 32, per part), pkeys 32 keys, guids 8 GUIDs in hex (64 bits:
+    more than a JSON reader's doubles hold)."""
     if kind == "sl2vl":
         return list(value.sl_to_vl)
     if kind == "vlarb":
         return list(_VLARB_FIELDS(value))
+    if kind == "guids":
+        return [f"0x{g:016x}" for g in value.guids]
     return list(value.p_keys)
 
 
@@ -176,12 +193,24 @@ def table_from_json(kind: str, data):
                 and all(isinstance(v, int) and 0 <= v <= 0xFFFF for v in data)):
             raise ValueError("pkeys: 32 P_Keys of 16 bits expected")
         return P_KeyTable(p_keys=list(data))
+    if kind == "guids":
+        if not (isinstance(data, list) and len(data) == fw.GUID_BLOCK_SIZE
+                and all(isinstance(g, str) and g.startswith("0x") for g in data)):
+            raise ValueError("guids: 8 GUIDs in hex (\"0x...\") expected")
+        try:
+            guids = [int(g, 16) for g in data]
+        except ValueError:
+            raise ValueError("guids: 8 GUIDs in hex (\"0x...\") expected") from None
+        if any(g >> 64 for g in guids):
+            raise ValueError("guids: a GUID has 64 bits")
+        return GUIDInfo(guids=guids)
     raise ValueError(f"unknown link table {kind!r}")
 
 
 def check_modifier(kind: str, modifier: int) -> None:
     """ValueError unless `modifier` addresses a `kind` table (the codec's inverse checks)."""
-    {"sl2vl": fw.sl2vl_from_modifier, "vlarb": fw.vlarb_from_modifier, "pkeys": fw.pkey_from_modifier}[kind](modifier)
+    {"sl2vl": fw.sl2vl_from_modifier, "vlarb": fw.vlarb_from_modifier, "pkeys": fw.pkey_from_modifier,
+     "guids": fw.guid_from_modifier}[kind](modifier)
 
 
 @dataclasses.dataclass
@@ -192,7 +221,7 @@ class Want:
     name: str
     path: tuple
     modifier: int
-    value: object  # sl2vl: tuple of 16; vlarb: list of pairs; pkeys: 32 keys, or None (index 0 only)
+    value: object  # sl2vl: tuple of 16; vlarb: list of pairs; pkeys: 32 keys, or None (index 0 only); guids: 8
     # a switch's SL2VL pairs of one output port that are written, unread, when this
     # representative pair differs: [(modifier), ...]
     siblings: tuple = ()
@@ -213,6 +242,11 @@ class Want:
             return _built(self.kind, tuple(self.value))
         if self.kind == "vlarb":  # (VL, weight) pairs
             return _built(self.kind, tuple(map(tuple, self.value)))
+        if self.kind == "guids":  # block 0's GUID 0 is the port's own, read only: as the port holds it
+            guids = list(self.value)
+            if self.modifier == 0 and current is not None:
+                guids[0] = current.guids[0]
+            return GUIDInfo(guids=guids)
         if self.value is not None:  # a whole block (smagent.linkconf.pkeys, with partitions)
             return P_KeyTable(p_keys=list(self.value))
         keys = list(current.p_keys) if current is not None else [0] * fw.PKEY_BLOCK_SIZE
@@ -238,14 +272,24 @@ def _built(kind: str, value: tuple):
 def same_table(kind, cur, new) -> bool:
     if kind == "pkeys":
         return list(cur.p_keys) == list(new.p_keys)
+    if kind == "guids":
+        return list(cur.guids) == list(new.guids)
     return cur == new
 
 
+def refuses(kind: str, error) -> bool:
+    """Whether a Set's error says the port does not take this optional kind of table."""
+    if kind not in OPTIONAL or not isinstance(error, SmpStatusError) or not error.raw:
+        return False
+    return Status.from_word(status_of(error.raw)).invalid_field in _UNSUPPORTED
+
+
 def write(transport, changes: list[TableChange], written: list | None = None,
-          failed: set[int] | None = None) -> list[str]:
+          failed: set[int] | None = None, refused: list | None = None) -> list[str]:
     """Send the Sets (one batch) and check each GetResp holds what was written; the
     changes confirmed are appended to ``written``; ``failed`` collects the GUIDs of
-    nodes a Set got no answer from."""
+    nodes a Set got no answer from; ``refused`` the changes of an `OPTIONAL` kind the
+    port refused as unsupported (then not a problem)."""
     problems = []
     encoded: dict[int, bytes] = {}  # id(new) -> its bytes: a switch's SL2VL pairs share one table
     reqs = []
@@ -256,6 +300,9 @@ def write(transport, changes: list[TableChange], written: list | None = None,
         reqs.append(c.request(data))
     for c, rep in zip(changes, transport.execute(reqs)):
         if not rep.ok:
+            if refused is not None and refuses(c.kind, rep.error):
+                refused.append(c)
+                continue
             problems.append(f"{c.name}: {c.describe()}: failed: {rep.error}")
             if failed is not None and isinstance(rep.error, SmpTimeout):
                 failed.add(c.guid)

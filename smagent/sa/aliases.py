@@ -17,8 +17,11 @@ OpenSM: a GUID not stored shows what the index holds). An alias GID joins multic
 groups as its port; a Delete of an alias that is a member is ERR_REQ_DENIED. Aliases go with their port when it leaves the subnet; the GUIDs assigned stay
 reserved for their port and index, as OpenSM keeps them.
 
-Not done: OpenSM also writes the block to the port (SubnSet(GUIDInfo)) where the port
-takes it; here the aliases live in the SA alone (ibsim refuses that Set anyway)."""
+The ports hold them too, as OpenSM's GUID manager writes them: `wanted` is every block
+an alias was set in or deleted from, as the SA holds it, which the running SM hands its
+sweeps (`SweepOptions.alias_guids`; `smagent.linkconf.guids` reads, diffs and writes
+the blocks through the one apply path). A port that refuses the GUIDInfo Set (ibsim
+does) is `refused`: no longer asked, its aliases the SA's alone."""
 from __future__ import annotations
 
 from mad.sa import SaStatus
@@ -48,6 +51,9 @@ class AliasGuids:
         self.assigned: dict[tuple[int, int], int] = {}  # (port GUID, index) -> the GUID the SM assigned it
         self._counter = 0
         self.version = 0  # moves when an alias is added or removed
+        self.touched: dict[int, set[int]] = {}  # port GUID -> blocks an alias was set in or deleted from
+        self.refused: set[int] = set()  # port GUIDs whose port refuses the GUIDInfo Set (never asked again)
+        self.dirty: set[int] = set()  # port GUIDs changed since the SM last wrote (it empties it)
 
     # -- the SA's methods ------------------------------------------------------------
     def set(self, subnet, q: GUIDInfoRecord, mask: int) -> GUIDInfoRecord:
@@ -65,7 +71,7 @@ class AliasGuids:
                 self.assigned[(port_guid, i)] = guid
             self.by_alias.pop(table[i], None)
             table[i], self.by_alias[guid] = guid, port_guid
-            self.version += 1
+            self._touch(port_guid, i)
         return q.replace(guids=self.block(port_guid, q.block_num))
 
     def delete(self, subnet, q: GUIDInfoRecord, mask: int, in_group=lambda guid: False) -> GUIDInfoRecord:
@@ -81,8 +87,19 @@ class AliasGuids:
             if table[i]:
                 self.by_alias.pop(table[i], None)
                 table[i] = 0
-                self.version += 1
+                self._touch(port_guid, i)
         return q.replace(guids=self.block(port_guid, q.block_num))
+
+    def _touch(self, port_guid: int, index: int) -> None:
+        self.touched.setdefault(port_guid, set()).add(index // BLOCK)
+        self.dirty.add(port_guid)
+        self.version += 1
+
+    def wanted(self) -> dict[int, dict[int, tuple[int, ...]]]:
+        """What the ports should hold: port GUID -> {block: its 8 GUIDs} of every block an
+        alias was set in or deleted from, but on ports that refused the Set."""
+        return {g: {b: tuple(self.block(g, b) or ()) for b in sorted(blocks)}
+                for g, blocks in self.touched.items() if g not in self.refused}
 
     # -- what the other records read -------------------------------------------------
     def port_of(self, guid: int) -> int | None:
@@ -99,6 +116,8 @@ class AliasGuids:
         for port_guid in [g for g in self.tables if not present(g)]:
             for guid in self.tables.pop(port_guid)[1:]:
                 self.by_alias.pop(guid, None)
+            self.touched.pop(port_guid, None)
+            self.refused.discard(port_guid)  # the port that comes back may be another HCA
             self.version += 1
 
     # -- the rules -------------------------------------------------------------------

@@ -78,6 +78,9 @@ NODE_CAPS = {
     # real HCAs do; 0, as ibsim's: the ClientReregister bit of a Set is accepted either way
     # and reads back 0 (a one-shot event, never a stored state)
     "client_reregister": 0,
+    # 1: a GUIDInfo Set is taken (alias GUIDs at every index but 0 of block 0), as real
+    # ports do; 0, as ibsim 0.10: only the Get is answered, a Set gets status 0x0008
+    "guid_info_set": 1,
 }
 LINK_RESETS = ("iba", "ibsim")
 KNOWN_CAPS = frozenset(SWITCH_CAPS) | frozenset(NODE_CAPS)
@@ -140,7 +143,7 @@ class SimNode:
 
     __slots__ = (
         "name", "kind", "is_switch", "node_type", "num_ports", "guid", "system_guid", "port_guids",
-        "description", "caps", "peers", "state", "phys", "pi", "pkeys", "sl2vl", "sl2vl_default", "vlarb",
+        "description", "caps", "peers", "state", "phys", "pi", "pkeys", "guids", "sl2vl", "sl2vl_default", "vlarb",
         "sm", "lease_start",
         "nodeinfo_cache", "si", "lft", "rft", "mft", "rft_map", "index",
     )
@@ -168,6 +171,9 @@ class SimNode:
         self.phys = bytearray([PHYS_POLLING]) * n  # PortPhysicalState
         self.pi = [self._default_portinfo(p) for p in range(n)]
         self.pkeys = [self._default_pkeys(p) for p in range(n)]
+        # GUIDInfo: per port GUIDCap GUIDs, index 0 the port GUID (read only), aliases 0 at reset
+        self.guids = [[port_guids[p]] + [0] * (self.pi[p].guid_cap - 1) if self.pi[p].guid_cap else []
+                      for p in range(n)]
         self.sl2vl: dict[tuple[int, int], list[int]] = {}  # (in, out) -> table; absent: sl2vl_default
         self.sl2vl_default = RESET_SL2VL if iba else DEFAULT_SL2VL
         # (port, "low"|"high") -> 64 (VL, weight) entries, of which the first *Cap are real

@@ -13,13 +13,13 @@ import dataclasses
 from typing import Any
 
 from mad.attributes import (
-    AttrID, LinearForwardingTable, MulticastForwardingTable, NodeDescription, P_KeyTable, PortInfo,
+    AttrID, GUIDInfo, LinearForwardingTable, MulticastForwardingTable, NodeDescription, P_KeyTable, PortInfo,
     PortInfoExtSpeeds, RandomForwardingTable, SLtoVLMappingTable, SMInfo,
     SMState, SwitchInfo, SMP_DATA_SIZE, vlarb_block, vlarb_entries,
 )
 from mad.errors import MadError
 from mad.forwarding import (
-    LFT_BLOCKS, LFT_BLOCK_SIZE, LFT_NO_PORT, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, PKEY_BLOCK_SIZE,
+    GUID_BLOCK_SIZE, LFT_BLOCKS, LFT_BLOCK_SIZE, LFT_NO_PORT, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, PKEY_BLOCK_SIZE,
     PORTINFO_EXT_SPEEDS, RFT_BLOCKS, RFT_BLOCK_SIZE, SL2VL_ALL_INPUTS, SL2VL_ALL_OUTPUTS, UNICAST_LID_MAX,
     VLARB_BLOCK_SIZE, mft_from_modifier, rft_decode, sl2vl_optimized, vlarb_from_modifier,
 )
@@ -266,6 +266,35 @@ def _set_pkeys(node, in_port, smp, reveal):
     return _get_pkeys(node, in_port, smp, reveal)
 
 
+# -- GUIDInfo ----------------------------------------------------------------------------
+def _guid_table(node, in_port, smp) -> tuple[list[int], int]:
+    """The GUID table of the port the SMP came in on (a switch's: port 0's, the only one
+    with GUIDs) and the first index of the block the modifier names."""
+    block = smp.attribute_modifier
+    table = node.guids[node.lid_port(in_port)]
+    if block * GUID_BLOCK_SIZE >= len(table):
+        _invalid(f"GUIDInfo block {block} beyond the {len(table)}-entry table (GUIDCap)")
+    return table, block * GUID_BLOCK_SIZE
+
+
+def _get_guids(node, in_port, smp, reveal):
+    table, first = _guid_table(node, in_port, smp)
+    guids = table[first:first + GUID_BLOCK_SIZE]
+    return GUIDInfo.LAYOUT.encode(GUIDInfo(guids=guids + [0] * (GUID_BLOCK_SIZE - len(guids))))
+
+
+def _set_guids(node, in_port, smp, reveal):
+    """Aliases at every index but 0 (the port GUID, read only: kept, as the answer shows);
+    entries past GUIDCap are ignored."""
+    if not node.caps["guid_info_set"]:  # ibsim 0.10 answers the Get only
+        raise SmaStatus(METHOD_NOT_SUPPORTED, "GUIDInfo Set not supported")
+    table, first = _guid_table(node, in_port, smp)
+    guids = _attribute(smp).guids
+    for i in range(max(first, 1), min(first + GUID_BLOCK_SIZE, len(table))):
+        table[i] = guids[i - first]
+    return _get_guids(node, in_port, smp, reveal)
+
+
 def _sl2vl_key(node, in_port, smp) -> tuple[int, int]:
     mod = smp.attribute_modifier
     if node.is_switch:
@@ -498,6 +527,7 @@ _HANDLERS: dict[int, tuple[Any, Any, bool]] = {
     AttrID.NODE_INFO: (_get_nodeinfo, None, False),
     AttrID.NODE_DESCRIPTION: (_get_nodedesc, None, False),
     AttrID.PORT_INFO: (_get_portinfo, _set_portinfo, False),
+    AttrID.GUID_INFO: (_get_guids, _set_guids, False),
     AttrID.P_KEY_TABLE: (_get_pkeys, _set_pkeys, False),
     AttrID.SL_TO_VL_MAPPING_TABLE: (_get_sl2vl, _set_sl2vl, False),
     AttrID.VL_ARBITRATION_TABLE: (_get_vlarb, _set_vlarb, False),

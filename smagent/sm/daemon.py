@@ -224,7 +224,7 @@ class Daemon:
             self.reload_requested = False
             self._reload()
         if not self.stop_requested:
-            self.sa.follow_groups()  # joins and leaves answered since: the MFTs follow
+            self.sa.follow()  # joins, leaves and alias GUIDs answered since: the MFTs and GUIDInfo follow
             self._run_due_timer()
 
     def _between_rounds(self) -> None:

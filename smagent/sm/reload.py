@@ -99,10 +99,10 @@ class Config:
         return self.good is not None and used is not self.good
 
     def fallback(self, in_force):
-        """The last good settings, with the multicast joins and leaves the SA has answered
-        since (kept in the settings in force, `SaService.follow_groups`)."""
+        """The last good settings, with the multicast joins and leaves and the alias GUIDs
+        the SA has answered since (kept in the settings in force, `SaService.follow`)."""
         return dataclasses.replace(self.good, mcast_joined=in_force.mcast_joined,
-                                   mcast_released=in_force.mcast_released)
+                                   mcast_released=in_force.mcast_released, alias_guids=in_force.alias_guids)
 
     def succeeded(self, used, in_force) -> None:
         self.good = used

@@ -20,6 +20,12 @@ known state: only the MFT blocks that change are written, through the one write 
 CA port that leaves the subnet (a snapshot without it) leaves every group, as OpenSM
 drops it; a group left with no full member dies (trap 67).
 
+Alias GUIDs (GUIDInfoRecord Set/Delete) likewise: answered at once, handed to the sweep
+options (`SweepOptions.alias_guids`), and `follow` runs a repair that reads the changed
+ports' GUIDInfo blocks and writes those that differ (`smagent.linkconf.guids`), as
+OpenSM's GUID manager does after a change. A port that refuses the Set (ibsim) is logged
+once and never asked again.
+
 Events: subscribers (InformInfo) get Reports of CA ports that came or went between two
 snapshots (traps 64/65), of groups created or deleted (66/67, from the agent), and of the
 traps SMAs send us (`forward_trap`, from the daemon's trap handler)."""
@@ -60,6 +66,7 @@ class SaService:
         self.agent = SaAgent(daemon.opts.sm_key, master=False, sms=self._sms_seen)
         self.agent.multicast = daemon.opts.sweep.multicast  # ClassPortInfo: IsUDMulticastSupported
         self.groups_pending = False  # joins or leaves the MFTs do not follow yet
+        self.alias_nodes: set[int] = set()  # node GUIDs whose ports' alias GUIDs changed, not yet written
         self._precreated = False
         sw = daemon.opts.sweep
         # no configured groups: the joins decide every tree; the first sweep clears the
@@ -94,6 +101,8 @@ class SaService:
         self._send(self.agent.handle(m, d.clock()))
         if self.agent.groups.version != version:
             self._groups_changed()
+        if self.agent.aliases.dirty:
+            self._aliases_changed()
 
     def tick(self) -> None:
         """RMPP segments whose ACK did not come: sent again (or the transfer aborted); then,
@@ -127,6 +136,7 @@ class SaService:
         before = self._end_ports()
         owners = dict(self.agent.aliases.by_alias)  # alias GUID -> port GUID, before gone ports lose theirs
         self.agent.publish(snapshot if snapshot is not None else self.snapshot(result))
+        self._refused(result)
         after = self._end_ports()
         if before is not None and after is not None and before != after:
             a = self.agent
@@ -194,6 +204,27 @@ class SaService:
             log.info("IPoIB broadcast group %s: MLID 0x%04x", groupsmod.mgid_text(g.mgid), g.mlid)
         self._set_sweep_groups()  # the next sweep clears what the new groups' MLIDs hold
 
+    # -- alias GUIDs -------------------------------------------------------------------
+    def _aliases_changed(self) -> None:
+        """Aliases set or deleted: the sweep options hold them now, `follow` writes them."""
+        a = self.agent.aliases
+        ports = a.dirty - a.refused  # a port that refused is not asked again
+        hits = (self.agent.subnet.port_of_guid(g) for g in ports) if self.agent.subnet is not None else ()
+        self.alias_nodes |= {hit[0].guid for hit in hits if hit is not None}
+        a.dirty.clear()
+        self.d.opts.sweep.alias_guids = a.wanted()
+
+    def _refused(self, result) -> None:
+        """Ports a sweep found refusing GUIDInfo: logged once, never asked again; the sweep
+        options follow the aliases (ports gone took theirs)."""
+        a = self.agent.aliases
+        new = set(getattr(result, "guids_refused", ())) - a.refused
+        if new:
+            log.warning("alias GUIDs: %d port(s) refuse SubnSet(GUIDInfo) (e.g. port GUID 0x%016x): their alias "
+                        "GUIDs are the SA's alone; not asked again", len(new), min(new))
+            a.refused |= new
+        self.d.opts.sweep.alias_guids = a.wanted()
+
     def _groups_changed(self) -> None:
         """Membership changed: the sweep options say so now, the MFTs follow from the loop."""
         self._set_sweep_groups()
@@ -213,15 +244,21 @@ class SaService:
         d.opts.sweep.mcast_joined = tuple(joined)
         d.opts.sweep.mcast_released = frozenset(groups.released | empty)
 
-    def follow_groups(self) -> None:
-        """Called by the daemon's loop: after joins or leaves, a MASTER repairs against the
-        known state (no reads; only the MFT blocks that change are written), or sweeps."""
+    def follow(self) -> None:
+        """Called by the daemon's loop: after joins or leaves, or alias GUIDs set or
+        deleted, a MASTER repairs against the known state (no reads but the link tables
+        of the nodes whose aliases changed, their GUIDInfo blocks among them; only the
+        MFT blocks and GUIDInfo blocks that change are written), or sweeps."""
         d = self.d
-        if not self.groups_pending or d._sm is None or d.sm.state != SMState.MASTER:
+        if not (self.groups_pending or self.alias_nodes) or d._sm is None or d.sm.state != SMState.MASTER:
             return
-        self.groups_pending = False
+        why = " and ".join(w for w, on in (("multicast groups", self.groups_pending),
+                                           ("alias GUIDs", self.alias_nodes)) if on) + " changed"
         known, d.known = d.known, None  # consumed: the sweep sets it again
-        d._sweep("multicast groups changed", known=known)
+        if known is not None:
+            known.links |= self.alias_nodes  # their link tables read again, GUIDInfo among them
+        self.groups_pending, self.alias_nodes = False, set()
+        d._sweep(why, known=known)
 
     def status(self) -> dict:
         """The SA's part of `smagent status`: requests answered, RMPP transfers in flight,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, Sequence
 
 from smagent import discovery, linkconf as links, routing
 from smagent.config import mkeys
@@ -75,6 +75,9 @@ class SweepOptions:
     # the topology right after discovery (or the known state), so that no route, tree or port
     # table is planned over them while they are still cabled
     drained: tuple[Drained, ...] = ()
+    # alias GUIDs to hold in the ports' GUIDInfo blocks: port GUID -> {block: its 8 GUIDs}
+    # (`smagent.linkconf.guids`; the running SM's SA hands what hosts registered)
+    alias_guids: Mapping[int, Mapping[int, Sequence[int]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

@@ -155,6 +155,7 @@ def repair(s: SweepState) -> None:
         q = sub.r
         r.known, r.problems = q.known, q.problems  # the last pass holds what is still wrong
         r.link_tables.update(q.link_tables)
+        r.guids_refused |= q.guids_refused
         r.activations += q.activations
         r.lft_written += q.lft_written
         r.notes += [n for n in q.notes if n not in r.notes]

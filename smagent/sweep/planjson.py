@@ -99,7 +99,8 @@ def _emit(g: dict, members: list) -> Iterator[dict]:
 def link_change_groups(changes: Iterable) -> Iterator[dict]:
     """`smagent.fdb.porttables.TableChange`s as the records of `link_groups`, grouped on
     the Sets themselves (their encoded tables): one `to_json` per distinct Set per port,
-    not per Set (2 million SL2VL pairs on an 11,664-host fabric)."""
+    not per Set (2 million SL2VL pairs on an 11,664-host fabric). GUIDInfo blocks (alias
+    GUIDs, a few ports' own) are records of their own, not grouped."""
     from mad import forwarding as fw
     split = {"sl2vl": lambda m: (0, fw.sl2vl_from_modifier(m)),
              "vlarb": lambda m: (m & ~0xFF, fw.vlarb_from_modifier(m)[2]),
@@ -119,8 +120,12 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
     entry: list = []
     rest: int = 0
     # an all-inputs Set counts as the pairs it writes (`TableChange.pairs`)
+    alone: list = []
     for c in (p for lc in changes for p in (lc.pairs() if lc.all_inputs else (lc,))):
         kind = c.kind
+        if kind == "guids":
+            alone.append(c)
+            continue
         part = parts.get((kind, c.modifier))
         if part is None:
             part = parts[kind, c.modifier] = split[kind](c.modifier)
@@ -144,6 +149,7 @@ def link_change_groups(changes: Iterable) -> Iterator[dict]:
         if table != "SL2VL":
             g.update(old=_trim(g["old"]), new=_trim(g["new"]))
         yield from _emit({**g, "table": LINK_GROUPS[table]}, members)
+    yield from (c.to_json() for c in alone)
 
 
 def compact(records: Iterable[dict]) -> Iterator[dict]:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 # plans of more Sets than this print summarised unless the detail is asked for
 SUMMARY_OVER = 2000
-KINDS = {"sl2vl": "SL2VL", "vlarb": "VLArb", "pkeys": "P_Key"}
+KINDS = {"sl2vl": "SL2VL", "vlarb": "VLArb", "pkeys": "P_Key", "guids": "GUIDInfo"}
 
 
 def _count(n: int, what: str) -> str:

@@ -100,7 +100,9 @@ class SweepResult:
     lft_changes: list[linear.BlockChange] = dataclasses.field(default_factory=list)
     mft_changes: list[mfttab.MftChange] = dataclasses.field(default_factory=list)
     rft_changes: list[rft.RftChange] = dataclasses.field(default_factory=list)
-    link_changes: list[links.TableChange] = dataclasses.field(default_factory=list)  # SL2VL, VLArb, P_Key
+    link_changes: list[links.TableChange] = dataclasses.field(default_factory=list)  # SL2VL, VLArb, P_Key, GUIDInfo
+    # port GUIDs of the ports that refused GUIDInfo (alias GUIDs: `smagent.linkconf.guids`)
+    guids_refused: set[int] = dataclasses.field(default_factory=set)
     # every per-port table unit read or confirmed written: (kind, node GUID, CA port or 0,
     # AttributeModifier) -> the table (the SA's P_Key, SL2VL and VLArb records); equal
     # tables held as one object
@@ -222,7 +224,7 @@ class SweepResult:
             "sets": {"portinfo": len(self.port_changes) + (0 if self.dry_run else self.activations),
                      "switchinfo": len(self.switch_changes), "lft_blocks": len(self.lft_changes),
                      "mft_blocks": len(self.mft_changes), "rft_blocks": len(self.rft_changes),
-                     **{k: sum(1 for c in self.link_changes if c.kind == k) for k in ("sl2vl", "vlarb", "pkeys")}},
+                     **{k: sum(1 for c in self.link_changes if c.kind == k) for k in ("sl2vl", "vlarb", "pkeys", "guids")}},
             "multicast": self._multicast_summary(),
             # only when something was kept, so the summary of a fabric without foreign MLIDs is unchanged
             **({"multicast_kept": self.multicast_kept} if self.multicast_kept else {}),

@@ -6,6 +6,8 @@ from smagent.config import files as paths
 from smagent.fdb import apply as fdbapply
 from smagent.sweep.options import KnownState
 from smagent.sweep.result import SweepResult
+from smagent.model.subnet import LINK_TABLE_KINDS
+from smagent.sweep.linkconf import note_refused
 from smagent.sweep.state import SweepState
 
 JOURNAL_CHUNK = fdbapply.JOURNAL_CHUNK  # LFT blocks between two journal records (tests lower it)
@@ -53,10 +55,13 @@ def write_links(s: SweepState) -> None:
     apply `write_tables` began (backed up and journalled with it)."""
     ap = s.applied
     assert ap is not None  # write_tables began it
+    refused: list = []
     with s.phase("link_write"):
-        s.r.problems += ap.links(s.links_failed)
+        s.r.problems += ap.links(s.links_failed, refused)
+    note_refused(s, {(c.guid, c.port) for c in refused})
     if s.opts.keep_link_tables:  # what the ports hold now: the units read, the confirmed Sets on top
-        s.r.link_tables.update(((c.kind, c.guid, c.port, c.modifier), c.new) for c in ap.written["links"])
+        s.r.link_tables.update(((c.kind, c.guid, c.port, c.modifier), c.new) for c in ap.written["links"]
+                               if c.kind in LINK_TABLE_KINDS)
     ap.finish(ok=not s.r.problems)
 
 

@@ -183,6 +183,8 @@ def plan_entries(doc: Any, topo: discovery.Topology, source: str) -> Entries:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"{source}: not the records of a plan ({e!r})") from None
     for i, r in enumerate(records, 1):
+        if isinstance(r, dict) and r.get("table") == "GUIDInfo":
+            continue  # alias GUIDs: what hosts asked the running SM's SA, not a desired state a snapshot reads
         try:
             out[_plan_identity(r, port_of)] = ({k: v for k, v in r.items() if k not in _NOT_NAMING
                                                 or (k == "block" and r["table"] == "P_Key")}, r["new"])

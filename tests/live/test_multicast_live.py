@@ -15,7 +15,7 @@ from smagent.sweep import planjson
 pytestmark = [pytest.mark.ibsim, pytest.mark.skipif(not ibsim_available(), reason=skip_reason())]
 
 NO_SETS = {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0, "mft_blocks": 0, "rft_blocks": 0,
-           "sl2vl": 0, "vlarb": 0, "pkeys": 0}
+           "sl2vl": 0, "vlarb": 0, "pkeys": 0, "guids": 0}
 
 
 def ibroute_mft(sim, lid: int) -> dict[int, set[int]]:

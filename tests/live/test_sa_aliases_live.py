@@ -2,7 +2,9 @@
 register alias GUIDs on their own ports (`smagent sa alias`: GUIDInfoRecord Set and Delete,
 as an SR-IOV virtual function does), `saquery GIR` shows them, PathRecords answer by the
 alias GID until it is deleted; the refusals are the same. ClassPortInfo's capability bits
-are OpenSM's but for the two this SA does not claim (IsNotice, IsFullPortInfoRecord)."""
+are OpenSM's but for the two this SA does not claim (IsNotice, IsFullPortInfoRecord).
+ibsim's SMA answers GUIDInfo Get only: the repair after the first alias tries the
+GUIDInfo Set, is refused, notes it once and carries on with no problem (no resweep)."""
 from __future__ import annotations
 
 import re
@@ -11,7 +13,7 @@ from ibsim_harness import run_smagent
 from smagent.model import netfile, topogen
 from smagent.sa.agent import CAP_MASK2, CAP2_QOS
 from sa_harness import SA_MARKS, assert_same, lid_map, opensm_then_ours, records, saquery
-from sm_harness import procs  # noqa: F401 (the fixture)
+from sm_harness import daemon_status, procs  # noqa: F401 (the fixture)
 
 pytestmark = SA_MARKS
 
@@ -67,3 +69,8 @@ def test_alias_guids_and_class_port_info_like_opensm(tmp_path, ibsim, procs):
     assert isinstance(want["path to the alias"], list) and len(want["path to the alias"]) == 1
     assert want["path to an alias not registered"] == want["path after the delete"]
     assert_same(got, want)
+    # the Set ibsim refuses: said once, never a problem, never asked again
+    refused = [line for line in (tmp_path / "run.log").read_text().splitlines() if "refuse SubnSet(GUIDInfo)" in line]
+    assert len(refused) == 1, refused
+    last = daemon_status(sim, tmp_path / "state")["last_sweep"]
+    assert last["ok"] and last["problems"] == 0 and last["why"] == "alias GUIDs changed", last

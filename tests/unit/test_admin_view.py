@@ -120,3 +120,19 @@ def test_a_recording_asked_to_write_says_so_before_the_first_get(cli, monkeypatc
     r = cli("--transport", "replay", "--fixture", fixture, *args)
     assert r.exit_code == 2 and "cannot take writes" in r.stderr and "--dry-run" in r.stderr, r.output
     assert sent == []  # not a single Get
+
+
+def test_query_guids(cli):
+    """GUIDInfo, 8 GUIDs a block: our CA port's first block (its own GUID, then no alias), a
+    switch's one GUID (GUIDCap 1); a block past GUIDCap is the port's refusal (exit 3),
+    past the 32 blocks ours (exit 2)."""
+    r = cli("query", "guids", "0")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "# GUIDInfo: DR path 0 modifier 0x0" and len(lines) == 9
+    assert lines[1].startswith("[0]:") and lines[1].endswith("0x0000000000100001")  # the port's own GUID
+    assert all(line.endswith("0x0000000000000000") for line in lines[2:])
+    doc = json.loads(cli("query", "guids", "0,1", "--json").stdout)
+    assert doc["attribute"] == "GUIDInfo" and doc["value"]["guids"] == [0x200000] + [0] * 7
+    assert cli("query", "guids", "0,1", "--block", "1").exit_code == 3
+    assert cli("query", "guids", "0", "--block", "32").exit_code == 2

@@ -217,6 +217,30 @@ def test_pkey_modifier_roundtrip_and_limits():
         F.pkey_from_modifier(1 << 24)
 
 
+def test_guid_modifier_roundtrip_and_limits():
+    assert F.guid_modifier(0) == 0 and F.guid_modifier(31) == 31
+    assert F.guid_from_modifier(5) == 5
+    assert F.guid_blocks_for(32) == 4 and F.guid_blocks_for(33) == 5 and F.guid_blocks_for(1) == 1
+    with pytest.raises(MadFieldError, match="GUIDInfo block"):
+        F.guid_modifier(32)
+    with pytest.raises(MadFieldError, match="GUIDInfo block 0..31"):
+        F.guid_from_modifier(32)
+    with pytest.raises(MadFieldError, match="GUID cap"):
+        F.guid_blocks_for(256)
+
+
+def test_guidinfo_layout():
+    """GUIDInfo (IBA 14.2.5.5): 8 GUIDs of 64 bits, big-endian, from byte 0; the SA's
+    GUIDInfoRecord embeds the same components."""
+    from mad.attributes import AttrID, GUIDInfo, decode_attribute, encode_attribute
+    from mad.sa_records import GUIDInfoRecord
+    raw = encode_attribute(GUIDInfo(guids=[0x0002C90300000001 + i for i in range(8)]))
+    assert raw[:8] == bytes.fromhex("0002c90300000001") and raw[56:64] == bytes.fromhex("0002c90300000008")
+    assert decode_attribute(AttrID.GUID_INFO, raw).guids[7] == 0x0002C90300000008
+    assert GUIDInfoRecord(lid=1, block_num=2, guids=list(range(8))).encode()[8:] == \
+        encode_attribute(GUIDInfo(guids=list(range(8))))
+
+
 def test_sl2vl_modifier_roundtrip_and_limits():
     assert F.sl2vl_modifier(3, 7) == 0x0307
     assert F.sl2vl_from_modifier(0x0307) == (3, 7)

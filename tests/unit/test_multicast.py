@@ -160,7 +160,7 @@ def test_default_group_on_default_fabric_exactly_once():
     again = sweep.sweep(t, sweep.SweepOptions())
     assert sets(t) == before, "a second sweep sends no Set"
     assert again.summary()["sets"] == {"portinfo": 0, "switchinfo": 0, "lft_blocks": 0, "mft_blocks": 0,
-                                       "rft_blocks": 0, "sl2vl": 0, "vlarb": 0, "pkeys": 0}
+                                       "rft_blocks": 0, "sl2vl": 0, "vlarb": 0, "pkeys": 0, "guids": 0}
 
 
 @pytest.mark.parametrize("fabric, routing", [(big_switch_fabric(), "minhop"), (topogen.fat_tree_2(6), "minhop"),

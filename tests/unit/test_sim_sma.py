@@ -365,6 +365,37 @@ def test_no_mft_when_cap_is_zero():
     assert status(ask(t, GET, AttrID.MULTICAST_FORWARDING_TABLE, "0", 0)) == BAD_ATTR
 
 
+# -- GUIDInfo ---------------------------------------------------------------------------------------
+def test_guid_info():
+    """A CA port: GUIDCap 32 (4 blocks), index 0 its port GUID, read only; aliases at the
+    other indexes; a switch's only GUID is port 0's."""
+    from mad.attributes import GUIDInfo
+    t = transport()
+    assert portinfo(t, "0,1", 1).guid_cap == 32
+    port_guid = value(ask(t, GET, AttrID.NODE_INFO, "0,1")).port_guid
+    assert value(ask(t, GET, AttrID.GUID_INFO, "0,1", 0)).guids == [port_guid] + [0] * 7
+    alias = [0xBAD] + [0x0002C903000000A0 + i for i in range(1, 8)]
+    back = value(ask(t, SET, AttrID.GUID_INFO, "0,1", 0, GUIDInfo(guids=alias))).guids
+    assert back == [port_guid] + alias[1:]  # GUID 0 kept
+    assert value(ask(t, SET, AttrID.GUID_INFO, "0,1", 3, GUIDInfo(guids=list(range(1, 9))))).guids == \
+        list(range(1, 9))
+    assert value(ask(t, GET, AttrID.GUID_INFO, "0,1", 0)).guids == [port_guid] + alias[1:]
+    assert value(ask(t, GET, AttrID.GUID_INFO, "0,1", 3)).guids == list(range(1, 9))
+    assert status(ask(t, GET, AttrID.GUID_INFO, "0,1", 4)) == BAD_VALUE  # past GUIDCap 32
+    assert status(ask(t, SET, AttrID.GUID_INFO, "0,1", 4, GUIDInfo(guids=[1] * 8))) == BAD_VALUE
+    sw_guid = value(ask(t, GET, AttrID.NODE_INFO, "0")).port_guid
+    assert value(ask(t, GET, AttrID.GUID_INFO, "0", 0)).guids == [sw_guid] + [0] * 7  # GUIDCap 1
+    assert status(ask(t, GET, AttrID.GUID_INFO, "0", 1)) == BAD_VALUE
+
+
+def test_guid_info_set_refused_as_ibsim():
+    """``guid_info_set=0``: ibsim 0.10's SMA, which answers only the Get (status 0x0008)."""
+    from mad.attributes import GUIDInfo
+    t = transport(guid_info_set=0)
+    assert status(ask(t, SET, AttrID.GUID_INFO, "0,1", 0, GUIDInfo(guids=[0, 5] + [0] * 6))) == BAD_METHOD
+    assert value(ask(t, GET, AttrID.GUID_INFO, "0,1", 0)).guids[1] == 0
+
+
 # -- P_KeyTable, SLtoVLMappingTable --------------------------------------------------------------
 @pytest.mark.parametrize("reset, default", [("ibsim", 0xFFFF), ("iba", 0x7FFF)])
 def test_pkey_table_at_reset(reset, default):
