@@ -29,7 +29,7 @@ from mad import codes
 from mad import forwarding as fw
 from mad.attributes import Attribute, PortInfo, PortState
 from mad.errors import MadError
-from smagent.config import drainfile
+from smagent.config import drainfile, files
 from smagent.errors import BadInput, FabricFailure, SafetyRefusal, SmagentError, after_sets
 from smagent.fdb import ops
 from smagent.fdb.ops import LftTable, MftTable, RftEntry, RftTable, WriteResult
@@ -315,6 +315,7 @@ class Session:
         t = self._open()
         more.setdefault("state_dir", None if self.state_dir is None else str(self.state_dir))  # as the table writes
         if more["state_dir"] is not None and "drained" not in more:  # what `smagent drain` keeps out, daemon or not
+            files.check_state_dir(more["state_dir"])  # a bad --state-dir named as such, before its files
             more["drained"] = tuple(drainfile.load(more["state_dir"]))
         opts = sweepmod.SweepOptions(**sweep_options(desired, lmc=lmc, lid_file=lid_file, routing=routing, more=more),
                                      dry_run=dry_run, force=force)
