@@ -63,9 +63,12 @@ def compare(replay, sim: IbSim, fixture: Path, args: list[str]) -> list[str]:
     return diffs
 
 
-# the routing each fabric is swept with (as scripts/make_fixtures.py records it): the sweep
-# refuses minhop's credit loops on a torus
-ROUTING = {"torus-4x4": ["--routing", "dfsssp"]}
+def routing_of(name: str) -> list[str]:
+    """The ``--routing`` the fixture's sweeps were recorded with (scripts/make_fixtures.py
+    chooses it; the recording is the one place it is written down)."""
+    doc = json.loads((FIXTURES / f"{name}-fresh.expected.json").read_text())
+    args = next(c["args"] for c in doc["commands"] if c["args"][0] == "sweep")
+    return args[args.index("--routing"):args.index("--routing") + 2] if "--routing" in args else []
 
 
 def plan_of(stdout: str) -> tuple[list[str], dict]:
@@ -78,7 +81,7 @@ def plan_of(stdout: str) -> tuple[list[str], dict]:
 
 @pytest.mark.parametrize("name", ["two-switch", "torus-4x4", "ft2-648"])
 def test_replay_equals_live(replay, name, tmp_path):
-    rt = ROUTING.get(name, [])
+    rt = routing_of(name)
     with start(name, tmp_path) as sim:
         # the dry-run plan, compared field by field first (clearest failure), then every command
         fresh = FIXTURES / f"{name}-fresh.erf"
@@ -109,7 +112,7 @@ def test_replay_equals_live(replay, name, tmp_path):
 @pytest.mark.parametrize("name", ["two-switch", "torus-4x4"])
 def test_live_recording_replays_identically(replay, name, tmp_path):
     """Independent of the committed fixtures: record now, replay the recording."""
-    rt = ROUTING.get(name, [])
+    rt = routing_of(name)
     with start(name, tmp_path) as sim:
         cases = [["sweep", *rt, "--dry-run", "--json"], ["discover"], ["query", "nodeinfo", "0,1"],
                  ["lft", "show", "0,1"],
