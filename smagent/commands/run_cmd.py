@@ -25,7 +25,9 @@ from smagent.errors import BadInput
 from smagent.config.files import default_state_dir
 
 
-def _setup_logging(log_file) -> logging.Handler:
+def _setup_logging(log_file) -> tuple[logging.Handler, dict]:
+    """The daemon's log handler, and the levels it replaced (restored when run ends: a run
+    inside a Python process, a test or a script, leaves logging as it found it)."""
     from smagent.sm.logflood import FloodFilter
     handler = LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -33,11 +35,12 @@ def _setup_logging(log_file) -> logging.Handler:
     # the SM's events at INFO, and every other smagent logger's warnings (a bad guid2lid
     # line, a journal set aside, a backup a full disk refused) in the same log
     top = logging.getLogger("smagent")
+    old = {name: logging.getLogger(name).level for name in ("smagent", "smagent.sm")}
     top.addHandler(handler)
     if top.level == logging.NOTSET:  # -v chose a level already: keep it
         top.setLevel(logging.WARNING)
     logging.getLogger("smagent.sm").setLevel(logging.INFO)
-    return handler
+    return handler, old
 
 
 def _reopen(handler: logging.Handler) -> None:
@@ -165,7 +168,7 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
     if perfmgr_interval and obj.opts["transport"] != "umad":
         raise BadInput("--perfmgr-interval needs a live fabric (--transport umad): the simulator has no PerfMgt agents")
     server = control.ControlServer(control.socket_path(state_dir))
-    handler = _setup_logging(log_file)
+    handler, old_levels = _setup_logging(log_file)
     o = obj.opts
     transport = lock = endpoint = None
     made: list = []  # the daemon, once it exists: the metrics endpoint answers from it
@@ -219,6 +222,8 @@ def run(obj, priority, sweep_interval, poll_interval, poll_retries, sm_key, sm_k
             lock.release()
         logging.getLogger("smagent").removeHandler(handler)
         handler.close()
+        for name, level in old_levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _one_subnet_or_named() -> None:

@@ -43,8 +43,11 @@ def test_sm_key_file(tmp_path, monkeypatch):
     key = tmp_path / "sm.key"
     key.write_text("0x1122334455667788\n")
     args = ["--transport", "sim", "run", "--state-dir", str(tmp_path / "s"), "--log-file", str(tmp_path / "log")]
+    import logging
     r = CliRunner().invoke(main, [*args, "--sm-key-file", str(key)])
     assert "stopped by the test" in r.output and seen["key"] == 0x1122334455667788
+    # run inside a process leaves logging as it found it (a later command's -v depends on it)
+    assert logging.getLogger("smagent").level == logging.getLogger("smagent.sm").level == logging.NOTSET
     assert "1122334455667788" not in r.output
     r = CliRunner().invoke(main, [*args, "--sm-key-file", str(key), "--sm-key", "5"])
     assert r.exit_code == 2 and "--sm-key and --sm-key-file exclude each other" in r.output
