@@ -47,13 +47,15 @@ def test_rules_match_in_file_order_as_opensm():
 
 
 @pytest.mark.parametrize("text,line,needle", [
-    ("qos-ulps\n any, source-port-guid 0x1 : 2\nend-qos-ulps\n", 2, "is not supported"),
+    ("qos-ulps\n default : 0\n any, sauce-port-guid 0x1 : 2\nend-qos-ulps\n", 3, "'any' needs service-id"),
+    ("qos-ulps\n default : 0\n rds, : 2\nend-qos-ulps\n", 3, "'rds,' without a criterion"),
     ("qos-ulps\n default : 16\nend-qos-ulps\n", 2, "SL '16' is not 0..15"),
     ("qos-ulps\n default : 1\n default : 2\nend-qos-ulps\n", 3, "a second 'default' rule (first on line 2)"),
     ("qos-ulps\n any, pkey 0x5-0x2 : 1\nend-qos-ulps\n", 2, "range '0x5-0x2' is empty"),
     ("qos-ulps\n rdma : 1\nend-qos-ulps\n", 2, "unknown ULP 'rdma'"),
     ("qos-ulps\n default : 1\n", 1, "not closed by 'end-qos-ulps'"),
-    ("port-groups\nend-port-groups\n", 1, "section 'port-groups' is not supported"),
+    ("qos-ulps\n default : 0\nend-qos-ulps\nport-groups\nend-port-groups\n", 5,
+     "port-groups (line 4) holds nothing"),
     ("qos_swe_sl2vl 0,1\n", 1, "needs 16 VLs"),
     ("qos_ca_vlarb_low 0:8,15:1\n", 1, "VL 0..14"),
     ("qos_sl2vl 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7\nqos_sl2vl 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7\n", 2,
@@ -215,7 +217,7 @@ def test_verify_counts_credit_loops_with_the_policy_sls(torus, cli, tmp_path, mo
     g = hosts[5].port_guids[1]
     for sl, code in ((4, 0), (7, 1)):
         f = tmp_path / f"q{sl}.conf"
-        f.write_text(f"qos-ulps\n any, target-port-guid {g:#x} : {sl}\nend-qos-ulps\n")
+        f.write_text(f"qos-ulps\n default : 0\n any, target-port-guid {g:#x} : {sl}\nend-qos-ulps\n")
         r = cli("verify", "--no-mcast", "--json", "--path-sls", st / "path_sls", "--qos-policy", f)
         assert r.exit_code == code, r.output
         if code:
