@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from smagent.config.qospolicy import (DEFAULT_PKEY, ISER_PORT, NODE_TYPES, OPTIONS, RDS_BASE, RDS_PORT, SDP_BASE,
+from smagent.config.qosrules import (DEFAULT_PKEY, ISER_PORT, NODE_TYPES, OPTIONS, RDS_BASE, RDS_PORT, SDP_BASE,
                                       PortClass, PortGroup, QosLevel, QosPolicy, QosPolicyError, Ranges, Rule)
 
 MTU_CODES, RATE_CODES = (1, 5), (2, 22)  # OpenSM 3.3.23's IB_MIN/MAX_MTU, IB_MIN/MAX_RATE
@@ -59,7 +59,9 @@ def _squeeze(text: str) -> str:
 
 def _split(text: str) -> list[str]:
     """Comma-separated items, commas inside quotes kept."""
-    items, cur, quoted = [], [], False
+    items: list[str] = []
+    cur: list[str] = []
+    quoted = False
     for ch in text:
         if ch == '"':
             quoted = not quoted
@@ -315,14 +317,13 @@ class Parser:
         level = QosLevel(f"SimpleQoSLevel_SL{sl}", sl)
         text = " ".join(head.split())
         if kind in ("sources", "destinations", "both"):
-            group = PortGroup({"sources": "_ULP_Sources_", "destinations": "_ULP_Targets_",
-                               "both": "_ULP_Sources_Targets_"}[kind], no, values)
-            ends = {"sources": (group,)} if kind == "sources" else {"destinations": (group,)}
-            if kind == "both":
-                ends = {"sources": (group,), "destinations": (group,)}
-            self.ulps.append(Rule(level, line=no, text=text, ulp=ulp, **ends))
+            group = (PortGroup({"sources": "_ULP_Sources_", "destinations": "_ULP_Targets_",
+                                "both": "_ULP_Sources_Targets_"}[kind], no, values),)
+            self.ulps.append(Rule(level, sources=group if kind != "destinations" else (),
+                                  destinations=group if kind != "sources" else (), line=no, text=text, ulp=ulp))
         else:
-            self.ulps.append(Rule(level, line=no, text=text, ulp=ulp, **{kind: values}))
+            self.ulps.append(Rule(level, service_ids=values if kind == "service_ids" else (),
+                                  pkeys=values if kind == "pkeys" else (), line=no, text=text, ulp=ulp))
         return None
 
     # -- qos_* options ------------------------------------------------------------------
@@ -347,7 +348,7 @@ class Parser:
 
     # -- the whole ----------------------------------------------------------------------
     def finish(self) -> QosPolicy:
-        levels = {}
+        levels: dict[str, QosLevel] = {}
         for lv in self.levels:
             levels.setdefault(lv.name.lower(), lv)  # OpenSM takes the first of a name
         groups: dict[str, PortGroup] = {}
