@@ -34,7 +34,7 @@ FIELDS = {
     "vlarb-scope": ("group", "across", "vlarb-high", "vlarb-low", "vl-high-limit"),
     "sl2vl-scope": ("group", "across", "across-to", "across-from", "from", "to", "sl2vl-table"),
 }
-ONCE = {"name", "use", "sl", "mtu-limit", "rate-limit", "packet-life", "qos-level-name", "sl2vl-table"}
+ONCE = {"name", "use", "sl", "mtu-limit", "rate-limit", "packet-life", "qos-level-name", "sl2vl-table", "vl-high-limit"}
 ULP_KINDS = {"service-id": "service_ids", "pkey": "pkeys", "target-port-guid": "destinations",
              "source-port-guid": "sources", "source-target-port-guid": "both"}
 MAX_PORTS = 128  # OSM_QOS_POLICY_MAX_PORTS_ON_SWITCH: sl2vl-scope from/to
@@ -83,16 +83,20 @@ def number(text: str) -> int:
     return n
 
 
-def ranges(text: str, what: str) -> Ranges:
-    """"N, N-M, ..." -> ((lo, hi), ...); ValueError naming the bad item."""
+def ranges(text: str, what: str, mask: int | None = None) -> Ranges:
+    """"N, N-M, ..." -> ((lo, hi), ...), each value ANDed with ``mask`` first (P_Keys:
+    their 15 bits, as OpenSM); ValueError naming the bad item."""
     out = []
     for item in (s.strip() for s in text.split(",")):
         lo, dash, hi = item.partition("-")
         try:
             a = number(lo)
             b = number(hi) if dash else a
-        except ValueError:
-            raise ValueError(f"{what} {item!r} is not a number or range N-M") from None
+        except ValueError as e:
+            why = str(e) if "64 bits" in str(e) else "is not a number or range N-M"
+            raise ValueError(f"{what} {item!r} {why}") from None
+        if mask is not None:
+            a, b = a & mask, b & mask
         if a > b:
             raise ValueError(f"{what} range {item!r} is empty (written backwards)")
         out.append((a, b))
@@ -201,7 +205,7 @@ class Parser:
         m = re.fullmatch(r"([a-z0-9-]+)\s*:\s*(.*)", line)
         key = m.group(1) if m else line.split()[0]
         if m is None or key not in FIELDS[entry]:
-            if line.split()[0] in BLOCKS or line.split()[0] in FIELDS:
+            if line.split()[0] in BLOCKS or line.split()[0] in FIELDS or line.startswith("end-"):
                 return self.error(no, f"'{line.split()[0]}' inside {entry} (line {self.stack[-1][1]}): "
                                       f"close it with 'end-{entry}' first")
             return self.error(no, f"{line!r} in {entry}: expected one of {', '.join(k + ':' for k in FIELDS[entry])}")
@@ -256,8 +260,7 @@ class Parser:
             if any(hi >= MAX_PORTS for _lo, hi in got):
                 raise ValueError(f"port number out of range (0..{MAX_PORTS - 1})")
             return got
-        got = ranges(value, key)  # port-guid, pkey, path-bits, qos-class, service-id
-        return tuple((lo & 0x7FFF, hi & 0x7FFF) for lo, hi in got) if key == "pkey" else got
+        return ranges(value, key, 0x7FFF if key == "pkey" else None)  # port-guid, pkey, path-bits, qos-class, service-id
 
     def end_entry(self, name: str, e: dict, no: int) -> None:
         at = e["line"]
@@ -430,8 +433,7 @@ def _criterion(ulp: str, rest: str) -> tuple[str, Ranges]:
         if key not in ULP_KINDS:
             raise ValueError(f"'any' needs service-id, pkey, target-port-guid, source-port-guid or "
                              f"source-target-port-guid, got {rest!r}")
-        got = ranges(values, key)
-        return ULP_KINDS[key], tuple((lo & 0x7FFF, hi & 0x7FFF) for lo, hi in got) if key == "pkey" else got
+        return ULP_KINDS[key], ranges(values, key, 0x7FFF if key == "pkey" else None)
     if ulp in ("sdp", "rds", "iser"):
         if not key:
             return "service_ids", (((SDP_BASE, SDP_BASE + 0xFFFF),) if ulp == "sdp" else
@@ -448,7 +450,7 @@ def _criterion(ulp: str, rest: str) -> tuple[str, Ranges]:
             return "pkeys", ((DEFAULT_PKEY, DEFAULT_PKEY),)
         if key != "pkey":
             raise ValueError(f"'ipoib' takes pkey, got {key!r}")
-        return "pkeys", tuple((lo & 0x7FFF, hi & 0x7FFF) for lo, hi in ranges(values, "pkey"))
+        return "pkeys", ranges(values, "pkey", 0x7FFF)
     if ulp == "srp":
         if key != "target-port-guid":
             raise ValueError("'srp' needs target-port-guid")
