@@ -367,3 +367,22 @@ def test_a_port_name_past_the_nodes_ports_is_refused_before_any_set():
     with pytest.raises(qospolicy.QosPolicyError, match=r"line 2: port-group a: port name 'H0/P2': 'H0' has 1 ports"):
         sweep.sweep(t, sweep.SweepOptions(qos_policy=policy))
     assert not any(k.startswith("SubnSet(") for k in t.stats.by_kind), "refused before any Set"
+
+
+def test_hosts_of_one_leaf_get_their_own_sl_from_a_rule_by_source():
+    """Plain Gets are answered per class of source ports (`sa.quickpath`): two hosts of one
+    leaf, one in a rule's source group, each get their own SL, whoever asks first."""
+    t = SimTransport(topogen.fat_tree_2(4))
+    r = sweep.sweep(t, sweep.SweepOptions(dry_run=True))
+    cas = {n.description: n for n in r.topology.cas()}
+    policy = qospolicy.parse(f"qos-ulps\n default : 1\n any, source-port-guid {cas['H1'].port_guids[1]:#x} : 5\n"
+                             "end-qos-ulps\n", "q")
+    r = sweep.sweep(t, sweep.SweepOptions(qos_policy=policy, routing="minhop"))
+    agent = SaAgent(0)
+    agent.publish(Subnet.from_sweep(r, qos_policy=policy))
+    lids = {n.description: n.lid(1) for n in r.topology.cas()}
+    got = [_get(agent, PathRecord(slid=lids[h], dlid=lids["H2"]), "slid", "dlid").record(PathRecord).sl
+           for h in ("H0", "H1", "H0")]
+    assert got == [1, 5, 1]
+    qc = _get(agent, PathRecord(slid=lids["H0"], dlid=lids["H2"], qos_class=3), "slid", "dlid", "qos_class")
+    assert qc.record(PathRecord).sl == 1
