@@ -223,3 +223,137 @@ def test_an_ipoib_rule_is_refused_where_opensm_refuses_it(tmp_path, parts, refus
             assert "SubnSet" not in r.stdout
         else:
             assert r.returncode == 0, r.stderr[-2000:]
+
+
+SAQUERY_FIELD = re.compile(r"^\s*(\w+)\.+(\S+)", re.M)
+FULL_POLICY = """port-groups
+    port-group
+        name: Clients
+        port-name: H0/P1, H1/P1
+        port-guid: {h7:#x}
+    end-port-group
+    port-group
+        name: Storage
+        port-guid: {h4:#x}-{h5:#x}
+    end-port-group
+    port-group
+        name: Switches
+        node-type: SWITCH
+    end-port-group
+end-port-groups
+qos-levels
+    qos-level
+        name: DEFAULT
+        sl: 1
+    end-qos-level
+    qos-level
+        name: Storage
+        use: capped
+        sl: 2
+        mtu-limit: 1
+        rate-limit: 2
+        packet-life: 10
+    end-qos-level
+    qos-level
+        name: Keyed
+        sl: 4
+        pkey: 0x7fff
+    end-qos-level
+    qos-level
+        name: Classy
+        sl: 6
+    end-qos-level
+end-qos-levels
+qos-match-rules
+    qos-match-rule
+        qos-class: 3-4
+        qos-level-name: Classy
+    end-qos-match-rule
+    qos-match-rule
+        source: Clients
+        destination: Storage
+        qos-level-name: Storage
+    end-qos-match-rule
+    qos-match-rule
+        destination: Switches
+        qos-level-name: Keyed
+    end-qos-match-rule
+    qos-match-rule
+        service-id: 0x100-0x1ff
+        qos-level-name: storage
+    end-qos-match-rule
+end-qos-match-rules
+qos-ulps
+    any, source-port-guid {h6:#x} : 5
+end-qos-ulps
+"""
+
+
+def records(sim, cas, pairs) -> dict:
+    """(source, destination, query) -> the SL, MTU, rate, packet lifetime and P_Key of the
+    PathRecord `saquery -p` gets (None: no record), by names (each SM's LIDs)."""
+    forms = {"plain": [], "service_id": ["--service_id", "0x150"], "qos_class": ["--qos_class", "4"],
+             "pkey": ["--pkey", "0xffff"]}
+    out = {}
+    for a, b in pairs:
+        for form, extra in forms.items():
+            r = sim.run(["saquery", "-p", "--slid", str(cas[a][0]), "--dlid", str(cas[b][0]), *extra], check=False)
+            got = dict(SAQUERY_FIELD.findall(r.stdout))
+            out[(a, b, form)] = tuple(got.get(k) for k in ("sl", "mtu", "rate", "pkt_life", "pkey")) if got else None
+    return out
+
+
+def test_pathrecords_equal_opensms_with_a_full_policy(tmp_path, ibsim):
+    """OpenSM (-Q -Y) and `smagent run --qos-policy`, one after the other on one ibsim, with
+    port-groups (port name, GUID range, node type), qos-levels (SL, MTU and rate limits,
+    packet lifetime, P_Key), qos-match-rules (source and destination groups, service IDs,
+    QoS class) and a qos-ulps rule by source: every PathRecord saquery -p gets between
+    sample pairs and to a switch (plain, by service ID, by QoS class, by P_Key) is the same."""
+    from sm_harness import stop_group
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    osm_dir = tmp_path / "osm"
+    env = sim.opensm_env(osm_dir)
+    cas = cas_by_name(sim)
+    g = {name: guid for name, (_lid, guid) in cas.items()}
+    policy = tmp_path / "policy.conf"
+    policy.write_text(FULL_POLICY.format(h4=g["H4"], h5=g["H5"], h6=g["H6"], h7=g["H7"]))
+    pairs = [("H0", "H4"), ("H7", "H5"), ("H4", "H0"), ("H2", "H3"), ("H6", "H1"), ("H1", "L1"), ("H3", "S0")]
+
+    def answers(proc) -> dict:
+        try:
+            time.sleep(1)
+            wait_for_path(sim, proc, cas_by_name(sim))
+            now = cas_by_name(sim)
+            for sw in ("L1", "S0"):
+                now[sw] = (switch_lid(sim, sw), 0)
+            return records(sim, now, pairs)
+        finally:
+            stop_group(proc)
+
+    theirs = answers(subprocess.Popen([OPENSM, "-Q", "-Y", str(policy), "-f", str(osm_dir / "osm.log")], env=env,
+                                      cwd=osm_dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+    ours = answers(subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                                     str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log"),
+                                     "--qos-policy", str(policy)], env=sim.env, cwd=sim.cwd,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True))
+    assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    # the policy is at work, not defaults
+    # Storage: capped (the selector 'exactly' in the top bits), lifetime 10
+    assert theirs[("H0", "H4", "plain")][:4] == ("0x2", "0x81", "0x82", "0x8A")
+    assert theirs[("H0", "H4", "qos_class")][0] == "0x6" and theirs[("H2", "H3", "service_id")][0] == "0x2"
+    assert theirs[("H4", "H0", "plain")][0] == "0x1" and theirs[("H6", "H1", "plain")][0] == "0x5"
+    assert theirs[("H1", "L1", "plain")][0] == "0x4"
+    assert theirs[("H1", "L1", "plain")][4] == "0x7FFF", "a level's P_Key: its 15 bits, no membership bit (OpenSM)"
+
+
+def switch_lid(sim, name: str) -> int:
+    """A switch's LID, by its NodeDescription, from ibnetdiscover under the running SM."""
+    for line in sim.run(["ibnetdiscover"]).stdout.splitlines():
+        m = re.match(r'^Switch\s.*"([^"]+)".*\blid (\d+) lmc', line)
+        if m and m.group(1) == name:
+            return int(m.group(2))
+    raise AssertionError(f"no switch {name}")
