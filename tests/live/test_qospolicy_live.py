@@ -357,3 +357,45 @@ def switch_lid(sim, name: str) -> int:
         if m and m.group(1) == name:
             return int(m.group(2))
     raise AssertionError(f"no switch {name}")
+
+
+LEVEL = "qos-levels\n qos-level\n  name: DEFAULT\n  sl: 0\n{more} end-qos-level\nend-qos-levels\n"
+
+
+@pytest.mark.parametrize("policy, ours", [
+    ("qos-ulps\n any, service-id 0x10 : 1\nend-qos-ulps\n", "no default QoS level"),
+    (LEVEL.format(more="") + "qos-match-rules\n qos-match-rule\n  qos-level-name: Gold\n end-qos-match-rule\n"
+     "end-qos-match-rules\n", "qos-level 'Gold' is not defined"),
+    (LEVEL.format(more="") + "qos-match-rules\n qos-match-rule\n  source: Nobody\n  qos-level-name: default\n"
+     " end-qos-match-rule\nend-qos-match-rules\n", "source port-group 'Nobody' is not defined"),
+    (LEVEL.format(more="  mtu-limit: 6\n"), "MTU limit 6 is not 1..5"),
+    (LEVEL.format(more="  sl: 1\n"), "second 'sl'"),
+    ("port-groups\nend-port-groups\n" + LEVEL.format(more=""), "port-groups (line 1) holds nothing"),
+    (LEVEL.format(more="") + "port-groups\n port-group\n  name: a\n  port-name: H0/P2\n end-port-group\n"
+     "end-port-groups\n", "port name 'H0/P2': 'H0' has 1 ports"),
+    (LEVEL.format(more="  rate-limit: 7\n  packet-life: 12\n") + "port-groups\n port-group\n  name: a\n"
+     "  port-name: H0/P1\n  node-type: self, switch\n end-port-group\nend-port-groups\nqos-setup\nend-qos-setup\n",
+     None),
+], ids=["no-default", "no-level", "no-group", "mtu-limit", "two-sls", "empty-groups", "port-range", "good"])
+def test_a_policy_opensm_refuses_is_refused(tmp_path, policy, ours):
+    """`opensm -o -Q -Y FILE` logs the file as failed (ERR AC03 parsing, AC04 its checks:
+    it then runs without the policy); smagent refuses the same file before the first Set
+    (exit 2), naming the problem. A file OpenSM takes, smagent takes."""
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(2)))
+    f = tmp_path / "policy.conf"
+    f.write_text(policy)
+    with IbSim(net, tmp_path / "osm") as sim:
+        env = sim.opensm_env(tmp_path / "osm-cache")
+        r = subprocess.run([OPENSM, "-o", "-Q", "-Y", str(f), "-f", str(tmp_path / "osm.log")], env=env,
+                           cwd=sim.cwd, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        log = (tmp_path / "osm.log").read_text(errors="replace")
+        assert bool(re.search(r"ERR AC0[34]", log)) == (ours is not None), log[-3000:]
+        r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", "--qos-policy", str(f)],
+                    timeout=600, check=False)
+        if ours is None:
+            assert r.returncode == 0, r.stderr[-2000:]
+        else:
+            assert r.returncode == 2 and ours in r.stderr, r.stderr[-2000:]
+            assert "SubnSet" not in r.stdout
