@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from mad import codes
+from mad.forwarding import PKEY_DEFAULT
 from mad.sa import SaStatus
 from mad.sa_records import PathRecord
 from smagent.config.qospolicy import Membership, covers
@@ -99,14 +100,15 @@ def path_terms(recs: Records, src: tuple[Node, int], dst: tuple[Node, int], dlid
 
 def _level_pkey(s, ends: list, allowed: tuple, p_key: int | None) -> int | None:
     """The P_Key of a path whose QoS level names P_Keys (15-bit ``allowed`` ranges): the
-    one asked if the level has it and the ports share it; else the first of the level's
-    the two share, as OpenSM gives it (its 15 bits, no membership bit); None: no path."""
+    one asked if the level has it and the ports share it; else the lowest of the level's
+    the two share (OpenSM walks its sorted ranges up), as OpenSM gives it: its 15 bits, no
+    membership bit; None: no path."""
     if p_key is not None:
         return s.path_pkey(ends[0], ends[1], p_key) if covers(allowed, p_key & 0x7FFF) else None
-    for lo, hi in allowed:
-        for pk in range(lo, hi + 1):
-            if s.path_pkey(ends[0], ends[1], pk) is not None:
-                return pk
+    held = [PKEY_DEFAULT] if s.pkeys is None else s.pkeys.get(ends[0], ())
+    for pk in sorted({k & 0x7FFF for k in held if covers(allowed, k & 0x7FFF)}):
+        if s.path_pkey(ends[0], ends[1], pk) is not None:
+            return pk
     return None
 
 

@@ -291,10 +291,7 @@ def fabric():
     """A 2-level fat tree swept with POLICY and a partition gold=0x20 of H0, H3, H4, H5 (full
     members); the SM's port is H0's."""
     t = SimTransport(topogen.fat_tree_2(4))
-    topo = sweep.sweep(t, sweep.SweepOptions(dry_run=True)).topology
-    cas = {n.description: n for n in topo.cas()}
-    guids = ", ".join(f"{cas[h].port_guids[1]:#x}" for h in ("H0", "H3", "H4", "H5"))
-    parts = partitions.parse(f"Default=0x7fff : ALL=full ;\ngold=0x20, defmember=full : {guids} ;\n")
+    parts = _parts(sweep.sweep(t, sweep.SweepOptions(dry_run=True)))
     policy = qospolicy.parse(POLICY, "q")
     r = sweep.sweep(t, sweep.SweepOptions(qos_policy=policy, partitions=parts, routing="minhop"))
     assert r.problems == [], r.problems
@@ -386,3 +383,22 @@ def test_hosts_of_one_leaf_get_their_own_sl_from_a_rule_by_source():
     assert got == [1, 5, 1]
     qc = _get(agent, PathRecord(slid=lids["H0"], dlid=lids["H2"], qos_class=3), "slid", "dlid", "qos_class")
     assert qc.record(PathRecord).sl == 1
+
+
+def test_a_levels_pkeys_are_tried_lowest_first_whatever_the_order_written(fabric):
+    """OpenSM sorts a level's P_Key ranges: `pkey: 0x7fff, 0x20` gives H3 -> H0 (both in
+    0x20 and the default partition) 0x0020."""
+    _agent, lids, r = fabric
+    policy = qospolicy.parse(POLICY.replace("pkey: 0x20-0x30", "pkey: 0x7fff, 0x20"), "q")
+    other = SaAgent(0)
+    other.publish(Subnet.from_sweep(r, qos_policy=policy, partitions=_parts(r)))
+    got = _get(other, PathRecord(slid=lids["H3"], dlid=lids["H0"]), "slid", "dlid").record(PathRecord)
+    assert (got.sl, got.p_key) == (3, 0x0020)
+    to_switch = _get(other, PathRecord(slid=lids["H3"], dlid=lids["L1"]), "slid", "dlid").record(PathRecord)
+    assert (to_switch.sl, to_switch.p_key) == (3, 0x7FFF)
+
+
+def _parts(r):
+    cas = {n.description: n for n in r.topology.cas()}
+    guids = ", ".join(f"{cas[h].port_guids[1]:#x}" for h in ("H0", "H3", "H4", "H5"))
+    return partitions.parse(f"Default=0x7fff : ALL=full ;\ngold=0x20, defmember=full : {guids} ;\n")
