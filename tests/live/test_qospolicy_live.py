@@ -309,37 +309,18 @@ def test_pathrecords_equal_opensms_with_a_full_policy(tmp_path, ibsim):
     packet lifetime, P_Key), qos-match-rules (source and destination groups, service IDs,
     QoS class) and a qos-ulps rule by source: every PathRecord saquery -p gets between
     sample pairs and to a switch (plain, by service ID, by QoS class, by P_Key) is the same."""
-    from sm_harness import stop_group
     net = tmp_path / "ft.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
     osm_dir = tmp_path / "osm"
-    env = sim.opensm_env(osm_dir)
     cas = cas_by_name(sim)
     g = {name: guid for name, (_lid, guid) in cas.items()}
     policy = tmp_path / "policy.conf"
     policy.write_text(FULL_POLICY.format(h4=g["H4"], h5=g["H5"], h6=g["H6"], h7=g["H7"]))
     pairs = [("H0", "H4"), ("H7", "H5"), ("H4", "H0"), ("H2", "H3"), ("H6", "H1"), ("H1", "L1"), ("H3", "S0")]
 
-    def answers(proc) -> dict:
-        try:
-            time.sleep(1)
-            wait_for_path(sim, proc, cas_by_name(sim))
-            now = cas_by_name(sim)
-            for sw in ("L1", "S0"):
-                now[sw] = (switch_lid(sim, sw), 0)
-            return records(sim, now, pairs)
-        finally:
-            stop_group(proc)
-
-    theirs = answers(subprocess.Popen([OPENSM, "-Q", "-Y", str(policy), "-f", str(osm_dir / "osm.log")], env=env,
-                                      cwd=osm_dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
-    ours = answers(subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
-                                     str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log"),
-                                     "--qos-policy", str(policy)], env=sim.env, cwd=sim.cwd,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True))
+    theirs = sm_answers(sim, opensm(sim, policy, osm_dir), pairs)
+    ours = sm_answers(sim, smagent_run(sim, policy, tmp_path), pairs)
     assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
     # the policy is at work, not defaults
     # Storage: capped (the selector 'exactly' in the top bits), lifetime 10
@@ -348,6 +329,36 @@ def test_pathrecords_equal_opensms_with_a_full_policy(tmp_path, ibsim):
     assert theirs[("H4", "H0", "plain")][0] == "0x1" and theirs[("H6", "H1", "plain")][0] == "0x5"
     assert theirs[("H1", "L1", "plain")][0] == "0x4"
     assert theirs[("H1", "L1", "plain")][4] == "0x7FFF", "a level's P_Key: its 15 bits, no membership bit (OpenSM)"
+
+
+def opensm(sim, policy, osm_dir) -> subprocess.Popen:
+    """`opensm -Q -Y POLICY` on ``sim``, a daemon in its own process group."""
+    env = sim.opensm_env(osm_dir)
+    return subprocess.Popen([OPENSM, "-Q", "-Y", str(policy), "-f", str(osm_dir / "osm.log")], env=env, cwd=osm_dir,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def smagent_run(sim, policy, tmp_path) -> subprocess.Popen:
+    """`smagent run --qos-policy POLICY` on ``sim``, in its own process group."""
+    return subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                             str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log"), "--qos-policy",
+                             str(policy)], env=sim.env, cwd=sim.cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def sm_answers(sim, proc, pairs, switches=("L1", "S0")) -> dict:
+    """`records` for ``pairs`` once the SM ``proc`` answers PathRecords; the SM is stopped."""
+    from sm_harness import stop_group
+    try:
+        time.sleep(1)
+        wait_for_path(sim, proc, cas_by_name(sim))
+        now = cas_by_name(sim)
+        for sw in switches:
+            now[sw] = (switch_lid(sim, sw), 0)
+        return records(sim, now, pairs)
+    finally:
+        stop_group(proc)
 
 
 def switch_lid(sim, name: str) -> int:
@@ -399,3 +410,70 @@ def test_a_policy_opensm_refuses_is_refused(tmp_path, policy, ours):
         else:
             assert r.returncode == 2 and ours in r.stderr, r.stderr[-2000:]
             assert "SubnSet" not in r.stdout
+
+
+BLANKS_NET = """Hca 1 "vs1 HCA-1"
+[1] "L0"[1]
+
+Hca 1 "H1"
+[1] "L0"[2]
+
+Hca 1 "H2"
+[1] "L0"[3]
+
+Switch 4 "L0"
+[1] "vs1 HCA-1"[1]
+[2] "H1"[1]
+[3] "H2"[1]
+"""
+BLANKS_POLICY = """port-groups
+    port-group
+        name: Unquoted
+        port-name: vs1 HCA-1/P1
+    end-port-group
+    port-group
+        name: Quoted
+        port-name: "vs1 HCA-1/P1", H1/P1
+    end-port-group
+end-port-groups
+qos-levels
+    qos-level
+        name: DEFAULT
+        sl: 1
+    end-qos-level
+    qos-level
+        name: two
+        sl: 2
+    end-qos-level
+    qos-level
+        name: three
+        sl: 3
+    end-qos-level
+end-qos-levels
+qos-match-rules
+    qos-match-rule
+        destination: unquoted
+        qos-level-name: two
+    end-qos-match-rule
+    qos-match-rule
+        destination: Quoted
+        qos-level-name: three
+    end-qos-match-rule
+end-qos-match-rules
+"""
+
+
+def test_a_port_name_with_blanks_needs_quotes_as_in_opensm(tmp_path, ibsim):
+    """OpenSM's lexer drops blanks in a port name unless quoted: `port-name: vs1 HCA-1/P1`
+    names "vs1HCA-1", no node here; `"vs1 HCA-1/P1"` names the host. Both SMs give the
+    paths to it the quoted group's level (SL 3)."""
+    net = tmp_path / "blanks.net"
+    net.write_text(BLANKS_NET)
+    sim = ibsim(net)
+    policy = tmp_path / "policy.conf"
+    policy.write_text(BLANKS_POLICY)
+    pairs = [("H2", "vs1 HCA-1"), ("H2", "H1"), ("vs1 HCA-1", "H2")]
+    theirs = sm_answers(sim, opensm(sim, policy, tmp_path / "osm"), pairs, switches=())
+    ours = sm_answers(sim, smagent_run(sim, policy, tmp_path), pairs, switches=())
+    assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    assert [theirs[(a, b, "plain")][0] for a, b in pairs] == ["0x3", "0x3", "0x1"]
