@@ -331,19 +331,20 @@ def test_pathrecords_equal_opensms_with_a_full_policy(tmp_path, ibsim):
     assert theirs[("H1", "L1", "plain")][4] == "0x7FFF", "a level's P_Key: its 15 bits, no membership bit (OpenSM)"
 
 
-def opensm(sim, policy, osm_dir) -> subprocess.Popen:
+def opensm(sim, policy, osm_dir, more=()) -> subprocess.Popen:
     """`opensm -Q -Y POLICY` on ``sim``, a daemon in its own process group."""
     env = sim.opensm_env(osm_dir)
-    return subprocess.Popen([OPENSM, "-Q", "-Y", str(policy), "-f", str(osm_dir / "osm.log")], env=env, cwd=osm_dir,
+    return subprocess.Popen([OPENSM, "-Q", "-Y", str(policy), "-f", str(osm_dir / "osm.log"), *more], env=env,
+                            cwd=osm_dir,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 
 
-def smagent_run(sim, policy, tmp_path) -> subprocess.Popen:
+def smagent_run(sim, policy, tmp_path, more=()) -> subprocess.Popen:
     """`smagent run --qos-policy POLICY` on ``sim``, in its own process group."""
     return subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
                              str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log"), "--qos-policy",
-                             str(policy)], env=sim.env, cwd=sim.cwd, stdin=subprocess.DEVNULL,
+                             str(policy), *more], env=sim.env, cwd=sim.cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -477,3 +478,63 @@ def test_a_port_name_with_blanks_needs_quotes_as_in_opensm(tmp_path, ibsim):
     ours = sm_answers(sim, smagent_run(sim, policy, tmp_path), pairs, switches=())
     assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
     assert [theirs[(a, b, "plain")][0] for a, b in pairs] == ["0x3", "0x3", "0x1"]
+
+
+PARTITION_POLICY = """port-groups
+    port-group
+        name: ByName
+        partition: gold
+    end-port-group
+    port-group
+        name: ByKey
+        pkey: 0x8030-0x8031
+    end-port-group
+end-port-groups
+qos-levels
+    qos-level
+        name: DEFAULT
+        sl: 1
+    end-qos-level
+    qos-level
+        name: Gold
+        sl: 2
+        pkey: 0x20
+    end-qos-level
+    qos-level
+        name: Silver
+        sl: 3
+    end-qos-level
+end-qos-levels
+qos-match-rules
+    qos-match-rule
+        source: ByName
+        destination: ByName
+        qos-level-name: Gold
+    end-qos-match-rule
+    qos-match-rule
+        destination: ByKey
+        qos-level-name: Silver
+    end-qos-match-rule
+end-qos-match-rules
+"""
+
+
+def test_groups_by_partition_equal_opensms(tmp_path, ibsim):
+    """Port groups by partition name and by P_Key range, with the same partitions file
+    (`opensm -P`, `smagent run --partitions`): the same PathRecords (SL, P_Key from the
+    level, MTU, rate, lifetime) between members and others."""
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    g = {name: guid for name, (_lid, guid) in cas_by_name(sim).items()}
+    parts = tmp_path / "partitions.conf"
+    parts.write_text(f"Default=0x7fff : ALL=full ;\ngold=0x20 : {g['H0']:#x}=full, {g['H3']:#x}=full, "
+                     f"{g['H5']:#x} ;\nsilver=0x30 : {g['H6']:#x}=full, {g['H3']:#x}=full ;\n")
+    policy = tmp_path / "policy.conf"
+    policy.write_text(PARTITION_POLICY)
+    pairs = [("H0", "H3"), ("H3", "H0"), ("H0", "H5"), ("H2", "H3"), ("H1", "H6"), ("H5", "H0")]
+    theirs = sm_answers(sim, opensm(sim, policy, tmp_path / "osm", ["-P", str(parts)]), pairs, switches=())
+    ours = sm_answers(sim, smagent_run(sim, policy, tmp_path, ["--partitions", str(parts)]), pairs, switches=())
+    assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    assert theirs[("H0", "H3", "plain")][0] == "0x2" and theirs[("H0", "H3", "plain")][4] == "0x20"
+    assert theirs[("H1", "H6", "plain")][0] == "0x3"
