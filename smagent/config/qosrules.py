@@ -86,12 +86,6 @@ class Rule:
         whatever the source and the query say (a target rule)."""
         return not self.by_request and not self.sources
 
-    @property
-    def imposes(self) -> bool:
-        """Whether its level imposes more than an SL."""
-        lv = self.level
-        return (lv.mtu_limit, lv.rate_limit, lv.packet_life) != (None, None, None) or bool(lv.pkeys)
-
     def describe(self) -> str:
         return f"line {self.line} ({self.text})" if self.line else self.text
 
