@@ -174,6 +174,28 @@ def fabric_problems(policy: QosPolicy, topo) -> list[str]:
     return out
 
 
+def fabric_notes(policy: QosPolicy, topo, partitions) -> list[str]:
+    """What of a policy names nothing on this fabric (taken, as OpenSM takes it, and said):
+    a rule's P_Keys no partition has (OpenSM logs ERR AC14), a port name of no node, a
+    partition name no partition has (OpenSM is silent on those two)."""
+    known = {DEFAULT_PKEY} if partitions is None else {p.pkey & 0x7FFF for p in partitions.partitions}
+    names = {"Default"} if partitions is None else {p.name for p in partitions.partitions}
+    descs = {_description(n) for n in topo.nodes.values()}
+    out = []
+    for r in policy.rules:
+        for lo, hi in r.pkeys:
+            if r.ulp != "ipoib" and not any(lo <= k <= hi for k in known):
+                span = f"{lo:#06x}" if lo == hi else f"{lo:#06x}-{hi:#06x}"
+                out.append(f"{policy.source}: line {r.line}: P_Key {span}: no partition has it; the rule matches "
+                           f"no query for a path that exists")
+    for g in policy.groups:
+        out += [f"{policy.source}: line {g.line}: port-group {g.name}: port name '{d}/P{n}': no node {d!r} on the "
+                f"fabric" for d, n in g.port_names if d not in descs]
+        out += [f"{policy.source}: line {g.line}: port-group {g.name}: no partition named {name!r}"
+                for name in g.partitions if name not in names]
+    return out
+
+
 def ipoib_problems(policy, full_members) -> list[str]:
     """What OpenSM 3.3.23's policy parser refuses once the partitions are made: an
     ``ipoib`` rule (with its P_Keys, or bare: the default partition 0x7fff) whose

@@ -37,6 +37,7 @@ def route(s: SweepState) -> None:
                 raise qospolicy.QosPolicyError(policy.source, problems)
             parts = s.opts.partitions or getattr(s.opts.desired, "partitions", None)
             s.qos_members = qospolicy.topology_membership(policy, topo, parts)
+            r.notes += qospolicy.fabric_notes(policy, topo, parts)
             s.qos_dests = qoslayers.dlid_ports(topo, plan_)
             r.path_sls = qoslayers.rows(policy, s.rin.switches, routes.sls, s.qos_dests, s.qos_members)
         static = s.resolved.static_lft if s.resolved is not None else {}

@@ -402,3 +402,16 @@ def _parts(r):
     cas = {n.description: n for n in r.topology.cas()}
     guids = ", ".join(f"{cas[h].port_guids[1]:#x}" for h in ("H0", "H3", "H4", "H5"))
     return partitions.parse(f"Default=0x7fff : ALL=full ;\ngold=0x20, defmember=full : {guids} ;\n")
+
+
+def test_what_names_nothing_on_the_fabric_is_noted():
+    """Taken, as OpenSM takes it, and said in the sweep's notes."""
+    t = SimTransport(topogen.fat_tree_2(4))
+    policy = qospolicy.parse("port-groups\n port-group\n name: a\n port-name: Nobody/P1\n partition: gold\n"
+                             " end-port-group\nend-port-groups\nqos-ulps\n default : 0\n any, pkey 0x44 : 1\n"
+                             " ipoib : 2\nend-qos-ulps\n", "q")
+    notes = sweep.sweep(t, sweep.SweepOptions(qos_policy=policy, dry_run=True)).notes
+    assert "q: line 10: P_Key 0x0044: no partition has it; the rule matches no query for a path that exists" in notes
+    assert "q: line 2: port-group a: port name 'Nobody/P1': no node 'Nobody' on the fabric" in notes
+    assert "q: line 2: port-group a: no partition named 'gold'" in notes
+    assert not any("0x7fff" in n for n in notes), "the default partition exists"
