@@ -121,9 +121,10 @@ def membership(policy: QosPolicy, ports: Iterable[FabricPort], pkey_members: Map
     return Membership(types, resolved)
 
 
-def topology_membership(policy: QosPolicy, topo, partitions) -> Membership:
+def topology_membership(policy: QosPolicy, topo, partitions, port_keys=None) -> Membership:
     """`membership` on a discovered topology with the partitions config the SM writes
-    (None: every end port a member of the default partition, named Default)."""
+    (None: every end port a member of the default partition, named Default);
+    ``port_keys``: its resolved keys ((node GUID, port) -> P_Keys), if at hand."""
     from smagent.config import partitions as partmod
     ports = []
     for n in topo.nodes.values():
@@ -137,7 +138,7 @@ def topology_membership(policy: QosPolicy, topo, partitions) -> Membership:
         members[DEFAULT_PKEY] = {p.guid for p in ports}
         names = {"Default": DEFAULT_PKEY}
     else:
-        for (g, p), keys in partmod.resolve(partitions, topo).ports.items():
+        for (g, p), keys in (port_keys if port_keys is not None else partmod.resolve(partitions, topo).ports).items():
             node = topo.nodes[g]
             for k in keys:
                 members.setdefault(k & 0x7FFF, set()).add(node.port_guids.get(p, node.guid))

@@ -108,6 +108,7 @@ class Subnet:
             mft = dict(result.mft_current)
             mft.update(((m.switch, m.block, m.position), list(m.new)) for m in result.mft_changes)
         nodes = {g: _node(n) for g, n in topo.nodes.items()}
+        pkeys = None if partitions is None else _pkeys(partitions, topo)
         lids: dict[int, tuple[int, int]] = {}
         for n in nodes.values():
             for p in n.lid_ports():
@@ -124,8 +125,8 @@ class Subnet:
                    generation=generation, by_port_guid=types.MappingProxyType(
                        {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
                    path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
-                   pkeys=None if partitions is None else _pkeys(partitions, topo), qos_policy=qos_policy,
-                   qos_members=None if qos_policy is None else _qos_members(qos_policy, topo, partitions),
+                   pkeys=pkeys, qos_policy=qos_policy,
+                   qos_members=None if qos_policy is None else _qos_members(qos_policy, topo, partitions, pkeys),
                    tables=_tables(previous, result.link_tables, topo), partition_sls=types.MappingProxyType(
                        {} if partitions is None or not qos else
                        {p.pkey: p.flag("sl") for p in partitions.partitions if p.flag("sl") is not None}))
@@ -326,9 +327,9 @@ def _node(n) -> Node:
                 port_guids=types.MappingProxyType(dict(n.port_guids)))
 
 
-def _qos_members(policy, topo, partitions):
+def _qos_members(policy, topo, partitions, pkeys):
     from smagent.config import qospolicy
-    return qospolicy.topology_membership(policy, topo, partitions)
+    return qospolicy.topology_membership(policy, topo, partitions, pkeys)
 
 
 def _pkeys(config, topo) -> Mapping[tuple[int, int], tuple[int, ...]]:
