@@ -11,7 +11,8 @@ what keeps it deadlock-free), and honours a rule that names the path (destinatio
 source group, service ID, P_Key, QoS class) only if the VL that SL lands on stays free of credit loops: the
 channel dependency graph per VL is built with every SL a path may be given (its layer,
 or its target rule's SL, and the SL of every rule by source, service ID, P_Key or QoS
-class that may match a query for it first: a rule by source counts for every source), each hop mapping the SL to a VL by the SL2VL table the sweep plans
+class that may match a query for it first: a rule by source for the switches its
+source groups have CA ports on), each hop mapping the SL to a VL by the SL2VL table the sweep plans
 for that port. A cycle refuses the policy (exit 2: the policy and the engine disagree,
 whatever the switches hold), naming a pair on it, the rule and the SLs."""
 from __future__ import annotations
@@ -91,6 +92,7 @@ def check(policy: QosPolicy, routes, rin, sl_rows: dict[int, bytes], dests: dict
     if not any(maybe or target for maybe, target in rules.values()):
         return  # the policy moves no path off its layer
     sources = sorted({g for lid, (g, p) in rin.lid_homes.items() if p})
+    by_source = _by_source(policy, rin, dests, members or Membership())
     nbr = {(g, p): g2 for g in rin.switches for p, g2 in rin.adjacency.get(g, ())}
     deps: dict = {}
     for dlid in sorted(dests):
@@ -102,12 +104,22 @@ def check(policy: QosPolicy, routes, rin, sl_rows: dict[int, bytes], dests: dict
             maybe, target = rules[dlid]
             own = row[dlid] if row is not None and dlid < len(row) else 0
             sls = {(own, target if target is not None and target.sl == own else None)}
-            sls |= {(r.sl, r) for r in maybe}
+            sls |= {(r.sl, r) for r in maybe if not r.sources or id(r) in by_source.get(x, ())}
             for sl, rule in sorted(sls, key=lambda t: (t[0], t[1] is not None, t[1] and t[1].line)):
                 _walk(routes, nbr, x, dlid, sl, rule, vl_of, deps, seen)
     cycle = find_cycle(deps)
     if cycle:
         raise QosPolicyError(policy.source, [_describe(cycle, deps, dests, rin, routes.sls or {})])
+
+
+def _by_source(policy: QosPolicy, rin, dests: dict, members: Membership) -> dict[int, set[int]]:
+    """Switch GUID -> the rules by source (their ids) that hold a CA port on it."""
+    hosts: dict[int, set[int]] = {}
+    for lid, (g, p) in rin.lid_homes.items():
+        if p and lid in dests:
+            hosts.setdefault(g, set()).add(dests[lid][0])
+    return {g: {id(r) for r in policy.rules if r.sources and any(members.contains(r.sources, pg) for pg in pgs)}
+            for g, pgs in hosts.items()}
 
 
 def _walk(routes, nbr, x, dlid, sl, rule, vl_of, deps, seen) -> None:

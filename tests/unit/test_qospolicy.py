@@ -190,7 +190,8 @@ def test_a_policy_that_keeps_the_layers_is_accepted_and_verify_is_clean(torus, t
     assert verify.verify(t, mcast=False, path_sl=kept).ok
 
 
-@pytest.mark.parametrize("rule,sl", [("any, target-port-guid {g:#x}", 7), ("any, service-id 0x10", 3)])
+@pytest.mark.parametrize("rule,sl", [("any, target-port-guid {g:#x}", 7), ("any, service-id 0x10", 3),
+                                     ("any, source-port-guid 0x0-0xFFFFFFFFFFFFFFFF", 7)])
 def test_a_policy_sl_that_brings_back_a_credit_loop_is_refused_naming_the_pair(torus, cli, tmp_path, monkeypatch,
                                                                               rule, sl):
     from smagent import api
@@ -204,6 +205,14 @@ def test_a_policy_sl_that_brings_back_a_credit_loop_is_refused_naming_the_pair(t
     assert f"brings back a credit loop on VL{sl}" in r.stderr and "paths from the CA ports of T" in r.stderr
     assert f"rule line 3 ({rule.format(g=hosts[5].port_guids[1])}) puts them on SL {sl}" in r.stderr, r.stderr
     assert sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet(")) == before, "nothing sent"
+
+
+def test_a_rule_by_source_counts_only_where_its_sources_are(torus):
+    """The SL a rule by source gives that would bring back a credit loop from host 5's
+    switch is refused; from no port of the fabric it moves no path, and is taken."""
+    t, _hosts = torus
+    policy = qospolicy.parse("qos-ulps\n default : 0\n any, source-port-guid 0x1-0x2 : 7\nend-qos-ulps\n", "q")
+    assert sweep.sweep(t, sweep.SweepOptions(routing="dfsssp", qos_policy=policy, dry_run=True)).problems == []
 
 
 def test_verify_counts_credit_loops_with_the_policy_sls(torus, cli, tmp_path, monkeypatch):
