@@ -24,15 +24,19 @@ lines in the same file. The grammar and every check are `smagent.config.qosparse
         qos-level
             name: Fast
             sl: 2                                       # required
-            mtu-limit: 4       rate-limit: 7            # caps (MTU / Rate codes)
-            packet-life: 14    path-bits: 0-1           # lifetime; path bits (read, unused: as OpenSM)
+            mtu-limit: 4                                # caps the path's MTU (an MTU code)
+            rate-limit: 7                               # caps its rate (a Rate code)
+            packet-life: 14                             # its packet lifetime
+            path-bits: 0-1                              # read, unused (as OpenSM)
             pkey: 0x10                                  # the P_Keys its paths may have
         end-qos-level
     end-qos-levels
     qos-match-rules
         qos-match-rule                                  # all of its criteria must match
-            source: Storage     destination: Storage    # port groups
-            service-id: 0x10000-0x1FFFF   pkey: 0x10    # ranges the query must give
+            source: Storage                             # port groups
+            destination: Storage
+            service-id: 0x10000-0x1FFFF                 # ranges the query must give
+            pkey: 0x10
             qos-class: 1-3
             qos-level-name: Fast                        # required
         end-qos-match-rule
