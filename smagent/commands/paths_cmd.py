@@ -27,7 +27,7 @@ from smagent.commands.common import emit_json
 def paths(obj, src, dst, path_sls, state_dir, qos_policy_file, service_id, pkey, as_json):
     """The SL of the path from LID SRC to LID DST (a dfsssp sweep's layer: SL n rides VL n;
     a QoS policy's by target port or default, as the sweep kept it; with --qos-policy,
-    its rule by service ID or P_Key first)."""
+    its rule by source, service ID or P_Key first)."""
     from smagent.planning import pathsl
     from smagent.config import qospolicy
     from smagent.errors import BadInput
@@ -44,9 +44,11 @@ def paths(obj, src, dst, path_sls, state_dir, qos_policy_file, service_id, pkey,
     rule = None
     if policy is not None:
         from smagent.planning import qoslayers
-        dest = qoslayers.dlid_ports(topo).get(dst)
-        rule = policy.match(dest[0] if dest else None, service_id, pkey)
-        if rule is not None and rule.by_request:
+        ports = qoslayers.dlid_ports(topo)
+        dest, source = ports.get(dst), ports.get(src)
+        rule = policy.match(dest[0] if dest else None, service_id, pkey, src_guid=source[0] if source else None,
+                            members=qospolicy.topology_membership(policy, topo, None))
+        if rule is not None and not rule.by_destination:
             sl = rule.sl
         else:
             rule = None

@@ -91,8 +91,8 @@ def _given(**values) -> dict:
 @click.option("--partitions", "partitions_file", type=click.Path(dir_okay=False), default=None,
               help="OpenSM's partitions.conf (as opensm -P), read and checked before any SMP (see sweep).")
 @click.option("--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
-              help="A QoS policy (qos-ulps and qos_* tables, as opensm -Q -Y; see sweep): SLs in PathRecords, "
-                   "SL2VL/VLArb tables.")
+              help="A QoS policy (OpenSM's qos-policy.conf and qos_* tables, as opensm -Q -Y; see sweep): "
+                   "PathRecords by its levels (SL, MTU/rate caps, lifetime, P_Keys), SL2VL/VLArb tables.")
 @click.option("--desired", "desired_file", type=click.Path(dir_okay=False), default=None,
               help="Desired-state file (YAML/JSON, see `smagent plan`); re-read on SIGHUP.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,

@@ -135,8 +135,8 @@ PARTITIONS = click.option(
 
 QOS_POLICY = click.option(
     "--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
-    help="A QoS policy: OpenSM's qos-ulps section (as opensm -Q -Y FILE: the SL of paths by target port GUID, "
-         "service ID, P_Key) and opensm.conf's qos_[ca_|swe_|sw0_]* SL2VL/VLArb lines; read and checked "
+    help="A QoS policy: OpenSM's qos-policy.conf (as opensm -Q -Y FILE: port-groups, qos-levels, "
+         "qos-match-rules, qos-ulps) and opensm.conf's qos_[ca_|swe_|sw0_]* SL2VL/VLArb lines; read and checked "
          "before any SMP (see smagent.config.qospolicy).")
 
 

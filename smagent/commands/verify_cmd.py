@@ -62,7 +62,7 @@ TITLES = {
                    "loops count only where their channels share a VL (default: <state dir>/path_sls if "
                    "a sweep left one, else every path on SL 0).")
 @click.option("--qos-policy", "qos_policy_file", type=click.Path(dir_okay=False), default=None,
-              help="A QoS policy (see sweep): its SLs by target port GUID (and its default, without "
+              help="A QoS policy (see sweep): its SLs by destination (and its default, without "
                    "--path-sls) over the paths' SLs for the credit-loop check.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where a dfsssp sweep left path_sls, read when --path-sls is not given (default: "

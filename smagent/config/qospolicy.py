@@ -1,333 +1,204 @@
-"""A QoS policy (`--qos-policy FILE`, a desired state's ``qos_policy:``): the SL of a
-path by OpenSM's simplified QoS policy (``qos-ulps``, the section of the
-``qos-policy.conf`` that `opensm -Q -Y FILE` reads), and the per-port-class SL2VL and
-VLArbitration tables OpenSM takes from its opensm.conf (``qos_ca_*``, ``qos_sw0_*``,
-``qos_swe_*`` and the ``qos_*`` they default to), written as opensm.conf lines in the
-same file::
+"""A QoS policy (`--qos-policy FILE`, a desired state's ``qos_policy:``): OpenSM's
+``qos-policy.conf`` (what `opensm -Q -Y FILE` reads), whole, and the per-port-class
+SL2VL and VLArbitration tables OpenSM takes from its opensm.conf (``qos_ca_*``,
+``qos_sw0_*``, ``qos_swe_*`` and the ``qos_*`` they default to), written as opensm.conf
+lines in the same file. The grammar and every check are `smagent.config.qosparse`'s::
 
-    # a comment, to the end of the line
-    qos_swe_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7
-    qos_ca_vlarb_low 0:8,1:8,2:8,3:8
+    qos_swe_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7      # tables (opensm.conf lines)
+    port-groups                                         # groups of ports, by
+        port-group
+            name: Storage                               #   (required; names: case ignored)
+            port-guid: 0x10000001, 0x10000005-0x1000000F  #  port GUID ranges
+            port-name: stor1/P1                         #   NodeDescription/Pn
+            partition: Part1                            #   partition name (partitions file)
+            pkey: 0x10-0x12                             #   partition P_Key
+            node-type: CA, SELF                         #   CA SWITCH ROUTER ALL SELF (the SM's port)
+        end-port-group
+    end-port-groups
+    qos-setup ... end-qos-setup                         # checked, then ignored (as OpenSM)
+    qos-levels
+        qos-level
+            name: DEFAULT                               # a level named DEFAULT (or qos-ulps'
+            sl: 0                                       # default) is required
+        end-qos-level
+        qos-level
+            name: Fast
+            sl: 2                                       # required
+            mtu-limit: 4                                # caps the path's MTU (an MTU code)
+            rate-limit: 7                               # caps its rate (a Rate code)
+            packet-life: 14                             # its packet lifetime
+            path-bits: 0-1                              # read, unused (as OpenSM)
+            pkey: 0x10                                  # the P_Keys its paths may have
+        end-qos-level
+    end-qos-levels
+    qos-match-rules
+        qos-match-rule                                  # all of its criteria must match
+            source: Storage                             # port groups
+            destination: Storage
+            service-id: 0x10000-0x1FFFF                 # ranges the query must give
+            pkey: 0x10
+            qos-class: 1-3
+            qos-level-name: Fast                        # required
+        end-qos-match-rule
+    end-qos-match-rules
     qos-ulps
-        default                                : 0
-        any, service-id 0x10000-0x1FFFF        : 1   # ranges: N or N-M, comma-separated
-        any, pkey 0x0ABC                       : 2
-        any, target-port-guid 0x0002c903000001 : 3
-        sdp, port-num 10000-20000              : 4   # sdp, rds, iser: by service ID
-        ipoib                                  : 5   # ipoib: by P_Key (default 0x7fff)
-        srp, target-port-guid 0x1234           : 6
+        default                                : 0      # SL of the simplified levels
+        any, service-id 0x10000-0x1FFFF        : 1      # also: pkey, target-port-guid,
+        sdp, port-num 10000-20000              : 4      #   source-port-guid, source-target-port-guid
+        ipoib                                  : 5      # sdp rds iser (service ID), ipoib (P_Key), srp
     end-qos-ulps
 
-Rules are tried in file order, the first that matches wins; ``default`` applies when
-none does (OpenSM's order). A rule by service ID or P_Key matches only a PathRecord
-query that gives that component (OpenSM's matching); a rule by target port GUID matches
-every query for that destination. Options: ``max_vls`` (1..15; OpenSM's QoS manager
-reads it and applies nothing, nor does smagent), ``high_limit`` (VLHighLimit 0..255),
-``vlarb_high`` / ``vlarb_low`` ("VL:WEIGHT,..."), ``sl2vl`` (16 VLs), each for a class
-(``ca``: CA ports; ``swe``: switch external ports, every (input, output) pair;
-``sw0``: an enhanced switch port 0) or without one (the default of the three).
+A PathRecord query gets the level of the first rule it matches (qos-match-rules in file
+order, then qos-ulps' rules), else the default level (OpenSM's order): a rule by
+service ID, P_Key or QoS class matches only a query that gives that component; a rule
+by source and destination groups needs both ends in them. The level's SL is the path's,
+its MTU and rate limits cap the path's, its packet lifetime replaces the subnet's, and
+with P_Keys a query must ask one of them (or gets the first the two ports share).
 
-Not read (refused with the line): the full policy's other sections (port-groups,
-qos-setup, qos-levels, qos-match-rules), source-port GUID rules, router classes.
-Every problem is reported with its line number in one `QosPolicyError` (exit 2),
+Group membership by port name, partition, P_Key, node type and SELF needs the fabric:
+`membership`. Every problem is reported with its line in one `QosPolicyError` (exit 2),
 before anything is sent."""
 from __future__ import annotations
 
 import dataclasses
-import re
+from typing import Iterable, Mapping
 
 from smagent.config import files as paths
-from smagent.errors import FileProblems
+from smagent.config.qosparse import Parser
+from smagent.config.qosrules import (CLASSES, DEFAULT_PKEY, ISER_PORT, NODE_TYPES, OPTIONS, RDS_BASE, RDS_PORT,
+                                     SDP_BASE, Membership, PortClass, PortGroup, QosLevel, QosPolicy,
+                                     QosPolicyError, Ranges, Rule, covers)
 
-CLASSES = ("ca", "sw0", "swe")
-OPTIONS = ("max_vls", "high_limit", "vlarb_high", "vlarb_low", "sl2vl")
-SECTIONS = ("port-groups", "qos-setup", "qos-levels", "qos-match-rules")
-# the ULPs OpenSM names, as the service IDs / P_Keys it matches them by (QoS_management_in_OpenSM)
-SDP_BASE, RDS_BASE = 0x10000, 0x1060000
-RDS_PORT, ISER_PORT = 0x48CA, 0x0CBC
-DEFAULT_PKEY = 0x7FFF
-KINDS = ("service-id", "pkey", "target-port-guid")
-
-
-class QosPolicyError(FileProblems):
-    """A QoS policy that cannot be used; every problem, with its line."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    """One qos-ulps match rule: ``kind`` (service-id, pkey, target-port-guid), inclusive
-    ``ranges`` of values, the ``sl`` it gives, where it was written."""
-    kind: str
-    ranges: tuple[tuple[int, int], ...]
-    sl: int
-    line: int = 0
-    text: str = ""
-    ulp: str = ""  # the ULP it was written for (any, sdp, rds, iser, ipoib, srp)
-
-    def covers(self, value: int) -> bool:
-        return any(lo <= value <= hi for lo, hi in self.ranges)
-
-    @property
-    def by_request(self) -> bool:
-        """Whether the rule matches only queries that carry a component (service ID,
-        P_Key), not every path to a port."""
-        return self.kind != "target-port-guid"
-
-    def describe(self) -> str:
-        return f"line {self.line} ({self.text})" if self.line else self.text
-
-
-@dataclasses.dataclass(frozen=True)
-class PortClass:
-    """One port class's tables (None: the class-less option's, else OpenSM's default)."""
-    sl2vl: tuple | None = None
-    vlarb_high: tuple | None = None
-    vlarb_low: tuple | None = None
-    high_limit: int | None = None
-    max_vls: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class QosPolicy:
-    rules: tuple[Rule, ...] = ()
-    default_sl: int | None = None  # None: no default rule (the engine's SL, else 0)
-    classes: tuple[tuple[str, PortClass], ...] = ()  # (class or "", options) as written
-    source: str = "qos policy"
-
-    def port_class(self, name: str) -> PortClass:
-        """``name``'s tables, each option falling back to the class-less one (OpenSM's
-        qos_build_config); None where neither is given."""
-        given = dict(self.classes)
-        own, base = given.get(name, PortClass()), given.get("", PortClass())
-        return PortClass(**{f: getattr(own, f) if getattr(own, f) is not None else getattr(base, f)
-                            for f in OPTIONS if f in PortClass.__dataclass_fields__})
-
-    @property
-    def has_tables(self) -> bool:
-        return any(getattr(pc, f) is not None for _n, pc in self.classes for f in ("sl2vl", "vlarb_high",
-                                                                                 "vlarb_low", "high_limit"))
-
-    def sls(self) -> list[tuple[int, str]]:
-        """(SL, where it is given: "rule line N (...)" or "default") of every rule."""
-        out = [(r.sl, f"rule {r.describe()}") for r in self.rules]
-        return out + ([(self.default_sl, "the default rule")] if self.default_sl is not None else [])
-
-    def match(self, dst_guid: int | None, service_id: int | None = None,
-              pkey: int | None = None) -> Rule | None:
-        """The first rule matching a query for a path to port ``dst_guid`` that gives
-        ``service_id`` / ``pkey`` (None: not in the query), or None."""
-        for r in self.rules:
-            if r.kind == "service-id":
-                hit = service_id is not None and r.covers(service_id)
-            elif r.kind == "pkey":
-                hit = pkey is not None and r.covers(pkey & 0x7FFF)
-            else:
-                hit = dst_guid is not None and r.covers(dst_guid)
-            if hit:
-                return r
-        return None
-
-    def sl(self, dst_guid: int | None, service_id: int | None = None, pkey: int | None = None) -> int | None:
-        """The SL the policy gives such a query: its first matching rule's, else the
-        default's; None when neither says."""
-        r = self.match(dst_guid, service_id, pkey)
-        return r.sl if r is not None else self.default_sl
-
-    def possible(self, dst_guid: int, pkey_applies) -> tuple[list[Rule], Rule | None]:
-        """What any query for a path to ``dst_guid`` may be given: the request-dependent
-        rules that may match before it (``pkey_applies(rule)``: a P_Key rule names a
-        partition the pair may share), and the first rule that matches whatever the
-        query holds (a target rule), or None (then the default)."""
-        maybe: list[Rule] = []
-        for r in self.rules:
-            if r.kind == "target-port-guid":
-                if r.covers(dst_guid):
-                    return maybe, r
-            elif r.kind == "service-id" or pkey_applies(r):
-                maybe.append(r)
-        return maybe, None
-
-
-class _Parser:
-    def __init__(self, source: str):
-        self.source = source
-        self.problems: list[str] = []
-        self.rules: list[Rule] = []
-        self.default: tuple[int, int] | None = None  # (SL, line)
-        self.options: dict[tuple[str, str], tuple[object, int]] = {}
-
-    def error(self, line: int, msg: str) -> None:
-        self.problems.append(f"line {line}: {msg}")
-
-    def parse(self, text: str) -> QosPolicy:
-        section = None  # (name, line) of the open section
-        for no, raw in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            word = line.split()[0].lower()
-            if section is not None:
-                if word == f"end-{section[0]}":
-                    section = None
-                elif section[0] == "qos-ulps":
-                    self.rule(line, no)
-                continue  # an unsupported section's body was reported at its start
-            if word == "qos-ulps":
-                section = ("qos-ulps", no)
-            elif word in SECTIONS:
-                self.error(no, f"section '{word}' is not supported (smagent reads qos-ulps and the qos_* options)")
-                section = (word, no)
-            elif word.startswith("qos_") or word == "qos":
-                self.option(line, no)
-            elif word.startswith("end-"):
-                self.error(no, f"'{word}' without its section")
-            else:
-                self.error(no, f"{line!r} is neither a qos_* option nor a section (qos-ulps ... end-qos-ulps)")
-        if section is not None:
-            self.error(section[1], f"section '{section[0]}' is not closed by 'end-{section[0]}'")
-        if self.problems:
-            raise QosPolicyError(self.source, self.problems)
-        classes: dict[str, dict] = {}
-        for (cls, name), (value, _line) in self.options.items():
-            classes.setdefault(cls, {})[name] = value
-        return QosPolicy(tuple(self.rules), None if self.default is None else self.default[0],
-                         tuple((c, PortClass(**kw)) for c, kw in sorted(classes.items())), self.source)
-
-    def option(self, line: str, no: int) -> None:
-        key, _sp, value = line.partition(" ")
-        value = value.strip()
-        m = re.fullmatch(r"qos_(?:(ca|sw0|swe|rtr)_)?(max_vls|high_limit|vlarb_high|vlarb_low|sl2vl)", key)
-        if m is None:
-            return self.error(no, f"unknown option {key!r} (known: qos_[ca_|sw0_|swe_]{{{', '.join(OPTIONS)}}})")
-        cls, name = m.group(1) or "", m.group(2)
-        if cls == "rtr":
-            return self.error(no, f"{key}: router ports are not configured by smagent")
-        if not value:
-            return self.error(no, f"{key} has no value")
-        if (cls, name) in self.options:
-            return self.error(no, f"{key} given twice (first on line {self.options[(cls, name)][1]})")
-        try:
-            parsed = _option_value(name, value)
-        except ValueError as e:
-            return self.error(no, f"{key}: {e}")
-        self.options[(cls, name)] = (parsed, no)
-
-    def rule(self, line: str, no: int) -> None:
-        head, sep, sl_text = line.rpartition(":")
-        if not sep:
-            return self.error(no, f"rule {line!r} has no ': SL'")
-        try:
-            sl = _number(sl_text.strip())
-            if not 0 <= sl <= 15:
-                raise ValueError
-        except ValueError:
-            return self.error(no, f"SL {sl_text.strip()!r} is not 0..15")
-        ulp, _c, rest = (s.strip() for s in head.partition(","))
-        ulp = ulp.lower()
-        if ulp == "default":
-            if rest:
-                return self.error(no, "'default' takes no criterion")
-            if self.default is not None:
-                return self.error(no, f"a second 'default' rule (first on line {self.default[1]})")
-            self.default = (sl, no)
-            return None
-        try:
-            kind, ranges = _criterion(ulp, rest)
-        except ValueError as e:
-            return self.error(no, str(e))
-        self.rules.append(Rule(kind, ranges, sl, no, " ".join(head.split()), ulp))
-        return None
-
-
-def _number(text: str) -> int:
-    return int(text, 0) if not re.fullmatch(r"0\d+", text) else int(text, 10)
-
-
-def _ranges(text: str, what: str) -> tuple[tuple[int, int], ...]:
-    """"N, N-M, ..." -> ((lo, hi), ...); ValueError naming the bad item."""
-    out = []
-    for item in (s.strip() for s in text.split(",")):
-        lo, dash, hi = item.partition("-")
-        try:
-            a = _number(lo.strip())
-            b = _number(hi.strip()) if dash else a
-        except ValueError:
-            raise ValueError(f"{what} {item!r} is not a number or range N-M") from None
-        if a > b or a < 0:
-            raise ValueError(f"{what} range {item!r} is empty or negative")
-        out.append((a, b))
-    return tuple(out)
-
-
-def _criterion(ulp: str, rest: str) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """(kind, ranges) of a rule's "ULP[, keyword ranges]"."""
-    words = rest.split(None, 1)
-    key, values = (words[0].lower(), words[1] if len(words) > 1 else "") if words else ("", "")
-    if key and not values:
-        raise ValueError(f"'{key}' needs values")
-    if ulp == "any":
-        if key in KINDS:
-            return key, _ranges(values, key)
-        if key in ("source-port-guid", "source-target-port-guid"):
-            raise ValueError(f"'any, {key}' is not supported (smagent matches by target port GUID, service ID, P_Key)")
-        raise ValueError(f"'any' needs service-id, pkey or target-port-guid, got {rest!r}")
-    if ulp in ("sdp", "rds", "iser"):
-        base, dflt = {"sdp": (SDP_BASE, None), "rds": (RDS_BASE, RDS_PORT), "iser": (RDS_BASE, ISER_PORT)}[ulp]
-        if not key:
-            return "service-id", ((SDP_BASE, SDP_BASE + 0xFFFF),) if dflt is None else ((base + dflt, base + dflt),)
-        if key != "port-num":
-            raise ValueError(f"'{ulp}' takes port-num, got {key!r}")
-        ports = _ranges(values, "port-num")
-        if any(hi > 0xFFFF for _lo, hi in ports):
-            raise ValueError("port-num above 65535")
-        return "service-id", tuple((base + lo, base + hi) for lo, hi in ports)
-    if ulp == "ipoib":
-        if not key:
-            return "pkey", ((DEFAULT_PKEY, DEFAULT_PKEY),)
-        if key != "pkey":
-            raise ValueError(f"'ipoib' takes pkey, got {key!r}")
-        return "pkey", tuple((lo & 0x7FFF, hi & 0x7FFF) for lo, hi in _ranges(values, "pkey"))
-    if ulp == "srp":
-        if key != "target-port-guid":
-            raise ValueError("'srp' needs target-port-guid")
-        return "target-port-guid", _ranges(values, key)
-    raise ValueError(f"unknown ULP {ulp!r} (known: default, any, sdp, rds, iser, ipoib, srp)")
-
-
-def _option_value(name: str, value: str):
-    from smagent.config.linkoptions import LinkConfigError, parse_sl2vl, parse_vlarb
-    try:
-        if name == "sl2vl":
-            t = parse_sl2vl(value)
-            if len(t) != 16 or not all(0 <= v <= 15 for v in t):
-                raise ValueError(f"needs 16 VLs 0..15, got {value!r}")
-            return t
-        if name in ("vlarb_high", "vlarb_low"):
-            t = parse_vlarb(value)
-            if len(t) > 64 or not all(0 <= vl <= 14 and 0 <= w <= 255 for vl, w in t):
-                raise ValueError(f"needs at most 64 VL:WEIGHT pairs (VL 0..14, weight 0..255), got {value!r}")
-            return t
-    except LinkConfigError as e:
-        raise ValueError(str(e)) from None
-    try:
-        n = _number(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a number") from None
-    lo, hi = (1, 15) if name == "max_vls" else (0, 255)
-    if not lo <= n <= hi:
-        raise ValueError(f"{n} is not {lo}..{hi}")
-    return n
+__all__ = ["CLASSES", "DEFAULT_PKEY", "ISER_PORT", "NODE_TYPES", "OPTIONS", "RDS_BASE", "RDS_PORT", "SDP_BASE",
+           "Membership", "PortClass", "PortGroup", "QosLevel", "QosPolicy", "QosPolicyError", "Ranges", "Rule",
+           "covers", "parse", "load", "membership", "topology_membership", "fabric_problems", "ipoib_problems"]
 
 
 def parse(text: str, source: str = "qos policy") -> QosPolicy:
     """A QoS policy text; QosPolicyError lists every problem with its line."""
-    return _Parser(source).parse(text)
+    return Parser(source).parse(text)
 
 
 def load(path) -> QosPolicy:
     """Read and parse a QoS policy file (before any SMP is sent)."""
     path, text = paths.read_config(path, QosPolicyError)
     return parse(text, path)
+
+
+@dataclasses.dataclass(frozen=True)
+class FabricPort:
+    """What group membership reads of one port: its GUID, its node's type (NodeType),
+    NodeDescription and port count, its port number."""
+    guid: int
+    node_type: int
+    description: str
+    num_ports: int
+    port: int
+
+
+def membership(policy: QosPolicy, ports: Iterable[FabricPort], pkey_members: Mapping[int, Iterable[int]],
+               partition_pkeys: Mapping[str, int], sm_guid: int | None) -> Membership:
+    """Resolve ``policy``'s groups on a fabric: ``ports`` (every port: a switch's by its
+    one port GUID), ``pkey_members`` (15-bit P_Key -> the GUIDs of its member ports, full
+    or limited), ``partition_pkeys`` (partition name -> P_Key), the SM's port GUID."""
+    ports = list(ports)
+    types = {p.guid: p.node_type for p in ports}
+    by_name: dict[str, list[FabricPort]] = {}
+    for p in ports:
+        by_name.setdefault(p.description, []).append(p)
+    resolved = {}
+    for g in policy.groups:
+        got: set[int] = set()
+        for desc, num in g.port_names:  # an unknown node is no one (OpenSM)
+            got.update(p.guid for p in by_name.get(desc, ()) if p.port == num or p.node_type == 2 and num <= p.num_ports)
+        for lo, hi in g.pkeys:
+            for pk, guids in pkey_members.items():
+                if lo <= pk <= hi:
+                    got.update(guids)
+        for name in g.partitions:
+            named = partition_pkeys.get(name)
+            if named is not None:
+                got.update(pkey_members.get(named, ()))
+        if g.self_port and sm_guid is not None:
+            got.add(sm_guid)
+        resolved[g] = frozenset(got)
+    return Membership(types, resolved)
+
+
+def topology_membership(policy: QosPolicy, topo, partitions, port_keys=None) -> Membership:
+    """`membership` on a discovered topology with the partitions config the SM writes
+    (None: every end port a member of the default partition, named Default);
+    ``port_keys``: its resolved keys ((node GUID, port) -> P_Keys), if at hand."""
+    from smagent.config import partitions as partmod
+    ports = []
+    for n in topo.nodes.values():
+        kind, desc = _kind(n), _description(n)
+        if n.is_switch:
+            ports.append(FabricPort(n.port_guids.get(0, n.guid), kind, desc, n.num_ports, 0))
+        else:
+            ports += [FabricPort(g, kind, desc, n.num_ports, p) for p, g in n.port_guids.items()]
+    members: dict[int, set[int]] = {}
+    if partitions is None:
+        members[DEFAULT_PKEY] = {p.guid for p in ports}
+        names = {"Default": DEFAULT_PKEY}
+    else:
+        for (g, p), keys in (port_keys if port_keys is not None else partmod.resolve(partitions, topo).ports).items():
+            node = topo.nodes[g]
+            for k in keys:
+                members.setdefault(k & 0x7FFF, set()).add(node.port_guids.get(p, node.guid))
+        names = {p.name: p.pkey for p in partitions.partitions}
+    local = getattr(topo, "local", None)
+    node = topo.nodes.get(local[0]) if local is not None else None
+    sm = None if node is None or local is None else node.port_guids.get(0 if node.is_switch else local[1], node.guid)
+    return membership(policy, ports, members, names, sm)
+
+
+def _kind(node) -> int:
+    if isinstance(node.node_type, int):
+        return node.node_type
+    return 2 if node.is_switch else 3 if node.node_type == "Router" else 1
+
+
+def _description(node) -> str:
+    """The NodeDescription the node reports (what OpenSM's port names are matched with)."""
+    return getattr(node, "node_description", "") or node.description or getattr(node, "name", "")
+
+
+def fabric_problems(policy: QosPolicy, topo) -> list[str]:
+    """What OpenSM's policy parser refuses once it sees the fabric, beyond IPoIB
+    (`ipoib_problems`): a port name whose node exists but has no such port."""
+    out = []
+    by_desc: dict[str, int] = {}
+    for n in topo.nodes.values():
+        by_desc.setdefault(_description(n), n.num_ports)
+    for g in policy.groups:
+        for desc, num in g.port_names:
+            if desc in by_desc and num > by_desc[desc]:
+                out.append(f"line {g.line}: port-group {g.name}: port name '{desc}/P{num}': {desc!r} has "
+                           f"{by_desc[desc]} ports; OpenSM refuses a port number out of range")
+    return out
+
+
+def fabric_notes(policy: QosPolicy, topo, partitions) -> list[str]:
+    """What of a policy names nothing on this fabric (taken, as OpenSM takes it, and said):
+    a rule's P_Keys no partition has (OpenSM logs ERR AC14), a port name of no node, a
+    partition name no partition has (OpenSM is silent on those two)."""
+    known = {DEFAULT_PKEY} if partitions is None else {p.pkey & 0x7FFF for p in partitions.partitions}
+    names = {"Default"} if partitions is None else {p.name for p in partitions.partitions}
+    descs = {_description(n) for n in topo.nodes.values()}
+    out = []
+    for r in policy.rules:
+        for lo, hi in r.pkeys:
+            if r.ulp != "ipoib" and not any(lo <= k <= hi for k in known):
+                span = f"{lo:#06x}" if lo == hi else f"{lo:#06x}-{hi:#06x}"
+                out.append(f"{policy.source}: line {r.line}: P_Key {span}: no partition has it; the rule matches "
+                           f"no query for a path that exists")
+    for g in policy.groups:
+        out += [f"{policy.source}: line {g.line}: port-group {g.name}: port name '{d}/P{n}': no node {d!r} on the "
+                f"fabric" for d, n in g.port_names if d not in descs]
+        out += [f"{policy.source}: line {g.line}: port-group {g.name}: no partition named {name!r}"
+                for name in g.partitions if name not in names]
+    return out
 
 
 def ipoib_problems(policy, full_members) -> list[str]:
@@ -340,7 +211,7 @@ def ipoib_problems(policy, full_members) -> list[str]:
     for r in policy.rules:
         if r.ulp != "ipoib":
             continue
-        for lo, hi in r.ranges:
+        for lo, hi in r.pkeys:
             bad = next(((pk, n) for pk in range(lo, hi + 1) for n in [full_members(pk)] if n is None or n < 2), None)
             if bad is not None:
                 pk, n = bad

@@ -20,7 +20,7 @@ from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_
 from smagent.model.order import opensm_key
 
 if TYPE_CHECKING:
-    from smagent.config.qospolicy import QosPolicy
+    from smagent.config.qospolicy import Membership, QosLevel, QosPolicy, Rule
 
 NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
 
@@ -81,6 +81,8 @@ class Subnet:
     # the QoS policy the sweep planned with (`smagent.config.qospolicy.QosPolicy`): the SL of a
     # query that names a service ID or P_Key (`request_sl`); None: none
     qos_policy: QosPolicy | None = None
+    # who is in the policy's port groups on this fabric (`qospolicy.Membership`)
+    qos_members: Membership | None = None
     # partition (15-bit P_Key) -> the SL its partitions.conf line gives (`sl=`), where the
     # SM manages QoS (not with links qos false, as OpenSM honours it only with -Q)
     partition_sls: Mapping[int, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
@@ -106,6 +108,7 @@ class Subnet:
             mft = dict(result.mft_current)
             mft.update(((m.switch, m.block, m.position), list(m.new)) for m in result.mft_changes)
         nodes = {g: _node(n) for g, n in topo.nodes.items()}
+        pkeys = None if partitions is None else _pkeys(partitions, topo)
         lids: dict[int, tuple[int, int]] = {}
         for n in nodes.values():
             for p in n.lid_ports():
@@ -122,7 +125,8 @@ class Subnet:
                    generation=generation, by_port_guid=types.MappingProxyType(
                        {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
                    path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
-                   pkeys=None if partitions is None else _pkeys(partitions, topo), qos_policy=qos_policy,
+                   pkeys=pkeys, qos_policy=qos_policy,
+                   qos_members=None if qos_policy is None else _qos_members(qos_policy, topo, partitions, pkeys),
                    tables=_tables(previous, result.link_tables, topo), partition_sls=types.MappingProxyType(
                        {} if partitions is None or not qos else
                        {p.pkey: p.flag("sl") for p in partitions.partitions if p.flag("sl") is not None}))
@@ -137,29 +141,49 @@ class Subnet:
         row = self.path_sls.get(switch) if switch is not None else None
         return row[dlid] if row is not None and dlid < len(row) else 0
 
+    def qos_rule(self, src_guid: int | None, dst_guid: int, service_id: int | None = None, pkey: int | None = None,
+                 qos_class: int | None = None) -> Rule | None:
+        """The QoS policy's first rule a PathRecord query from port ``src_guid`` to port
+        ``dst_guid`` naming ``service_id`` / ``pkey`` / ``qos_class`` (None: not in the
+        query) matches (`QosPolicy.match`), or None."""
+        if self.qos_policy is None:
+            return None
+        return self.qos_policy.match(dst_guid, service_id, pkey, src_guid=src_guid, qos_class=qos_class,
+                                     members=self.qos_members)
+
+    def qos_level(self, rule: Rule | None) -> QosLevel | None:
+        """The level a query gets: its rule's, else the policy's default; None without a policy."""
+        if rule is not None:
+            return rule.level
+        return self.qos_policy.default if self.qos_policy is not None else None
+
     def request_sl(self, src: tuple[int, int], dst_guid: int, dlid: int, service_id: int | None = None,
-                   pkey: int | None = None, path_pkey: int | None = None) -> int:
+                   pkey: int | None = None, path_pkey: int | None = None, rule: Rule | None = None) -> int:
         """The SL of a PathRecord query for the path from port ``src`` to ``dlid`` (port GUID
         ``dst_guid``) naming ``service_id`` / ``pkey`` (None: not in the query), in
-        OpenSM's order: the QoS policy's first matching rule (`QosPolicy.match`), else the
-        path's SL (`path_sl`: the engine's layer, or the policy's target-port or default
-        SL, which the sweep checked against the layers), else the SL of the partition of
-        the path's P_Key (``path_pkey``; `partition_sls`), else 0."""
-        rule = self.qos_policy.match(dst_guid, service_id, pkey) if self.qos_policy is not None else None
-        if rule is not None and rule.by_request:
+        OpenSM's order: the QoS policy's first matching rule (``rule``, else
+        `qos_rule`) unless it is a target rule, else the path's SL (`path_sl`: the
+        engine's layer, or the policy's target-port or default SL, which the sweep checked
+        against the layers), else the policy's default level, else the SL of the partition
+        of the path's P_Key (``path_pkey``; `partition_sls`), else 0."""
+        if rule is None and self.qos_policy is not None:
+            node = self.nodes.get(src[0])
+            rule = self.qos_rule(node.port_guid(src[1]) if node else None, dst_guid, service_id, pkey)
+        if rule is not None and not rule.by_destination:
             return rule.sl
-        if self.path_sls is None and path_pkey is not None:
-            return self.partition_sls.get(path_pkey & 0x7FFF, 0)
+        if self.path_sls is None:
+            level = self.qos_level(rule)
+            if level is not None:
+                return level.sl
+            if path_pkey is not None:
+                return self.partition_sls.get(path_pkey & 0x7FFF, 0)
         return self.path_sl(src, dlid)
 
-    def sl_fixed(self, dst_guid: int, service_id: int | None = None, pkey: int | None = None) -> bool:
+    def sl_fixed(self) -> bool:
         """Whether the SM decides a path's SL (a query asking another finds no path, as
         OpenSM answers): the engine's layers or the QoS policy's SLs (`path_sls`), or a
-        policy rule the query matches; else any SL the SL2VL tables carry will do."""
-        if self.path_sls is not None:
-            return True
-        rule = self.qos_policy.match(dst_guid, service_id, pkey) if self.qos_policy is not None else None
-        return rule is not None and rule.by_request
+        QoS policy (its levels all give one); else any SL the SL2VL tables carry will do."""
+        return self.path_sls is not None or self.qos_policy is not None
 
     def sl_dropped(self, hops: list[tuple[tuple[int, int], tuple[int, int]]], sl: int) -> bool:
         """Whether an SL2VL table on the way (the source port's, each switch's from its
@@ -301,6 +325,11 @@ def _node(n) -> Node:
     return Node(guid=n.guid, info=n.node_info, description=n.description, is_switch=n.is_switch,
                 switch_info=n.switch_info, ports=types.MappingProxyType(dict(n.ports)),
                 port_guids=types.MappingProxyType(dict(n.port_guids)))
+
+
+def _qos_members(policy, topo, partitions, pkeys):
+    from smagent.config import qospolicy
+    return qospolicy.topology_membership(policy, topo, partitions, pkeys)
 
 
 def _pkeys(config, topo) -> Mapping[tuple[int, int], tuple[int, ...]]:

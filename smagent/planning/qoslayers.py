@@ -7,17 +7,18 @@ How the policy and the engine's layers combine. OpenSM's dfsssp overrides whatev
 the QoS policy chose with its layer's (`get_dfsssp_sl` takes the policy's SL as a hint
 only, used for pairs it has no layer for), so its policy SLs silently do nothing. smagent
 keeps the engine's layer where the policy says nothing but ``default`` (a path's layer is
-what keeps it deadlock-free), and honours a rule that names the path (target port GUID,
-service ID, P_Key) only if the VL that SL lands on stays free of credit loops: the
+what keeps it deadlock-free), and honours a rule that names the path (destination or
+source group, service ID, P_Key, QoS class) only if the VL that SL lands on stays free of credit loops: the
 channel dependency graph per VL is built with every SL a path may be given (its layer,
-or its target rule's SL, and the SL of every service-ID or P_Key rule that may match a
-query for it first), each hop mapping the SL to a VL by the SL2VL table the sweep plans
+or its target rule's SL, and the SL of every rule by source, service ID, P_Key or QoS
+class that may match a query for it first: a rule by source for the switches its
+source groups have CA ports on), each hop mapping the SL to a VL by the SL2VL table the sweep plans
 for that port. A cycle refuses the policy (exit 2: the policy and the engine disagree,
 whatever the switches hold), naming a pair on it, the rule and the SLs."""
 from __future__ import annotations
 
 from smagent.routing.cycles import find_cycle
-from smagent.config.qospolicy import DEFAULT_PKEY, QosPolicy, QosPolicyError, Rule
+from smagent.config.qospolicy import DEFAULT_PKEY, Membership, QosPolicy, QosPolicyError, Rule, covers
 from smagent.routing.base import NO_PORT
 
 
@@ -40,12 +41,13 @@ def dlid_ports(topo, plan=None) -> dict[int, tuple[int, object, int]]:
     return out
 
 
-def _forced(policy: QosPolicy, dests: dict, layered: bool) -> dict[int, int]:
-    """DLID -> the SL every query for a path to it gets when it names no service ID or
-    P_Key: a target rule's; the default's too unless the engine layers (its layer wins)."""
+def _forced(policy: QosPolicy, dests: dict, layered: bool, members: Membership | None) -> dict[int, int]:
+    """DLID -> the SL every query for a path to it gets when it names no service ID, P_Key
+    or QoS class and no rule by source matches: a target rule's; the default's too unless
+    the engine layers (its layer wins)."""
     out = {}
     for dlid, (pg, _n, _p) in dests.items():
-        _maybe, rule = policy.possible(pg, lambda r: False)
+        _maybe, rule = policy.possible(pg, lambda r: False, members)
         if rule is not None:
             out[dlid] = rule.sl
         elif not layered and policy.default_sl:
@@ -54,13 +56,15 @@ def _forced(policy: QosPolicy, dests: dict, layered: bool) -> dict[int, int]:
 
 
 def rows(policy: QosPolicy | None, switches, layer_sls: dict[int, bytes] | None,
-         dests: dict) -> dict[int, bytes] | None:
+         dests: dict, members: Membership | None = None) -> dict[int, bytes] | None:
     """{switch GUID: SL by DLID} of the paths from its CA ports (`smagent.planning.pathsl`'s rows):
     the engine's layers (``layer_sls``, None: SL 0) with the policy's SLs over them; None
-    when every path is on SL 0."""
+    when every path is on SL 0. ``members``: the policy's groups on this fabric (None: by
+    GUID only). A rule by source is not in the rows (one row serves a switch's CA ports):
+    the SA gives its SL per query, and `check` counts it."""
     if policy is None:
         return layer_sls
-    forced = _forced(policy, dests, layer_sls is not None)
+    forced = _forced(policy, dests, layer_sls is not None, members)
     if not forced:
         return layer_sls
     size = max(max(dests, default=0) + 1, max((len(r) for r in (layer_sls or {}).values()), default=0))
@@ -76,18 +80,19 @@ def rows(policy: QosPolicy | None, switches, layer_sls: dict[int, bytes] | None,
 
 
 def check(policy: QosPolicy, routes, rin, sl_rows: dict[int, bytes], dests: dict, vl_of,
-          partitions: bool) -> None:
+          partitions: bool, members: Membership | None = None) -> None:
     """Refuse (QosPolicyError) a policy whose SLs put paths on a VL whose channel
     dependency graph then has a cycle. ``vl_of(switch, out port, SL)``: the VL the planned
     SL2VL table gives; ``partitions``: whether P_Keys other than the default exist (a P_Key
     rule may then match any pair)."""
     def pkey_applies(r: Rule) -> bool:
-        return partitions or r.covers(DEFAULT_PKEY)
+        return partitions or covers(r.pkeys, DEFAULT_PKEY)
 
-    rules = {dlid: policy.possible(pg, pkey_applies) for dlid, (pg, _n, _p) in dests.items()}
+    rules = {dlid: policy.possible(pg, pkey_applies, members) for dlid, (pg, _n, _p) in dests.items()}
     if not any(maybe or target for maybe, target in rules.values()):
         return  # the policy moves no path off its layer
     sources = sorted({g for lid, (g, p) in rin.lid_homes.items() if p})
+    by_source = _by_source(policy, rin, dests, members or Membership())
     nbr = {(g, p): g2 for g in rin.switches for p, g2 in rin.adjacency.get(g, ())}
     deps: dict = {}
     for dlid in sorted(dests):
@@ -99,12 +104,22 @@ def check(policy: QosPolicy, routes, rin, sl_rows: dict[int, bytes], dests: dict
             maybe, target = rules[dlid]
             own = row[dlid] if row is not None and dlid < len(row) else 0
             sls = {(own, target if target is not None and target.sl == own else None)}
-            sls |= {(r.sl, r) for r in maybe}
+            sls |= {(r.sl, r) for r in maybe if not r.sources or id(r) in by_source.get(x, ())}
             for sl, rule in sorted(sls, key=lambda t: (t[0], t[1] is not None, t[1] and t[1].line)):
                 _walk(routes, nbr, x, dlid, sl, rule, vl_of, deps, seen)
     cycle = find_cycle(deps)
     if cycle:
         raise QosPolicyError(policy.source, [_describe(cycle, deps, dests, rin, routes.sls or {})])
+
+
+def _by_source(policy: QosPolicy, rin, dests: dict, members: Membership) -> dict[int, set[int]]:
+    """Switch GUID -> the rules by source (their ids) that hold a CA port on it."""
+    hosts: dict[int, set[int]] = {}
+    for lid, (g, p) in rin.lid_homes.items():
+        if p and lid in dests:
+            hosts.setdefault(g, set()).add(dests[lid][0])
+    return {g: {id(r) for r in policy.rules if r.sources and any(members.contains(r.sources, pg) for pg in pgs)}
+            for g, pgs in hosts.items()}
 
 
 def _walk(routes, nbr, x, dlid, sl, rule, vl_of, deps, seen) -> None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Iterator
 
 from mad import codes
+from mad.forwarding import PKEY_DEFAULT
 from mad.sa import SaStatus
 from mad.sa_records import PathRecord
+from smagent.config.qospolicy import Membership, covers
 from smagent.model.order import opensm_key
 from smagent.sa.records import Records
 from smagent.model.subnet import Node
@@ -34,11 +36,12 @@ class PathQueryError(Exception):
 
 
 def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int,
-                p_key: int | None = None, service_id: int | None = None, sl: int | None = None) -> PathRecord | None:
+                p_key: int | None = None, service_id: int | None = None, sl: int | None = None,
+                qos_class: int | None = None) -> PathRecord | None:
     """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
     deliver it or the two ports share no partition (``p_key``: that one only); its
     P_Key, SL, MTU, rate and packet lifetime are `path_terms`'."""
-    terms = path_terms(recs, src, dst, dlid, p_key, service_id, sl)
+    terms = path_terms(recs, src, dst, dlid, p_key, service_id, sl, qos_class)
     return None if terms is None else record_of(recs.gid(*dst), recs.gid(*src), dlid, slid, terms)
 
 
@@ -52,31 +55,61 @@ def record_of(dgid: int, sgid: int, dlid: int, slid: int, terms: tuple[int, int,
 
 
 def path_terms(recs: Records, src: tuple[Node, int], dst: tuple[Node, int], dlid: int, p_key: int | None = None,
-               service_id: int | None = None, sl: int | None = None) -> tuple[int, int, int, int, int] | None:
+               service_id: int | None = None, sl: int | None = None,
+               qos_class: int | None = None) -> tuple[int, int, int, int, int] | None:
     """(P_Key, SL, MTU, Rate, PacketLifeTime) of the path from port ``src`` to ``dlid``
     (port ``dst``), or None if the LFTs do not deliver it or the two ports share no
-    partition (``p_key``: that one only, and it is the answer's). The SL:
-    `Subnet.request_sl` (the QoS policy by ``service_id`` and ``p_key`` as the query
-    names them, else the path's); ``sl`` asked for, where the SM does not decide it
+    partition (``p_key``: that one only, and it is the answer's). With a QoS policy, the
+    level of the query's rule (`Subnet.qos_rule`, by ``service_id``, ``p_key`` and
+    ``qos_class`` as the query names them) caps MTU and rate, sets the packet lifetime,
+    and with P_Keys limits the P_Key (`_level_pkey`), as OpenSM's pr_rcv_get_path_parms.
+    The SL: `Subnet.request_sl`; ``sl`` asked for, where the SM does not decide it
     (`Subnet.sl_fixed`), as OpenSM answers, unless an SL2VL table on the way drops it."""
     s = recs.subnet
     (sn, sp), (dn, dp) = src, dst
-    pkey = s.path_pkey((sn.guid, 0 if sn.is_switch else sp), (dn.guid, 0 if dn.is_switch else dp), p_key)
+    ends = [(sn.guid, sp if not sn.is_switch else 0), (dn.guid, dp if not dn.is_switch else 0)]
+    rule = s.qos_rule(sn.port_guid(sp), dn.port_guid(dp), service_id, p_key, qos_class)
+    level = s.qos_level(rule)
+    if level is not None and level.pkeys:
+        pkey = _level_pkey(s, ends, level.pkeys, p_key)
+    else:
+        pkey = s.path_pkey(ends[0], ends[1], p_key)
     if pkey is None:
         return None
-    ends = [(sn.guid, sp if not sn.is_switch else 0), (dn.guid, dp if not dn.is_switch else 0)]
     got = _mtu_rate(recs, sn, sp, dlid, ends)
     if got is None:
         return None
     mtu, rate = got
-    chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key, pkey)
-    if sl is not None and sl != chosen and s.sl_fixed(dn.port_guid(dp), service_id, p_key):
+    if level is not None:
+        if level.mtu_limit is not None and mtu > level.mtu_limit:
+            mtu = level.mtu_limit
+        if level.rate_limit is not None and codes.rate_gbps(rate) > codes.rate_gbps(level.rate_limit):
+            rate = level.rate_limit
+    chosen = s.request_sl((sn.guid, sp), dn.port_guid(dp), dlid, service_id, p_key, pkey, rule)
+    if sl is not None and sl != chosen and s.sl_fixed():
         return None
     sl = chosen if sl is None else sl
     if sl in s._sls_to_vl15 and s.sl_dropped(s.route((sn.guid, sp), dlid) or [], sl):
         return None
-    loopback = (sn.guid, sp) == (dn.guid, dp)  # its packet lifetime: 0
-    return pkey if p_key is None else p_key, sl, mtu, rate, 0 if loopback else PACKET_LIFE_TIME
+    if (sn.guid, sp) == (dn.guid, dp):
+        life = 0  # a loopback's (IBA 1.2 table 205)
+    else:
+        life = level.packet_life if level is not None and level.packet_life is not None else PACKET_LIFE_TIME
+    return pkey if p_key is None else p_key, sl, mtu, rate, life
+
+
+def _level_pkey(s, ends: list, allowed: tuple, p_key: int | None) -> int | None:
+    """The P_Key of a path whose QoS level names P_Keys (15-bit ``allowed`` ranges): the
+    one asked if the level has it and the ports share it; else the lowest of the level's
+    the two share (OpenSM walks its sorted ranges up), as OpenSM gives it: its 15 bits, no
+    membership bit; None: no path."""
+    if p_key is not None:
+        return s.path_pkey(ends[0], ends[1], p_key) if covers(allowed, p_key & 0x7FFF) else None
+    held = [PKEY_DEFAULT] if s.pkeys is None else s.pkeys.get(ends[0], ())
+    for pk in sorted({k & 0x7FFF for k in held if covers(allowed, k & 0x7FFF)}):
+        if s.path_pkey(ends[0], ends[1], pk) is not None:
+            return pk
+    return None
 
 
 def source_class(recs: Records, node: Node, port: int) -> tuple:
@@ -85,14 +118,19 @@ def source_class(recs: Records, node: Node, port: int) -> tuple:
     unless an SL2VL table on the way sends the SL to VL15 (`Subnet.sl_dropped` then reads
     the source's own table). A CA port cabled to a switch: that switch (its LFTs, its path
     summaries, its row of `Subnet.path_sls`), the MTU and rate of both ends of its link,
-    its P_Keys; any other port is a class of its own."""
+    its P_Keys, and with a QoS policy matching by source, the rules whose source groups hold
+    it; any other port is a class of its own."""
     s = recs.subnet
     if not node.is_switch:
         peer = s.links.get((node.guid, port))
         if peer is not None and s.nodes[peer[0]].is_switch:
             caps = recs.port_caps
+            policy = s.qos_policy
+            members = s.qos_members or Membership()
+            sources = () if policy is None or not policy.by_source else tuple(
+                i for i, r in enumerate(policy.rules) if r.sources and members.contains(r.sources, node.port_guid(port)))
             return (peer[0], caps.get((node.guid, port)), caps.get(peer),
-                    None if s.pkeys is None else s.pkeys.get((node.guid, port)))
+                    None if s.pkeys is None else s.pkeys.get((node.guid, port)), sources)
     return (node.guid, port)
 
 
@@ -185,7 +223,8 @@ def opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
 
 
 _MASKS = {f: PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid")}  # components, worked out once
-_M_PKEY, _M_SL, _M_SERVICE_ID, _M_NUM_PATH = (PathRecord.mask(f) for f in ("p_key", "sl", "service_id", "num_path"))
+_M_PKEY, _M_SL, _M_SERVICE_ID, _M_NUM_PATH, _M_QOS_CLASS = (PathRecord.mask(f) for f in (
+    "p_key", "sl", "service_id", "num_path", "qos_class"))
 
 
 def lid_pairs(slids: tuple[int, ...], dlids: tuple[int, ...]):
@@ -220,6 +259,7 @@ def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -
     pairs = ((a, b) for b in dsts for a in srcs)  # OpenSM's world walk: destination outermost
     wanted_pkey = q.p_key if mask & _M_PKEY else None
     wanted_sl = q.sl if mask & _M_SL else None
+    qos_class = q.qos_class if mask & _M_QOS_CLASS else None
     # both halves, or it is not a service ID (OpenSM's rule)
     service_id = q.service_id if mask & _M_SERVICE_ID == _M_SERVICE_ID else None
     per_pair = q.num_path if mask & _M_NUM_PATH else None
@@ -231,7 +271,7 @@ def each_path(recs: Records, q: PathRecord, mask: int, requester_lid: int = 0) -
         for slid, dlid, preference in lid_pairs(slids, dlids):
             if per_pair is not None and found >= per_pair:
                 break
-            pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl)
+            pr = path_record(recs, (sn, sp), slid, (dn, dp), dlid, wanted_pkey, service_id, wanted_sl, qos_class)
             if pr is None:
                 continue
             if preference:

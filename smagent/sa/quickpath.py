@@ -12,7 +12,8 @@ of a leaf with alike links and P_Keys) and destination: a flood of pairs each as
 their bytes encoded once (`paths.record_of`), the ends' GIDs and LIDs put in.
 
 Only the plain case is taken: both ends named, each a port with one LID (LMC 0) named by
-its GID or that LID, no MTU, rate or packet-lifetime selection, NumbPath not 0. Anything
+its GID or that LID, no MTU, rate or packet-lifetime selection, NumbPath not 0, no QoS
+class where a QoS policy rule matches by one. Anything
 else (None from `path_get`) goes the general way, which answers it, errors included."""
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ _SGID, _DGID, _SLID, _DLID, _SERVICE_ID, _P_KEY = (_field(n) for n in ("sgid", "
 _SL_AT = _P_KEY.stop + 1  # QoSClass (12 bits), SL (4)
 _NUM_PATH_AT = _AT + PathRecord.LAYOUT.byte_slice("tclass").stop  # Reversible (1 bit), NumbPath (7)
 _M_NUM_PATH = PathRecord.mask("num_path")
+_M_QOS_CLASS = PathRecord.mask("qos_class")
 _MASK = slice(SA_HEADER.stop - 8, SA_HEADER.stop)  # ComponentMask: the SA header's last 8 bytes
 _M_SGID, _M_DGID, _M_SLID, _M_DLID, _M_P_KEY, _M_SL, _M_SERVICE_ID = (
     PathRecord.mask(f) for f in ("sgid", "dgid", "slid", "dlid", "p_key", "sl", "service_id"))
@@ -83,13 +85,15 @@ class QuickPaths:
         self._shared: bool | None = None
         self._partitioned = recs.subnet.pkeys is not None  # then a requester sees only what it shares
         self._every: list[tuple] | bool | None = None  # `_every_end` (False: a port with several LIDs)
+        policy = recs.subnet.qos_policy  # QoS classes a rule matches by: not in the cache's key
+        self._by_class = policy is not None and policy.by_qos_class
 
     def path_get(self, raw: bytes, requester_lid: int) -> tuple[int, bytes, int] | None:
         """(status, data, AttributeOffset) answering ``raw``, a SubnAdmGet(PathRecord) to a
         unicast DGID or DLID (the caller has checked method, attribute and class version),
         as `SaAgent._answer` would; None when the query is not of the plain form."""
         mask = int.from_bytes(raw[_MASK], "big")
-        if mask & _SELECTING or mask & ~_ALL:
+        if mask & _SELECTING or mask & ~_ALL or mask & _M_QOS_CLASS and self._by_class:
             return None
         ends = self._ends  # an end by its GID if the query gives one, else by its LID
         named: Any = raw[_SGID] if mask & _M_SGID else raw[_SLID] if mask & _M_SLID else None
@@ -119,6 +123,8 @@ class QuickPaths:
         its terms by source class and DLID (`_decide` once per class), as a plain Get does."""
         mask = int.from_bytes(raw[_MASK], "big")
         if mask & (_SELECTING | _ENDS) or mask & ~_ALL or mask & _M_NUM_PATH and not raw[_NUM_PATH_AT] & 0x7F:
+            return None
+        if mask & _M_QOS_CLASS and self._by_class:
             return None
         ends = self._every_end()
         if ends is None:

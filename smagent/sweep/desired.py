@@ -23,7 +23,7 @@
     partitions_file: /etc/opensm/partitions.conf   # OpenSM's grammar (smagent.config.partitions), or:
     partitions:                  # the same, structured
       - {name: storage, pkey: 0x8001, ipoib: true, mtu: 4, members: [ALL_CAS, "0x0002c90300000001=full"]}
-    qos_policy: /etc/smagent/qos-policy.conf   # qos-ulps and qos_* tables (smagent.config.qospolicy)
+    qos_policy: /etc/smagent/qos-policy.conf   # OpenSM's qos-policy.conf and qos_* tables (smagent.config.qospolicy)
     mkey_protection:             # as --mkey-protect (smagent.config.mkeys.Protection); keys only in files
       level: 2                   # M_KeyProtectBits 0-3
       lease: 60                  # M_KeyLeasePeriod, seconds (0: never lapses)

@@ -113,7 +113,8 @@ def _check_policy_sls(s: SweepState) -> None:
         return links.sl2vl_table(opts, "swe", s.op_vls.get((g, port), 1))[sl] & 0xF
 
     parts = s.link_opts.partitions if s.link_opts is not None else None
-    qoslayers.check(policy, routes, s.routing_input, s.r.path_sls, s.qos_dests, vl_of, parts is not None)
+    qoslayers.check(policy, routes, s.routing_input, s.r.path_sls, s.qos_dests, vl_of, parts is not None,
+                    s.qos_members)
 
 
 def portinfo_set(c: PortChange, state: int, master_lid: int, lmc: int) -> Request:

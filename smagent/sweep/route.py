@@ -6,6 +6,7 @@ import dataclasses
 
 from mad import codes
 from smagent import discovery, linkconf as links, routing
+from smagent.config import qospolicy
 from smagent.planning import lidassign as lids, qoslayers
 from smagent.sweep.state import SweepState
 
@@ -31,8 +32,14 @@ def route(s: SweepState) -> None:
         r.path_sls = routes.sls
         policy = qos_policy(s)
         if policy is not None:  # the policy's SLs over the engine's layers (smagent.planning.qoslayers)
+            problems = qospolicy.fabric_problems(policy, topo)
+            if problems:  # refused before the first Set, as OpenSM's parser refuses it
+                raise qospolicy.QosPolicyError(policy.source, problems)
+            parts = s.opts.partitions or getattr(s.opts.desired, "partitions", None)
+            s.qos_members = qospolicy.topology_membership(policy, topo, parts)
+            r.notes += qospolicy.fabric_notes(policy, topo, parts)
             s.qos_dests = qoslayers.dlid_ports(topo, plan_)
-            r.path_sls = qoslayers.rows(policy, s.rin.switches, routes.sls, s.qos_dests)
+            r.path_sls = qoslayers.rows(policy, s.rin.switches, routes.sls, s.qos_dests, s.qos_members)
         static = s.resolved.static_lft if s.resolved is not None else {}
         for g, entries in static.items():  # static entries override routing
             routes[g] = routes[g].updated(entries)

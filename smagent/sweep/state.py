@@ -75,6 +75,7 @@ class SweepState:
     routes: routing.Routes | None = None  # switch GUID -> routing.RouteTable
     link_opts: links.LinkOptions | None = None  # None: configure no link
     qos_dests: dict = dataclasses.field(default_factory=dict)  # with a QoS policy: `qoslayers.dlid_ports`
+    qos_members: Any = None  # with a QoS policy: its groups on this fabric (`qospolicy.Membership`)
     op_vls: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)  # (guid, port) -> OperationalVLs wanted
     mplan: multicast.MulticastPlan | None = None
     default_port: dict[int, int] = dataclasses.field(default_factory=dict)  # RFT switch GUID -> DefaultPort

@@ -175,7 +175,8 @@ def verify(transport: Transport, *, mcast: bool = True, examples: int = EXAMPLES
     snap.path_sl = path_sl
     if qos_policy is not None:
         from smagent.planning import qoslayers
-        snap.path_sl = qoslayers.rows(qos_policy, sorted(snap.switches), path_sl, snap.lid_ports or {})
+        snap.path_sl = qoslayers.rows(qos_policy, sorted(snap.switches), path_sl, snap.lid_ports or {},
+                                      snap.qos_members)
     report = check(snap, examples)
     if balance:
         from smagent.verify import balance as balancemod

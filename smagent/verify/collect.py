@@ -61,6 +61,8 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True, par
     if qos_policy is not None:
         from smagent.planning import qoslayers
         snap.lid_ports = qoslayers.dlid_ports(topo)
+        from smagent.config import qospolicy as qosmod
+        snap.qos_members = qosmod.topology_membership(qos_policy, topo, partitions)
     snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
     return snap
 

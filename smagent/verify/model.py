@@ -105,6 +105,8 @@ class Snapshot:
     path_sl: dict | None = None
     # LID -> (port GUID, node, port), read with a QoS policy (`collect`): its SLs by port
     lid_ports: dict | None = None
+    # with a QoS policy: who is in its port groups on this fabric (`qospolicy.Membership`)
+    qos_members: Any = None
 
 
 @dataclasses.dataclass

@@ -223,3 +223,318 @@ def test_an_ipoib_rule_is_refused_where_opensm_refuses_it(tmp_path, parts, refus
             assert "SubnSet" not in r.stdout
         else:
             assert r.returncode == 0, r.stderr[-2000:]
+
+
+SAQUERY_FIELD = re.compile(r"^\s*(\w+)\.+(\S+)", re.M)
+FULL_POLICY = """port-groups
+    port-group
+        name: Clients
+        port-name: H0/P1, H1/P1
+        port-guid: {h7:#x}
+    end-port-group
+    port-group
+        name: Storage
+        port-guid: {h4:#x}-{h5:#x}
+    end-port-group
+    port-group
+        name: Switches
+        node-type: SWITCH
+    end-port-group
+end-port-groups
+qos-levels
+    qos-level
+        name: DEFAULT
+        sl: 1
+    end-qos-level
+    qos-level
+        name: Storage
+        use: capped
+        sl: 2
+        mtu-limit: 1
+        rate-limit: 2
+        packet-life: 10
+    end-qos-level
+    qos-level
+        name: Keyed
+        sl: 4
+        pkey: 0x7fff
+    end-qos-level
+    qos-level
+        name: Classy
+        sl: 6
+    end-qos-level
+end-qos-levels
+qos-match-rules
+    qos-match-rule
+        qos-class: 3-4
+        qos-level-name: Classy
+    end-qos-match-rule
+    qos-match-rule
+        source: Clients
+        destination: Storage
+        qos-level-name: Storage
+    end-qos-match-rule
+    qos-match-rule
+        destination: Switches
+        qos-level-name: Keyed
+    end-qos-match-rule
+    qos-match-rule
+        service-id: 0x100-0x1ff
+        qos-level-name: storage
+    end-qos-match-rule
+end-qos-match-rules
+qos-ulps
+    any, source-port-guid {h6:#x} : 5
+end-qos-ulps
+"""
+
+
+def records(sim, cas, pairs) -> dict:
+    """(source, destination, query) -> the SL, MTU, rate, packet lifetime and P_Key of the
+    PathRecord `saquery -p` gets (None: no record), by names (each SM's LIDs)."""
+    forms = {"plain": [], "service_id": ["--service_id", "0x150"], "qos_class": ["--qos_class", "4"],
+             "pkey": ["--pkey", "0xffff"]}
+    out = {}
+    for a, b in pairs:
+        for form, extra in forms.items():
+            r = sim.run(["saquery", "-p", "--slid", str(cas[a][0]), "--dlid", str(cas[b][0]), *extra], check=False)
+            got = dict(SAQUERY_FIELD.findall(r.stdout))
+            out[(a, b, form)] = tuple(got.get(k) for k in ("sl", "mtu", "rate", "pkt_life", "pkey")) if got else None
+    return out
+
+
+def test_pathrecords_equal_opensms_with_a_full_policy(tmp_path, ibsim):
+    """OpenSM (-Q -Y) and `smagent run --qos-policy`, one after the other on one ibsim, with
+    port-groups (port name, GUID range, node type), qos-levels (SL, MTU and rate limits,
+    packet lifetime, P_Key), qos-match-rules (source and destination groups, service IDs,
+    QoS class) and a qos-ulps rule by source: every PathRecord saquery -p gets between
+    sample pairs and to a switch (plain, by service ID, by QoS class, by P_Key) is the same."""
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    osm_dir = tmp_path / "osm"
+    cas = cas_by_name(sim)
+    g = {name: guid for name, (_lid, guid) in cas.items()}
+    policy = tmp_path / "policy.conf"
+    policy.write_text(FULL_POLICY.format(h4=g["H4"], h5=g["H5"], h6=g["H6"], h7=g["H7"]))
+    pairs = [("H0", "H4"), ("H7", "H5"), ("H4", "H0"), ("H2", "H3"), ("H6", "H1"), ("H1", "L1"), ("H3", "S0")]
+
+    theirs = sm_answers(sim, opensm(sim, policy, osm_dir), pairs)
+    ours = sm_answers(sim, smagent_run(sim, policy, tmp_path), pairs)
+    assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    # the policy is at work, not defaults
+    # Storage: capped (the selector 'exactly' in the top bits), lifetime 10
+    assert theirs[("H0", "H4", "plain")][:4] == ("0x2", "0x81", "0x82", "0x8A")
+    assert theirs[("H0", "H4", "qos_class")][0] == "0x6" and theirs[("H2", "H3", "service_id")][0] == "0x2"
+    assert theirs[("H4", "H0", "plain")][0] == "0x1" and theirs[("H6", "H1", "plain")][0] == "0x5"
+    assert theirs[("H1", "L1", "plain")][0] == "0x4"
+    assert theirs[("H1", "L1", "plain")][4] == "0x7FFF", "a level's P_Key: its 15 bits, no membership bit (OpenSM)"
+
+
+def opensm(sim, policy, osm_dir, more=()) -> subprocess.Popen:
+    """`opensm -Q -Y POLICY` on ``sim``, a daemon in its own process group."""
+    env = sim.opensm_env(osm_dir)
+    return subprocess.Popen([OPENSM, "-Q", "-Y", str(policy), "-f", str(osm_dir / "osm.log"), *more], env=env,
+                            cwd=osm_dir,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def smagent_run(sim, policy, tmp_path, more=()) -> subprocess.Popen:
+    """`smagent run --qos-policy POLICY` on ``sim``, in its own process group."""
+    return subprocess.Popen([sys.executable, "-m", "smagent.cli", "--transport", "umad", "run", "--state-dir",
+                             str(tmp_path / "state"), "--log-file", str(tmp_path / "run.log"), "--qos-policy",
+                             str(policy), *more], env=sim.env, cwd=sim.cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def sm_answers(sim, proc, pairs, switches=("L1", "S0")) -> dict:
+    """`records` for ``pairs`` once the SM ``proc`` answers PathRecords; the SM is stopped."""
+    from sm_harness import stop_group
+    try:
+        time.sleep(1)
+        wait_for_path(sim, proc, cas_by_name(sim))
+        now = cas_by_name(sim)
+        for sw in switches:
+            now[sw] = (switch_lid(sim, sw), 0)
+        return records(sim, now, pairs)
+    finally:
+        stop_group(proc)
+
+
+def switch_lid(sim, name: str) -> int:
+    """A switch's LID, by its NodeDescription, from ibnetdiscover under the running SM."""
+    for line in sim.run(["ibnetdiscover"]).stdout.splitlines():
+        m = re.match(r'^Switch\s.*"([^"]+)".*\blid (\d+) lmc', line)
+        if m and m.group(1) == name:
+            return int(m.group(2))
+    raise AssertionError(f"no switch {name}")
+
+
+LEVEL = "qos-levels\n qos-level\n  name: DEFAULT\n  sl: 0\n{more} end-qos-level\nend-qos-levels\n"
+
+
+@pytest.mark.parametrize("policy, ours", [
+    ("qos-ulps\n any, service-id 0x10 : 1\nend-qos-ulps\n", "no default QoS level"),
+    (LEVEL.format(more="") + "qos-match-rules\n qos-match-rule\n  qos-level-name: Gold\n end-qos-match-rule\n"
+     "end-qos-match-rules\n", "qos-level 'Gold' is not defined"),
+    (LEVEL.format(more="") + "qos-match-rules\n qos-match-rule\n  source: Nobody\n  qos-level-name: default\n"
+     " end-qos-match-rule\nend-qos-match-rules\n", "source port-group 'Nobody' is not defined"),
+    (LEVEL.format(more="  mtu-limit: 6\n"), "MTU limit 6 is not 1..5"),
+    (LEVEL.format(more="  sl: 1\n"), "second 'sl'"),
+    ("port-groups\nend-port-groups\n" + LEVEL.format(more=""), "port-groups (line 1) holds nothing"),
+    (LEVEL.format(more="") + "port-groups\n port-group\n  name: a\n  port-name: H0/P2\n end-port-group\n"
+     "end-port-groups\n", "port name 'H0/P2': 'H0' has 1 ports"),
+    (LEVEL.format(more="  rate-limit: 7\n  packet-life: 12\n") + "port-groups\n port-group\n  name: a\n"
+     "  port-name: H0/P1\n  node-type: self, switch\n end-port-group\nend-port-groups\nqos-setup\nend-qos-setup\n",
+     None),
+], ids=["no-default", "no-level", "no-group", "mtu-limit", "two-sls", "empty-groups", "port-range", "good"])
+def test_a_policy_opensm_refuses_is_refused(tmp_path, policy, ours):
+    """`opensm -o -Q -Y FILE` logs the file as failed (ERR AC03 parsing, AC04 its checks:
+    it then runs without the policy); smagent refuses the same file before the first Set
+    (exit 2), naming the problem. A file OpenSM takes, smagent takes."""
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(2)))
+    f = tmp_path / "policy.conf"
+    f.write_text(policy)
+    with IbSim(net, tmp_path / "osm") as sim:
+        env = sim.opensm_env(tmp_path / "osm-cache")
+        r = subprocess.run([OPENSM, "-o", "-Q", "-Y", str(f), "-f", str(tmp_path / "osm.log")], env=env,
+                           cwd=sim.cwd, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        log = (tmp_path / "osm.log").read_text(errors="replace")
+        assert bool(re.search(r"ERR AC0[34]", log)) == (ours is not None), log[-3000:]
+        r = sim.run([sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", "--qos-policy", str(f)],
+                    timeout=600, check=False)
+        if ours is None:
+            assert r.returncode == 0, r.stderr[-2000:]
+        else:
+            assert r.returncode == 2 and ours in r.stderr, r.stderr[-2000:]
+            assert "SubnSet" not in r.stdout
+
+
+BLANKS_NET = """Hca 1 "vs1 HCA-1"
+[1] "L0"[1]
+
+Hca 1 "H1"
+[1] "L0"[2]
+
+Hca 1 "H2"
+[1] "L0"[3]
+
+Switch 4 "L0"
+[1] "vs1 HCA-1"[1]
+[2] "H1"[1]
+[3] "H2"[1]
+"""
+BLANKS_POLICY = """port-groups
+    port-group
+        name: Unquoted
+        port-name: vs1 HCA-1/P1
+    end-port-group
+    port-group
+        name: Quoted
+        port-name: "vs1 HCA-1/P1", H1/P1
+    end-port-group
+end-port-groups
+qos-levels
+    qos-level
+        name: DEFAULT
+        sl: 1
+    end-qos-level
+    qos-level
+        name: two
+        sl: 2
+    end-qos-level
+    qos-level
+        name: three
+        sl: 3
+    end-qos-level
+end-qos-levels
+qos-match-rules
+    qos-match-rule
+        destination: unquoted
+        qos-level-name: two
+    end-qos-match-rule
+    qos-match-rule
+        destination: Quoted
+        qos-level-name: three
+    end-qos-match-rule
+end-qos-match-rules
+"""
+
+
+def test_a_port_name_with_blanks_needs_quotes_as_in_opensm(tmp_path, ibsim):
+    """OpenSM's lexer drops blanks in a port name unless quoted: `port-name: vs1 HCA-1/P1`
+    names "vs1HCA-1", no node here; `"vs1 HCA-1/P1"` names the host. Both SMs give the
+    paths to it the quoted group's level (SL 3)."""
+    net = tmp_path / "blanks.net"
+    net.write_text(BLANKS_NET)
+    sim = ibsim(net)
+    policy = tmp_path / "policy.conf"
+    policy.write_text(BLANKS_POLICY)
+    pairs = [("H2", "vs1 HCA-1"), ("H2", "H1"), ("vs1 HCA-1", "H2")]
+    theirs = sm_answers(sim, opensm(sim, policy, tmp_path / "osm"), pairs, switches=())
+    ours = sm_answers(sim, smagent_run(sim, policy, tmp_path), pairs, switches=())
+    assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    assert [theirs[(a, b, "plain")][0] for a, b in pairs] == ["0x3", "0x3", "0x1"]
+
+
+PARTITION_POLICY = """port-groups
+    port-group
+        name: ByName
+        partition: gold
+    end-port-group
+    port-group
+        name: ByKey
+        pkey: 0x8030-0x8031
+    end-port-group
+end-port-groups
+qos-levels
+    qos-level
+        name: DEFAULT
+        sl: 1
+    end-qos-level
+    qos-level
+        name: Gold
+        sl: 2
+        pkey: 0x20
+    end-qos-level
+    qos-level
+        name: Silver
+        sl: 3
+    end-qos-level
+end-qos-levels
+qos-match-rules
+    qos-match-rule
+        source: ByName
+        destination: ByName
+        qos-level-name: Gold
+    end-qos-match-rule
+    qos-match-rule
+        destination: ByKey
+        qos-level-name: Silver
+    end-qos-match-rule
+end-qos-match-rules
+"""
+
+
+def test_groups_by_partition_equal_opensms(tmp_path, ibsim):
+    """Port groups by partition name and by P_Key range, with the same partitions file
+    (`opensm -P`, `smagent run --partitions`): the same PathRecords (SL, P_Key from the
+    level, MTU, rate, lifetime) between members and others."""
+    net = tmp_path / "ft.net"
+    net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
+    sim = ibsim(net)
+    g = {name: guid for name, (_lid, guid) in cas_by_name(sim).items()}
+    parts = tmp_path / "partitions.conf"
+    parts.write_text(f"Default=0x7fff : ALL=full ;\ngold=0x20 : {g['H0']:#x}=full, {g['H3']:#x}=full, "
+                     f"{g['H5']:#x} ;\nsilver=0x30 : {g['H6']:#x}=full, {g['H3']:#x}=full ;\n")
+    policy = tmp_path / "policy.conf"
+    policy.write_text(PARTITION_POLICY)
+    pairs = [("H0", "H3"), ("H3", "H0"), ("H0", "H5"), ("H2", "H3"), ("H1", "H6"), ("H5", "H0")]
+    theirs = sm_answers(sim, opensm(sim, policy, tmp_path / "osm", ["-P", str(parts)]), pairs, switches=())
+    ours = sm_answers(sim, smagent_run(sim, policy, tmp_path, ["--partitions", str(parts)]), pairs, switches=())
+    assert ours == theirs, {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    assert theirs[("H0", "H3", "plain")][0] == "0x2" and theirs[("H0", "H3", "plain")][4] == "0x20"
+    assert theirs[("H1", "H6", "plain")][0] == "0x3"

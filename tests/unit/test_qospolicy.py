@@ -47,13 +47,15 @@ def test_rules_match_in_file_order_as_opensm():
 
 
 @pytest.mark.parametrize("text,line,needle", [
-    ("qos-ulps\n any, source-port-guid 0x1 : 2\nend-qos-ulps\n", 2, "is not supported"),
+    ("qos-ulps\n default : 0\n any, sauce-port-guid 0x1 : 2\nend-qos-ulps\n", 3, "'any' needs service-id"),
+    ("qos-ulps\n default : 0\n rds, : 2\nend-qos-ulps\n", 3, "'rds,' without a criterion"),
     ("qos-ulps\n default : 16\nend-qos-ulps\n", 2, "SL '16' is not 0..15"),
     ("qos-ulps\n default : 1\n default : 2\nend-qos-ulps\n", 3, "a second 'default' rule (first on line 2)"),
     ("qos-ulps\n any, pkey 0x5-0x2 : 1\nend-qos-ulps\n", 2, "range '0x5-0x2' is empty"),
     ("qos-ulps\n rdma : 1\nend-qos-ulps\n", 2, "unknown ULP 'rdma'"),
     ("qos-ulps\n default : 1\n", 1, "not closed by 'end-qos-ulps'"),
-    ("port-groups\nend-port-groups\n", 1, "section 'port-groups' is not supported"),
+    ("qos-ulps\n default : 0\nend-qos-ulps\nport-groups\nend-port-groups\n", 5,
+     "port-groups (line 4) holds nothing"),
     ("qos_swe_sl2vl 0,1\n", 1, "needs 16 VLs"),
     ("qos_ca_vlarb_low 0:8,15:1\n", 1, "VL 0..14"),
     ("qos_sl2vl 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7\nqos_sl2vl 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7\n", 2,
@@ -188,7 +190,8 @@ def test_a_policy_that_keeps_the_layers_is_accepted_and_verify_is_clean(torus, t
     assert verify.verify(t, mcast=False, path_sl=kept).ok
 
 
-@pytest.mark.parametrize("rule,sl", [("any, target-port-guid {g:#x}", 7), ("any, service-id 0x10", 3)])
+@pytest.mark.parametrize("rule,sl", [("any, target-port-guid {g:#x}", 7), ("any, service-id 0x10", 3),
+                                     ("any, source-port-guid 0x0-0xFFFFFFFFFFFFFFFF", 7)])
 def test_a_policy_sl_that_brings_back_a_credit_loop_is_refused_naming_the_pair(torus, cli, tmp_path, monkeypatch,
                                                                               rule, sl):
     from smagent import api
@@ -204,6 +207,14 @@ def test_a_policy_sl_that_brings_back_a_credit_loop_is_refused_naming_the_pair(t
     assert sum(v for k, v in t.stats.by_kind.items() if k.startswith("SubnSet(")) == before, "nothing sent"
 
 
+def test_a_rule_by_source_counts_only_where_its_sources_are(torus):
+    """The SL a rule by source gives that would bring back a credit loop from host 5's
+    switch is refused; from no port of the fabric it moves no path, and is taken."""
+    t, _hosts = torus
+    policy = qospolicy.parse("qos-ulps\n default : 0\n any, source-port-guid 0x1-0x2 : 7\nend-qos-ulps\n", "q")
+    assert sweep.sweep(t, sweep.SweepOptions(routing="dfsssp", qos_policy=policy, dry_run=True)).problems == []
+
+
 def test_verify_counts_credit_loops_with_the_policy_sls(torus, cli, tmp_path, monkeypatch):
     """verify --qos-policy puts the policy's target SLs over the paths' layers: the SL the
     sweep would refuse shows as a credit loop in the live tables, the one it accepts not."""
@@ -215,7 +226,7 @@ def test_verify_counts_credit_loops_with_the_policy_sls(torus, cli, tmp_path, mo
     g = hosts[5].port_guids[1]
     for sl, code in ((4, 0), (7, 1)):
         f = tmp_path / f"q{sl}.conf"
-        f.write_text(f"qos-ulps\n any, target-port-guid {g:#x} : {sl}\nend-qos-ulps\n")
+        f.write_text(f"qos-ulps\n default : 0\n any, target-port-guid {g:#x} : {sl}\nend-qos-ulps\n")
         r = cli("verify", "--no-mcast", "--json", "--path-sls", st / "path_sls", "--qos-policy", f)
         assert r.exit_code == code, r.output
         if code:
