@@ -191,3 +191,16 @@ def test_a_flood_of_sa_and_sminfo_requests_through_a_sweep_is_answered_whole():
             smi += 1
     assert sorted(sa_tids) == list(range(1000, 1000 + n_sa))  # each exactly once
     assert smi == n_smi == d.counters.sminfo_gets_answered - sminfo_before
+
+
+def test_the_tuning_is_restored_and_the_thread_ended_when_the_body_raises():
+    import sys
+    t, d = make()
+    threshold, interval = gc.get_threshold(), sys.getswitchinterval()
+    try:
+        with d.busy.serving():
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    assert gc.get_threshold() == threshold and sys.getswitchinterval() == interval
+    assert not [th for th in threading.enumerate() if th.name == "smagent-serve"]
