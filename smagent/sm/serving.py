@@ -10,20 +10,24 @@ sweep counts as late, as `execute` would count it). The SA answers from the snap
 from the sweep in progress (the daemon publishes one only after the sweep returns).
 
 One thread at a time uses the transport (a `UmadPort` reuses one buffer each way): the
-transport's entry points (`execute`, `poll`, `receive`) are wrapped, on this instance
-only, to hold one re-entrant lock; the serving thread only ever tries it, so the
+transport owns a re-entrant lock that each of its entry points (`execute`, `poll`,
+`receive`, `serve_queued`: `transport.base.one_thread`) holds; the serving thread only ever tries it, so the
 daemon's thread never waits for more than one look. Python hands the GIL to the serving
 thread at least every switch interval of a computation (`SWITCH_INTERVAL_S` while
 serving), so an answer waits about `PERIOD_S` plus that, and what the OS scheduler adds.
 A garbage collection holds the GIL throughout, so meanwhile the collector's young passes
 are kept small (`SERVING_GC_THRESHOLD`) and its full pass, over the whole heap, waits
 until the body is done (on a 1,024-host fabric the daemon's passes took 25-37 ms each).
-The handlers the daemon registers touch nothing the sweep uses; what they change (events,
-counters, the SA's own state) is read by the loop after the sweep."""
+Who owns what: every handler runs inside a transport entry point, so under the transport's
+lock, whichever thread it runs on; handlers therefore never run at once, and what they change
+(events, `Counters`, the SA's own state) needs no lock of its own among them. The daemon's
+thread owns the sweep's state; the handlers touch nothing the sweep uses (the sweep options'
+alias GUIDs and groups are replaced whole, never changed in place), and the loop reads
+what they changed after the sweep. The tuning pays (bench/serving_tuning.py: p95 answer
+16-20 ms tuned vs 59-80 ms with Python's defaults) and is restored on exit, exceptions too."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import logging
 import sys
@@ -39,27 +43,12 @@ SWITCH_INTERVAL_S = 0.001  # meanwhile, a computation hands the GIL over this so
 # meanwhile, the collector's thresholds: young passes over at most ~1,000 and ~10,000
 # objects (about 1 ms), and no full pass (a threshold never reached)
 SERVING_GC_THRESHOLD = (1000, 10, 1 << 30)
-# what the daemon's thread calls during a sweep; `respond` is not among them: handlers send
-# from inside `execute` or `poll`, under the lock already (and the SA flood's answers pay
-# no wrapper each)
-_ENTRY_POINTS = ("execute", "poll", "receive")
 
 
 class BusyServer:
     def __init__(self, transport: Transport, period_s: float = PERIOD_S):
         self.t, self.period_s = transport, period_s
-        self.lock = threading.RLock()
-        for name in _ENTRY_POINTS:
-            setattr(transport, name, self._locked(getattr(transport, name)))
-
-    def _locked(self, fn):
-        lock = self.lock
-
-        @functools.wraps(fn)
-        def call(*args, **kw):
-            with lock:
-                return fn(*args, **kw)
-        return call
+        self.lock = transport.lock  # the transport's own (`transport.base.one_thread`)
 
     @contextlib.contextmanager
     def serving(self):

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
+import threading
 import time
 from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
@@ -280,6 +282,17 @@ class Stats:
         return d
 
 
+def one_thread(fn):
+    """A transport entry point: holds the transport's `lock` (re-entrant) throughout, so
+    the daemon's thread and the serving thread (`smagent.sm.serving`) never use the port
+    at once (a `UmadPort` reuses one buffer each way)."""
+    @functools.wraps(fn)
+    def call(self, *args, **kw):
+        with self.lock:
+            return fn(self, *args, **kw)
+    return call
+
+
 class Transport:
     """Base of every transport. Subclasses implement `_send` and `_recv`."""
 
@@ -311,6 +324,7 @@ class Transport:
         if retries < 0:
             raise BadInput("retries must be 0 or more")
         self.window, self.timeout_ms, self.retries = window, timeout_ms, retries
+        self.lock = threading.RLock()  # held by every entry point (`one_thread`)
         self._cwnd, self._clean = min(window, START_WINDOW), 0  # the current window (see DEFAULT_WINDOW)
         # retries and timeouts that follow the loss observed (smagent.transport.retry)
         self.policy = RetryPolicy()
@@ -390,6 +404,7 @@ class Transport:
         self.on_request(Incoming.of(raw, source))
         return HANDED
 
+    @one_thread
     def poll(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for unsolicited requests and hand each to
         `on_request`; stray responses are dropped. Returns how many were handed over:
@@ -403,6 +418,7 @@ class Transport:
             if n or time.monotonic() >= deadline:
                 return n
 
+    @one_thread
     def serve_queued(self) -> int:
         """Serve what has already arrived, without waiting: requests as `poll` does; a
         response, which no batch waits for now, counts as a late answer (as `execute`
@@ -418,6 +434,7 @@ class Transport:
                 self.policy.late_answer()
         return n
 
+    @one_thread
     def receive(self, tid32: int, timeout_s: float) -> list[bytes]:
         """Wait up to ``timeout_s`` for responses carrying TID ``tid32`` (the low 32 bits)
         that no batch waits for: the further RMPP segments of a GMP answer whose first
@@ -456,6 +473,7 @@ class Transport:
         self.close()
 
     # -- the interface ----------------------------------------------------------------
+    @one_thread
     def execute(self, requests: Sequence[Request] | Iterable[Request], *, check: bool = False,
                 retries: int | None = None) -> list[Reply]:
         """Send every request, keeping up to ``window`` in flight; return one Reply per

@@ -13,7 +13,7 @@ from typing import Mapping
 from mad.header import ATTRIBUTE_ID_SLICE, CLASS_VERSIONS, MGMT_CLASS_OFFSET, SMP_CLASSES, Method, MgmtClass
 from smagent.errors import BadInput
 from smagent.transport.address import Address
-from smagent.transport.base import Incoming, SendRefused, Transport, TransportError
+from smagent.transport.base import Incoming, SendRefused, Transport, TransportError, one_thread
 from smagent.transport.retry import BACKOFF_CAP
 from smagent.transport.umad_lib import UmadError, UmadIOError, UmadPort
 
@@ -162,6 +162,7 @@ class UmadTransport(Transport):
         out += port.recv_ready()  # and what is already queued, without waiting
         return out
 
+    @one_thread
     def poll(self, timeout_s: float) -> int:
         """`Transport.poll`, with the requests `answer_at_once` answers served inside the
         port's receive loop (`UmadPort.answer_until`): a flood of cached SA answers costs

@@ -149,3 +149,58 @@ def test_a_late_answer_read_while_the_sweep_computes_counts_as_late():
         while t._queue and time.monotonic() < deadline:
             sum(range(1000))  # computing
     assert t._queue == [] and t.stats.late == 1
+
+
+def test_a_flood_of_sa_and_sminfo_requests_through_a_sweep_is_answered_whole():
+    """Stress: a third thread floods PathRecord and SMInfo Gets for the whole of a sweep (so
+    they arrive while the daemon's thread uses the transport and while it computes): each
+    is answered exactly once, correctly, and the SMInfo counter adds up."""
+    from mad import smp as smpcodec
+    from mad.attributes import AttrID
+    t, d = make()
+    before = d.sa.agent.subnet
+    src = Address.gsi(before.sm_lid)
+    n_sa, n_smi = 300, 60
+    sminfo_before = d.counters.sminfo_gets_answered
+    t.outbox.clear()
+    stop = threading.Event()
+
+    def flood():
+        for i in range(max(n_sa, n_smi)):
+            if i < n_sa:
+                t.deliver(path_get(d, 1000 + i), src)
+            if i < n_smi:
+                t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0,))))
+            time.sleep(0.0002)
+        stop.set()
+
+    feeder = threading.Thread(target=flood)
+    feeder.start()
+    while not stop.is_set():
+        d._sweep("test")
+    feeder.join()
+    d.step(max_wait=0)  # what came after the last sweep: the loop's own turn
+    sa_tids, smi = [], 0
+    for raw, to in t.outbox:
+        if raw[1] == 0x03:  # SUBN_ADM
+            m = sa.SaMad.decode(raw)
+            assert m.status == 0 and to == src.reply()
+            assert m.record(PathRecord).dlid == sorted(before.lids)[-1]
+            sa_tids.append(m.transaction_id)
+        elif smpcodec.decode(raw).attribute_id == AttrID.SM_INFO:
+            smi += 1
+    assert sorted(sa_tids) == list(range(1000, 1000 + n_sa))  # each exactly once
+    assert smi == n_smi == d.counters.sminfo_gets_answered - sminfo_before
+
+
+def test_the_tuning_is_restored_and_the_thread_ended_when_the_body_raises():
+    import sys
+    t, d = make()
+    threshold, interval = gc.get_threshold(), sys.getswitchinterval()
+    try:
+        with d.busy.serving():
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    assert gc.get_threshold() == threshold and sys.getswitchinterval() == interval
+    assert not [th for th in threading.enumerate() if th.name == "smagent-serve"]
