@@ -726,6 +726,20 @@ class Daemon:
         return smstate.reveal_sm_key(self.sm.sm_key, remote.sm_key if remote is not None else 0,
                                      pi.m_key, pi.m_key_protect_bits, request_m_key)
 
+    # the SA service's narrow view of the daemon (`sa_service.SaHost`)
+    def is_master(self) -> bool:
+        return self._sm is not None and self._sm.state == SMState.MASTER
+
+    def own_sminfo(self) -> tuple[int, SMInfo] | None:
+        """(our LID, our SMInfo with its key) once started, else None."""
+        if self._sm is None:
+            return None
+        me = self._local()
+        return (me[2].lid if me is not None else 0, self._sm.sminfo(self.t.stats.sent, reveal_key=True))
+
+    def sweep_against(self, why: str, known: sweepmod.KnownState | None) -> None:
+        self._sweep(why, known=known)
+
     def _local(self) -> tuple[discovery.DNode, int, PortInfo] | None:
         if self.topo is None:
             return None
