@@ -46,7 +46,7 @@ from smagent import discovery, routing
 from smagent import sweep as sweepmod
 from smagent.sm import statemachine as smstate
 from smagent.sm import audit as auditmod, drained as drainedmod, events, peers as peersmod, reload, repair, report
-from smagent.sm import timers, traps, unserved
+from smagent.sm import policy, timers, traps, unserved
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.sa_service import SaService
@@ -63,14 +63,7 @@ log = logging.getLogger("smagent.sm")
 LID_FILE = "guid2lid"  # OpenSM's format, in the state directory
 REFRESH_INTERVAL_S = 1.0  # at most this often, a poll from another SM makes us re-ask the SMs we know
 REFRESH, CENSUS = "refresh", "census"  # gates (rate limits) in the daemon's Timers
-# a sweep that ends with problems (a switch that stopped answering mid-sweep, a node cut
-# off) is followed at once by a full one, this many times in a row; then one every sweep
-# interval until one is clean (nothing else would: no port changes for a light sweep)
-RESWEEPS_AFTER_PROBLEMS = 2
-# a sweep that failed or was refused (under loss: a switch that did not answer made ports
-# look not active, and the plan check refused) is tried again this soon, then at the
-# light sweeps' pace: a dead link is not left routed for a whole sweep interval
-RETRY_AFTER_FAILURE = (0.2, 0.5, 1.0, 2.0)
+RESWEEPS_AFTER_PROBLEMS, RETRY_AFTER_FAILURE = policy.RESWEEPS_AFTER_PROBLEMS, policy.RETRY_AFTER_FAILURE
 
 
 PUBLISH_EVERY_S = 0.05  # the published status is at most this old when nothing important changed
@@ -574,51 +567,41 @@ class Daemon:
     def _retry_after_failure(self) -> None:
         """A full sweep again soon (rediscovered: planned around what did not answer),
         a few times with backoff; then at the light sweeps' pace until one succeeds."""
-        self.timers.arm(timers.LIGHT, self.clock() + max(self.opts.sweep_interval, 1.0))
-        if self._retries >= len(RETRY_AFTER_FAILURE):
-            if self._retries == len(RETRY_AFTER_FAILURE):
-                log.warning("sweep: failed %d times in a row; trying at the light sweeps' pace", self._retries + 1)
-            self._retries += 1
-            self._full_sweep_later(f"retry {self._retries} after a failed sweep")
-            return
-        delay = RETRY_AFTER_FAILURE[self._retries]
-        self._retries += 1
-        log.info("sweep: trying again in %.1f s (retry %d of %d)", delay, self._retries, len(RETRY_AFTER_FAILURE))
-        self.repair_why.append(f"retry {self._retries} after a failed sweep")
-        self.repair_switches = None  # sweep everything: what failed is not known well enough to patch
-        self.timers.arm_by(timers.REPAIR, self.clock() + delay)
+        self.timers.arm(timers.LIGHT, policy.retry_light_due(self.clock(), self.opts.sweep_interval))
+        d = policy.after_failure(self._retries, self.opts.sweep_interval)
+        self._retries = d.count
+        if d.gave_up_fast:
+            log.warning("sweep: failed %d times in a row; trying at the light sweeps' pace", d.count)
+        if d.fast:
+            log.info("sweep: trying again in %.1f s (retry %d of %d)", d.delay, d.count, len(RETRY_AFTER_FAILURE))
+        self._schedule_full(f"retry {d.count} after a failed sweep", d.delay)
 
-    def _full_sweep_later(self, why: str) -> None:
-        """A full sweep at the light sweeps' pace (none without them): a fabric left with
-        problems is swept until clean, though no port changes for a light sweep to see."""
-        if self.opts.sweep_interval:
+    def _schedule_full(self, why: str, delay: float | None) -> None:
+        """A full sweep ``delay`` s from now (none if None): what failed or is unclean is not
+        known well enough to patch, so everything is swept."""
+        if delay is not None:
             self.repair_why.append(why)
             self.repair_switches = None
-            self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.sweep_interval)
+            self.timers.arm_by(timers.REPAIR, self.clock() + delay)
 
     def _resweep_if_unclean(self, r, clean: bool) -> None:
         """A sweep that left problems or unreachable nodes (routes may black-hole) is
         followed at once by a full sweep, not by the next light sweep."""
+        d = policy.after_unclean(self._resweeps, clean, self.opts.trap_settle, self.opts.sweep_interval)
+        self._resweeps = d.count
         if clean:
-            self._resweeps = 0
             return
-        why = (f"the last sweep ended with {len(r.problems)} problem(s) and "
-               f"{len(r.topology.unreachable)} unreachable node(s)")
-        self._resweeps += 1
-        if self._resweeps > RESWEEPS_AFTER_PROBLEMS:
-            if self._resweeps == RESWEEPS_AFTER_PROBLEMS + 1:
-                log.warning("sweep: still %d problem(s) after %d full sweeps in a row; sweeping again at the "
-                            "light sweeps' pace until clean", len(r.problems) + len(r.topology.unreachable),
-                            RESWEEPS_AFTER_PROBLEMS)
-            self._full_sweep_later(why)
-            return
-        self.repair_why.append(why)
-        self.repair_switches = None  # sweep everything: no known state to patch
-        self.timers.arm_by(timers.REPAIR, self.clock() + self.opts.trap_settle)
+        if d.gave_up_fast:
+            log.warning("sweep: still %d problem(s) after %d full sweeps in a row; sweeping again at the "
+                        "light sweeps' pace until clean", len(r.problems) + len(r.topology.unreachable),
+                        RESWEEPS_AFTER_PROBLEMS)
+        self._schedule_full(f"the last sweep ended with {len(r.problems)} problem(s) and "
+                            f"{len(r.topology.unreachable)} unreachable node(s)", d.delay)
 
     def _arm_light(self) -> None:
-        if self.opts.sweep_interval:
-            self.timers.arm(timers.LIGHT, self.clock() + self.opts.sweep_interval)
+        due = policy.light_due(self.clock(), self.opts.sweep_interval)
+        if due is not None:
+            self.timers.arm(timers.LIGHT, due)
         else:
             self.timers.cancel(timers.LIGHT)
 
@@ -742,6 +725,20 @@ class Daemon:
             return False
         return smstate.reveal_sm_key(self.sm.sm_key, remote.sm_key if remote is not None else 0,
                                      pi.m_key, pi.m_key_protect_bits, request_m_key)
+
+    # the SA service's narrow view of the daemon (`sa_service.SaHost`)
+    def is_master(self) -> bool:
+        return self._sm is not None and self._sm.state == SMState.MASTER
+
+    def own_sminfo(self) -> tuple[int, SMInfo] | None:
+        """(our LID, our SMInfo with its key) once started, else None."""
+        if self._sm is None:
+            return None
+        me = self._local()
+        return (me[2].lid if me is not None else 0, self._sm.sminfo(self.t.stats.sent, reveal_key=True))
+
+    def sweep_against(self, why: str, known: sweepmod.KnownState | None) -> None:
+        self._sweep(why, known=known)
 
     def _local(self) -> tuple[discovery.DNode, int, PortInfo] | None:
         if self.topo is None:

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from mad import forwarding as fw
-from mad.attributes import SMInfo, SMState
+from mad.attributes import SMInfo
 from mad.errors import MadError
 from mad.gmp import CLASS_PORT_INFO
 from mad.header import Method, method_name
@@ -54,14 +54,39 @@ from smagent.transport.address import Address, Incoming
 _REPORT_WAIT_MS = int(informsmod.REPORT_TIMEOUT_S * 1000)
 
 if TYPE_CHECKING:
-    from smagent.sm.daemon import Daemon
+    from smagent.discovery import Topology
+    from smagent.sm.options import Counters, DaemonOptions
+    from smagent.sm.peers import OtherSms
+    from smagent.sweep import KnownState
+    from smagent.transport.base import Transport
+
+
+class SaHost(Protocol):
+    """What the SA service sees of the daemon (`sm.daemon.Daemon` is one): its settings,
+    transport and clock, the last sweep's topology and known state, the other SMs, and a
+    sweep to ask for; never the daemon's private members."""
+
+    t: Transport
+    opts: DaemonOptions
+    clock: Callable[[], float]
+    counters: Counters
+    activity: str | None
+    known: KnownState | None
+    topo: Topology | None
+    peers: OtherSms
+
+    def is_master(self) -> bool: ...
+
+    def own_sminfo(self) -> tuple[int, SMInfo] | None: ...
+
+    def sweep_against(self, why: str, known: KnownState | None) -> None: ...
 
 log = logging.getLogger("smagent.sm")
 WORK_SLICE_S = 0.005  # the longest a table being worked out holds the loop at a time
 
 
 class SaService:
-    def __init__(self, daemon: Daemon):
+    def __init__(self, daemon: SaHost):
         self.d = daemon
         self.agent = SaAgent(daemon.opts.sm_key, master=False, sms=self._sms_seen)
         self.agent.multicast = daemon.opts.sweep.multicast  # ClassPortInfo: IsUDMulticastSupported
@@ -80,8 +105,7 @@ class SaService:
     def answer_at_once(self, raw: bytes, source) -> list[tuple[bytes, bytes]] | None:
         """A request the agent answers from whole cached MADs (`SaAgent.answer_fast`), while
         MASTER; None for everything else (the dispatcher then gets it as an `Incoming`)."""
-        sm = self.d._sm
-        if sm is None or sm.state != SMState.MASTER:
+        if not self.d.is_master():
             return None  # `on_mad` tells the agent so (then ``master`` is False there)
         return self.agent.answer_fast(raw, source, self.d.clock)
 
@@ -96,7 +120,7 @@ class SaService:
     def on_mad(self, m: Incoming) -> None:
         """A class-0x03 MAD (called inside the transport, perhaps mid-sweep)."""
         d = self.d
-        self.agent.master = d._sm is not None and d.sm.state == SMState.MASTER
+        self.agent.master = d.is_master()
         version = self.agent.groups.version
         self._send(self.agent.handle(m, d.clock()))
         if self.agent.groups.version != version:
@@ -140,7 +164,7 @@ class SaService:
         after = self._end_ports()
         if before is not None and after is not None and before != after:
             a = self.agent
-            a.master = self.d._sm is not None and self.d.sm.state == SMState.MASTER
+            a.master = self.d.is_master()
             gone = {gid: lid for gid, lid in before.items() if after.get(gid) != lid}
             a.informs.forget_lids(set(gone.values()))
             now = self.d.clock()
@@ -250,7 +274,7 @@ class SaService:
         of the nodes whose aliases changed, their GUIDInfo blocks among them; only the
         MFT blocks and GUIDInfo blocks that change are written), or sweeps."""
         d = self.d
-        if not (self.groups_pending or self.alias_nodes) or d._sm is None or d.sm.state != SMState.MASTER:
+        if not (self.groups_pending or self.alias_nodes) or not d.is_master():
             return
         why = " and ".join(w for w, on in (("multicast groups", self.groups_pending),
                                            ("alias GUIDs", self.alias_nodes)) if on) + " changed"
@@ -258,7 +282,7 @@ class SaService:
         if known is not None:
             known.links |= self.alias_nodes  # their link tables read again, GUIDInfo among them
         self.groups_pending, self.alias_nodes = False, set()
-        d._sweep(why, known=known)
+        d.sweep_against(why, known)
 
     def status(self) -> dict:
         """The SA's part of `smagent status`: requests answered, RMPP transfers in flight,
@@ -286,10 +310,10 @@ class SaService:
     def _sms_seen(self) -> list[tuple[int, SMInfo]]:
         """(LID, SMInfo) of every SM we know: ours first, then the others as they last answered."""
         d = self.d
-        if d._sm is None:
+        me = d.own_sminfo()
+        if me is None:
             return []
-        me = d._local()
-        out = [(me[2].lid if me is not None else 0, d.sm.sminfo(d.t.stats.sent, reveal_key=True))]
+        out = [me]
         out += [(p.lid, SMInfo(guid=p.guid, sm_key=0, act_count=p.act_count, priority=p.priority, sm_state=p.state))
                 for p in d.peers.values()]
         return out
