@@ -14,6 +14,7 @@ unless the query carries the SM's own SM_Key (IBA 15.4.1; OpenSM does the same).
 from __future__ import annotations
 
 import array
+import bisect
 import functools
 from collections.abc import Sequence
 from typing import Any, Callable, Iterable, Iterator
@@ -315,3 +316,8 @@ class CompactRecords(Sequence):
 
     def __iter__(self) -> Iterator[Any]:
         return (self._record(i) for i in range(len(self)))
+
+    def of_lid(self, lid: int) -> list:
+        """The records of one LID (a query that names its LID builds only those)."""
+        lo, hi = bisect.bisect_left(self._keys, lid << 24), bisect.bisect_left(self._keys, (lid + 1) << 24)
+        return [self._record(i) for i in range(lo, hi)]

@@ -135,3 +135,5 @@ def test_the_sa_keeps_no_record_objects_only_keys_and_shared_tables(swept):
         every = list(kept)
         assert len(every) == len(kept) > 0
         assert _encoded([kept[0], kept[-1], *kept[1:3]]) == _encoded([every[0], every[-1], *every[1:3]])
+        lid = every[len(every) // 2].lid
+        assert _encoded(kept.of_lid(lid)) == _encoded([r for r in every if r.lid == lid])
