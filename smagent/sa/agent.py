@@ -545,7 +545,7 @@ class SaAgent:
     def _scan(self, records: list, query: SaRecord, mask: int) -> list:
         test = matcher(query, mask)
         if isinstance(records, CompactRecords) and mask & type(query).mask("lid"):
-            records = records.of_lid(query.lid)  # built only for the LID asked
+            records = records.of_lid(getattr(query, "lid"))  # built only for the LID asked
         return [r for r in records if test(r)]
 
     def _nodes(self, q, mad, inc):
