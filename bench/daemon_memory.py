@@ -82,16 +82,16 @@ def child(k: int, job: str) -> dict:
     seconds = time.monotonic() - t0
     if sub is None:
         return {"seconds": seconds, "published": False}
-    tables = sub.tables
+    tables, in_tables = sub.tables, set()  # the records' own size: what the tables hold is not theirs
     out = {"seconds": round(seconds, 2), "published": True, "problems": problems, "smps": t.stats.sent,
-           "table_units": len(tables), "tables_mib": round(deep_size(tables) / 2**20, 1),
+           "table_units": len(tables), "tables_mib": round(deep_size(tables, in_tables) / 2**20, 1),
            "snapshot_mib": round(deep_size(sub) / 2**20, 1), "rss_snapshot_mib": _rss_mib(), **extra}
     if job != "sweep":  # the SA's table records, built on the first query of each kind
         from smagent.sa.records import Records
         t0, recs = time.monotonic(), Records(sub)
         lists = [getattr(recs, name) for name in ("pkey_tables", "sl2vl_tables", "vlarb_tables")]
         out.update(records=sum(map(len, lists)), records_s=round(time.monotonic() - t0, 2),
-                   rss_records_mib=_rss_mib(), records_mib=round(deep_size(lists, {id(tables)}) / 2**20, 1))
+                   rss_records_mib=_rss_mib(), records_mib=round(deep_size(lists, in_tables) / 2**20, 1))
     return out
 
 

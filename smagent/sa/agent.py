@@ -73,7 +73,7 @@ from smagent.sa import services as servicesmod
 from smagent.sa import informs as informsmod
 from smagent.sa.groups import McastGroups
 from smagent.sa.services import Services
-from smagent.sa.records import Records
+from smagent.sa.records import CompactRecords, Records
 from smagent.model.subnet import Subnet
 from smagent.transport.address import Address, Incoming, lid_of, way_back
 
@@ -544,6 +544,8 @@ class SaAgent:
 
     def _scan(self, records: list, query: SaRecord, mask: int) -> list:
         test = matcher(query, mask)
+        if isinstance(records, CompactRecords) and mask & type(query).mask("lid"):
+            records = records.of_lid(getattr(query, "lid"))  # built only for the LID asked
         return [r for r in records if test(r)]
 
     def _nodes(self, q, mad, inc):

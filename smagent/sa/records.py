@@ -13,8 +13,11 @@ Secrets are never handed out: M_Key (PortInfoRecord) and SM_Key (SMInfoRecord) r
 unless the query carries the SM's own SM_Key (IBA 15.4.1; OpenSM does the same)."""
 from __future__ import annotations
 
+import array
+import bisect
 import functools
-from typing import Callable, Iterable
+from collections.abc import Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 from mad import codes
 from mad import forwarding as fw
@@ -160,9 +163,7 @@ class Records:
             if lid:
                 yield lid, port, modifier, table
 
-    # The table records share their table's list (never changed: records are only encoded),
-    # one per distinct table in the snapshot (`LinkTables`), not a copy per unit: 2 million
-    # SL2VL records on an 11,664-host fat tree cost 104 bytes each, not 288.
+    # The table records are kept as `CompactRecords`: a packed key and a shared table each.
 
     @functools.cached_property
     def port_caps(self) -> dict[tuple[int, int], tuple[int, int, float]]:
@@ -232,29 +233,30 @@ class Records:
         return (mtu, slow[2], slow[1]) if slow[2] <= rest[1] else (mtu, rest[1], rest[2])
 
     @functools.cached_property
-    def pkey_tables(self) -> list[P_KeyTableRecord]:
-        out = []
-        for lid, port, modifier, t in self._tables("pkeys"):
-            block, switch_port = fw.pkey_from_modifier(modifier)
-            out.append(P_KeyTableRecord(lid=lid, block_num=block, port_num=port or switch_port, p_keys=t.p_keys))
-        return sorted(out, key=lambda r: (r.lid, r.port_num, r.block_num))
+    def pkey_tables(self) -> "CompactRecords":
+        def rows():
+            for lid, port, modifier, t in self._tables("pkeys"):
+                block, switch_port = fw.pkey_from_modifier(modifier)
+                yield lid, port or switch_port, block, t
+        return CompactRecords(rows(), lambda lid, a, b, t: P_KeyTableRecord(
+            lid=lid, block_num=b, port_num=a, p_keys=t.p_keys))
 
     @functools.cached_property
-    def sl2vl_tables(self) -> list[SLtoVLMappingTableRecord]:
-        out = []
-        for lid, _port, modifier, t in self._tables("sl2vl"):
-            inp, outp = fw.sl2vl_from_modifier(modifier)  # a CA port's: 0, 0
-            out.append(SLtoVLMappingTableRecord(lid=lid, input_port_num=inp, output_port_num=outp,
-                                                sl_to_vl=t.sl_to_vl))
-        return sorted(out, key=lambda r: (r.lid, r.input_port_num, r.output_port_num))
+    def sl2vl_tables(self) -> "CompactRecords":
+        def rows():
+            for lid, _port, modifier, t in self._tables("sl2vl"):
+                inp, outp = fw.sl2vl_from_modifier(modifier)  # a CA port's: 0, 0
+                yield lid, inp, outp, t
+        return CompactRecords(rows(), lambda lid, a, b, t: SLtoVLMappingTableRecord(
+            lid=lid, input_port_num=a, output_port_num=b, sl_to_vl=t.sl_to_vl))
 
     @functools.cached_property
-    def vlarb_tables(self) -> list[VLArbitrationTableRecord]:
-        out = []
-        for lid, port, modifier, t in self._tables("vlarb"):
-            out.append(VLArbitrationTableRecord(lid=lid, output_port_num=port or modifier & 0xFF,
-                                                block_num=modifier >> 16, **{k: getattr(t, k) for k in _VLARB}))
-        return sorted(out, key=lambda r: (r.lid, r.output_port_num, r.block_num))
+    def vlarb_tables(self) -> "CompactRecords":
+        def rows():
+            for lid, port, modifier, t in self._tables("vlarb"):
+                yield lid, port or modifier & 0xFF, modifier >> 16, t
+        return CompactRecords(rows(), lambda lid, a, b, t: VLArbitrationTableRecord(
+            lid=lid, output_port_num=a, block_num=b, **{k: getattr(t, k) for k in _VLARB}))
 
     @staticmethod
     def sms(sms: Iterable[tuple[int, SMInfo]], reveal_keys: bool) -> list[SMInfoRecord]:
@@ -286,3 +288,36 @@ _NODE_INFO = _fields(NodeRecord, ("lid", "node_string"))
 _PORT_INFO = _fields(PortInfoRecord, ("endport_lid", "port_num", "options"))
 _SWITCH_INFO = _fields(SwitchInfoRecord, ("lid",))
 _VLARB = VLArbitrationTable.LAYOUT.names  # type: ignore[attr-defined]
+
+
+class CompactRecords(Sequence):
+    """A table record kind kept compact: per record one packed (LID, port, block) key in
+    an array and a reference to its table (shared between equal units, `LinkTables`),
+    sorted by that key; each record is built when a query reaches it, never kept. 2 million
+    SL2VL records on an 11,664-host fat tree cost 16 bytes each, not ~104."""
+
+    def __init__(self, rows: Iterable[tuple[int, int, int, Any]], build: Callable[..., Any]):
+        keyed = sorted((((lid << 24 | a << 16 | b), t) for lid, a, b, t in rows), key=lambda kt: kt[0])
+        self._keys = array.array("Q", (k for k, _ in keyed))
+        self._tables = [t for _, t in keyed]
+        self._build = build
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _record(self, i: int):
+        k = self._keys[i]
+        return self._build(k >> 24, k >> 16 & 0xFF, k & 0xFFFF, self._tables[i])
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._record(j) for j in range(*i.indices(len(self)))]
+        return self._record(i if i >= 0 else i + len(self))
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self._record(i) for i in range(len(self)))
+
+    def of_lid(self, lid: int) -> list:
+        """The records of one LID (a query that names its LID builds only those)."""
+        lo, hi = bisect.bisect_left(self._keys, lid << 24), bisect.bisect_left(self._keys, (lid + 1) << 24)
+        return [self._record(i) for i in range(lo, hi)]

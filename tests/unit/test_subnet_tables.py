@@ -119,3 +119,21 @@ def test_a_sweep_holds_equal_tables_once(swept):
         assert type(again) is InterningTables and again == kept
         again[("sl2vl", 3, 0, 1)] = SLtoVLMappingTable(sl_to_vl=[0] * 16)
         assert again[("sl2vl", 3, 0, 1)] is again[("sl2vl", 2, 0, 2)]
+
+
+def test_the_sa_keeps_no_record_objects_only_keys_and_shared_tables(swept):
+    """The table records are kept compact (a packed key and a table reference each) and
+    built when asked: nothing the SA holds between queries is a record."""
+    import gc
+    from mad.sa_records import P_KeyTableRecord, SLtoVLMappingTableRecord, VLArbitrationTableRecord
+    recs = Records(Subnet.from_sweep(swept))
+    kinds = (SLtoVLMappingTableRecord, P_KeyTableRecord, VLArbitrationTableRecord)
+    for name in ("sl2vl_tables", "pkey_tables", "vlarb_tables"):
+        kept = getattr(recs, name)
+        held = [o for ref in gc.get_referents(kept) for o in ([ref] + (ref if isinstance(ref, list) else []))]
+        assert not any(isinstance(o, kinds) for o in held), name
+        every = list(kept)
+        assert len(every) == len(kept) > 0
+        assert _encoded([kept[0], kept[-1], *kept[1:3]]) == _encoded([every[0], every[-1], *every[1:3]])
+        lid = every[len(every) // 2].lid
+        assert _encoded(kept.of_lid(lid)) == _encoded([r for r in every if r.lid == lid])
