@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import enum
 import operator
-from typing import Any, Callable, ClassVar, Iterable, TypeVar, dataclass_transform
+from typing import Annotated, Any, Callable, ClassVar, Iterable, TypeVar, dataclass_transform
 
 from construct import Array, Bytes, BitsInteger, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
-from mad.layout import ZEROS, Layout, LayoutValue, NulText, T, bit_size, layout
+from mad.layout import ZEROS, Layout, LayoutValue, NulText, Reserved, T, annotated_subcons, bit_size, layout
 
 SMP_DATA_SIZE = 64
 # PortInfo's AttributeModifier bit 31 (SMSupportExtendedSpeeds, IBA 1.4+) selects the
@@ -54,18 +54,24 @@ A = TypeVar("A", bound=Attribute)
 @dataclass_transform(eq_default=True)
 def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
     """Class decorator: an attribute's layout, padded to the SMP data area."""
-    pad = SMP_DATA_SIZE * 8 - bit_size(subcons)
-    bind = layout(*subcons, *([Padding(pad)] if pad else []))
-
     def attr(cls: type[A]) -> type[A]:
+        subs = subcons or tuple(annotated_subcons(cls))
+        pad = SMP_DATA_SIZE * 8 - bit_size(subs)
         cls.ATTR_ID = int(attr_id)
-        cls.SUBCONS = tuple(subcons)
-        return bind(cls)
+        cls.SUBCONS = tuple(subs)
+        return layout(*subs, *([Padding(pad)] if pad else []))(cls)
     return attr
 
 
 
 B = BitsInteger
+U1 = Annotated[int, B(1)]
+U4 = Annotated[int, B(4)]
+U8 = Annotated[int, B(8)]
+U16 = Annotated[int, B(16)]
+U24 = Annotated[int, B(24)]
+U32 = Annotated[int, B(32)]
+U64 = Annotated[int, B(64)]
 
 
 @_attribute(
@@ -116,8 +122,11 @@ class NoticeType(enum.IntEnum):
 @dataclass_transform(eq_default=True)
 def _details(*subcons: Any) -> Callable[[type[T]], type[T]]:
     """Class decorator: a trap's DataDetails layout, padded to Notice.DataDetails."""
-    pad = NOTICE_DETAILS_SIZE * 8 - bit_size(subcons)
-    return layout(*subcons, *([Padding(pad)] if pad else []))
+    def bind(cls: type[T]) -> type[T]:
+        subs = subcons or tuple(annotated_subcons(cls))
+        pad = NOTICE_DETAILS_SIZE * 8 - bit_size(subs)
+        return layout(*subs, *([Padding(pad)] if pad else []))(cls)
+    return bind
 
 
 # Notice.DataDetails of the traps an SM acts on (IBA 14.2.5.1, Table 119 and on)
@@ -175,27 +184,21 @@ class NodeDescription(Attribute):
     node_string: str = ""
 
 
-@_attribute(
-    AttrID.NODE_INFO,
-    "base_version" / B(8), "class_version" / B(8), "node_type" / B(8), "num_ports" / B(8),
-    "system_image_guid" / B(64), "node_guid" / B(64), "port_guid" / B(64),
-    "partition_cap" / B(16), "device_id" / B(16), "revision" / B(32),
-    "local_port_num" / B(8), "vendor_id" / B(24),
-)
+@_attribute(AttrID.NODE_INFO)
 class NodeInfo(Attribute):
     """NodeInfo (IBA 14.2.5.3)."""
-    base_version: int = 0
-    class_version: int = 0
-    node_type: int = 0
-    num_ports: int = 0
-    system_image_guid: int = 0
-    node_guid: int = 0
-    port_guid: int = 0
-    partition_cap: int = 0
-    device_id: int = 0
-    revision: int = 0
-    local_port_num: int = 0
-    vendor_id: int = 0
+    base_version: U8 = 0
+    class_version: U8 = 0
+    node_type: U8 = 0
+    num_ports: U8 = 0
+    system_image_guid: U64 = 0
+    node_guid: U64 = 0
+    port_guid: U64 = 0
+    partition_cap: U16 = 0
+    device_id: U16 = 0
+    revision: U32 = 0
+    local_port_num: U8 = 0
+    vendor_id: U24 = 0
 
 
 @_attribute(
@@ -480,15 +483,14 @@ class MulticastForwardingTable(Attribute):
     port_masks: list[int] = ZEROS
 
 
-@_attribute(AttrID.SM_INFO, "guid" / B(64), "sm_key" / B(64), "act_count" / B(32), "priority" / B(4),
-            "sm_state" / B(4))
+@_attribute(AttrID.SM_INFO)
 class SMInfo(Attribute):
     """SMInfo (IBA 14.2.5.13)."""
-    guid: int = 0
-    sm_key: int = 0
-    act_count: int = 0
-    priority: int = 0
-    sm_state: int = 0
+    guid: U64 = 0
+    sm_key: U64 = 0
+    act_count: U32 = 0
+    priority: U4 = 0
+    sm_state: U4 = 0
 
 
 class SMState(enum.IntEnum):
