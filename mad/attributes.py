@@ -74,24 +74,17 @@ U32 = Annotated[int, B(32)]
 U64 = Annotated[int, B(64)]
 
 
-@_attribute(
-    AttrID.NOTICE,
-    "is_generic" / B(1), "type" / B(7), "producer_type_or_vendor_id" / B(24),
-    "trap_number_or_device_id" / B(16), "issuer_lid" / B(16),
-    "notice_toggle" / B(1), "notice_count" / B(15),
-    # IssuerGID (bytes 64-79 of the 80-byte Notice) does not fit an SMP's data area.
-    "data_details" / Bytewise(Bytes(54)),
-)
+@_attribute(AttrID.NOTICE)
 class Notice(Attribute):
     """Notice (IBA 13.4.8.2), the 64 bytes an SMP carries."""
-    is_generic: int = 0
-    type: int = 0
-    producer_type_or_vendor_id: int = 0
-    trap_number_or_device_id: int = 0
-    issuer_lid: int = 0
-    notice_toggle: int = 0
-    notice_count: int = 0
-    data_details: bytes = ZEROS
+    is_generic: U1 = 0
+    type: Annotated[int, B(7)] = 0
+    producer_type_or_vendor_id: U24 = 0
+    trap_number_or_device_id: U16 = 0
+    issuer_lid: U16 = 0
+    notice_toggle: U1 = 0
+    notice_count: Annotated[int, B(15)] = 0
+    data_details: Annotated[bytes, Bytewise(Bytes(54))] = ZEROS
 
 
 NOTICE_DETAILS_SIZE = 54
@@ -130,46 +123,42 @@ def _details(*subcons: Any) -> Callable[[type[T]], type[T]]:
 
 
 # Notice.DataDetails of the traps an SM acts on (IBA 14.2.5.1, Table 119 and on)
-@_details("lid" / B(16))
+@_details()
 class Trap128Details(LayoutValue):
     """Trap 128: the LID of the switch whose PortStateChange was set."""
-    lid: int = 0
+    lid: U16 = 0
 
 
-@_details(Padding(16), "lid" / B(16), "port_num" / B(8))
+@_details()
 class Trap129Details(LayoutValue):
     """Traps 129-131: the LID and port of the faulty link."""
-    lid: int = 0
-    port_num: int = 0
+    lid: Annotated[U16, Reserved(16)] = 0
+    port_num: U8 = 0
 
 
-@_details(Padding(16), "lid" / B(16), Padding(15), "other_local_changes" / B(1),
-          "capability_mask" / B(32), Padding(10), "change_flags" / B(6),
-          "capability_mask2" / B(16))
+@_details()
 class Trap144Details(LayoutValue):
     """Trap 144: a port's CapabilityMask (IsSM among them) or other local change."""
-    lid: int = 0
-    other_local_changes: int = 0
-    capability_mask: int = 0
-    change_flags: int = 0
-    capability_mask2: int = 0
+    lid: Annotated[U16, Reserved(16)] = 0
+    other_local_changes: Annotated[U1, Reserved(15)] = 0
+    capability_mask: U32 = 0
+    change_flags: Annotated[int, B(6), Reserved(10)] = 0
+    capability_mask2: U16 = 0
 
 
-@_details(Padding(16), "lid" / B(16), "dr_slid" / B(16), "method" / B(8), Padding(8), "attribute_id" / B(16),
-          "attribute_modifier" / B(32), "m_key" / B(64), "dr_notice" / B(1), "dr_path_truncated" / B(1),
-          "dr_hop_count" / B(6))
+@_details()
 class Trap256Details(LayoutValue):
     """Trap 256 (Bad M_Key): who sent the SMP (its LID; DRSLID for a directed route),
     its method, attribute and modifier, and the M_Key it carried (a secret: never shown)."""
-    lid: int = 0
-    dr_slid: int = 0
-    method: int = 0
-    attribute_id: int = 0
-    attribute_modifier: int = 0
-    m_key: int = 0
-    dr_notice: int = 0
-    dr_path_truncated: int = 0
-    dr_hop_count: int = 0
+    lid: Annotated[U16, Reserved(16)] = 0
+    dr_slid: U16 = 0
+    method: U8 = 0
+    attribute_id: Annotated[U16, Reserved(8)] = 0
+    attribute_modifier: U32 = 0
+    m_key: U64 = 0
+    dr_notice: U1 = 0
+    dr_path_truncated: U1 = 0
+    dr_hop_count: Annotated[int, B(6)] = 0
 
 
 TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details | Trap256Details]] = {
@@ -178,10 +167,10 @@ TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details | 
     TrapNumber.CAPABILITY_CHANGE: Trap144Details, TrapNumber.BAD_M_KEY: Trap256Details}
 
 
-@_attribute(AttrID.NODE_DESCRIPTION, "node_string" / Bytewise(NulText(64)))
+@_attribute(AttrID.NODE_DESCRIPTION)
 class NodeDescription(Attribute):
     """NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8, NUL padded."""
-    node_string: str = ""
+    node_string: Annotated[str, Bytewise(NulText(64))] = ""
 
 
 @_attribute(AttrID.NODE_INFO)
@@ -201,40 +190,27 @@ class NodeInfo(Attribute):
     vendor_id: U24 = 0
 
 
-@_attribute(
-    AttrID.SWITCH_INFO,
-    "linear_fdb_cap" / B(16), "random_fdb_cap" / B(16), "multicast_fdb_cap" / B(16),
-    "linear_fdb_top" / B(16),
-    "default_port" / B(8), "default_multicast_primary_port" / B(8),
-    "default_multicast_not_primary_port" / B(8),
-    "life_time_value" / B(5), "port_state_change" / B(1),
-    "optimized_sl_to_vl_mapping_programming" / B(2),
-    "lids_per_port" / B(16), "partition_enforcement_cap" / B(16),
-    "inbound_enforcement_cap" / B(1), "outbound_enforcement_cap" / B(1),
-    "filter_raw_inbound_cap" / B(1), "filter_raw_outbound_cap" / B(1),
-    "enhanced_port0" / B(1), Padding(3), Padding(8),
-    "multicast_fdb_top" / B(16),
-)
+@_attribute(AttrID.SWITCH_INFO)
 class SwitchInfo(Attribute):
     """SwitchInfo (IBA 14.2.5.4)."""
-    linear_fdb_cap: int = 0
-    random_fdb_cap: int = 0
-    multicast_fdb_cap: int = 0
-    linear_fdb_top: int = 0
-    default_port: int = 0
-    default_multicast_primary_port: int = 0
-    default_multicast_not_primary_port: int = 0
-    life_time_value: int = 0
-    port_state_change: int = 0
-    optimized_sl_to_vl_mapping_programming: int = 0
-    lids_per_port: int = 0
-    partition_enforcement_cap: int = 0
-    inbound_enforcement_cap: int = 0
-    outbound_enforcement_cap: int = 0
-    filter_raw_inbound_cap: int = 0
-    filter_raw_outbound_cap: int = 0
-    enhanced_port0: int = 0
-    multicast_fdb_top: int = 0
+    linear_fdb_cap: U16 = 0
+    random_fdb_cap: U16 = 0
+    multicast_fdb_cap: U16 = 0
+    linear_fdb_top: U16 = 0
+    default_port: U8 = 0
+    default_multicast_primary_port: U8 = 0
+    default_multicast_not_primary_port: U8 = 0
+    life_time_value: Annotated[int, B(5)] = 0
+    port_state_change: U1 = 0
+    optimized_sl_to_vl_mapping_programming: Annotated[int, B(2)] = 0
+    lids_per_port: U16 = 0
+    partition_enforcement_cap: U16 = 0
+    inbound_enforcement_cap: U1 = 0
+    outbound_enforcement_cap: U1 = 0
+    filter_raw_inbound_cap: U1 = 0
+    filter_raw_outbound_cap: U1 = 0
+    enhanced_port0: U1 = 0
+    multicast_fdb_top: Annotated[U16, Reserved(11)] = 0
 
 
 # PortInfo: one list of components; the extended-speeds form (AttributeModifier bit 31)
@@ -338,23 +314,24 @@ class PortInfoExtSpeeds(PortInfo):
 
 # entry i: the port's GUID of index 8*block + i (AttributeModifier = block); GUID 0 of
 # block 0 is the port GUID, read only; entries past PortInfo.GUIDCap read 0
-@_attribute(AttrID.GUID_INFO, "guids" / Array(8, B(64)))
+@_attribute(AttrID.GUID_INFO)
 class GUIDInfo(Attribute):
     """GUIDInfo (IBA 14.2.5.5): one block of 8 of a port's GUIDs (its own and alias GUIDs)."""
-    guids: list[int] = ZEROS
+    guids: Annotated[list[int], Array(8, B(64))] = ZEROS
 
 
 # each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
-@_attribute(AttrID.P_KEY_TABLE, "p_keys" / Array(32, B(16)))
+@_attribute(AttrID.P_KEY_TABLE)
 class P_KeyTable(Attribute):
     """P_KeyTable (IBA 14.2.5.7): one block of 32 P_Keys."""
-    p_keys: list[int] = ZEROS
+    p_keys: Annotated[list[int], Array(32, B(16))] = ZEROS
 
 
-@_attribute(AttrID.SL_TO_VL_MAPPING_TABLE, "sl_to_vl" / Array(16, B(4)))  # entry i: the VL for SL i
+# entry i: the VL for SL i
+@_attribute(AttrID.SL_TO_VL_MAPPING_TABLE)
 class SLtoVLMappingTable(Attribute):
     """SLtoVLMappingTable (IBA 14.2.5.8)."""
-    sl_to_vl: list[int] = ZEROS
+    sl_to_vl: Annotated[list[int], Array(16, B(4))] = ZEROS
 
 
 # 32 entries of 16 bits: reserved 4, VL 4, Weight 8 (IBA 14.2.5.9); flattened into parallel
@@ -449,10 +426,11 @@ def vlarb_block(entries: Iterable[tuple[int, int]]) -> VLArbitrationTable:
     return VLArbitrationTable(*flat, *([0] * (64 - len(flat))))
 
 
-@_attribute(AttrID.LINEAR_FORWARDING_TABLE, "ports" / Array(64, B(8)))  # port for LID 64*block + i; 0xFF = none
+# port for LID 64*block + i; 0xFF = none
+@_attribute(AttrID.LINEAR_FORWARDING_TABLE)
 class LinearForwardingTable(Attribute):
     """LinearForwardingTable (IBA 14.2.5.10): the ports of 64 LIDs."""
-    ports: list[int] = ZEROS
+    ports: Annotated[list[int], Array(64, B(8))] = ZEROS
 
 
 # One RFT entry is 32 bits: BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8. The block is
@@ -470,17 +448,17 @@ class RandomForwardingEntry(LayoutValue):
 
 
 # each entry a packed RandomForwardingEntry; see mad.forwarding.rft_decode
-@_attribute(AttrID.RANDOM_FORWARDING_TABLE, "entries" / Array(16, B(32)))
+@_attribute(AttrID.RANDOM_FORWARDING_TABLE)
 class RandomForwardingTable(Attribute):
     """RandomForwardingTable (IBA 14.2.5.12): 16 packed entries."""
-    entries: list[int] = ZEROS
+    entries: Annotated[list[int], Array(16, B(32))] = ZEROS
 
 
 # entry i: MLID 0xC000+32*block+i, bit j: port 16*position+j
-@_attribute(AttrID.MULTICAST_FORWARDING_TABLE, "port_masks" / Array(32, B(16)))
+@_attribute(AttrID.MULTICAST_FORWARDING_TABLE)
 class MulticastForwardingTable(Attribute):
     """MulticastForwardingTable (IBA 14.2.5.11): 32 PortMasks of 16 ports."""
-    port_masks: list[int] = ZEROS
+    port_masks: Annotated[list[int], Array(32, B(16))] = ZEROS
 
 
 @_attribute(AttrID.SM_INFO)

@@ -514,7 +514,7 @@ class Reserved:
 def annotated_subcons(cls: type) -> list[Any]:
     """The layout a class declares in its own annotations, each field once:
     ``lid: Annotated[int, BitsInteger(16)] = 0`` (``Reserved(n)`` first for reserved bits
-    before it). The annotation is the one declaration: type checkers see the field, the
+    before it, in any place of the metadata). The annotation is the one declaration: type checkers see the field, the
     layout gets its wire type."""
     hints = typing.get_type_hints(cls, include_extras=True)
     subcons: list[Any] = []
@@ -524,6 +524,9 @@ def annotated_subcons(cls: type) -> list[Any]:
             continue
         if typing.get_origin(hint) is not typing.Annotated:
             raise TypeError(f"layout {cls.__name__}.{name}: no wire type (Annotated[...])")
-        for m in hint.__metadata__:
-            subcons.append(cs.Padding(m.bits) if isinstance(m, Reserved) else name / m)
+        # reserved bits first, wherever they sit in the metadata (Annotated[U16, Reserved(8)]
+        # flattens to Annotated[int, BitsInteger(16), Reserved(8)])
+        meta = hint.__metadata__
+        subcons += [cs.Padding(m.bits) for m in meta if isinstance(m, Reserved)]
+        subcons += [name / m for m in meta if not isinstance(m, Reserved)]
     return subcons
