@@ -210,7 +210,7 @@ class SwitchInfo(Attribute):
     filter_raw_inbound_cap: U1 = 0
     filter_raw_outbound_cap: U1 = 0
     enhanced_port0: U1 = 0
-    multicast_fdb_top: Annotated[U16, Reserved(11)] = 0
+    multicast_fdb_top: Annotated[U16, Reserved(3), Reserved(8)] = 0
 
 
 # PortInfo: one list of components; the extended-speeds form (AttributeModifier bit 31)
