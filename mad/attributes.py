@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import enum
 import operator
-from typing import Any, Callable, ClassVar, Iterable, TypeVar, dataclass_transform
+from typing import Annotated, Any, Callable, ClassVar, Iterable, TypeVar, dataclass_transform
 
 from construct import Array, Bytes, BitsInteger, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
-from mad.layout import ZEROS, Layout, LayoutValue, NulText, T, bit_size, layout
+from mad.layout import ZEROS, Layout, LayoutValue, NulText, Reserved, T, annotated_subcons, bit_size, layout
 
 SMP_DATA_SIZE = 64
 # PortInfo's AttributeModifier bit 31 (SMSupportExtendedSpeeds, IBA 1.4+) selects the
@@ -54,38 +54,37 @@ A = TypeVar("A", bound=Attribute)
 @dataclass_transform(eq_default=True)
 def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
     """Class decorator: an attribute's layout, padded to the SMP data area."""
-    pad = SMP_DATA_SIZE * 8 - bit_size(subcons)
-    bind = layout(*subcons, *([Padding(pad)] if pad else []))
-
     def attr(cls: type[A]) -> type[A]:
+        subs = subcons or tuple(annotated_subcons(cls))
+        pad = SMP_DATA_SIZE * 8 - bit_size(subs)
         cls.ATTR_ID = int(attr_id)
-        cls.SUBCONS = tuple(subcons)
-        return bind(cls)
+        cls.SUBCONS = tuple(subs)
+        return layout(*subs, *([Padding(pad)] if pad else []))(cls)
     return attr
 
 
 
 B = BitsInteger
+U1 = Annotated[int, B(1)]
+U4 = Annotated[int, B(4)]
+U8 = Annotated[int, B(8)]
+U16 = Annotated[int, B(16)]
+U24 = Annotated[int, B(24)]
+U32 = Annotated[int, B(32)]
+U64 = Annotated[int, B(64)]
 
 
-@_attribute(
-    AttrID.NOTICE,
-    "is_generic" / B(1), "type" / B(7), "producer_type_or_vendor_id" / B(24),
-    "trap_number_or_device_id" / B(16), "issuer_lid" / B(16),
-    "notice_toggle" / B(1), "notice_count" / B(15),
-    # IssuerGID (bytes 64-79 of the 80-byte Notice) does not fit an SMP's data area.
-    "data_details" / Bytewise(Bytes(54)),
-)
+@_attribute(AttrID.NOTICE)
 class Notice(Attribute):
     """Notice (IBA 13.4.8.2), the 64 bytes an SMP carries."""
-    is_generic: int = 0
-    type: int = 0
-    producer_type_or_vendor_id: int = 0
-    trap_number_or_device_id: int = 0
-    issuer_lid: int = 0
-    notice_toggle: int = 0
-    notice_count: int = 0
-    data_details: bytes = ZEROS
+    is_generic: U1 = 0
+    type: Annotated[int, B(7)] = 0
+    producer_type_or_vendor_id: U24 = 0
+    trap_number_or_device_id: U16 = 0
+    issuer_lid: U16 = 0
+    notice_toggle: U1 = 0
+    notice_count: Annotated[int, B(15)] = 0
+    data_details: Annotated[bytes, Bytewise(Bytes(54))] = ZEROS
 
 
 NOTICE_DETAILS_SIZE = 54
@@ -116,51 +115,50 @@ class NoticeType(enum.IntEnum):
 @dataclass_transform(eq_default=True)
 def _details(*subcons: Any) -> Callable[[type[T]], type[T]]:
     """Class decorator: a trap's DataDetails layout, padded to Notice.DataDetails."""
-    pad = NOTICE_DETAILS_SIZE * 8 - bit_size(subcons)
-    return layout(*subcons, *([Padding(pad)] if pad else []))
+    def bind(cls: type[T]) -> type[T]:
+        subs = subcons or tuple(annotated_subcons(cls))
+        pad = NOTICE_DETAILS_SIZE * 8 - bit_size(subs)
+        return layout(*subs, *([Padding(pad)] if pad else []))(cls)
+    return bind
 
 
 # Notice.DataDetails of the traps an SM acts on (IBA 14.2.5.1, Table 119 and on)
-@_details("lid" / B(16))
+@_details()
 class Trap128Details(LayoutValue):
     """Trap 128: the LID of the switch whose PortStateChange was set."""
-    lid: int = 0
+    lid: U16 = 0
 
 
-@_details(Padding(16), "lid" / B(16), "port_num" / B(8))
+@_details()
 class Trap129Details(LayoutValue):
     """Traps 129-131: the LID and port of the faulty link."""
-    lid: int = 0
-    port_num: int = 0
+    lid: Annotated[U16, Reserved(16)] = 0
+    port_num: U8 = 0
 
 
-@_details(Padding(16), "lid" / B(16), Padding(15), "other_local_changes" / B(1),
-          "capability_mask" / B(32), Padding(10), "change_flags" / B(6),
-          "capability_mask2" / B(16))
+@_details()
 class Trap144Details(LayoutValue):
     """Trap 144: a port's CapabilityMask (IsSM among them) or other local change."""
-    lid: int = 0
-    other_local_changes: int = 0
-    capability_mask: int = 0
-    change_flags: int = 0
-    capability_mask2: int = 0
+    lid: Annotated[U16, Reserved(16)] = 0
+    other_local_changes: Annotated[U1, Reserved(15)] = 0
+    capability_mask: U32 = 0
+    change_flags: Annotated[int, B(6), Reserved(10)] = 0
+    capability_mask2: U16 = 0
 
 
-@_details(Padding(16), "lid" / B(16), "dr_slid" / B(16), "method" / B(8), Padding(8), "attribute_id" / B(16),
-          "attribute_modifier" / B(32), "m_key" / B(64), "dr_notice" / B(1), "dr_path_truncated" / B(1),
-          "dr_hop_count" / B(6))
+@_details()
 class Trap256Details(LayoutValue):
     """Trap 256 (Bad M_Key): who sent the SMP (its LID; DRSLID for a directed route),
     its method, attribute and modifier, and the M_Key it carried (a secret: never shown)."""
-    lid: int = 0
-    dr_slid: int = 0
-    method: int = 0
-    attribute_id: int = 0
-    attribute_modifier: int = 0
-    m_key: int = 0
-    dr_notice: int = 0
-    dr_path_truncated: int = 0
-    dr_hop_count: int = 0
+    lid: Annotated[U16, Reserved(16)] = 0
+    dr_slid: U16 = 0
+    method: U8 = 0
+    attribute_id: Annotated[U16, Reserved(8)] = 0
+    attribute_modifier: U32 = 0
+    m_key: U64 = 0
+    dr_notice: U1 = 0
+    dr_path_truncated: U1 = 0
+    dr_hop_count: Annotated[int, B(6)] = 0
 
 
 TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details | Trap256Details]] = {
@@ -169,69 +167,50 @@ TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details | 
     TrapNumber.CAPABILITY_CHANGE: Trap144Details, TrapNumber.BAD_M_KEY: Trap256Details}
 
 
-@_attribute(AttrID.NODE_DESCRIPTION, "node_string" / Bytewise(NulText(64)))
+@_attribute(AttrID.NODE_DESCRIPTION)
 class NodeDescription(Attribute):
     """NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8, NUL padded."""
-    node_string: str = ""
+    node_string: Annotated[str, Bytewise(NulText(64))] = ""
 
 
-@_attribute(
-    AttrID.NODE_INFO,
-    "base_version" / B(8), "class_version" / B(8), "node_type" / B(8), "num_ports" / B(8),
-    "system_image_guid" / B(64), "node_guid" / B(64), "port_guid" / B(64),
-    "partition_cap" / B(16), "device_id" / B(16), "revision" / B(32),
-    "local_port_num" / B(8), "vendor_id" / B(24),
-)
+@_attribute(AttrID.NODE_INFO)
 class NodeInfo(Attribute):
     """NodeInfo (IBA 14.2.5.3)."""
-    base_version: int = 0
-    class_version: int = 0
-    node_type: int = 0
-    num_ports: int = 0
-    system_image_guid: int = 0
-    node_guid: int = 0
-    port_guid: int = 0
-    partition_cap: int = 0
-    device_id: int = 0
-    revision: int = 0
-    local_port_num: int = 0
-    vendor_id: int = 0
+    base_version: U8 = 0
+    class_version: U8 = 0
+    node_type: U8 = 0
+    num_ports: U8 = 0
+    system_image_guid: U64 = 0
+    node_guid: U64 = 0
+    port_guid: U64 = 0
+    partition_cap: U16 = 0
+    device_id: U16 = 0
+    revision: U32 = 0
+    local_port_num: U8 = 0
+    vendor_id: U24 = 0
 
 
-@_attribute(
-    AttrID.SWITCH_INFO,
-    "linear_fdb_cap" / B(16), "random_fdb_cap" / B(16), "multicast_fdb_cap" / B(16),
-    "linear_fdb_top" / B(16),
-    "default_port" / B(8), "default_multicast_primary_port" / B(8),
-    "default_multicast_not_primary_port" / B(8),
-    "life_time_value" / B(5), "port_state_change" / B(1),
-    "optimized_sl_to_vl_mapping_programming" / B(2),
-    "lids_per_port" / B(16), "partition_enforcement_cap" / B(16),
-    "inbound_enforcement_cap" / B(1), "outbound_enforcement_cap" / B(1),
-    "filter_raw_inbound_cap" / B(1), "filter_raw_outbound_cap" / B(1),
-    "enhanced_port0" / B(1), Padding(3), Padding(8),
-    "multicast_fdb_top" / B(16),
-)
+@_attribute(AttrID.SWITCH_INFO)
 class SwitchInfo(Attribute):
     """SwitchInfo (IBA 14.2.5.4)."""
-    linear_fdb_cap: int = 0
-    random_fdb_cap: int = 0
-    multicast_fdb_cap: int = 0
-    linear_fdb_top: int = 0
-    default_port: int = 0
-    default_multicast_primary_port: int = 0
-    default_multicast_not_primary_port: int = 0
-    life_time_value: int = 0
-    port_state_change: int = 0
-    optimized_sl_to_vl_mapping_programming: int = 0
-    lids_per_port: int = 0
-    partition_enforcement_cap: int = 0
-    inbound_enforcement_cap: int = 0
-    outbound_enforcement_cap: int = 0
-    filter_raw_inbound_cap: int = 0
-    filter_raw_outbound_cap: int = 0
-    enhanced_port0: int = 0
-    multicast_fdb_top: int = 0
+    linear_fdb_cap: U16 = 0
+    random_fdb_cap: U16 = 0
+    multicast_fdb_cap: U16 = 0
+    linear_fdb_top: U16 = 0
+    default_port: U8 = 0
+    default_multicast_primary_port: U8 = 0
+    default_multicast_not_primary_port: U8 = 0
+    life_time_value: Annotated[int, B(5)] = 0
+    port_state_change: U1 = 0
+    optimized_sl_to_vl_mapping_programming: Annotated[int, B(2)] = 0
+    lids_per_port: U16 = 0
+    partition_enforcement_cap: U16 = 0
+    inbound_enforcement_cap: U1 = 0
+    outbound_enforcement_cap: U1 = 0
+    filter_raw_inbound_cap: U1 = 0
+    filter_raw_outbound_cap: U1 = 0
+    enhanced_port0: U1 = 0
+    multicast_fdb_top: Annotated[U16, Reserved(3), Reserved(8)] = 0
 
 
 # PortInfo: one list of components; the extended-speeds form (AttributeModifier bit 31)
@@ -335,95 +314,95 @@ class PortInfoExtSpeeds(PortInfo):
 
 # entry i: the port's GUID of index 8*block + i (AttributeModifier = block); GUID 0 of
 # block 0 is the port GUID, read only; entries past PortInfo.GUIDCap read 0
-@_attribute(AttrID.GUID_INFO, "guids" / Array(8, B(64)))
+@_attribute(AttrID.GUID_INFO)
 class GUIDInfo(Attribute):
     """GUIDInfo (IBA 14.2.5.5): one block of 8 of a port's GUIDs (its own and alias GUIDs)."""
-    guids: list[int] = ZEROS
+    guids: Annotated[list[int], Array(8, B(64))] = ZEROS
 
 
 # each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
-@_attribute(AttrID.P_KEY_TABLE, "p_keys" / Array(32, B(16)))
+@_attribute(AttrID.P_KEY_TABLE)
 class P_KeyTable(Attribute):
     """P_KeyTable (IBA 14.2.5.7): one block of 32 P_Keys."""
-    p_keys: list[int] = ZEROS
+    p_keys: Annotated[list[int], Array(32, B(16))] = ZEROS
 
 
-@_attribute(AttrID.SL_TO_VL_MAPPING_TABLE, "sl_to_vl" / Array(16, B(4)))  # entry i: the VL for SL i
+# entry i: the VL for SL i
+@_attribute(AttrID.SL_TO_VL_MAPPING_TABLE)
 class SLtoVLMappingTable(Attribute):
     """SLtoVLMappingTable (IBA 14.2.5.8)."""
-    sl_to_vl: list[int] = ZEROS
+    sl_to_vl: Annotated[list[int], Array(16, B(4))] = ZEROS
 
 
 # 32 entries of 16 bits: reserved 4, VL 4, Weight 8 (IBA 14.2.5.9); flattened into parallel
 # fields so the layout stays one construct, like the RFT below.
-@_attribute(AttrID.VL_ARBITRATION_TABLE,
-            *[c for i in range(32) for c in (Padding(4), f"vl_{i}" / B(4), f"weight_{i}" / B(8))])
+@_attribute(AttrID.VL_ARBITRATION_TABLE)
 class VLArbitrationTable(Attribute):
     """VLArbitrationTable: one part (32 entries) of a port's low or high priority table."""
-    vl_0: int = 0
-    weight_0: int = 0
-    vl_1: int = 0
-    weight_1: int = 0
-    vl_2: int = 0
-    weight_2: int = 0
-    vl_3: int = 0
-    weight_3: int = 0
-    vl_4: int = 0
-    weight_4: int = 0
-    vl_5: int = 0
-    weight_5: int = 0
-    vl_6: int = 0
-    weight_6: int = 0
-    vl_7: int = 0
-    weight_7: int = 0
-    vl_8: int = 0
-    weight_8: int = 0
-    vl_9: int = 0
-    weight_9: int = 0
-    vl_10: int = 0
-    weight_10: int = 0
-    vl_11: int = 0
-    weight_11: int = 0
-    vl_12: int = 0
-    weight_12: int = 0
-    vl_13: int = 0
-    weight_13: int = 0
-    vl_14: int = 0
-    weight_14: int = 0
-    vl_15: int = 0
-    weight_15: int = 0
-    vl_16: int = 0
-    weight_16: int = 0
-    vl_17: int = 0
-    weight_17: int = 0
-    vl_18: int = 0
-    weight_18: int = 0
-    vl_19: int = 0
-    weight_19: int = 0
-    vl_20: int = 0
-    weight_20: int = 0
-    vl_21: int = 0
-    weight_21: int = 0
-    vl_22: int = 0
-    weight_22: int = 0
-    vl_23: int = 0
-    weight_23: int = 0
-    vl_24: int = 0
-    weight_24: int = 0
-    vl_25: int = 0
-    weight_25: int = 0
-    vl_26: int = 0
-    weight_26: int = 0
-    vl_27: int = 0
-    weight_27: int = 0
-    vl_28: int = 0
-    weight_28: int = 0
-    vl_29: int = 0
-    weight_29: int = 0
-    vl_30: int = 0
-    weight_30: int = 0
-    vl_31: int = 0
-    weight_31: int = 0
+    vl_0: Annotated[U4, Reserved(4)] = 0
+    weight_0: U8 = 0
+    vl_1: Annotated[U4, Reserved(4)] = 0
+    weight_1: U8 = 0
+    vl_2: Annotated[U4, Reserved(4)] = 0
+    weight_2: U8 = 0
+    vl_3: Annotated[U4, Reserved(4)] = 0
+    weight_3: U8 = 0
+    vl_4: Annotated[U4, Reserved(4)] = 0
+    weight_4: U8 = 0
+    vl_5: Annotated[U4, Reserved(4)] = 0
+    weight_5: U8 = 0
+    vl_6: Annotated[U4, Reserved(4)] = 0
+    weight_6: U8 = 0
+    vl_7: Annotated[U4, Reserved(4)] = 0
+    weight_7: U8 = 0
+    vl_8: Annotated[U4, Reserved(4)] = 0
+    weight_8: U8 = 0
+    vl_9: Annotated[U4, Reserved(4)] = 0
+    weight_9: U8 = 0
+    vl_10: Annotated[U4, Reserved(4)] = 0
+    weight_10: U8 = 0
+    vl_11: Annotated[U4, Reserved(4)] = 0
+    weight_11: U8 = 0
+    vl_12: Annotated[U4, Reserved(4)] = 0
+    weight_12: U8 = 0
+    vl_13: Annotated[U4, Reserved(4)] = 0
+    weight_13: U8 = 0
+    vl_14: Annotated[U4, Reserved(4)] = 0
+    weight_14: U8 = 0
+    vl_15: Annotated[U4, Reserved(4)] = 0
+    weight_15: U8 = 0
+    vl_16: Annotated[U4, Reserved(4)] = 0
+    weight_16: U8 = 0
+    vl_17: Annotated[U4, Reserved(4)] = 0
+    weight_17: U8 = 0
+    vl_18: Annotated[U4, Reserved(4)] = 0
+    weight_18: U8 = 0
+    vl_19: Annotated[U4, Reserved(4)] = 0
+    weight_19: U8 = 0
+    vl_20: Annotated[U4, Reserved(4)] = 0
+    weight_20: U8 = 0
+    vl_21: Annotated[U4, Reserved(4)] = 0
+    weight_21: U8 = 0
+    vl_22: Annotated[U4, Reserved(4)] = 0
+    weight_22: U8 = 0
+    vl_23: Annotated[U4, Reserved(4)] = 0
+    weight_23: U8 = 0
+    vl_24: Annotated[U4, Reserved(4)] = 0
+    weight_24: U8 = 0
+    vl_25: Annotated[U4, Reserved(4)] = 0
+    weight_25: U8 = 0
+    vl_26: Annotated[U4, Reserved(4)] = 0
+    weight_26: U8 = 0
+    vl_27: Annotated[U4, Reserved(4)] = 0
+    weight_27: U8 = 0
+    vl_28: Annotated[U4, Reserved(4)] = 0
+    weight_28: U8 = 0
+    vl_29: Annotated[U4, Reserved(4)] = 0
+    weight_29: U8 = 0
+    vl_30: Annotated[U4, Reserved(4)] = 0
+    weight_30: U8 = 0
+    vl_31: Annotated[U4, Reserved(4)] = 0
+    weight_31: U8 = 0
 
 
 # VL0, Weight0, VL1, ...: the part's fields in layout order, read in one C call
@@ -446,10 +425,11 @@ def vlarb_block(entries: Iterable[tuple[int, int]]) -> VLArbitrationTable:
     return VLArbitrationTable(*flat, *([0] * (64 - len(flat))))
 
 
-@_attribute(AttrID.LINEAR_FORWARDING_TABLE, "ports" / Array(64, B(8)))  # port for LID 64*block + i; 0xFF = none
+# port for LID 64*block + i; 0xFF = none
+@_attribute(AttrID.LINEAR_FORWARDING_TABLE)
 class LinearForwardingTable(Attribute):
     """LinearForwardingTable (IBA 14.2.5.10): the ports of 64 LIDs."""
-    ports: list[int] = ZEROS
+    ports: Annotated[list[int], Array(64, B(8))] = ZEROS
 
 
 # One RFT entry is 32 bits: BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8. The block is
@@ -467,28 +447,27 @@ class RandomForwardingEntry(LayoutValue):
 
 
 # each entry a packed RandomForwardingEntry; see mad.forwarding.rft_decode
-@_attribute(AttrID.RANDOM_FORWARDING_TABLE, "entries" / Array(16, B(32)))
+@_attribute(AttrID.RANDOM_FORWARDING_TABLE)
 class RandomForwardingTable(Attribute):
     """RandomForwardingTable (IBA 14.2.5.12): 16 packed entries."""
-    entries: list[int] = ZEROS
+    entries: Annotated[list[int], Array(16, B(32))] = ZEROS
 
 
 # entry i: MLID 0xC000+32*block+i, bit j: port 16*position+j
-@_attribute(AttrID.MULTICAST_FORWARDING_TABLE, "port_masks" / Array(32, B(16)))
+@_attribute(AttrID.MULTICAST_FORWARDING_TABLE)
 class MulticastForwardingTable(Attribute):
     """MulticastForwardingTable (IBA 14.2.5.11): 32 PortMasks of 16 ports."""
-    port_masks: list[int] = ZEROS
+    port_masks: Annotated[list[int], Array(32, B(16))] = ZEROS
 
 
-@_attribute(AttrID.SM_INFO, "guid" / B(64), "sm_key" / B(64), "act_count" / B(32), "priority" / B(4),
-            "sm_state" / B(4))
+@_attribute(AttrID.SM_INFO)
 class SMInfo(Attribute):
     """SMInfo (IBA 14.2.5.13)."""
-    guid: int = 0
-    sm_key: int = 0
-    act_count: int = 0
-    priority: int = 0
-    sm_state: int = 0
+    guid: U64 = 0
+    sm_key: U64 = 0
+    act_count: U32 = 0
+    priority: U4 = 0
+    sm_state: U4 = 0
 
 
 class SMState(enum.IntEnum):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import struct
+import typing
 from typing import Any, Callable, ClassVar, Generic, Self, TypeVar, cast, dataclass_transform
 
 import construct as cs
@@ -99,6 +100,17 @@ ZEROS: Any = object()
 _LAZY = frozenset({"construct", "_decode", "_encode", "_copy"})
 
 
+def _type_name(cls: type, name: str, declared: Any) -> str:
+    """A field's declared Python type as written ("int", "list[int]"), through an
+    ``Annotated`` wire type or an alias of one (U16)."""
+    text = str(declared)
+    if text in _KIND_TYPES.values():
+        return text
+    hint = typing.get_type_hints(cls, include_extras=True)[name]
+    base = hint.__origin__ if typing.get_origin(hint) is typing.Annotated else hint
+    return base.__name__ if isinstance(base, type) and not typing.get_args(base) else str(base)
+
+
 class Layout(Generic[T]):
     """One layout: its construct definition, the value class bound to it, a fast codec.
 
@@ -145,7 +157,7 @@ class Layout(Generic[T]):
         for f in self.fields:
             if f.name is None:
                 continue
-            if str(declared[f.name]) != _KIND_TYPES[f.kind]:
+            if _type_name(cls, f.name, declared[f.name]) != _KIND_TYPES[f.kind]:
                 raise TypeError(f"{cls.__name__}.{f.name}: declared {declared[f.name]}, "
                                 f"the layout holds {_KIND_TYPES[f.kind]}")
             if f.name in own:
@@ -349,9 +361,10 @@ class LayoutValue:
 @dataclass_transform(eq_default=True)
 def layout(*subcons: Any) -> Callable[[type[T]], type[T]]:
     """Class decorator: the declared class becomes the values of ``Layout(name, *subcons)``
-    (see `Layout.bind`); ``cls.LAYOUT`` is that layout."""
+    (see `Layout.bind`); ``cls.LAYOUT`` is that layout. Without subcons, the class's
+    annotations declare them (`annotated_subcons`)."""
     def bind(cls: type[T]) -> type[T]:
-        return Layout[T](cls.__name__, *subcons).bind(cls)
+        return Layout[T](cls.__name__, *(subcons or annotated_subcons(cls))).bind(cls)
     return bind
 
 
@@ -490,3 +503,30 @@ def _bad(name: str, value: Any, limit: Any) -> Any:
     if isinstance(limit, int):
         limit = f"0..{limit} ({limit:#x})"
     raise MadFieldError(name, value, limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reserved:
+    """In a field's ``Annotated`` metadata: reserved bits on the wire before the field."""
+    bits: int
+
+
+def annotated_subcons(cls: type) -> list[Any]:
+    """The layout a class declares in its own annotations, each field once:
+    ``lid: Annotated[int, BitsInteger(16)] = 0`` (``Reserved(n)`` first for reserved bits
+    before it, in any place of the metadata). The annotation is the one declaration: type checkers see the field, the
+    layout gets its wire type."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    subcons: list[Any] = []
+    for name in cls.__dict__.get("__annotations__", {}):
+        hint = hints[name]
+        if typing.get_origin(hint) is ClassVar:
+            continue
+        if typing.get_origin(hint) is not typing.Annotated:
+            raise TypeError(f"layout {cls.__name__}.{name}: no wire type (Annotated[...])")
+        # reserved bits first, wherever they sit in the metadata (Annotated[U16, Reserved(8)]
+        # flattens to Annotated[int, BitsInteger(16), Reserved(8)])
+        meta = hint.__metadata__
+        subcons += [cs.Padding(m.bits) for m in meta if isinstance(m, Reserved)]
+        subcons += [name / m for m in meta if not isinstance(m, Reserved)]
+    return subcons

@@ -466,3 +466,35 @@ def test_lft_block_bytes_are_its_ports(raw):
     """fdb.lft sends and reads LFT blocks as raw bytes: the layout must agree."""
     value = A.LinearForwardingTable(ports=list(raw))
     assert value.encode() == raw and A.LinearForwardingTable.decode(raw) == value
+
+
+# module level: annotations are strings, resolved in the module's globals
+from typing import Annotated  # noqa: E402
+
+from construct import BitsInteger  # noqa: E402
+
+from mad.layout import Reserved  # noqa: E402
+
+U8 = Annotated[int, BitsInteger(8)]
+
+
+def test_annotated_fields_declare_the_layout_once():
+    """A field's wire type in its annotation is the layout: reserved bits come first
+    wherever Annotated flattening leaves them; a field without one is refused."""
+    import pytest as _pytest
+
+    from mad.layout import LayoutValue, layout
+
+    @layout()
+    class Two(LayoutValue):
+        a: U8 = 0
+        b: Annotated[U8, Reserved(4), Reserved(4)] = 0
+
+    assert Two.LAYOUT.size == 3
+    assert Two.LAYOUT.encode(Two(0x12, 0x34)) == bytes([0x12, 0, 0x34])
+    assert Two.LAYOUT.decode(bytes([1, 0xFF, 2])) == Two(1, 2)
+
+    with _pytest.raises(TypeError, match="no wire type"):
+        @layout()
+        class Bare(LayoutValue):
+            a: int = 0
