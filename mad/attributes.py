@@ -13,7 +13,10 @@ from typing import Annotated, Any, Callable, ClassVar, Iterable, TypeVar, datacl
 from construct import Array, Bytes, BitsInteger, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
-from mad.layout import ZEROS, Layout, LayoutValue, NulText, Reserved, T, annotated_subcons, bit_size, layout
+from mad.layout import (
+    U1, U4, U8, U16, U24, U32, U64, ZEROS, Before, Layout, LayoutValue, NulText, Reserved, T, annotated_subcons, bit_size,
+    layout,
+)
 
 SMP_DATA_SIZE = 64
 # PortInfo's AttributeModifier bit 31 (SMSupportExtendedSpeeds, IBA 1.4+) selects the
@@ -65,13 +68,6 @@ def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
 
 
 B = BitsInteger
-U1 = Annotated[int, B(1)]
-U4 = Annotated[int, B(4)]
-U8 = Annotated[int, B(8)]
-U16 = Annotated[int, B(16)]
-U24 = Annotated[int, B(24)]
-U32 = Annotated[int, B(32)]
-U64 = Annotated[int, B(64)]
 
 
 @_attribute(AttrID.NOTICE)
@@ -213,103 +209,71 @@ class SwitchInfo(Attribute):
     multicast_fdb_top: Annotated[U16, Reserved(3), Reserved(8)] = 0
 
 
-# PortInfo: one list of components; the extended-speeds form (AttributeModifier bit 31)
-# gives meaning to byte 56, which the base form reserves.
-_PORTINFO_HEAD = [
-    "m_key" / B(64), "gid_prefix" / B(64), "lid" / B(16), "master_sm_lid" / B(16),
-    "capability_mask" / B(32), "diag_code" / B(16), "m_key_lease_period" / B(16),
-    "local_port_num" / B(8), "link_width_enabled" / B(8), "link_width_supported" / B(8),
-    "link_width_active" / B(8), "link_speed_supported" / B(4), "port_state" / B(4),
-    "port_physical_state" / B(4), "link_down_default_state" / B(4),
-    "m_key_protect_bits" / B(2), Padding(3), "lmc" / B(3),
-    "link_speed_active" / B(4), "link_speed_enabled" / B(4),
-    "neighbor_mtu" / B(4), "master_sm_sl" / B(4), "vl_cap" / B(4), "init_type" / B(4),
-    "vl_high_limit" / B(8), "vl_arbitration_high_cap" / B(8), "vl_arbitration_low_cap" / B(8),
-    "init_type_reply" / B(4), "mtu_cap" / B(4), "vl_stall_count" / B(3), "hoq_life" / B(5),
-    "operational_vls" / B(4), "partition_enforcement_inbound" / B(1),
-    "partition_enforcement_outbound" / B(1), "filter_raw_inbound" / B(1),
-    "filter_raw_outbound" / B(1),
-    "m_key_violations" / B(16), "p_key_violations" / B(16), "q_key_violations" / B(16),
-    "guid_cap" / B(8), "client_reregister" / B(1),
-    "multicast_pkey_trap_suppression_enabled" / B(2), "subnet_timeout" / B(5),
-    Padding(3), "resp_time_value" / B(5), "local_phy_errors" / B(4), "overrun_errors" / B(4),
-    "max_credit_hint" / B(16),
-]
-_PORTINFO_BYTE56_BASE = [Padding(8)]
-_PORTINFO_BYTE56_EXT = [
-    Padding(1), "link_speed_ext_active2" / B(2), "link_speed_ext_supported2" / B(2),
-    "link_speed_ext_enabled2" / B(3),
-]
-_PORTINFO_TAIL = [
-    "link_round_trip_latency" / B(24), "capability_mask2" / B(16),
-    "link_speed_ext_active" / B(4), "link_speed_ext_supported" / B(4), Padding(3),
-    "link_speed_ext_enabled" / B(5),
-]
-
-
-@_attribute(AttrID.PORT_INFO, *_PORTINFO_HEAD, *_PORTINFO_BYTE56_BASE, *_PORTINFO_TAIL)
+@_attribute(AttrID.PORT_INFO)
 class PortInfo(Attribute):
     """PortInfo (IBA 14.2.5.6). ``port_state`` is a `PortState` value where the session
     API decodes it (`smagent.Session.query`, `read_portinfos`)."""
-    m_key: int = 0
-    gid_prefix: int = 0
-    lid: int = 0
-    master_sm_lid: int = 0
-    capability_mask: int = 0
-    diag_code: int = 0
-    m_key_lease_period: int = 0
-    local_port_num: int = 0
-    link_width_enabled: int = 0
-    link_width_supported: int = 0
-    link_width_active: int = 0
-    link_speed_supported: int = 0
-    port_state: int = 0
-    port_physical_state: int = 0
-    link_down_default_state: int = 0
-    m_key_protect_bits: int = 0
-    lmc: int = 0
-    link_speed_active: int = 0
-    link_speed_enabled: int = 0
-    neighbor_mtu: int = 0
-    master_sm_sl: int = 0
-    vl_cap: int = 0
-    init_type: int = 0
-    vl_high_limit: int = 0
-    vl_arbitration_high_cap: int = 0
-    vl_arbitration_low_cap: int = 0
-    init_type_reply: int = 0
-    mtu_cap: int = 0
-    vl_stall_count: int = 0
-    hoq_life: int = 0
-    operational_vls: int = 0
-    partition_enforcement_inbound: int = 0
-    partition_enforcement_outbound: int = 0
-    filter_raw_inbound: int = 0
-    filter_raw_outbound: int = 0
-    m_key_violations: int = 0
-    p_key_violations: int = 0
-    q_key_violations: int = 0
-    guid_cap: int = 0
-    client_reregister: int = 0
-    multicast_pkey_trap_suppression_enabled: int = 0
-    subnet_timeout: int = 0
-    resp_time_value: int = 0
-    local_phy_errors: int = 0
-    overrun_errors: int = 0
-    max_credit_hint: int = 0
-    link_round_trip_latency: int = 0
-    capability_mask2: int = 0
-    link_speed_ext_active: int = 0
-    link_speed_ext_supported: int = 0
-    link_speed_ext_enabled: int = 0
+    m_key: U64 = 0
+    gid_prefix: U64 = 0
+    lid: U16 = 0
+    master_sm_lid: U16 = 0
+    capability_mask: U32 = 0
+    diag_code: U16 = 0
+    m_key_lease_period: U16 = 0
+    local_port_num: U8 = 0
+    link_width_enabled: U8 = 0
+    link_width_supported: U8 = 0
+    link_width_active: U8 = 0
+    link_speed_supported: U4 = 0
+    port_state: U4 = 0
+    port_physical_state: U4 = 0
+    link_down_default_state: U4 = 0
+    m_key_protect_bits: Annotated[int, B(2)] = 0
+    lmc: Annotated[int, B(3), Reserved(3)] = 0
+    link_speed_active: U4 = 0
+    link_speed_enabled: U4 = 0
+    neighbor_mtu: U4 = 0
+    master_sm_sl: U4 = 0
+    vl_cap: U4 = 0
+    init_type: U4 = 0
+    vl_high_limit: U8 = 0
+    vl_arbitration_high_cap: U8 = 0
+    vl_arbitration_low_cap: U8 = 0
+    init_type_reply: U4 = 0
+    mtu_cap: U4 = 0
+    vl_stall_count: Annotated[int, B(3)] = 0
+    hoq_life: Annotated[int, B(5)] = 0
+    operational_vls: U4 = 0
+    partition_enforcement_inbound: U1 = 0
+    partition_enforcement_outbound: U1 = 0
+    filter_raw_inbound: U1 = 0
+    filter_raw_outbound: U1 = 0
+    m_key_violations: U16 = 0
+    p_key_violations: U16 = 0
+    q_key_violations: U16 = 0
+    guid_cap: U8 = 0
+    client_reregister: U1 = 0
+    multicast_pkey_trap_suppression_enabled: Annotated[int, B(2)] = 0
+    subnet_timeout: Annotated[int, B(5)] = 0
+    resp_time_value: Annotated[int, B(5), Reserved(3)] = 0
+    local_phy_errors: U4 = 0
+    overrun_errors: U4 = 0
+    max_credit_hint: U16 = 0
+    # byte 56 reserved here; the extended-speeds form below gives it meaning
+    link_round_trip_latency: Annotated[U24, Reserved(8)] = 0
+    capability_mask2: U16 = 0
+    link_speed_ext_active: U4 = 0
+    link_speed_ext_supported: U4 = 0
+    link_speed_ext_enabled: Annotated[int, B(5), Reserved(3)] = 0
 
 
-@_attribute(AttrID.PORT_INFO, *_PORTINFO_HEAD, *_PORTINFO_BYTE56_EXT, *_PORTINFO_TAIL)
+@_attribute(AttrID.PORT_INFO)
 class PortInfoExtSpeeds(PortInfo):
-    """PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds) set."""
-    link_speed_ext_active2: int = 0
-    link_speed_ext_supported2: int = 0
-    link_speed_ext_enabled2: int = 0
+    """PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds)
+    set: PortInfo's fields, and these in its byte 56."""
+    link_speed_ext_active2: Annotated[int, B(2), Reserved(1), Before("link_round_trip_latency")] = 0
+    link_speed_ext_supported2: Annotated[int, B(2)] = 0
+    link_speed_ext_enabled2: Annotated[int, B(3)] = 0
 
 
 # entry i: the port's GUID of index 8*block + i (AttributeModifier = block); GUID 0 of
@@ -433,17 +397,14 @@ class LinearForwardingTable(Attribute):
 
 
 # One RFT entry is 32 bits: BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8. The block is
-# 16 of them; they are flattened into parallel arrays so the layout stays one construct.
-RFT_ENTRY = ["base_lid" / B(16), "valid" / B(1), "lmc" / B(3), Padding(4), "port" / B(8)]
-
-
-@layout(*RFT_ENTRY)
+# 16 of them, held packed (RandomForwardingTable.entries) so the layout stays one construct.
+@layout()
 class RandomForwardingEntry(LayoutValue):
     """One RFT entry (4 bytes)."""
-    base_lid: int = 0
-    valid: int = 0
-    lmc: int = 0
-    port: int = 0
+    base_lid: U16 = 0
+    valid: U1 = 0
+    lmc: Annotated[int, B(3)] = 0
+    port: Annotated[U8, Reserved(4)] = 0
 
 
 # each entry a packed RandomForwardingEntry; see mad.forwarding.rft_decode

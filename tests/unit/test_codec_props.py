@@ -473,7 +473,7 @@ from typing import Annotated  # noqa: E402
 
 from construct import BitsInteger  # noqa: E402
 
-from mad.layout import Reserved  # noqa: E402
+from mad.layout import Before, Reserved, ReservedAfter  # noqa: E402
 
 U8 = Annotated[int, BitsInteger(8)]
 
@@ -498,3 +498,36 @@ def test_annotated_fields_declare_the_layout_once():
         @layout()
         class Bare(LayoutValue):
             a: int = 0
+
+
+def test_a_subclass_fills_reserved_bits_of_its_base():
+    """`Before`: a subclass's own fields take the place of the reserved run before a field
+    of its base (PortInfo's byte 56); fields that do not fill it exactly are refused;
+    `ReservedAfter` puts reserved bits after a field."""
+    import pytest as _pytest
+
+    from mad.layout import LayoutValue, layout
+
+    @layout()
+    class Base(LayoutValue):
+        a: U8 = 0
+        b: Annotated[U8, Reserved(8)] = 0
+
+    @layout()
+    class Filled(Base):
+        x: Annotated[int, BitsInteger(4), Reserved(2), Before("b")] = 0
+        y: Annotated[int, BitsInteger(2)] = 0
+
+    assert Filled.LAYOUT.encode(Filled(1, 2, 0xF, 3)) == bytes([1, 0b00111111, 2])
+    assert Base.LAYOUT.decode(bytes([1, 0xFF, 2])) == Base(1, 2)
+
+    with _pytest.raises(TypeError, match="4 bits of fields, 8 reserved"):
+        @layout()
+        class Short(Base):
+            x: Annotated[int, BitsInteger(4), Before("b")] = 0
+
+    @layout()
+    class Tail(LayoutValue):
+        a: Annotated[U8, ReservedAfter(16)] = 0
+
+    assert Tail.LAYOUT.size == 3 and Tail.LAYOUT.encode(Tail(7)) == bytes([7, 0, 0])
