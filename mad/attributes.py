@@ -278,24 +278,33 @@ class PortInfoExtSpeeds(PortInfo):
 
 # entry i: the port's GUID of index 8*block + i (AttributeModifier = block); GUID 0 of
 # block 0 is the port GUID, read only; entries past PortInfo.GUIDCap read 0
+GuidBlock = Annotated[list[int], Array(8, B(64))]  # GUIDInfo's, and GUIDInfoRecord's
+
+
 @_attribute(AttrID.GUID_INFO)
 class GUIDInfo(Attribute):
     """GUIDInfo (IBA 14.2.5.5): one block of 8 of a port's GUIDs (its own and alias GUIDs)."""
-    guids: Annotated[list[int], Array(8, B(64))] = ZEROS
+    guids: GuidBlock = ZEROS
 
 
 # each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
+PKeyBlock = Annotated[list[int], Array(32, B(16))]  # P_KeyTable's, and P_KeyTableRecord's
+
+
 @_attribute(AttrID.P_KEY_TABLE)
 class P_KeyTable(Attribute):
     """P_KeyTable (IBA 14.2.5.7): one block of 32 P_Keys."""
-    p_keys: Annotated[list[int], Array(32, B(16))] = ZEROS
+    p_keys: PKeyBlock = ZEROS
 
 
 # entry i: the VL for SL i
+SlToVl = Annotated[list[int], Array(16, B(4))]  # SLtoVLMappingTable's, and its record's
+
+
 @_attribute(AttrID.SL_TO_VL_MAPPING_TABLE)
 class SLtoVLMappingTable(Attribute):
     """SLtoVLMappingTable (IBA 14.2.5.8)."""
-    sl_to_vl: Annotated[list[int], Array(16, B(4))] = ZEROS
+    sl_to_vl: SlToVl = ZEROS
 
 
 # 32 entries of 16 bits: reserved 4, VL 4, Weight 8 (IBA 14.2.5.9); flattened into parallel
@@ -390,10 +399,13 @@ def vlarb_block(entries: Iterable[tuple[int, int]]) -> VLArbitrationTable:
 
 
 # port for LID 64*block + i; 0xFF = none
+LftBlock = Annotated[list[int], Array(64, B(8))]  # LinearForwardingTable's, and its record's
+
+
 @_attribute(AttrID.LINEAR_FORWARDING_TABLE)
 class LinearForwardingTable(Attribute):
     """LinearForwardingTable (IBA 14.2.5.10): the ports of 64 LIDs."""
-    ports: Annotated[list[int], Array(64, B(8))] = ZEROS
+    ports: LftBlock = ZEROS
 
 
 # One RFT entry is 32 bits: BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8. The block is
@@ -415,10 +427,13 @@ class RandomForwardingTable(Attribute):
 
 
 # entry i: MLID 0xC000+32*block+i, bit j: port 16*position+j
+MftBlock = Annotated[list[int], Array(32, B(16))]  # MulticastForwardingTable's, and its record's
+
+
 @_attribute(AttrID.MULTICAST_FORWARDING_TABLE)
 class MulticastForwardingTable(Attribute):
     """MulticastForwardingTable (IBA 14.2.5.11): 32 PortMasks of 16 ports."""
-    port_masks: Annotated[list[int], Array(32, B(16))] = ZEROS
+    port_masks: MftBlock = ZEROS
 
 
 @_attribute(AttrID.SM_INFO)

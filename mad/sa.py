@@ -6,14 +6,16 @@ header (SM_Key, AttributeOffset, ComponentMask) and 200 bytes of SA data. A Get 
 record; a GetTable response carries many, one every AttributeOffset 8-byte words, over as
 many RMPP segments as they need (`encode_table`, `decode_table`).
 
-Records that embed an SMP attribute take its components from `mad.attributes` (the
-attribute's ``SUBCONS``): NodeRecord holds NodeInfo's and NodeDescription's, PortInfoRecord
-PortInfo's, and so on. Each record's components, in the order IBA lists them, are derived
-from its layout: every field is a component, every reserved run is one too; an embedded
-table is one component (``Whole``), a ServiceData array one per entry (``Each``); PathRecord's
-ServiceID is one field and two components (``Split``). A component's ComponentMask bit is its
-index in that list, and `SaRecord.matches` compares two records on the components a mask
-selects: the core of every SA query.
+Most records are declared by their annotated fields, as attributes are (`mad.layout`); the
+records that embed a whole SMP attribute list their parts and take its components from
+`mad.attributes` (the attribute's ``SUBCONS``): NodeRecord holds NodeInfo's and
+NodeDescription's, PortInfoRecord PortInfo's, and so on. Each record's components, in the
+order IBA lists them, are derived from its layout: every field is a component, every
+reserved run is one too; an embedded table is one component (``Whole``), a field annotated
+``Each()`` one per entry (ServiceData), ``Split(...)`` several (PathRecord's ServiceID: 8 and
+56 bits), ``Extra()`` none. A component's ComponentMask bit is its index in that list, and
+`SaRecord.matches` compares two records on the components a mask selects: the core of every
+SA query.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from construct import BitsInteger, Bytes, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError
 from mad.header import BASE_VERSION, CLASS_VERSIONS, HEADER_LEAD, HEADER_SIZE, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, MadHeader, MgmtClass
-from mad.layout import ZEROS, LayoutValue, bit_size, layout
+from mad.layout import ZEROS, LayoutValue, annotated_fields, bit_size, layout
 from mad.rmpp import RMPP_HEADER, RmppHeader
 
 B = BitsInteger
@@ -179,12 +181,35 @@ class Component:
 
 
 class Each:
-    """An array whose every entry is a component (ServiceData8, the GUIDs of GUIDInfo)."""
+    """In an array field's annotation: every entry is a component (ServiceData8, the GUIDs
+    of GUIDInfo)."""
 
-    def __init__(self, subcon: Any):
-        self.subcons = [subcon]
+    def pieces(self, subcon: Any) -> list[tuple[str | None, str, int]]:
         inner = subcon.subcon
-        self.parts = [(f"{subcon.name}[{i}]", subcon.name, inner.subcon.length) for i in range(inner.count)]
+        return [(f"{subcon.name}[{i}]", subcon.name, inner.subcon.length) for i in range(inner.count)]
+
+
+class Split:
+    """In a field's annotation: the field is several components (PathRecord's ServiceID: 8
+    and 56 bits)."""
+
+    def __init__(self, *parts: tuple[str, int]):
+        self.parts = parts
+
+    def pieces(self, subcon: Any) -> list[tuple[str | None, str, int]]:
+        if sum(w for _n, w in self.parts) != bit_size([subcon]):
+            raise TypeError(f"Split {subcon.name}: parts do not cover the field")
+        return [(n, subcon.name, w) for n, w in self.parts]
+
+
+class Extra:
+    """In a field's annotation: its bits are no component (MultiPathRecord's GIDs)."""
+
+    def pieces(self, subcon: Any) -> list[tuple[str | None, str, int]]:
+        return [(None, subcon.name, bit_size([subcon]))]
+
+
+_MARKS = (Each, Split, Extra)
 
 
 class Whole:
@@ -192,25 +217,26 @@ class Whole:
 
     def __init__(self, name: str, subcons: Sequence[Any]):
         self.subcons = list(subcons)
-        self.parts = [(name, name, bit_size(self.subcons))]
+        self.parts: list[tuple[str | None, str, int]] = [(name, name, bit_size(self.subcons))]
 
 
-class Split:
-    """One field, several components (PathRecord's ServiceID: 8 and 56 bits)."""
+class _Marked:
+    """A field and how its annotation splits it into components."""
 
-    def __init__(self, subcon: Any, *parts: tuple[str, int]):
+    def __init__(self, subcon: Any, mark: Each | Split | Extra):
         self.subcons = [subcon]
-        if sum(w for _n, w in parts) != bit_size(self.subcons):
-            raise TypeError(f"Split {subcon.name}: parts do not cover the field")
-        self.parts = [(n, subcon.name, w) for n, w in parts]
+        self.parts = mark.pieces(subcon)
 
 
-class Extra:
-    """Bits that are no component (MultiPathRecord's GIDs)."""
-
-    def __init__(self, subcon: Any):
-        self.subcons = [subcon]
-        self.parts: list[tuple[str | None, str, int]] = [(None, subcon.name, bit_size(self.subcons))]
+def _annotated_parts(cls: type) -> list[Any]:
+    """A record's parts from its annotated fields: reserved bits and plain fields are one
+    component each, a field marked `Each`, `Split` or `Extra` what its mark says."""
+    parts: list[Any] = []
+    for name, before, wire, after in annotated_fields(cls):
+        marks = [m for m in wire if isinstance(m, _MARKS)]
+        (subcon,) = [name / m for m in wire if not isinstance(m, _MARKS)]
+        parts += [*before, _Marked(subcon, marks[0]) if marks else subcon, *after]
+    return parts
 
 
 def _components(parts: Iterable[Any]) -> tuple[list[Any], tuple[Component, ...]]:
@@ -219,7 +245,7 @@ def _components(parts: Iterable[Any]) -> tuple[list[Any], tuple[Component, ...]]
     comps: list[Component] = []
     pos = 0
     for p in parts:
-        if isinstance(p, (Each, Whole, Split, Extra)):
+        if isinstance(p, (Whole, _Marked)):
             subcons += p.subcons
             pieces = p.parts
         else:
@@ -318,14 +344,13 @@ def _selector(cls: type[SaRecord], mask: int) -> int:
 
 @dataclass_transform(eq_default=True)
 def _record(attr_id: SaAttrID, *parts: Any) -> Callable[[type[R]], type[R]]:
-    """Class decorator: an SA record's layout and components from its parts."""
-    subcons, comps = _components(parts)
-    bind = layout(*subcons)
-
+    """Class decorator: an SA record's layout and components from its parts (subcons,
+    `Whole`), or without parts from its annotated fields (`_annotated_parts`)."""
     def rec(cls: type[R]) -> type[R]:
+        subcons, comps = _components(parts or _annotated_parts(cls))
         cls.ATTR_ID = int(attr_id)
         cls.SUBCONS = tuple(subcons)
-        new = bind(cls)
+        new = layout(*subcons)(cls)
         new.COMPONENTS = comps
         new.STRIDE = -(-new.LAYOUT.size // RECORD_ALIGN) * RECORD_ALIGN
         return new
