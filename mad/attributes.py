@@ -15,7 +15,7 @@ from construct import Array, Bytes, BitsInteger, Bytewise, Padding
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
 from mad.layout import (
     U1, U4, U8, U16, U24, U32, U64, ZEROS, Before, Layout, LayoutValue, NulText, Reserved, T, annotated_subcons, bit_size,
-    layout,
+    layout, shared_fields,
 )
 
 SMP_DATA_SIZE = 64
@@ -44,8 +44,6 @@ class Attribute(LayoutValue):
     """Base of attribute values: which attribute they are (``ATTR_ID``)."""
     __slots__ = ()
     ATTR_ID: ClassVar[int] = 0
-    # the attribute's components without the SMP padding: SA records embed them (mad.sa_records)
-    SUBCONS: ClassVar[tuple[Any, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in self.LAYOUT.names}
@@ -61,7 +59,6 @@ def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
         subs = subcons or tuple(annotated_subcons(cls))
         pad = SMP_DATA_SIZE * 8 - bit_size(subs)
         cls.ATTR_ID = int(attr_id)
-        cls.SUBCONS = tuple(subs)
         return layout(*subs, *([Padding(pad)] if pad else []))(cls)
     return attr
 
@@ -70,9 +67,9 @@ def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
 B = BitsInteger
 
 
-@_attribute(AttrID.NOTICE)
-class Notice(Attribute):
-    """Notice (IBA 13.4.8.2), the 64 bytes an SMP carries."""
+@shared_fields
+class NoticeFields:
+    """Notice's fields (mad.sa_records.SaNotice embeds them)."""
     is_generic: U1 = 0
     type: Annotated[int, B(7)] = 0
     producer_type_or_vendor_id: U24 = 0
@@ -81,6 +78,11 @@ class Notice(Attribute):
     notice_toggle: U1 = 0
     notice_count: Annotated[int, B(15)] = 0
     data_details: Annotated[bytes, Bytewise(Bytes(54))] = ZEROS
+
+
+@_attribute(AttrID.NOTICE)
+class Notice(NoticeFields, Attribute):
+    """Notice (IBA 13.4.8.2), the 64 bytes an SMP carries."""
 
 
 NOTICE_DETAILS_SIZE = 54
@@ -163,15 +165,20 @@ TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details | 
     TrapNumber.CAPABILITY_CHANGE: Trap144Details, TrapNumber.BAD_M_KEY: Trap256Details}
 
 
-@_attribute(AttrID.NODE_DESCRIPTION)
-class NodeDescription(Attribute):
-    """NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8, NUL padded."""
+@shared_fields
+class NodeDescriptionFields:
+    """NodeDescription's fields (mad.sa_records.NodeRecord embeds them)."""
     node_string: Annotated[str, Bytewise(NulText(64))] = ""
 
 
-@_attribute(AttrID.NODE_INFO)
-class NodeInfo(Attribute):
-    """NodeInfo (IBA 14.2.5.3)."""
+@_attribute(AttrID.NODE_DESCRIPTION)
+class NodeDescription(NodeDescriptionFields, Attribute):
+    """NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8, NUL padded."""
+
+
+@shared_fields
+class NodeInfoFields:
+    """NodeInfo's fields (mad.sa_records.NodeRecord embeds them)."""
     base_version: U8 = 0
     class_version: U8 = 0
     node_type: U8 = 0
@@ -186,9 +193,14 @@ class NodeInfo(Attribute):
     vendor_id: U24 = 0
 
 
-@_attribute(AttrID.SWITCH_INFO)
-class SwitchInfo(Attribute):
-    """SwitchInfo (IBA 14.2.5.4)."""
+@_attribute(AttrID.NODE_INFO)
+class NodeInfo(NodeInfoFields, Attribute):
+    """NodeInfo (IBA 14.2.5.3)."""
+
+
+@shared_fields
+class SwitchInfoFields:
+    """SwitchInfo's fields (mad.sa_records.SwitchInfoRecord embeds them)."""
     linear_fdb_cap: U16 = 0
     random_fdb_cap: U16 = 0
     multicast_fdb_cap: U16 = 0
@@ -209,10 +221,14 @@ class SwitchInfo(Attribute):
     multicast_fdb_top: Annotated[U16, Reserved(3), Reserved(8)] = 0
 
 
-@_attribute(AttrID.PORT_INFO)
-class PortInfo(Attribute):
-    """PortInfo (IBA 14.2.5.6). ``port_state`` is a `PortState` value where the session
-    API decodes it (`smagent.Session.query`, `read_portinfos`)."""
+@_attribute(AttrID.SWITCH_INFO)
+class SwitchInfo(SwitchInfoFields, Attribute):
+    """SwitchInfo (IBA 14.2.5.4)."""
+
+
+@shared_fields
+class PortInfoFields:
+    """PortInfo's fields (mad.sa_records.PortInfoRecord embeds them)."""
     m_key: U64 = 0
     gid_prefix: U64 = 0
     lid: U16 = 0
@@ -268,6 +284,12 @@ class PortInfo(Attribute):
 
 
 @_attribute(AttrID.PORT_INFO)
+class PortInfo(PortInfoFields, Attribute):
+    """PortInfo (IBA 14.2.5.6). ``port_state`` is a `PortState` value where the session
+    API decodes it (`smagent.Session.query`, `read_portinfos`)."""
+
+
+@_attribute(AttrID.PORT_INFO)
 class PortInfoExtSpeeds(PortInfo):
     """PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds)
     set: PortInfo's fields, and these in its byte 56."""
@@ -309,9 +331,9 @@ class SLtoVLMappingTable(Attribute):
 
 # 32 entries of 16 bits: reserved 4, VL 4, Weight 8 (IBA 14.2.5.9); flattened into parallel
 # fields so the layout stays one construct, like the RFT below.
-@_attribute(AttrID.VL_ARBITRATION_TABLE)
-class VLArbitrationTable(Attribute):
-    """VLArbitrationTable: one part (32 entries) of a port's low or high priority table."""
+@shared_fields
+class VLArbitrationTableFields:
+    """VLArbitrationTable's fields (mad.sa_records.VLArbitrationTableRecord embeds them)."""
     vl_0: Annotated[U4, Reserved(4)] = 0
     weight_0: U8 = 0
     vl_1: Annotated[U4, Reserved(4)] = 0
@@ -378,6 +400,11 @@ class VLArbitrationTable(Attribute):
     weight_31: U8 = 0
 
 
+@_attribute(AttrID.VL_ARBITRATION_TABLE)
+class VLArbitrationTable(VLArbitrationTableFields, Attribute):
+    """VLArbitrationTable: one part (32 entries) of a port's low or high priority table."""
+
+
 # VL0, Weight0, VL1, ...: the part's fields in layout order, read in one C call
 _VLARB_FIELDS = operator.attrgetter(*(f"{k}_{i}" for i in range(32) for k in ("vl", "weight")))
 
@@ -436,14 +463,19 @@ class MulticastForwardingTable(Attribute):
     port_masks: MftBlock = ZEROS
 
 
-@_attribute(AttrID.SM_INFO)
-class SMInfo(Attribute):
-    """SMInfo (IBA 14.2.5.13)."""
+@shared_fields
+class SMInfoFields:
+    """SMInfo's fields (mad.sa_records.SMInfoRecord embeds them)."""
     guid: U64 = 0
     sm_key: U64 = 0
     act_count: U32 = 0
     priority: U4 = 0
     sm_state: U4 = 0
+
+
+@_attribute(AttrID.SM_INFO)
+class SMInfo(SMInfoFields, Attribute):
+    """SMInfo (IBA 14.2.5.13)."""
 
 
 class SMState(enum.IntEnum):

@@ -563,19 +563,51 @@ def annotated_fields(cls: type) -> list[tuple[str, list[Any], Any, list[Any]]]:
     return fields
 
 
+# the classes made by `shared_fields`
+_SHARED: set[type] = set()
+G = TypeVar("G")
+
+
+@dataclass_transform(eq_default=True)
+def shared_fields(cls: type[G]) -> type[G]:
+    """Class decorator: annotated fields declared once for several layouts (an SMP
+    attribute's, which an SA record embeds). A dataclass that holds no instance storage
+    (``__slots__ = ()``: each layout's class holds the slots, several groups can be its
+    bases), each field's default from its wire type. Listed before a layout class's other
+    bases its fields come before the class's own, after them after (`field_sources`)."""
+    ns = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
+    new = cast(Any, type)(cls.__name__, cls.__bases__, {**ns, "__slots__": ()})
+    for f in _walk(annotated_subcons(new))[0]:
+        if f.name:
+            setattr(new, f.name, _default(f))
+    _SHARED.add(new)
+    group: type[G] = dataclasses.dataclass(new, eq=False)
+    return group
+
+
+def field_sources(cls: type) -> list[type]:
+    """The classes whose own annotated fields make ``cls``'s layout, in wire order: the
+    `shared_fields` groups among its bases before its first other base, itself, the groups
+    after."""
+    bases = cls.__bases__
+    split = next((i for i, b in enumerate(bases) if b not in _SHARED), len(bases))
+    return [*bases[:split], cls, *(b for b in bases[split:] if b in _SHARED)]
+
+
 def annotated_subcons(cls: type) -> list[Any]:
-    """The layout a class declares in its own annotations, each field once:
-    ``lid: Annotated[int, BitsInteger(16)] = 0`` (``Reserved(n)`` for reserved bits
-    before it, ``ReservedAfter(n)`` after it, in any place of the metadata). The annotation
-    is the one declaration: type checkers see the field, the layout gets its wire type.
-    A subclass whose first field is marked ``Before(name)`` is its base's layout with its
-    own fields in the reserved bits before ``name``."""
-    fields = annotated_fields(cls)
+    """The layout a class declares in its annotations (its own and its `shared_fields`
+    groups'), each field once: ``lid: Annotated[int, BitsInteger(16)] = 0``
+    (``Reserved(n)`` for reserved bits before it, ``ReservedAfter(n)`` after it, in any place
+    of the metadata). The annotation is the one declaration: type checkers see the field,
+    the layout gets its wire type. A subclass whose first field is marked ``Before(name)`` is
+    its base's layout with its own fields in the reserved bits before ``name``."""
     subcons: list[Any] = []
-    for name, before, wire, after in fields:
-        subcons += [*before, *(name / m for m in wire), *after]
+    for source in field_sources(cls):
+        for name, before, wire, after in annotated_fields(source):
+            subcons += [*before, *(name / m for m in wire), *after]
+    own = annotated_fields(cls)
     hints = typing.get_type_hints(cls, include_extras=True)
-    marks = hints[fields[0][0]].__metadata__ if fields else ()
+    marks = hints[own[0][0]].__metadata__ if own else ()
     place = next((m.field for m in marks if isinstance(m, Before)), None)
     return subcons if place is None else _fill(cls, place, subcons)
 

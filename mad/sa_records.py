@@ -1,103 +1,37 @@
 """The SA records (IBA 15.2.5), each one layout (`mad.sa` holds the SA MAD, the component
-machinery and the tables). Most declare each field once, its wire type in its annotation
-(a table's the attribute's: `mad.attributes.SlToVl`, ...). A record embedding a whole SMP
-attribute (or InformInfo) takes those components from it (``SUBCONS``); its fields below
-only name them for type checkers: the layout checks names and kinds when the module loads."""
+machinery and the tables), each field declared once, its wire type in its annotation (a
+table's the attribute's: `mad.attributes.SlToVl`, ...). A record embedding an SMP attribute
+(or InformInfo) has its field group as a base (`mad.layout.shared_fields`): listed after
+`SaRecord` its fields follow the record's own, listed before they come first (SaNotice)."""
 from __future__ import annotations
 
 from typing import Annotated
 
-from construct import Array, BitsInteger, Bytewise, Padding
+from construct import Array, BitsInteger, Bytewise
 
 from mad.attributes import (
-    GuidBlock, LftBlock, MftBlock, NodeDescription, NodeInfo, Notice, PKeyBlock, PortInfo, SlToVl, SMInfo, SwitchInfo,
-    VLArbitrationTable,
+    GuidBlock, LftBlock, MftBlock, NodeDescriptionFields, NodeInfoFields, NoticeFields, PKeyBlock, PortInfoFields,
+    SlToVl, SMInfoFields, SwitchInfoFields, VLArbitrationTableFields,
 )
 from mad.errors import UnknownAttributeError
-from mad.layout import U1, U4, U8, U16, U24, U32, U64, U128, ZEROS, NulText, Reserved, ReservedAfter
-from mad.sa import MULTIPATH_GIDS, Each, Extra, SaAttrID, SaRecord, Split, Whole, _record
+from mad.layout import U1, U4, U8, U16, U24, U32, U64, U128, ZEROS, NulText, Reserved, ReservedAfter, shared_fields
+from mad.sa import MULTIPATH_GIDS, Each, Extra, SaAttrID, SaRecord, Split, _record
 
 B = BitsInteger
 
 
-@_record(SaAttrID.NODE_RECORD,
-        "lid" / B(16), Padding(16), *NodeInfo.SUBCONS, *NodeDescription.SUBCONS)
-class NodeRecord(SaRecord):
+@_record(SaAttrID.NODE_RECORD)
+class NodeRecord(SaRecord, NodeInfoFields, NodeDescriptionFields):
     """NodeRecord (IBA 15.2.5): a node's NodeInfo and NodeDescription, by LID."""
-    lid: int = 0
-    base_version: int = 0
-    class_version: int = 0
-    node_type: int = 0
-    num_ports: int = 0
-    system_image_guid: int = 0
-    node_guid: int = 0
-    port_guid: int = 0
-    partition_cap: int = 0
-    device_id: int = 0
-    revision: int = 0
-    local_port_num: int = 0
-    vendor_id: int = 0
-    node_string: str = ""
+    lid: Annotated[U16, ReservedAfter(16)] = 0
 
 
-@_record(SaAttrID.PORT_INFO_RECORD,
-        "endport_lid" / B(16), "port_num" / B(8), "options" / B(8), *PortInfo.SUBCONS)
-class PortInfoRecord(SaRecord):
+@_record(SaAttrID.PORT_INFO_RECORD)
+class PortInfoRecord(SaRecord, PortInfoFields):
     """PortInfoRecord (IBA 15.2.5): a port's PortInfo."""
-    endport_lid: int = 0
-    port_num: int = 0
-    options: int = 0
-    m_key: int = 0
-    gid_prefix: int = 0
-    lid: int = 0
-    master_sm_lid: int = 0
-    capability_mask: int = 0
-    diag_code: int = 0
-    m_key_lease_period: int = 0
-    local_port_num: int = 0
-    link_width_enabled: int = 0
-    link_width_supported: int = 0
-    link_width_active: int = 0
-    link_speed_supported: int = 0
-    port_state: int = 0
-    port_physical_state: int = 0
-    link_down_default_state: int = 0
-    m_key_protect_bits: int = 0
-    lmc: int = 0
-    link_speed_active: int = 0
-    link_speed_enabled: int = 0
-    neighbor_mtu: int = 0
-    master_sm_sl: int = 0
-    vl_cap: int = 0
-    init_type: int = 0
-    vl_high_limit: int = 0
-    vl_arbitration_high_cap: int = 0
-    vl_arbitration_low_cap: int = 0
-    init_type_reply: int = 0
-    mtu_cap: int = 0
-    vl_stall_count: int = 0
-    hoq_life: int = 0
-    operational_vls: int = 0
-    partition_enforcement_inbound: int = 0
-    partition_enforcement_outbound: int = 0
-    filter_raw_inbound: int = 0
-    filter_raw_outbound: int = 0
-    m_key_violations: int = 0
-    p_key_violations: int = 0
-    q_key_violations: int = 0
-    guid_cap: int = 0
-    client_reregister: int = 0
-    multicast_pkey_trap_suppression_enabled: int = 0
-    subnet_timeout: int = 0
-    resp_time_value: int = 0
-    local_phy_errors: int = 0
-    overrun_errors: int = 0
-    max_credit_hint: int = 0
-    link_round_trip_latency: int = 0
-    capability_mask2: int = 0
-    link_speed_ext_active: int = 0
-    link_speed_ext_supported: int = 0
-    link_speed_ext_enabled: int = 0
+    endport_lid: U16 = 0
+    port_num: U8 = 0
+    options: U8 = 0
 
 
 @_record(SaAttrID.SL_TO_VL_MAPPING_TABLE_RECORD)
@@ -109,29 +43,10 @@ class SLtoVLMappingTableRecord(SaRecord):
     sl_to_vl: Annotated[SlToVl, Reserved(32)] = ZEROS
 
 
-@_record(SaAttrID.SWITCH_INFO_RECORD,
-        "lid" / B(16), Padding(16), *SwitchInfo.SUBCONS)
-class SwitchInfoRecord(SaRecord):
+@_record(SaAttrID.SWITCH_INFO_RECORD)
+class SwitchInfoRecord(SaRecord, SwitchInfoFields):
     """SwitchInfoRecord (IBA 15.2.5)."""
-    lid: int = 0
-    linear_fdb_cap: int = 0
-    random_fdb_cap: int = 0
-    multicast_fdb_cap: int = 0
-    linear_fdb_top: int = 0
-    default_port: int = 0
-    default_multicast_primary_port: int = 0
-    default_multicast_not_primary_port: int = 0
-    life_time_value: int = 0
-    port_state_change: int = 0
-    optimized_sl_to_vl_mapping_programming: int = 0
-    lids_per_port: int = 0
-    partition_enforcement_cap: int = 0
-    inbound_enforcement_cap: int = 0
-    outbound_enforcement_cap: int = 0
-    filter_raw_inbound_cap: int = 0
-    filter_raw_outbound_cap: int = 0
-    enhanced_port0: int = 0
-    multicast_fdb_top: int = 0
+    lid: Annotated[U16, ReservedAfter(16)] = 0
 
 
 @_record(SaAttrID.LINEAR_FORWARDING_TABLE_RECORD)
@@ -151,16 +66,10 @@ class MulticastForwardingTableRecord(SaRecord):
     port_masks: Annotated[MftBlock, Reserved(32)] = ZEROS
 
 
-@_record(SaAttrID.SM_INFO_RECORD,
-        "lid" / B(16), Padding(16), *SMInfo.SUBCONS)
-class SMInfoRecord(SaRecord):
+@_record(SaAttrID.SM_INFO_RECORD)
+class SMInfoRecord(SaRecord, SMInfoFields):
     """SMInfoRecord (IBA 15.2.5). ``sm_key`` is a secret: never print it."""
-    lid: int = 0
-    guid: int = 0
-    sm_key: int = 0
-    act_count: int = 0
-    priority: int = 0
-    sm_state: int = 0
+    lid: Annotated[U16, ReservedAfter(16)] = 0
 
 
 @_record(SaAttrID.LINK_RECORD)
@@ -232,79 +141,13 @@ class PathRecord(SaRecord):
     preference: Annotated[U8, ReservedAfter(48)] = 0
 
 
-@_record(SaAttrID.VL_ARBITRATION_TABLE_RECORD,
-        "lid" / B(16), "output_port_num" / B(8), "block_num" / B(8), Padding(32),
-        Whole("vl_arbitration_table", VLArbitrationTable.SUBCONS))
-class VLArbitrationTableRecord(SaRecord):
+@_record(SaAttrID.VL_ARBITRATION_TABLE_RECORD, whole={VLArbitrationTableFields: "vl_arbitration_table"})
+class VLArbitrationTableRecord(SaRecord, VLArbitrationTableFields):
     """VLArbitrationTableRecord (IBA 15.2.5): one part of a port's VLArbitrationTable
     (the whole table one component)."""
-    lid: int = 0
-    output_port_num: int = 0
-    block_num: int = 0
-    vl_0: int = 0
-    weight_0: int = 0
-    vl_1: int = 0
-    weight_1: int = 0
-    vl_2: int = 0
-    weight_2: int = 0
-    vl_3: int = 0
-    weight_3: int = 0
-    vl_4: int = 0
-    weight_4: int = 0
-    vl_5: int = 0
-    weight_5: int = 0
-    vl_6: int = 0
-    weight_6: int = 0
-    vl_7: int = 0
-    weight_7: int = 0
-    vl_8: int = 0
-    weight_8: int = 0
-    vl_9: int = 0
-    weight_9: int = 0
-    vl_10: int = 0
-    weight_10: int = 0
-    vl_11: int = 0
-    weight_11: int = 0
-    vl_12: int = 0
-    weight_12: int = 0
-    vl_13: int = 0
-    weight_13: int = 0
-    vl_14: int = 0
-    weight_14: int = 0
-    vl_15: int = 0
-    weight_15: int = 0
-    vl_16: int = 0
-    weight_16: int = 0
-    vl_17: int = 0
-    weight_17: int = 0
-    vl_18: int = 0
-    weight_18: int = 0
-    vl_19: int = 0
-    weight_19: int = 0
-    vl_20: int = 0
-    weight_20: int = 0
-    vl_21: int = 0
-    weight_21: int = 0
-    vl_22: int = 0
-    weight_22: int = 0
-    vl_23: int = 0
-    weight_23: int = 0
-    vl_24: int = 0
-    weight_24: int = 0
-    vl_25: int = 0
-    weight_25: int = 0
-    vl_26: int = 0
-    weight_26: int = 0
-    vl_27: int = 0
-    weight_27: int = 0
-    vl_28: int = 0
-    weight_28: int = 0
-    vl_29: int = 0
-    weight_29: int = 0
-    vl_30: int = 0
-    weight_30: int = 0
-    vl_31: int = 0
-    weight_31: int = 0
+    lid: U16 = 0
+    output_port_num: U8 = 0
+    block_num: Annotated[U8, ReservedAfter(32)] = 0
 
 
 @_record(SaAttrID.MC_MEMBER_RECORD)
@@ -372,9 +215,9 @@ class MultiPathRecord(SaRecord):
     sdgids: Annotated[list[int], Array(MULTIPATH_GIDS, B(128)), Extra()] = ZEROS
 
 
-@_record(SaAttrID.INFORM_INFO)
-class InformInfo(SaRecord):
-    """InformInfo (IBA 13.4.8.3): a subscription to traps (Set to the SA)."""
+@shared_fields
+class InformInfoFields:
+    """InformInfo's fields (InformInfoRecord embeds them)."""
     gid: U128 = 0
     lid_range_begin: U16 = 0
     lid_range_end: U16 = 0
@@ -387,38 +230,23 @@ class InformInfo(SaRecord):
     producer_type_or_vendor_id: Annotated[U24, Reserved(8)] = 0
 
 
-@_record(SaAttrID.INFORM_INFO_RECORD,
-        "subscriber_gid" / B(128), "enum" / B(16), Padding(48), *InformInfo.SUBCONS)
-class InformInfoRecord(SaRecord):
+@_record(SaAttrID.INFORM_INFO)
+class InformInfo(InformInfoFields, SaRecord):
+    """InformInfo (IBA 13.4.8.3): a subscription to traps (Set to the SA)."""
+
+
+@_record(SaAttrID.INFORM_INFO_RECORD)
+class InformInfoRecord(SaRecord, InformInfoFields):
     """InformInfoRecord (IBA 15.2.5): a subscription as the SA keeps it."""
-    subscriber_gid: int = 0
-    enum: int = 0
-    gid: int = 0
-    lid_range_begin: int = 0
-    lid_range_end: int = 0
-    is_generic: int = 0
-    subscribe: int = 0
-    type: int = 0
-    trap_number_or_device_id: int = 0
-    qpn: int = 0
-    resp_time_value: int = 0
-    producer_type_or_vendor_id: int = 0
+    subscriber_gid: U128 = 0
+    enum: Annotated[U16, ReservedAfter(48)] = 0
 
 
-@_record(SaAttrID.NOTICE,
-        *Notice.SUBCONS, "issuer_gid" / B(128))
-class SaNotice(SaRecord):
+@_record(SaAttrID.NOTICE)
+class SaNotice(NoticeFields, SaRecord):
     """Notice as an SA Report carries it (IBA 13.4.8.2): the 64 bytes `mad.attributes.Notice`
     holds, then IssuerGID (80 bytes)."""
-    is_generic: int = 0
-    type: int = 0
-    producer_type_or_vendor_id: int = 0
-    trap_number_or_device_id: int = 0
-    issuer_lid: int = 0
-    notice_toggle: int = 0
-    notice_count: int = 0
-    data_details: bytes = ZEROS
-    issuer_gid: int = 0
+    issuer_gid: U128 = 0
 
 
 RECORDS: dict[int, type[SaRecord]] = {
