@@ -16,10 +16,10 @@ import json
 import random
 from typing import Any
 
-from mad import attributes, gmp, header, perfmgt, rmpp, sa, sa_records, smp
+from mad import attributes, framing, gmp, header, perfmgt, rmpp, sa, sa_records, smp
 from mad.layout import LayoutValue, _struct_items
 
-MODULES = (attributes, sa_records, perfmgt, gmp, sa, smp, rmpp, header)
+MODULES = (attributes, sa_records, perfmgt, gmp, sa, smp, rmpp, header, framing)
 
 
 def layout_classes() -> dict[str, type[LayoutValue]]:
