@@ -13,7 +13,10 @@ from typing import Annotated, Any, Callable, ClassVar, Iterable, TypeVar, datacl
 from construct import Array, Bytes, BitsInteger, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
-from mad.layout import ZEROS, Layout, LayoutValue, NulText, Reserved, T, annotated_subcons, bit_size, layout
+from mad.layout import (
+    U1, U4, U8, U16, U24, U32, U64, ZEROS, Before, Layout, LayoutValue, NulText, Reserved, T, annotated_subcons, bit_size,
+    layout, shared_fields,
+)
 
 SMP_DATA_SIZE = 64
 # PortInfo's AttributeModifier bit 31 (SMSupportExtendedSpeeds, IBA 1.4+) selects the
@@ -41,8 +44,6 @@ class Attribute(LayoutValue):
     """Base of attribute values: which attribute they are (``ATTR_ID``)."""
     __slots__ = ()
     ATTR_ID: ClassVar[int] = 0
-    # the attribute's components without the SMP padding: SA records embed them (mad.sa_records)
-    SUBCONS: ClassVar[tuple[Any, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in self.LAYOUT.names}
@@ -58,25 +59,17 @@ def _attribute(attr_id: AttrID, *subcons: Any) -> Callable[[type[A]], type[A]]:
         subs = subcons or tuple(annotated_subcons(cls))
         pad = SMP_DATA_SIZE * 8 - bit_size(subs)
         cls.ATTR_ID = int(attr_id)
-        cls.SUBCONS = tuple(subs)
         return layout(*subs, *([Padding(pad)] if pad else []))(cls)
     return attr
 
 
 
 B = BitsInteger
-U1 = Annotated[int, B(1)]
-U4 = Annotated[int, B(4)]
-U8 = Annotated[int, B(8)]
-U16 = Annotated[int, B(16)]
-U24 = Annotated[int, B(24)]
-U32 = Annotated[int, B(32)]
-U64 = Annotated[int, B(64)]
 
 
-@_attribute(AttrID.NOTICE)
-class Notice(Attribute):
-    """Notice (IBA 13.4.8.2), the 64 bytes an SMP carries."""
+@shared_fields
+class NoticeFields:
+    """Notice's fields (mad.sa_records.SaNotice embeds them)."""
     is_generic: U1 = 0
     type: Annotated[int, B(7)] = 0
     producer_type_or_vendor_id: U24 = 0
@@ -85,6 +78,11 @@ class Notice(Attribute):
     notice_toggle: U1 = 0
     notice_count: Annotated[int, B(15)] = 0
     data_details: Annotated[bytes, Bytewise(Bytes(54))] = ZEROS
+
+
+@_attribute(AttrID.NOTICE)
+class Notice(NoticeFields, Attribute):
+    """Notice (IBA 13.4.8.2), the 64 bytes an SMP carries."""
 
 
 NOTICE_DETAILS_SIZE = 54
@@ -167,15 +165,20 @@ TRAP_DETAILS: dict[int, type[Trap128Details | Trap129Details | Trap144Details | 
     TrapNumber.CAPABILITY_CHANGE: Trap144Details, TrapNumber.BAD_M_KEY: Trap256Details}
 
 
-@_attribute(AttrID.NODE_DESCRIPTION)
-class NodeDescription(Attribute):
-    """NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8, NUL padded."""
+@shared_fields
+class NodeDescriptionFields:
+    """NodeDescription's fields (mad.sa_records.NodeRecord embeds them)."""
     node_string: Annotated[str, Bytewise(NulText(64))] = ""
 
 
-@_attribute(AttrID.NODE_INFO)
-class NodeInfo(Attribute):
-    """NodeInfo (IBA 14.2.5.3)."""
+@_attribute(AttrID.NODE_DESCRIPTION)
+class NodeDescription(NodeDescriptionFields, Attribute):
+    """NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8, NUL padded."""
+
+
+@shared_fields
+class NodeInfoFields:
+    """NodeInfo's fields (mad.sa_records.NodeRecord embeds them)."""
     base_version: U8 = 0
     class_version: U8 = 0
     node_type: U8 = 0
@@ -190,9 +193,14 @@ class NodeInfo(Attribute):
     vendor_id: U24 = 0
 
 
-@_attribute(AttrID.SWITCH_INFO)
-class SwitchInfo(Attribute):
-    """SwitchInfo (IBA 14.2.5.4)."""
+@_attribute(AttrID.NODE_INFO)
+class NodeInfo(NodeInfoFields, Attribute):
+    """NodeInfo (IBA 14.2.5.3)."""
+
+
+@shared_fields
+class SwitchInfoFields:
+    """SwitchInfo's fields (mad.sa_records.SwitchInfoRecord embeds them)."""
     linear_fdb_cap: U16 = 0
     random_fdb_cap: U16 = 0
     multicast_fdb_cap: U16 = 0
@@ -213,132 +221,119 @@ class SwitchInfo(Attribute):
     multicast_fdb_top: Annotated[U16, Reserved(3), Reserved(8)] = 0
 
 
-# PortInfo: one list of components; the extended-speeds form (AttributeModifier bit 31)
-# gives meaning to byte 56, which the base form reserves.
-_PORTINFO_HEAD = [
-    "m_key" / B(64), "gid_prefix" / B(64), "lid" / B(16), "master_sm_lid" / B(16),
-    "capability_mask" / B(32), "diag_code" / B(16), "m_key_lease_period" / B(16),
-    "local_port_num" / B(8), "link_width_enabled" / B(8), "link_width_supported" / B(8),
-    "link_width_active" / B(8), "link_speed_supported" / B(4), "port_state" / B(4),
-    "port_physical_state" / B(4), "link_down_default_state" / B(4),
-    "m_key_protect_bits" / B(2), Padding(3), "lmc" / B(3),
-    "link_speed_active" / B(4), "link_speed_enabled" / B(4),
-    "neighbor_mtu" / B(4), "master_sm_sl" / B(4), "vl_cap" / B(4), "init_type" / B(4),
-    "vl_high_limit" / B(8), "vl_arbitration_high_cap" / B(8), "vl_arbitration_low_cap" / B(8),
-    "init_type_reply" / B(4), "mtu_cap" / B(4), "vl_stall_count" / B(3), "hoq_life" / B(5),
-    "operational_vls" / B(4), "partition_enforcement_inbound" / B(1),
-    "partition_enforcement_outbound" / B(1), "filter_raw_inbound" / B(1),
-    "filter_raw_outbound" / B(1),
-    "m_key_violations" / B(16), "p_key_violations" / B(16), "q_key_violations" / B(16),
-    "guid_cap" / B(8), "client_reregister" / B(1),
-    "multicast_pkey_trap_suppression_enabled" / B(2), "subnet_timeout" / B(5),
-    Padding(3), "resp_time_value" / B(5), "local_phy_errors" / B(4), "overrun_errors" / B(4),
-    "max_credit_hint" / B(16),
-]
-_PORTINFO_BYTE56_BASE = [Padding(8)]
-_PORTINFO_BYTE56_EXT = [
-    Padding(1), "link_speed_ext_active2" / B(2), "link_speed_ext_supported2" / B(2),
-    "link_speed_ext_enabled2" / B(3),
-]
-_PORTINFO_TAIL = [
-    "link_round_trip_latency" / B(24), "capability_mask2" / B(16),
-    "link_speed_ext_active" / B(4), "link_speed_ext_supported" / B(4), Padding(3),
-    "link_speed_ext_enabled" / B(5),
-]
+@_attribute(AttrID.SWITCH_INFO)
+class SwitchInfo(SwitchInfoFields, Attribute):
+    """SwitchInfo (IBA 14.2.5.4)."""
 
 
-@_attribute(AttrID.PORT_INFO, *_PORTINFO_HEAD, *_PORTINFO_BYTE56_BASE, *_PORTINFO_TAIL)
-class PortInfo(Attribute):
+@shared_fields
+class PortInfoFields:
+    """PortInfo's fields (mad.sa_records.PortInfoRecord embeds them)."""
+    m_key: U64 = 0
+    gid_prefix: U64 = 0
+    lid: U16 = 0
+    master_sm_lid: U16 = 0
+    capability_mask: U32 = 0
+    diag_code: U16 = 0
+    m_key_lease_period: U16 = 0
+    local_port_num: U8 = 0
+    link_width_enabled: U8 = 0
+    link_width_supported: U8 = 0
+    link_width_active: U8 = 0
+    link_speed_supported: U4 = 0
+    port_state: U4 = 0
+    port_physical_state: U4 = 0
+    link_down_default_state: U4 = 0
+    m_key_protect_bits: Annotated[int, B(2)] = 0
+    lmc: Annotated[int, B(3), Reserved(3)] = 0
+    link_speed_active: U4 = 0
+    link_speed_enabled: U4 = 0
+    neighbor_mtu: U4 = 0
+    master_sm_sl: U4 = 0
+    vl_cap: U4 = 0
+    init_type: U4 = 0
+    vl_high_limit: U8 = 0
+    vl_arbitration_high_cap: U8 = 0
+    vl_arbitration_low_cap: U8 = 0
+    init_type_reply: U4 = 0
+    mtu_cap: U4 = 0
+    vl_stall_count: Annotated[int, B(3)] = 0
+    hoq_life: Annotated[int, B(5)] = 0
+    operational_vls: U4 = 0
+    partition_enforcement_inbound: U1 = 0
+    partition_enforcement_outbound: U1 = 0
+    filter_raw_inbound: U1 = 0
+    filter_raw_outbound: U1 = 0
+    m_key_violations: U16 = 0
+    p_key_violations: U16 = 0
+    q_key_violations: U16 = 0
+    guid_cap: U8 = 0
+    client_reregister: U1 = 0
+    multicast_pkey_trap_suppression_enabled: Annotated[int, B(2)] = 0
+    subnet_timeout: Annotated[int, B(5)] = 0
+    resp_time_value: Annotated[int, B(5), Reserved(3)] = 0
+    local_phy_errors: U4 = 0
+    overrun_errors: U4 = 0
+    max_credit_hint: U16 = 0
+    # byte 56 reserved here; the extended-speeds form below gives it meaning
+    link_round_trip_latency: Annotated[U24, Reserved(8)] = 0
+    capability_mask2: U16 = 0
+    link_speed_ext_active: U4 = 0
+    link_speed_ext_supported: U4 = 0
+    link_speed_ext_enabled: Annotated[int, B(5), Reserved(3)] = 0
+
+
+@_attribute(AttrID.PORT_INFO)
+class PortInfo(PortInfoFields, Attribute):
     """PortInfo (IBA 14.2.5.6). ``port_state`` is a `PortState` value where the session
     API decodes it (`smagent.Session.query`, `read_portinfos`)."""
-    m_key: int = 0
-    gid_prefix: int = 0
-    lid: int = 0
-    master_sm_lid: int = 0
-    capability_mask: int = 0
-    diag_code: int = 0
-    m_key_lease_period: int = 0
-    local_port_num: int = 0
-    link_width_enabled: int = 0
-    link_width_supported: int = 0
-    link_width_active: int = 0
-    link_speed_supported: int = 0
-    port_state: int = 0
-    port_physical_state: int = 0
-    link_down_default_state: int = 0
-    m_key_protect_bits: int = 0
-    lmc: int = 0
-    link_speed_active: int = 0
-    link_speed_enabled: int = 0
-    neighbor_mtu: int = 0
-    master_sm_sl: int = 0
-    vl_cap: int = 0
-    init_type: int = 0
-    vl_high_limit: int = 0
-    vl_arbitration_high_cap: int = 0
-    vl_arbitration_low_cap: int = 0
-    init_type_reply: int = 0
-    mtu_cap: int = 0
-    vl_stall_count: int = 0
-    hoq_life: int = 0
-    operational_vls: int = 0
-    partition_enforcement_inbound: int = 0
-    partition_enforcement_outbound: int = 0
-    filter_raw_inbound: int = 0
-    filter_raw_outbound: int = 0
-    m_key_violations: int = 0
-    p_key_violations: int = 0
-    q_key_violations: int = 0
-    guid_cap: int = 0
-    client_reregister: int = 0
-    multicast_pkey_trap_suppression_enabled: int = 0
-    subnet_timeout: int = 0
-    resp_time_value: int = 0
-    local_phy_errors: int = 0
-    overrun_errors: int = 0
-    max_credit_hint: int = 0
-    link_round_trip_latency: int = 0
-    capability_mask2: int = 0
-    link_speed_ext_active: int = 0
-    link_speed_ext_supported: int = 0
-    link_speed_ext_enabled: int = 0
 
 
-@_attribute(AttrID.PORT_INFO, *_PORTINFO_HEAD, *_PORTINFO_BYTE56_EXT, *_PORTINFO_TAIL)
+@_attribute(AttrID.PORT_INFO)
 class PortInfoExtSpeeds(PortInfo):
-    """PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds) set."""
-    link_speed_ext_active2: int = 0
-    link_speed_ext_supported2: int = 0
-    link_speed_ext_enabled2: int = 0
+    """PortInfo as read or written with AttributeModifier bit 31 (SMSupportExtendedSpeeds)
+    set: PortInfo's fields, and these in its byte 56."""
+    link_speed_ext_active2: Annotated[int, B(2), Reserved(1), Before("link_round_trip_latency")] = 0
+    link_speed_ext_supported2: Annotated[int, B(2)] = 0
+    link_speed_ext_enabled2: Annotated[int, B(3)] = 0
 
 
 # entry i: the port's GUID of index 8*block + i (AttributeModifier = block); GUID 0 of
 # block 0 is the port GUID, read only; entries past PortInfo.GUIDCap read 0
+GuidBlock = Annotated[list[int], Array(8, B(64))]  # GUIDInfo's, and GUIDInfoRecord's
+
+
 @_attribute(AttrID.GUID_INFO)
 class GUIDInfo(Attribute):
     """GUIDInfo (IBA 14.2.5.5): one block of 8 of a port's GUIDs (its own and alias GUIDs)."""
-    guids: Annotated[list[int], Array(8, B(64))] = ZEROS
+    guids: GuidBlock = ZEROS
 
 
 # each entry: membership type (bit 15) + P_KeyBase (bits 14:0)
+PKeyBlock = Annotated[list[int], Array(32, B(16))]  # P_KeyTable's, and P_KeyTableRecord's
+
+
 @_attribute(AttrID.P_KEY_TABLE)
 class P_KeyTable(Attribute):
     """P_KeyTable (IBA 14.2.5.7): one block of 32 P_Keys."""
-    p_keys: Annotated[list[int], Array(32, B(16))] = ZEROS
+    p_keys: PKeyBlock = ZEROS
 
 
 # entry i: the VL for SL i
+SlToVl = Annotated[list[int], Array(16, B(4))]  # SLtoVLMappingTable's, and its record's
+
+
 @_attribute(AttrID.SL_TO_VL_MAPPING_TABLE)
 class SLtoVLMappingTable(Attribute):
     """SLtoVLMappingTable (IBA 14.2.5.8)."""
-    sl_to_vl: Annotated[list[int], Array(16, B(4))] = ZEROS
+    sl_to_vl: SlToVl = ZEROS
 
 
 # 32 entries of 16 bits: reserved 4, VL 4, Weight 8 (IBA 14.2.5.9); flattened into parallel
 # fields so the layout stays one construct, like the RFT below.
-@_attribute(AttrID.VL_ARBITRATION_TABLE)
-class VLArbitrationTable(Attribute):
-    """VLArbitrationTable: one part (32 entries) of a port's low or high priority table."""
+@shared_fields
+class VLArbitrationTableFields:
+    """VLArbitrationTable's fields (mad.sa_records.VLArbitrationTableRecord embeds them)."""
     vl_0: Annotated[U4, Reserved(4)] = 0
     weight_0: U8 = 0
     vl_1: Annotated[U4, Reserved(4)] = 0
@@ -405,6 +400,11 @@ class VLArbitrationTable(Attribute):
     weight_31: U8 = 0
 
 
+@_attribute(AttrID.VL_ARBITRATION_TABLE)
+class VLArbitrationTable(VLArbitrationTableFields, Attribute):
+    """VLArbitrationTable: one part (32 entries) of a port's low or high priority table."""
+
+
 # VL0, Weight0, VL1, ...: the part's fields in layout order, read in one C call
 _VLARB_FIELDS = operator.attrgetter(*(f"{k}_{i}" for i in range(32) for k in ("vl", "weight")))
 
@@ -426,24 +426,24 @@ def vlarb_block(entries: Iterable[tuple[int, int]]) -> VLArbitrationTable:
 
 
 # port for LID 64*block + i; 0xFF = none
+LftBlock = Annotated[list[int], Array(64, B(8))]  # LinearForwardingTable's, and its record's
+
+
 @_attribute(AttrID.LINEAR_FORWARDING_TABLE)
 class LinearForwardingTable(Attribute):
     """LinearForwardingTable (IBA 14.2.5.10): the ports of 64 LIDs."""
-    ports: Annotated[list[int], Array(64, B(8))] = ZEROS
+    ports: LftBlock = ZEROS
 
 
 # One RFT entry is 32 bits: BaseLID 16, Valid 1, LMC 3, reserved 4, Port 8. The block is
-# 16 of them; they are flattened into parallel arrays so the layout stays one construct.
-RFT_ENTRY = ["base_lid" / B(16), "valid" / B(1), "lmc" / B(3), Padding(4), "port" / B(8)]
-
-
-@layout(*RFT_ENTRY)
+# 16 of them, held packed (RandomForwardingTable.entries) so the layout stays one construct.
+@layout()
 class RandomForwardingEntry(LayoutValue):
     """One RFT entry (4 bytes)."""
-    base_lid: int = 0
-    valid: int = 0
-    lmc: int = 0
-    port: int = 0
+    base_lid: U16 = 0
+    valid: U1 = 0
+    lmc: Annotated[int, B(3)] = 0
+    port: Annotated[U8, Reserved(4)] = 0
 
 
 # each entry a packed RandomForwardingEntry; see mad.forwarding.rft_decode
@@ -454,20 +454,28 @@ class RandomForwardingTable(Attribute):
 
 
 # entry i: MLID 0xC000+32*block+i, bit j: port 16*position+j
+MftBlock = Annotated[list[int], Array(32, B(16))]  # MulticastForwardingTable's, and its record's
+
+
 @_attribute(AttrID.MULTICAST_FORWARDING_TABLE)
 class MulticastForwardingTable(Attribute):
     """MulticastForwardingTable (IBA 14.2.5.11): 32 PortMasks of 16 ports."""
-    port_masks: Annotated[list[int], Array(32, B(16))] = ZEROS
+    port_masks: MftBlock = ZEROS
 
 
-@_attribute(AttrID.SM_INFO)
-class SMInfo(Attribute):
-    """SMInfo (IBA 14.2.5.13)."""
+@shared_fields
+class SMInfoFields:
+    """SMInfo's fields (mad.sa_records.SMInfoRecord embeds them)."""
     guid: U64 = 0
     sm_key: U64 = 0
     act_count: U32 = 0
     priority: U4 = 0
     sm_state: U4 = 0
+
+
+@_attribute(AttrID.SM_INFO)
+class SMInfo(SMInfoFields, Attribute):
+    """SMInfo (IBA 14.2.5.13)."""
 
 
 class SMState(enum.IntEnum):

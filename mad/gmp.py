@@ -8,7 +8,7 @@ its SA header (mad.sa) before 200 bytes of data.
 """
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from typing import Annotated, ClassVar, TypeVar
 
 from construct import Bytes, BitsInteger, Bytewise
 
@@ -18,7 +18,7 @@ from mad.header import (
     METHOD_OFFSET, RESPONSE_BIT, SMP_CLASSES, STATUS_SLICE, TID_SLICE, MadHeader, MgmtClass, Status, method_name,
     response_method, status_word_of,
 )
-from mad.layout import LayoutValue, layout
+from mad.layout import U4, U8, U16, U24, U32, LayoutValue, layout
 
 L = TypeVar("L", bound=LayoutValue)
 
@@ -35,45 +35,37 @@ def data_offset(mgmt_class: int) -> int:
     return _DATA_OFFSETS.get(mgmt_class, DEFAULT_DATA_OFFSET)
 
 
-@layout(
-    "base_version" / B(8), "class_version" / B(8), "capability_mask" / B(16),
-    "capability_mask2" / B(27), "resp_time_value" / B(5),
-    "redirect_gid" / Bytewise(Bytes(16)),
-    "redirect_tc" / B(8), "redirect_sl" / B(4), "redirect_fl" / B(20),
-    "redirect_lid" / B(16), "redirect_p_key" / B(16),
-    "reserved" / B(8), "redirect_qp" / B(24), "redirect_q_key" / B(32),
-    "trap_gid" / Bytewise(Bytes(16)),
-    "trap_tc" / B(8), "trap_sl" / B(4), "trap_fl" / B(20),
-    "trap_lid" / B(16), "trap_p_key" / B(16),
-    "trap_hl" / B(8), "trap_qp" / B(24), "trap_q_key" / B(32),
-)
+_GID = Annotated[bytes, Bytewise(Bytes(16))]
+
+
+@layout()
 class ClassPortInfo(LayoutValue):
     """ClassPortInfo (IBA 13.4.8.1, 72 bytes): what a class agent supports, where it
     redirects requests to and where it sends traps."""
     ATTR_ID: ClassVar[int] = CLASS_PORT_INFO
-    base_version: int = 0
-    class_version: int = 0
-    capability_mask: int = 0
-    capability_mask2: int = 0
-    resp_time_value: int = 0
-    redirect_gid: bytes = bytes(16)
-    redirect_tc: int = 0
-    redirect_sl: int = 0
-    redirect_fl: int = 0
-    redirect_lid: int = 0
-    redirect_p_key: int = 0
-    reserved: int = 0
-    redirect_qp: int = 0
-    redirect_q_key: int = 0
-    trap_gid: bytes = bytes(16)
-    trap_tc: int = 0
-    trap_sl: int = 0
-    trap_fl: int = 0
-    trap_lid: int = 0
-    trap_p_key: int = 0
-    trap_hl: int = 0
-    trap_qp: int = 0
-    trap_q_key: int = 0
+    base_version: U8 = 0
+    class_version: U8 = 0
+    capability_mask: U16 = 0
+    capability_mask2: Annotated[int, B(27)] = 0
+    resp_time_value: Annotated[int, B(5)] = 0
+    redirect_gid: _GID = bytes(16)
+    redirect_tc: U8 = 0
+    redirect_sl: U4 = 0
+    redirect_fl: Annotated[int, B(20)] = 0
+    redirect_lid: U16 = 0
+    redirect_p_key: U16 = 0
+    reserved: U8 = 0
+    redirect_qp: U24 = 0
+    redirect_q_key: U32 = 0
+    trap_gid: _GID = bytes(16)
+    trap_tc: U8 = 0
+    trap_sl: U4 = 0
+    trap_fl: Annotated[int, B(20)] = 0
+    trap_lid: U16 = 0
+    trap_p_key: U16 = 0
+    trap_hl: U8 = 0
+    trap_qp: U24 = 0
+    trap_q_key: U32 = 0
 
 
 assert ClassPortInfo.LAYOUT.size == 72

@@ -1,8 +1,10 @@
 """Declarative layouts: one construct definition each, plus a fast codec compiled from it.
 
 A layout is written once, as a list of construct subcons (``"lid" / BitsInteger(16)``,
-``Padding(3)``, ``"ports" / Array(64, BitsInteger(8))``, ``"data" / Bytewise(Bytes(64))``).
-From that single list we build
+``Padding(3)``, ``"ports" / Array(64, BitsInteger(8))``, ``"data" / Bytewise(Bytes(64))``),
+or, most of them, as a class's annotated fields that make that list (``lid: U16``,
+``Annotated[int, BitsInteger(5), Reserved(3)]``: `annotated_subcons`). From that single
+list we build
 
 * ``Layout.construct``: a construct ``BitStruct`` (the reference parser/builder), and
 * a generated pair of Python functions (decode/encode) that do the same job with
@@ -505,28 +507,121 @@ def _bad(name: str, value: Any, limit: Any) -> Any:
     raise MadFieldError(name, value, limit)
 
 
+# The wire types fields declare in their annotations (``lid: U16 = 0``); odd widths inline
+# (``Annotated[int, BitsInteger(5)]``)
+U1 = typing.Annotated[int, cs.BitsInteger(1)]
+U4 = typing.Annotated[int, cs.BitsInteger(4)]
+U8 = typing.Annotated[int, cs.BitsInteger(8)]
+U16 = typing.Annotated[int, cs.BitsInteger(16)]
+U24 = typing.Annotated[int, cs.BitsInteger(24)]
+U32 = typing.Annotated[int, cs.BitsInteger(32)]
+U64 = typing.Annotated[int, cs.BitsInteger(64)]
+U128 = typing.Annotated[int, cs.BitsInteger(128)]
+
+
 @dataclasses.dataclass(frozen=True)
 class Reserved:
     """In a field's ``Annotated`` metadata: reserved bits on the wire before the field."""
     bits: int
 
 
-def annotated_subcons(cls: type) -> list[Any]:
-    """The layout a class declares in its own annotations, each field once:
-    ``lid: Annotated[int, BitsInteger(16)] = 0`` (``Reserved(n)`` first for reserved bits
-    before it, in any place of the metadata). The annotation is the one declaration: type checkers see the field, the
-    layout gets its wire type."""
+@dataclasses.dataclass(frozen=True)
+class ReservedAfter:
+    """In a field's ``Annotated`` metadata: reserved bits on the wire after the field (a
+    record's trailing reserved bits, which nothing follows)."""
+    bits: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Before:
+    """In the metadata of a subclass's first own field: its own fields, in order, take the
+    place of the reserved bits just before ``field`` in its base's layout (PortInfo's byte
+    56, which the extended-speeds form gives meaning)."""
+    field: str
+
+
+_PLACEMENT = (Reserved, ReservedAfter, Before)
+
+
+def annotated_fields(cls: type) -> list[tuple[str, list[Any], Any, list[Any]]]:
+    """Each field a class declares in its own annotations, in order: (name, reserved
+    subcons before it, its metadata less the reserved marks, reserved subcons after it).
+    Reserved bits come first wherever Annotated flattening leaves the marks
+    (``Annotated[U16, Reserved(8)]`` flattens to ``Annotated[int, BitsInteger(16), Reserved(8)]``)."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    subcons: list[Any] = []
+    fields = []
     for name in cls.__dict__.get("__annotations__", {}):
         hint = hints[name]
         if typing.get_origin(hint) is ClassVar:
             continue
         if typing.get_origin(hint) is not typing.Annotated:
             raise TypeError(f"layout {cls.__name__}.{name}: no wire type (Annotated[...])")
-        # reserved bits first, wherever they sit in the metadata (Annotated[U16, Reserved(8)]
-        # flattens to Annotated[int, BitsInteger(16), Reserved(8)])
         meta = hint.__metadata__
-        subcons += [cs.Padding(m.bits) for m in meta if isinstance(m, Reserved)]
-        subcons += [name / m for m in meta if not isinstance(m, Reserved)]
-    return subcons
+        fields.append((name, [cs.Padding(m.bits) for m in meta if isinstance(m, Reserved)],
+                       tuple(m for m in meta if not isinstance(m, _PLACEMENT)),
+                       [cs.Padding(m.bits) for m in meta if isinstance(m, ReservedAfter)]))
+    return fields
+
+
+# the classes made by `shared_fields`
+_SHARED: set[type] = set()
+G = TypeVar("G")
+
+
+@dataclass_transform(eq_default=True)
+def shared_fields(cls: type[G]) -> type[G]:
+    """Class decorator: annotated fields declared once for several layouts (an SMP
+    attribute's, which an SA record embeds). A dataclass that holds no instance storage
+    (``__slots__ = ()``: each layout's class holds the slots, several groups can be its
+    bases), each field's default from its wire type. Listed before a layout class's other
+    bases its fields come before the class's own, after them after (`field_sources`)."""
+    ns = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
+    new = cast(Any, type)(cls.__name__, cls.__bases__, {**ns, "__slots__": ()})
+    for f in _walk(annotated_subcons(new))[0]:
+        if f.name:
+            setattr(new, f.name, _default(f))
+    _SHARED.add(new)
+    group: type[G] = dataclasses.dataclass(new, eq=False)
+    return group
+
+
+def field_sources(cls: type) -> list[type]:
+    """The classes whose own annotated fields make ``cls``'s layout, in wire order: the
+    `shared_fields` groups among its bases before its first other base, itself, the groups
+    after."""
+    bases = cls.__bases__
+    split = next((i for i, b in enumerate(bases) if b not in _SHARED), len(bases))
+    return [*bases[:split], cls, *(b for b in bases[split:] if b in _SHARED)]
+
+
+def annotated_subcons(cls: type) -> list[Any]:
+    """The layout a class declares in its annotations (its own and its `shared_fields`
+    groups'), each field once: ``lid: Annotated[int, BitsInteger(16)] = 0``
+    (``Reserved(n)`` for reserved bits before it, ``ReservedAfter(n)`` after it, in any place
+    of the metadata). The annotation is the one declaration: type checkers see the field,
+    the layout gets its wire type. A subclass whose first field is marked ``Before(name)`` is
+    its base's layout with its own fields in the reserved bits before ``name``."""
+    subcons: list[Any] = []
+    for source in field_sources(cls):
+        for name, before, wire, after in annotated_fields(source):
+            subcons += [*before, *(name / m for m in wire), *after]
+    own = annotated_fields(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
+    marks = hints[own[0][0]].__metadata__ if own else ()
+    place = next((m.field for m in marks if isinstance(m, Before)), None)
+    return subcons if place is None else _fill(cls, place, subcons)
+
+
+def _fill(cls: type, place: str, own: list[Any]) -> list[Any]:
+    """The base's annotated layout with ``own`` in place of the reserved run before ``place``."""
+    base = annotated_subcons(cls.__mro__[1])
+    at = next((i for i, sc in enumerate(base) if getattr(sc, "name", None) == place), None)
+    if at is None:
+        raise TypeError(f"layout {cls.__name__}: its base has no field {place!r}")
+    start, width, need = at, 0, bit_size(own)
+    while width < need and start and getattr(base[start - 1], "name", None) is None:
+        start -= 1
+        width += bit_size([base[start]])
+    if width != need:
+        raise TypeError(f"layout {cls.__name__}: {need} bits of fields, {width} reserved before {place!r}")
+    return base[:start] + own + base[at:]

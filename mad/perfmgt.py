@@ -4,13 +4,9 @@ from __future__ import annotations
 import enum
 from typing import ClassVar
 
-from construct import BitsInteger
-
 from mad import gmp
 from mad.header import MgmtClass, Method
-from mad.layout import LayoutValue, layout
-
-B = BitsInteger
+from mad.layout import U4, U8, U16, U32, U64, LayoutValue, layout
 
 
 class PerfAttrID(enum.IntEnum):
@@ -46,43 +42,33 @@ def has_extended(capability_mask: int) -> bool:
     return bool(capability_mask & (PerfCap.EXTENDED_WIDTH | PerfCap.EXTENDED_WIDTH_NOIETF))
 
 
-@layout(
-    "reserved" / B(8), "port_select" / B(8), "counter_select" / B(16),
-    "symbol_error_counter" / B(16), "link_error_recovery_counter" / B(8), "link_downed_counter" / B(8),
-    "port_rcv_errors" / B(16), "port_rcv_remote_physical_errors" / B(16),
-    "port_rcv_switch_relay_errors" / B(16), "port_xmit_discards" / B(16),
-    "port_xmit_constraint_errors" / B(8), "port_rcv_constraint_errors" / B(8),
-    "counter_select2" / B(8), "local_link_integrity_errors" / B(4), "excessive_buffer_overrun_errors" / B(4),
-    "qp1_dropped" / B(16), "vl15_dropped" / B(16),
-    "port_xmit_data" / B(32), "port_rcv_data" / B(32), "port_xmit_pkts" / B(32), "port_rcv_pkts" / B(32),
-    "port_xmit_wait" / B(32),
-)
+@layout()
 class PortCounters(LayoutValue):
     """PortCounters (IBA 16.1.3.5): a port's error and traffic counters; PortSelect names
     the port in a Get (0xFF: all ports, where AllPortSelect is supported)."""
     ATTR_ID: ClassVar[int] = PerfAttrID.PORT_COUNTERS
-    reserved: int = 0
-    port_select: int = 0
-    counter_select: int = 0
-    symbol_error_counter: int = 0
-    link_error_recovery_counter: int = 0
-    link_downed_counter: int = 0
-    port_rcv_errors: int = 0
-    port_rcv_remote_physical_errors: int = 0
-    port_rcv_switch_relay_errors: int = 0
-    port_xmit_discards: int = 0
-    port_xmit_constraint_errors: int = 0
-    port_rcv_constraint_errors: int = 0
-    counter_select2: int = 0
-    local_link_integrity_errors: int = 0
-    excessive_buffer_overrun_errors: int = 0
-    qp1_dropped: int = 0
-    vl15_dropped: int = 0
-    port_xmit_data: int = 0
-    port_rcv_data: int = 0
-    port_xmit_pkts: int = 0
-    port_rcv_pkts: int = 0
-    port_xmit_wait: int = 0
+    reserved: U8 = 0
+    port_select: U8 = 0
+    counter_select: U16 = 0
+    symbol_error_counter: U16 = 0
+    link_error_recovery_counter: U8 = 0
+    link_downed_counter: U8 = 0
+    port_rcv_errors: U16 = 0
+    port_rcv_remote_physical_errors: U16 = 0
+    port_rcv_switch_relay_errors: U16 = 0
+    port_xmit_discards: U16 = 0
+    port_xmit_constraint_errors: U8 = 0
+    port_rcv_constraint_errors: U8 = 0
+    counter_select2: U8 = 0
+    local_link_integrity_errors: U4 = 0
+    excessive_buffer_overrun_errors: U4 = 0
+    qp1_dropped: U16 = 0
+    vl15_dropped: U16 = 0
+    port_xmit_data: U32 = 0
+    port_rcv_data: U32 = 0
+    port_xmit_pkts: U32 = 0
+    port_rcv_pkts: U32 = 0
+    port_xmit_wait: U32 = 0
 
 
 assert PortCounters.LAYOUT.size == 44
@@ -94,58 +80,49 @@ CLEAR_ALL2 = 0xFF
 CLEAR_ALL_EXTENDED = 0x00FF  # PortCountersExtended's eight counters (bits 0-7)
 
 
-# IBA 1.3's optional 64-bit error counters of PortCountersExtended, in their order after the
-# data and packet counters (bytes 72-183); answered where ClassPortInfo.CapabilityMask2 has
-# IsAdditionalPortCountersExtendedSupported (`has_extended_errors`), zero elsewhere
-EXTENDED_ERRORS = ("symbol_error_counter", "link_error_recovery_counter", "link_downed_counter", "port_rcv_errors",
-                   "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
-                   "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
-                   "excessive_buffer_overrun_errors", "vl15_dropped", "port_xmit_wait", "qp1_dropped")
-ADDITIONAL_EXTENDED = ("counter_select2",) + EXTENDED_ERRORS  # what perfquery -x adds when supported
-
-
-@layout(
-    "reserved" / B(8), "port_select" / B(8), "counter_select" / B(16), "counter_select2" / B(32),
-    "port_xmit_data" / B(64), "port_rcv_data" / B(64), "port_xmit_pkts" / B(64), "port_rcv_pkts" / B(64),
-    "port_unicast_xmit_pkts" / B(64), "port_unicast_rcv_pkts" / B(64),
-    "port_multicast_xmit_pkts" / B(64), "port_multicast_rcv_pkts" / B(64),
-    *(name / B(64) for name in EXTENDED_ERRORS),
-)
+@layout()
 class PortCountersExtended(LayoutValue):
     """PortCountersExtended (IBA 16.1.4.11): a port's data and packet counters, 64 bits
     wide (data in 4-byte words, as PortCounters'), then IBA 1.3's optional 64-bit error
-    counters (`EXTENDED_ERRORS`), meaningful only where ClassPortInfo.CapabilityMask2
+    counters (`EXTENDED_ERRORS`, in that order), meaningful only where ClassPortInfo.CapabilityMask2
     says the agent keeps them (`has_extended_errors`); CounterSelect2 selects those in a Set."""
     ATTR_ID: ClassVar[int] = PerfAttrID.PORT_COUNTERS_EXTENDED
-    reserved: int = 0
-    port_select: int = 0
-    counter_select: int = 0
-    counter_select2: int = 0
-    port_xmit_data: int = 0
-    port_rcv_data: int = 0
-    port_xmit_pkts: int = 0
-    port_rcv_pkts: int = 0
-    port_unicast_xmit_pkts: int = 0
-    port_unicast_rcv_pkts: int = 0
-    port_multicast_xmit_pkts: int = 0
-    port_multicast_rcv_pkts: int = 0
-    symbol_error_counter: int = 0
-    link_error_recovery_counter: int = 0
-    link_downed_counter: int = 0
-    port_rcv_errors: int = 0
-    port_rcv_remote_physical_errors: int = 0
-    port_rcv_switch_relay_errors: int = 0
-    port_xmit_discards: int = 0
-    port_xmit_constraint_errors: int = 0
-    port_rcv_constraint_errors: int = 0
-    local_link_integrity_errors: int = 0
-    excessive_buffer_overrun_errors: int = 0
-    vl15_dropped: int = 0
-    port_xmit_wait: int = 0
-    qp1_dropped: int = 0
+    reserved: U8 = 0
+    port_select: U8 = 0
+    counter_select: U16 = 0
+    counter_select2: U32 = 0
+    port_xmit_data: U64 = 0
+    port_rcv_data: U64 = 0
+    port_xmit_pkts: U64 = 0
+    port_rcv_pkts: U64 = 0
+    port_unicast_xmit_pkts: U64 = 0
+    port_unicast_rcv_pkts: U64 = 0
+    port_multicast_xmit_pkts: U64 = 0
+    port_multicast_rcv_pkts: U64 = 0
+    symbol_error_counter: U64 = 0
+    link_error_recovery_counter: U64 = 0
+    link_downed_counter: U64 = 0
+    port_rcv_errors: U64 = 0
+    port_rcv_remote_physical_errors: U64 = 0
+    port_rcv_switch_relay_errors: U64 = 0
+    port_xmit_discards: U64 = 0
+    port_xmit_constraint_errors: U64 = 0
+    port_rcv_constraint_errors: U64 = 0
+    local_link_integrity_errors: U64 = 0
+    excessive_buffer_overrun_errors: U64 = 0
+    vl15_dropped: U64 = 0
+    port_xmit_wait: U64 = 0
+    qp1_dropped: U64 = 0
 
 
 assert PortCountersExtended.LAYOUT.size == 184  # within the GMP data area (192)
+
+# IBA 1.3's optional 64-bit error counters of PortCountersExtended: its fields after the
+# data and packet counters (bytes 72-183); answered where ClassPortInfo.CapabilityMask2 has
+# IsAdditionalPortCountersExtendedSupported (`has_extended_errors`), zero elsewhere
+_NAMES = PortCountersExtended.LAYOUT.names
+EXTENDED_ERRORS = _NAMES[_NAMES.index("port_multicast_rcv_pkts") + 1:]
+ADDITIONAL_EXTENDED = ("counter_select2",) + EXTENDED_ERRORS  # what perfquery -x adds when supported
 
 gmp.ATTRIBUTE_NAMES[int(MgmtClass.PERF_MGT)] = {
     PerfAttrID.PORT_SAMPLES_CONTROL: "PortSamplesControl", PerfAttrID.PORT_SAMPLES_RESULT: "PortSamplesResult",

@@ -6,14 +6,16 @@ header (SM_Key, AttributeOffset, ComponentMask) and 200 bytes of SA data. A Get 
 record; a GetTable response carries many, one every AttributeOffset 8-byte words, over as
 many RMPP segments as they need (`encode_table`, `decode_table`).
 
-Records that embed an SMP attribute take its components from `mad.attributes` (the
-attribute's ``SUBCONS``): NodeRecord holds NodeInfo's and NodeDescription's, PortInfoRecord
-PortInfo's, and so on. Each record's components, in the order IBA lists them, are derived
-from its layout: every field is a component, every reserved run is one too; an embedded
-table is one component (``Whole``), a ServiceData array one per entry (``Each``); PathRecord's
-ServiceID is one field and two components (``Split``). A component's ComponentMask bit is its
-index in that list, and `SaRecord.matches` compares two records on the components a mask
-selects: the core of every SA query.
+Every record is declared by its annotated fields, as attributes are (`mad.layout`); a record
+embedding an SMP attribute lists the attribute's field group among its bases
+(`mad.layout.shared_fields`: NodeRecord NodeInfo's and NodeDescription's, PortInfoRecord
+PortInfo's, and so on), so each field is declared once. Each record's components, in the
+order IBA lists them, are derived from its layout: every field is a component, every
+reserved run is one too; a group ``_record(whole=)`` names is one component (the embedded
+VLArbitrationTable), a field annotated ``Each()`` one per entry (ServiceData), ``Split(...)``
+several (PathRecord's ServiceID: 8 and 56 bits), ``Extra()`` none. A component's
+ComponentMask bit is its index in that list, and `SaRecord.matches` compares two records on
+the components a mask selects: the core of every SA query.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from construct import BitsInteger, Bytes, Bytewise, Padding
 
 from mad.errors import MadFieldError, MadLengthError
 from mad.header import BASE_VERSION, CLASS_VERSIONS, HEADER_LEAD, HEADER_SIZE, HEADER_STATUS, HEADER_TAIL, MAD_SIZE, MadHeader, MgmtClass
-from mad.layout import ZEROS, LayoutValue, bit_size, layout
+from mad.layout import ZEROS, LayoutValue, annotated_fields, annotated_subcons, bit_size, field_sources, layout
 from mad.rmpp import RMPP_HEADER, RmppHeader
 
 B = BitsInteger
@@ -179,38 +181,62 @@ class Component:
 
 
 class Each:
-    """An array whose every entry is a component (ServiceData8, the GUIDs of GUIDInfo)."""
+    """In an array field's annotation: every entry is a component (ServiceData8, the GUIDs
+    of GUIDInfo)."""
 
-    def __init__(self, subcon: Any):
-        self.subcons = [subcon]
+    def pieces(self, subcon: Any) -> list[tuple[str | None, str, int]]:
         inner = subcon.subcon
-        self.parts = [(f"{subcon.name}[{i}]", subcon.name, inner.subcon.length) for i in range(inner.count)]
-
-
-class Whole:
-    """Several subcons, one component (an embedded table such as a VLArbitrationTable)."""
-
-    def __init__(self, name: str, subcons: Sequence[Any]):
-        self.subcons = list(subcons)
-        self.parts = [(name, name, bit_size(self.subcons))]
+        return [(f"{subcon.name}[{i}]", subcon.name, inner.subcon.length) for i in range(inner.count)]
 
 
 class Split:
-    """One field, several components (PathRecord's ServiceID: 8 and 56 bits)."""
+    """In a field's annotation: the field is several components (PathRecord's ServiceID: 8
+    and 56 bits)."""
 
-    def __init__(self, subcon: Any, *parts: tuple[str, int]):
-        self.subcons = [subcon]
-        if sum(w for _n, w in parts) != bit_size(self.subcons):
+    def __init__(self, *parts: tuple[str, int]):
+        self.parts = parts
+
+    def pieces(self, subcon: Any) -> list[tuple[str | None, str, int]]:
+        if sum(w for _n, w in self.parts) != bit_size([subcon]):
             raise TypeError(f"Split {subcon.name}: parts do not cover the field")
-        self.parts = [(n, subcon.name, w) for n, w in parts]
+        return [(n, subcon.name, w) for n, w in self.parts]
 
 
 class Extra:
-    """Bits that are no component (MultiPathRecord's GIDs)."""
+    """In a field's annotation: its bits are no component (MultiPathRecord's GIDs)."""
 
-    def __init__(self, subcon: Any):
-        self.subcons = [subcon]
-        self.parts: list[tuple[str | None, str, int]] = [(None, subcon.name, bit_size(self.subcons))]
+    def pieces(self, subcon: Any) -> list[tuple[str | None, str, int]]:
+        return [(None, subcon.name, bit_size([subcon]))]
+
+
+_MARKS = (Each, Split, Extra)
+
+
+class _Part:
+    """Subcons and the components they make."""
+
+    def __init__(self, subcons: list[Any], parts: list[tuple[str | None, str, int]]):
+        self.subcons = subcons
+        self.parts = parts
+
+
+def _annotated_parts(cls: type, whole: dict[type, str]) -> list[Any]:
+    """A record's parts from its annotated fields and its embedded field groups
+    (`mad.layout.field_sources`): reserved bits and plain fields are one component each, a
+    field marked `Each`, `Split` or `Extra` what its mark says, a group ``whole`` names one
+    component (an embedded VLArbitrationTable)."""
+    parts: list[Any] = []
+    for source in field_sources(cls):
+        if source in whole:
+            subcons = annotated_subcons(source)
+            parts.append(_Part(subcons, [(whole[source], whole[source], bit_size(subcons))]))
+            continue
+        for name, before, wire, after in annotated_fields(source):
+            marks = [m for m in wire if isinstance(m, _MARKS)]
+            (subcon,) = [name / m for m in wire if not isinstance(m, _MARKS)]
+            part = _Part([subcon], marks[0].pieces(subcon)) if marks else subcon
+            parts += [*before, part, *after]
+    return parts
 
 
 def _components(parts: Iterable[Any]) -> tuple[list[Any], tuple[Component, ...]]:
@@ -219,7 +245,7 @@ def _components(parts: Iterable[Any]) -> tuple[list[Any], tuple[Component, ...]]
     comps: list[Component] = []
     pos = 0
     for p in parts:
-        if isinstance(p, (Each, Whole, Split, Extra)):
+        if isinstance(p, _Part):
             subcons += p.subcons
             pieces = p.parts
         else:
@@ -244,7 +270,6 @@ class SaRecord(LayoutValue):
     (``STRIDE``: its size rounded up to 8)."""
     __slots__ = ()
     ATTR_ID: ClassVar[int] = 0
-    SUBCONS: ClassVar[tuple[Any, ...]] = ()
     COMPONENTS: ClassVar[tuple[Component, ...]] = ()
     STRIDE: ClassVar[int] = 0
 
@@ -317,15 +342,14 @@ def _selector(cls: type[SaRecord], mask: int) -> int:
 
 
 @dataclass_transform(eq_default=True)
-def _record(attr_id: SaAttrID, *parts: Any) -> Callable[[type[R]], type[R]]:
-    """Class decorator: an SA record's layout and components from its parts."""
-    subcons, comps = _components(parts)
-    bind = layout(*subcons)
-
+def _record(attr_id: SaAttrID, whole: dict[type, str] | None = None) -> Callable[[type[R]], type[R]]:
+    """Class decorator: an SA record's layout and components from its annotated fields and
+    embedded field groups (`_annotated_parts`; ``whole``: groups that are one component,
+    by their component's name)."""
     def rec(cls: type[R]) -> type[R]:
+        subcons, comps = _components(_annotated_parts(cls, whole or {}))
         cls.ATTR_ID = int(attr_id)
-        cls.SUBCONS = tuple(subcons)
-        new = bind(cls)
+        new = layout(*subcons)(cls)
         new.COMPONENTS = comps
         new.STRIDE = -(-new.LAYOUT.size // RECORD_ALIGN) * RECORD_ALIGN
         return new

@@ -471,9 +471,9 @@ def test_lft_block_bytes_are_its_ports(raw):
 # module level: annotations are strings, resolved in the module's globals
 from typing import Annotated  # noqa: E402
 
-from construct import BitsInteger  # noqa: E402
+from construct import Array, BitsInteger  # noqa: E402
 
-from mad.layout import Reserved  # noqa: E402
+from mad.layout import Before, Reserved, ReservedAfter, shared_fields  # noqa: E402
 
 U8 = Annotated[int, BitsInteger(8)]
 
@@ -498,3 +498,64 @@ def test_annotated_fields_declare_the_layout_once():
         @layout()
         class Bare(LayoutValue):
             a: int = 0
+
+
+def test_a_subclass_fills_reserved_bits_of_its_base():
+    """`Before`: a subclass's own fields take the place of the reserved run before a field
+    of its base (PortInfo's byte 56); fields that do not fill it exactly are refused;
+    `ReservedAfter` puts reserved bits after a field."""
+    import pytest as _pytest
+
+    from mad.layout import LayoutValue, layout
+
+    @layout()
+    class Base(LayoutValue):
+        a: U8 = 0
+        b: Annotated[U8, Reserved(8)] = 0
+
+    @layout()
+    class Filled(Base):
+        x: Annotated[int, BitsInteger(4), Reserved(2), Before("b")] = 0
+        y: Annotated[int, BitsInteger(2)] = 0
+
+    assert Filled.LAYOUT.encode(Filled(1, 2, 0xF, 3)) == bytes([1, 0b00111111, 2])
+    assert Base.LAYOUT.decode(bytes([1, 0xFF, 2])) == Base(1, 2)
+
+    with _pytest.raises(TypeError, match="4 bits of fields, 8 reserved"):
+        @layout()
+        class Short(Base):
+            x: Annotated[int, BitsInteger(4), Before("b")] = 0
+
+    @layout()
+    class Tail(LayoutValue):
+        a: Annotated[U8, ReservedAfter(16)] = 0
+
+    assert Tail.LAYOUT.size == 3 and Tail.LAYOUT.encode(Tail(7)) == bytes([7, 0, 0])
+
+
+def test_shared_field_groups_are_declared_once_and_placed_by_the_bases():
+    """`shared_fields`: a group of annotated fields several layouts inherit (an attribute's,
+    which an SA record embeds); listed before the class's other bases its fields come first,
+    after them after its own; the layout class holds the slots, so values have no __dict__."""
+    from mad.layout import LayoutValue, layout
+
+    @shared_fields
+    class G1:
+        a: U8 = 0
+
+    @shared_fields
+    class G2:
+        b: Annotated[list[int], Array(2, BitsInteger(8))] = A.ZEROS
+
+    @layout()
+    class Head(G1, LayoutValue):
+        x: U8 = 0
+
+    @layout()
+    class Tail(LayoutValue, G1, G2):
+        x: Annotated[U8, ReservedAfter(8)] = 0
+
+    assert Head.LAYOUT.names == ("a", "x") and Tail.LAYOUT.names == ("x", "a", "b")
+    assert Tail(x=1, a=2, b=[3, 4]).encode() == bytes([1, 0, 2, 3, 4])
+    assert Tail().b == [0, 0] and Tail().b is not Tail().b  # the group's default from its wire type
+    assert not hasattr(Tail(), "__dict__") and not hasattr(Head(), "__dict__")

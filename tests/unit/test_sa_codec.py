@@ -9,8 +9,10 @@ import shutil
 import struct
 import subprocess
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+from construct import Array, BitsInteger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +22,7 @@ from mad import sa as S
 from mad import sa_records as R
 from mad.errors import MadFieldError, MadLengthError, UnknownAttributeError
 from mad.header import Method, method_name
+from mad.layout import U8, U16, ZEROS, Reserved, ReservedAfter
 from mad.rmpp import SEGMENT_SPACE, RmppFlags, RmppReceiver, RmppSender, RmppType
 from smagent.transport.pcap import read_capture
 
@@ -607,3 +610,27 @@ def test_tshark_reads_rmpp_segments_and_acks(tmp_path):
     bad = subprocess.run([TSHARK, "-r", str(path), "-Y", "_ws.malformed"], check=True, capture_output=True,
                          text=True, timeout=120).stdout
     assert bad.strip() == ""
+
+
+def test_a_record_declared_by_annotations_gets_its_components():
+    """A record's annotated fields are its components: reserved bits before (``Reserved``)
+    and after (``ReservedAfter``) a field one each, ``Each()`` one per entry, ``Split(...)``
+    its parts, ``Extra()`` none; a Split that does not cover its field is refused."""
+    @S._record(S.SaAttrID.LINK_RECORD)
+    class Toy(S.SaRecord):
+        a: Annotated[U16, S.Split(("hi", 4), ("lo", 12))] = 0
+        b: Annotated[U8, Reserved(8), ReservedAfter(8)] = 0
+        c: Annotated[list[int], Array(2, BitsInteger(8)), S.Each()] = ZEROS
+        d: Annotated[list[int], Array(2, BitsInteger(8)), S.Extra()] = ZEROS
+
+    assert [(c.bit, c.name, c.field, c.offset, c.width) for c in Toy.COMPONENTS] == [
+        (0, "hi", "a", 0, 4), (1, "lo", "a", 4, 12), (2, "reserved", "reserved", 16, 8), (3, "b", "b", 24, 8),
+        (4, "reserved", "reserved", 32, 8), (5, "c[0]", "c", 40, 8), (6, "c[1]", "c", 48, 8)]
+    assert Toy.LAYOUT.size == 9 and Toy.STRIDE == 16
+    assert Toy(a=0x1234, b=5, c=[6, 7], d=[8, 9]).encode() == bytes([0x12, 0x34, 0, 5, 0, 6, 7, 8, 9])
+    assert Toy.mask("a") == 0b11 and Toy.mask("c") == 0b1100000
+
+    with pytest.raises(TypeError, match="parts do not cover"):
+        @S._record(S.SaAttrID.LINK_RECORD)
+        class Bad(S.SaRecord):
+            a: Annotated[U16, S.Split(("hi", 4), ("lo", 4))] = 0
