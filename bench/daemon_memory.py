@@ -14,6 +14,9 @@ jobs:
     sweep       Session.sweep() + Subnet.from_sweep, no tables kept
     keep        Session.sweep(keep_link_tables=True) + Subnet.from_sweep (what the daemon publishes)
     daemon      Daemon.start() stepped until its first sweep is published (the SA's snapshot)
+keep and daemon then build the SA's table records of every kind (`TABLE_RECORDS`), as the
+first query of each does, and report each kind's count, time and own size (what the
+snapshot holds, the tables and LFTs the records read, is left out: counted under it).
 """
 from __future__ import annotations
 
