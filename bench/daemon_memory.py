@@ -14,6 +14,9 @@ jobs:
     sweep       Session.sweep() + Subnet.from_sweep, no tables kept
     keep        Session.sweep(keep_link_tables=True) + Subnet.from_sweep (what the daemon publishes)
     daemon      Daemon.start() stepped until its first sweep is published (the SA's snapshot)
+keep and daemon then build the SA's table records of every kind (`TABLE_RECORDS`), as the
+first query of each does, and report each kind's count, time and own size (what the
+snapshot holds, the tables and LFTs the records read, is left out: counted under it).
 """
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 FABRICS = {"ft3-2000": 20, "ft3-11664": 36}
 JOBS = ("sweep", "keep", "daemon")
+# the SA's records of the per-switch and per-port tables (`smagent.sa.records.Records`)
+TABLE_RECORDS = ("pkey_tables", "sl2vl_tables", "vlarb_tables", "lfts", "mfts", "guid_infos")
 
 
 def deep_size(obj, seen: set[int] | None = None) -> int:
@@ -82,16 +87,21 @@ def child(k: int, job: str) -> dict:
     seconds = time.monotonic() - t0
     if sub is None:
         return {"seconds": seconds, "published": False}
-    tables, in_tables = sub.tables, set()  # the records' own size: what the tables hold is not theirs
+    tables, in_snapshot = sub.tables, set()  # the records' own size: what the snapshot holds is not theirs
     out = {"seconds": round(seconds, 2), "published": True, "problems": problems, "smps": t.stats.sent,
-           "table_units": len(tables), "tables_mib": round(deep_size(tables, in_tables) / 2**20, 1),
-           "snapshot_mib": round(deep_size(sub) / 2**20, 1), "rss_snapshot_mib": _rss_mib(), **extra}
+           "table_units": len(tables), "tables_mib": round(deep_size(tables) / 2**20, 1),
+           "snapshot_mib": round(deep_size(sub, in_snapshot) / 2**20, 1), "rss_snapshot_mib": _rss_mib(), **extra}
     if job != "sweep":  # the SA's table records, built on the first query of each kind
         from smagent.sa.records import Records
-        t0, recs = time.monotonic(), Records(sub)
-        lists = [getattr(recs, name) for name in ("pkey_tables", "sl2vl_tables", "vlarb_tables")]
-        out.update(records=sum(map(len, lists)), records_s=round(time.monotonic() - t0, 2),
-                   rss_records_mib=_rss_mib(), records_mib=round(deep_size(lists, in_tables) / 2**20, 1))
+        recs, kinds = Records(sub), {}
+        for name in TABLE_RECORDS:
+            t0 = time.monotonic()
+            kept = getattr(recs, name)
+            kinds[name] = (len(kept), time.monotonic() - t0, deep_size(kept, in_snapshot))
+        out.update(records=sum(n for n, _s, _b in kinds.values()),
+                   records_s=round(sum(s for _n, s, _b in kinds.values()), 2), rss_records_mib=_rss_mib(),
+                   records_mib=round(sum(b for _n, _s, b in kinds.values()) / 2**20, 1),
+                   kinds={name: [n, round(s, 2), round(b / 2**20, 1)] for name, (n, s, b) in kinds.items()})
     return out
 
 
@@ -138,6 +148,8 @@ def main(argv=None) -> None:
                 print(f"{'':18} RSS after the snapshot {last['rss_snapshot_mib']} MiB; the SA's "
                       f"{last['records']:,} table records ({last['records_mib']} MiB) built in {last['records_s']} s: "
                       f"RSS {last['rss_records_mib']} MiB", flush=True)
+                print(f"{'':18} " + "; ".join(f"{name} {n:,} ({mib} MiB, {s} s)"
+                                              for name, (n, s, mib) in last["kinds"].items()), flush=True)
             if "sim_mib" in last:
                 print(f"{'':18} held: the daemon (snapshot, sweep result, SA) {last['daemon_mib']} MiB, the "
                       f"transport with the simulated fabric {last['sim_mib']} MiB", flush=True)

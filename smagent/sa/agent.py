@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from mad.attributes import SMInfo
 from mad.errors import MadError
@@ -542,10 +542,15 @@ class SaAgent:
                     change[field] = base
         return query.replace(**change) if change else query
 
-    def _scan(self, records: list, query: SaRecord, mask: int) -> list:
+    def _scan(self, records: Iterable, query: SaRecord, mask: int,
+              adjust: Callable[[Any], Any] | None = None) -> list:
+        """The records matching ``query`` (``adjust``: what changes a record before it is
+        matched)."""
         test = matcher(query, mask)
-        if isinstance(records, CompactRecords) and mask & type(query).mask("lid"):
-            records = records.of_lid(getattr(query, "lid"))  # built only for the LID asked
+        if isinstance(records, CompactRecords):
+            records = records.select(query, mask)  # built only for the LID and keys asked
+        if adjust is not None:
+            records = map(adjust, records)
         return [r for r in records if test(r)]
 
     def _nodes(self, q, mad, inc):
@@ -582,13 +587,13 @@ class SaAgent:
 
     def _guid_infos(self, q, mad, inc):
         recs, aliases = self._recs, self.aliases
-        found = recs.guid_infos
+        adjust: Callable[[Any], Any] | None = None
         if aliases.tables:  # the blocks holding aliases as they are now
             ports = {recs.subnet.base_lid(*hit): hit[0].port_guid(hit[1]) for hit in
                      (recs.subnet.port_of_guid(g) for g in aliases.tables) if hit is not None}
-            found = [r.replace(guids=aliases.block(ports[r.lid], r.block_num)) if r.lid in ports else r
-                     for r in found]
-        return self._shown(inc, self._scan(found, q, mad.component_mask))
+            adjust = lambda r: (r.replace(guids=aliases.block(ports[r.lid], r.block_num))  # noqa: E731
+                                if r.lid in ports else r)
+        return self._shown(inc, self._scan(recs.guid_infos, q, mad.component_mask, adjust))
 
     def _set_aliases(self, q, mad, inc):
         return [self.aliases.set(self._alias_port(q, inc), q, mad.component_mask)]

@@ -108,46 +108,49 @@ class Records:
         return sorted(out, key=lambda r: (r.from_lid, r.from_port_num))
 
     @functools.cached_property
-    def lfts(self) -> list[LinearForwardingTableRecord]:
-        """The LFT blocks the SM programmed, up to each switch's LinearFDBTop."""
-        s, out = self.subnet, []
-        for n in s.nodes.values():
-            lid, table = s.base_lid(n, 0), s.lft.get(n.guid)
-            if not n.is_switch or not lid or table is None or n.switch_info is None:
-                continue
-            last = min(n.switch_info.linear_fdb_top // LFT_BLOCK_SIZE, len(table) // LFT_BLOCK_SIZE - 1)
-            out += [LinearForwardingTableRecord(lid=lid, block_num=b,
-                                                ports=list(table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE]))
-                    for b in range(last + 1)]
-        return sorted(out, key=lambda r: (r.lid, r.block_num))
+    def lfts(self) -> "CompactRecords":
+        """The LFT blocks the SM programmed, up to each switch's LinearFDBTop; each block's
+        ports read from the snapshot's own LFT (`Subnet.lft`) when its record is built."""
+        def rows():
+            s = self.subnet
+            for n in s.nodes.values():
+                lid, table = s.base_lid(n, 0), s.lft.get(n.guid)
+                if not n.is_switch or not lid or table is None or n.switch_info is None:
+                    continue
+                last = min(n.switch_info.linear_fdb_top // LFT_BLOCK_SIZE, len(table) // LFT_BLOCK_SIZE - 1)
+                yield from ((lid, b, 0, table) for b in range(last + 1))
+        return CompactRecords(rows(), lambda lid, b, _, t: LinearForwardingTableRecord(
+            lid=lid, block_num=b, ports=list(t[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE])), ("block_num", None))
 
     @functools.cached_property
-    def mfts(self) -> list[MulticastForwardingTableRecord]:
+    def mfts(self) -> "CompactRecords":
         """The MFT units (block, position) the SM programmed or read."""
-        s, out = self.subnet, []
-        for (sw, block, position), masks in s.mft.items():
-            node = s.nodes.get(sw)
-            lid = s.base_lid(node, 0) if node is not None else 0
-            if lid:
-                out.append(MulticastForwardingTableRecord(lid=lid, position=position, block_num=block,
-                                                          port_masks=list(masks)))
-        return sorted(out, key=lambda r: (r.lid, r.block_num, r.position))
+        def rows():
+            s = self.subnet
+            for (sw, block, position), masks in s.mft.items():
+                node = s.nodes.get(sw)
+                lid = s.base_lid(node, 0) if node is not None else 0
+                if lid:
+                    yield lid, block, position, masks
+        return CompactRecords(rows(), lambda lid, b, pos, masks: MulticastForwardingTableRecord(
+            lid=lid, position=pos, block_num=b, port_masks=list(masks)), ("block_num", "position"))
 
     @functools.cached_property
-    def guid_infos(self) -> list[GUIDInfoRecord]:
+    def guid_infos(self) -> "CompactRecords":
         """Every LID-carrying port's GUIDInfo blocks, as many as its GUIDCap fills (8 GUIDs
         a block; none for a GUIDCap of 0), as OpenSM answers: its port GUID at index 0 of
-        block 0, the rest 0 (the SM assigns no alias GUIDs)."""
-        s, out = self.subnet, []
-        for n in s.nodes.values():
-            for p in n.lid_ports():
-                lid, pi = s.base_lid(n, p), n.ports.get(p)
-                if not lid or pi is None:
-                    continue
-                for block in range((pi.guid_cap + 7) // 8):
-                    guids = [n.port_guid(p) if block == 0 else 0] + [0] * 7
-                    out.append(GUIDInfoRecord(lid=lid, block_num=block, guids=guids))
-        return sorted(out, key=lambda r: (r.lid, r.block_num))
+        block 0, the rest 0 (the SM assigns no alias GUIDs; the agent puts in those the SA
+        was asked for). Kept as the GUID at index 0 alone."""
+        def rows():
+            s = self.subnet
+            for n in s.nodes.values():
+                for p in n.lid_ports():
+                    lid, pi = s.base_lid(n, p), n.ports.get(p)
+                    if lid and pi is not None:
+                        guid = n.port_guid(p)
+                        yield from ((lid, b, 0, guid if b == 0 else 0) for b in range((pi.guid_cap + 7) // 8))
+        return CompactRecords(rows(), lambda lid, b, _, guid: GUIDInfoRecord(
+            lid=lid, block_num=b, guids=[guid] + [0] * 7), ("block_num", None))
 
     def _tables(self, kind: str):
         """(LID, port: the CA port or 0 on a switch, AttributeModifier, table) of every unit
@@ -239,7 +242,7 @@ class Records:
                 block, switch_port = fw.pkey_from_modifier(modifier)
                 yield lid, port or switch_port, block, t
         return CompactRecords(rows(), lambda lid, a, b, t: P_KeyTableRecord(
-            lid=lid, block_num=b, port_num=a, p_keys=t.p_keys))
+            lid=lid, block_num=b, port_num=a, p_keys=t.p_keys), ("port_num", "block_num"))
 
     @functools.cached_property
     def sl2vl_tables(self) -> "CompactRecords":
@@ -248,7 +251,7 @@ class Records:
                 inp, outp = fw.sl2vl_from_modifier(modifier)  # a CA port's: 0, 0
                 yield lid, inp, outp, t
         return CompactRecords(rows(), lambda lid, a, b, t: SLtoVLMappingTableRecord(
-            lid=lid, input_port_num=a, output_port_num=b, sl_to_vl=t.sl_to_vl))
+            lid=lid, input_port_num=a, output_port_num=b, sl_to_vl=t.sl_to_vl), ("input_port_num", "output_port_num"))
 
     @functools.cached_property
     def vlarb_tables(self) -> "CompactRecords":
@@ -256,7 +259,8 @@ class Records:
             for lid, port, modifier, t in self._tables("vlarb"):
                 yield lid, port or modifier & 0xFF, modifier >> 16, t
         return CompactRecords(rows(), lambda lid, a, b, t: VLArbitrationTableRecord(
-            lid=lid, output_port_num=a, block_num=b, **{k: getattr(t, k) for k in _VLARB}))
+            lid=lid, output_port_num=a, block_num=b, **{k: getattr(t, k) for k in _VLARB}),
+            ("output_port_num", "block_num"))
 
     @staticmethod
     def sms(sms: Iterable[tuple[int, SMInfo]], reveal_keys: bool) -> list[SMInfoRecord]:
@@ -291,23 +295,27 @@ _VLARB = VLArbitrationTable.LAYOUT.names  # type: ignore[attr-defined]
 
 
 class CompactRecords(Sequence):
-    """A table record kind kept compact: per record one packed (LID, port, block) key in
-    an array and a reference to its table (shared between equal units, `LinkTables`),
-    sorted by that key; each record is built when a query reaches it, never kept. 2 million
-    SL2VL records on an 11,664-host fat tree cost 16 bytes each, not ~104."""
+    """A table record kind kept compact: per record one packed (LID, a, b) key in an array
+    and a reference to what the rest is built from (a table shared between equal units,
+    `LinkTables`; a switch's whole LFT; a port GUID), sorted by that key, which is the
+    order GetTable answers in; each record is built when a query reaches it, never kept.
+    ``fields`` names the record fields a and b are (None: always 0). 2 million SL2VL
+    records on an 11,664-host fat tree cost 16 bytes each, not ~104."""
 
-    def __init__(self, rows: Iterable[tuple[int, int, int, Any]], build: Callable[..., Any]):
-        keyed = sorted((((lid << 24 | a << 16 | b), t) for lid, a, b, t in rows), key=lambda kt: kt[0])
+    def __init__(self, rows: Iterable[tuple[int, int, int, Any]], build: Callable[..., Any],
+                 fields: tuple[str | None, str | None]):
+        keyed = sorted((((lid << 32 | a << 16 | b), t) for lid, a, b, t in rows), key=lambda kt: kt[0])
         self._keys = array.array("Q", (k for k, _ in keyed))
         self._tables = [t for _, t in keyed]
         self._build = build
+        self._fields = fields
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def _record(self, i: int):
         k = self._keys[i]
-        return self._build(k >> 24, k >> 16 & 0xFF, k & 0xFFFF, self._tables[i])
+        return self._build(k >> 32, k >> 16 & 0xFFFF, k & 0xFFFF, self._tables[i])
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
@@ -317,7 +325,23 @@ class CompactRecords(Sequence):
     def __iter__(self) -> Iterator[Any]:
         return (self._record(i) for i in range(len(self)))
 
+    def _lid_range(self, lid: int) -> range:
+        return range(bisect.bisect_left(self._keys, lid << 32), bisect.bisect_left(self._keys, (lid + 1) << 32))
+
     def of_lid(self, lid: int) -> list:
         """The records of one LID (a query that names its LID builds only those)."""
-        lo, hi = bisect.bisect_left(self._keys, lid << 24), bisect.bisect_left(self._keys, (lid + 1) << 24)
-        return [self._record(i) for i in range(lo, hi)]
+        return [self._record(i) for i in self._lid_range(lid)]
+
+    def select(self, query: Any, mask: int) -> Iterator[Any]:
+        """The records, in order, whose LID and key fields equal what ``query`` selects of
+        them (``mask``, its ComponentMask; its other components are for the caller to
+        match): a LID found by bisect, the key fields compared on the keys, a record built
+        only for a key that passes."""
+        cls = type(query)
+        span = self._lid_range(query.lid) if mask & cls.mask("lid") else range(len(self))
+        want = part = 0
+        for name, shift in zip(self._fields, (16, 0)):
+            if name is not None and mask & cls.mask(name):
+                want, part = want | getattr(query, name) << shift, part | 0xFFFF << shift
+        keys = self._keys
+        return (self._record(i) for i in span if keys[i] & part == want)
