@@ -14,12 +14,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mad.attributes import AttrID, LinearForwardingTable, MulticastForwardingTable, PortInfo, PortState, SMState
 from mad import forwarding as fw
 from mad.header import Method
 from smagent.transport.base import Request
+
+if TYPE_CHECKING:
+    from smagent.sm.duties import Duties
 
 log = logging.getLogger("smagent.sm")
 DEFAULT_SHARE = 0.01  # 1 % more SMPs than an idle daemon (issue 40's budget)
@@ -189,20 +192,20 @@ class Audit:
                 "items": len(self.items(known)) if known is not None else None, "last": self.last}
 
 
-def step(d, count: int) -> None:
-    """The daemon ``d``'s audit after a light sweep: ``count`` Gets of what it programmed;
+def step(duties: Duties, count: int) -> None:
+    """The master duties' audit after a light sweep: ``count`` Gets of what they programmed;
     drift is repaired at once (a patched known state, or a full sweep for a port change)."""
-    known = d.known
-    if known is None or count <= 0 or d.sm.state != SMState.MASTER:
+    s, known = duties.shared, duties.known
+    if known is None or count <= 0 or s.sm.state != SMState.MASTER:
         return
-    if not (drifts := d.audit.run(d.t, known, count)):
+    if not (drifts := duties.audit.run(s.t, known, count)):
         return
-    d.counters.drifts_found += len(drifts)
+    s.counters.drifts_found += len(drifts)
     why = f"audit found drift: {drifts[0].what}{f' (+{len(drifts) - 1})' if len(drifts) > 1 else ''}"
     fixed = patched(known, drifts)
     if fixed is None:  # a port is down or not active: a link change, found by a full sweep
-        d._repair(why, None)
+        duties.repair(why, None)
     else:
-        d._sweep(why, known=fixed)
-    if d.last_sweep and d.last_sweep.get("ok"):
-        d.counters.drifts_repaired += d.audit.repaired(d.known, drifts)
+        duties.sweep(why, known=fixed)
+    if duties.last_sweep and duties.last_sweep.get("ok"):
+        s.counters.drifts_repaired += duties.audit.repaired(duties.known, drifts)

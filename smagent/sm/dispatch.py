@@ -1,19 +1,26 @@
 """Incoming MADs to their handlers, by (management class, method, attribute).
 
-The daemon registers one handler per kind of request it serves (SMInfo Get and Set,
-SubnTrap(Notice)); everything else goes to the default, which answers a Get or Set with
+The daemon's roles register one handler per kind of request they serve (SMInfo Get and
+Set: `smagent.sm.mastership`; SubnTrap(Notice): `smagent.sm.duties`); everything else goes to the default, which answers a Get or Set with
 the IBA status "method/attribute not supported" (an unanswered request would leave its
 sender waiting: under ibsim it is never timed out). SA (class 0x03) and performance
 management (0x04) handlers register here too when they come.
 
 A handler is given the request as it came in: the transport's `Incoming` (its bytes,
-``raw``, and where it came from, ``address`` and ``slid``)."""
+``raw``, and where it came from, ``address`` and ``slid``); an SMP handler decodes it with
+`decoded` and answers to `reply_lid`."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from mad import smp as smpcodec
+from mad.errors import MadError
+from mad.forwarding import PERMISSIVE_LID
 from mad.header import ATTRIBUTE_ID_SLICE, METHOD_OFFSET, MGMT_CLASS_OFFSET, MgmtClass
 from smagent.transport.address import Incoming
+
+log = logging.getLogger("smagent.sm")
 
 SMP_CLASSES = (MgmtClass.SUBN_LID_ROUTED, MgmtClass.SUBN_DIRECTED_ROUTE)
 
@@ -57,3 +64,17 @@ class Dispatcher:
     def dispatch(self, m: Incoming) -> None:
         """Hand `m` to its handler."""
         self.handler_for(m.raw)(m)
+
+
+def decoded(m: Incoming):
+    """The SMP a handler was given, decoded; None (logged) if it does not decode."""
+    try:
+        return smpcodec.decode(m.raw)
+    except MadError as e:
+        log.warning("ignored an undecodable request from LID %d: %s", m.slid, e)
+        return None
+
+
+def reply_lid(req, slid: int) -> int:
+    """Where an SMP's answer goes: a directed-route one back by the permissive LID."""
+    return PERMISSIVE_LID if req.directed else (slid or PERMISSIVE_LID)

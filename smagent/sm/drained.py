@@ -18,10 +18,12 @@ the topology) that routes over it again.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import logging
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from mad.attributes import SMState
 from smagent import sweep as sweepmod
@@ -32,6 +34,9 @@ from smagent.sm.statemachine import state_name
 from smagent.sweep import drain as drainmod, plancheck
 from smagent.verify import whatif
 from smagent.verify.collect import collect
+
+if TYPE_CHECKING:
+    from smagent.sm.duties import Duties
 
 log = logging.getLogger("smagent.sm")
 
@@ -63,15 +68,16 @@ class Drained:
         return [e.as_json() for e in self.entries]
 
 
-def submit(d, command: str, args: dict) -> Future:
+def submit(queue: collections.deque[events.Event], command: str, args: dict) -> Future:
     """From the control socket (any thread): queue the command for the loop."""
     answer: Future = Future()
-    d.events.append(events.ControlCommand(command, args, answer))
+    queue.append(events.ControlCommand(command, args, answer))
     return answer
 
 
-def handle(d, ev: events.ControlCommand) -> None:
-    """In the loop: do the command, answer with its JSON (or the error and its exit code)."""
+def handle(d: Duties, ev: events.ControlCommand) -> None:
+    """In the loop, by the master duties ``d``: do the command, answer with its JSON (or
+    the error and its exit code)."""
     out = {"error": f"the SM stopped before the {ev.command} finished", "exit": FabricFailure.exit_code}
     try:
         out = (drain if ev.command == "drain" else undrain)(d, ev.args)
@@ -92,30 +98,32 @@ def _targets(args: dict) -> list[str]:
     return targets
 
 
-def _master(d, what: str):
-    if d.sm.state != SMState.MASTER:
-        raise SafetyRefusal(f"{what}: this SM is {state_name(d.sm.state)}, not MASTER: {what} at the master SM; "
+def _master(d: Duties, what: str):
+    state = d.shared.sm.state
+    if state != SMState.MASTER:
+        raise SafetyRefusal(f"{what}: this SM is {state_name(state)}, not MASTER: {what} at the master SM; "
                             "nothing was sent")
     if d.known is None:  # the last sweep did not end clean: a fresh one first
-        d._sweep(f"before a {what}")
+        d.sweep(f"before a {what}")
     if d.known is None:
         raise FabricFailure(f"{what}: the fabric is not routed cleanly (see `smagent status`); nothing was changed")
     return d.known
 
 
-def _already(d, text: str) -> drainfile.Entry | None:
+def _already(d: Duties, text: str) -> drainfile.Entry | None:
     return next((e for e in d.drained.entries if text in (str(e), f"{e.guid:#018x}")
                  or (e.port is None and text == e.name)), None)
 
 
-def _plan(d, known, drained, multicast: bool = False):
+def _plan(d: Duties, known, drained, multicast: bool = False):
     """A plan against the known state with ``drained`` out: no SMP."""
-    opts = dataclasses.replace(d.opts.sweep, dry_run=True, multicast=multicast, known=known, drained=tuple(drained),
-                               routing_memory=copy.deepcopy(d.opts.sweep.routing_memory), progress=None)
-    return sweepmod.sweep(d.t, opts)
+    in_force = d.shared.opts.sweep
+    opts = dataclasses.replace(in_force, dry_run=True, multicast=multicast, known=known, drained=tuple(drained),
+                               routing_memory=copy.deepcopy(in_force.routing_memory), progress=None)
+    return sweepmod.sweep(d.shared.t, opts)
 
 
-def assess(d, known, texts: list[str]) -> tuple[list[whatif.Failure], whatif.WhatIf]:
+def assess(d: Duties, known, texts: list[str]) -> tuple[list[whatif.Failure], whatif.WhatIf]:
     """What draining ``texts`` would do, refused if unsafe (SafetyRefusal, nothing sent)."""
     new = []
     for text in texts:
@@ -130,39 +138,43 @@ def assess(d, known, texts: list[str]) -> tuple[list[whatif.Failure], whatif.Wha
     return new, w
 
 
-def drain(d, args: dict) -> dict:
+def drain(d: Duties, args: dict) -> dict:
     known = _master(d, "drain")
-    d.activity = "planning a drain"
+    d.shared.activity = "planning a drain"
     try:
         with d.busy.serving():  # the SA answers while the two plans compute
             new, w = assess(d, known, _targets(args))
     finally:
-        d.activity = None
+        d.shared.activity = None
     if args.get("dry_run"):
         return _answer(drainmod.DrainResult(new, 0, w.rerouted, [], dry_run=True))
     what = ", ".join(map(str, new))
     d.drained.replace([*d.drained.entries, *(drainfile.Entry(f.guid, f.name, f.port) for f in new)])
     log.info("drain: %s (%d host pairs to reroute)", what, w.rerouted)
     d.known = None  # consumed, as a repair does: the sweep sets it again
-    if d._sweep(f"drain {what}", known=known) is None:
-        raise FabricFailure(f"drain {what}: the reroute failed ({(d.last_error or {}).get('error', '?')}); it stays "
+    if d.sweep(f"drain {what}", known=known) is None:
+        raise FabricFailure(f"drain {what}: the reroute failed ({_last_error(d)}); it stays "
                             "drained: the SM routes around it at its next sweep")
     sets = (d.last_sweep or {}).get("sets", 0)
-    d.activity = f"reading every switch's tables back (drain {what})"
+    d.shared.activity = f"reading every switch's tables back (drain {what})"
     try:
-        left = drainmod.entries_into(collect(d.t, links=False), new)
+        left = drainmod.entries_into(collect(d.shared.t, links=False), new)
     finally:
-        d.activity = None
+        d.shared.activity = None
     if left:
         log.warning("drain %s: %d entries still lead into it, e.g. %s", what, len(left), left[0])
     return _answer(drainmod.DrainResult(new, sets, w.rerouted, left, kept=True))
+
+
+def _last_error(d: Duties) -> str:
+    return (d.shared.last_error or {}).get("error", "?")
 
 
 def _answer(r: drainmod.DrainResult) -> dict:
     return {**r.as_json(), "lines": r.lines()}
 
 
-def undrain(d, args: dict) -> dict:
+def undrain(d: Duties, args: dict) -> dict:
     texts = _targets(args)
     _master(d, "undrain")
     gone = []
@@ -176,8 +188,8 @@ def undrain(d, args: dict) -> dict:
     d.drained.replace([e for e in d.drained.entries if e not in gone])
     log.info("undrain: %s", what)
     # a full sweep: discovery puts the part back into the topology, the routes cross it again
-    if d._sweep(f"undrain {what}") is None:
-        raise FabricFailure(f"undrain {what}: the sweep failed ({(d.last_error or {}).get('error', '?')}); "
+    if d.sweep(f"undrain {what}") is None:
+        raise FabricFailure(f"undrain {what}: the sweep failed ({_last_error(d)}); "
                             "it is no longer drained: the next sweep routes over it")
     sets = (d.last_sweep or {}).get("sets", 0)
     return {"undrained": [str(e) for e in gone], "sets": sets, "still_drained": [str(e) for e in d.drained.entries],

@@ -1,7 +1,8 @@
 """The SM loop's scheduling decisions as pure functions over plain values (issue 38 item 3):
 when a failed sweep is tried again, when a sweep that ended with problems is followed by a full
-one, and when the next light sweep is due. No transport, clock or logging: the daemon passes
-in counts and settings and acts on the answer, so these are tested without a fabric."""
+one, and when the next light sweep is due. No transport, clock or logging: the master duties
+(`smagent.sm.duties`) pass in counts and settings and act on the answer, so these are tested
+without a fabric."""
 
 from __future__ import annotations
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from mad.attributes import SMState
 from smagent.sweep import desired
 from smagent.discovery import Topology
 from smagent.errors import BadInput
+
+if TYPE_CHECKING:
+    from smagent.sm.duties import Duties
 
 log = logging.getLogger("smagent.sm")
 
@@ -46,38 +50,41 @@ def candidate(path: str, opts, topo: Topology | None):
     return dataclasses.replace(opts.sweep, **settings)
 
 
-def sighup(d) -> None:
-    """SIGHUP in daemon ``d``: the desired-state file re-read, then (as MASTER) swept with
-    at once, before it is put in force: refused (a bad file, one that does not fit, or a
-    plan the check refuses) the previous one stays, and `Config.last_reload` says why."""
-    f = d.opts.desired_file
+def sighup(duties: Duties) -> None:
+    """SIGHUP in the daemon (its master ``duties``): the desired-state file re-read, then
+    (as MASTER) swept with at once, before it is put in force: refused (a bad file, one
+    that does not fit, or a plan the check refuses) the previous one stays, and
+    `Config.last_reload` says why."""
+    s = duties.shared
+    f = s.opts.desired_file
     if not f:
         log.info("SIGHUP: no desired-state file; sweeping again")
-        if d.sm.state == SMState.MASTER:
-            d._sweep("SIGHUP")
+        if s.sm.state == SMState.MASTER:
+            duties.sweep("SIGHUP")
         return
     try:
-        new = candidate(f, d.opts, d.topo)
+        new = candidate(f, s.opts, s.topo)
     except BadInput as e:  # a bad file, one contradicting the command line, or not fitting the fabric
-        return _refused(d, f, str(e))
-    if d.sm.state != SMState.MASTER:  # not ours to route: the first sweep as MASTER checks it (and falls back)
-        d.opts.sweep = new
-        d.config.reloaded(f, None)
+        return _refused(duties.config, f, str(e))
+    if s.sm.state != SMState.MASTER:  # not ours to route: the first sweep as MASTER checks it (and falls back)
+        s.opts.sweep = new
+        duties.config.reloaded(f, None)
         log.info("SIGHUP: desired state re-read from %s", f)
         return
-    before, refusals = d.last_sweep, d.counters.plan_refusals
-    if d._sweep("SIGHUP", opts=new) is not new:  # planned and checked before it is in force
-        if d.counters.plan_refusals > refusals:  # refused before any Set: the fabric is routed as it was
-            d.last_sweep = before
-        return _refused(d, f, (d.last_error or {}).get("error", "the sweep with it failed"))
-    d.opts.sweep = new
-    d.config.reloaded(f, None)
-    d.config.succeeded(new, new)
+    before, refusals = duties.last_sweep, s.counters.plan_refusals
+    in_force = duties.sweep("SIGHUP", opts=new) is new  # planned and checked before it is in force
+    if not in_force:
+        if s.counters.plan_refusals > refusals:  # refused before any Set: the fabric is routed as it was
+            duties.last_sweep = before
+        return _refused(duties.config, f, (s.last_error or {}).get("error", "the sweep with it failed"))
+    s.opts.sweep = new
+    duties.config.reloaded(f, None)
+    duties.config.succeeded(new, new)
     log.info("SIGHUP: desired state re-read from %s and in force", f)
 
 
-def _refused(d, f: str, err: str) -> None:
-    d.config.reloaded(f, err)
+def _refused(config: Config, f: str, err: str) -> None:
+    config.reloaded(f, err)
     log.error("SIGHUP: %s not reloaded, the previous desired state stays: %s", f, err)
 
 

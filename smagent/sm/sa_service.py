@@ -70,10 +70,14 @@ class SaHost(Protocol):
     opts: DaemonOptions
     clock: Callable[[], float]
     counters: Counters
-    activity: str | None
-    known: KnownState | None
-    topo: Topology | None
+    known: KnownState | None  # consumed (set to None) by `follow`'s repair
     peers: OtherSms
+
+    @property
+    def activity(self) -> str | None: ...
+
+    @property
+    def topo(self) -> Topology | None: ...
 
     def is_master(self) -> bool: ...
 

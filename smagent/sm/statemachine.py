@@ -27,7 +27,8 @@ when its port has no M_Key and obeys a SubnSet(SMInfo) whatever key it carries:
   key (0) is taken as a peer: we cannot tell.
 * A MASTER that sees a MASTER peer of higher rank yields: it hands over and stands by.
 
-The daemon (`smagent.sm.daemon`) feeds events in and performs the `Action` it gets back.
+The daemon's mastership (`smagent.sm.mastership`) feeds events in and performs the `Action`
+it gets back.
 """
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_a_set_alias_reaches_the_port_and_a_delete_clears_it(tmp_path):
     assert sorted((u["port"], u["block"], u["old"][1], u["new"][1]) for u in units) == sorted(
         [(port, 0, "0x0000000000000000", f"0x{ALIAS:016x}"), (port, 0, f"0x{ALIAS:016x}", "0x0000000000000000")])
     # a full sweep finds the port as the SA holds it: nothing to write
-    d._sweep("test")
+    d.duties.sweep("test")
     assert d.last_sweep["problems"] == 0 and sim.guids[port][1] == 0
 
 
@@ -96,7 +96,7 @@ def test_a_port_refusing_the_set_is_noted_once(tmp_path, caplog):
         sweeps = d.counters.sweeps
         assert _ask(t, d, Method.SET, lid, [0, 0, ALIAS + 1], 2).status == 0
         assert d.counters.sweeps == sweeps  # the port is not asked again: no repair for it
-        d._sweep("test")
+        d.duties.sweep("test")
     assert d.last_sweep["problems"] == 0
     assert [r.message for r in caplog.records if "GUIDInfo" in r.message] == [
         f"alias GUIDs: 1 port(s) refuse SubnSet(GUIDInfo) (e.g. port GUID 0x{sim.port_guids[port]:016x}): "

@@ -85,7 +85,7 @@ def test_drain_keeps_across_a_full_sweep_a_repair_and_the_audit_then_undrain(tmp
     assert out["safe_to_remove"] and out["kept"] and out["sets"] > 0 and out["entries_left"] == []
     assert crossing(sim, "S1") == ([], [])
     assert drainfile.load(tmp_path) == [drainfile.Entry(sim.node("S1").guid, "S1", None)]
-    d._sweep("a full sweep, as after a handover")  # rediscovers: S1 is there, cabled
+    d.duties.sweep("a full sweep, as after a handover")  # rediscovers: S1 is there, cabled
     assert d.last_sweep["ok"] and not d.last_sweep["incremental"]
     assert crossing(sim, "S1") == ([], [])
     sim.unlink("H1", 2)  # a link change: the light sweep sees it, a repair follows

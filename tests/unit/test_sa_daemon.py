@@ -103,7 +103,7 @@ def test_answered_mid_sweep_from_the_last_snapshot():
             assert d.sa.agent.subnet is before  # still the old snapshot: the sweep is not done
     t.outbox.clear()
     t.on_send = on_send
-    d._sweep("test")
+    d.duties.sweep("test")
     t.on_send = None
     assert seen["answered_at"] is not None and seen["answered_at"] < seen["sent"]  # before the sweep's last SMP
     (answer,) = [sa.SaMad.decode(raw) for raw, to in t.outbox if to == src.reply()]

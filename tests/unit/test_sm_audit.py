@@ -123,7 +123,7 @@ def test_the_item_list_is_built_once_per_known_state(monkeypatch):
         d.status()
     run_for(d, clock, 6)  # light sweeps, no sweep: the same known state
     assert built == [] and d.audit.reads > 0 and d.counters.sweeps == 1
-    d._sweep("again")  # a new known state: one new list
+    d.duties.sweep("again")  # a new known state: one new list
     for _ in range(5):
         d.status()
     assert built == [d.known]

@@ -389,7 +389,7 @@ def test_an_unanswered_handover_still_yields_to_a_higher_master_only(monkeypatch
     t, d, clock = make(priority=3, poll_interval=1)
     d.start()
     t.sim.attach_sm(("H5", 1), priority=9, state=their_state)
-    monkeypatch.setattr(d, "_send_sminfo_set", lambda *a: None)  # the HANDOVER goes unanswered
+    monkeypatch.setattr(d.mastership, "send_sminfo_set", lambda *a: None)  # the HANDOVER goes unanswered
     t.deliver(smpcodec.encode(smpcodec.dr(Method.GET, AttrID.SM_INFO, (0, 1, 3, 3, 1))))
     d.step(max_wait=0)
     assert d.sm.state == (SMState.STANDBY if we_yield else SMState.MASTER) and d.counters.handovers_sent == 0

@@ -145,7 +145,7 @@ def test_a_transport_failure_while_waiting_is_survived(monkeypatch):
 def test_our_own_trap_144_is_not_another_sm():
     t, d, clock = make()
     d.start()
-    node, port, pi = d._local()
+    node, port, pi = d.mastership.local()
     raw = traps.trap_144(pi.lid, pi.capability_mask | CAP_IS_SM, node.node_type)
     t.deliver(raw, pi.lid)
     run_for(d, clock, 1)
@@ -232,7 +232,7 @@ def test_sminfo_from_hosts_costs_no_census():
     host = t.sim.port_lid(("H5", 1))
     sent0 = t.stats.sent
     for _ in range(5):  # `sminfo` run on H5, LID-routed: a PortInfo Get says it is no SM
-        t.deliver(smpcodec.encode(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO, d._local()[2].lid)), host)
+        t.deliver(smpcodec.encode(smpcodec.lid_routed(Method.GET, AttrID.SM_INFO, d.mastership.local()[2].lid)), host)
         run_for(d, clock, 0.5)
     assert d.counters.censuses == 0 and d.status()["other_sms"] == []
     assert t.stats.sent - sent0 <= 5 + 1  # 5 answers, one PortInfo probe (then rate-limited)

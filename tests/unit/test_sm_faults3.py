@@ -71,7 +71,7 @@ def test_a_refused_sweep_falls_back_to_the_last_good_settings(tmp_path):
     hole = tmp_path / "hole.yaml"
     hole.write_text(HOLE)
     d.opts.sweep = dataclasses.replace(d.opts.sweep, **desiredmod.sweep_settings(desiredmod.load(str(hole))))
-    used = d._sweep("a physical change")  # the settings in force were refused: routed with the good ones
+    used = d.duties.sweep("a physical change")  # the settings in force were refused: routed with the good ones
     assert used is d.config.good and not used.desired and used.mcast_joined == d.opts.sweep.mcast_joined
     s = d.status()
     assert s["config"]["fell_back"] is True and s["routed"] is True and s["counters"]["plan_refusals"] == 0

@@ -49,7 +49,7 @@ def test_a_path_record_get_is_answered_while_routing_computes(monkeypatch):
         real_route(s)
 
     monkeypatch.setattr(pipeline, "route", routing_in_progress)
-    d._sweep("test")
+    d.duties.sweep("test")
     ((raw, to),) = seen["answers"]
     m = sa.SaMad.decode(raw)
     assert to == src.reply() and m.transaction_id == 91 and m.status == 0
@@ -77,7 +77,7 @@ def test_a_request_that_comes_while_the_new_snapshot_is_built_is_answered_from_t
         return real(self, result)
 
     monkeypatch.setattr(sa_service.SaService, "snapshot", slow_snapshot)
-    d._sweep("test")
+    d.duties.sweep("test")
     ((raw, _to),) = seen["answers"]
     assert sa.SaMad.decode(raw).transaction_id == 93 and sa.SaMad.decode(raw).status == 0
     assert d.sa.agent.subnet is not before
@@ -177,7 +177,7 @@ def test_a_flood_of_sa_and_sminfo_requests_through_a_sweep_is_answered_whole():
     feeder = threading.Thread(target=flood)
     feeder.start()
     while not stop.is_set():
-        d._sweep("test")
+        d.duties.sweep("test")
     feeder.join()
     d.step(max_wait=0)  # what came after the last sweep: the loop's own turn
     sa_tids, smi = [], 0

@@ -1,0 +1,93 @@
+"""What the running SM's roles share (`smagent.sm.daemon` composes them: the loop, the
+mastership, the master duties, the published status).
+
+One object, handed to each role, so that no role reaches into another's attributes for
+them: the transport, settings and clock; the counters, timers and event queue; the state
+machine (made by `Mastership.start`; every role asks whether we are MASTER); the fabric as
+last discovered or swept and the other SMs found on it; what the daemon is busy with, what
+last changed and what last failed. The roles run on the loop's thread, or inside the
+transport under its one lock (`transport.base.one_thread`): nothing here needs a lock.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Callable
+
+from mad.attributes import SMState
+from smagent.errors import SmagentError
+from smagent.sm import events, peers as peersmod, timers
+from smagent.sm.options import Counters, DaemonOptions
+from smagent.sm.statemachine import StateMachine
+from smagent.transport.base import Transport
+
+if TYPE_CHECKING:
+    from smagent import discovery
+
+log = logging.getLogger("smagent.sm")
+
+
+class Shared:
+    def __init__(self, transport: Transport, opts: DaemonOptions, clock: Callable[[], float]):
+        self.t, self.opts, self.clock = transport, opts, clock
+        self.counters = Counters()
+        self.timers = timers.Timers()
+        self.events: collections.deque[events.Event] = collections.deque()
+        self.machine: StateMachine | None = None  # the SM state machine, from `Mastership.start` on
+        self.topo: discovery.Topology | None = None  # the fabric as last discovered or swept
+        self.peers = peersmod.OtherSms()
+        self.last_change: dict | None = None
+        self.last_error: dict | None = None  # the last failure: what, the error, when
+        self._activity: str | None = "starting"  # what the daemon is busy with (`activity`)
+        self.on_activity: Callable[[], None] = lambda: None  # the daemon publishes its status
+
+    @property
+    def activity(self) -> str | None:
+        """What the daemon is busy with (None: waiting), for the status."""
+        return self._activity
+
+    @activity.setter
+    def activity(self, what: str | None) -> None:
+        if what != self._activity:
+            self._activity = what
+            self.on_activity()  # the control socket says so at once, not at the next round
+
+    @property
+    def sm(self) -> StateMachine:
+        """The SM state machine (from `start` on)."""
+        if self.machine is None:
+            raise RuntimeError("the daemon has not started")
+        return self.machine
+
+    def is_master(self) -> bool:
+        return self.machine is not None and self.machine.state == SMState.MASTER
+
+    @contextlib.contextmanager
+    def doing(self, what: str):
+        """Name what the daemon does (the status shows it); fabric failures inside are
+        logged and counted, never fatal: the daemon stays up."""
+        self.activity = what
+        try:
+            yield
+        except SmagentError as e:
+            self.failed(what, e)
+        finally:
+            self.activity = None
+
+    def failed(self, what: str, err) -> None:
+        self.counters.errors += 1
+        self.last_error = {"what": what, "error": str(err), "time": time.time()}
+        log.error("%s failed: %s", what, err)
+
+    def changed(self, what: str) -> None:
+        self.last_change = {"time": time.time(), "what": what}
+
+    def respond(self, raw: bytes, dlid: int) -> None:
+        """Send an answer; a failure to send is logged, never fatal (we run inside the
+        transport, perhaps in the middle of a sweep)."""
+        try:
+            self.t.respond(raw, dlid)
+        except SmagentError as e:
+            self.failed(f"answering LID {dlid}", e)
