@@ -352,9 +352,10 @@ def opensm_run(net, size, scratch: Path, core: str, sampler_host: str) -> dict:
             try:
                 before_ibroute = ibroute_unreachable(sim, smp.model)
                 time.sleep(SETTLE_S)
+                ups = len(osm.subnet_ups())
                 marks = {"unlink": time.time()}
                 sim.unlink(core)
-                marks["swept"] = osm.wait_ups(2, timeout=120)[1]
+                marks["swept"] = osm.wait_ups(ups + 1, timeout=120)[ups]
                 time.sleep(SETTLE_S)
             finally:
                 samples = smp.stop()
