@@ -118,7 +118,8 @@ def prove(transport: Transport, topology: discovery.Topology, drained: list[Fail
 
 def entries_into(snap: Snapshot, drained: list[Failure]) -> list[str]:
     """Every LFT entry (for a LID not on what is drained) and MFT entry of ``snap``'s switches
-    that sends traffic into what is drained."""
+    that sends traffic into what is drained, and every switch with an exit into it whose
+    tables were not read (`SwitchState.read`, `mft_read`)."""
     exits = _into(snap.links, snap.switches, drained)
     gone = {d.guid for d in drained if d.port is None}
     own = {lid for g in gone if g in snap.switches for lid in snap.switches[g].lid_range()}
@@ -130,6 +131,9 @@ def entries_into(snap: Snapshot, drained: list[Failure]) -> list[str]:
         ports = {p for (s, p) in exits if s == g}
         if not ports:
             continue
+        unread = [t for t, ok in (("LFT", sw.read), ("MFT", sw.mft_read or not snap.mcast_read)) if not ok]
+        if unread:  # what was not read proves nothing: never "safe" on a silence
+            out.append(f"{sw.name} {' and '.join(unread)} not read back: it may still lead into it")
         out += [f"{sw.name} LFT LID {lid} -> port {port}" for lid, port in enumerate(sw.lft)
                 if port in ports and lid not in own]
         out += [f"{sw.name} MFT MLID {mlid:#x} includes port {p}" for mlid, members in sorted(sw.mft.items())

@@ -186,3 +186,27 @@ def test_an_entry_still_leading_into_it_after_the_sets_is_found(tree, monkeypatc
     assert r.entries_left == [f"{leaf.name} LFT LID {lid} -> port {port}",
                               f"{leaf.name} MFT MLID 0xc000 includes port {port}"]
     assert "NOT safe to remove: 2 entries still lead into it:" in r.lines()
+
+
+def test_a_switch_cabled_into_it_that_does_not_answer_the_read_back_is_not_proven_safe(tree, monkeypatch):
+    """A switch with an exit into the drained one that does not answer the proof's Gets
+    may still send traffic into it: the drain is not reported safe."""
+    import smagent.sweep as sweepmod
+    from mad import smp as smpcodec
+    sim = tree.transport.sim
+    leaf = next(peer[0] for peer in sim.node("A0").peers if peer is not None and peer[0].is_switch)
+    path = tree.discover().by_description(leaf.name)[0].path
+    real_sweep, real_handle = sweepmod.sweep, sim.handle
+
+    def deaf(raw, *args, **kw):
+        return None if smpcodec.decode(raw).path == path else real_handle(raw, *args, **kw)
+
+    def sweep_then_silence(transport, opts):
+        done = real_sweep(transport, opts)
+        if not opts.dry_run:  # after the Sets, before the read-back
+            monkeypatch.setattr(sim, "handle", deaf)
+        return done
+
+    monkeypatch.setattr(sweepmod, "sweep", sweep_then_silence)
+    r = tree.drain(["A0"], routing="updn")
+    assert not r.safe and r.entries_left == [f"{leaf.name} LFT and MFT not read back: it may still lead into it"]
