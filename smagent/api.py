@@ -220,8 +220,8 @@ class Session:
               force: bool = False, **more: Any) -> Any:
         """Route every pair around ``targets`` (nodes as the CLI names them, or ``NODE[PORT]``
         for a cable) with ``routing`` (default: the sweep's engine), write the new tables in
-        an order that breaks no pair in flight, read every switch back and prove that no
-        entry leads into them. A drain that would cut off other hosts is refused
+        an order that breaks no pair in flight, read back every switch cabled into them and
+        prove that no entry leads into them. A drain that would cut off other hosts is refused
         (SafetyRefusal) before any Set. Returns a `smagent.sweep.drain.DrainResult`
         (``.safe``, ``.entries_left``, ``.lines()``). With a state directory the drain is recorded
         there (`smagent.config.drainfile`): later sweeps, and an SM started later, keep routing
@@ -229,7 +229,6 @@ class Session:
         from smagent import sweep as sweepmod
         from smagent.sweep import drain as drainmod, plancheck
         from smagent.verify import whatif
-        from smagent.verify.collect import collect
         if not targets:
             raise BadInput("drain: name what to drain (NODE or NODE[PORT])")
         now = self.sweep(dry_run=True, routing=routing, force=force, **more)
@@ -254,7 +253,7 @@ class Session:
         if done.problems:
             raise FabricFailure("drain: " + "; ".join(done.problems[:5]),
                                 [f"{done.lft_written} LFT block Sets, {len(done.mft_changes)} MFT units planned"])
-        left = drainmod.entries_into(collect(self.transport, links=False), drained)
+        left = drainmod.prove(self.transport, now.topology, drained)
         kept = self.state_dir is not None
         if kept:  # later sweeps (one-shot or a daemon started later) keep it drained until `smagent undrain`
             known = drainfile.load(self.state_dir)

@@ -11,9 +11,9 @@ A drain plans against the daemon's known state (no SMP): the tables as they are 
 reroute would leave them, compared pair by pair (`verify.whatif.compare`); a drain that would
 cut off hosts not on the drained part, or take out the SM's own port, is refused before
 anything is saved or sent (SafetyRefusal, exit 4). Then the set is saved, a repair routes
-around it (written in the safe order, `fdb.apply`), and every switch's tables are read back:
-no LFT or MFT entry may lead into it (`sweep.drain.entries_into`), the proof a one-shot drain
-gives. An undrain drops it from the set and runs a full sweep (discovery: the part is back in
+around it (written in the safe order, `fdb.apply`), and the tables of the switches cabled
+into it are read back: no LFT or MFT entry may lead into it (`sweep.drain.prove`), the proof
+a one-shot drain gives. An undrain drops it from the set and runs a full sweep (discovery: the part is back in
 the topology) that routes over it again.
 """
 from __future__ import annotations
@@ -33,7 +33,6 @@ from smagent.sm import events
 from smagent.sm.statemachine import state_name
 from smagent.sweep import drain as drainmod, plancheck
 from smagent.verify import whatif
-from smagent.verify.collect import collect
 
 if TYPE_CHECKING:
     from smagent.sm.duties import Duties
@@ -156,9 +155,9 @@ def drain(d: Duties, args: dict) -> dict:
         raise FabricFailure(f"drain {what}: the reroute failed ({_last_error(d)}); it stays "
                             "drained: the SM routes around it at its next sweep")
     sets = (d.last_sweep or {}).get("sets", 0)
-    d.shared.activity = f"reading every switch's tables back (drain {what})"
+    d.shared.activity = f"reading back the tables of the switches cabled into it (drain {what})"
     try:
-        left = drainmod.entries_into(collect(d.shared.t, links=False), new)
+        left = drainmod.prove(d.shared.t, known.topology, new)
     finally:
         d.shared.activity = None
     if left:

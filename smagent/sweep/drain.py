@@ -1,7 +1,8 @@
 """Drain a switch, a host or a cable before it is taken out (`smagent drain`, issue 40 item 1):
 route every pair around it with the active engine, write the new tables in the order that
-breaks no pair in flight (`fdb.apply`, `planning.update_order`), then read every switch's
-tables back and prove that no LFT or MFT entry sends traffic into it.
+breaks no pair in flight (`fdb.apply`, `planning.update_order`), then read back the tables
+of every switch cabled into it and prove that no LFT or MFT entry sends traffic into it
+(`prove`: no other switch has an exit into it, so none other can).
 
 The plan routes over the fabric without what is drained (the daemon's repairs plan the
 same way: against a known topology, no discovery), while the drained part is still cabled
@@ -15,7 +16,9 @@ import dataclasses
 
 from smagent import discovery
 from smagent.errors import BadInput, SafetyRefusal
+from smagent.transport.base import Transport
 from smagent.verify import whatif
+from smagent.verify.collect import collect_switches
 from smagent.verify.model import Snapshot
 
 Failure = whatif.Failure  # what is drained: a node, or a cable by one of its ends
@@ -89,20 +92,35 @@ def refuse_cutting_off(w: whatif.WhatIf) -> None:
                             f"whose ends are elsewhere, e.g. {'; '.join(w.examples)}; nothing was sent")
 
 
-def _into(snap: Snapshot, drained: list[Failure]) -> set[tuple[int, int]]:
+def _into(links: dict, switches, drained: list[Failure]) -> set[tuple[int, int]]:
     """The (switch, port) exits that lead into what is drained: ports cabled to a drained
-    node, and both ends of a drained cable."""
+    node, and both ends of a drained cable (``links`` both ways, ``switches`` their GUIDs)."""
     nodes = {d.guid for d in drained if d.port is None}
     cables = {(d.guid, d.port) for d in drained if d.port is not None}
-    cables |= {snap.links[c] for c in list(cables) if c in snap.links}
-    return {end for end, far in snap.links.items()
-            if end[0] in snap.switches and (far[0] in nodes or end in cables)}
+    cables |= {links[c] for c in list(cables) if c in links}
+    return {end for end, far in links.items()
+            if end[0] in switches and (far[0] in nodes or end in cables)}
+
+
+def prove(transport: Transport, topology: discovery.Topology, drained: list[Failure]) -> list[str]:
+    """After the Sets: `entries_into` on what the switches hold now, read back from the
+    fabric. Only a switch with an exit into what is drained (`_into`, on ``topology`` as
+    discovered before the drain, the drained part still in it) can send traffic into it, so
+    only those are read (`verify.collect.collect_switches`): their SwitchInfo, LFT and the MFT
+    positions of those exits, not the whole fabric."""
+    gone = {d.guid for d in drained if d.port is None}
+    ports: dict[int, set[int]] = {}
+    for g, p in _into(topology.links, {n.guid for n in topology.switches()}, drained):
+        if g not in gone:
+            ports.setdefault(g, set()).add(p)
+    return entries_into(collect_switches(transport, topology, ports), drained)
 
 
 def entries_into(snap: Snapshot, drained: list[Failure]) -> list[str]:
     """Every LFT entry (for a LID not on what is drained) and MFT entry of ``snap``'s switches
-    that sends traffic into what is drained."""
-    exits = _into(snap, drained)
+    that sends traffic into what is drained, and every switch with an exit into it whose
+    tables were not read (`SwitchState.read`, `mft_read`)."""
+    exits = _into(snap.links, snap.switches, drained)
     gone = {d.guid for d in drained if d.port is None}
     own = {lid for g in gone if g in snap.switches for lid in snap.switches[g].lid_range()}
     own |= {lid for k, c in snap.ca_ports.items() if k[0] in gone for lid in c.lid_range()}
@@ -113,6 +131,9 @@ def entries_into(snap: Snapshot, drained: list[Failure]) -> list[str]:
         ports = {p for (s, p) in exits if s == g}
         if not ports:
             continue
+        unread = [t for t, ok in (("LFT", sw.read), ("MFT", sw.mft_read or not snap.mcast_read)) if not ok]
+        if unread:  # what was not read proves nothing: never "safe" on a silence
+            out.append(f"{sw.name} {' and '.join(unread)} not read back: it may still lead into it")
         out += [f"{sw.name} LFT LID {lid} -> port {port}" for lid, port in enumerate(sw.lft)
                 if port in ports and lid not in own]
         out += [f"{sw.name} MFT MLID {mlid:#x} includes port {p}" for mlid, members in sorted(sw.mft.items())
@@ -120,4 +141,4 @@ def entries_into(snap: Snapshot, drained: list[Failure]) -> list[str]:
     return out
 
 
-__all__ = ["Failure", "DrainResult", "target", "refuse_own_port", "refuse_cutting_off", "entries_into"]
+__all__ = ["Failure", "DrainResult", "target", "refuse_own_port", "refuse_cutting_off", "prove", "entries_into"]

@@ -1,16 +1,18 @@
 """The only I/O of verify: discover the fabric and read what the switches hold (LFT
 blocks by `fdb.lft.lft_blocks_to_read`, whole RFTs of RFT-only switches, MFTs, and the
-SL2VL and P_Key tables the link checks need) into a `Snapshot`; `snapshot_of` builds one
-from a topology and table contents (the plan check's planned tables too)."""
+SL2VL and P_Key tables the link checks need) into a `Snapshot`, or (`collect_switches`) only
+a few switches' of a known topology; `snapshot_of` builds one from a topology and table
+contents (the plan check's planned tables too)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from mad import forwarding as fw
-from mad.attributes import P_KeyTable, PortState, SLtoVLMappingTable
+from mad.attributes import AttrID, P_KeyTable, PortState, SLtoVLMappingTable
 from smagent.fdb import lft as linear, mft as multicast
 from smagent.fdb.rft import read_rft_blocks
-from smagent.fdb.switch import per_switch
+from smagent.fdb.switch import per_switch, read_units
 from smagent.transport.base import Transport
 from smagent.verify.linkconf import data_hops
 from smagent.verify.model import CaPortState, Snapshot, SwitchState
@@ -36,11 +38,7 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True, par
     mft_unread: set = set()
 
     def failed(what: str, errors: list[tuple[int, str]], into: set):
-        for g, err in errors:
-            n = topo.nodes[g]
-            into.add(g)
-            unreached.append({"where": f"{n.description} ({what})", "path": list(n.path), "node": n.description,
-                              "guid": f"0x{g:016x}", "port": None, "error": err})
+        _failed(topo, unreached, what, errors, into)
 
     switches = [n for n in topo.switches() if n.switch_info is not None]
     unread.update(n.guid for n in topo.switches() if n.switch_info is None)  # discovery listed it
@@ -65,6 +63,42 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True, par
         snap.qos_members = qosmod.topology_membership(qos_policy, topo, partitions)
     snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
     return snap
+
+
+def collect_switches(transport: Transport, topo, ports: dict[int, set[int]]) -> Snapshot:
+    """A `Snapshot` of ``topo`` as discovered before (no discovery) in which only the
+    switches of ``ports`` ({GUID: ports}) are read again: each its SwitchInfo (the tops it
+    holds now), its LFT blocks (`lft_blocks_to_read`) and the MFT units of the positions
+    that hold those ports (its MFT groups name no other position's ports); every other
+    switch is unread. What a claim about those switches' exits needs (a drain's proof,
+    `smagent.sweep.drain.prove`), at their cost alone; failures as `collect` lists them."""
+    t0 = time.monotonic()
+    sent0 = transport.stats.sent
+    unreached: list[dict] = []
+    unread = {n.guid for n in topo.switches() if n.guid not in ports}
+    mft_unread = set(unread)
+    wanted = [(g, topo.nodes[g].path) for g in sorted(ports)]
+    infos, missed = read_units(transport, wanted, AttrID.SWITCH_INFO, lambda: 0, lambda v: v, lambda: "SwitchInfo")
+    _failed(topo, unreached, "SwitchInfo", _first_errors(missed, [g for g, _p in wanted if (g,) not in infos]),
+            unread)
+    fresh = {g: dataclasses.replace(topo.nodes[g], switch_info=infos[(g,)]) for g, _p in wanted if (g,) in infos}
+    view = dataclasses.replace(topo, nodes={**topo.nodes, **fresh})
+    lfts, errors = _read_lfts(transport, list(fresh.values()))
+    _failed(topo, unreached, "LFT", errors, unread)
+    mfts, errors = _read_mfts(transport, list(fresh.values()), {g: ports[g] for g in fresh})
+    _failed(topo, unreached, "MFT", errors, mft_unread)
+    snap = snapshot_of(view, lfts, {}, mfts, unread=unread, mft_unread=mft_unread, unreached=unreached)
+    snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
+    return snap
+
+
+def _failed(topo, unreached: list[dict], what: str, errors: list[tuple[int, str]], into: set) -> None:
+    """Each (switch, error) into ``into`` and listed as `Snapshot.unreached` lists it."""
+    for g, err in errors:
+        n = topo.nodes[g]
+        into.add(g)
+        unreached.append({"where": f"{n.description} ({what})", "path": list(n.path), "node": n.description,
+                          "guid": f"0x{g:016x}", "port": None, "error": err})
 
 
 def snapshot_of(topo, lfts: dict, rfts: dict, mfts: dict | None, *, unread=frozenset(), mft_unread=frozenset(),
@@ -223,14 +257,17 @@ def _switch_state(n, lfts: dict, rft, mft: dict) -> SwitchState:
                        si.linear_fdb_cap, active, mft, rft, si.default_port, lmc)
 
 
-def _read_mfts(transport: Transport, switches) -> tuple[dict, list]:
+def _read_mfts(transport: Transport, switches, only: dict[int, set[int]] | None = None) -> tuple[dict, list]:
+    """Every MFT unit of ``switches`` (with ``only`` {GUID: ports}: the positions of those ports)."""
     wanted, ports = [], {}
     for n in switches:
         si = n.switch_info
         ports[n.guid] = n.num_ports
+        positions = (sorted({fw.mft_position(p)[0] for p in only[n.guid]}) if only is not None
+                     else range(fw.mft_positions_for(n.num_ports)))
         if si.multicast_fdb_cap:
             wanted += [(n.guid, n.path, b, pos) for b in multicast.mft_blocks_to_read(si.multicast_fdb_cap, si.multicast_fdb_top)
-                       for pos in range(fw.mft_positions_for(n.num_ports))]
+                       for pos in positions]
     got, errors = multicast.read_mft_units(transport, wanted)
     failed = _first_errors(errors, [g for g, _p, b, pos in wanted if (g, b, pos) not in got])
     return mft_groups(got, ports), failed

@@ -269,3 +269,24 @@ def test_run_refuses_to_start_on_a_damaged_drained_file(tmp_path, cli):
     StateDir(tmp_path).drained.write_text('{"version": 1, "drained": [1]}')
     r = cli("run", "--state-dir", tmp_path)
     assert r.exit_code == 2 and "drained-set file" in r.output and "entry 1" in r.output
+
+
+def test_an_entry_led_back_into_it_after_the_reroute_is_reported(tmp_path, monkeypatch):
+    """The daemon's proof reads what the switches cabled into the drained one hold after the
+    reroute (not the plan): an LFT entry pointed back into it makes the drain unsafe."""
+    t, d, _clock = make(tmp_path)
+    s1 = t.sim.node("S1")
+    leaf, port = next(peer for peer in s1.peers if peer is not None and peer[0].is_switch)
+    host = next(n for n in t.sim.nodes.values() if not n.is_switch and n.peers[1] and n.peers[1][0] is not leaf)
+    lid = t.sim.port_lid((host.name, 1))
+    real = d.duties.sweep
+
+    def sweep_then_tamper(*args, **kw):
+        done = real(*args, **kw)
+        leaf.lft[lid] = port  # after the Sets, before the read-back
+        return done
+
+    monkeypatch.setattr(d.duties, "sweep", sweep_then_tamper)
+    out = ask(d, "drain", targets=["S1"])
+    assert not out["safe_to_remove"] and out["entries_left"] == [f"{leaf.name} LFT LID {lid} -> port {port}"]
+    assert "NOT safe to remove: 1 entries still lead into it:" in out["lines"]
