@@ -152,8 +152,8 @@ def _bring_up_without_loops(changes: Sequence[Change], peer: Mapping[tuple[int, 
     entry routes nothing now (`_due` 0: no wait between blocks), and the new next hops of
     changed entries reach an unchanged entry or an end within `_SHORT_CHAINS` hops (no
     circle). False says only that `levels` must decide (a reroute, a long chain, a loop).
-    A bring-up of 11,664 hosts is 336,960 blocks: per entry in Python, tens of seconds and
-    over a GB of level dicts and sets."""
+    A bring-up of 11,664 hosts is 336,960 blocks: through `levels` the first sweep took
+    25 s more CPU and 0.6 GB more peak (`bench/first_sweep_split.py`, `daemon_memory.py`)."""
     if not changes:
         return False
     switches = {g: x for x, g in enumerate(sorted({c.switch for c in changes} | {g for g, _p in peer}))}
