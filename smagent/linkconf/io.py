@@ -48,11 +48,22 @@ def _read(transport, wants: list[Want], failed: set[int] | None = None, seen: di
     (kind, node GUID, CA port or 0, AttributeModifier) (the SA's table records)."""
     got: list[tuple[Want, Any]] = []
     problems: list[str] = []
+    # (kind, bytes read) -> their table, decoded once (as ``seen`` holds it): most ports hold
+    # the same few tables, found by their bytes instead of decoded and interned again
+    same: dict[tuple[str, bytes], Any] = {}
     for w, rep in zip(wants, transport.execute([w.get() for w in wants])):
         if rep.ok:
-            got.append((w, rep.value(LINK_TABLES[w.kind])))
-            if seen is not None:
-                seen[(w.kind, w.guid, w.port, w.modifier)] = got[-1][1]
+            raw, key = (w.kind, rep.data), (w.kind, w.guid, w.port, w.modifier)
+            value = same.get(raw)
+            if value is None:
+                value = rep.value(LINK_TABLES[w.kind])
+                if seen is not None:
+                    seen[key] = value
+                    value = seen[key]
+                same[raw] = value
+            elif seen is not None:
+                seen[key] = value
+            got.append((w, value))
         else:
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")
             if failed is not None and isinstance(rep.error, SmpTimeout):
