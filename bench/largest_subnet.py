@@ -141,6 +141,8 @@ class Repairs:
     def after(self, t0: float, timeout: float) -> tuple[float, int]:
         deadline, seen, quiet = time.monotonic() + timeout, self.base, time.monotonic()
         while time.monotonic() < deadline:
+            if self.sm.proc.poll() is not None:
+                raise SystemExit(f"{self.tool} exited {self.sm.proc.returncode} before its repair ended")
             now = self._now()
             if now is not None and now != seen:
                 seen, quiet = now, time.monotonic()
@@ -287,6 +289,8 @@ def figures(r: dict) -> dict:
             out[f"run: routed s {tool}"] = t["routed_s"]
         if "routed_smps" in c:
             out[f"run: routed SMPs {tool}"] = c["routed_smps"]
+        if "memory_routed_mib" in t:
+            out[f"run: RSS once routed MiB {tool}"] = t["memory_routed_mib"]["VmRSS"]
         if "memory_end_mib" in t:
             out[f"run: RSS at end MiB {tool}"] = t["memory_end_mib"]["VmRSS"]
             out[f"run: peak RSS MiB {tool}"] = t["memory_end_mib"]["VmHWM"]
