@@ -15,6 +15,10 @@ master is killed (time until the standby is MASTER).
 
     python bench/daemon_vs_opensm.py                   # 648-host 2-level fat tree (k=36)
     python bench/daemon_vs_opensm.py --fabric ft3-1000 --no-handover
+    python bench/daemon_vs_opensm.py --fabric ft3-39366 --no-handover   # any of sweep_vs_opensm's fabrics
+
+bench/largest_subnet.py runs these daemons on the largest trees, with a lost core switch, SA,
+PerfMgr and metrics steps.
 """
 from __future__ import annotations
 

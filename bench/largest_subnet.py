@@ -25,7 +25,8 @@ Both SMs leave SL2VL and VLArb tables as they are (OpenSM without -Q; smagent `s
 
 SMPs of the daemons are counted on a separate run under `ibsim -v` (packet lines, as every
 bench here does; -v slows ibsim, so the times come from the run without it). `--no-count`
-skips the counting runs (the largest size takes long). Results go to --json after every step.
+skips the counting runs (the largest size takes long). Each step's figures are printed as it
+ends; --json gets the results after the sweep and after each daemon's run.
 Not a test: figures are reported, never asserted; the load (`uptime`) is recorded beside each.
 
     python bench/largest_subnet.py --hosts 1024 11664 --json out.json
@@ -343,7 +344,7 @@ def main() -> None:
     ap.add_argument("--table-timeout", type=float, default=120.0)
     ap.add_argument("--perfmgr-after", type=float, help="seconds from start to PerfMgr's first sweep "
                     f"(default by size: {PERFMGR_AFTER_S})")
-    ap.add_argument("--json", type=Path, help="results here, after every step; an existing file is resumed")
+    ap.add_argument("--json", type=Path, help="results here, after the sweep and each daemon run; an existing file is resumed")
     ap.add_argument("--table", type=Path, nargs="+", help="only print the growth table of these saved results")
     ap.add_argument("--table-client", type=float, help=argparse.SUPPRESS)
     a = ap.parse_args()
