@@ -15,6 +15,10 @@ master is killed (time until the standby is MASTER).
 
     python bench/daemon_vs_opensm.py                   # 648-host 2-level fat tree (k=36)
     python bench/daemon_vs_opensm.py --fabric ft3-1000 --no-handover
+    python bench/daemon_vs_opensm.py --fabric ft3-39366 --no-handover   # any of sweep_vs_opensm's fabrics
+
+bench/largest_subnet.py runs these daemons on the largest trees, with a lost core switch, SA,
+PerfMgr and metrics steps.
 """
 from __future__ import annotations
 
@@ -31,24 +35,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ibsim_harness import IbSim  # noqa: E402
+from sweep_vs_opensm import count_packets, make_fabric  # noqa: E402  (one naming of the fabrics: ft2-648, ft3-HOSTS, ...)
 
-from smagent.model import netfile, topogen  # noqa: E402
+from smagent.model import netfile  # noqa: E402
+from smagent.sm import control  # noqa: E402
 
 OPENSM = "/usr/sbin/opensm"
-
-
-def count_packets(log: Path) -> int:
-    with open(log, errors="replace") as f:
-        return sum(1 for line in f if "sim_read_pkt: replying" in line or "sim_read_pkt: forwarding" in line)
-
-
-def make_fabric(name: str):
-    if name == "ft2-648":
-        return topogen.fat_tree_2(36)
-    if name.startswith("ft3-") and name[4:].isdigit():
-        return topogen.fat_tree_3(36, hosts=int(name[4:]))
-    raise SystemExit(f"unknown fabric {name!r}: ft2-648 or ft3-HOSTS")
 
 
 def cut_link(fabric) -> tuple[str, int]:
@@ -73,23 +67,34 @@ class SmagentRun:
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def status(self):
-        r = subprocess.run([sys.executable, "-m", "smagent.cli", "status", "--json", "--state-dir", str(self.state)],
-                           env=self.env, capture_output=True, text=True)
-        return json.loads(r.stdout) if r.returncode == 0 else {}
+        """What `smagent status --json` shows, asked at the control socket from this process
+        (a `smagent status` process per poll would take CPU from the daemon on a small machine)."""
+        try:
+            return control.query(control.socket_path(self.state), timeout=30)
+        except control.ControlError:
+            return {}
 
-    def wait(self, pred, timeout=300):
+    def wait(self, pred, timeout=300, every=0.1):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"smagent run exited {self.proc.returncode}; log {self.state.parent}")
             s = self.status()
             if s and pred(s):
                 return s
-            time.sleep(0.1)
+            time.sleep(every)
         raise SystemExit(f"smagent: condition not reached in {timeout} s: {self.status()}")
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, sig)
             self.proc.wait(30)
+
+
+def memory_mib(pid: int) -> dict:
+    """Resident now and at its peak (VmRSS, VmHWM of /proc/PID/status), MiB."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    return {k: round(int(re.search(rf"^{k}:\s+(\d+) kB", text, re.M)[1]) / 1024) for k in ("VmRSS", "VmHWM")}
 
 
 class OpenSMRun:
@@ -110,12 +115,14 @@ class OpenSMRun:
             out.append(t.timestamp() + int(m.group(2)) / 1e6)
         return out
 
-    def wait_ups(self, n, timeout=300):
+    def wait_ups(self, n, timeout=300, every=0.1):
         deadline = time.monotonic() + timeout
         while len(ups := self.subnet_ups()) < n:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"opensm exited {self.proc.returncode}; log {self.log}")
             if time.monotonic() > deadline:
                 raise SystemExit(f"opensm: {n} x SUBNET UP not seen in {timeout} s; log {self.log}")
-            time.sleep(0.1)
+            time.sleep(every)
         return ups
 
     def stop(self, sig=signal.SIGTERM):

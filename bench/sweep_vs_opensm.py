@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -61,8 +60,9 @@ def count_packets(log: Path) -> int:
     return n
 
 
-def run_tool(sim: IbSim, tool: str, scratch: Path, extra=()) -> tuple[float, float]:
-    """One run: (wall seconds, CPU seconds of the tool's process, user + system)."""
+def run_tool(sim: IbSim, tool: str, scratch: Path, extra=()) -> tuple[float, float, float]:
+    """One run: (wall seconds, CPU seconds of the tool's process (user + system), its peak
+    RSS in MiB). CPU and peak RSS are the kernel's figures for that one process (wait4)."""
     if tool == "smagent":
         cmd = [sys.executable, "-m", "smagent.cli", "--transport", "umad", "sweep", *extra]
         env = sim.env
@@ -70,14 +70,16 @@ def run_tool(sim: IbSim, tool: str, scratch: Path, extra=()) -> tuple[float, flo
         d = scratch / f"osm-{time.monotonic_ns()}"
         env = sim.opensm_env(d)
         cmd = ["opensm", "-o", "-f", str(d / "osm.log"), "-R", "minhop", *extra]
-    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    err = scratch / f"{tool}-{time.monotonic_ns()}.err"
     t0 = time.monotonic()
-    r = subprocess.run(cmd, env=env, cwd=sim.cwd, capture_output=True, text=True, timeout=900)
+    with open(err, "wb") as f:
+        p = subprocess.Popen(cmd, env=env, cwd=sim.cwd, stdout=subprocess.DEVNULL, stderr=f)
+    _pid, status, ru = os.wait4(p.pid, 0)
     dt = time.monotonic() - t0
-    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise SystemExit(f"{tool} failed ({r.returncode}): {r.stderr[-2000:]}")
-    return dt, (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit(f"{tool} failed ({p.returncode}): {err.read_text(errors='replace')[-2000:]}")
+    return dt, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
 
 
 def make_fabric(name: str):
@@ -112,17 +114,19 @@ def measure(fabric_name: str, runs: int, extra: dict | None = None) -> dict:
                 run_tool(sim, tool, tmp, extra.get(tool, ()))
                 time.sleep(0.5)
                 smps = count_packets(sim.log) - before
-            out[tool] = {"smps": smps, "runs": [], "cpu": []}
+            out[tool] = {"smps": smps, "runs": [], "cpu": [], "rss_mib": []}
         # the tools take turns, so a change in the machine's load hits both alike
         for i in range(runs):
             for tool in tools:
                 with IbSim(net, tmp / f"time-{tool}-{i}", extra_args=size, ready_timeout=600) as sim:
-                    wall, cpu = run_tool(sim, tool, tmp, extra.get(tool, ()))
+                    wall, cpu, rss = run_tool(sim, tool, tmp, extra.get(tool, ()))
                     out[tool]["runs"].append(wall)
                     out[tool]["cpu"].append(cpu)
+                    out[tool]["rss_mib"].append(rss)
         for tool in tools:
             out[tool]["median_s"] = statistics.median(out[tool]["runs"])
             out[tool]["median_cpu_s"] = statistics.median(out[tool]["cpu"])
+            out[tool]["peak_rss_mib"] = max(out[tool]["rss_mib"])
     out["fabric"] = fabric_name
     out["hosts"] = len(fabric.cas())
     out["switches"] = len(fabric.switches())
@@ -148,7 +152,7 @@ def main():
           f"(SMPs and CPU seconds are fair under load; wall time is not)")
     for tool in ("smagent", "opensm"):
         print(f"  {tool:8s} SMPs {r[tool]['smps']:7d}   wall {r[tool]['median_s']:.3f} s   "
-              f"CPU {r[tool]['median_cpu_s']:.3f} s (medians of {len(r[tool]['runs'])}; walls "
+              f"CPU {r[tool]['median_cpu_s']:.3f} s   peak RSS {r[tool]['peak_rss_mib']:.0f} MiB (medians of {len(r[tool]['runs'])}; walls "
               f"{', '.join(f'{x:.2f}' for x in r[tool]['runs'])})")
     print(f"  ratio smagent/opensm: SMPs {r['smp_ratio']:.3f}, wall time {r['time_ratio']:.3f}, "
           f"CPU time {r['cpu_ratio']:.3f}")
