@@ -32,7 +32,6 @@ import gc
 import logging
 import sys
 import threading
-import time
 
 from smagent.transport.base import Transport
 
