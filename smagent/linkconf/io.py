@@ -53,16 +53,15 @@ def _read(transport, wants: list[Want], failed: set[int] | None = None, seen: di
     same: dict[tuple[str, bytes], Any] = {}
     for w, rep in zip(wants, transport.execute([w.get() for w in wants])):
         if rep.ok:
-            raw, key = (w.kind, rep.data), (w.kind, w.guid, w.port, w.modifier)
+            raw = (w.kind, rep.data)
             value = same.get(raw)
             if value is None:
                 value = rep.value(LINK_TABLES[w.kind])
-                if seen is not None:
-                    seen[key] = value
-                    value = seen[key]
-                same[raw] = value
-            elif seen is not None:
+            if seen is not None:  # stored as ``seen`` interns it, and that object kept
+                key = (w.kind, w.guid, w.port, w.modifier)
                 seen[key] = value
+                value = seen[key]
+            same[raw] = value
             got.append((w, value))
         else:
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")

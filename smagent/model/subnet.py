@@ -441,6 +441,7 @@ class InterningTables(dict):
             one = by_id.get(id(table))
             if one is None:
                 one = by_id[id(table)] = self._interned.setdefault(table_key(table), table)
+                self._held.add(id(one))
             put(key, one)
 
     def __reduce__(self):  # copy/pickle as what it holds
