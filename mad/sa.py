@@ -320,6 +320,8 @@ def matcher(query: R, mask: int) -> Callable[[R], bool]:
     """A test for many records against one query: the query encoded once (an SA's table
     scan)."""
     sel = query.selector(mask)
+    if not sel:  # no component asked (a whole table): nothing to encode only to compare
+        return lambda rec: True
     want = int.from_bytes(query.encode(), "big") & sel
     return lambda rec: (int.from_bytes(rec.encode(), "big") & sel) == want
 

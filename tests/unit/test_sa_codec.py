@@ -634,3 +634,12 @@ def test_a_record_declared_by_annotations_gets_its_components():
         @S._record(S.SaAttrID.LINK_RECORD)
         class Bad(S.SaRecord):
             a: Annotated[U16, S.Split(("hi", 4), ("lo", 4))] = 0
+
+
+def test_a_whole_table_scan_encodes_no_record(monkeypatch):
+    # a GetTable with no component asked matches every record: the scan must not encode
+    # each record only to compare nothing (the answer encodes it once, afterwards)
+    rec = R.NodeRecord(lid=3)
+    test = S.matcher(R.NodeRecord(), 0)
+    monkeypatch.setattr(R.NodeRecord, "encode", lambda self: pytest.fail("encoded to match nothing"))
+    assert test(rec)
