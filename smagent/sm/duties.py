@@ -65,6 +65,7 @@ class Duties:
         if req is None:
             return
         s = self.shared
+        s.traps_heard += 1  # something changed: a discovery walked before is not planned on (`take_discovery`)
         s.respond(traps.repress(req, s.t.keys, 0 if req.directed else m.slid), reply_lid(req, m.slid))
         try:
             s.events.append(events.TrapReceived(traps.parse(req)))
@@ -137,6 +138,12 @@ class Duties:
         refused: `reload.Config`), None if it failed."""
         s = self.shared
         used = opts or s.opts.sweep
+        fresh = s.take_discovery()  # taken in any case: a sweep after this one walks
+        if known is not None:
+            fresh = None
+        elif fresh is not None:
+            log.info("sweep (%s): planning on the discovery just made (%d nodes), not walking again", why,
+                     len(fresh.nodes))
         st = s.t.stats
         sent0, kinds0 = st.sent if smps_before is None else smps_before, collections.Counter(st.by_kind)
         t0 = s.clock()
@@ -144,7 +151,8 @@ class Duties:
         log.info("%s: started", s.activity)
         try:
             with self.busy.serving():
-                r = sweepmod.sweep(s.t, dataclasses.replace(used, known=known, drained=self.drained.entries))
+                r = sweepmod.sweep(s.t, dataclasses.replace(used, known=known, discovered=fresh,
+                                                            drained=self.drained.entries))
                 snapshot = self.sa.snapshot(r)  # built while the last one still answers
         except SmagentError as e:  # a fabric failure, or a desired state the fabric does not match
             if isinstance(e, sweepmod.PlanDefects) and opts is None and self.config.can_fall_back(used):

@@ -131,7 +131,9 @@ class Mastership:
         s.timers.cancel(timers.DISCOVER)
         s.activity = "discovery"
         try:
+            heard = s.traps_heard
             topo = s.topo = discovery.discover(s.t)
+            s.walked = (s.clock(), heard)  # the sweep becoming MASTER starts may plan on it (`take_discovery`)
             peers = self.ask_sms(topo)
         except SmagentError as e:
             s.failed("discovery", e)

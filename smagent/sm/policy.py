@@ -1,6 +1,7 @@
 """The SM loop's scheduling decisions as pure functions over plain values (issue 38 item 3):
 when a failed sweep is tried again, when a sweep that ended with problems is followed by a full
-one, and when the next light sweep is due. No transport, clock or logging: the master duties
+one, when the next light sweep is due, and whether a full sweep may plan on the discovery the
+mastership just made instead of walking the fabric again. No transport, clock or logging: the master duties
 (`smagent.sm.duties`) pass in counts and settings and act on the answer, so these are tested
 without a fabric."""
 
@@ -16,6 +17,11 @@ RESWEEPS_AFTER_PROBLEMS = 2
 # look not active, and the plan check refused) is tried again this soon, then at the
 # light sweeps' pace: a dead link is not left routed for a whole sweep interval
 RETRY_AFTER_FAILURE = (0.2, 0.5, 1.0, 2.0)
+# the mastership's discovery (made to find the other SMs) is handed to the full sweep that
+# follows it if that sweep starts within this many seconds of the walk's end: a change
+# whose trap was lost in between is then caught by the light sweeps, as one made while
+# the sweep's own walk ran would be; an older walk is made again
+REUSE_DISCOVERY_S = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +53,13 @@ def after_unclean(resweeps: int, clean: bool, trap_settle: float, sweep_interval
     if n > RESWEEPS_AFTER_PROBLEMS:
         return Resweep(n, sweep_interval or None, False, n == RESWEEPS_AFTER_PROBLEMS + 1)
     return Resweep(n, trap_settle, True)
+
+
+def reuse_discovery(age: float | None, unreachable: int) -> bool:
+    """Whether a full sweep plans on a discovery made ``age`` seconds ago (None: none, or a
+    trap came since: something changed) in which ``unreachable`` parts did not answer,
+    instead of walking the fabric again: only a whole walk, no trap since, and young."""
+    return age is not None and 0 <= age <= REUSE_DISCOVERY_S and not unreachable
 
 
 def light_due(now: float, sweep_interval: float) -> float | None:

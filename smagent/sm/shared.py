@@ -4,7 +4,8 @@ mastership, the master duties, the published status).
 One object, handed to each role, so that no role reaches into another's attributes for
 them: the transport, settings and clock; the counters, timers and event queue; the state
 machine (made by `Mastership.start`; every role asks whether we are MASTER); the fabric as
-last discovered or swept and the other SMs found on it; what the daemon is busy with, what
+last discovered or swept (and whether that discovery is fresh enough for the next full sweep
+to plan on, `take_discovery`) and the other SMs found on it; what the daemon is busy with, what
 last changed and what last failed. The roles run on the loop's thread, or inside the
 transport under its one lock (`transport.base.one_thread`): nothing here needs a lock.
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 from mad.attributes import SMState
 from smagent.errors import SmagentError
-from smagent.sm import events, peers as peersmod, timers
+from smagent.sm import events, peers as peersmod, policy, timers
 from smagent.sm.options import Counters, DaemonOptions
 from smagent.sm.statemachine import StateMachine
 from smagent.transport.base import Transport
@@ -37,6 +38,10 @@ class Shared:
         self.events: collections.deque[events.Event] = collections.deque()
         self.machine: StateMachine | None = None  # the SM state machine, from `Mastership.start` on
         self.topo: discovery.Topology | None = None  # the fabric as last discovered or swept
+        self.traps_heard = 0  # traps that reached us, counted as they come (inside the transport)
+        # (when the mastership's discovery of `topo` ended, `traps_heard` when it began); None
+        # once a sweep took it (`take_discovery`)
+        self.walked: tuple[float, int] | None = None
         self.peers = peersmod.OtherSms()
         self.last_change: dict | None = None
         self.last_error: dict | None = None  # the last failure: what, the error, when
@@ -60,6 +65,18 @@ class Shared:
         if self.machine is None:
             raise RuntimeError("the daemon has not started")
         return self.machine
+
+    def take_discovery(self) -> discovery.Topology | None:
+        """`topo` as the mastership's discovery left it, for a full sweep to plan on instead
+        of walking again, if `policy.reuse_discovery` allows; taken once (a sweep tried
+        again walks)."""
+        walked, self.walked = self.walked, None
+        topo = self.topo
+        quiet = walked is not None and walked[1] == self.traps_heard  # no trap since the walk began
+        age = self.clock() - walked[0] if walked is not None and quiet else None
+        if topo is None or not policy.reuse_discovery(age, len(topo.unreachable)):
+            return None
+        return topo
 
     def is_master(self) -> bool:
         return self.machine is not None and self.machine.state == SMState.MASTER

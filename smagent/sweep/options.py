@@ -52,6 +52,11 @@ class SweepOptions:
     # a KnownState (what an earlier sweep left): plan against it with no discovery and no
     # table reads; the running SM's repairs, after it updated the topology itself
     known: KnownState | None = None
+    # a Topology this transport's caller walked just before, nothing changed since (the running
+    # SM's discovery, handed to the full sweep becoming MASTER starts: `smagent.sm.policy`):
+    # the discover phase takes it instead of walking again; everything after reads live as
+    # usual. Not used with M_Key protection (that walk came before guid2mkey taught the chain)
+    discovered: discovery.Topology | None = None
     # write even if the planned tables break pairs the current tables deliver, or loop
     # (smagent.sweep.plancheck); a dry run only reports them
     allow_defects: bool = False

@@ -33,6 +33,7 @@ from mad.header import Method
 from smagent import discovery
 from smagent.config import mkeys, files as paths
 from smagent.sweep.state import SweepState
+from smagent.sweep.tables import LiveTables
 from smagent.transport.base import BETWEEN_ROUNDS_S, Request, SmpTimeout
 
 log = logging.getLogger("smagent.sweep")
@@ -90,6 +91,7 @@ def discover(s: SweepState) -> discovery.Topology:
     if prot is None or s.opts.known is not None:
         with s.phase("discover"):
             return s.source.topology(s.transport)
+    s.source = LiveTables()  # a walk handed over (`SweepOptions.discovered`) came before `prepare_keys`
     topo, found = None, -1
     for round_ in range(LEASE_ROUNDS + 1):
         if round_:

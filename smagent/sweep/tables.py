@@ -44,11 +44,16 @@ class TableSource(Protocol):
 
 
 class LiveTables:
-    """The fabric as it answers now."""
+    """The fabric as it answers now; ``discovered``: a walk the caller just made of it
+    (`SweepOptions.discovered`), handed out once instead of walking again."""
     checks_plan = True
 
+    def __init__(self, discovered: discovery.Topology | None = None):
+        self.discovered = discovered
+
     def topology(self, transport: Transport) -> discovery.Topology:
-        return discovery.discover(transport)
+        topo, self.discovered = self.discovered, None
+        return topo if topo is not None else discovery.discover(transport)
 
     def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
         return smcheck.check_other_sms(transport, topo, force=force)
@@ -91,7 +96,7 @@ class KnownTables:
 
 
 def table_source(opts: SweepOptions) -> TableSource:
-    return LiveTables() if opts.known is None else KnownTables(opts.known)
+    return LiveTables(opts.discovered) if opts.known is None else KnownTables(opts.known)
 
 
 def read_failures(topo: discovery.Topology, wanted: list, current: dict, errors: list[str],
