@@ -123,9 +123,11 @@ class Duties:
             except SmagentError as e:
                 patched, what = None, [str(e)]
             if patched is not None:
-                log.info("repair: %s (%d SMPs to read the reporting switches)",
-                         "; ".join(what) or "no link changed", s.t.stats.sent - sent0)
-                self.sweep(why, known=patched, smps_before=sent0)
+                patch = s.t.stats.sent - sent0
+                log.info("repair: %s (%d SMPs to read the reporting switches)", "; ".join(what) or "no link changed",
+                         patch)
+                if self.sweep(why, known=patched, smps_before=sent0) is not None and self.last_sweep:
+                    self.last_sweep["patch_smps"] = patch  # of its smps: the reads before the plan
                 return
             log.info("repair: a full sweep instead (%s)", "; ".join(what))
         self.sweep(why, smps_before=sent0)
