@@ -452,6 +452,20 @@ def discover(transport: Transport, *, progress=None) -> Topology:
     return topo
 
 
+def extend(transport: Transport, topo: Topology, starts: list[tuple[DNode, int, NodeInfo]]) -> list[str]:
+    """Discover what came up behind ports of a known topology: the walk of `discover` from
+    each (node, port, the NodeInfo read behind it), breadth first, every node it finds
+    added to ``topo`` with its details and links; a node ``topo`` knows ends the walk there
+    (its link is recorded, its ports are not walked again). Returns what did not answer,
+    readable (empty: the part that came up is complete); paths are left as walked."""
+    w = _Walk(transport, transport.stats.sent)
+    w.nodes, w.links = topo.nodes, topo.links  # known nodes are not new: the walk stops at them
+    w.walk([(n.path + (p,), n.guid, p) for n, p, _ni in starts], {n.path + (p,): ni for n, p, ni in starts},
+           topo.local)
+    topo.loopbacks += w.loopbacks
+    return w.unreachable
+
+
 NAME_MAX_BYTES = 64  # ibsim's NODEIDLEN - 1
 _BAD_NAME_CHARS = frozenset('"#@\n\r')
 

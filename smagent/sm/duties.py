@@ -87,10 +87,13 @@ class Duties:
         if isinstance(decision, events.Repair):
             self.repair_why.append(decision.why)
             s.timers.arm_by(timers.REPAIR, s.clock() + s.opts.trap_settle)
-            if decision.switch is None or self.repair_switches is None:
-                self.repair_switches = None
-            else:
+            if decision.switch is not None and self.repair_switches is not None:
                 self.repair_switches.add(decision.switch)
+            elif not (trap.number == TrapNumber.LINK_STATE_CHANGE and self.known is not None):
+                self.repair_switches = None
+            # else a link change at a switch the known topology lacks (a lost one back): the
+            # known switches it is cabled to report it too and the repair walks to it from
+            # there; with no such report the set stays empty, and an empty set is a full sweep
         elif isinstance(decision, events.AskSm):
             with s.doing("asking an SM that announced itself"):
                 self.mastership.check_sm_at_lid(decision.lid)

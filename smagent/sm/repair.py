@@ -12,10 +12,11 @@ its NodeInfo, NodeDescription and PortInfo (3 Gets), and the sweep gives it its 
 arms and activates it and routes to it. A switch lost with every link (every link to it
 seen DOWN by a neighbour we read) leaves likewise, with whatever is cut off behind it
 (switches and the CAs behind them: what a walk from our port no longer reaches); its LIDs
-stay reserved. Every DR path is recomputed over the new links
+stay reserved. A switch we do not know behind a port that came up (a lost one back) is
+found by discovery's walk from that port, which stops at the nodes we know. Every DR path is recomputed over the new links
 (`discovery.shortest_paths`, which keeps the M_Key chain informed). Anything this cannot
-express (an unknown switch, our own port, a switch that does not answer though not every
-link to it was seen down, a failed read) returns False: the caller does a full sweep
+express (our own port, a switch that does not answer though not every link to it was
+seen down, a failed read, a part that came up and does not answer whole) returns False: the caller does a full sweep
 instead. While the transport sees loss,
 `update_or_retry` reads again before giving up (a switch that did not answer is most
 likely lossy, not gone; a full sweep under loss meets more that does not answer, and its
@@ -136,17 +137,21 @@ def _ca_port_found(topo, n: DNode, p: int, ni: NodeInfo) -> DNode:
     return ca
 
 
-def _learn_new_links(transport, topo, new_links, flagged, changes) -> str | None:
-    """NodeInfo behind every port that came up; the links to switches and CAs recorded.
-    A reason string if this needs a full sweep."""
+def _learn_new_links(transport, known, new_links, flagged, changes) -> str | None:
+    """NodeInfo behind every port that came up; the links to switches and CAs recorded,
+    and what came up behind a switch we do not know walked (`_walk_new`). A reason string
+    if this needs a full sweep."""
+    topo = known.topology
     infos = transport.execute([_get(AttrID.NODE_INFO, n.path + (p,)) for n, p in new_links])
+    unknown: list[tuple[DNode, int, NodeInfo]] = []
     for (n, p), r in zip(new_links, infos):
         if not r.ok:
             return f"{n.description} port {p}: the new neighbour does not answer"
         ni = r.value(NodeInfo)
         pn = topo.nodes.get(ni.node_guid)
         if ni.node_type == NodeType.SWITCH and pn is None:
-            return f"{n.description} port {p}: a switch we do not know came up"
+            unknown.append((n, p, ni))
+            continue
         a, b = (n.guid, p), (ni.node_guid, ni.local_port_num)
         if topo.links.get(a) == b:
             continue  # both ends reported: the other end added it
@@ -159,6 +164,29 @@ def _learn_new_links(transport, topo, new_links, flagged, changes) -> str | None
         if pn.is_switch:
             flagged.add(pn.guid)
             changes.append(f"link {n.description}/{p} - {pn.description}/{b[1]} up")
+    return _walk_new(transport, known, unknown, flagged, changes) if unknown else None
+
+
+def _walk_new(transport, known, starts, flagged, changes) -> str | None:
+    """A switch we do not know came up (a lost one back, a new one): discovery's walk from
+    the ports it came up behind, which stops at the nodes we know (`discovery.extend`),
+    adds it and everything behind it; their link tables are read by the sweep (`known.links`).
+    A reason string if part of it did not answer."""
+    topo = known.topology
+    before = set(topo.nodes)
+    lost = discovery.extend(transport, topo, starts)
+    if lost:
+        return f"a switch we do not know came up, and part of what is behind it did not answer: {lost[0]}"
+    new = [topo.nodes[g] for g in topo.nodes.keys() - before]
+    for n in new:
+        if n.is_switch:
+            flagged.add(n.guid)
+            links = sum(1 for p in range(1, n.num_ports + 1) if (n.guid, p) in topo.links)
+            changes.append(f"switch {n.description} up ({links} links)")
+    hosts = [n.description for n in new if not n.is_switch]
+    if hosts:
+        changes.append(f"{len(hosts)} host(s) up with it: {', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}")
+    known.links = known.links | {n.guid for n in new}
     return None
 
 
@@ -208,7 +236,7 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
     if new_links:
-        why = _learn_new_links(transport, topo, new_links, flagged, changes)
+        why = _learn_new_links(transport, known, new_links, flagged, changes)
         if why:
             return False, [why]
         back = transport.execute([_get(AttrID.PORT_INFO, n.path + (p,), portinfo_modifier(topo.links[(n.guid, p)][1]))

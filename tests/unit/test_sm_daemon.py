@@ -674,3 +674,47 @@ def test_a_switch_that_does_not_answer_but_whose_links_were_not_all_seen_down_is
     assert d.counters.repairs >= 1 and not d.last_sweep["incremental"], d.last_sweep
     if case != "our own leaf":  # the full sweep finds S0 silent, its links up: not routed through
         assert sim.node("S0").guid in d.duties.known.topology.nodes if d.duties.known else True
+
+
+def test_a_lost_core_switch_that_comes_back_is_walked_to_from_its_neighbours():
+    """The core back: its neighbours report their ports up, the switch behind them is not
+    known, and discovery's walk from those ports (stopping at known nodes) adds it: no
+    walk of the whole fabric, its old LID, the tables a full sweep leaves. A lost leaf
+    back brings its hosts with it. Before: a full sweep ("a switch we do not know came up")."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    lid = sim.port_lid(("S0", 0))
+    before = {n.name: bytes(n.lft) for n in sim.switches()}
+    for name in ("S0", "L3"):
+        cables = _lose(sim, name)
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"], d.last_sweep
+        kinds = collections.Counter(t.stats.by_kind)
+        for p, (peer, pp) in cables:
+            sim.link(name, p, peer, pp)
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, d.last_sweep
+        spent = collections.Counter(t.stats.by_kind) - kinds
+        assert spent["SubnGet(NodeInfo)"] <= 2 * len(cables), spent  # behind each port that came up, and from it
+        assert sim.node(name).guid in d.duties.known.topology.nodes
+        _as_discovered(t, d.duties.known)
+        assert fresh_plan_is_empty(t, d)
+        all_pairs_delivered(sim)
+    assert sim.port_lid(("S0", 0)) == lid and {n.name: bytes(n.lft) for n in sim.switches()} == before
+    assert d.counters.repairs == 4 and d.counters.sweeps == 5  # the bring-up, then repairs only
+
+
+def test_a_trap_only_from_a_switch_we_do_not_know_is_a_full_sweep():
+    """The core back, but only its own trap arrives (its LID names no switch we know): no
+    known switch to read from, so a full sweep finds it."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    cables = _lose(sim, "S0")
+    run_for(d, clock, 1)
+    key, sink, s0 = *next(iter(sim.trap_sinks.items())), sim.port_lid(("S0", 0))
+    sim.trap_sinks[key] = lambda raw, issuer: sink(raw, issuer) if issuer == s0 else None
+    for p, (peer, pp) in cables:
+        sim.link("S0", p, peer, pp)
+    run_for(d, clock, 1)
+    assert d.counters.traps == 8 + 4 and d.counters.repairs == 2, d.counters
+    assert not d.last_sweep["incremental"] and d.last_sweep["ok"] and sim.node("S0").guid in d.duties.known.topology.nodes
