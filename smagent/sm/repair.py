@@ -13,14 +13,14 @@ arms and activates it and routes to it. A switch lost with every link (every lin
 seen DOWN by a neighbour we read) leaves likewise, with whatever is cut off behind it
 (switches and the CAs behind them: what a walk from our port no longer reaches); its LIDs
 stay reserved. A switch we do not know behind a port that came up (a lost one back) is
-found by discovery's walk from that port, which stops at the nodes we know. Every DR path is recomputed over the new links
-(`discovery.shortest_paths`, which keeps the M_Key chain informed). Anything this cannot
-express (our own port, a switch that does not answer though not every link to it was
-seen down, a failed read, a part that came up and does not answer whole) returns False: the caller does a full sweep
-instead. While the transport sees loss,
-`update_or_retry` reads again before giving up (a switch that did not answer is most
-likely lossy, not gone; a full sweep under loss meets more that does not answer, and its
-plan check refuses what that hides).
+found by discovery's walk from that port, which stops at the nodes we know. Every DR path
+is recomputed over the new links (`discovery.shortest_paths`, which keeps the M_Key chain
+informed). Anything this cannot express (our own port, a switch that does not answer
+though not every link to it was seen down, a failed read, a part that came up and does
+not answer whole) returns False: the caller does a full sweep instead. While the
+transport sees loss, `update_or_retry` reads again before giving up (a switch that did not
+answer is most likely lossy, not gone; a full sweep under loss meets more that does not
+answer, and its plan check refuses what that hides).
 
 The sweep then plans against this state (`SweepOptions.known`): LIDs, routes and
 multicast trees are computed again, and only LFT/MFT blocks that differ from what the
