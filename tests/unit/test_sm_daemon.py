@@ -718,3 +718,24 @@ def test_a_trap_only_from_a_switch_we_do_not_know_is_a_full_sweep():
     run_for(d, clock, 1)
     assert d.counters.traps == 8 + 4 and d.counters.repairs == 2, d.counters
     assert not d.last_sweep["incremental"] and d.last_sweep["ok"] and sim.node("S0").guid in d.duties.known.topology.nodes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_lost_core_switch_under_smp_loss_leaves_what_a_full_sweep_finds(seed):
+    """Under loss a neighbour that did not answer keeps its link to the core (the core is
+    not gone until a read saw every link down): whether the repair read again or swept
+    fully, the known state is what a discovery finds once the loss stops, and no switch
+    that is there went missing."""
+    from smagent.model import topogen
+    t = SimTransport(topogen.fat_tree_3(4), drop_rate=0.15, seed=seed)
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10), clock=clock)
+    d.start()
+    sim = t.sim
+    _lose(sim, "S0")
+    run_for(d, clock, 3)
+    sim.drop_rate = 0.0
+    assert d.last_sweep["ok"] and d.duties.known is not None, d.last_sweep
+    _as_discovered(t, d.duties.known)
+    assert sim.node("S0").guid not in d.duties.known.topology.nodes
