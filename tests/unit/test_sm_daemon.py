@@ -739,3 +739,24 @@ def test_a_lost_core_switch_under_smp_loss_leaves_what_a_full_sweep_finds(seed):
     assert d.last_sweep["ok"] and d.duties.known is not None, d.last_sweep
     _as_discovered(t, d.duties.known)
     assert sim.node("S0").guid not in d.duties.known.topology.nodes
+
+
+def test_links_seen_down_that_would_cut_off_a_switch_that_answered_are_a_full_sweep(monkeypatch):
+    """A switch that answered our Gets is reachable whatever its PortInfo say (a read racing
+    a flap): when the links seen down would cut it off, the repair does not drop it with
+    the hosts behind it; a full sweep looks again."""
+    from mad.attributes import PortInfo, PortState
+    from smagent.sim import sma
+    t, d, clock = _three_level()
+    sim = t.sim
+    real = sma.process
+
+    def uplinks_said_down(sim_, node, in_port, smp, slid=None):
+        status, data = real(sim_, node, in_port, smp, slid)
+        if node.name == "L1" and smp.attribute_id == AttrID.PORT_INFO and smp.attribute_modifier in (3, 4):
+            data = PortInfo.LAYOUT.patch(data, port_state=PortState.DOWN)
+        return status, data
+    monkeypatch.setattr(sma, "process", uplinks_said_down)
+    sim._trap_128(sim.node("L1"))  # L1 reports: its two uplinks read DOWN, it answers over one of them
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and not d.last_sweep["incremental"], d.last_sweep
