@@ -14,9 +14,11 @@ Both SMs leave SL2VL and VLArb tables as they are (OpenSM without -Q; smagent `s
 * the daemons, each alone on its own ibsim (console on): `smagent run` and `opensm` from start
   until every pair is routed (smagent: its status' first sweep with `routed`; OpenSM: its first
   "SUBNET UP", by the log's timestamp), their RSS then and at the end (/proc VmRSS, VmHWM);
-  then a cut leaf uplink (console `Unlink "L0"[k/2+1]`), its `ReLink`, and a lost core switch
-  (`Unlink "S0"`: every port): the time from the console command until the SM's last repair
-  has ended (no new one for `SETTLE_S`), and how many repair passes that took;
+  then a cut leaf uplink (console `Unlink "L0"[k/2+1]`), its `ReLink`, a lost core switch
+  (`Unlink "S0"`: every port) and its return (`ReLink "S0"`): the time from the console
+  command until the SM's last repair has ended (no new one for `SETTLE_S`), and how many
+  repair passes that took (smagent: each pass from its status, `each`: incremental or not,
+  its SMPs, of them the reads before the plan, `patch_smps`, and its Sets);
 * on the timed run only: a PathRecord flood (bench/sa_vs_opensm.py's client on host H1,
   random pairs of the SM's LIDs, 8 in flight), the PathRecord table of every path from one host
   (GetTable by SLID, from H2; under ibsim, OpenSM's table reaches the client as its first MAD
@@ -117,6 +119,7 @@ class Repairs:
 
     def __init__(self, tool: str, sm):
         self.tool, self.sm = tool, sm
+        self.seen: dict[float, dict] = {}  # smagent: each pass's last_sweep seen, by its end time
 
     def _now(self):
         if self.tool == "opensm":
@@ -124,6 +127,9 @@ class Repairs:
         s = self.sm.status()
         if not s:
             return None
+        last = s.get("last_sweep") or {}
+        if last.get("time"):  # incremental or not, its SMPs, of them the reads before the plan, its Sets
+            self.seen[last["time"]] = {k: last[k] for k in ("incremental", "smps", "patch_smps", "sets") if k in last}
         c = s.get("counters", {})
         return (c.get("repairs", 0), s.get("sweeps", 0) + s.get("sweeps_failed", 0),
                 (s.get("last_sweep") or {}).get("time", 0.0), s.get("activity"))
@@ -187,7 +193,7 @@ def daemon_run(tool: str, hosts: int, net: Path, size: list, fabric, scratch: Pa
             out["memory_routed_mib"] = memory_mib(pid)
             rep = Repairs(tool, sm)
             for what, act in (("cut", lambda: sim.unlink(leaf, port)), ("relink", lambda: sim.relink(leaf, port)),
-                              ("core_lost", lambda: sim.unlink("S0"))):
+                              ("core_lost", lambda: sim.unlink("S0")), ("core_back", lambda: sim.relink("S0"))):
                 time.sleep(1.0)
                 rep.mark()
                 c0 = count_packets(sim.log) if count else 0
@@ -195,6 +201,8 @@ def daemon_run(tool: str, hosts: int, net: Path, size: list, fabric, scratch: Pa
                 act()
                 end, passes = rep.after(t0, timeout=big)
                 out[what] = {"seconds": round(end - t0, 3), "passes": passes, "load": load0}
+                if tool == "smagent":  # each pass as the daemon counts it: a repair's reads vs its Sets
+                    out[what]["each"] = [v for at, v in sorted(rep.seen.items()) if at > t0]
                 if count:
                     out[what]["smps"] = count_packets(sim.log) - c0
                 print(f"  {tool} {what}: {out[what]}", flush=True)
@@ -295,7 +303,7 @@ def figures(r: dict) -> dict:
         if "memory_end_mib" in t:
             out[f"run: RSS at end MiB {tool}"] = t["memory_end_mib"]["VmRSS"]
             out[f"run: peak RSS MiB {tool}"] = t["memory_end_mib"]["VmHWM"]
-        for what in ("cut", "relink", "core_lost"):
+        for what in ("cut", "relink", "core_lost", "core_back"):
             if what in t:
                 out[f"{what} s {tool}"] = t[what]["seconds"]
             if what in c:

@@ -361,20 +361,18 @@ class _Walk:
             log.debug("discovery: the links learnt do not reach every node; paths kept as walked")
 
 
-def shortest_paths(nodes: dict[int, DNode], links: dict, local, keys: KeyChain | None = None) -> bool:
-    """The one shortest-DR-path computation (discovery's final pass, the daemon's repair).
+Paths = dict[int, tuple[int, ...]]  # node GUID (or port) -> DR path
 
-    Breadth first over ``links`` ({(guid, port): (guid, port)}) from the ``local`` node
-    (guid, port): each switch's path and each CA port's path, the shortest (a CA does not
-    forward; the local CA leaves by its own port only); a CA's `path` is its shortest
-    port's. Returns False and changes nothing when a node, or a CA port that has a path
-    now, is not reached (a node cut off, a CA port that lost or gained its link);
-    otherwise sets every `path` and `port_paths`, and tells ``keys`` (when it maps keys
-    per node) the node behind every path, so SMPs on the new paths carry the right M_Key."""
+
+def reach(nodes: dict[int, DNode], links: dict, local) -> tuple[Paths, dict[int, Paths]]:
+    """Breadth first over ``links`` ({(guid, port): (guid, port)}) from the ``local`` node
+    (guid, port), as a walk reaches them (a CA does not forward; the local CA leaves by its
+    own port only): ({node GUID: shortest DR path}, {CA GUID: {port: shortest DR path}}).
+    A node missing from the first is cut off from our port."""
     lg, lp = local
     root = nodes[lg]
-    paths: dict[int, tuple[int, ...]] = {lg: (0,)}
-    ca_ports: dict[int, dict[int, tuple[int, ...]]] = {lg: {lp: (0,)}} if not root.is_switch else {}
+    paths: Paths = {lg: (0,)}
+    ca_ports: dict[int, Paths] = {lg: {lp: (0,)}} if not root.is_switch else {}
     queue = collections.deque([lg])
     while queue:
         g = queue.popleft()
@@ -391,6 +389,19 @@ def shortest_paths(nodes: dict[int, DNode], links: dict, local, keys: KeyChain |
             if pg not in paths:
                 paths[pg] = path
                 queue.append(pg)
+    return paths, ca_ports
+
+
+def shortest_paths(nodes: dict[int, DNode], links: dict, local, keys: KeyChain | None = None) -> bool:
+    """The one shortest-DR-path computation (discovery's final pass, the daemon's repair).
+
+    Each switch's path and each CA port's path, the shortest (`reach`); a CA's `path` is
+    its shortest port's. Returns False and changes nothing when a node, or a CA port that
+    has a path now, is not reached (a node cut off, a CA port that lost or gained its link);
+    otherwise sets every `path` and `port_paths`, and tells ``keys`` (when it maps keys
+    per node) the node behind every path, so SMPs on the new paths carry the right M_Key."""
+    lg = local[0]
+    paths, ca_ports = reach(nodes, links, local)
     if set(paths) != set(nodes):
         return False
     if any(set(ca_ports.get(g, {})) != set(n.port_paths) for g, n in nodes.items() if not n.is_switch):
@@ -439,6 +450,20 @@ def discover(transport: Transport, *, progress=None) -> Topology:
              len(topo.switches()), topo.num_links(), topo.smps, topo.seconds,
              f"; {len(topo.unreachable)} part(s) unreachable" if topo.unreachable else "")
     return topo
+
+
+def extend(transport: Transport, topo: Topology, starts: list[tuple[DNode, int, NodeInfo]]) -> list[str]:
+    """Discover what came up behind ports of a known topology: the walk of `discover` from
+    each (node, port, the NodeInfo read behind it), breadth first, every node it finds
+    added to ``topo`` with its details and links; a node ``topo`` knows ends the walk there
+    (its link is recorded, its ports are not walked again). Returns what did not answer,
+    readable (empty: the part that came up is complete); paths are left as walked."""
+    w = _Walk(transport, transport.stats.sent)
+    w.nodes, w.links = topo.nodes, topo.links  # known nodes are not new: the walk stops at them
+    w.walk([(n.path + (p,), n.guid, p) for n, p, _ni in starts], {n.path + (p,): ni for n, p, ni in starts},
+           topo.local)
+    topo.loopbacks += w.loopbacks
+    return w.unreachable
 
 
 NAME_MAX_BYTES = 64  # ibsim's NODEIDLEN - 1

@@ -88,10 +88,13 @@ class Duties:
         if isinstance(decision, events.Repair):
             self.repair_why.append(decision.why)
             s.timers.arm_by(timers.REPAIR, s.clock() + s.opts.trap_settle)
-            if decision.switch is None or self.repair_switches is None:
-                self.repair_switches = None
-            else:
+            if decision.switch is not None and self.repair_switches is not None:
                 self.repair_switches.add(decision.switch)
+            elif not (trap.number == TrapNumber.LINK_STATE_CHANGE and self.known is not None):
+                self.repair_switches = None
+            # else a link change at a switch the known topology lacks (a lost one back): the
+            # known switches it is cabled to report it too and the repair walks to it from
+            # there; with no such report the set stays empty, and an empty set is a full sweep
         elif isinstance(decision, events.AskSm):
             with s.doing("asking an SM that announced itself"):
                 self.mastership.check_sm_at_lid(decision.lid)
@@ -124,9 +127,11 @@ class Duties:
             except SmagentError as e:
                 patched, what = None, [str(e)]
             if patched is not None:
-                log.info("repair: %s (%d SMPs to read the reporting switches)",
-                         "; ".join(what) or "no link changed", s.t.stats.sent - sent0)
-                self.sweep(why, known=patched, smps_before=sent0)
+                patch = s.t.stats.sent - sent0
+                log.info("repair: %s (%d SMPs to read the reporting switches)", "; ".join(what) or "no link changed",
+                         patch)
+                if self.sweep(why, known=patched, smps_before=sent0) is not None and self.last_sweep:
+                    self.last_sweep["patch_smps"] = patch  # of its smps: the reads before the plan
                 return
             log.info("repair: a full sweep instead (%s)", "; ".join(what))
         self.sweep(why, smps_before=sent0)

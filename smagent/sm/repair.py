@@ -9,13 +9,18 @@ PortStateChange set (the plan then clears it). A host (CA) port is handled alike
 went down leaves the topology as discovery would leave it (its port, and the CA once no
 port of it is linked; its LID stays reserved in guid2lid); one that came up is added with
 its NodeInfo, NodeDescription and PortInfo (3 Gets), and the sweep gives it its LID back,
-arms and activates it and routes to it. Every DR path is recomputed over the new links
-(`discovery.shortest_paths`, which keeps the M_Key chain informed). Anything this cannot
-express (an unknown switch, our own port, a node no longer reachable, a failed read)
-returns False: the caller does a full sweep instead. While the transport sees loss,
-`update_or_retry` reads again before giving up (a switch that did not answer is most
-likely lossy, not gone; a full sweep under loss meets more that does not answer, and its
-plan check refuses what that hides).
+arms and activates it and routes to it. A switch lost with every link (every link to it
+seen DOWN by a neighbour we read) leaves likewise, with whatever is cut off behind it
+(switches and the CAs behind them: what a walk from our port no longer reaches); its LIDs
+stay reserved. A switch we do not know behind a port that came up (a lost one back) is
+found by discovery's walk from that port, which stops at the nodes we know. Every DR path
+is recomputed over the new links (`discovery.shortest_paths`, which keeps the M_Key chain
+informed). Anything this cannot express (our own port, a switch that does not answer
+though not every link to it was seen down, a failed read, a part that came up and does
+not answer whole) returns False: the caller does a full sweep instead. While the
+transport sees loss, `update_or_retry` reads again before giving up (a switch that did not
+answer is most likely lossy, not gone; a full sweep under loss meets more that does not
+answer, and its plan check refuses what that hides).
 
 The sweep then plans against this state (`SweepOptions.known`): LIDs, routes and
 multicast trees are computed again, and only LFT/MFT blocks that differ from what the
@@ -23,6 +28,7 @@ switches hold are written.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 
@@ -50,8 +56,9 @@ def recompute_paths(topo, keys=None) -> bool:
     return discovery.shortest_paths(topo.nodes, topo.links, topo.local, keys)
 
 
-def _port_changed(topo, n, p, pi, flagged, changes, new_links) -> str | None:
-    """Apply one port's fresh PortInfo; a reason string if this needs a full sweep."""
+def _port_changed(topo, n, p, pi, flagged, changes, new_links, down) -> str | None:
+    """Apply one port's fresh PortInfo; a reason string if this needs a full sweep.
+    ``down`` gets both ends of a switch link seen DOWN, each with its line in ``changes``."""
     n.ports[p] = pi
     up = pi.port_state >= PortState.INIT
     peer = topo.links.get((n.guid, p))
@@ -68,7 +75,9 @@ def _port_changed(topo, n, p, pi, flagged, changes, new_links) -> str | None:
         if old is not None:
             pn.ports[peer[1]] = dataclasses.replace(old, port_state=int(PortState.DOWN))
         flagged.add(pn.guid)
-        changes.append(f"link {n.description}/{p} - {pn.description}/{peer[1]} down")
+        text = f"link {n.description}/{p} - {pn.description}/{peer[1]} down"
+        down[(n.guid, p)] = down[peer] = text
+        changes.append(text)
     elif peer is None and up and (n, p) not in new_links:
         new_links.append((n, p))
     return None
@@ -80,6 +89,40 @@ def _ca_port_gone(topo, ca: DNode, port: int) -> None:
         held.pop(port, None)
     if not ca.port_paths:
         del topo.nodes[ca.guid]
+
+
+def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], changes: list[str]) -> set[int] | None:
+    """What a walk from our port no longer reaches over the links left, as discovery would
+    leave it: the nodes go with their links (a CA also reached by another port keeps that
+    one: `_ca_port_gone`), so do the link tables `known` lists of them (their LFT blocks
+    and MFT units leave the known state with the sweep that follows, which reads only the
+    switches of the topology). A link leaves `topo.links` only when a read saw it DOWN, so
+    every link into the part cut off was seen down; a switch that merely did not answer
+    keeps its links and is never dropped. Returns the GUIDs dropped; None (nothing
+    changed) if a switch that answered us (``alive``) would be among them: the links
+    seen do not explain the fabric."""
+    topo = known.topology
+    reached, _ca_ports = discovery.reach(topo.nodes, topo.links, topo.local)
+    gone = [n for g, n in topo.nodes.items() if g not in reached]
+    cut = {n.guid for n in gone}
+    if cut & alive:
+        return None
+    for n in gone:
+        for p in range(1, n.num_ports + 1):
+            peer = topo.links.pop((n.guid, p), None)
+            if peer is not None and topo.links.pop(peer, None) is not None and peer[0] not in cut:
+                _ca_port_gone(topo, topo.nodes[peer[0]], peer[1])  # a CA that lives on by another port
+        del topo.nodes[n.guid]
+    seen = collections.Counter(g for g, _p in down)
+    for n in gone:
+        if n.is_switch:
+            k = seen[n.guid]
+            changes.append(f"switch {n.description} gone ({f'its {k} links down' if k else 'cut off behind it'})")
+    hosts = [n.description for n in gone if not n.is_switch]
+    if hosts:
+        changes.append(f"{len(hosts)} host(s) gone with it: {', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}")
+    known.links = known.links - cut
+    return cut
 
 
 def _ca_port_found(topo, n: DNode, p: int, ni: NodeInfo) -> DNode:
@@ -94,17 +137,21 @@ def _ca_port_found(topo, n: DNode, p: int, ni: NodeInfo) -> DNode:
     return ca
 
 
-def _learn_new_links(transport, topo, new_links, flagged, changes) -> str | None:
-    """NodeInfo behind every port that came up; the links to switches and CAs recorded.
-    A reason string if this needs a full sweep."""
+def _learn_new_links(transport, known, new_links, flagged, changes) -> str | None:
+    """NodeInfo behind every port that came up; the links to switches and CAs recorded,
+    and what came up behind a switch we do not know walked (`_walk_new`). A reason string
+    if this needs a full sweep."""
+    topo = known.topology
     infos = transport.execute([_get(AttrID.NODE_INFO, n.path + (p,)) for n, p in new_links])
+    unknown: list[tuple[DNode, int, NodeInfo]] = []
     for (n, p), r in zip(new_links, infos):
         if not r.ok:
             return f"{n.description} port {p}: the new neighbour does not answer"
         ni = r.value(NodeInfo)
         pn = topo.nodes.get(ni.node_guid)
         if ni.node_type == NodeType.SWITCH and pn is None:
-            return f"{n.description} port {p}: a switch we do not know came up"
+            unknown.append((n, p, ni))
+            continue
         a, b = (n.guid, p), (ni.node_guid, ni.local_port_num)
         if topo.links.get(a) == b:
             continue  # both ends reported: the other end added it
@@ -117,16 +164,45 @@ def _learn_new_links(transport, topo, new_links, flagged, changes) -> str | None
         if pn.is_switch:
             flagged.add(pn.guid)
             changes.append(f"link {n.description}/{p} - {pn.description}/{b[1]} up")
+    return _walk_new(transport, known, unknown, flagged, changes) if unknown else None
+
+
+def _walk_new(transport, known, starts, flagged, changes) -> str | None:
+    """A switch we do not know came up (a lost one back, a new one): discovery's walk from
+    the ports it came up behind, which stops at the nodes we know (`discovery.extend`),
+    adds it and everything behind it; their link tables are read by the sweep (`known.links`).
+    A reason string if part of it did not answer."""
+    topo = known.topology
+    before = set(topo.nodes)
+    lost = discovery.extend(transport, topo, starts)
+    if lost:
+        return f"a switch we do not know came up, and part of what is behind it did not answer: {lost[0]}"
+    new = [topo.nodes[g] for g in topo.nodes.keys() - before]
+    for n in new:
+        if n.is_switch:
+            flagged.add(n.guid)
+            links = sum(1 for p in range(1, n.num_ports + 1) if (n.guid, p) in topo.links)
+            changes.append(f"switch {n.description} up ({links} links)")
+    hosts = [n.description for n in new if not n.is_switch]
+    if hosts:
+        changes.append(f"{len(hosts)} host(s) up with it: {', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}")
+    known.links = known.links | {n.guid for n in new}
     return None
 
 
 def update(transport, known, switches: set[int], answered: set[int] | None = None,
-           retries: int | None = 1) -> tuple[bool, list[str]]:
+           retries: int | None = 1, down: dict[tuple[int, int], str] | None = None) -> tuple[bool, list[str]]:
     """Refresh `known.topology` from the switches (node GUIDs) that reported a change.
     Returns (handled, what changed); not handled: do a full sweep. ``answered`` (if given)
     gets the GUIDs of the switches that answered any of their PortInfo Gets. ``retries``
     of the PortInfo Gets: one (a switch that is gone is given up at once: a full sweep
-    follows), or None: as many as the loss calls for (`RetryPolicy`)."""
+    follows), or None: as many as the loss calls for (`RetryPolicy`). ``down`` gets both
+    ends of every switch link seen DOWN (kept across the reads of one repair: a switch is
+    gone once every link to it was seen down, by this read or an earlier one).
+
+    A part of the fabric no longer reached over the links left (a switch lost with every
+    link to it, the hosts behind it) leaves the topology with its links, as discovery would
+    leave it (`_drop_cut_off`); its LIDs stay reserved in guid2lid, as a vanished port's."""
     topo = known.topology
     nodes = [topo.nodes.get(g) for g in switches]
     if not nodes or any(n is None or not n.is_switch for n in nodes):
@@ -134,6 +210,8 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
     changes: list[str] = []
     flagged = set(switches)
     new_links: list[tuple[DNode, int]] = []
+    down = {} if down is None else down
+    alive: set[int] = set()  # the switches read: reachable whatever the links say
     pending = nodes
     for _round in range(2):  # a switch whose DR path crossed a cut link is read again on a new path
         where = [(n, p) for n in pending for p in range(1, n.num_ports + 1)]
@@ -142,21 +220,23 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
         failed = {n.guid for (n, _p), r in zip(where, replies) if not r.ok}
         if answered is not None:
             answered.update(n.guid for (n, _p), r in zip(where, replies) if r.ok)
+        alive.update(n.guid for n in pending if n.guid not in failed)
         for (n, p), r in zip(where, replies):
             if n.guid in failed:
                 continue
-            why = _port_changed(topo, n, p, r.value(PortInfo), flagged, changes, new_links)
+            why = _port_changed(topo, n, p, r.value(PortInfo), flagged, changes, new_links, down)
             if why:
                 return False, [why]
         pending = [n for n in pending if n.guid in failed]
         if not pending:
             break
-        if not recompute_paths(topo, transport.keys):
+        if not _paths_around(transport, known, down, alive, flagged, changes):
             return False, changes + ["part of the fabric is cut off or a CA changed"]
+        pending = [n for n in pending if n.guid in topo.nodes]  # one cut off with the rest is gone
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
     if new_links:
-        why = _learn_new_links(transport, topo, new_links, flagged, changes)
+        why = _learn_new_links(transport, known, new_links, flagged, changes)
         if why:
             return False, [why]
         back = transport.execute([_get(AttrID.PORT_INFO, n.path + (p,), portinfo_modifier(topo.links[(n.guid, p)][1]))
@@ -174,13 +254,33 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
             ca.node_description = r.value(NodeDescription).node_string
             ca.description = transport.names.name(ca.guid, ca.node_description)
             changes.append(f"host {ca.description} up")
-    if not recompute_paths(topo, transport.keys):
+    if not _paths_around(transport, known, down, alive, flagged, changes):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it
         n = topo.nodes[g]
         if n.switch_info is not None:
             n.switch_info = dataclasses.replace(n.switch_info, port_state_change=1)
-    return True, changes
+    return True, _said_once(changes, down, topo)
+
+
+def _said_once(changes: list[str], down: dict[tuple[int, int], str], topo) -> list[str]:
+    """``changes`` without the links seen down to a node that left: "switch S0 gone (its
+    54 links down)" says them."""
+    said = {text for (g, _p), text in down.items() if g not in topo.nodes}
+    return [c for c in changes if c not in said] if said else changes
+
+
+def _paths_around(transport, known, down, alive, flagged, changes) -> bool:
+    """`recompute_paths`; when a part is cut off, that part dropped first (`_drop_cut_off`).
+    False if the paths still cannot be computed (a switch that answered is cut off, a CA
+    port that gained a link unseen)."""
+    if recompute_paths(known.topology, transport.keys):
+        return True
+    cut = _drop_cut_off(known, down, alive, changes)
+    if cut is None:
+        return False
+    flagged -= cut
+    return recompute_paths(known.topology, transport.keys)
 
 
 def fork(topo):
@@ -192,18 +292,18 @@ def fork(topo):
     return dataclasses.replace(topo, nodes=nodes, links=dict(topo.links))
 
 
-def update_or_retry(transport, known, switches: set[int]):
+def update_or_retry(transport, known, switches: set[int], down: dict[tuple[int, int], str] | None = None):
     """`update` on a fork of the known topology; when it fails and SMPs are being lost (the
     transport has seen loss, or every reporting switch answered part of its Gets), tried
     again on a fresh fork, up to LOSSY_TRIES in all (a switch that answers nothing may be
-    gone: a full sweep at once, issue 30.1).
+    gone: a full sweep at once, issue 30.1). ``down``: as `update`'s.
     Returns (the patched state, or None: do a full sweep; what changed, or why not)."""
     what: list[str] = []
     for n in range(1, LOSSY_TRIES + 1):
         work = dataclasses.replace(known, topology=fork(known.topology))
         answered: set[int] = set()
         lossy = n > 1 or transport.policy.lossy()  # then as many retries as the loss calls for
-        ok, what = update(transport, work, switches, answered, retries=None if lossy else 1)
+        ok, what = update(transport, work, switches, answered, retries=None if lossy else 1, down=down)
         if ok:
             return work, what
         # every reporting switch answered some Gets: none is gone, SMPs are being lost
@@ -214,36 +314,44 @@ def update_or_retry(transport, known, switches: set[int]):
     return None, what
 
 
-def changed_elsewhere(transport, topo, read: set[int]) -> set[int] | None:
+def changed_elsewhere(transport, topo, read: set[int]) -> tuple[set[int], list[DNode]]:
     """A light look after a patch: SwitchInfo of every switch (one Get each, on the paths
-    recomputed around the cuts found so far); the switches not ``read`` yet whose
-    PortStateChange is set. None when one does not answer (a cut no trap reported lies
-    on its path: a full sweep finds it)."""
+    recomputed around the cuts found so far). Returns (the switches not ``read`` yet whose
+    PortStateChange is set, the switches that did not answer: a cut no trap reported lies
+    on their path, or they are lost with links no read saw down yet)."""
     sws = topo.switches()
     replies = transport.execute([_get(AttrID.SWITCH_INFO, n.path) for n in sws])
-    if any(not r.ok for r in replies):
-        return None
-    return {n.guid for n, r in zip(sws, replies) if n.guid not in read and r.value(SwitchInfo).port_state_change}
+    more = {n.guid for n, r in zip(sws, replies)
+            if r.ok and n.guid not in read and r.value(SwitchInfo).port_state_change}
+    return more, [n for n, r in zip(sws, replies) if not r.ok]
 
 
 def update_all(transport, known, switches: set[int]):
     """`update_or_retry` from the switches that reported, then light looks for changes no
     trap reported (a switch's trap travels by the LFTs, and is lost when its route to the
     SM crossed a cable just cut) until none is left: one repair finds every change.
+    A switch that does not answer a look is fine once the switches read since have seen
+    every link to it down (it left the topology: lost, its neighbours' traps lost too);
+    one still there after the last look read what it could is a full sweep.
     Returns (the patched state, or None: do a full sweep; what changed, or why not)."""
     read = set(switches)
-    patched, what = update_or_retry(transport, known, switches)
+    down: dict[tuple[int, int], str] = {}
+    patched, what = update_or_retry(transport, known, switches, down)
+    silent: list[DNode] = []
     for _round in range(LOOK_ROUNDS):
         if patched is None:
             return None, what
-        more = changed_elsewhere(transport, patched.topology, read)
-        if more is None:
-            return None, what + ["a switch did not answer the light look (a cut no trap reported)"]
+        more, silent = changed_elsewhere(transport, patched.topology, read)
         if not more:
-            return patched, what
+            break
         log.info("repair: PortStateChange also at %s (no trap from there)",
                  ", ".join(patched.topology.nodes[g].description for g in sorted(more)))
         read |= more
-        patched, again = update_or_retry(transport, patched, more)
+        patched, again = update_or_retry(transport, patched, more, down)
         what = what + again
-    return (patched, what) if patched is not None else (None, what)
+    if patched is None:
+        return None, what
+    silent = [n for n in silent if n.guid in patched.topology.nodes]
+    if silent:
+        return None, what + [f"{silent[0].description} did not answer the light look (a cut no trap reported)"]
+    return patched, _said_once(what, down, patched.topology)

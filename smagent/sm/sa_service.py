@@ -159,8 +159,8 @@ class SaService:
 
     def publish(self, result, snapshot: Subnet | None = None) -> None:
         """A finished sweep's result (and its `snapshot`, if built already) becomes the
-        snapshot every answer comes from; CA ports that came or went since the last one
-        are reported to subscribers (traps 64/65)."""
+        snapshot every answer comes from; end ports (CA ports, switch port 0s) that came or
+        went since the last one are reported to subscribers (traps 64/65)."""
         before = self._end_ports()
         owners = dict(self.agent.aliases.by_alias)  # alias GUID -> port GUID, before gone ports lose theirs
         self.agent.publish(snapshot if snapshot is not None else self.snapshot(result))
@@ -187,12 +187,13 @@ class SaService:
             self._precreate(set(result.multicast.mlids()) if result.multicast is not None else set())
 
     def _end_ports(self) -> dict[int, int] | None:
-        """GID -> base LID of every CA port of the snapshot (None: no snapshot yet)."""
+        """GID -> base LID of every end port of the snapshot, CA ports and switch port 0s
+        (as OpenSM, which reports both in and out of service) (None: no snapshot yet)."""
         sub = self.agent.subnet
         if sub is None:
             return None
         recs = self.agent._recs
-        return {recs.gid(n, p): sub.base_lid(n, p) for n in sub.nodes.values() if not n.is_switch
+        return {recs.gid(n, p): sub.base_lid(n, p) for n in sub.nodes.values()
                 for p in n.lid_ports() if sub.base_lid(n, p)}
 
     def forward_trap(self, trap) -> None:

@@ -186,3 +186,39 @@ def test_reports_go_the_way_the_subscription_came(agent):
     assert out, "no Report"
     to = out[0][1]
     assert (to.lid, to.sl, to.pkey_index, to.grh, to.qkey) == (lid, 3, 2, grh, 0x80010000)
+
+
+def test_a_lost_leaf_is_reported_out_of_service_with_its_hosts_and_its_return_in_service():
+    """A leaf switch lost with every link (a repair, no full sweep): trap 65 about its
+    port 0 and about each host port cut off behind it, as OpenSM reports every end port
+    that leaves (switch port 0s too); put back (a full sweep finds it): trap 64 for each."""
+    from smagent.model import topogen
+    from smagent.sm.daemon import Daemon, DaemonOptions
+    from smagent.transport.sim import SimTransport
+    t = SimTransport(topogen.fat_tree_3(4))
+    t.serve()
+    d = Daemon(t, DaemonOptions(trap_settle=0), clock=lambda: 1000.0)
+    d.start()
+    (_g, l1), = cas(d.sa.agent)[:1]
+    t.deliver(sa.request(Method.SET, InformInfo(**ALL_GENERIC, trap_number_or_device_id=0xFFFF),
+                         transaction_id=8).encode(), Address.gsi(l1))
+    d.step(max_wait=0)
+    sim = t.sim
+    leaf = sim.node("L3")
+    gids = {d.sa.agent._recs.gid(d.sa.agent.subnet.nodes[n.guid], p) for n, p in
+            ((leaf, 0), (sim.node("H6"), 1), (sim.node("H7"), 1))}
+
+    def subjects(trap):
+        got = [sa.SaMad.decode(raw).record(SaNotice) for raw, to in t.outbox
+               if raw[1] == sa.SA_CLASS and raw[3] == Method.REPORT and to.lid == l1]
+        return {int.from_bytes(bytes(n.data_details)[6:22], "big") for n in got if n.trap_number_or_device_id == trap}
+    t.outbox.clear()
+    cables = [(p, sim.unlink("L3", p)) for p in range(1, leaf.num_ports + 1) if leaf.peers[p]]
+    for _ in range(5):
+        d.step(max_wait=0.05)
+    assert d.last_sweep["incremental"] and subjects(inf.GID_OUT) == gids
+    t.outbox.clear()
+    for p, (peer, pp) in cables:
+        sim.link("L3", p, peer, pp)
+    d.duties.sweep("the leaf is back")
+    assert subjects(inf.GID_IN) == gids

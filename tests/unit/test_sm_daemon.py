@@ -56,14 +56,15 @@ def outbox_smps(t):
     return [smpcodec.decode(raw) for raw, _dlid in t.outbox]
 
 
-def fresh_plan_is_empty(t) -> bool:
+def fresh_plan_is_empty(t, d=None) -> bool:
     """A full plan from scratch (discovery and every table read) finds nothing to write,
     multicast as `run` programs it while no host has joined a group: the broadcast MLID
-    on no switch."""
+    on no switch. With the daemon ``d``: auto keeps the engine it chose, as ``d`` does."""
     from smagent import sweep
     from smagent.planning import multicast
+    memory = dataclasses.replace(d.opts.sweep.routing_memory) if d is not None else None
     opts = sweep.SweepOptions(force=True, mcast_groups=multicast.GroupSpec([]),
-                              mcast_released=frozenset({multicast.DEFAULT_MLID}))
+                              mcast_released=frozenset({multicast.DEFAULT_MLID}), routing_memory=memory)
     return sweep.plan(t, opts).sets_planned == 0
 
 
@@ -543,3 +544,219 @@ def test_again_after_a_handover_received_in_standby():
     d.step(max_wait=0)
     assert d.sm.state == SMState.MASTER
     assert rereg == collections.Counter({k: 1 for k in end_ports(t.sim)})
+
+
+# -- a switch lost with every link (issue 42: a core lost repaired without a full sweep) ----------
+def _three_level(**kw):
+    from smagent.model import topogen
+    t = SimTransport(topogen.fat_tree_3(4))  # 16 hosts, 8 leaves, 8 aggregation switches, 4 cores
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10, **kw), clock=clock)
+    d.start()
+    return t, d, clock
+
+
+def _lose(sim, name) -> list:
+    """Every cable of ``name`` pulled; the (port, peer) pairs to put back."""
+    node = sim.node(name)
+    return [(p, sim.unlink(name, p)) for p in range(1, node.num_ports + 1) if node.peers[p]]
+
+
+def _as_discovered(t, known) -> None:
+    """The known topology holds what a fresh discovery finds: the same nodes, links, paths."""
+    from smagent import discovery
+    fresh = discovery.discover(t)
+    assert set(known.topology.nodes) == set(fresh.nodes)
+    assert known.topology.links == fresh.links
+    assert {g: n.path for g, n in known.topology.nodes.items()} == {g: n.path for g, n in fresh.nodes.items()}
+    assert {g: n.port_paths for g, n in known.topology.nodes.items()} == {
+        g: n.port_paths for g, n in fresh.nodes.items()}
+
+
+def test_a_lost_core_switch_is_repaired_without_a_full_sweep(caplog):
+    """A core switch lost with every link: its neighbours' PortInfo show every link to it
+    DOWN, so it leaves the known topology (no NodeInfo walk of the fabric); the tables,
+    the known state and the SA's snapshot are what a full sweep leaves; its LID stays
+    reserved. Before: a full sweep ("part of the fabric is cut off")."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    bring_up = t.stats.sent
+    s0 = next(n for n in sim if n.name == "S0")
+    lid = sim.port_lid(("S0", 0))
+    kinds = collections.Counter(t.stats.by_kind)
+    caplog.set_level("INFO", logger="smagent.sm")
+    assert len(_lose(sim, "S0")) == 4
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, d.last_sweep
+    spent = collections.Counter(t.stats.by_kind) - kinds
+    assert spent["SubnGet(NodeInfo)"] == 0 and d.last_sweep["smps"] < bring_up / 5, spent
+    assert 0 < d.last_sweep["patch_smps"] < d.last_sweep["smps"]
+    assert "switch S0 gone (its 4 links down)" in caplog.text and "link A0/3 - S0/1 down" not in caplog.text
+    known = d.duties.known
+    assert s0.guid not in known.topology.nodes
+    assert not any(k[0] == s0.guid for k in known.lft) and not any(k[0] == s0.guid for k in known.mft)
+    _as_discovered(t, known)
+    sub = d.sa.agent.subnet
+    assert s0.guid not in sub.nodes and sub.port_of_lid(lid) is None
+    assert d.status()["last_sweep"]["incremental"]
+    assert fresh_plan_is_empty(t, d)  # the tables as a full sweep from scratch would leave them
+    all_pairs_delivered(sim)
+    d.duties.sweep("a full sweep")  # S0's LID stays reserved: no host or switch takes it
+    assert lid not in {sim.port_lid((n.name, 0 if n.is_switch else 1)) for n in sim if n.name != "S0"}
+
+
+def test_a_lost_leaf_leaves_with_its_hosts_and_a_partial_loss_is_a_link_repair():
+    """A leaf lost with every link: it and its hosts (cut off behind it) leave; a core that
+    lost three of its four links stays, reached by the fourth (a link repair)."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    gone = {sim.node(n).guid for n in ("L3", "H6", "H7")}
+    _lose(sim, "L3")
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+    assert not gone & set(d.duties.known.topology.nodes) and not gone & set(d.sa.agent.subnet.nodes)
+    _as_discovered(t, d.duties.known)
+    assert fresh_plan_is_empty(t, d)
+    all_pairs_delivered(sim)
+    for p in (1, 2, 3):
+        sim.unlink("S1", p)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 2 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+    assert sim.node("S1").guid in d.duties.known.topology.nodes
+    _as_discovered(t, d.duties.known)
+    assert fresh_plan_is_empty(t, d)
+
+
+def test_a_lost_core_whose_neighbours_traps_were_lost_is_found_by_the_light_look():
+    """Only one neighbour's trap arrives (the others' routes to the SM crossed the core):
+    the core still looks reached by the links no read has seen down, and does not answer
+    the light look; the switches whose PortStateChange that look finds are read in the
+    same repair, see the rest of its links down, and the core leaves: no full sweep."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    key, sink, a0 = *next(iter(sim.trap_sinks.items())), sim.port_lid(("A0", 0))
+    sim.trap_sinks[key] = lambda raw, issuer: sink(raw, issuer) if issuer == a0 else None
+    _lose(sim, "S0")
+    run_for(d, clock, 1)
+    assert d.counters.traps == 1 and d.counters.repairs == 1
+    assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, d.last_sweep
+    assert sim.node("S0").guid not in d.duties.known.topology.nodes
+    _as_discovered(t, d.duties.known)
+    assert fresh_plan_is_empty(t, d)
+    all_pairs_delivered(sim)
+
+
+@pytest.mark.parametrize("case", ["silent, its links up", "our own leaf"])
+def test_a_switch_that_does_not_answer_but_whose_links_were_not_all_seen_down_is_a_full_sweep(monkeypatch, case):
+    """Not answering is not gone: a switch whose SMA is silent, one of its links cut, stays
+    reached by the others and fails the light look: a full sweep. Our own leaf lost: nothing
+    answers (our port is down), nothing is dropped: a full sweep."""
+    from smagent.sim import sma
+    from smagent.sim.nodes import Dropped
+    t, d, clock = _three_level()
+    sim = t.sim
+    if case == "our own leaf":
+        leaf = sim.resolve(t.local)[0].peers[t.local[1] if isinstance(t.local[1], int) else 1][0].name
+        _lose(sim, leaf)
+    else:
+        real = sma.process
+
+        def silent_s0(sim_, node, in_port, smp, slid=None):
+            if node.name == "S0":
+                raise Dropped("S0's SMA is silent")
+            return real(sim_, node, in_port, smp, slid)
+        monkeypatch.setattr(sma, "process", silent_s0)
+        key, sink, s0 = *next(iter(sim.trap_sinks.items())), sim.port_lid(("S0", 0))
+        sim.trap_sinks[key] = lambda raw, issuer: sink(raw, issuer) if issuer != s0 else None  # its own is lost
+        sim.unlink("S0", 1)  # to A0, whose path does not cross S0: A0 answers
+    run_for(d, clock, 1)
+    assert d.counters.repairs >= 1 and not d.last_sweep["incremental"], d.last_sweep
+    if case != "our own leaf":  # the full sweep finds S0 silent, its links up: not routed through
+        assert sim.node("S0").guid in d.duties.known.topology.nodes if d.duties.known else True
+
+
+def test_a_lost_core_switch_that_comes_back_is_walked_to_from_its_neighbours():
+    """The core back: its neighbours report their ports up, the switch behind them is not
+    known, and discovery's walk from those ports (stopping at known nodes) adds it: no
+    walk of the whole fabric, its old LID, the tables a full sweep leaves. A lost leaf
+    back brings its hosts with it. Before: a full sweep ("a switch we do not know came up")."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    lid = sim.port_lid(("S0", 0))
+    before = {n.name: bytes(n.lft) for n in sim.switches()}
+    for name in ("S0", "L3"):
+        cables = _lose(sim, name)
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"], d.last_sweep
+        kinds = collections.Counter(t.stats.by_kind)
+        for p, (peer, pp) in cables:
+            sim.link(name, p, peer, pp)
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, d.last_sweep
+        spent = collections.Counter(t.stats.by_kind) - kinds
+        assert spent["SubnGet(NodeInfo)"] <= 2 * len(cables), spent  # behind each port that came up, and from it
+        assert sim.node(name).guid in d.duties.known.topology.nodes
+        _as_discovered(t, d.duties.known)
+        assert fresh_plan_is_empty(t, d)
+        all_pairs_delivered(sim)
+    assert sim.port_lid(("S0", 0)) == lid and {n.name: bytes(n.lft) for n in sim.switches()} == before
+    assert d.counters.repairs == 4 and d.counters.sweeps == 5  # the bring-up, then repairs only
+
+
+def test_a_trap_only_from_a_switch_we_do_not_know_is_a_full_sweep():
+    """The core back, but only its own trap arrives (its LID names no switch we know): no
+    known switch to read from, so a full sweep finds it."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    cables = _lose(sim, "S0")
+    run_for(d, clock, 1)
+    key, sink, s0 = *next(iter(sim.trap_sinks.items())), sim.port_lid(("S0", 0))
+    sim.trap_sinks[key] = lambda raw, issuer: sink(raw, issuer) if issuer == s0 else None
+    for p, (peer, pp) in cables:
+        sim.link("S0", p, peer, pp)
+    run_for(d, clock, 1)
+    assert d.counters.traps == 8 + 4 and d.counters.repairs == 2, d.counters
+    assert not d.last_sweep["incremental"] and d.last_sweep["ok"] and sim.node("S0").guid in d.duties.known.topology.nodes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_lost_core_switch_under_smp_loss_leaves_what_a_full_sweep_finds(seed):
+    """Under loss a neighbour that did not answer keeps its link to the core (the core is
+    not gone until a read saw every link down): whether the repair read again or swept
+    fully, the known state is what a discovery finds once the loss stops, and no switch
+    that is there went missing."""
+    from smagent.model import topogen
+    t = SimTransport(topogen.fat_tree_3(4), drop_rate=0.15, seed=seed)
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10), clock=clock)
+    d.start()
+    sim = t.sim
+    _lose(sim, "S0")
+    run_for(d, clock, 3)
+    sim.drop_rate = 0.0
+    assert d.last_sweep["ok"] and d.duties.known is not None, d.last_sweep
+    _as_discovered(t, d.duties.known)
+    assert sim.node("S0").guid not in d.duties.known.topology.nodes
+
+
+def test_links_seen_down_that_would_cut_off_a_switch_that_answered_are_a_full_sweep(monkeypatch):
+    """A switch that answered our Gets is reachable whatever its PortInfo say (a read racing
+    a flap): when the links seen down would cut it off, the repair does not drop it with
+    the hosts behind it; a full sweep looks again."""
+    from mad.attributes import PortInfo, PortState
+    from smagent.sim import sma
+    t, d, clock = _three_level()
+    sim = t.sim
+    real = sma.process
+
+    def uplinks_said_down(sim_, node, in_port, smp, slid=None):
+        status, data = real(sim_, node, in_port, smp, slid)
+        if node.name == "L1" and smp.attribute_id == AttrID.PORT_INFO and smp.attribute_modifier in (3, 4):
+            data = PortInfo.LAYOUT.patch(data, port_state=PortState.DOWN)
+        return status, data
+    monkeypatch.setattr(sma, "process", uplinks_said_down)
+    sim._trap_128(sim.node("L1"))  # L1 reports: its two uplinks read DOWN, it answers over one of them
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and not d.last_sweep["incremental"], d.last_sweep
