@@ -69,6 +69,10 @@ class DNode:
         """DR path that addresses ``port``'s SMA (a switch: port 0's, via the node path)."""
         return self.path if self.is_switch else self.port_paths[port]
 
+    def port_guid(self, port: int) -> int:
+        """The GUID of ``port`` (a switch's ports share its port 0's); 0 if unknown."""
+        return self.node_info.port_guid if self.is_switch else self.port_guids.get(port, 0)
+
     def lid(self, port: int = 0) -> int:
         pi = self.ports.get(0 if self.is_switch else port)
         return pi.lid if pi is not None else 0
@@ -141,6 +145,14 @@ class Topology:
             if (a, pa) < (b, pb):  # the links map holds both directions
                 g.add_edge(a, b, ports={a: pa, b: pb})
         return g
+
+    def fork(self) -> Topology:
+        """A copy that may be changed without changing this one: its dicts and nodes
+        copied, the PortInfos (replaced, never changed in place) shared. Cheap: a few ms on
+        a 648-host fabric (a deep copy: 150 ms)."""
+        nodes = {g: dataclasses.replace(n, ports=dict(n.ports), port_paths=dict(n.port_paths),
+                                        port_guids=dict(n.port_guids)) for g, n in self.nodes.items()}
+        return dataclasses.replace(self, nodes=nodes, links=dict(self.links))
 
     def by_guid(self, guid: int) -> tuple[DNode, int | None] | None:
         """(node, None) for a node GUID, (node, port) for a port GUID, else None."""

@@ -1,6 +1,6 @@
-"""Incremental repair: bring the known topology (what our last sweep left, a
-`sweep.KnownState`) up to date from the switches that reported a change, without
-rediscovering the fabric.
+"""Incremental repair: bring the subnet model (what our last sweep left, a
+`model.subnet.Subnet`) up to date from the switches that reported a change, without
+rediscovering the fabric: a fork of it is patched.
 
 For each such switch: read every port's PortInfo (one Get per port). A linked port that is
 now DOWN loses its link; an up port with no link gets its neighbour's NodeInfo and, if the
@@ -183,24 +183,15 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
     return True, changes
 
 
-def fork(topo):
-    """A copy of `topo` that `update` may change without changing `topo`: its dicts and
-    nodes copied, the PortInfos (replaced, never changed in place) shared. Cheap: a few
-    ms on a 648-host fabric (a deep copy: 150 ms)."""
-    nodes = {g: dataclasses.replace(n, ports=dict(n.ports), port_paths=dict(n.port_paths),
-                                    port_guids=dict(n.port_guids)) for g, n in topo.nodes.items()}
-    return dataclasses.replace(topo, nodes=nodes, links=dict(topo.links))
-
-
 def update_or_retry(transport, known, switches: set[int]):
-    """`update` on a fork of the known topology; when it fails and SMPs are being lost (the
-    transport has seen loss, or every reporting switch answered part of its Gets), tried
+    """`update` on a fork of the subnet model (`Subnet.fork`); when it fails and SMPs are
+    being lost (the transport has seen loss, or every reporting switch answered part of its Gets), tried
     again on a fresh fork, up to LOSSY_TRIES in all (a switch that answers nothing may be
     gone: a full sweep at once, issue 30.1).
     Returns (the patched state, or None: do a full sweep; what changed, or why not)."""
     what: list[str] = []
     for n in range(1, LOSSY_TRIES + 1):
-        work = dataclasses.replace(known, topology=fork(known.topology))
+        work = known.fork()
         answered: set[int] = set()
         lossy = n > 1 or transport.policy.lossy()  # then as many retries as the loss calls for
         ok, what = update(transport, work, switches, answered, retries=None if lossy else 1)

@@ -3,8 +3,9 @@ mastership, the master duties, the published status).
 
 One object, handed to each role, so that no role reaches into another's attributes for
 them: the transport, settings and clock; the counters, timers and event queue; the state
-machine (made by `Mastership.start`; every role asks whether we are MASTER); the fabric as
-last discovered or swept and the other SMs found on it; what the daemon is busy with, what
+machine (made by `Mastership.start`; every role asks whether we are MASTER); the subnet
+model (`model.subnet.Subnet`), one object: as last discovered, then as each sweep or repair
+left it (the very object the SA answers from), and the other SMs found on it; what the daemon is busy with, what
 last changed and what last failed. The roles run on the loop's thread, or inside the
 transport under its one lock (`transport.base.one_thread`): nothing here needs a lock.
 """
@@ -25,6 +26,7 @@ from smagent.transport.base import Transport
 
 if TYPE_CHECKING:
     from smagent import discovery
+    from smagent.model.subnet import Subnet
 
 log = logging.getLogger("smagent.sm")
 
@@ -36,7 +38,9 @@ class Shared:
         self.timers = timers.Timers()
         self.events: collections.deque[events.Event] = collections.deque()
         self.machine: StateMachine | None = None  # the SM state machine, from `Mastership.start` on
-        self.topo: discovery.Topology | None = None  # the fabric as last discovered or swept
+        # the subnet model: as last discovered, or as the last sweep or repair left it; never
+        # changed, replaced whole (a repair patches a fork)
+        self.subnet: Subnet | None = None
         self.peers = peersmod.OtherSms()
         self.last_change: dict | None = None
         self.last_error: dict | None = None  # the last failure: what, the error, when
@@ -53,6 +57,11 @@ class Shared:
         if what != self._activity:
             self._activity = what
             self.on_activity()  # the control socket says so at once, not at the next round
+
+    @property
+    def topo(self) -> discovery.Topology | None:
+        """The subnet model's topology (nodes, cables), None before the first discovery."""
+        return self.subnet.topology if self.subnet is not None else None
 
     @property
     def sm(self) -> StateMachine:
