@@ -4,9 +4,9 @@ The nodes (with the PortInfo and SwitchInfo last read or confirmed by a Set), th
 the LIDs, the LFTs and MFT units the switches hold as far as our own reads and confirmed
 Sets know (a block never read, or written without confirmation, is unknown), the nodes
 whose link tables are unknown, and what the SA answers from besides (the SMs seen, path
-SLs, P_Keys, the per-port tables, the QoS policy). Discovery's `Topology` is the builder
-the directed-route walk (and a sweep, and a repair's patch) fills; `Subnet.build` freezes
-it into the model: from then on nobody changes it, a repair patches a `fork`.
+SLs, P_Keys, the per-port tables, the QoS policy). Its builder is `model.topology.Topology`,
+which the directed-route walk (and a sweep, and a repair's patch) fills; `Subnet.build`
+freezes one into the model: from then on nobody changes it, a repair patches a `fork`.
 
 Who makes one: a sweep when its writes end (`SweepResult.known`, `sweep.write.known_after`);
 the daemon's own discovery (`build` with no table known); the SA's extras go on at
@@ -30,7 +30,7 @@ from smagent.model.order import opensm_key
 
 if TYPE_CHECKING:
     from smagent.config.qospolicy import Membership, QosLevel, QosPolicy, Rule
-    from smagent.discovery import DNode, Topology
+    from smagent.model.topology import DNode, Topology
 
 NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
 _EMPTY: Mapping = types.MappingProxyType({})
@@ -38,7 +38,7 @@ _EMPTY: Mapping = types.MappingProxyType({})
 
 @dataclasses.dataclass(frozen=True)
 class Subnet:
-    """The subnet model. ``topology``: the nodes (`discovery.DNode`: ``ports`` port ->
+    """The subnet model. ``topology``: the nodes (`model.topology.DNode`: ``ports`` port ->
     PortInfo, port 0 of a switch its management port; ``switch_info``; ``port_guids``; DR
     paths), cables (``links``, (guid, port) -> (guid, port), both ways), our own port and
     what did not answer; never changed once in a Subnet. ``lids``: LID -> (node GUID,

@@ -19,7 +19,7 @@ from mad.sa_records import PathRecord
 from smagent.config.qospolicy import Membership, covers
 from smagent.model.order import opensm_key
 from smagent.sa.records import Records
-from smagent.discovery import DNode
+from smagent.model.topology import DNode
 
 PACKET_LIFE_TIME = 18  # OpenSM's default (subnet_timeout 18: 4.096 us x 2^18, about 1 s)
 EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3

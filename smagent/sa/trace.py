@@ -31,7 +31,7 @@ from mad.sa import SaMad, SaStatus, encode_table
 from mad.sa_records import PathRecord, TraceRecord
 from smagent.sa import pathrecords as paths, visible
 from smagent.sa.records import Records
-from smagent.discovery import DNode
+from smagent.model.topology import DNode
 
 _SOURCE = PathRecord.mask("sgid", "slid")
 _DESTINATION = PathRecord.mask("dgid", "dlid")
