@@ -62,14 +62,15 @@ if TYPE_CHECKING:
 
 class SaHost(Protocol):
     """What the SA service sees of the daemon (`sm.daemon.Daemon` is one): its settings,
-    transport and clock, the subnet model's topology and whether repairs may plan against it, the other SMs, and a
-    sweep to ask for; never the daemon's private members."""
+    transport and clock, the subnet model's topology and the model itself when repairs may
+    plan against it, the other SMs, and a sweep to ask for; never the daemon's private
+    members."""
 
     t: Transport
     opts: DaemonOptions
     clock: Callable[[], float]
     counters: Counters
-    known: Subnet | None  # the model held, when repairs may plan against it; consumed (set to None) by `follow`'s repair
+    known: Subnet | None  # the model, when repairs may plan against it; consumed (set to None) by `follow`'s repair
     peers: OtherSms
 
     @property
