@@ -1,9 +1,9 @@
 """The audit (issue 40.4): the running SM re-reads, a few Gets at a time, every LFT block
 and MFT unit it programmed and every LID-carrying port's PortInfo (LID, LMC, state), and
-compares each with what it knows it left (the subnet model, `model.subnet.Subnet`). What differs is drift:
-someone wrote behind our back (an `lft set`, a host's PortInfo Set that moved another
-host's LID). The daemon puts what was read into its known state and repairs with it: the
-sweep then writes back only what differs.
+compares each with what it knows it left (the subnet model, `model.subnet.Subnet`). What
+differs is drift: someone wrote behind our back (an `lft set`, a host's PortInfo Set that
+moved another host's LID). The daemon puts what was read into a fork of the model and
+repairs with it: the sweep then writes back only what differs.
 
 The rate is a share of the light sweeps' Gets (`DaemonOptions.audit_share`): each light
 sweep earns ``share x its Gets`` credits and the audit reads that many items (fractions

@@ -185,10 +185,10 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
 
 def update_or_retry(transport, known, switches: set[int]):
     """`update` on a fork of the subnet model (`Subnet.fork`); when it fails and SMPs are
-    being lost (the transport has seen loss, or every reporting switch answered part of its Gets), tried
-    again on a fresh fork, up to LOSSY_TRIES in all (a switch that answers nothing may be
-    gone: a full sweep at once, issue 30.1).
-    Returns (the patched state, or None: do a full sweep; what changed, or why not)."""
+    being lost (the transport has seen loss, or every reporting switch answered part of its
+    Gets), tried again on a fresh fork, up to LOSSY_TRIES in all (a switch that answers
+    nothing may be gone: a full sweep at once, issue 30.1).
+    Returns (the patched model, or None: do a full sweep; what changed, or why not)."""
     what: list[str] = []
     for n in range(1, LOSSY_TRIES + 1):
         work = known.fork()

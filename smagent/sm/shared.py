@@ -5,8 +5,8 @@ One object, handed to each role, so that no role reaches into another's attribut
 them: the transport, settings and clock; the counters, timers and event queue; the state
 machine (made by `Mastership.start`; every role asks whether we are MASTER); the subnet
 model (`model.subnet.Subnet`), one object: as last discovered, then as each sweep or repair
-left it (the very object the SA answers from), and the other SMs found on it; what the daemon is busy with, what
-last changed and what last failed. The roles run on the loop's thread, or inside the
+left it (the very object the SA answers from), and the other SMs found on it; what the
+daemon is busy with, what last changed and what last failed. The roles run on the loop's thread, or inside the
 transport under its one lock (`transport.base.one_thread`): nothing here needs a lock.
 """
 from __future__ import annotations
