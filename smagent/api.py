@@ -193,6 +193,7 @@ class Session:
         plans, no Set, and no SMP at all: only on a snapshot (the replay transport) or the
         simulator. Returns a `smagent.verify.whatif.WhatIf` (``.lines()``, ``.as_json()``)."""
         from smagent import sweep as sweepmod
+        from smagent.model.subnet import Subnet
         from smagent.sweep import plancheck
         from smagent.verify import whatif
         t = self._open()
@@ -207,7 +208,7 @@ class Session:
         after_topo = whatif.without(plancheck.planned_topology(healthy), failures)
         lfts = plancheck.planned_lfts(healthy)
         extra: dict[str, Any] = {"routing": routing} if routing else {}
-        opts = sweepmod.SweepOptions(dry_run=True, force=True, known=sweepmod.KnownState(after_topo, lfts, {}),
+        opts = sweepmod.SweepOptions(dry_run=True, force=True, known=Subnet.build(after_topo, lfts),
                                      **extra, **more)
         failed = sweepmod.sweep(t, opts)
         w = whatif.compare(plancheck.snapshot(healthy, planned=True), plancheck.snapshot(failed, planned=True),
@@ -227,6 +228,7 @@ class Session:
         there (`smagent.config.drainfile`): later sweeps, and an SM started later, keep routing
         around it until it is undrained."""
         from smagent import sweep as sweepmod
+        from smagent.model.subnet import Subnet
         from smagent.sweep import drain as drainmod, plancheck
         from smagent.verify import whatif
         if not targets:
@@ -238,8 +240,8 @@ class Session:
         extra: dict[str, Any] = {"routing": routing} if routing else {}
 
         def plan(**kw: Any) -> Any:
-            opts = sweepmod.SweepOptions(dry_run=True, force=force, known=sweepmod.KnownState(
-                after, dict(now.lft_current), dict(now.mft_current)), **extra, **{**more, **kw})
+            opts = sweepmod.SweepOptions(dry_run=True, force=force, known=Subnet.build(
+                after, now.lft_current, now.mft_current), **extra, **{**more, **kw})
             return opts, sweepmod.sweep(self.transport, opts)
 
         _o, unicast = plan(multicast=False)  # who would be cut off, before multicast trees are asked for

@@ -1,10 +1,19 @@
-"""`Subnet`: one immutable, consistent snapshot of what the SM last programmed.
+"""`Subnet`: the subnet model, one immutable value of what the SM knows of its fabric.
 
-Built from a finished sweep (`Subnet.from_sweep`: its topology with the PortInfo and
-SwitchInfo the Sets answered, the LIDs and LMC, the LFT blocks as written, the MFT
-units) and published whole by the daemon after every sweep or repair. Readers (the SA
-agent, `smagent.sa`) hold one `Subnet` for as long as they answer from it and never see
-a half-swept state: nothing here is changed after it is built.
+The nodes (with the PortInfo and SwitchInfo last read or confirmed by a Set), the cables,
+the LIDs, the LFTs and MFT units the switches hold as far as our own reads and confirmed
+Sets know (a block never read, or written without confirmation, is unknown), the nodes
+whose link tables are unknown, and what the SA answers from besides (the SMs seen, path
+SLs, P_Keys, the per-port tables, the QoS policy). Its builder is `model.topology.Topology`,
+which the directed-route walk (and a sweep, and a repair's patch) fills; `Subnet.build`
+freezes one into the model: from then on nobody changes it, a repair patches a `fork`.
+
+Who makes one: a sweep when its writes end (`SweepResult.known`, `sweep.write.known_after`);
+the daemon's own discovery (`build` with no table known); the SA's extras go on at
+`from_sweep`. Who holds one: the running SM, one object (`sm.shared.Shared.subnet`), which
+its SA answers from and its repairs, the audit and a drain plan against
+(`SweepOptions.known`, read through `sweep.tables.KnownTables`). Readers never see a
+half-swept state.
 """
 from __future__ import annotations
 
@@ -13,59 +22,42 @@ import dataclasses
 import functools
 import types
 from array import array
-from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Container, Iterable, Iterator, Mapping, Sequence
 
-from mad.attributes import NodeInfo, PortInfo, SMInfo, SwitchInfo
+from mad.attributes import SMInfo
 from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
 from smagent.model.order import opensm_key
 
 if TYPE_CHECKING:
     from smagent.config.qospolicy import Membership, QosLevel, QosPolicy, Rule
+    from smagent.model.topology import DNode, Topology
 
 NO_PORT = LFT_NO_PORT  # an LFT entry that forwards nowhere
-
-
-@dataclasses.dataclass(frozen=True)
-class Node:
-    """One node as the SM left it. ``ports``: port -> PortInfo (port 0 of a switch is
-    its management port); ``port_guids``: a CA's port GUIDs (a switch's is its node
-    GUID's NodeInfo.port_guid)."""
-    guid: int
-    info: NodeInfo
-    description: str
-    is_switch: bool
-    switch_info: SwitchInfo | None
-    ports: Mapping[int, PortInfo]
-    port_guids: Mapping[int, int]
-
-    def port_guid(self, port: int) -> int:
-        return self.info.port_guid if self.is_switch else self.port_guids.get(port, 0)
-
-    def lid_ports(self) -> list[int]:
-        """The ports that carry a LID: port 0 of a switch, the CA's discovered ports."""
-        return [0] if self.is_switch else sorted(self.port_guids)
+_EMPTY: Mapping = types.MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True)
 class Subnet:
-    """What the SM programmed, as one value. ``links``: (guid, port) -> (guid, port),
-    both ways; ``lids``: LID -> (node GUID, LID-carrying port) for every LID of every
-    port's LMC range; ``lft``: switch GUID -> its whole LFT as far as known (entry i is
-    LID i's exit port; NO_PORT where unknown or unused); ``mft``: (switch, block,
-    position) -> PortMasks; ``sms``: (LID, SMInfo) of every SM seen, ours first;
+    """The subnet model. ``topology``: the nodes (`model.topology.DNode`: ``ports`` port ->
+    PortInfo, port 0 of a switch its management port; ``switch_info``; ``port_guids``; DR
+    paths), cables (``links``, (guid, port) -> (guid, port), both ways), our own port and
+    what did not answer; never changed once in a Subnet. ``lids``: LID -> (node GUID,
+    LID-carrying port) for every LID of every port's LMC range; ``lft``: switch GUID -> its
+    whole LFT as far as known (entry i is LID i's exit port; NO_PORT where unknown or
+    unused), ``lft_unknown`` the (switch, block)s inside it that are unknown (a block past
+    a table's end is unknown too); ``mft``: (switch, block, position) -> PortMasks known;
+    ``link_tables_unknown``: GUIDs of nodes whose SL2VL/VLArb/P_Key tables are unknown
+    (a repair reads them again); ``sms``: (LID, SMInfo) of every SM seen, ours first;
     ``generation`` counts the snapshots a daemon published."""
-    nodes: Mapping[int, Node]
-    links: Mapping[tuple[int, int], tuple[int, int]]
-    lids: Mapping[int, tuple[int, int]]
+    topology: Topology
     lmc: int
     sm_lid: int
-    local: tuple[int, int]
     lft: Mapping[int, bytes]
     mft: Mapping[tuple[int, int, int], tuple[int, ...]]
+    lft_unknown: frozenset[tuple[int, int]] = frozenset()
+    link_tables_unknown: frozenset[int] = frozenset()
     sms: tuple[tuple[int, SMInfo], ...] = ()
     generation: int = 0
-    # port GUID -> (node GUID, port) of every LID-carrying port
-    by_port_guid: Mapping[int, tuple[int, int]] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
     # the SL of the paths from each switch's CA ports, by DLID, as a VL-layering engine
     # (dfsssp) chose them (`SweepResult.path_sls`); None: every path on SL 0
     path_sls: Mapping[int, bytes] | None = None
@@ -85,32 +77,68 @@ class Subnet:
     qos_members: Membership | None = None
     # partition (15-bit P_Key) -> the SL its partitions.conf line gives (`sl=`), where the
     # SM manages QoS (not with links qos false, as OpenSM honours it only with -Q)
-    partition_sls: Mapping[int, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+    partition_sls: Mapping[int, int] = dataclasses.field(default_factory=lambda: _EMPTY)
+
+    @classmethod
+    def build(cls, topology: Topology, lft_blocks: Mapping[tuple[int, int], bytes] | None = None,
+              mft: Mapping[tuple[int, int, int], Sequence[int]] | None = None, *, lmc: int = 0, sm_lid: int = 0,
+              link_tables_unknown: Iterable[int] = ()) -> Subnet:
+        """``topology`` frozen into the model, with the LFT blocks {(switch, block): bytes}
+        and MFT units {(switch, block, position): masks} known (None: none, as discovery
+        leaves it). ``topology`` is the model's from now on: its builder leaves it alone."""
+        tables, unknown = _lfts(lft_blocks or {})
+        return cls(topology=topology, lmc=lmc, sm_lid=sm_lid, lft=types.MappingProxyType(tables), lft_unknown=unknown,
+                   mft=types.MappingProxyType({k: tuple(v) for k, v in (mft or {}).items()}),
+                   link_tables_unknown=frozenset(link_tables_unknown))
 
     @classmethod
     def from_sweep(cls, result, *, sms: tuple[tuple[int, SMInfo], ...] = (), generation: int = 0,
                    partitions=None, qos_policy=None, previous: Subnet | None = None, qos: bool = True) -> Subnet:
-        """The snapshot a finished (not dry-run) `SweepResult` leaves: its KnownState
-        when the apply finished cleanly, else the tables planned against with the planned
-        blocks on top. ``partitions``: the `smagent.config.partitions.PartitionConfig` the sweep
-        wrote (None: the default partition everywhere); ``qos_policy``: the QoS policy it
-        planned with (its SLs by target port are in the result's ``path_sls`` already);
-        ``qos``: whether the SM manages QoS (partitions' `sl=` then give path SLs).
-        ``previous``: the snapshot before, whose per-port tables of nodes still there stand
+        """The model a finished (not dry-run) `SweepResult` leaves, with what the SA answers
+        from: its ``known`` when the apply ran (else the tables planned against with the
+        planned blocks on top). ``partitions``: the `smagent.config.partitions.PartitionConfig`
+        the sweep wrote (None: the default partition everywhere); ``qos_policy``: the QoS
+        policy it planned with (its SLs by target port are in the result's ``path_sls``
+        already); ``qos``: whether the SM manages QoS (partitions' `sl=` then give path SLs).
+        ``previous``: the model before, whose per-port tables of nodes still there stand
         where this sweep read none (a repair reads only the nodes that changed)."""
-        known = result.known
-        topo = known.topology if known is not None else result.topology
-        if known is not None:
-            blocks, mft = dict(known.lft), dict(known.mft)
-        else:
+        core = result.known
+        if core is None:
             blocks = dict(result.lft_current)
             blocks.update(((c.switch, c.block), bytes(c.new)) for c in result.lft_changes)
             mft = dict(result.mft_current)
             mft.update(((m.switch, m.block, m.position), list(m.new)) for m in result.mft_changes)
-        nodes = {g: _node(n) for g, n in topo.nodes.items()}
+            core = cls.build(result.topology, blocks, mft, lmc=result.lid_plan.lmc,
+                             sm_lid=result.lid_plan.master_lid)
+        topo = core.topology
         pkeys = None if partitions is None else _pkeys(partitions, topo)
+        return dataclasses.replace(
+            core, sms=tuple(sms), generation=generation,
+            path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
+            pkeys=pkeys, qos_policy=qos_policy,
+            qos_members=None if qos_policy is None else _qos_members(qos_policy, topo, partitions, pkeys),
+            tables=_tables(previous, result.link_tables, topo), partition_sls=types.MappingProxyType(
+                {} if partitions is None or not qos else
+                {p.pkey: p.flag("sl") for p in partitions.partitions if p.flag("sl") is not None}))
+
+    # -- the topology, read only -------------------------------------------------------
+    @functools.cached_property
+    def nodes(self) -> Mapping[int, DNode]:
+        return types.MappingProxyType(self.topology.nodes)
+
+    @functools.cached_property
+    def links(self) -> Mapping[tuple[int, int], tuple[int, int]]:
+        return types.MappingProxyType(self.topology.links)
+
+    @property
+    def local(self) -> tuple[int, int]:
+        return self.topology.local
+
+    @functools.cached_property
+    def lids(self) -> Mapping[int, tuple[int, int]]:
+        """LID -> (node GUID, LID-carrying port), every LID of every port's LMC range."""
         lids: dict[int, tuple[int, int]] = {}
-        for n in nodes.values():
+        for n in self.topology.nodes.values():
             for p in n.lid_ports():
                 pi = n.ports.get(p)
                 if pi is None or not pi.lid:
@@ -118,18 +146,60 @@ class Subnet:
                 span = 1 if n.is_switch else 1 << pi.lmc
                 for lid in range(pi.lid, pi.lid + span):
                     lids[lid] = (n.guid, p)
-        return cls(nodes=types.MappingProxyType(nodes), links=types.MappingProxyType(dict(topo.links)),
-                   lids=types.MappingProxyType(lids), lmc=result.lid_plan.lmc, sm_lid=result.lid_plan.master_lid,
-                   local=topo.local, lft=types.MappingProxyType(_lfts(blocks)),
-                   mft=types.MappingProxyType({k: tuple(v) for k, v in mft.items()}), sms=tuple(sms),
-                   generation=generation, by_port_guid=types.MappingProxyType(
-                       {n.port_guid(p): (n.guid, p) for n in nodes.values() for p in n.lid_ports()}),
-                   path_sls=None if result.path_sls is None else types.MappingProxyType(dict(result.path_sls)),
-                   pkeys=pkeys, qos_policy=qos_policy,
-                   qos_members=None if qos_policy is None else _qos_members(qos_policy, topo, partitions, pkeys),
-                   tables=_tables(previous, result.link_tables, topo), partition_sls=types.MappingProxyType(
-                       {} if partitions is None or not qos else
-                       {p.pkey: p.flag("sl") for p in partitions.partitions if p.flag("sl") is not None}))
+        return types.MappingProxyType(lids)
+
+    @functools.cached_property
+    def by_port_guid(self) -> Mapping[int, tuple[int, int]]:
+        """Port GUID -> (node GUID, port) of every LID-carrying port."""
+        return types.MappingProxyType({n.port_guid(p): (n.guid, p) for n in self.topology.nodes.values()
+                                       for p in n.lid_ports()})
+
+    # -- functional updates ------------------------------------------------------------
+    def evolve(self, **changes: Any) -> Subnet:
+        """The same model with ``changes`` (field names) in place: a new value."""
+        return dataclasses.replace(self, **changes)
+
+    def fork(self) -> Subnet:
+        """The same model with a topology of its own (`Topology.fork`), for a repair or the
+        audit to patch before anyone reads it, or a sweep to plan on; the tables shared.
+        What the model works out of its topology (`lids`, ...) is worked out on first
+        read, so a fork's follows its patch."""
+        return dataclasses.replace(self, topology=self.topology.fork())
+
+    def with_tables(self, lft_blocks: Mapping[tuple[int, int], bytes] = _EMPTY,
+                    mft: Mapping[tuple[int, int, int], Sequence[int]] = _EMPTY) -> Subnet:
+        """The same model with these LFT blocks and MFT units known (what was read in
+        their place: the audit's drift)."""
+        tables = dict(self.lft)
+        for sw in {sw for sw, _b in lft_blocks}:
+            table = bytearray(tables.get(sw, b""))
+            for (g, b), blk in lft_blocks.items():
+                if g == sw:
+                    end = (b + 1) * LFT_BLOCK_SIZE
+                    if len(table) < end:
+                        table += bytes([NO_PORT]) * (end - len(table))
+                    table[b * LFT_BLOCK_SIZE:end] = blk
+            tables[sw] = bytes(table)
+        units = {**self.mft, **{k: tuple(v) for k, v in mft.items()}}
+        unknown = self.lft_unknown - set(lft_blocks)
+        grown = {(sw, b) for sw in {sw for sw, _b in lft_blocks} for b in range(len(tables[sw]) // LFT_BLOCK_SIZE)
+                 if len(self.lft.get(sw, b"")) <= b * LFT_BLOCK_SIZE and (sw, b) not in lft_blocks}
+        return dataclasses.replace(self, lft=types.MappingProxyType(tables), lft_unknown=unknown | grown,
+                                   mft=types.MappingProxyType(units))
+
+    # -- the LFTs by block ---------------------------------------------------------------
+    def lft_block(self, switch: int, block: int) -> bytes | None:
+        """LFT block ``block`` of ``switch`` as known; None where unknown."""
+        table = self.lft.get(switch)
+        end = (block + 1) * LFT_BLOCK_SIZE
+        if table is None or len(table) < end or (switch, block) in self.lft_unknown:
+            return None
+        return table[end - LFT_BLOCK_SIZE:end]
+
+    @functools.cached_property
+    def lft_blocks(self) -> Mapping[tuple[int, int], bytes]:
+        """The known LFT blocks as {(switch, block): bytes}, a view (no copy)."""
+        return LftBlocks(self)
 
     def path_sl(self, src: tuple[int, int], dlid: int) -> int:
         """The SL of the path from port ``src`` to ``dlid``: its switch's (a CA port's, the
@@ -270,16 +340,16 @@ class Subnet:
         """The same snapshot with the SMs seen replaced (they change without a sweep)."""
         return dataclasses.replace(self, sms=tuple(sms))
 
-    def port_of_lid(self, lid: int) -> tuple[Node, int] | None:
+    def port_of_lid(self, lid: int) -> tuple[DNode, int] | None:
         hit = self.lids.get(lid)
         return (self.nodes[hit[0]], hit[1]) if hit else None
 
-    def port_of_guid(self, guid: int) -> tuple[Node, int] | None:
+    def port_of_guid(self, guid: int) -> tuple[DNode, int] | None:
         """(node, LID-carrying port) of a port GUID."""
         hit = self.by_port_guid.get(guid)
         return (self.nodes[hit[0]], hit[1]) if hit else None
 
-    def base_lid(self, node: Node, port: int) -> int:
+    def base_lid(self, node: DNode, port: int) -> int:
         pi = node.ports.get(0 if node.is_switch else port)
         return pi.lid if pi is not None else 0
 
@@ -319,12 +389,6 @@ class Subnet:
         for (a, pa), (b, pb) in self.links.items():
             na, nb = self.nodes[a], self.nodes[b]
             yield self.base_lid(na, pa), pa, pb, self.base_lid(nb, pb)
-
-
-def _node(n) -> Node:
-    return Node(guid=n.guid, info=n.node_info, description=n.description, is_switch=n.is_switch,
-                switch_info=n.switch_info, ports=types.MappingProxyType(dict(n.ports)),
-                port_guids=types.MappingProxyType(dict(n.port_guids)))
 
 
 def _qos_members(policy, topo, partitions, pkeys):
@@ -478,17 +542,46 @@ def _frozen(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _lfts(blocks: dict[tuple[int, int], bytes]) -> dict[int, bytes]:
-    """Switch GUID -> the whole LFT from its blocks (missing blocks: NO_PORT)."""
+def _lfts(blocks: Mapping[tuple[int, int], bytes]) -> tuple[dict[int, bytes], frozenset[tuple[int, int]]]:
+    """Switch GUID -> the whole LFT from its blocks (missing blocks: NO_PORT), and the
+    (switch, block)s missing below each table's last block."""
     top: dict[int, int] = {}
     for sw, b in blocks:
         top[sw] = max(top.get(sw, -1), b)
     out: dict[int, bytes] = {}
+    unknown: set[tuple[int, int]] = set()
     for sw, last in top.items():
         table = bytearray([NO_PORT]) * ((last + 1) * LFT_BLOCK_SIZE)
         for b in range(last + 1):
             blk = blocks.get((sw, b))
             if blk is not None:
                 table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = blk
+            else:
+                unknown.add((sw, b))
         out[sw] = bytes(table)
-    return out
+    return out, frozenset(unknown)
+
+
+class LftBlocks(Mapping):
+    """A `Subnet`'s known LFT blocks as {(switch, block): bytes}, read from its whole
+    tables (one copy of the LFTs, not two)."""
+    __slots__ = ("_subnet",)
+
+    def __init__(self, subnet: Subnet):
+        self._subnet = subnet
+
+    def __getitem__(self, key: tuple[int, int]) -> bytes:
+        blk = self._subnet.lft_block(*key)
+        if blk is None:
+            raise KeyError(key)
+        return blk
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        sub = self._subnet
+        for sw, table in sub.lft.items():
+            for b in range(len(table) // LFT_BLOCK_SIZE):
+                if (sw, b) not in sub.lft_unknown:
+                    yield sw, b
+
+    def __len__(self) -> int:
+        return sum(len(t) // LFT_BLOCK_SIZE for t in self._subnet.lft.values()) - len(self._subnet.lft_unknown)

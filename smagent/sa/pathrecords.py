@@ -19,7 +19,7 @@ from mad.sa_records import PathRecord
 from smagent.config.qospolicy import Membership, covers
 from smagent.model.order import opensm_key
 from smagent.sa.records import Records
-from smagent.model.subnet import Node
+from smagent.model.topology import DNode
 
 PACKET_LIFE_TIME = 18  # OpenSM's default (subnet_timeout 18: 4.096 us x 2^18, about 1 s)
 EXACTLY, GREATER, LESS, LARGEST = 2, 0, 1, 3
@@ -35,7 +35,7 @@ class PathQueryError(Exception):
         self.status = status
 
 
-def path_record(recs: Records, src: tuple[Node, int], slid: int, dst: tuple[Node, int], dlid: int,
+def path_record(recs: Records, src: tuple[DNode, int], slid: int, dst: tuple[DNode, int], dlid: int,
                 p_key: int | None = None, service_id: int | None = None, sl: int | None = None,
                 qos_class: int | None = None) -> PathRecord | None:
     """The PathRecord from port ``src`` (as SLID) to ``dlid``, or None if the LFTs do not
@@ -54,7 +54,7 @@ def record_of(dgid: int, sgid: int, dlid: int, slid: int, terms: tuple[int, int,
                       packet_life_time_selector=EXACTLY, packet_life_time=life)
 
 
-def path_terms(recs: Records, src: tuple[Node, int], dst: tuple[Node, int], dlid: int, p_key: int | None = None,
+def path_terms(recs: Records, src: tuple[DNode, int], dst: tuple[DNode, int], dlid: int, p_key: int | None = None,
                service_id: int | None = None, sl: int | None = None,
                qos_class: int | None = None) -> tuple[int, int, int, int, int] | None:
     """(P_Key, SL, MTU, Rate, PacketLifeTime) of the path from port ``src`` to ``dlid``
@@ -112,7 +112,7 @@ def _level_pkey(s, ends: list, allowed: tuple, p_key: int | None) -> int | None:
     return None
 
 
-def source_class(recs: Records, node: Node, port: int) -> tuple:
+def source_class(recs: Records, node: DNode, port: int) -> tuple:
     """What `path_terms` reads of its source port, but which port it is: ports of one
     class get the same P_Key, SL, MTU and rate to every DLID but their own (a loopback),
     unless an SL2VL table on the way sends the SL to VL15 (`Subnet.sl_dropped` then reads
@@ -134,7 +134,7 @@ def source_class(recs: Records, node: Node, port: int) -> tuple:
     return (node.guid, port)
 
 
-def _mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
+def _mtu_rate(recs: Records, sn: DNode, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
     """(MTU, Rate code) of the path from port (``sn``, ``sp``) to ``dlid``: the smallest
     MTU over its ``ends`` and every port the LFTs take it through, the slowest rate over
     those ports (the ends' without any); None if the LFTs do not deliver it. From a CA
@@ -163,7 +163,7 @@ def _mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[
     return min([down[0]] + [c[0] for c in link] + [caps[k][0] if k in caps else 0 for k in ends]), rate
 
 
-def walked_mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
+def walked_mtu_rate(recs: Records, sn: DNode, sp: int, dlid: int, ends: list) -> tuple[int, int] | None:
     """`_mtu_rate` by walking the LFTs from the port itself."""
     hops = recs.subnet.route((sn.guid, sp), dlid)
     if hops is None:
@@ -175,7 +175,7 @@ def walked_mtu_rate(recs: Records, sn: Node, sp: int, dlid: int, ends: list) -> 
     return mtu, min(rated, key=lambda c: c[2])[1] if rated else 0
 
 
-def lids_of(recs: Records, node: Node, port: int) -> tuple[int, ...]:
+def lids_of(recs: Records, node: DNode, port: int) -> tuple[int, ...]:
     """The LIDs of a port: a switch's one, a CA port's 2^LMC from its base."""
     base = recs.subnet.base_lid(node, port)
     pi = node.ports.get(port)
@@ -185,7 +185,7 @@ def lids_of(recs: Records, node: Node, port: int) -> tuple[int, ...]:
 
 
 def _endpoint(recs: Records, q: PathRecord, mask: int, gid_field: str,
-              lid_field: str) -> list[tuple[Node, int, tuple[int, ...]]] | None:
+              lid_field: str) -> list[tuple[DNode, int, tuple[int, ...]]] | None:
     """(node, port, its LIDs) the query names: by GID every LID of the port, by LID that
     one; None when it names none. A port's alias GID names it too. A GID or LID of no port
     names nothing: no record (a
@@ -214,7 +214,7 @@ def _selected(mask: int, q: PathRecord, field: str, value: int, order=lambda v: 
     return sel == LARGEST or value == want
 
 
-def opensm_order(recs: Records) -> list[tuple[Node, int, tuple[int, ...]]]:
+def opensm_order(recs: Records) -> list[tuple[DNode, int, tuple[int, ...]]]:
     """Every LID-carrying port in the order OpenSM walks them: its map of port GUIDs
     (`model.order.opensm_key`)."""
     s = recs.subnet

@@ -65,7 +65,7 @@ class Records:
                     continue
                 # the port the record is about: a switch's is port 0, whichever port
                 # discovery entered by
-                ni = n.info.replace(port_guid=n.port_guid(p), local_port_num=p)
+                ni = n.node_info.replace(port_guid=n.port_guid(p), local_port_num=p)
                 out.append(NodeRecord(lid=lid, **{k: getattr(ni, k) for k in _NODE_INFO},
                                       node_string=n.description))
         return sorted(out, key=lambda r: r.lid)

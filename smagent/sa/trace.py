@@ -31,7 +31,7 @@ from mad.sa import SaMad, SaStatus, encode_table
 from mad.sa_records import PathRecord, TraceRecord
 from smagent.sa import pathrecords as paths, visible
 from smagent.sa.records import Records
-from smagent.model.subnet import Node
+from smagent.model.topology import DNode
 
 _SOURCE = PathRecord.mask("sgid", "slid")
 _DESTINATION = PathRecord.mask("dgid", "dlid")
@@ -48,15 +48,15 @@ def hops(recs: Records, path: PathRecord) -> list[TraceRecord]:
     if links is None:
         return []
     # (node, entry port, exit port) of every node on the way
-    stops: list[tuple[Node, int, int]] = []
+    stops: list[tuple[DNode, int, int]] = []
     node, entry = src
     for (_g, out), (peer, peer_port) in links:
         stops.append((node, entry, out))
         node, entry = s.nodes[peer], peer_port
     stops.append((node, entry, dst[1]))
     generation = s.generation & 0xFFFF
-    return [TraceRecord(gid_prefix=recs.gid(n, i) >> 64, id_generation=generation, node_type=n.info.node_type,
-                        node_id=n.guid, chassis_id=n.info.system_image_guid, entry_port_id=n.port_guid(i),
+    return [TraceRecord(gid_prefix=recs.gid(n, i) >> 64, id_generation=generation, node_type=n.node_info.node_type,
+                        node_id=n.guid, chassis_id=n.node_info.system_image_guid, entry_port_id=n.port_guid(i),
                         exit_port_id=n.port_guid(o), entry_port=i, exit_port=o) for n, i, o in stops]
 
 

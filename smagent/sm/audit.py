@@ -1,9 +1,9 @@
 """The audit (issue 40.4): the running SM re-reads, a few Gets at a time, every LFT block
 and MFT unit it programmed and every LID-carrying port's PortInfo (LID, LMC, state), and
-compares each with what it knows it left (`sweep.KnownState`). What differs is drift:
-someone wrote behind our back (an `lft set`, a host's PortInfo Set that moved another
-host's LID). The daemon puts what was read into its known state and repairs with it: the
-sweep then writes back only what differs.
+compares each with what it knows it left (the subnet model, `model.subnet.Subnet`). What
+differs is drift: someone wrote behind our back (an `lft set`, a host's PortInfo Set that
+moved another host's LID). The daemon puts what was read into a fork of the model and
+repairs with it: the sweep then writes back only what differs.
 
 The rate is a share of the light sweeps' Gets (`DaemonOptions.audit_share`): each light
 sweep earns ``share x its Gets`` credits and the audit reads that many items (fractions
@@ -40,7 +40,7 @@ class Drift:
 def items(known) -> list[Item]:
     """Everything the audit reads for ``known``, the kinds interleaved (round robin)."""
     topo = known.topology
-    lft = [("lft", g, b) for g, b in sorted(known.lft)]
+    lft = [("lft", g, b) for g, b in sorted(known.lft_blocks)]
     mft = [("mft", g, b, p) for g, b, p in sorted(known.mft)]
     ports = [("port", n.guid, p) for n in topo.nodes.values() for p in n.lid_ports() if p in n.ports]
     out: list[Item] = []
@@ -71,7 +71,7 @@ def compare(item: Item, reply, known) -> Drift | None:
     name = topo.nodes[item[1]].description
     if item[0] == "lft":
         got = bytes(reply.value(LinearForwardingTable).ports)
-        want = known.lft.get((item[1], item[2]))
+        want = known.lft_blocks.get((item[1], item[2]))
         if want is None or got == want:
             return None
         lids = [item[2] * fw.LFT_BLOCK_SIZE + i for i, (a, b) in enumerate(zip(got, want)) if a != b]
@@ -95,9 +95,10 @@ def patched(known, drifts: list[Drift]):
     """``known`` with what the audit read in place of what it held (a copy): the repair
     plans against it and writes back what differs. None when a port went down or lost
     its state (a link change: a full sweep finds it)."""
-    from smagent.sm.repair import fork  # same layer; a copy that leaves ``known`` as it is
-    topo = fork(known.topology)
-    lft, mft = dict(known.lft), dict(known.mft)
+    fork = known.fork()  # a copy that leaves ``known`` as it is
+    topo = fork.topology
+    lft: dict = {}
+    mft: dict = {}
     for d in drifts:
         if d.item[0] == "lft":
             lft[(d.item[1], d.item[2])] = d.value
@@ -108,7 +109,7 @@ def patched(known, drifts: list[Drift]):
             if pi.port_state < PortState.ACTIVE:
                 return None
             topo.nodes[d.item[1]].ports[d.item[2]] = pi
-    return dataclasses.replace(known, topology=topo, lft=lft, mft=mft)
+    return fork.with_tables(lft, mft)
 
 
 def written_back(known, drift: Drift) -> bool:
@@ -119,7 +120,7 @@ def written_back(known, drift: Drift) -> bool:
         return False
     i = drift.item
     if i[0] == "lft":
-        now = known.lft.get((i[1], i[2]))
+        now = known.lft_blocks.get((i[1], i[2]))
     elif i[0] == "mft":
         now = known.mft.get((i[1], i[2], i[3]))
     else:

@@ -38,8 +38,8 @@ from pathlib import Path
 from mad.attributes import SMInfo, SMState
 from mad.header import MgmtClass
 from smagent import discovery, routing
-from smagent import sweep as sweepmod
 from smagent.errors import SmagentError
+from smagent.model.subnet import Subnet
 from smagent.sm import drained as drainedmod, events, policy, reload, report, timers, unserved
 from smagent.sm.dispatch import Dispatcher, reply_lid
 from smagent.sm.duties import Duties
@@ -117,11 +117,11 @@ class Daemon:
         return self.shared.topo
 
     @property
-    def known(self) -> sweepmod.KnownState | None:
+    def known(self) -> Subnet | None:
         return self.duties.known
 
     @known.setter
-    def known(self, known: sweepmod.KnownState | None) -> None:
+    def known(self, known: Subnet | None) -> None:
         self.duties.known = known
 
     @property
@@ -262,7 +262,7 @@ class Daemon:
         """(our LID, our SMInfo with its key) once started, else None."""
         return self.mastership.own_sminfo()
 
-    def sweep_against(self, why: str, known: sweepmod.KnownState | None) -> None:
+    def sweep_against(self, why: str, known: Subnet | None) -> None:
         self.duties.sweep(why, known=known)
 
     def status(self) -> dict:

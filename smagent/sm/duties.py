@@ -24,6 +24,7 @@ from mad.header import Method
 from smagent import discovery
 from smagent import sweep as sweepmod
 from smagent.errors import SmagentError
+from smagent.model.subnet import Subnet
 from smagent.sm import audit as auditmod, drained as drainedmod, events, peers as peersmod, policy, reload, repair
 from smagent.sm import timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, decoded, reply_lid
@@ -47,12 +48,25 @@ class Duties:
         self.audit = auditmod.Audit(opts.audit_share)
         self.drained = drainedmod.Drained(opts.state_dir)  # BadInput (exit 2) on a damaged file
         self.config = reload.Config()  # the last good sweep settings, what SIGHUP did
-        self.known: sweepmod.KnownState | None = None  # after a clean sweep: repairs plan against it
+        self._clean: Subnet | None = None  # the model a clean sweep left, until a repair consumes it
         self.last_sweep: dict | None = None  # the last sweep or repair, failed ones too
         self.repair_why: list[str] = []
         self.repair_switches: set[int] | None = set()  # GUIDs that reported; None: unknown, sweep all
         self._resweeps = 0  # full sweeps in a row after sweeps that ended with problems
         self._retries = 0  # sweeps tried again in a row after failed ones (RETRY_AFTER_FAILURE)
+
+    @property
+    def known(self) -> Subnet | None:
+        """The subnet model the daemon holds when repairs may plan against it: a clean
+        sweep left it and no repair has consumed it since (else None: a full sweep)."""
+        return self._clean if self._clean is not None and self._clean is self.shared.subnet else None
+
+    @known.setter
+    def known(self, known: Subnet | None) -> None:
+        """None: consumed (the sweep that follows sets it again); or the model held, again."""
+        if known is not None and known is not self.shared.subnet:
+            raise ValueError("only the subnet model the daemon holds can be planned against")
+        self._clean = known
 
     def serve(self, dispatcher: Dispatcher) -> None:
         dispatcher.route(SMP_CLASSES, Method.TRAP, AttrID.NOTICE, self.on_trap_request)
@@ -100,7 +114,7 @@ class Duties:
                 self.mastership.check_sm_at_lid(decision.lid)
 
     def _switch_at_lid(self, lid: int) -> int | None:
-        topo = self.known.topology if self.known is not None else self.shared.topo
+        topo = self.shared.topo
         for n in (topo.switches() if topo else ()):
             if n.lid(0) == lid:
                 return n.guid
@@ -136,7 +150,7 @@ class Duties:
             log.info("repair: a full sweep instead (%s)", "; ".join(what))
         self.sweep(why, smps_before=sent0)
 
-    def sweep(self, why: str, known: sweepmod.KnownState | None = None, smps_before: int | None = None,
+    def sweep(self, why: str, known: Subnet | None = None, smps_before: int | None = None,
               opts: sweepmod.SweepOptions | None = None) -> sweepmod.SweepOptions | None:
         """A sweep (a repair with ``known``) with ``opts`` (default: the settings in force);
         returns the settings it succeeded with (the last good ones when those in force were
@@ -176,11 +190,11 @@ class Duties:
             s.activity = None
         self._retries = 0
         self.config.succeeded(used, s.opts.sweep)
-        s.topo = r.topology
-        self.sa.publish(r, snapshot)  # the SA answers from this whole snapshot from now on
+        s.subnet = snapshot  # one model: the daemon's, and the one the SA answers from from now on
+        self.sa.publish(r, snapshot)
         s.counters.client_reregisters += self.mastership.reregister(r.topology)
         clean = not r.problems and not r.topology.unreachable
-        self.known = r.known if clean else None
+        self._clean = snapshot if clean and r.known is not None else None
         s.counters.sweeps += 1
         kinds = collections.Counter(st.by_kind) - kinds0
         sets = sum(v for k, v in kinds.items() if k.startswith("SubnSet"))

@@ -20,6 +20,7 @@ from mad.forwarding import PERMISSIVE_LID
 from mad.header import Method
 from smagent import discovery
 from smagent.errors import SmagentError
+from smagent.model.subnet import Subnet
 from smagent.sm import peers as peersmod, statemachine as smstate, timers, traps
 from smagent.sm.dispatch import SMP_CLASSES, Dispatcher, decoded, reply_lid
 from smagent.sm.events import PolledBySm, SmInfoSetAccepted
@@ -132,7 +133,8 @@ class Mastership:
         s.activity = "discovery"
         try:
             heard = s.traps_heard
-            topo = s.topo = discovery.discover(s.t)
+            topo = discovery.discover(s.t)
+            s.subnet = Subnet.build(topo)  # no table known yet: the first sweep reads them
             s.walked = (s.clock(), heard)  # the sweep becoming MASTER starts may plan on it (`take_discovery`)
             peers = self.ask_sms(topo)
         except SmagentError as e:
@@ -219,8 +221,9 @@ class Mastership:
         if s.topo is None or not s.timers.allow(CENSUS, s.clock(), max(s.opts.sweep_interval, 1.0)):
             return
         s.counters.censuses += 1
-        log.info("SM census (%s): %d PortInfo Gets", why, peersmod.census(s.t, s.topo))
-        self.check_peers(self.ask_sms(s.topo))
+        gets, seen = peersmod.census(s.t, s.topo)
+        log.info("SM census (%s): %d PortInfo Gets", why, gets)
+        self.check_peers(self.ask_sms(seen))
 
     def _refresh_peers(self) -> None:
         """SMInfo of every SM we know (a few Gets), then hand over if one outranks us."""

@@ -119,7 +119,6 @@ def sm_at(t: Transport, n: discovery.DNode, p: int, lid: int) -> Peer | None:
     if not r.ok:
         return None
     pi = r.value(PortInfo)
-    n.ports[p] = pi
     if not pi.capability_mask & CAP_IS_SM:
         return None
     r = t.execute([sminfo_get(path)])[0]
@@ -129,9 +128,11 @@ def sm_at(t: Transport, n: discovery.DNode, p: int, lid: int) -> Peer | None:
     return Peer(s.guid, s.priority, s.sm_state, s.act_count, path, lid, n.description, s.sm_key)
 
 
-def census(t: Transport, topo: discovery.Topology) -> int:
-    """PortInfo of every CA port but ours (IsSM may have appeared without a trap), kept in
-    the topology; returns how many Gets that took."""
+def census(t: Transport, topo: discovery.Topology) -> tuple[int, discovery.Topology]:
+    """PortInfo of every CA port but ours (IsSM may have appeared without a trap): how many
+    Gets that took, and a fork of ``topo`` with what they read (``topo`` is the daemon's
+    subnet model's, never changed)."""
+    topo = topo.fork()
     reqs, where = [], []
     for n in topo.cas():
         for p, path in n.port_paths.items():
@@ -141,7 +142,7 @@ def census(t: Transport, topo: discovery.Topology) -> int:
     for (n, p), r in zip(where, t.execute(reqs)):
         if r.ok:
             n.ports[p] = r.value(PortInfo)
-    return len(reqs)
+    return len(reqs), topo
 
 
 def from_topology(topo: discovery.Topology | None, remote: SMInfo) -> Peer | None:

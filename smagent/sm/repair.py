@@ -1,6 +1,6 @@
-"""Incremental repair: bring the known topology (what our last sweep left, a
-`sweep.KnownState`) up to date from the switches that reported a change, without
-rediscovering the fabric.
+"""Incremental repair: bring the subnet model (what our last sweep left, a
+`model.subnet.Subnet`) up to date from the switches that reported a change, without
+rediscovering the fabric: a fork of it is patched.
 
 For each such switch: read every port's PortInfo (one Get per port). A linked port that is
 now DOWN loses its link; an up port with no link gets its neighbour's NodeInfo and, if the
@@ -91,7 +91,8 @@ def _ca_port_gone(topo, ca: DNode, port: int) -> None:
         del topo.nodes[ca.guid]
 
 
-def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], changes: list[str]) -> set[int] | None:
+def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], changes: list[str],
+                  tables: set[int]) -> set[int] | None:
     """What a walk from our port no longer reaches over the links left, as discovery would
     leave it: the nodes go with their links (a CA also reached by another port keeps that
     one: `_ca_port_gone`), so do the link tables `known` lists of them (their LFT blocks
@@ -121,7 +122,7 @@ def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], chan
     hosts = [n.description for n in gone if not n.is_switch]
     if hosts:
         changes.append(f"{len(hosts)} host(s) gone with it: {', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}")
-    known.links = known.links - cut
+    tables.difference_update(cut)
     return cut
 
 
@@ -137,7 +138,7 @@ def _ca_port_found(topo, n: DNode, p: int, ni: NodeInfo) -> DNode:
     return ca
 
 
-def _learn_new_links(transport, known, new_links, flagged, changes) -> str | None:
+def _learn_new_links(transport, known, new_links, flagged, changes, tables: set[int]) -> str | None:
     """NodeInfo behind every port that came up; the links to switches and CAs recorded,
     and what came up behind a switch we do not know walked (`_walk_new`). A reason string
     if this needs a full sweep."""
@@ -164,13 +165,14 @@ def _learn_new_links(transport, known, new_links, flagged, changes) -> str | Non
         if pn.is_switch:
             flagged.add(pn.guid)
             changes.append(f"link {n.description}/{p} - {pn.description}/{b[1]} up")
-    return _walk_new(transport, known, unknown, flagged, changes) if unknown else None
+    return _walk_new(transport, known, unknown, flagged, changes, tables) if unknown else None
 
 
-def _walk_new(transport, known, starts, flagged, changes) -> str | None:
+def _walk_new(transport, known, starts, flagged, changes, tables: set[int]) -> str | None:
     """A switch we do not know came up (a lost one back, a new one): discovery's walk from
     the ports it came up behind, which stops at the nodes we know (`discovery.extend`),
-    adds it and everything behind it; their link tables are read by the sweep (`known.links`).
+    adds it and everything behind it; their link tables are read by the sweep (``tables``, the
+    fork's `Subnet.link_tables_unknown` to be).
     A reason string if part of it did not answer."""
     topo = known.topology
     before = set(topo.nodes)
@@ -186,12 +188,13 @@ def _walk_new(transport, known, starts, flagged, changes) -> str | None:
     hosts = [n.description for n in new if not n.is_switch]
     if hosts:
         changes.append(f"{len(hosts)} host(s) up with it: {', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}")
-    known.links = known.links | {n.guid for n in new}
+    tables.update(n.guid for n in new)
     return None
 
 
 def update(transport, known, switches: set[int], answered: set[int] | None = None,
-           retries: int | None = 1, down: dict[tuple[int, int], str] | None = None) -> tuple[bool, list[str]]:
+           retries: int | None = 1, down: dict[tuple[int, int], str] | None = None,
+           tables: set[int] | None = None) -> tuple[bool, list[str]]:
     """Refresh `known.topology` from the switches (node GUIDs) that reported a change.
     Returns (handled, what changed); not handled: do a full sweep. ``answered`` (if given)
     gets the GUIDs of the switches that answered any of their PortInfo Gets. ``retries``
@@ -202,8 +205,11 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
 
     A part of the fabric no longer reached over the links left (a switch lost with every
     link to it, the hosts behind it) leaves the topology with its links, as discovery would
-    leave it (`_drop_cut_off`); its LIDs stay reserved in guid2lid, as a vanished port's."""
+    leave it (`_drop_cut_off`); its LIDs stay reserved in guid2lid, as a vanished port's.
+    ``tables`` gets the nodes whose link tables the sweep must read (a switch walked to)
+    and loses those that left: the fork's `Subnet.link_tables_unknown` to be."""
     topo = known.topology
+    tables = set(known.link_tables_unknown) if tables is None else tables
     nodes = [topo.nodes.get(g) for g in switches]
     if not nodes or any(n is None or not n.is_switch for n in nodes):
         return False, ["a reporting switch is not in the topology"]
@@ -230,13 +236,13 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
         pending = [n for n in pending if n.guid in failed]
         if not pending:
             break
-        if not _paths_around(transport, known, down, alive, flagged, changes):
+        if not _paths_around(transport, known, down, alive, flagged, changes, tables):
             return False, changes + ["part of the fabric is cut off or a CA changed"]
         pending = [n for n in pending if n.guid in topo.nodes]  # one cut off with the rest is gone
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
     if new_links:
-        why = _learn_new_links(transport, known, new_links, flagged, changes)
+        why = _learn_new_links(transport, known, new_links, flagged, changes, tables)
         if why:
             return False, [why]
         back = transport.execute([_get(AttrID.PORT_INFO, n.path + (p,), portinfo_modifier(topo.links[(n.guid, p)][1]))
@@ -254,7 +260,7 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
             ca.node_description = r.value(NodeDescription).node_string
             ca.description = transport.names.name(ca.guid, ca.node_description)
             changes.append(f"host {ca.description} up")
-    if not _paths_around(transport, known, down, alive, flagged, changes):
+    if not _paths_around(transport, known, down, alive, flagged, changes, tables):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it
         n = topo.nodes[g]
@@ -270,42 +276,35 @@ def _said_once(changes: list[str], down: dict[tuple[int, int], str], topo) -> li
     return [c for c in changes if c not in said] if said else changes
 
 
-def _paths_around(transport, known, down, alive, flagged, changes) -> bool:
+def _paths_around(transport, known, down, alive, flagged, changes, tables) -> bool:
     """`recompute_paths`; when a part is cut off, that part dropped first (`_drop_cut_off`).
     False if the paths still cannot be computed (a switch that answered is cut off, a CA
     port that gained a link unseen)."""
     if recompute_paths(known.topology, transport.keys):
         return True
-    cut = _drop_cut_off(known, down, alive, changes)
+    cut = _drop_cut_off(known, down, alive, changes, tables)
     if cut is None:
         return False
     flagged -= cut
     return recompute_paths(known.topology, transport.keys)
 
 
-def fork(topo):
-    """A copy of `topo` that `update` may change without changing `topo`: its dicts and
-    nodes copied, the PortInfos (replaced, never changed in place) shared. Cheap: a few
-    ms on a 648-host fabric (a deep copy: 150 ms)."""
-    nodes = {g: dataclasses.replace(n, ports=dict(n.ports), port_paths=dict(n.port_paths),
-                                    port_guids=dict(n.port_guids)) for g, n in topo.nodes.items()}
-    return dataclasses.replace(topo, nodes=nodes, links=dict(topo.links))
-
-
 def update_or_retry(transport, known, switches: set[int], down: dict[tuple[int, int], str] | None = None):
-    """`update` on a fork of the known topology; when it fails and SMPs are being lost (the
-    transport has seen loss, or every reporting switch answered part of its Gets), tried
-    again on a fresh fork, up to LOSSY_TRIES in all (a switch that answers nothing may be
-    gone: a full sweep at once, issue 30.1). ``down``: as `update`'s.
-    Returns (the patched state, or None: do a full sweep; what changed, or why not)."""
+    """`update` on a fork of the subnet model (`Subnet.fork`); when it fails and SMPs are
+    being lost (the transport has seen loss, or every reporting switch answered part of its
+    Gets), tried again on a fresh fork, up to LOSSY_TRIES in all (a switch that answers
+    nothing may be gone: a full sweep at once, issue 30.1). ``down``: as `update`'s.
+    Returns (the patched model, or None: do a full sweep; what changed, or why not)."""
     what: list[str] = []
     for n in range(1, LOSSY_TRIES + 1):
-        work = dataclasses.replace(known, topology=fork(known.topology))
+        work = known.fork()
         answered: set[int] = set()
         lossy = n > 1 or transport.policy.lossy()  # then as many retries as the loss calls for
-        ok, what = update(transport, work, switches, answered, retries=None if lossy else 1, down=down)
+        tables = set(work.link_tables_unknown)
+        ok, what = update(transport, work, switches, answered, retries=None if lossy else 1, down=down,
+                          tables=tables)
         if ok:
-            return work, what
+            return work.evolve(link_tables_unknown=frozenset(tables)), what
         # every reporting switch answered some Gets: none is gone, SMPs are being lost
         if n == LOSSY_TRIES or not (transport.policy.lossy() or answered >= switches):
             break

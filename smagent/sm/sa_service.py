@@ -57,20 +57,20 @@ if TYPE_CHECKING:
     from smagent.discovery import Topology
     from smagent.sm.options import Counters, DaemonOptions
     from smagent.sm.peers import OtherSms
-    from smagent.sweep import KnownState
     from smagent.transport.base import Transport
 
 
 class SaHost(Protocol):
     """What the SA service sees of the daemon (`sm.daemon.Daemon` is one): its settings,
-    transport and clock, the last sweep's topology and known state, the other SMs, and a
-    sweep to ask for; never the daemon's private members."""
+    transport and clock, the subnet model's topology and the model itself when repairs may
+    plan against it, the other SMs, and a sweep to ask for; never the daemon's private
+    members."""
 
     t: Transport
     opts: DaemonOptions
     clock: Callable[[], float]
     counters: Counters
-    known: KnownState | None  # consumed (set to None) by `follow`'s repair
+    known: Subnet | None  # the model, when repairs may plan against it; consumed (set to None) by `follow`'s repair
     peers: OtherSms
 
     @property
@@ -83,7 +83,7 @@ class SaHost(Protocol):
 
     def own_sminfo(self) -> tuple[int, SMInfo] | None: ...
 
-    def sweep_against(self, why: str, known: KnownState | None) -> None: ...
+    def sweep_against(self, why: str, known: Subnet | None) -> None: ...
 
 log = logging.getLogger("smagent.sm")
 WORK_SLICE_S = 0.005  # the longest a table being worked out holds the loop at a time
@@ -284,8 +284,8 @@ class SaService:
         why = " and ".join(w for w, on in (("multicast groups", self.groups_pending),
                                            ("alias GUIDs", self.alias_nodes)) if on) + " changed"
         known, d.known = d.known, None  # consumed: the sweep sets it again
-        if known is not None:
-            known.links |= self.alias_nodes  # their link tables read again, GUIDInfo among them
+        if known is not None:  # their link tables read again, GUIDInfo among them
+            known = known.evolve(link_tables_unknown=known.link_tables_unknown | self.alias_nodes)
         self.groups_pending, self.alias_nodes = False, set()
         d.sweep_against(why, known)
 

@@ -3,10 +3,11 @@ mastership, the master duties, the published status).
 
 One object, handed to each role, so that no role reaches into another's attributes for
 them: the transport, settings and clock; the counters, timers and event queue; the state
-machine (made by `Mastership.start`; every role asks whether we are MASTER); the fabric as
-last discovered or swept (and whether that discovery is fresh enough for the next full sweep
-to plan on, `take_discovery`) and the other SMs found on it; what the daemon is busy with, what
-last changed and what last failed. The roles run on the loop's thread, or inside the
+machine (made by `Mastership.start`; every role asks whether we are MASTER); the subnet
+model (`model.subnet.Subnet`), one object: as last discovered, then as each sweep or repair
+left it (the very object the SA answers from), whether that discovery is fresh enough for
+the next full sweep to plan on (`take_discovery`), and the other SMs found on it; what the
+daemon is busy with, what last changed and what last failed. The roles run on the loop's thread, or inside the
 transport under its one lock (`transport.base.one_thread`): nothing here needs a lock.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from smagent.transport.base import Transport
 
 if TYPE_CHECKING:
     from smagent import discovery
+    from smagent.model.subnet import Subnet
 
 log = logging.getLogger("smagent.sm")
 
@@ -37,9 +39,11 @@ class Shared:
         self.timers = timers.Timers()
         self.events: collections.deque[events.Event] = collections.deque()
         self.machine: StateMachine | None = None  # the SM state machine, from `Mastership.start` on
-        self.topo: discovery.Topology | None = None  # the fabric as last discovered or swept
+        # the subnet model: as last discovered, or as the last sweep or repair left it; never
+        # changed, replaced whole (a repair patches a fork)
+        self.subnet: Subnet | None = None
         self.traps_heard = 0  # traps that reached us, counted as they come (inside the transport)
-        # (when the mastership's discovery of `topo` ended, `traps_heard` when it began); None
+        # (when the mastership's discovery of `subnet` ended, `traps_heard` when it began); None
         # once a sweep took it (`take_discovery`)
         self.walked: tuple[float, int] | None = None
         self.peers = peersmod.OtherSms()
@@ -60,6 +64,11 @@ class Shared:
             self.on_activity()  # the control socket says so at once, not at the next round
 
     @property
+    def topo(self) -> discovery.Topology | None:
+        """The subnet model's topology (nodes, cables), None before the first discovery."""
+        return self.subnet.topology if self.subnet is not None else None
+
+    @property
     def sm(self) -> StateMachine:
         """The SM state machine (from `start` on)."""
         if self.machine is None:
@@ -67,16 +76,16 @@ class Shared:
         return self.machine
 
     def take_discovery(self) -> discovery.Topology | None:
-        """`topo` as the mastership's discovery left it, for a full sweep to plan on instead
-        of walking again, if `policy.reuse_discovery` allows; taken once (a sweep tried
-        again walks)."""
+        """A fork of the topology the mastership's discovery left, for a full sweep to plan
+        on instead of walking again (the sweep completes it in place: never the held model's
+        own), if `policy.reuse_discovery` allows; taken once (a sweep tried again walks)."""
         walked, self.walked = self.walked, None
         topo = self.topo
         quiet = walked is not None and walked[1] == self.traps_heard  # no trap since the walk began
         age = self.clock() - walked[0] if walked is not None and quiet else None
         if topo is None or not policy.reuse_discovery(age, len(topo.unreachable)):
             return None
-        return topo
+        return topo.fork()
 
     def is_master(self) -> bool:
         return self.machine is not None and self.machine.state == SMState.MASTER

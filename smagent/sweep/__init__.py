@@ -30,9 +30,9 @@ SwitchInfo fields a sweep writes, and why (everything else is echoed as read):
 * DefaultMulticastPrimaryPort / NotPrimaryPort: as read, unless the group file has a
   ``default-multicast`` line for the switch (see `smagent.planning.multicast`).
 
-The package: `options` (SweepOptions, KnownState), `result` (SweepResult, PortChange, the
+The package: `options` (SweepOptions), `result` (SweepResult, PortChange, the
 JSON and text of a plan), `state` (SweepState, Phase), `tables` (the `TableSource` the
-planning phases read: live, or the known state a repair passes in), one module per
+planning phases read: live, or the subnet model a repair passes in), one module per
 phase family (`discover`, `lids`, `route`, `ports`, `linktables`, `unicast` (LFT, RFT),
 `mcast`, `switchinfo`), `write` (the write passes) and `pipeline` (their order). The
 master-SM check and SM discovery are `smagent.discovery.smcheck`.
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 # the public names callers use (smagent.sweep.X), wherever they live now
 from smagent.discovery.smcheck import OtherMasterSM, check_other_sms, find_sms  # noqa: F401
-from smagent.sweep.options import REPAIR_PASSES, KnownState, SweepOptions  # noqa: F401
+from smagent.sweep.options import REPAIR_PASSES, SweepOptions  # noqa: F401
 from smagent.sweep.pipeline import GUID2LID, plan, sweep  # noqa: F401
 from smagent.sweep.result import PlanDefects, PortChange, SweepResult  # noqa: F401
 from smagent.sweep.route import routing_input  # noqa: F401
@@ -50,6 +50,6 @@ from smagent.sweep.switchinfo import LIFE_TIME_VALUE  # noqa: F401
 from smagent.sweep.tables import KnownTables, LiveTables, TableSource  # noqa: F401
 from smagent.sweep.write import JOURNAL_CHUNK  # noqa: F401
 
-__all__ = ["GUID2LID", "JOURNAL_CHUNK", "LIFE_TIME_VALUE", "PLAN_PHASES", "REPAIR_PASSES", "WRITE_PHASES", "KnownState", "KnownTables", "LiveTables",
+__all__ = ["GUID2LID", "JOURNAL_CHUNK", "LIFE_TIME_VALUE", "PLAN_PHASES", "REPAIR_PASSES", "WRITE_PHASES", "KnownTables", "LiveTables",
            "OtherMasterSM", "PlanDefects", "PortChange", "SweepError", "SweepOptions", "SweepResult", "SweepState",
            "TableSource", "check_other_sms", "find_sms", "plan", "routing_input", "sweep"]

@@ -1,12 +1,11 @@
-"""What a sweep is asked to do (`SweepOptions`) and what a running SM's earlier sweeps
-left (`KnownState`, the tables a repair plans against)."""
+"""What a sweep is asked to do (`SweepOptions`)."""
 from __future__ import annotations
 
 import dataclasses
 import os
 from typing import TYPE_CHECKING, Callable, Literal, Mapping, Sequence
 
-from smagent import discovery, linkconf as links, routing
+from smagent import linkconf as links, routing
 from smagent.config import mkeys
 from smagent.config.drainfile import Entry as Drained
 from smagent.planning import multicast
@@ -14,6 +13,8 @@ from smagent.planning.multicast import Group as McastGroup
 from smagent.routing.auto import AutoMemory
 
 if TYPE_CHECKING:
+    from smagent.model.subnet import Subnet
+    from smagent.model.topology import Topology
     from smagent.sweep.desired import DesiredState
 
 
@@ -49,14 +50,14 @@ class SweepOptions:
     # MFT entries of MLIDs outside the configured groups: kept and reported (False), or
     # removed (True; also desired state `multicast_prune: true`)
     prune_multicast: bool = False
-    # a KnownState (what an earlier sweep left): plan against it with no discovery and no
-    # table reads; the running SM's repairs, after it updated the topology itself
-    known: KnownState | None = None
+    # the subnet model an earlier sweep left (`SweepResult.known`): plan against it with no
+    # discovery and no table reads; the running SM's repairs, after it patched a fork of it
+    known: Subnet | None = None
     # a Topology this transport's caller walked just before, nothing changed since (the running
     # SM's discovery, handed to the full sweep becoming MASTER starts: `smagent.sm.policy`):
     # the discover phase takes it instead of walking again; everything after reads live as
     # usual. Not used with M_Key protection (that walk came before guid2mkey taught the chain)
-    discovered: discovery.Topology | None = None
+    discovered: Topology | None = None
     # write even if the planned tables break pairs the current tables deliver, or loop
     # (smagent.sweep.plancheck); a dry run only reports them
     allow_defects: bool = False
@@ -84,14 +85,3 @@ class SweepOptions:
     # (`smagent.linkconf.guids`; the running SM's SA hands what hosts registered)
     alias_guids: Mapping[int, Mapping[int, Sequence[int]]] = dataclasses.field(default_factory=dict)
 
-
-@dataclasses.dataclass
-class KnownState:
-    """What the switches hold as far as our own sweeps know: the topology (PortInfo and
-    SwitchInfo as the last Sets answered), LFT blocks {(switch, block): bytes} and MFT
-    units {(switch, block, position): masks}. A block missing is unknown (it is written).
-    ``links``: GUIDs of nodes whose SL2VL/VLArb/P_Key tables are unknown (read again)."""
-    topology: discovery.Topology
-    lft: dict[tuple[int, int], bytes]
-    mft: dict[tuple[int, int, int], list[int]]
-    links: set[int] = dataclasses.field(default_factory=set)

@@ -117,9 +117,8 @@ def write_pass(s: SweepState) -> None:
     write_tables(s)
     settle_unread(s)
     write_links(s)
-    s.r.known = known_after(s.r, s.applied)
-    s.r.known.links = set(s.links_failed)
     activate(s)
+    s.r.known = known_after(s.r, s.applied, s.links_failed)  # the topology as activated: the model's from now on
 
 
 def unfinished(s: SweepState) -> dict:
@@ -135,7 +134,7 @@ def unfinished(s: SweepState) -> dict:
 
 def repair(s: SweepState) -> None:
     """Passes over what did not finish, planned against what the earlier passes confirmed
-    (`KnownState`: no discovery, no table reads; unconfirmed blocks are written again,
+    (the subnet model they left, `SweepResult.known`: no discovery, no table reads; unconfirmed blocks are written again,
     ports not ARMED are armed, ports ARMED are activated), while the transport sees loss:
     on a fabric that loses nothing a failure is not one a retry fixes."""
     r, t = s.r, s.transport

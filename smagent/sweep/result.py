@@ -17,9 +17,8 @@ from smagent.fdb import mft as mfttab
 from smagent.fdb import rft
 from smagent.fdb.switch import interleave
 from smagent.errors import SafetyRefusal
-from smagent.model.subnet import InterningTables
+from smagent.model.subnet import InterningTables, Subnet
 from smagent.sweep import planjson
-from smagent.sweep.options import KnownState
 
 
 class PlanDefects(SafetyRefusal):
@@ -118,7 +117,7 @@ class SweepResult:
     mft_current: dict[tuple[int, int, int], list[int]] = dataclasses.field(default_factory=dict)
     rft_current: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)  # {(switch, block): 16 packed entries}
     plan_check: Any = None  # plancheck.PlanCheck: the planned tables, checked before the first Set
-    known: KnownState | None = None  # after an apply: the state it left, for the next repair
+    known: Subnet | None = None  # after an apply: the subnet model it left, for the next repair
     lft_written: int = 0
     progress: Callable[[str], object] | None = None
     activations: int = 0

@@ -1,10 +1,11 @@
 """Where a sweep's planning reads the fabric from: a `TableSource`.
 
 `LiveTables` discovers the fabric, asks the other SMs and reads the tables (a sweep, a
-plan); `KnownTables` answers from the `KnownState` an earlier sweep left (the running
-SM's repairs, after it updated the topology itself): no discovery, no SM check, no table
-read, and no plan check, so that it reacts at once. The phases ask the source and never
-which one it is.
+plan); `KnownTables` answers from the subnet model an earlier sweep left
+(`model.subnet.Subnet`; the running SM's repairs, after they patched a fork of it): no
+discovery, no SM check, no table read, and no plan check, so that it reacts at once; the
+sweep plans on a fork of its topology, so the model it was handed stays as it was. The
+phases ask the source and never which one it is.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from smagent.fdb.switch import failed_units_lines
 from smagent.transport.base import Transport
 
 if TYPE_CHECKING:
-    from smagent.sweep.options import KnownState, SweepOptions
+    from smagent.model.subnet import Subnet
+    from smagent.sweep.options import SweepOptions
     from smagent.sweep.result import PortChange
 
 
@@ -69,30 +71,30 @@ class LiveTables:
 
 
 class KnownTables:
-    """What our own earlier sweeps left (`KnownState`): a unit it does not hold is unknown,
-    hence written."""
+    """What our own earlier sweeps left (the subnet model): a unit it does not hold is
+    unknown, hence written."""
     checks_plan = False
 
-    def __init__(self, known: KnownState):
+    def __init__(self, known: Subnet):
         self.known = known
 
     def topology(self, transport: Transport) -> discovery.Topology:
-        return self.known.topology
+        return self.known.fork().topology  # the sweep changes what it plans on; the model stays
 
     def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
         return []  # a repair: the running SM knows the other SMs
 
     def lft_blocks(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
-        known = self.known.lft
-        return {(g, b): known[(g, b)] for g, _p, b in wanted if (g, b) in known}, []
+        known = self.known
+        return {(g, b): blk for g, _p, b in wanted if (blk := known.lft_block(g, b)) is not None}, []
 
     def mft_units(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
         known = self.known.mft
-        return {(g, b, p): known[(g, b, p)] for g, _path, b, p in wanted if (g, b, p) in known}, []
+        return {(g, b, p): list(known[(g, b, p)]) for g, _path, b, p in wanted if (g, b, p) in known}, []
 
     def link_nodes(self, port_changes: list[PortChange]) -> set[int] | None:
         # the tables of the nodes whose ports come up again, and of those whose tables got no answer
-        return {c.guid for c in port_changes if c.arm} | self.known.links
+        return {c.guid for c in port_changes if c.arm} | self.known.link_tables_unknown
 
 
 def table_source(opts: SweepOptions) -> TableSource:

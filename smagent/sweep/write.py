@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from smagent.config import files as paths
 from smagent.fdb import apply as fdbapply
-from smagent.sweep.options import KnownState
 from smagent.sweep.result import SweepResult
-from smagent.model.subnet import LINK_TABLE_KINDS
+from smagent.model.subnet import LINK_TABLE_KINDS, Subnet
 from smagent.sweep.linkconf import note_refused
 from smagent.sweep.state import SweepState
 
@@ -65,9 +64,10 @@ def write_links(s: SweepState) -> None:
     ap.finish(ok=not s.r.problems)
 
 
-def known_after(r: SweepResult, ap) -> KnownState:
-    """The state an apply left: the tables as planned against, the confirmed writes on
-    top (a block written but not confirmed is unknown), SwitchInfo as read back."""
+def known_after(r: SweepResult, ap, links_unknown) -> Subnet:
+    """The subnet model an apply left: the tables as planned against, the confirmed writes
+    on top (a block written but not confirmed is unknown), SwitchInfo as read back;
+    ``links_unknown``: the nodes whose link tables did not answer."""
     lft = dict(r.lft_current)
     for c in r.lft_changes:
         lft.pop((c.switch, c.block), None)
@@ -78,7 +78,8 @@ def known_after(r: SweepResult, ap) -> KnownState:
     mft.update(((m.switch, m.block, m.position), list(m.new)) for m in ap.written["mft"])
     for t, back in ap.written["tops"]:
         r.topology.nodes[t.switch].switch_info = back
-    return KnownState(r.topology, lft, mft)
+    return Subnet.build(r.topology, lft, mft, lmc=r.lid_plan.lmc, sm_lid=r.lid_plan.master_lid,
+                        link_tables_unknown=links_unknown)
 
 
 def note_interrupted_apply(s: SweepState) -> None:

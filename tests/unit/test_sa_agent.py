@@ -181,16 +181,14 @@ def test_path_records(agent, subnet, monkeypatch):
 
 def test_path_mtu_and_rate_are_the_smallest_on_the_route(subnet):
     """One switch port on the route narrowed (512-byte MTU, 1X): the path takes both."""
-    import types
     lids = _ca_lids(subnet)
     s, d = lids[0], lids[-1]
     (g, port), _b = subnet.route(subnet.lids[s], d)[1]  # the exit of the first switch
     node = subnet.nodes[g]
     pi = node.ports[port].replace(mtu_cap=2, link_width_active=1)
-    ports = types.MappingProxyType({**node.ports, port: pi})
-    nodes = types.MappingProxyType({**subnet.nodes, g: dataclasses.replace(node, ports=ports)})
+    nodes = {**subnet.nodes, g: dataclasses.replace(node, ports={**node.ports, port: pi})}
     agent = SaAgent(SM_KEY)
-    agent.publish(dataclasses.replace(subnet, nodes=nodes))
+    agent.publish(subnet.evolve(topology=dataclasses.replace(subnet.topology, nodes=nodes)))
     pr = ask(agent, Method.GET, PathRecord(slid=s, dlid=d), "slid", "dlid").record(PathRecord)
     wide = SaAgent(SM_KEY)
     wide.publish(subnet)

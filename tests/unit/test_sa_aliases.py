@@ -93,8 +93,7 @@ def test_a_port_that_leaves_loses_its_aliases(agent, subnet):
     _set(agent, agent.subnet.base_lid(b, pb), [0, alias], 1)
     assert agent.aliases.port_of(alias) == b.port_guid(pb)
     nodes = {g: n for g, n in subnet.nodes.items() if g != b.guid}
-    agent.publish(dataclasses.replace(subnet, nodes=nodes,
-                                      by_port_guid={k: v for k, v in subnet.by_port_guid.items() if v[0] != b.guid}))
+    agent.publish(subnet.evolve(topology=dataclasses.replace(subnet.topology, nodes=nodes)))
     assert agent.aliases.port_of(alias) is None
     agent.publish(subnet)
 

@@ -117,9 +117,9 @@ def _check(s: Subnet, got: list[TraceRecord], expect: list[tuple[int, int, int]]
     for r in got:
         n = s.nodes[r.node_id]
         assert r.node_type == (SWITCH if n.is_switch else CA)
-        assert (r.gid_prefix, r.id_generation, r.chassis_id) == (PREFIX, 3, n.info.system_image_guid)
+        assert (r.gid_prefix, r.id_generation, r.chassis_id) == (PREFIX, 3, n.node_info.system_image_guid)
         if n.is_switch:
-            assert r.entry_port_id == r.exit_port_id == n.info.port_guid
+            assert r.entry_port_id == r.exit_port_id == n.node_info.port_guid
         else:
             assert r.entry_port_id == n.port_guids[r.entry_port] and r.exit_port_id == n.port_guids[r.exit_port]
 

@@ -155,7 +155,7 @@ def test_state_files_are_where_state_dir_names_them(tmp_path):
 
 
 def test_a_plan_on_the_known_state_reads_nothing():
-    """The table source (smagent.sweep.tables): a plan against the KnownState an apply left
+    """The table source (smagent.sweep.tables): a plan against the subnet model an apply left
     (the running SM's repairs) discovers nothing, asks no SM, reads no table and checks no
     plan; the same plan live reads the fabric. Both find nothing to change."""
     from smagent import sweep as sweepmod
@@ -170,9 +170,10 @@ def test_a_plan_on_the_known_state_reads_nothing():
     live = sweepmod.plan(t, sweepmod.SweepOptions())
     assert t.stats.sent > sent and live.sets_planned == 0 and "plan_check" in live.phases
     assert live.phases["discover"]["smps"] > 0 and live.phases["lft_read"]["smps"] > 0
-    # a block the known state lacks is unknown: planned for writing
-    r.known.lft.pop(next(iter(r.known.lft)))
-    assert len(sweepmod.plan(t, sweepmod.SweepOptions(known=r.known)).lft_changes) == 1
+    # a block the model does not know is unknown: planned for writing
+    lacking = r.known.evolve(lft_unknown=r.known.lft_unknown | {next(iter(r.known.lft_blocks))})
+    assert len(sweepmod.plan(t, sweepmod.SweepOptions(known=lacking)).lft_changes) == 1
+    assert r.known.lft_blocks.keys() - lacking.lft_blocks.keys() == {next(iter(r.known.lft_blocks))}
 
 
 def test_lft_chunks_are_journalled_one_write_each_and_fsynced_once(tmp_path, monkeypatch):
