@@ -3,12 +3,16 @@ engine the typed spec names (`smagent.routing`), static LFT entries over its rou
 from __future__ import annotations
 
 import dataclasses
+import logging
 
-from mad import codes
+from mad import codes, forwarding as fw
 from smagent import discovery, linkconf as links, routing
 from smagent.config import qospolicy
 from smagent.planning import lidassign as lids, qoslayers
+from smagent.routing import patch as patchmod
 from smagent.sweep.state import SweepState
+
+log = logging.getLogger("smagent.sweep")
 
 
 def route(s: SweepState) -> None:
@@ -23,10 +27,13 @@ def route(s: SweepState) -> None:
             spec = spec.with_roots(s.resolved.roots)
         if _may_choose_dfsssp(spec):  # auto takes dfsssp only within the layers the SL2VL tables carry
             s.rin.data_vls = layer_room(s, s.rin.data_vls)
-        routes = s.routes = routing.route(spec, s.rin, s.engine_input, s.opts.routing_memory)
+        routes = s.routes = patched(s, spec) or routing.route(spec, s.rin, s.engine_input, s.opts.routing_memory)
         r.notes += routes.notes
         engine, reason = routes.chosen or (spec.engine, "as asked")  # commands.sweep_cmd.ROUTED_AS_ASKED
         r.routing = {"engine": engine, "reason": reason}
+        if routes.moved is not None:
+            r.routing["moved"] = routes.moved
+        remember_basis(s, spec, routes)
         if s.opts.routing_memory is not None:  # a running SM's status shows it
             s.opts.routing_memory.routing = r.routing
         r.path_sls = routes.sls
@@ -54,6 +61,60 @@ def route(s: SweepState) -> None:
                      else "the switch graph is split")
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
+
+
+def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
+    """A repair that only lost links, switches or LIDs since the last routes: those routes
+    as the known LFTs hold them, with only the entries through what was lost moved
+    (`smagent.routing.patch`); None (route afresh) when the engine gives no rule to patch
+    by, anything was gained, or the rule finds no path (logged, and noted, with why)."""
+    memory, known = s.opts.routing_memory, s.opts.known
+    basis = getattr(memory, "basis", None)
+    if known is None or basis is None or basis.spec != spec:
+        return None
+    suspects, lost, why = patchmod.losses(basis, s.rin)
+    if why is None:
+        old, why = known_images(known.lft, s.rin)
+    if why is None:
+        try:
+            done = patchmod.patch(s.rin, old, basis.rule, suspects)
+        except patchmod.PatchRefused as e:
+            why = str(e)
+    if why is not None:
+        if lost:  # a loss the rule could not patch: say so beside the full routing
+            s.r.notes.append(f"routes not patched ({why}): routed afresh")
+        log.info("route patch: %s: routed afresh", why)
+        return None
+    routes = done.routes
+    reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
+              f"{done.switches} switches moved off {lost // 2 or 1} lost link(s)")
+    routes.chosen, routes.moved = (basis.rule.engine, reason), done.moved
+    routes.notes.append(f"routes patched: {reason}")
+    log.info("route patch: %s", reason)
+    return routes
+
+
+def known_images(lft: dict[tuple[int, int], bytes], rin: routing.RoutingInput) -> tuple[dict[int, bytes], str | None]:
+    """The LFT image of every switch of ``rin`` up to its highest LID, from the known
+    blocks; and why not (a block unknown)."""
+    blocks = max(rin.lid_homes, default=0) // fw.LFT_BLOCK_SIZE + 1
+    out = {}
+    for g in rin.switches:
+        got = [lft.get((g, b)) for b in range(blocks)]
+        if None in got:
+            return {}, f"LFT block {got.index(None)} of {rin.name(g)} is not known"
+        out[g] = b"".join(got)
+    return out, None
+
+
+def remember_basis(s: SweepState, spec: routing.RoutingSpec, routes: routing.Routes) -> None:
+    """What a running SM's next repair may patch these routes against (not after a dry
+    run: a plan changes no switch)."""
+    memory = s.opts.routing_memory
+    if memory is None or s.opts.dry_run:
+        return
+    rule = routes.patch_rule
+    memory.basis = None if rule is None else patchmod.Basis.of(rule, spec, s.routing_input)
 
 
 def _may_choose_dfsssp(spec: routing.RoutingSpec) -> bool:
