@@ -90,3 +90,6 @@ class KnownState:
     lft: dict[tuple[int, int], bytes]
     mft: dict[tuple[int, int, int], list[int]]
     links: set[int] = dataclasses.field(default_factory=set)
+    # the ports the sweep found as planned: (what it planned with, {(guid, port): (its PortInfo,
+    # the peer's, OperationalVLs)}): a repair plans only the others (`smagent.sweep.ports`)
+    settled: tuple | None = None

@@ -19,7 +19,7 @@ from smagent.sweep.linkconf import read_links
 from smagent.sweep.mft import read_mfts
 from smagent.sweep import protect
 from smagent.sweep.options import SweepOptions
-from smagent.sweep.ports import activate, arm_ports, plan_ports
+from smagent.sweep.ports import activate, arm_ports, plan_ports, settle
 from smagent.sweep.result import PlanDefects, SweepResult
 from smagent.sweep.route import route
 from smagent.sweep.state import SweepState
@@ -120,6 +120,7 @@ def write_pass(s: SweepState) -> None:
     s.r.known = known_after(s.r, s.applied)
     s.r.known.links = set(s.links_failed)
     activate(s)
+    s.r.known.settled = settle(s)
 
 
 def unfinished(s: SweepState) -> dict:

@@ -195,6 +195,29 @@ def test_a_cut_leaf_uplink_rewrites_only_the_blocks_through_it_and_the_relink_re
     assert blocks(sim) == before and lft_sets(t, kinds) == written
     all_pairs_delivered(sim)
 
+def test_a_repair_plans_the_ports_of_what_it_read_again_only(monkeypatch):
+    """The PortInfo of a port both of whose ends are as the last sweep left them is not
+    planned again (`sweep.ports.settled_before`): a repair plans what it read again."""
+    from smagent import linkconf
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    planned = []
+    real = linkconf.port_fields
+    monkeypatch.setattr(linkconf, "port_fields", lambda topo, n, p, o: planned.append((n.description, p)) or real(topo, n, p, o))
+    everything = sum(len(n.ports) for n in d.known.topology.nodes.values())
+    peer = t.sim.unlink("L3", 5)
+    run_for(d, clock, 1)
+    assert d.last_sweep["incremental"] and planned and len(planned) < everything // 3, (len(planned), everything)
+    topo = d.known.topology
+    read = {n.guid for n in topo.nodes.values() if n.description in ("L3", "S1")}  # the reporting switches
+    ends = {(g, p) for (g, p), (g2, _p2) in topo.links.items() if g in read or g2 in read}
+    assert {(n.description, p) for g, p in ends for n in [topo.nodes[g]]} >= set(planned) - {("S1", 0), ("L3", 0)}
+    planned.clear()
+    t.sim.link("L3", 5, *peer)
+    run_for(d, clock, 1)
+    assert d.last_sweep["incremental"] and 0 < len(planned) < everything // 3
+    assert fresh_plan_is_empty(t)  # the cable's ports armed and activated: nothing left to plan
+
 def test_light_sweep_without_change_sends_only_gets():
     t, d, clock = make(sweep_interval=2)
     d.start()
