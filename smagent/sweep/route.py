@@ -33,7 +33,7 @@ def route(s: SweepState) -> None:
         r.notes += routes.notes
         engine, reason = routes.chosen or (spec.engine, "as asked")  # commands.sweep_cmd.ROUTED_AS_ASKED
         r.routing = {"engine": engine, "reason": reason}
-        if routes.moved is not None:
+        if routes.moved is not None:  # a patch: how many entries it moved
             r.routing["moved"] = routes.moved
         remember_basis(s, spec, routes)
         if s.opts.routing_memory is not None:  # a running SM's status shows it
@@ -84,16 +84,16 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
     as the known LFTs hold them, with only the entries through what was lost moved
     (`smagent.routing.patch`); None (route afresh) when the engine gives no rule to patch
     by, anything was gained, or the rule finds no path (logged, and noted, with why)."""
-    memory, known = s.opts.routing_memory, s.opts.known
+    memory, known, rin = s.opts.routing_memory, s.opts.known, s.routing_input
     basis = getattr(memory, "basis", None)
     if known is None or basis is None or basis.spec != spec:
         return None
-    suspects, lost, why = patchmod.losses(basis, s.rin)
+    suspects, lost, why = patchmod.losses(basis, rin)
     if why is None:
-        old, why = known_images(known.lft, s.rin)
+        old, why = known_images(known.lft, rin)
     if why is None:
         try:
-            done = patchmod.patch(s.rin, old, basis.rule, suspects)
+            done = patchmod.patch(rin, old, basis.rule, suspects)
         except patchmod.PatchRefused as e:
             why = str(e)
     if why is not None:
@@ -119,7 +119,7 @@ def known_images(lft: dict[tuple[int, int], bytes], rin: routing.RoutingInput) -
         got = [lft.get((g, b)) for b in range(blocks)]
         if None in got:
             return {}, f"LFT block {got.index(None)} of {rin.name(g)} is not known"
-        out[g] = b"".join(got)
+        out[g] = b"".join(b for b in got if b is not None)
     return out, None
 
 
