@@ -9,18 +9,19 @@ from smagent.fdb.porttables import LINK_TABLES, TableChange, Want, same_table
 from smagent.linkconf import pkeys
 from smagent.config.linkoptions import QOS_AUTO, LinkOptions
 from smagent.linkconf.qos import (QosUnit, _ca_ports, _ca_qos_wants, _switch_out_ports, _switch_out_wants, _sw0_wants,
-                               _unusable, qos_units)
+                               _unusable, nodes_of, qos_units)
 from smagent.linkconf.portinfo import enhanced_port0
 from smagent.transport.base import SmpTimeout
 
 
-def table_wants(topo, opts: LinkOptions, op_vls: dict) -> list[Want]:
+def table_wants(topo, opts: LinkOptions, op_vls: dict, only=None) -> list[Want]:
     """Every table unit the fabric should hold, read and diffed whatever the port holds:
     P_Keys, and with qos "always" the SL2VL and VLArb tables ("auto" reads those through
-    `qos_units`). `op_vls`: (guid, port) -> the OperationalVLs code the port will run."""
+    `qos_units`). `op_vls`: (guid, port) -> the OperationalVLs code the port will run;
+    ``only``: the node GUIDs to plan for (None: all)."""
     always = opts.qos_mode == "always"
     out = []
-    for n in topo.nodes.values():
+    for n in nodes_of(topo, only):
         if n.is_switch:
             if n.ports.get(0) is None:
                 continue
@@ -127,11 +128,11 @@ def plan_tables(transport, topo, opts: LinkOptions, op_vls: dict, only=None, fai
     """Read the per-port tables the options cover and plan the Sets: (changes, problems,
     notes). ``only``: node GUIDs to look at (None: all); ``failed`` collects the GUIDs of
     nodes a Get got no answer from; ``seen`` every table read (see `_read`)."""
-    wants = [w for w in table_wants(topo, opts, op_vls) if only is None or w.guid in only]
+    wants = table_wants(topo, opts, op_vls, only)  # a repair's few nodes: not the whole fabric planned
     changes, problems = read_and_diff(transport, wants, failed, seen)
     notes: list[str] = pkeys.notes(topo, opts)
     if opts.qos_mode == QOS_AUTO:
-        units = [u for u in qos_units(topo, opts, op_vls) if only is None or u.ports[0][0].guid in only]
+        units = qos_units(topo, opts, op_vls, only)
         more, p2, qos_notes = read_and_repair(transport, units, failed, seen)
         changes, problems, notes = changes + more, problems + p2, notes + qos_notes
     return changes, problems, notes

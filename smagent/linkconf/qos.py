@@ -168,7 +168,14 @@ def _switch_out_ports(topo, n, op_vls):
     return [(p, op_vls.get((n.guid, p), n.ports[p].operational_vls)) for p in linked], linked
 
 
-def qos_units(topo, opts: LinkOptions, op_vls: dict) -> list[QosUnit]:
+def nodes_of(topo, only=None):
+    """The nodes of ``topo`` in its order, those of ``only`` (GUIDs) when given."""
+    if only is None:
+        return topo.nodes.values()
+    return [n for g, n in topo.nodes.items() if g in only]
+
+
+def qos_units(topo, opts: LinkOptions, op_vls: dict, only=None) -> list[QosUnit]:
     """What qos "auto" reads: one probe per CA port and per switch, not per output port.
 
     Why one switch port stands for all of them: a switch's SL2VL and VLArb tables are
@@ -178,9 +185,10 @@ def qos_units(topo, opts: LinkOptions, op_vls: dict) -> list[QosUnit]:
     ports is the VLs they run, and a table fine for 8 VLs may not be for 4: the ports
     are grouped by their planned OperationalVLs, one probe per group, and a port whose
     OperationalVLs this sweep changes is judged on its own (its table was chosen for
-    other VLs). CA ports each have their own tables: one probe each."""
+    other VLs). CA ports each have their own tables: one probe each. ``only``: the node
+    GUIDs to plan for (None: all)."""
     units = []
-    for n in topo.nodes.values():
+    for n in nodes_of(topo, only):
         if not n.is_switch:
             units += [QosUnit([_ca_qos_wants(n, p, pi, path, vls, opts)], codes.DATA_VLS.get(vls, 1),
                               f"{n.description} port {p}", opts.sl_layers)

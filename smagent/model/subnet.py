@@ -56,6 +56,10 @@ class Subnet:
     mft: Mapping[tuple[int, int, int], tuple[int, ...]]
     lft_unknown: frozenset[tuple[int, int]] = frozenset()
     link_tables_unknown: frozenset[int] = frozenset()
+    # the ports the last sweep found as planned: (what it planned with, {(guid, port): (its
+    # PortInfo, the peer's, OperationalVLs)}): a repair plans only the others
+    # (`smagent.sweep.ports.settled_before`); None: plan every port
+    settled: tuple | None = None
     sms: tuple[tuple[int, SMInfo], ...] = ()
     generation: int = 0
     # the SL of the paths from each switch's CA ports, by DLID, as a VL-layering engine

@@ -28,11 +28,14 @@ ORDER = ("ftree", "dfsssp", "updn")  # best first
 
 @dataclasses.dataclass
 class AutoMemory:
-    """What a running SM remembers between sweeps: the engine auto chose last, and the
+    """What a running SM remembers between sweeps: the engine auto chose last, the
     routing of the last sweep that routed ({"engine", "reason"}, whatever the spec; the
-    sweep sets it), which the daemon's status shows."""
+    sweep sets it), which the daemon's status shows, and what the last routes were made
+    on (a `smagent.routing.patch.Basis`, whatever the spec; None: they cannot be patched),
+    which a repair that only lost links patches them against."""
     engine: str | None = None
-    routing: dict[str, str] | None = None
+    routing: dict[str, object] | None = None
+    basis: object = None
 
 
 def irregular(rin: RoutingInput) -> str | None:

@@ -185,6 +185,19 @@ class Routes(dict):
         self.layers = 1
         self.needed = 1  # layers needed to break every credit loop (1: the routes have none)
         self.chosen: tuple[str, str] | None = None  # auto: (the engine it chose, why)
+        # how these routes may be patched after a loss (`smagent.routing.patch`); None: route afresh
+        self.patch_rule: PatchRule | None = None
+        self.moved: int | None = None  # a patch: the entries it moved (`smagent.routing.patch`)
+
+
+@dataclasses.dataclass(frozen=True)
+class PatchRule:
+    """The promise an engine's routes keep, which a patch of them must keep too
+    (`smagent.routing.patch`): ``heights`` (switch GUID -> its place in the engine's
+    up*/down* ranking, higher = up: ftree's levels, updn's ranks from its roots) for a
+    deadlock-free engine; None for shortest paths with no deadlock promise (minhop)."""
+    engine: str
+    heights: Mapping[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

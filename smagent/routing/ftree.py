@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from smagent.routing.base import NO_PORT, RoutingError, RoutingInput
+from smagent.routing.base import NO_PORT, PatchRule, RoutingError, RoutingInput
 from smagent.routing._core import Graph, fill, finish
 
 INF = np.int16(0x3FFF)
@@ -280,7 +280,9 @@ def _route(rin: RoutingInput):
             _choose(cand, T.above[ys], home[ups], tops, [G.nbr_ports[x][y] for y in ys],
                     ups, is_ca, [0] * nports, table, rotate=x)
     _extend(G, T, home, all_lids, tables)
-    return finish(G, [bytearray(t.tobytes()) for t in tables])
+    routes = finish(G, [bytearray(t.tobytes()) for t in tables])
+    routes.patch_rule = PatchRule("ftree", {g: T.level[x] for x, g in enumerate(G.guids)})
+    return routes
 
 
 def _extend(G: Graph, T: _Tree, home: np.ndarray, all_lids: np.ndarray, tables: np.ndarray) -> None:

@@ -10,7 +10,7 @@ the channel dependency graph has cycles (`smagent verify` reports them). Use upd
 """
 from __future__ import annotations
 
-from smagent.routing.base import RoutingInput
+from smagent.routing.base import PatchRule, RoutingInput
 from smagent.routing._core import Graph, assign_switch, finish, group_destinations, new_table, next_hop_mask
 
 
@@ -25,4 +25,6 @@ def route(rin: RoutingInput):
         table = new_table(G)
         assign_switch(G, x, groups, table)  # unreachable: another component; the sweep reports it
         tables.append(table)
-    return finish(G, tables)
+    routes = finish(G, tables)
+    routes.patch_rule = PatchRule("minhop")  # shortest paths, no deadlock promise to keep
+    return routes

@@ -47,7 +47,7 @@ fall back to another engine (OpenSM silently falls back to minhop).
 """
 from __future__ import annotations
 
-from smagent.routing.base import RoutingError, RoutingInput, Routes
+from smagent.routing.base import PatchRule, RoutingError, RoutingInput, Routes
 from smagent.routing._core import (
     Graph, assign_switch, bits, finish, group_destinations, hop_levels, new_table, next_hop_mask,
 )
@@ -178,7 +178,7 @@ class _Plan:
         if self.lost:
             return
         # up = towards a smaller key: lower rank, or equal rank and bigger GUID
-        key = [(rank[x], -G.guids[x]) for x in range(G.S)]
+        self.keys = key = [(rank[x], -G.guids[x]) for x in range(G.S)]
         self.up = up = [[y for y in G.nbrs[x] if key[y] < key[x]] for x in range(G.S)]
         self.down = [[y for y in G.nbrs[x] if key[y] > key[x]] for x in range(G.S)]
         # dd[x][k]: destinations x reaches in exactly k down moves (shortest down-only path)
@@ -297,7 +297,11 @@ def route(rin: RoutingInput, roots: list[int] | None = None) -> Routes:
         if stuck:  # cannot happen if the levels above are right; never route half a fabric
             raise RoutingError(f"updn: internal error, no exit from {G.name(x)} towards {G.name(stuck[0])}")
         tables.append(table)
-    return finish(G, tables, notes)
+    routes = finish(G, tables, notes)
+    # the patch's heights: up is towards a smaller key, so the order of keys reversed
+    keys = plan.keys
+    routes.patch_rule = PatchRule("updn", {G.guids[x]: -i for i, x in enumerate(sorted(range(G.S), key=keys.__getitem__))})
+    return routes
 
 
 def _zip_longest(a: list[int], b: list[int]):

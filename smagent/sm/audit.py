@@ -49,6 +49,13 @@ def items(known) -> list[Item]:
     return out
 
 
+def count(known) -> int:
+    """How many `items(known)` there are, without making them (the status asks at every
+    publish, and right after a repair the list is not made yet)."""
+    return len(known.lft_blocks) + len(known.mft) + sum(1 for n in known.topology.nodes.values()
+                                                 for p in n.lid_ports() if p in n.ports)
+
+
 def request(item: Item, topo) -> Request | None:
     n = topo.nodes.get(item[1])
     if n is None:
@@ -190,7 +197,8 @@ class Audit:
 
     def status(self, known) -> dict:
         return {"share": self.share, "reads": self.reads, "drifts": self.drifts, "passes": self.passes,
-                "items": len(self.items(known)) if known is not None else None, "last": self.last}
+                "items": (len(self._items) if known is self._of else count(known)) if known is not None else None,
+                "last": self.last}
 
 
 def step(duties: Duties, count: int) -> None:

@@ -203,13 +203,16 @@ class Duties:
                            "sets": sets, "lft_blocks": sm["lft_blocks"], "mft_blocks": sm["mft_blocks"],
                            "portinfo": sm["portinfo"], "seconds": round(s.clock() - t0, 3),
                            "problems": len(r.problems), "time": time.time()}
+        moved = (r.routing or {}).get("moved")
+        if moved is not None:  # a patch of the known routes (`smagent.routing.patch`), not a reroute
+            self.last_sweep["routes_moved"] = moved
         log.info("%s (%s): %d nodes, %d SMPs (%d Sets: LFT blocks %d, MFT blocks %d, PortInfo %d), %.3f s; "
                  "routing: %s%s", "repair" if known is not None else "sweep", why, len(r.topology.nodes),
                  st.sent - sent0, sets, sm["lft_blocks"], sm["mft_blocks"], sm["portinfo"], s.clock() - t0,
                  r.routing and f"{r.routing['engine']} ({r.routing['reason']})",
                  f"; {len(r.problems)} problem(s): {r.problems[0]}" if r.problems else "")
         if sets:
-            s.changed(f"{why}: {sets} Sets")
+            s.changed(f"{why}: {sets} Sets" + (f", {moved} route entries moved" if moved is not None else ""))
         self.arm_light()
         self._resweep_if_unclean(r, clean)
         if known is None:  # a repair changed links, not SMs: the light sweeps watch those

@@ -19,7 +19,7 @@ from smagent.sweep.linkconf import read_links
 from smagent.sweep.mft import read_mfts
 from smagent.sweep import protect
 from smagent.sweep.options import SweepOptions
-from smagent.sweep.ports import activate, arm_ports, plan_ports
+from smagent.sweep.ports import activate, arm_ports, plan_ports, settle
 from smagent.sweep.result import PlanDefects, SweepResult
 from smagent.sweep.route import route
 from smagent.sweep.state import SweepState
@@ -119,6 +119,7 @@ def write_pass(s: SweepState) -> None:
     write_links(s)
     activate(s)
     s.r.known = known_after(s.r, s.applied, s.links_failed)  # the topology as activated: the model's from now on
+    s.r.known = s.r.known.evolve(settled=settle(s))
 
 
 def unfinished(s: SweepState) -> dict:

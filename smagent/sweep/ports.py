@@ -29,6 +29,9 @@ def plan_ports(s: SweepState) -> None:
         s.link_opts = dataclasses.replace(s.link_opts, sl_layers=layers)
     _policy_tables(s)
     _check_ipoib(s, parts)
+    token = (s.link_opts, plan_.lmc, plan_.master_lid)
+    was = settled_before(s, token)
+    settled = {}
     for n in topo.nodes.values():
         for p in sorted(n.ports):
             pi = n.ports[p]
@@ -40,6 +43,13 @@ def plan_ports(s: SweepState) -> None:
             want_lmc = 0 if n.is_switch else plan_.lmc
             lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
             arm = pi.port_state in (PortState.INIT, PortState.ARMED)  # ARMED: left there earlier
+            peer = topo.links.get((n.guid, p))
+            peer_pi = topo.nodes[peer[0]].ports.get(peer[1]) if peer is not None and peer[0] in topo.nodes else None
+            before = was.get((n.guid, p))
+            if before is not None and before[0] is pi and before[1] is peer_pi and not lid_differs and not arm:
+                s.op_vls[(n.guid, p)] = before[2]  # both ends as the last sweep left them: as planned then
+                settled[(n.guid, p)] = before
+                continue
             link = links.port_fields(topo, n, p, s.link_opts) if s.link_opts else {}
             link.update(protect.plan_fields(s, n, p))  # M_Key, ProtectBits, lease: in the same Set
             s.op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
@@ -47,12 +57,46 @@ def plan_ports(s: SweepState) -> None:
             if lid_differs or arm or link_diff:
                 s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
                                                    link, link_diff))
+            else:
+                settled[(n.guid, p)] = (pi, peer_pi, s.op_vls[(n.guid, p)])
+    s.settled = (token, settled)
     if layers > 1:  # refused before the first Set: the layers would not hold
         why = ("the routing layers paths over VLs but the sweep configures no link (--no-links)"
                if s.link_opts is None else links.layers_problem(s.link_opts, s.op_vls))
         if why:
             raise links.LinkConfigError(f"{s.route_spec}: {why}")
     _check_policy_sls(s)
+
+
+def settled_before(s: SweepState, token) -> dict:
+    """The ports the known state's sweep found as planned, with the PortInfo objects of
+    both ends then (a repair replaces those it reads again, never changes one in place)
+    and their OperationalVLs; empty unless this sweep plans against that state with the
+    same link options, LMC and SM LID, and no M_Keys (their fields are planned per node)."""
+    known = s.opts.known
+    if known is None or known.settled is None or known.settled[0] != token or protect.protection(s) is not None:
+        return {}
+    return known.settled[1]
+
+
+def settle(s: SweepState) -> tuple | None:
+    """After the activation: the ports now as planned, with both ends' PortInfos as the
+    topology holds them now (a Set's answer replaced a changed port's): those found
+    settled and those whose Sets went through; for the known state (`settled_before`)."""
+    if s.settled is None:
+        return None
+    token, before = s.settled
+    failed = s.arm_failed | {(c.guid, c.port) for c in s.not_active}
+    topo, out = s.topo, {}
+    for key in [*before, *((c.guid, c.port) for c in s.r.port_changes)]:
+        n = topo.nodes.get(key[0])
+        pi = n.ports.get(key[1]) if n is not None else None
+        if pi is None or key in failed:
+            continue
+        peer = topo.links.get(key)
+        peer_pi = topo.nodes[peer[0]].ports.get(peer[1]) if peer is not None and peer[0] in topo.nodes else None
+        out[key] = (pi, peer_pi, s.op_vls[key])
+    return token, out
 
 
 def _policy_tables(s: SweepState) -> None:

@@ -128,7 +128,7 @@ class SweepResult:
     path_sls: dict[int, bytes] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
     # the engine that routed and, for auto, why it was chosen: {"engine", "reason"}
-    routing: dict[str, str] | None = None
+    routing: dict[str, object] | None = None  # engine, reason; moved: entries a patch moved (`routing.patch`)
     dry_run: bool = False
     seconds: float = 0.0
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)

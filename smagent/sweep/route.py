@@ -3,12 +3,22 @@ engine the typed spec names (`smagent.routing`), static LFT entries over its rou
 from __future__ import annotations
 
 import dataclasses
+import logging
+from typing import TYPE_CHECKING
 
-from mad import codes
+import numpy as np
+
+from mad import codes, forwarding as fw
 from smagent import discovery, linkconf as links, routing
 from smagent.config import qospolicy
 from smagent.planning import lidassign as lids, qoslayers
+from smagent.routing import patch as patchmod
 from smagent.sweep.state import SweepState
+
+if TYPE_CHECKING:
+    from smagent.model.subnet import Subnet
+
+log = logging.getLogger("smagent.sweep")
 
 
 def route(s: SweepState) -> None:
@@ -23,10 +33,13 @@ def route(s: SweepState) -> None:
             spec = spec.with_roots(s.resolved.roots)
         if _may_choose_dfsssp(spec):  # auto takes dfsssp only within the layers the SL2VL tables carry
             s.rin.data_vls = layer_room(s, s.rin.data_vls)
-        routes = s.routes = routing.route(spec, s.rin, s.engine_input, s.opts.routing_memory)
+        routes = s.routes = patched(s, spec) or routing.route(spec, s.rin, s.engine_input, s.opts.routing_memory)
         r.notes += routes.notes
         engine, reason = routes.chosen or (spec.engine, "as asked")  # commands.sweep_cmd.ROUTED_AS_ASKED
         r.routing = {"engine": engine, "reason": reason}
+        if routes.moved is not None:  # a patch: how many entries it moved
+            r.routing["moved"] = routes.moved
+        remember_basis(s, spec, routes)
         if s.opts.routing_memory is not None:  # a running SM's status shows it
             s.opts.routing_memory.routing = r.routing
         r.path_sls = routes.sls
@@ -45,15 +58,89 @@ def route(s: SweepState) -> None:
             routes[g] = routes[g].updated(entries)
             plan_.top = max(plan_.top, max(entries))
         # a static entry (even 255) is the admin's choice, not a missing route
-        homes = sorted(s.rin.lid_homes)
-        unrouted = [(g, lid) for g in s.rin.switches for lid in routes[g].missing(homes)
-                    if lid not in static.get(g, ())]
+        unrouted = _unrouted(routes, s.rin, static)
         if unrouted:
             names = sorted({topo.nodes[g].description for g, _ in unrouted})
             cause = ("the routing file has no entry for them" if spec.engine == "file"
                      else "the switch graph is split")
             r.problems.append(f"{len(unrouted)} (switch, LID) pairs have no route: {cause} "
                               f"(switches missing routes: {', '.join(names[:5])})")
+
+
+def _unrouted(routes: routing.Routes, rin: routing.RoutingInput, static: dict) -> list[tuple[int, int]]:
+    """(switch, LID) pairs without a route, a static entry aside: one numpy gather per
+    switch (the usual case, every LID routed), LID by LID only where one is missing."""
+    homes = sorted(rin.lid_homes)
+    if not homes:
+        return []
+    at = np.array(homes, np.int64)
+    out = []
+    for g in rin.switches:
+        ports = routes[g].ports
+        if len(ports) > homes[-1] and not (np.frombuffer(ports, np.uint8)[at] == routing.NO_PORT).any():
+            continue
+        out += [(g, lid) for lid in routes[g].missing(homes) if lid not in static.get(g, ())]
+    return out
+
+
+def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
+    """A repair that only lost links, switches or LIDs since the last routes: those routes
+    as the known LFTs hold them, with only the entries through what was lost moved
+    (`smagent.routing.patch`); None (route afresh) when the engine gives no rule to patch
+    by, anything was gained, or the rule finds no path (logged, and noted, with why)."""
+    memory, known, rin = s.opts.routing_memory, s.opts.known, s.routing_input
+    basis = getattr(memory, "basis", None)
+    if known is None or basis is None or basis.spec != spec:
+        return None
+    suspects, lost, why = patchmod.losses(basis, rin)
+    if why is None:
+        old, why = known_images(known, rin)
+    if why is None:
+        try:
+            done = patchmod.patch(rin, old, basis.rule, suspects)
+        except patchmod.PatchRefused as e:
+            why = str(e)
+    if why is not None:
+        if lost:  # a loss the rule could not patch: say so beside the full routing
+            s.r.notes.append(f"routes not patched ({why}): routed afresh")
+        log.info("route patch: %s: routed afresh", why)
+        return None
+    routes = done.routes
+    reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
+              f"{done.switches} switches moved off {lost // 2 or 1} lost link(s)")
+    routes.chosen, routes.moved = (basis.rule.engine, reason), done.moved
+    routes.notes.append(f"routes patched: {reason}")
+    log.info("route patch: %s", reason)
+    return routes
+
+
+def known_images(known: Subnet, rin: routing.RoutingInput) -> tuple[dict[int, bytes], str | None]:
+    """The LFT image of every switch of ``rin`` up to its highest LID, from the subnet
+    model's known tables; and why not (a block unknown)."""
+    blocks = max(rin.lid_homes, default=0) // fw.LFT_BLOCK_SIZE + 1
+    size = blocks * fw.LFT_BLOCK_SIZE
+    unknown: dict[int, int] = {}
+    for g, b in known.lft_unknown:
+        if b < blocks:
+            unknown[g] = min(b, unknown.get(g, b))
+    out = {}
+    for g in rin.switches:
+        table = known.lft.get(g, b"")
+        first = unknown.get(g, len(table) // fw.LFT_BLOCK_SIZE if len(table) < size else None)
+        if first is not None:
+            return {}, f"LFT block {first} of {rin.name(g)} is not known"
+        out[g] = bytes(table[:size])
+    return out, None
+
+
+def remember_basis(s: SweepState, spec: routing.RoutingSpec, routes: routing.Routes) -> None:
+    """What a running SM's next repair may patch these routes against (not after a dry
+    run: a plan changes no switch)."""
+    memory = s.opts.routing_memory
+    if memory is None or s.opts.dry_run:
+        return
+    rule = routes.patch_rule
+    memory.basis = None if rule is None else patchmod.Basis.of(rule, spec, s.routing_input)
 
 
 def _may_choose_dfsssp(spec: routing.RoutingSpec) -> bool:

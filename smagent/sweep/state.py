@@ -77,6 +77,7 @@ class SweepState:
     qos_dests: dict = dataclasses.field(default_factory=dict)  # with a QoS policy: `qoslayers.dlid_ports`
     qos_members: Any = None  # with a QoS policy: its groups on this fabric (`qospolicy.Membership`)
     op_vls: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)  # (guid, port) -> OperationalVLs wanted
+    settled: tuple | None = None  # the ports found as planned, for the known state (`ports.plan_ports`)
     mplan: multicast.MulticastPlan | None = None
     default_port: dict[int, int] = dataclasses.field(default_factory=dict)  # RFT switch GUID -> DefaultPort
     mft_top: dict[int, int] = dataclasses.field(default_factory=dict)  # switch GUID -> MulticastFDBTop

@@ -28,7 +28,10 @@ def read_lfts(s: SweepState) -> None:
         r.lft_current = current
         for g, table in desired.items():
             n = topo.nodes[g]
-            for b in range(len(table) // fw.LFT_BLOCK_SIZE):
+            blocks = len(table) // fw.LFT_BLOCK_SIZE
+            if table == b"".join(current.get((g, b), b"") for b in range(blocks)):
+                continue  # every block read and as planned (a repair's untouched switches): one compare
+            for b in range(blocks):
                 new = bytes(table[b * fw.LFT_BLOCK_SIZE:(b + 1) * fw.LFT_BLOCK_SIZE])
                 old = current.get((g, b))
                 if topo.unreachable and old is not None:

@@ -121,9 +121,12 @@ def test_the_item_list_is_built_once_per_known_state(monkeypatch):
     monkeypatch.setattr(audit, "items", lambda known: built.append(known) or real(known))
     for _ in range(5):
         d.status()
-    run_for(d, clock, 6)  # light sweeps, no sweep: the same known state
-    assert built == [] and d.audit.reads > 0 and d.counters.sweeps == 1
-    d.duties.sweep("again")  # a new known state: one new list
+    run_for(d, clock, 6)  # light sweeps, no sweep: the same known state, one list for all reads
+    assert built == [d.known] and d.audit.reads > 0 and d.counters.sweeps == 1
+    built.clear()
+    d.duties.sweep("again")  # a new known state: the status counts it without the list
     for _ in range(5):
-        d.status()
-    assert built == [d.known]
+        assert d.status()["audit"]["items"] == len(real(d.known))
+    assert built == []
+    run_for(d, clock, 6)  # the audit reads: one new list
+    assert built == [d.known] and d.counters.sweeps == 2

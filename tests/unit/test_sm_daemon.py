@@ -1,6 +1,7 @@
 """The daemon (`smagent.sm.daemon`) on the in-process simulator: bring-up, traps repaired
 with a TrapRepress each, light sweeps with Gets only, SMInfo answered, handover both ways,
-takeover after a silent master, LIDs kept across restarts, the control socket, and
+takeover after a silent master, LIDs kept across restarts, the control socket, a cut
+cable on a fat tree patched (only the blocks through it written), and
 PortInfo.ClientReregister once per mastership.
 
 Other SMs are the simulator's attached SMs (static SMInfo that honours the SubnSet(SMInfo)
@@ -17,6 +18,7 @@ from mad import smp as smpcodec
 from mad.attributes import CAP_IS_CLIENT_REREGISTRATION, AttrID, PortInfo, SMInfo, SMState
 from mad.forwarding import portinfo_modifier
 from mad.header import Method
+from smagent.model import topogen
 from smagent.planning import lidassign as lids
 from smagent.sm import control
 from smagent.sm.daemon import Daemon, DaemonOptions
@@ -56,16 +58,19 @@ def outbox_smps(t):
     return [smpcodec.decode(raw) for raw, _dlid in t.outbox]
 
 
-def fresh_plan_is_empty(t, d=None) -> bool:
+def fresh_plan_is_empty(t, d=None, routes: bool = True) -> bool:
     """A full plan from scratch (discovery and every table read) finds nothing to write,
     multicast as `run` programs it while no host has joined a group: the broadcast MLID
-    on no switch. With the daemon ``d``: auto keeps the engine it chose, as ``d`` does."""
+    on no switch. With the daemon ``d``: auto keeps the engine it chose, as ``d`` does.
+    ``routes`` False: LFT blocks left out (a repair that patched the routes kept them where
+    routing afresh would balance again)."""
     from smagent import sweep
     from smagent.planning import multicast
     memory = dataclasses.replace(d.opts.sweep.routing_memory) if d is not None else None
     opts = sweep.SweepOptions(force=True, mcast_groups=multicast.GroupSpec([]),
                               mcast_released=frozenset({multicast.DEFAULT_MLID}), routing_memory=memory)
-    return sweep.plan(t, opts).sets_planned == 0
+    r = sweep.plan(t, opts)
+    return r.sets_planned == (0 if routes else len(r.lft_changes))
 
 
 def all_pairs_delivered(sim) -> None:
@@ -152,6 +157,70 @@ def test_master_repairs_from_traps_and_relink_restores_the_tables():
     assert fresh_plan_is_empty(t)  # ports armed and activated, PortStateChange cleared
     assert d.last_sweep["why"].startswith("repair after trap 128")
 
+
+def lft_sets(t, since: collections.Counter) -> int:
+    return (collections.Counter(t.stats.by_kind) - since)["SubnSet(LinearForwardingTable)"]
+
+
+def blocks(sim) -> dict[tuple[str, int], bytes]:
+    return {(n.name, b): bytes(n.lft[b * 64:(b + 1) * 64]) for n in sim.switches() for b in range(len(n.lft) // 64)}
+
+
+def test_a_cut_leaf_uplink_rewrites_only_the_blocks_through_it_and_the_relink_restores_them():
+    """On a complete fat tree (auto takes ftree) the repair of a cut cable patches the
+    known routes (`smagent.routing.patch`): it writes only the LFT blocks whose entries
+    crossed the cut (ftree routing afresh rebalanced and rewrote 153 blocks of this
+    fabric's 320); the relink routes afresh and ftree, deterministic, writes back exactly
+    those blocks."""
+    t = SimTransport(topogen.fat_tree_3(8))
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10), clock=clock)
+    d.start()
+    assert d.last_sweep["ok"] and d.published_status()["routing"]["engine"] == "ftree"
+    sim = t.sim
+    before = blocks(sim)
+    kinds = collections.Counter(t.stats.by_kind)
+    peer = sim.unlink("L0", 5)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 1 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+    cut = blocks(sim)
+    changed = {k for k in before if cut[k] != before[k]}
+    written = lft_sets(t, kinds)
+    assert written == len(changed) and written <= 60, written  # routed afresh: 153
+    moved = d.last_sweep["routes_moved"]
+    assert moved > 0 and "route entries moved" in d.status()["last_change"]["what"]
+    assert "kept" in d.status()["routing"]["reason"]
+    all_pairs_delivered(sim)
+    kinds = collections.Counter(t.stats.by_kind)
+    sim.link("L0", 5, *peer)
+    run_for(d, clock, 1)
+    assert d.counters.repairs == 2 and "routes_moved" not in d.last_sweep  # a link came up: routed afresh
+    assert blocks(sim) == before and lft_sets(t, kinds) == written
+    all_pairs_delivered(sim)
+
+def test_a_repair_plans_the_ports_of_what_it_read_again_only(monkeypatch):
+    """The PortInfo of a port both of whose ends are as the last sweep left them is not
+    planned again (`sweep.ports.settled_before`): a repair plans what it read again."""
+    from smagent import linkconf
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    planned = []
+    real = linkconf.port_fields
+    monkeypatch.setattr(linkconf, "port_fields", lambda topo, n, p, o: planned.append((n.description, p)) or real(topo, n, p, o))
+    everything = sum(len(n.ports) for n in d.known.topology.nodes.values())
+    peer = t.sim.unlink("L3", 5)
+    run_for(d, clock, 1)
+    assert d.last_sweep["incremental"] and planned and len(planned) < everything // 3, (len(planned), everything)
+    topo = d.known.topology
+    read = {n.guid for n in topo.nodes.values() if n.description in ("L3", "S1")}  # the reporting switches
+    ends = {(g, p) for (g, p), (g2, _p2) in topo.links.items() if g in read or g2 in read}
+    assert {(n.description, p) for g, p in ends for n in [topo.nodes[g]]} >= set(planned) - {("S1", 0), ("L3", 0)}
+    planned.clear()
+    t.sim.link("L3", 5, *peer)
+    run_for(d, clock, 1)
+    assert d.last_sweep["incremental"] and 0 < len(planned) < everything // 3
+    assert fresh_plan_is_empty(t)  # the cable's ports armed and activated: nothing left to plan
 
 def test_light_sweep_without_change_sends_only_gets():
     t, d, clock = make(sweep_interval=2)
@@ -617,7 +686,7 @@ def test_a_lost_leaf_leaves_with_its_hosts_and_a_partial_loss_is_a_link_repair()
     assert d.counters.repairs == 1 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
     assert not gone & set(d.duties.known.topology.nodes) and not gone & set(d.sa.agent.subnet.nodes)
     _as_discovered(t, d.duties.known)
-    assert fresh_plan_is_empty(t, d)
+    assert fresh_plan_is_empty(t, d, routes=False)  # ftree afresh would balance the rest again
     all_pairs_delivered(sim)
     for p in (1, 2, 3):
         sim.unlink("S1", p)
@@ -625,7 +694,8 @@ def test_a_lost_leaf_leaves_with_its_hosts_and_a_partial_loss_is_a_link_repair()
     assert d.counters.repairs == 2 and d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
     assert sim.node("S1").guid in d.duties.known.topology.nodes
     _as_discovered(t, d.duties.known)
-    assert fresh_plan_is_empty(t, d)
+    assert fresh_plan_is_empty(t, d, routes=False)  # the routes patched off S1's lost links
+    all_pairs_delivered(sim)
 
 
 def test_a_lost_core_whose_neighbours_traps_were_lost_is_found_by_the_light_look():

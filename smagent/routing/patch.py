@@ -1,0 +1,283 @@
+"""Incremental route repair: the routes the switches hold, with only the entries whose
+path crosses a lost link or a lost switch moved.
+
+A repair that only LOST one cable, or the links of one switch (a switch gone, drained),
+and perhaps LIDs, need not route the fabric again: an engine that rebalances from scratch (ftree) would rewrite a
+third of every LFT for one cut. `patch` keeps every (switch, DLID) entry whose path to
+the DLID still exists and moves only the *broken* ones: an entry whose exit now leads
+nowhere, and every entry upstream of it (whose next-hop chain reaches such an entry).
+
+The new exits keep the promise the engine made (`PatchRule`):
+
+* up*/down* engines (ftree: its levels; updn: its ranks from its roots, ties by GUID) give
+  every switch a height; a hop to a higher switch is *up*. Old up*/down* paths and new
+  up*/down* paths under one ranking have no credit loop together (up channels ordered
+  before down ones), so a broken switch that can still reach the DLID going only down
+  does so along a shortest such path, else it goes up towards the shortest legal path
+  (updn's rule: a switch entered going down must continue down, and every switch that
+  enters a broken one is itself broken, so the patch chooses every way in). A switch
+  with no channel adapters left without a legal path (a core whose only way into a pod
+  was the lost link), and any switch towards a switch LID, gets a shortest path of any
+  shape, as the engines extend such pairs: legal paths never enter it, so only
+  management traffic takes it. A switch with channel adapters and no legal path to a
+  channel adapter's LID means the rule splits the fabric: `PatchRefused`, and the caller
+  routes afresh. Paths to switch LIDs extended that way are not up*/down*, as the
+  engines' are not: with several cables cut at once they closed a credit loop in
+  tests where the engine's did not, so only one cable or one switch's links are
+  patched (`losses`); more is routed afresh.
+* shortest-path engines (minhop, no deadlock promise): the shortest path through what
+  is left.
+
+Among the exits of least cost the least-loaded port wins (channel-adapter LIDs counted,
+as the engines count them), so a leaf's lost uplink spreads its DLIDs over the uplinks
+left. dfsssp (layers and SLs per path) and file routing give no rule: they are routed
+afresh.
+
+Pure: numpy over the LFT images, the columns of the affected DLIDs only where it can.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from smagent.routing.base import NO_PORT, PatchRule, Routes, RouteTable, RoutingError, RoutingInput
+from smagent.routing._core import Graph, fill
+
+INF = np.int32(1 << 20)
+_COLUMNS = 512  # DLIDs handled at once: bounds the (cells x neighbours) arrays
+
+
+class PatchRefused(RoutingError):
+    """The routes cannot be patched under the rule (the message says why): route afresh."""
+
+
+@dataclasses.dataclass
+class Basis:
+    """What the routes the switches hold were made on: the rule they keep, the spec that
+    made them, the switch-to-switch link ends (switch, port, neighbour) and the LID homes.
+    A running SM keeps it from sweep to sweep (`smagent.routing.auto.AutoMemory.basis`);
+    a patch keeps its rule (the ranking of the routes it kept) and takes the new fabric."""
+    rule: PatchRule
+    spec: object
+    links: frozenset[tuple[int, int, int]]
+    homes: dict[int, tuple[int, int]]
+
+    @classmethod
+    def of(cls, rule: PatchRule, spec: object, rin: RoutingInput) -> "Basis":
+        return cls(rule, spec, _link_ends(rin), dict(rin.lid_homes))
+
+
+def _link_ends(rin: RoutingInput) -> frozenset[tuple[int, int, int]]:
+    return frozenset((g, p, g2) for g, lst in rin.adjacency.items() for p, g2 in lst)
+
+
+def losses(basis: Basis, rin: RoutingInput) -> tuple[set[int], int, str | None]:
+    """What ``rin`` lost since ``basis``: the switches that lost a link end, how many link
+    ends were lost, and why the routes cannot be patched (None: they can, only links,
+    switches and LIDs were lost)."""
+    now = _link_ends(rin)
+    if now == basis.links:
+        return set(), 0, "no link was lost"
+    gained = now - basis.links
+    if gained:
+        g, p, _ = min(gained)
+        return set(), 0, f"a link came up ({rin.name(g)} port {p})"
+    moved = [lid for lid, home in rin.lid_homes.items() if basis.homes.get(lid) != home]
+    if moved:
+        return set(), 0, f"LID {min(moved)} is new or moved"
+    lost = basis.links - now
+    common = set.intersection(*({g, g2} for g, _, g2 in lost))
+    if not common:  # measured: several cuts at once can close a loop through switch-LID paths
+        return set(), len(lost), f"{len(lost) // 2} links lost at once, not one cable or one switch's links"
+    return {g for g, _, _ in lost if g in rin.num_ports}, len(lost), None
+
+
+@dataclasses.dataclass
+class Patched:
+    """What `patch` did: the routes, entries moved, DLIDs they belong to, switches touched."""
+    routes: Routes
+    moved: int
+    dlids: int
+    switches: int
+
+
+def patch(rin: RoutingInput, old: Mapping[int, bytes | bytearray], rule: PatchRule,
+          suspects: set[int] | None = None) -> Patched:
+    """The routes of ``old`` (switch GUID -> its LFT image, as the switches hold it) on
+    the fabric ``rin`` (which only lost links, switches or LIDs since), broken entries
+    moved under ``rule``. ``suspects``: the switches that lost a link (None: every switch
+    is scanned for exits that lead nowhere). PatchRefused when the rule finds no path."""
+    G = Graph(rin)
+    S, L = G.S, G.max_lid + 1
+    missing = [g for g in G.guids if g not in old]
+    if missing:
+        raise PatchRefused(f"no known forwarding table of {rin.name(missing[0])}")
+    heights = None
+    if rule.heights is not None:
+        absent = [g for g in G.guids if g not in rule.heights]
+        if absent:
+            raise PatchRefused(f"{rin.name(absent[0])} has no place in the ranking the routes were made under")
+        heights = np.array([rule.heights[g] for g in G.guids], np.int64)
+    T = np.full((S, L), NO_PORT, np.uint8)
+    for x, g in enumerate(G.guids):
+        row = np.frombuffer(bytes(old[g][:L]), np.uint8)
+        T[x, :len(row)] = row
+    home_x = np.full(L, -1, np.int64)
+    home_p = np.zeros(L, np.int64)
+    is_ca = np.zeros(L, bool)
+    for x in range(S):
+        for lid, p in G.local[x]:
+            home_x[lid], home_p[lid], is_ca[lid] = x, p, p != 0
+    routed = home_x >= 0
+    before = T.copy()
+    T[:, ~routed] = NO_PORT  # LIDs gone from the fabric: no route
+    homed = np.flatnonzero(routed)
+    T[home_x[homed], homed] = home_p[homed]  # the home switch delivers (port 0: itself)
+    portmap = np.full((S, 256), -1, np.int64)  # (switch, port) -> neighbour index
+    for x in range(S):
+        for p, y in G.port_nbr[x].items():
+            portmap[x, p] = y
+    rows = range(S) if suspects is None else sorted(G.index[g] for g in suspects if g in G.index)
+    cols = _affected(T, portmap, home_x, routed, rows)
+    for a in range(0, len(cols), _COLUMNS):
+        _repair(G, T, portmap, heights, home_x, is_ca, cols[a:a + _COLUMNS])
+    changed = T != before
+    routes = Routes({g: RouteTable(bytearray(T[x].tobytes()), G.all_lids) for x, g in enumerate(G.guids)})
+    routes.patch_rule = rule
+    return Patched(routes, int(changed.sum()), int(changed.any(0).sum()), int(changed.any(1).sum()))
+
+
+def _affected(T: np.ndarray, portmap: np.ndarray, home_x: np.ndarray, routed: np.ndarray, rows) -> np.ndarray:
+    """The DLIDs (ascending) some scanned switch sends out of a port that leads nowhere."""
+    hit = np.zeros(T.shape[1], bool)
+    for x in rows:
+        dead = (portmap[x][T[x]] < 0) & routed & (home_x != x)
+        hit |= dead
+    return np.flatnonzero(hit)
+
+
+def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | None, home_x: np.ndarray,
+            is_ca: np.ndarray, cols: np.ndarray) -> None:
+    """New exits for the broken entries of the DLIDs ``cols``, written into T."""
+    S, C = T.shape[0], len(cols)
+    at = np.arange(C)
+    sub = T[:, cols]
+    nxt = portmap[np.arange(S)[:, None], sub]  # next switch (-1: none)
+    home = home_x[cols]
+    nxt[home, at] = -2  # delivered here
+    broken = nxt == -1
+    while True:  # upstream closure: whoever's chain reaches a broken entry is broken
+        more = broken | ((nxt >= 0) & broken[np.maximum(nxt, 0), at])
+        if (more == broken).all():
+            break
+        broken = more
+    # what the kept paths cost (hops to the home), whether they only go down, and whether
+    # they are up*/down* (an engine's extended management path is not: never enter it)
+    kept = np.where(nxt == -2, 0, INF)
+    down_only = nxt == -2
+    legal = nxt == -2
+    fine = (nxt >= 0) & ~broken
+    to = np.maximum(nxt, 0)
+    goes_down = np.zeros_like(fine) if heights is None else heights[to] < heights[:, None]
+    while True:
+        k2 = np.where(fine, kept[to, at] + 1, kept)
+        d2 = np.where(fine, down_only[to, at] & goes_down, down_only)
+        l2 = np.where(fine, d2 | (~goes_down & legal[to, at]), legal)
+        if (k2 == kept).all() and (d2 == down_only).all() and (l2 == legal).all():
+            break
+        kept, down_only, legal = k2, d2, l2
+    r, c = np.nonzero(broken)
+    if not len(r):
+        return
+    nb, pad = _neighbours(G, r)
+    nbs = np.where(pad, 0, nb)
+    if heights is None:
+        cost = _relax(np.where(broken, INF, kept), r, c, nbs, pad)
+        cand = ~pad & (cost[nbs, c[:, None]] == cost[r, c][:, None] - 1)
+        reach = cost[r, c] < INF
+    else:
+        up = ~pad & (heights[nbs] > heights[r][:, None])
+        down = ~pad & ~up
+        dd = _relax(np.where(broken, INF, np.where(down_only, kept, INF)), r, c, nbs, ~down)
+        full = np.where(broken, dd, np.where(legal, kept, INF))
+        full = _relax(full, r, c, nbs, ~up, only=dd[r, c] >= INF)
+        ext = _relax(np.where(broken, full, kept), r, c, nbs, pad, only=full[r, c] >= INF)
+        value = lambda a: a[nbs, c[:, None]] == a[r, c][:, None] - 1  # noqa: E731
+        cand = np.where((dd[r, c] < INF)[:, None], down & value(dd),
+                        np.where((full[r, c] < INF)[:, None], up & value(full), ~pad & value(ext)))
+        illegal = full[r, c] >= INF
+        ca_switch = np.array([bool(G.ca_lids[x]) for x in range(S)])
+        split = illegal & ca_switch[r] & is_ca[cols[c]]  # switch LIDs are extended as the engines do
+        if split.any():
+            i = int(np.argmax(split))
+            raise PatchRefused(f"no up*/down* path from {G.name(int(r[i]))} to LID {int(cols[c[i]])} "
+                               f"under the ranking the routes were made under")
+        reach = ext[r, c] < INF
+    if not reach.all():
+        i = int(np.argmin(reach))
+        raise PatchRefused(f"no path from {G.name(int(r[i]))} to LID {int(cols[c[i]])}: the switch graph is split")
+    _assign(G, T, cols, r, c, cand, nb, is_ca)
+
+
+def _neighbours(G: Graph, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``rows`` its neighbours (padded with -1) and where the padding is."""
+    deg = max((len(G.nbrs[x]) for x in set(rows.tolist())), default=0)
+    table = np.full((G.S, max(deg, 1)), -1, np.int64)
+    for x in set(rows.tolist()):
+        table[x, :len(G.nbrs[x])] = G.nbrs[x]
+    nb = table[rows]
+    return nb, nb < 0
+
+
+def _relax(dist: np.ndarray, r: np.ndarray, c: np.ndarray, nbs: np.ndarray, barred: np.ndarray,
+           only: np.ndarray | None = None) -> np.ndarray:
+    """Shortest hop counts at the broken cells (r, c), through neighbours not ``barred``,
+    over ``dist`` (what the other cells cost), repeated until nothing improves; cells
+    outside ``only`` keep their value."""
+    if only is not None:
+        r, c, nbs, barred = r[only], c[only], nbs[only], barred[only]
+    if not len(r):
+        return dist
+    while True:
+        via = np.where(barred, INF, dist[nbs, c[:, None]]).min(1) + 1
+        better = via < dist[r, c]
+        if not better.any():
+            return dist
+        dist[r[better], c[better]] = via[better]
+
+
+def _assign(G: Graph, T: np.ndarray, cols: np.ndarray, r: np.ndarray, c: np.ndarray, cand: np.ndarray,
+            nb: np.ndarray, is_ca: np.ndarray) -> None:
+    """Each broken cell its exit: the candidate port with the fewest channel-adapter LIDs
+    routed through it at that switch (the moved ones counted as they go), lowest port on
+    ties; cells of one switch with the same candidates are filled in one go (`fill`)."""
+    width = cand.shape[1]
+    weights = np.left_shift(np.uint64(1), np.arange(min(width, 64), dtype=np.uint64)) if width <= 64 else None
+    if weights is not None:
+        keys = (cand.astype(np.uint64) * weights).sum(1)
+    else:
+        packed = np.ascontiguousarray(np.packbits(cand, axis=1))
+        keys = np.unique(packed.view(np.dtype((np.void, packed.shape[1]))).ravel(), return_inverse=True)[1]
+    order = np.lexsort((cols[c], keys, r))
+    r, c, keys, cand, nb = r[order], c[order], keys[order], cand[order], nb[order]
+    starts = np.flatnonzero(np.r_[True, (r[1:] != r[:-1]) | (keys[1:] != keys[:-1])])
+    ends = np.r_[starts[1:], len(r)]
+    row_end = np.r_[np.flatnonzero(r[1:] != r[:-1]) + 1, len(r)]
+    x_prev, load = -1, [0]
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        x = int(r[a])
+        if x != x_prev:  # a new switch: what its kept entries load each port with
+            moving = np.zeros(T.shape[1], bool)
+            moving[cols[c[a:row_end[np.searchsorted(row_end, a, side="right")]]]] = True
+            load = np.bincount(T[x][is_ca & ~moving], minlength=256).tolist()
+            x_prev = x
+        ports = sorted(p for y in nb[a][cand[a]].tolist() for p in G.nbr_ports[x][y])
+        lids = cols[c[a:b]]
+        ca = lids[is_ca[lids]]
+        if len(ca):
+            T[x, ca] = fill(ports, load, len(ca))
+        sw = lids[~is_ca[lids]]
+        if len(sw):
+            T[x, sw] = min(ports, key=lambda q: (load[q], q))
