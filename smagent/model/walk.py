@@ -44,7 +44,12 @@ def lft_exit(table: bytes, dlid: int, num_ports: int, top: int | None = None, ca
     """What one LFT switch that does not own ``dlid`` does with it: the exit port (1 ..
     ``num_ports``), or why it stops there. ``top``/``cap``: LinearFDBTop/Cap where known
     (None: the table alone decides; an entry past its end is no route)."""
-    return lft_bounds(dlid, top, cap) or lft_entry(table[dlid] if dlid < len(table) else LFT_NO_PORT, num_ports)
+    if top is not None or cap is not None:
+        why = lft_bounds(dlid, top, cap)
+        if why:
+            return why
+    port = table[dlid] if dlid < len(table) else LFT_NO_PORT
+    return port if 0 < port <= num_ports else lft_entry(port, num_ports)  # the usual case without a call
 
 
 def lft_bounds(dlid: int, top: int | None, cap: int | None) -> str | None:
