@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Container, Iterable, Iterator, Mapping, S
 
 from mad.attributes import SMInfo
 from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
+from smagent.model import walk
 from smagent.model.order import opensm_key
 
 if TYPE_CHECKING:
@@ -359,34 +360,30 @@ class Subnet:
 
     def lft_exit(self, switch: int, dlid: int) -> int | None:
         """The port a switch's LFT sends ``dlid`` out of; None where it sends it nowhere (no
-        entry, NO_PORT, or port 0 at a switch that does not own the LID)."""
-        table = self.lft.get(switch, b"")
-        port = table[dlid] if dlid < len(table) else NO_PORT
-        return None if port in (0, NO_PORT) else port
+        entry, NO_PORT, a port it lacks, or port 0 at a switch that does not own the LID:
+        `model.walk.lft_exit`)."""
+        node = self.nodes.get(switch)
+        port = walk.lft_exit(self.lft.get(switch, b""), dlid, node.num_ports if node is not None else 0)
+        return port if isinstance(port, int) else None
 
     def route(self, src: tuple[int, int], dlid: int) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
         """The links a packet from port ``src`` (node GUID, port) to ``dlid`` crosses, as
-        (exit port, entry port) pairs, following the LFTs; [] when ``src`` owns ``dlid``;
-        None when the LFTs do not deliver it (no entry, a loop, a dead end)."""
+        (exit port, entry port) pairs, following the LFTs (`model.walk`); [] when ``src``
+        owns ``dlid``; None when the LFTs do not deliver it (no entry, a loop, a dead end)."""
         dest = self.lids.get(dlid)
         if dest is None:
             return None
-        node, port = self.nodes[src[0]], src[1]
-        hops: list[tuple[tuple[int, int], tuple[int, int]]] = []
-        for _ in range(64):  # IBA's DR limit is far above any real path; a loop ends here
-            if node.guid == dest[0] and (node.is_switch or port == dest[1]):
-                return hops
-            if node.is_switch:
-                exit_port = self.lft_exit(node.guid, dlid)
-                if exit_port is None:
-                    return None
-                port = exit_port
-            peer = self.links.get((node.guid, port))
-            if peer is None:
-                return None
-            hops.append(((node.guid, port), peer))
-            node, port = self.nodes[peer[0]], peer[1]
-        return None
+        nodes = self.nodes
+
+        def owns(guid: int, port: int) -> bool:
+            return guid == dest[0] and (port == dest[1] or nodes[guid].is_switch)
+
+        def exit_of(switch: int, dlid: int) -> int | str:
+            return walk.lft_exit(self.lft.get(switch, b""), dlid, nodes[switch].num_ports)
+
+        w = walk.walk(src, dlid, is_switch=lambda g: nodes[g].is_switch, owns=owns, exit_of=exit_of,
+                      link_of=self.links.get)
+        return w.hops if w.delivered else None
 
     def link_records(self) -> Iterator[tuple[int, int, int, int]]:
         """(from LID, from port, to port, to LID) of every link, both directions."""

@@ -59,6 +59,7 @@ import time
 from mad import forwarding as fw
 from mad.attributes import PortState
 from smagent import verify
+from smagent.model.subnet import Subnet
 
 FAILING = ("loop", "misdelivered")  # outcomes that are wrong even where nothing worked before
 ABSOLUTE = ("black_hole", "own_lid_not_port0", "cdg_cycle")  # refused whatever today's tables hold
@@ -233,7 +234,8 @@ def snapshot(r, *, planned: bool) -> verify.Snapshot:
         if all((n.guid, b) in rft_blocks for b in range(nb)):
             rfts[n.guid] = verify.rft_entries([e for b in range(nb) for e in rft_blocks[(n.guid, b)]],
                                               si.random_fdb_cap)
-    snap = verify.snapshot_of(topo, lfts, rfts, None, unreached=[dict(u) for u in topo.unreached])
+    snap = verify.Snapshot.of(Subnet.build(topo, lfts), rfts, mcast=False,
+                              unreached=[dict(u) for u in topo.unreached])
     # routes only: the link checks (MTU, VLs, SL2VL, partitions) refuse nothing here, and
     # cost a quarter of the check on a large fabric; `verify` runs them on live tables
     snap.port_info = {}

@@ -101,7 +101,7 @@ lower rate keeps traffic flowing, only slower):
 ``link_below_capability``  NeighborMTU or OperationalVLs agreeing on both ends but
                            below the smaller MTUCap / VLCap of the two
 
-Modules: `model` (Snapshot, Report, the shared net), `collect` (the only I/O: reads),
+Modules: `model` (Snapshot, a view of the subnet model: `Snapshot.of`; Report, the shared net), `collect` (the only I/O: reads),
 `unicast` (routes, LIDs, the walk), `links` (link checks), `cdg` (credit loops), `mcast`
 (multicast trees), `partitions` (P_Key tables against the partitions); this package's `check` runs them all, `verify` reads and checks.
 """
@@ -111,19 +111,19 @@ import time
 
 from smagent.transport.base import Transport
 from smagent.verify.cdg import _check_cdg, find_cycle, vl_deps
-from smagent.verify.collect import collect, mft_groups, rft_entries, snapshot_of
+from smagent.verify.collect import collect, rft_entries
 from smagent.verify.linkconf import _check_links, data_hops
 from smagent.verify.mft import _check_mcast, group_defects
 from smagent.verify.isolation import _check_partition_rules
 from smagent.verify.model import (CAUSES, EXAMPLES, WARNINGS, CaPortState, Report, Snapshot, SwitchState, _Defects,
-                                  _Net, snapshot_from_routes)
+                                  _Net, mft_groups, snapshot_from_routes)
 from smagent.verify.unicast import (PlaceOutcomes, _check_lids_and_sources, _check_own_lids, _check_ports,
                                     _check_rft_overlaps, _check_unicast, _check_unreached, black_hole_entries,
                                     _place_sources, outcomes, own_lid_entry, place_outcomes)
 
 __all__ = ["CAUSES", "EXAMPLES", "WARNINGS", "CaPortState", "PlaceOutcomes", "Report", "Snapshot", "SwitchState",
            "black_hole_entries", "check", "collect", "data_hops", "find_cycle", "group_defects", "mft_groups", "outcomes",
-           "own_lid_entry", "place_outcomes", "rft_entries", "snapshot_from_routes", "snapshot_of", "verify", "vl_deps"]
+           "own_lid_entry", "place_outcomes", "rft_entries", "snapshot_from_routes", "verify", "vl_deps"]
 
 
 def check(snap: Snapshot, examples: int = EXAMPLES, *, keep_outcomes: bool = False) -> Report:

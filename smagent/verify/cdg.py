@@ -5,6 +5,7 @@ table of each hop, `Snapshot.sl2vl`) does not deadlock, because each VL has its 
 buffers. The per-VL graph is built only when the plain one has a cycle."""
 from __future__ import annotations
 
+from smagent.model import walk
 from smagent.routing.cycles import find_cycle
 from smagent.verify.model import _Defects, _Net
 
@@ -50,10 +51,10 @@ def _exit(net: _Net, i: int, dlid: int, in_port: int) -> int | None:
         if p is None:
             return None if in_port == s.default_port else s.default_port
         return p
-    if not s.cap or dlid > s.top or dlid >= s.cap or dlid >= len(s.lft):
+    if not s.cap:
         return None
-    p = s.lft[dlid]
-    return None if p == 0xFF or p == 0 else p
+    p = walk.lft_exit(s.lft, dlid, s.num_ports, s.top, s.cap)
+    return p if p.__class__ is int else None
 
 
 def vl_deps(net: _Net) -> dict[int, dict[int, int]]:

@@ -1,21 +1,22 @@
 """The only I/O of verify: discover the fabric and read what the switches hold (LFT
 blocks by `fdb.lft.lft_blocks_to_read`, whole RFTs of RFT-only switches, MFTs, and the
 SL2VL and P_Key tables the link checks need) into a `Snapshot`, or (`collect_switches`) only
-a few switches' of a known topology; `snapshot_of` builds one from a topology and table
-contents (the plan check's planned tables too)."""
+a few switches' of a known topology; what it read is a subnet model (`Subnet.build`), the
+snapshot a view of it (`Snapshot.of`)."""
 from __future__ import annotations
 
 import dataclasses
 import time
 
 from mad import forwarding as fw
-from mad.attributes import AttrID, P_KeyTable, PortState, SLtoVLMappingTable
+from mad.attributes import AttrID, P_KeyTable, SLtoVLMappingTable
 from smagent.fdb import lft as linear, mft as multicast
 from smagent.fdb.rft import read_rft_blocks
 from smagent.fdb.switch import per_switch, read_units
 from smagent.transport.base import Transport
 from smagent.verify.linkconf import data_hops
-from smagent.verify.model import CaPortState, Snapshot, SwitchState
+from smagent.model.subnet import Subnet
+from smagent.verify.model import Snapshot
 
 
 def collect(transport: Transport, *, mcast: bool = True, links: bool = True, partitions=None,
@@ -46,11 +47,12 @@ def collect(transport: Transport, *, mcast: bool = True, links: bool = True, par
     failed("LFT", errors, unread)
     rfts, errors = _read_rfts(transport, switches)
     failed("RFT", errors, unread)
-    mfts: dict[int, dict[int, frozenset]] | None = None
+    mfts: dict = {}
     if mcast:
         mfts, errors = _read_mfts(transport, switches)
         failed("MFT", errors, mft_unread)
-    snap = snapshot_of(topo, lfts, rfts, mfts, unread=unread, mft_unread=mft_unread, unreached=unreached)
+    snap = Snapshot.of(Subnet.build(topo, lfts, mfts), rfts, mcast=mcast, unread=unread, mft_unread=mft_unread,
+                       unreached=unreached)
     if partitions is not None:
         from smagent.config import partitions as partmod
         snap.partition_rules = partmod.resolve(partitions, topo).ports
@@ -87,7 +89,7 @@ def collect_switches(transport: Transport, topo, ports: dict[int, set[int]]) -> 
     _failed(topo, unreached, "LFT", errors, unread)
     mfts, errors = _read_mfts(transport, list(fresh.values()), {g: ports[g] for g in fresh})
     _failed(topo, unreached, "MFT", errors, mft_unread)
-    snap = snapshot_of(view, lfts, {}, mfts, unread=unread, mft_unread=mft_unread, unreached=unreached)
+    snap = Snapshot.of(Subnet.build(view, lfts, mfts), unread=unread, mft_unread=mft_unread, unreached=unreached)
     snap.smps, snap.seconds = transport.stats.sent - sent0, time.monotonic() - t0
     return snap
 
@@ -99,32 +101,6 @@ def _failed(topo, unreached: list[dict], what: str, errors: list[tuple[int, str]
         into.add(g)
         unreached.append({"where": f"{n.description} ({what})", "path": list(n.path), "node": n.description,
                           "guid": f"0x{g:016x}", "port": None, "error": err})
-
-
-def snapshot_of(topo, lfts: dict, rfts: dict, mfts: dict | None, *, unread=frozenset(), mft_unread=frozenset(),
-                unreached=None) -> Snapshot:
-    """A Snapshot of a discovered topology (PortInfo and SwitchInfo as its nodes hold
-    them) and table contents: LFT blocks {(GUID, block): bytes}, valid RFT entries {GUID:
-    ((base, lmc, port), ...)} (`rft_entries`), MFT groups {GUID: {MLID: ports}}
-    (`mft_groups`; None: multicast is not checked). `collect` builds one from what it
-    read; a sweep from what its plan would leave (`smagent.sweep.plancheck`)."""
-    states = {}
-    for n in topo.switches():
-        states[n.guid] = _switch_state(n, lfts, rfts.get(n.guid), (mfts or {}).get(n.guid, {}))
-        states[n.guid].read = n.guid not in unread
-        states[n.guid].mft_read = n.guid not in mft_unread and n.guid not in unread
-    ca_ports = {}
-    for n in topo.cas():
-        for p in n.lid_ports():
-            pi = n.ports.get(p)
-            if pi is not None:
-                ca_ports[(n.guid, p)] = CaPortState(n.guid, p, n.description, pi.lid, pi.lmc,
-                                                    pi.port_state == PortState.ACTIVE)
-    return Snapshot(states, ca_ports, dict(topo.links), mcast_read=mfts is not None,
-                    unreached=list(unreached or []),
-                    port_info={k: topo.nodes[k[0]].ports[k[1]] for k in topo.links if k[1] in topo.nodes[k[0]].ports},
-                    enforce_cap={n.guid: n.switch_info.partition_enforcement_cap for n in topo.switches()
-                                 if n.switch_info is not None})
 
 
 def _read_link_tables(transport: Transport, topo, snap: Snapshot) -> None:
@@ -244,25 +220,12 @@ def _rft_blocks(si) -> int:
     return fw.rft_block(si.random_fdb_cap - 1)[0] + 1  # the block of the last entry, and those before
 
 
-def _switch_state(n, lfts: dict, rft, mft: dict) -> SwitchState:
-    si = n.switch_info
-    p0 = n.ports.get(0)
-    active = frozenset(p for p, pi in n.ports.items() if p and pi.port_state == PortState.ACTIVE)
-    if si is None:
-        return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, b"", 0, 0, active)
-    lft = b"".join(bytes(lfts.get((n.guid, b), [fw.LFT_NO_PORT] * fw.LFT_BLOCK_SIZE))
-                   for b in linear.lft_blocks_to_read(si))
-    lmc = p0.lmc if p0 is not None and si.enhanced_port0 else 0
-    return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, lft, si.linear_fdb_top,
-                       si.linear_fdb_cap, active, mft, rft, si.default_port, lmc)
-
-
 def _read_mfts(transport: Transport, switches, only: dict[int, set[int]] | None = None) -> tuple[dict, list]:
-    """Every MFT unit of ``switches`` (with ``only`` {GUID: ports}: the positions of those ports)."""
-    wanted, ports = [], {}
+    """Every MFT unit of ``switches`` (with ``only`` {GUID: ports}: the positions of those
+    ports): {(GUID, block, position): masks}, and the errors."""
+    wanted = []
     for n in switches:
         si = n.switch_info
-        ports[n.guid] = n.num_ports
         positions = (sorted({fw.mft_position(p)[0] for p in only[n.guid]}) if only is not None
                      else range(fw.mft_positions_for(n.num_ports)))
         if si.multicast_fdb_cap:
@@ -270,16 +233,4 @@ def _read_mfts(transport: Transport, switches, only: dict[int, set[int]] | None 
                        for pos in positions]
     got, errors = multicast.read_mft_units(transport, wanted)
     failed = _first_errors(errors, [g for g, _p, b, pos in wanted if (g, b, pos) not in got])
-    return mft_groups(got, ports), failed
-
-
-def mft_groups(units: dict, num_ports: dict) -> dict[int, dict[int, frozenset]]:
-    """MFT units {(GUID, block, position): 32 PortMasks} as `SwitchState.mft` holds them:
-    {GUID: {MLID: ports}} (ports a switch does not have are left out)."""
-    out: dict[int, dict[int, set]] = {}
-    for (g, b, pos), masks in units.items():
-        for i, mask in enumerate(masks):
-            if mask:
-                mp = {p for p in fw.mask_ports(mask, pos) if p <= num_ports[g]}
-                out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(mp)
-    return {g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()}
+    return got, failed

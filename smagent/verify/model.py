@@ -1,14 +1,17 @@
-"""What the checks work on: the `Snapshot` of a fabric's tables (built by `collect`, by
-the plan check, or by hand), the `Report` they fill, and `_Net`, the numbering of switches
+"""What the checks work on: the `Snapshot` of a fabric's tables (a view of the subnet model,
+`Snapshot.of`, which `collect` and the plan check build; or by hand), the `Report` they fill, and `_Net`, the numbering of switches
 and places every check shares (see the package docstring for the rules)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from mad import forwarding as fw
+from mad.attributes import PortState
+from smagent.fdb.lft import lft_blocks_to_read
 
 if TYPE_CHECKING:
+    from smagent.model.subnet import Subnet
     from smagent.verify.unicast import PlaceOutcomes
 
 
@@ -107,6 +110,63 @@ class Snapshot:
     lid_ports: dict | None = None
     # with a QoS policy: who is in its port groups on this fabric (`qospolicy.Membership`)
     qos_members: Any = None
+
+    @classmethod
+    def of(cls, subnet: Subnet, rfts: dict | None = None, *, mcast: bool = True, unread=frozenset(),
+           mft_unread=frozenset(), unreached=None) -> Snapshot:
+        """A view of the subnet model ``subnet`` for the checks: its nodes (PortInfo and
+        SwitchInfo as held), cables, LFTs (each 0 .. `fdb.lft.lft_blocks_to_read`, unknown
+        entries 255) and MFT units; beside them what verify knows and the model does not:
+        the valid RFT entries {GUID: ((base, lmc, port), ...)} (`collect.rft_entries`),
+        whether multicast is checked (``mcast``), the switches whose unicast tables
+        (``unread``) or MFTs (``mft_unread``) did not answer, and what did not answer
+        (``unreached``). `collect` builds one from what it read; the plan check from what
+        its plan would leave (`smagent.sweep.plancheck`)."""
+        topo, rfts = subnet.topology, rfts or {}
+        mfts = mft_groups(subnet.mft, {n.guid: n.num_ports for n in topo.switches()})
+        states = {}
+        for n in topo.switches():
+            states[n.guid] = _switch_state(n, subnet.lft.get(n.guid, b""), rfts.get(n.guid), mfts.get(n.guid, {}))
+            states[n.guid].read = n.guid not in unread
+            states[n.guid].mft_read = n.guid not in mft_unread and n.guid not in unread
+        ca_ports = {}
+        for n in topo.cas():
+            for p in n.lid_ports():
+                pi = n.ports.get(p)
+                if pi is not None:
+                    ca_ports[(n.guid, p)] = CaPortState(n.guid, p, n.description, pi.lid, pi.lmc,
+                                                        pi.port_state == PortState.ACTIVE)
+        return cls(states, ca_ports, dict(topo.links), mcast_read=mcast, unreached=list(unreached or []),
+                   port_info={k: topo.nodes[k[0]].ports[k[1]] for k in topo.links if k[1] in topo.nodes[k[0]].ports},
+                   enforce_cap={n.guid: n.switch_info.partition_enforcement_cap for n in topo.switches()
+                                if n.switch_info is not None})
+
+
+def _switch_state(n, table: bytes, rft, mft: dict) -> SwitchState:
+    """A switch as the checks see it: ``table`` its whole LFT as the model holds it, cut or
+    padded with 255 to the blocks a reader of whole LFTs reads (`lft_blocks_to_read`)."""
+    si = n.switch_info
+    p0 = n.ports.get(0)
+    active = frozenset(p for p, pi in n.ports.items() if p and pi.port_state == PortState.ACTIVE)
+    if si is None:
+        return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, b"", 0, 0, active)
+    size = len(lft_blocks_to_read(si)) * fw.LFT_BLOCK_SIZE
+    lft = table if len(table) == size else (table + bytes([fw.LFT_NO_PORT]) * max(0, size - len(table)))[:size]
+    lmc = p0.lmc if p0 is not None and si.enhanced_port0 else 0
+    return SwitchState(n.guid, n.description, n.num_ports, p0.lid if p0 else 0, lft, si.linear_fdb_top,
+                       si.linear_fdb_cap, active, mft, rft, si.default_port, lmc)
+
+
+def mft_groups(units: Mapping, num_ports: dict) -> dict[int, dict[int, frozenset]]:
+    """MFT units {(GUID, block, position): 32 PortMasks} as `SwitchState.mft` holds them:
+    {GUID: {MLID: ports}} (ports a switch does not have are left out)."""
+    out: dict[int, dict[int, set]] = {}
+    for (g, b, pos), masks in units.items():
+        for i, mask in enumerate(masks):
+            if mask:
+                mp = {p for p in fw.mask_ports(mask, pos) if p <= num_ports[g]}
+                out.setdefault(g, {}).setdefault(fw.mft_mlid(b, i), set()).update(mp)
+    return {g: {m: frozenset(p) for m, p in d.items()} for g, d in out.items()}
 
 
 @dataclasses.dataclass

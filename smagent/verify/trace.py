@@ -3,11 +3,11 @@ switches' LFTs by directed route, without the SA (what ``ibtracert SRC DST`` pri
 
 Discovery gives the cabling, the LIDs and each switch's DR path; then, hop by hop, the
 one LFT block holding the DLID is read from the switch the packet is at (one Get a
-switch), and the packet follows the entry over the discovered link. The forwarding rules
-are `verify`'s (package docstring): a switch owning the DLID takes it at port 0; a DLID
-above LinearFDBTop, an entry of 255 or a port the switch lacks drops it; the exit port
-must be linked; a CA port takes only its own LIDs. A route that revisits a switch is a
-loop. A switch without an LFT (an RFT switch) is not followed: the trace says so.
+switch), and the packet follows the entry over the discovered link: `model.walk`'s walk
+and rule (a switch owning the DLID takes it at port 0; a DLID above LinearFDBTop, an entry
+of 255 or a port the switch lacks drops it; the exit port must be linked; a CA port takes
+only its own LIDs; a route that revisits a switch is a loop), the entries read here. A
+switch without an LFT (an RFT switch) is not followed: the trace says so.
 
 `Trace.lines` is ibtracert's text (``-n``: its simple format); `Trace.as_json` the same
 as fields. The source is a port: a CA named by node (GUID, description, path) is traced
@@ -21,8 +21,9 @@ from mad import forwarding as fw
 from smagent.discovery import targets
 from smagent.fdb import lft as linear
 from smagent.fdb.switch import TableFailure
+from smagent.model import walk
 
-MAX_HOPS = 64  # a DR path's limit; a longer walk is a loop anyway
+MAX_HOPS = walk.MAX_HOPS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,53 +132,53 @@ def trace(transport, src: str, dst: str, topology=None) -> Trace:
     return t
 
 
-def _owns(end: End, dlid: int) -> bool:
-    base = end.lid & ~((1 << end.lmc) - 1)
-    return bool(end.lid) and base <= dlid < base + (1 << end.lmc)
-
-
 def _walk(transport, topo, node, port: int, dlid: int, t: Trace) -> str | None:
-    """Fill ``t.hops`` and ``t.dest``; returns why the packet was not delivered (None: it was)."""
-    here, seen = t.source, set()
-    for _ in range(MAX_HOPS):
-        if _owns(here, dlid):
-            t.dest = dataclasses.replace(here, port=0) if here.switch else here  # a switch takes it at port 0
-            return None
-        if not node.is_switch:
-            if t.hops:
-                return f"LID {dlid} reached {node.description!r} port {port}, which does not own it (misdelivered)"
-            out = port  # a CA sends out of the port it sends from
-        else:
-            if node.guid in seen:
-                return f"loop: the route to LID {dlid} comes back to {node.description!r}"
-            seen.add(node.guid)
-            out, why = _exit(transport, node, dlid)
-            if why:
-                return why
-        peer = topo.links.get((node.guid, out))
-        if peer is None:
-            return f"{node.description!r} sends LID {dlid} out of port {out}, which has no link"
-        node, port = topo.nodes[peer[0]], peer[1]
-        here = _end(node, port)
-        t.hops.append((out, here))
-    return f"more than {MAX_HOPS} hops"
+    """Fill ``t.hops`` and ``t.dest`` by `model.walk`, each switch's LFT entry read as the
+    packet gets there; returns why the packet was not delivered (None: it was)."""
+    nodes = topo.nodes
+
+    def owns(guid: int, port: int) -> bool:
+        end = _end(nodes[guid], port)
+        base = end.lid & ~((1 << end.lmc) - 1)
+        return bool(end.lid) and base <= dlid < base + (1 << end.lmc)
+
+    w = walk.walk((node.guid, port), dlid, is_switch=lambda g: nodes[g].is_switch, owns=owns,
+                  exit_of=lambda g, d: _exit(transport, nodes[g], d), link_of=topo.links.get, max_hops=MAX_HOPS)
+    t.hops = [(out, _end(nodes[peer[0]], peer[1])) for (_, out), peer in w.hops]
+    at, at_port = nodes[w.at[0]], w.at[1]
+    if w.delivered:
+        here = _end(at, at_port)
+        t.dest = dataclasses.replace(here, port=0) if here.switch else here  # a switch takes it at port 0
+        return None
+    if w.stop == walk.MISDELIVERED:
+        return f"LID {dlid} reached {at.description!r} port {at_port}, which does not own it (misdelivered)"
+    if w.stop == walk.LOOP:
+        return f"loop: the route to LID {dlid} comes back to {at.description!r}"
+    if w.stop == walk.UNLINKED:
+        return f"{at.description!r} sends LID {dlid} out of port {at_port}, which has no link"
+    if w.stop == walk.TOO_LONG:
+        return f"more than {MAX_HOPS} hops"
+    return str(w.detail)  # `_exit`'s words
 
 
-def _exit(transport, node, dlid: int) -> tuple[int, str | None]:
-    """The port switch ``node``'s LFT sends ``dlid`` out of (one block read), or why none."""
+def _exit(transport, node, dlid: int) -> int | tuple[str, str]:
+    """The port switch ``node``'s LFT sends ``dlid`` out of (one block read), or (why none,
+    in words)."""
     si, name = node.switch_info, repr(node.description)
     if si is None or not si.linear_fdb_cap:
-        return 0, f"{name} has no linear forwarding table (LinearFDBCap 0): not traced"
-    if dlid > si.linear_fdb_top or dlid >= si.linear_fdb_cap:
-        return 0, f"{name} drops LID {dlid}: above its LinearFDBTop {si.linear_fdb_top}"
+        return "no_lft", f"{name} has no linear forwarding table (LinearFDBCap 0): not traced"
+    why = walk.lft_bounds(dlid, si.linear_fdb_top, si.linear_fdb_cap)
+    if why:
+        return why, f"{name} drops LID {dlid}: above its LinearFDBTop {si.linear_fdb_top}"
     block, i = fw.lft_block(dlid)
     try:
         entry = linear.read_lft(transport, targets.Target(path=node.path), [block])[block][i]
     except TableFailure as e:
-        return 0, f"{name}: its LFT block {block} could not be read ({e})"
-    if entry == fw.LFT_NO_PORT:
-        return 0, f"{name} drops LID {dlid}: LFT entry 255 (no route)"
-    if entry == 0 or entry > node.num_ports:
+        return "unread", f"{name}: its LFT block {block} could not be read ({e})"
+    out = walk.lft_entry(entry, node.num_ports)
+    if out == walk.NO_ROUTE:
+        return out, f"{name} drops LID {dlid}: LFT entry 255 (no route)"
+    if isinstance(out, str):
         what = "port 0 (itself), but the LID is not its own" if entry == 0 else f"port {entry}, which it lacks"
-        return 0, f"{name} sends LID {dlid} to {what}"
-    return entry, None
+        return out, f"{name} sends LID {dlid} to {what}"
+    return out

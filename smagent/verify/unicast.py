@@ -1,13 +1,15 @@
 """Unicast routes: who owns which LID, where every source enters, the decision of one
-switch for one DLID (`_step`), the walk of every DLID from every place (in bulk through
-`smagent.verify.lftwalk` on large LFT fabrics), the defects it finds, and the table entries no
-route may hold (`black_hole_entries`, switches' own LIDs not at port 0)."""
+switch for one DLID (`_step`; what an LFT entry means is `model.walk.lft_exit`'s rule),
+the walk of every DLID from every place (in bulk through `smagent.verify.lftwalk` on large
+LFT fabrics), the defects it finds, and the table entries no route may hold
+(`black_hole_entries`, switches' own LIDs not at port 0)."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
 from mad import forwarding as fw
+from smagent.model import walk
 from smagent.verify.model import CAUSES, Snapshot, SwitchState, _Defects, _Net
 
 
@@ -161,13 +163,9 @@ def _step(net: _Net, place: int, dlid: int):
     if not s.read:
         return ("unread", None)
     if s.cap:
-        if dlid > s.top:
-            return ("above_top", s.top)
-        if dlid >= s.cap:
-            return ("above_cap", s.cap)
-        e = s.lft[dlid] if dlid < len(s.lft) else fw.LFT_NO_PORT
-        if e == fw.LFT_NO_PORT:
-            return ("no_route", e)
+        e = walk.lft_exit(s.lft, dlid, s.num_ports, s.top, s.cap)  # the rule every LFT walker follows
+        if e.__class__ is str:
+            return _lft_stop(net, i, dlid, e)
     elif net.rft_maps[i] is not None:
         e = net.rft_maps[i].get(dlid)
         if e is None:
@@ -188,6 +186,18 @@ def _step(net: _Net, place: int, dlid: int):
     if x[0] == "sw":
         return (e, net.place(x[1], x[2]))
     return DELIVERED if own == x else ("misdelivered", (i, e, net.port_name(x[1])))
+
+
+def _lft_stop(net: _Net, i: int, dlid: int, why: str):
+    """`_step`'s stop for what `model.walk.lft_exit` says of switch i's LFT entry for ``dlid``."""
+    s = net.st[i]
+    if why == walk.PORT_ZERO:
+        return ("misdelivered", (i, 0, f"{net.names[i]} (port 0)"))
+    if why == walk.ABOVE_TOP:
+        return (why, s.top)
+    if why == walk.ABOVE_CAP:
+        return (why, s.cap)
+    return (why, s.lft[dlid] if why == walk.NO_SUCH_PORT else fw.LFT_NO_PORT)
 
 
 def _stops(stp) -> bool:

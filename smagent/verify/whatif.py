@@ -14,13 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable
 
-from mad import forwarding as fw
 from smagent import discovery
+from smagent.model import walk
 from smagent.verify import balance, check
 from smagent.verify.model import Snapshot
-
-B = fw.LFT_BLOCK_SIZE
-NO_PORT = fw.LFT_NO_PORT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,22 +77,44 @@ class WhatIf:
                 f"  credit loops     {self.credit_loops}", *[f"  e.g. {e}" for e in self.examples]]
 
 
-def _walk(snap: Snapshot, src: tuple[int, int], dlid: int) -> tuple[str, list[tuple[int, int]]]:
-    """Where a packet from CA port ``src`` to ``dlid`` goes on ``snap``'s LFTs: the outcome
-    ("delivered", "dropped", "loop") and the (switch, exit port) hops."""
-    hops: list[tuple[int, int]] = []
-    at = snap.links.get(src)
-    while at is not None and len(hops) <= 64:
-        sw = snap.switches.get(at[0])
-        if sw is None:  # a CA: delivered if it owns the LID
-            c = snap.ca_ports.get(at)
-            return ("delivered" if c is not None and c.lid and c.lid <= dlid < c.lid + (1 << c.lmc) else "dropped"), hops
-        port = sw.lft[dlid] if dlid < len(sw.lft) else NO_PORT
-        hops.append((sw.guid, port))
-        if port == 0 or port == NO_PORT:
-            return "dropped", hops
-        at = snap.links.get((sw.guid, port))
-    return ("loop" if at is not None else "dropped"), hops
+class _Routes:
+    """The LFT walks (`model.walk`) on one snapshot, one per (switch a host's cable enters,
+    DLID): the hosts behind a switch share the walk from there on."""
+
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        # the DLIDs each switch and CA port takes
+        self.takes = {**{key: c.lid_range() for key, c in snap.ca_ports.items()},
+                      **{g: s.lid_range() for g, s in snap.switches.items()}}
+        self.walks: dict[tuple[int, int], tuple[str, list[tuple[int, int]]]] = {}
+
+    def walk(self, src: tuple[int, int], dlid: int) -> tuple[str, list[tuple[int, int]]]:
+        """Where a packet from CA port ``src`` to ``dlid`` goes: the outcome ("delivered",
+        "dropped", "loop") and the (switch, exit port) hops."""
+        peer = self.snap.links.get(src)
+        if peer is None:
+            return "dropped", []
+        if peer[0] not in self.snap.switches:  # a host cabled to a host
+            return self._walk(src, dlid)
+        key = (peer[0], dlid)
+        hit = self.walks.get(key)
+        if hit is None:
+            hit = self.walks[key] = self._walk(peer, dlid)
+        return hit
+
+    def _walk(self, start: tuple[int, int], dlid: int) -> tuple[str, list[tuple[int, int]]]:
+        sws, takes, none = self.snap.switches, self.takes, range(0)
+
+        def owns(guid: int, port: int) -> bool:
+            return dlid in takes.get(guid, none) or dlid in takes.get((guid, port), none)
+
+        def exit_of(guid: int, dlid: int) -> int | str:
+            sw = sws[guid]
+            return walk.lft_exit(sw.lft, dlid, sw.num_ports, sw.top, sw.cap)
+
+        w = walk.walk(start, dlid, is_switch=sws.__contains__, owns=owns, exit_of=exit_of, link_of=self.snap.links.get)
+        outcome = "delivered" if w.delivered else "loop" if w.stop in (walk.LOOP, walk.TOO_LONG) else "dropped"
+        return outcome, [out for out, _ in w.hops if out[0] in sws]
 
 
 def compare(before: Snapshot, after: Snapshot, failures: list[Failure], examples: int = 5) -> WhatIf:
@@ -103,19 +122,20 @@ def compare(before: Snapshot, after: Snapshot, failures: list[Failure], examples
     cas = [k for k, c in sorted(before.ca_ports.items()) if c.lid and k in before.links]
     pairs = lost = with_failed = rerouted = 0
     shown: list[str] = []
+    walks_before, walks_after = _Routes(before), _Routes(after)
     for src in cas:
         for dst in cas:
             if src == dst:
                 continue
             pairs += 1
             dlid = before.ca_ports[dst].lid
-            was, old = _walk(before, src, dlid)
+            was, old = walks_before.walk(src, dlid)
             if was != "delivered":
                 continue
             if src[0] in gone or dst[0] in gone or src not in after.links or dst not in after.links:
                 with_failed += 1
                 continue
-            now, new = _walk(after, src, after.ca_ports[dst].lid if dst in after.ca_ports else dlid)
+            now, new = walks_after.walk(src, after.ca_ports[dst].lid if dst in after.ca_ports else dlid)
             if now != "delivered":
                 lost += 1
                 if len(shown) < examples:
