@@ -90,7 +90,7 @@ class Walker:
             _merge(deps, np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]))
 
     def _chunk(self, dl: list[int], stop, fallback, src_rows, sending, found, deps):
-        net, S = self.net, self.S
+        net = self.net
         d = np.array(dl, np.int64)
         cols = np.arange(len(dl))
         port = self.lft[:, d]  # S x C
