@@ -284,22 +284,23 @@ def refuses(kind: str, error) -> bool:
     return Status.from_word(status_of(error.raw)).invalid_field in _UNSUPPORTED
 
 
-# Sets sent per batch: a first sweep's link tables are millions of Sets at 11,664 hosts (every
-# switch SL2VL pair), and each one's request, reply and answer bytes held at once were the
-# sweep's peak memory; a batch drains the window once, one round trip in thousands of Sets
-WRITE_BATCH = 4096
+# Gets or Sets of per-port tables sent per batch (`write`, `linkconf.io`'s reads): a first
+# sweep's link tables are millions of Sets at 11,664 hosts (every switch SL2VL pair), and
+# each one's request, reply and answer bytes held at once were the sweep's peak memory; a
+# batch drains the window once, one round trip in thousands of SMPs
+BATCH = 4096
 
 
 def write(transport, changes: list[TableChange], written: list | None = None,
           failed: set[int] | None = None, refused: list | None = None) -> list[str]:
-    """Send the Sets (in batches of `WRITE_BATCH`) and check each GetResp holds what was
+    """Send the Sets (in batches of `BATCH`) and check each GetResp holds what was
     written; the changes confirmed are appended to ``written``; ``failed`` collects the
     GUIDs of nodes a Set got no answer from; ``refused`` the changes of an `OPTIONAL` kind
     the port refused as unsupported (then not a problem)."""
     problems: list[str] = []
     encoded: dict[int, bytes] = {}  # id(new) -> its bytes: a switch's SL2VL pairs share one table
-    for i in range(0, len(changes), WRITE_BATCH):
-        batch = changes[i:i + WRITE_BATCH]
+    for i in range(0, len(changes), BATCH):
+        batch = changes[i:i + BATCH]
         reqs = []
         for c in batch:
             data = encoded.get(id(c.new))
