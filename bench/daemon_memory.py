@@ -6,6 +6,7 @@ first sweep end to end, on the in-process simulator. Each run is a fresh process
 
     python bench/daemon_memory.py                     # every fabric, every job, 1 run each
     python bench/daemon_memory.py --fabric ft3-2000 --runs 3
+    python bench/daemon_memory.py --fabric ft3-11664 --job sweep --no-qos   # no link-table Sets
 
 fabrics (smagent.model.topogen.fat_tree_3):
     ft3-2000    k=20: 2,000 hosts, 500 switches (3 levels)
@@ -17,6 +18,8 @@ jobs:
 keep and daemon then build the SA's table records of every kind (`TABLE_RECORDS`), as the
 first query of each does, and report each kind's count, time and own size (what the
 snapshot holds, the tables and LFTs the records read, is left out: counted under it).
+``--no-qos`` (sweep and keep): SL2VL/VLArb tables left alone (`LinkOptions(qos=False)`, the
+sweep's --no-qos, as `bench/largest_subnet.py` runs ibsim): no link-table Sets.
 """
 from __future__ import annotations
 
@@ -58,7 +61,7 @@ def deep_size(obj, seen: set[int] | None = None) -> int:
     return total
 
 
-def child(k: int, job: str) -> dict:
+def child(k: int, job: str, no_qos: bool = False) -> dict:
     """One job in this process: what it reports on stdout as JSON."""
     from smagent.model import topogen
     from smagent.model.subnet import Subnet
@@ -82,7 +85,9 @@ def child(k: int, job: str) -> dict:
         extra = {"daemon_mib": daemon_mib, "sim_mib": round(deep_size(t, seen) / 2**20, 1)}
     else:
         from smagent.api import Session
-        r = Session(t).sweep(keep_link_tables=job == "keep")
+        from smagent import linkconf
+        links = linkconf.LinkOptions(qos=False).check() if no_qos else None
+        r = Session(t).sweep(keep_link_tables=job == "keep", links=links)
         sub, problems, extra = Subnet.from_sweep(r), len(r.problems), {}
     seconds = time.monotonic() - t0
     if sub is None:
@@ -112,9 +117,9 @@ def _rss_mib() -> int:
         return round(int(f.read().split()[1]) * resource.getpagesize() / 2**20)
 
 
-def run_once(k: int, job: str) -> dict:
+def run_once(k: int, job: str, no_qos: bool = False) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = ["/usr/bin/time", "-v", sys.executable, __file__, "--child", str(k), job]
+    cmd = ["/usr/bin/time", "-v", sys.executable, __file__, "--child", str(k), job, *(["--no-qos"] if no_qos else [])]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     if p.returncode != 0 or m is None:
@@ -129,15 +134,18 @@ def main(argv=None) -> None:
     ap.add_argument("--fabric", action="append", choices=sorted(FABRICS), help="default: every fabric")
     ap.add_argument("--job", action="append", choices=JOBS, help="default: every job")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--no-qos", action="store_true", help="sweep and keep: no link-table Sets (the sweep's --no-qos)")
     ap.add_argument("--child", nargs=2, metavar=("K", "JOB"), help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
     if ns.child:
-        print(json.dumps(child(int(ns.child[0]), ns.child[1])))
+        print(json.dumps(child(int(ns.child[0]), ns.child[1], ns.no_qos)))
         return
     print(f"load before: {os.getloadavg()[0]:.2f}")
     for fabric in ns.fabric or list(FABRICS):
         for job in ns.job or JOBS:
-            runs = [run_once(FABRICS[fabric], job) for _ in range(ns.runs)]
+            if ns.no_qos and job == "daemon":
+                raise SystemExit("--no-qos: jobs sweep and keep only")
+            runs = [run_once(FABRICS[fabric], job, ns.no_qos) for _ in range(ns.runs)]
             med = {key: statistics.median(r[key] for r in runs) for key in ("seconds", "max_rss_mib")}
             last = runs[-1]
             print(f"{fabric:10} {job:7} wall {med['seconds']:7.1f} s  peak RSS {med['max_rss_mib']:6.0f} MiB  "

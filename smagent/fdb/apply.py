@@ -155,7 +155,7 @@ class Apply:
         return self._note(problems)
 
     def links(self, failed: set[int] | None = None, refused: list | None = None) -> list[str]:
-        """The per-port tables of the link phase, one batch; journalled by unit.
+        """The per-port tables of the link phase, in batches (`porttables.BATCH`); journalled by unit.
         ``failed`` collects the GUIDs of nodes a Set got no answer from; ``refused`` the
         changes of an optional kind a port refused (`porttables.write`)."""
         with self._closing_on_error():

@@ -284,21 +284,36 @@ def refuses(kind: str, error) -> bool:
     return Status.from_word(status_of(error.raw)).invalid_field in _UNSUPPORTED
 
 
+# Gets or Sets of per-port tables sent per batch (`write`, `linkconf.io`'s reads): a first
+# sweep's link tables are millions of Sets at 11,664 hosts (every switch SL2VL pair), and
+# each one's request, reply and answer bytes held at once were the sweep's peak memory; a
+# batch drains the window once, one round trip in thousands of SMPs
+BATCH = 4096
+
+
 def write(transport, changes: list[TableChange], written: list | None = None,
           failed: set[int] | None = None, refused: list | None = None) -> list[str]:
-    """Send the Sets (one batch) and check each GetResp holds what was written; the
-    changes confirmed are appended to ``written``; ``failed`` collects the GUIDs of
-    nodes a Set got no answer from; ``refused`` the changes of an `OPTIONAL` kind the
-    port refused as unsupported (then not a problem)."""
-    problems = []
+    """Send the Sets (in batches of `BATCH`) and check each GetResp holds what was
+    written; the changes confirmed are appended to ``written``; ``failed`` collects the
+    GUIDs of nodes a Set got no answer from; ``refused`` the changes of an `OPTIONAL` kind
+    the port refused as unsupported (then not a problem)."""
+    problems: list[str] = []
     encoded: dict[int, bytes] = {}  # id(new) -> its bytes: a switch's SL2VL pairs share one table
-    reqs = []
-    for c in changes:
-        data = encoded.get(id(c.new))
-        if data is None:
-            data = encoded[id(c.new)] = c.new.encode()
-        reqs.append(c.request(data))
-    for c, rep in zip(changes, transport.execute(reqs)):
+    for i in range(0, len(changes), BATCH):
+        batch = changes[i:i + BATCH]
+        reqs = []
+        for c in batch:
+            data = encoded.get(id(c.new))
+            if data is None:
+                data = encoded[id(c.new)] = c.new.encode()
+            reqs.append(c.request(data))
+        _check_answers(batch, transport.execute(reqs), encoded, problems, written, failed, refused)
+    return problems
+
+
+def _check_answers(changes, replies, encoded, problems, written, failed, refused) -> None:
+    """`write`'s verdict on one batch's answers."""
+    for c, rep in zip(changes, replies):
         if not rep.ok:
             if refused is not None and refuses(c.kind, rep.error):
                 refused.append(c)
@@ -314,7 +329,6 @@ def write(transport, changes: list[TableChange], written: list | None = None,
             problems.append(f"{c.name}: {c.describe()}: reads back differently")
         elif written is not None:
             written.append(c)
-    return problems
 
 
 def confirmed_units(written: list[TableChange]) -> list[TableChange]:

@@ -1,11 +1,11 @@
 """The I/O of link configuration: every table unit the options cover (`table_wants`,
-`qos.qos_units`), read in one batch, diffed into `TableChange`s (`plan_tables`); the
-Sets themselves go through `smagent.fdb.apply` (`fdb.porttables.write`)."""
+`qos.qos_units`), read in batches (`porttables.BATCH`), diffed into `TableChange`s
+(`plan_tables`); the Sets themselves go through `smagent.fdb.apply` (`fdb.porttables.write`)."""
 from __future__ import annotations
 
 from typing import Any
 
-from smagent.fdb.porttables import LINK_TABLES, TableChange, Want, same_table
+from smagent.fdb.porttables import BATCH, LINK_TABLES, TableChange, Want, same_table
 from smagent.linkconf import pkeys
 from smagent.config.linkoptions import QOS_AUTO, LinkOptions
 from smagent.linkconf.qos import (QosUnit, _ca_ports, _ca_qos_wants, _switch_out_ports, _switch_out_wants, _sw0_wants,
@@ -52,7 +52,15 @@ def _read(transport, wants: list[Want], failed: set[int] | None = None, seen: di
     # (kind, bytes read) -> their table, decoded once (as ``seen`` holds it): most ports hold
     # the same few tables, found by their bytes instead of decoded and interned again
     same: dict[tuple[str, bytes], Any] = {}
-    for w, rep in zip(wants, transport.execute([w.get() for w in wants])):
+    for i in range(0, len(wants), BATCH):  # a batch's requests and answers alive at a time
+        batch = wants[i:i + BATCH]
+        _judge(batch, transport.execute([w.get() for w in batch]), same, got, problems, failed, seen)
+    return got, problems
+
+
+def _judge(wants, replies, same, got, problems, failed, seen) -> None:
+    """`_read`'s values and problems of one batch's answers."""
+    for w, rep in zip(wants, replies):
         if rep.ok:
             raw = (w.kind, rep.data)
             value = same.get(raw)
@@ -68,7 +76,6 @@ def _read(transport, wants: list[Want], failed: set[int] | None = None, seen: di
             problems.append(f"{w.name}: {rep.request.describe()} failed ({rep.error}); not written")
             if failed is not None and isinstance(rep.error, SmpTimeout):
                 failed.add(w.guid)
-    return got, problems
 
 
 def _diff(read: list) -> list[TableChange]:
@@ -92,7 +99,7 @@ def _diff(read: list) -> list[TableChange]:
 
 def read_and_diff(transport, wants: list[Want], failed: set[int] | None = None, seen: dict | None = None
                   ) -> tuple[list[TableChange], list[str]]:
-    """Get every wanted unit (one batch) and return the Sets needed, and problems."""
+    """Get every wanted unit (in batches of `BATCH`) and return the Sets needed, and problems."""
     read, problems = _read(transport, wants, failed, seen)
     pkeys.settle(read)
     return _diff(read), problems
@@ -100,8 +107,8 @@ def read_and_diff(transport, wants: list[Want], failed: set[int] | None = None, 
 
 def read_and_repair(transport, units: list[QosUnit], failed: set[int] | None = None, seen: dict | None = None
                     ) -> tuple[list[TableChange], list[str], list[str]]:
-    """qos "auto": read each unit's probe (one batch); where its tables are unusable, read
-    the unit's other tables (one batch) and plan for all of them what "always" plans.
+    """qos "auto": read each unit's probe (a pass in batches); where its tables are unusable,
+    read the unit's other tables (another) and plan for all of them what "always" plans.
     Returns (changes, problems, notes)."""
     flat = [(i, w) for i, u in enumerate(units) for w in u.probe]
     probes, problems = _read(transport, [w for _i, w in flat], failed, seen)

@@ -497,20 +497,27 @@ class InterningTables(dict):
         super().__setitem__(key, table)
 
     def update(self, *args: Any, **kw: Any) -> None:  # dict.update would bypass __setitem__
-        items = dict(*args, **kw)  # holds every table while its id stands for it below
         # a sweep's confirmed Sets share a few table objects (2 million SL2VL units on
-        # 11,664 hosts): each object's key worked out once, not once per unit
-        by_id: dict[int, Any] = {}
+        # 11,664 hosts): each object's key worked out once, not once per unit; the pairs
+        # are taken as they come (a copy of them all was 2 million entries more at the peak)
+        by_id: dict[int, tuple[Any, Any]] = {}  # id -> (the table, held so the id stays its; interned)
         put = super().__setitem__
-        for key, table in items.items():
-            one = by_id.get(id(table))
-            if one is None:
-                one = by_id[id(table)] = self._interned.setdefault(table_key(table), table)
-                self._held.add(id(one))
-            put(key, one)
+        for key, table in _pairs(args, kw):
+            hit = by_id.get(id(table))
+            if hit is None:
+                hit = by_id[id(table)] = (table, self._interned.setdefault(table_key(table), table))
+                self._held.add(id(hit[1]))
+            put(key, hit[1])
 
     def __reduce__(self):  # copy/pickle as what it holds
         return (type(self), (dict(self),))
+
+
+def _pairs(args: tuple, kw: dict) -> Iterator[tuple[Any, Any]]:
+    """The (key, value) pairs ``dict.update(*args, **kw)`` would store, in its order."""
+    for a in args:
+        yield from ((k, a[k]) for k in a.keys()) if hasattr(a, "keys") else a
+    yield from kw.items()
 
 
 def table_key(table: Any) -> tuple:

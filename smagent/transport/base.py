@@ -560,6 +560,7 @@ class Transport:
                 self.between_rounds()
         if answered:
             self.policy.answered_many(answered, retries)
+        self._replies = []  # the caller holds them now: kept here they would outlive its use
         if check:
             for r in replies:
                 if r.error is not None:

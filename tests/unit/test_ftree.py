@@ -152,8 +152,11 @@ def brute_force_loads(fabric, snap):
     return pairs, loads
 
 
-@pytest.mark.parametrize("engine", ["minhop", "ftree"])
-def test_balance_matches_a_brute_force_walk(engine):
+@pytest.mark.parametrize("engine, cells", [("minhop", None), ("ftree", None), ("ftree", 1)])
+def test_balance_matches_a_brute_force_walk(engine, cells, monkeypatch):
+    """``cells`` 1: one DLID at a time (`balance.CELLS`), the same figures."""
+    if cells is not None:
+        monkeypatch.setattr(balance, "CELLS", cells)
     fabric = damaged_ft2()
     rin = rin_of(fabric, 1)
     snap = verify.snapshot_from_routes(fabric, route(engine, rin), lmc=1)

@@ -115,6 +115,11 @@ def test_a_sweep_holds_equal_tables_once(swept):
     kept[("sl2vl", 1, 0, 2)] = b
     kept.update({("sl2vl", 2, 0, 1): b, ("sl2vl", 2, 0, 2): c})
     assert kept[("sl2vl", 1, 0, 2)] is a and kept[("sl2vl", 2, 0, 1)] is a and kept[("sl2vl", 2, 0, 2)] is c
+    # pairs from a generator, each table dropped once stored (its id free for the next): each
+    # key still holds its own table's equal
+    kept.update(((("sl2vl", 4, 0, m), SLtoVLMappingTable(sl_to_vl=[m % 3] * 16)) for m in range(30)))
+    assert all(kept[("sl2vl", 4, 0, m)].sl_to_vl == [m % 3] * 16 for m in range(30))
+    assert kept[("sl2vl", 4, 0, 0)] is c and len({id(kept[("sl2vl", 4, 0, m)]) for m in range(30)}) == 3
     for again in (copy.copy(kept), pickle.loads(pickle.dumps(kept))):
         assert type(again) is InterningTables and again == kept
         again[("sl2vl", 3, 0, 1)] = SLtoVLMappingTable(sl_to_vl=[0] * 16)

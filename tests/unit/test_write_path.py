@@ -44,6 +44,34 @@ def test_a_set_is_confirmed_by_its_answer(monkeypatch, offset, value, problem):
         assert "reads back differently" in problems[0]
 
 
+def test_sets_go_in_batches_each_judged_and_none_held_after(monkeypatch):
+    """`porttables.write` sends `BATCH` Sets at a time (their requests and answers
+    alive for one batch, not for the whole link phase), every batch's answers judged: a
+    read-back that differs in the second batch is a problem and that change alone is not
+    written; the transport keeps no batch's replies once `execute` returns."""
+    t = SimTransport(topogen.two_switch())
+    cas = [n for n in t.sim.nodes.values() if not n.is_switch]
+    changes = [porttables.TableChange("sl2vl", ca.guid, ca.name, (0,), 0, None,
+                                      SLtoVLMappingTable(sl_to_vl=[i % 8] * 16))
+               for i, ca in enumerate(cas * 3)]
+    execute, sizes = t.execute, []
+
+    def counted(reqs, **kw):
+        sizes.append(len(reqs))
+        replies = execute(reqs, **kw)
+        assert t._replies == []
+        if len(sizes) == 2:  # the first change of the second batch reads back otherwise
+            replies[0].raw = replies[0].raw[:DATA] + bytes([0x77]) + replies[0].raw[DATA + 1:]
+        return replies
+    monkeypatch.setattr(t, "execute", counted)
+    monkeypatch.setattr(porttables, "BATCH", 2)
+    written: list = []
+    problems = porttables.write(t, changes, written)
+    assert sizes == [2] * (len(changes) // 2) + [1] * (len(changes) % 2)
+    assert len(problems) == 1 and "reads back differently" in problems[0]
+    assert written == changes[:2] + changes[3:]
+
+
 def test_an_smp_built_as_bytes_goes_as_built_without_keys_and_keyed_with_them():
     """`smp_layer.prepare`'s hot path: with no key anywhere the request's bytes are sent as
     built (M_Key 0, not copied); a default key, or one learnt for the path, is patched in;
@@ -68,3 +96,27 @@ def test_an_smp_built_as_bytes_goes_as_built_without_keys_and_keyed_with_them():
     learnt = KeyChain()
     learnt.learn(path=(0, 1), guid=0x10, key=0x99)  # a node that answered its key
     assert not learnt.keyless and smpcodec.m_key_of(smp_layer.prepare(learnt, req(), 0)) == 0x99
+
+
+def test_link_tables_are_read_in_batches_and_planned_the_same(monkeypatch):
+    """The link phase's Gets go `porttables.BATCH` at a time (`linkconf.io`), and the plan
+    is the one a single batch makes: the same Sets, in the same order."""
+    from smagent.api import Session
+    from smagent.linkconf import io as linkio
+
+    def planned():
+        t = SimTransport(topogen.two_switch())
+        execute, sizes = t.execute, []
+
+        def counted(reqs, **kw):
+            reqs = list(reqs)
+            sizes.append(len(reqs))
+            return execute(reqs, **kw)
+        monkeypatch.setattr(t, "execute", counted)
+        r = Session(t).plan()
+        return [c.describe() for c in r.link_changes], sizes
+    whole, whole_sizes = planned()
+    monkeypatch.setattr(linkio, "BATCH", 3)
+    batched, sizes = planned()
+    assert whole and batched == whole
+    assert max(sizes) < max(whole_sizes) and len(sizes) > len(whole_sizes)
