@@ -176,19 +176,20 @@ class Subnet:
         """The same model with these LFT blocks and MFT units known (what was read in
         their place: the audit's drift)."""
         tables = dict(self.lft)
-        for sw in {sw for sw, _b in lft_blocks}:
+        by_switch: dict[int, dict[int, bytes]] = {}
+        for (sw, b), blk in lft_blocks.items():
+            by_switch.setdefault(sw, {})[b] = blk
+        grown = set()  # blocks a table grew by that nobody read: unknown
+        for sw, blocks in by_switch.items():
             table = bytearray(tables.get(sw, b""))
-            for (g, b), blk in lft_blocks.items():
-                if g == sw:
-                    end = (b + 1) * LFT_BLOCK_SIZE
-                    if len(table) < end:
-                        table += bytes([NO_PORT]) * (end - len(table))
-                    table[b * LFT_BLOCK_SIZE:end] = blk
+            end = (max(blocks) + 1) * LFT_BLOCK_SIZE
+            grown |= {(sw, b) for b in range(len(table) // LFT_BLOCK_SIZE, end // LFT_BLOCK_SIZE) if b not in blocks}
+            table += bytes([NO_PORT]) * max(0, end - len(table))
+            for b, blk in blocks.items():
+                table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = blk
             tables[sw] = bytes(table)
         units = {**self.mft, **{k: tuple(v) for k, v in mft.items()}}
         unknown = self.lft_unknown - set(lft_blocks)
-        grown = {(sw, b) for sw in {sw for sw, _b in lft_blocks} for b in range(len(tables[sw]) // LFT_BLOCK_SIZE)
-                 if len(self.lft.get(sw, b"")) <= b * LFT_BLOCK_SIZE and (sw, b) not in lft_blocks}
         return dataclasses.replace(self, lft=types.MappingProxyType(tables), lft_unknown=unknown | grown,
                                    mft=types.MappingProxyType(units))
 

@@ -91,13 +91,12 @@ def _ca_port_gone(topo, ca: DNode, port: int) -> None:
         del topo.nodes[ca.guid]
 
 
-def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], changes: list[str],
-                  tables: set[int]) -> set[int] | None:
+def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], changes: list[str]) -> set[int] | None:
     """What a walk from our port no longer reaches over the links left, as discovery would
     leave it: the nodes go with their links (a CA also reached by another port keeps that
-    one: `_ca_port_gone`), so do the link tables `known` lists of them (their LFT blocks
-    and MFT units leave the known state with the sweep that follows, which reads only the
-    switches of the topology). A link leaves `topo.links` only when a read saw it DOWN, so
+    one: `_ca_port_gone`); what the model holds of them leaves it (`_tables_unknown`; their
+    LFT blocks and MFT units with the sweep that follows, which reads only the switches of
+    the topology). A link leaves `topo.links` only when a read saw it DOWN, so
     every link into the part cut off was seen down; a switch that merely did not answer
     keeps its links and is never dropped. Returns the GUIDs dropped; None (nothing
     changed) if a switch that answered us (``alive``) would be among them: the links
@@ -122,7 +121,6 @@ def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], chan
     hosts = [n.description for n in gone if not n.is_switch]
     if hosts:
         changes.append(f"{len(hosts)} host(s) gone with it: {', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}")
-    tables.difference_update(cut)
     return cut
 
 
@@ -138,7 +136,7 @@ def _ca_port_found(topo, n: DNode, p: int, ni: NodeInfo) -> DNode:
     return ca
 
 
-def _learn_new_links(transport, known, new_links, flagged, changes, tables: set[int]) -> str | None:
+def _learn_new_links(transport, known, new_links, flagged, changes) -> str | None:
     """NodeInfo behind every port that came up; the links to switches and CAs recorded,
     and what came up behind a switch we do not know walked (`_walk_new`). A reason string
     if this needs a full sweep."""
@@ -165,14 +163,14 @@ def _learn_new_links(transport, known, new_links, flagged, changes, tables: set[
         if pn.is_switch:
             flagged.add(pn.guid)
             changes.append(f"link {n.description}/{p} - {pn.description}/{b[1]} up")
-    return _walk_new(transport, known, unknown, flagged, changes, tables) if unknown else None
+    return _walk_new(transport, known, unknown, flagged, changes) if unknown else None
 
 
-def _walk_new(transport, known, starts, flagged, changes, tables: set[int]) -> str | None:
+def _walk_new(transport, known, starts, flagged, changes) -> str | None:
     """A switch we do not know came up (a lost one back, a new one): discovery's walk from
     the ports it came up behind, which stops at the nodes we know (`discovery.extend`),
-    adds it and everything behind it; their link tables are read by the sweep (``tables``, the
-    fork's `Subnet.link_tables_unknown` to be).
+    adds it and everything behind it; their link tables are read by the sweep (a node new to
+    the model: `update_or_retry`).
     A reason string if part of it did not answer."""
     topo = known.topology
     before = set(topo.nodes)
@@ -188,13 +186,11 @@ def _walk_new(transport, known, starts, flagged, changes, tables: set[int]) -> s
     hosts = [n.description for n in new if not n.is_switch]
     if hosts:
         changes.append(f"{len(hosts)} host(s) up with it: {', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}")
-    tables.update(n.guid for n in new)
     return None
 
 
 def update(transport, known, switches: set[int], answered: set[int] | None = None,
-           retries: int | None = 1, down: dict[tuple[int, int], str] | None = None,
-           tables: set[int] | None = None) -> tuple[bool, list[str]]:
+           retries: int | None = 1, down: dict[tuple[int, int], str] | None = None) -> tuple[bool, list[str]]:
     """Refresh `known.topology` from the switches (node GUIDs) that reported a change.
     Returns (handled, what changed); not handled: do a full sweep. ``answered`` (if given)
     gets the GUIDs of the switches that answered any of their PortInfo Gets. ``retries``
@@ -205,11 +201,8 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
 
     A part of the fabric no longer reached over the links left (a switch lost with every
     link to it, the hosts behind it) leaves the topology with its links, as discovery would
-    leave it (`_drop_cut_off`); its LIDs stay reserved in guid2lid, as a vanished port's.
-    ``tables`` gets the nodes whose link tables the sweep must read (a switch walked to)
-    and loses those that left: the fork's `Subnet.link_tables_unknown` to be."""
+    leave it (`_drop_cut_off`); its LIDs stay reserved in guid2lid, as a vanished port's."""
     topo = known.topology
-    tables = set(known.link_tables_unknown) if tables is None else tables
     nodes = [topo.nodes.get(g) for g in switches]
     if not nodes or any(n is None or not n.is_switch for n in nodes):
         return False, ["a reporting switch is not in the topology"]
@@ -236,13 +229,13 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
         pending = [n for n in pending if n.guid in failed]
         if not pending:
             break
-        if not _paths_around(transport, known, down, alive, flagged, changes, tables):
+        if not _paths_around(transport, known, down, alive, flagged, changes):
             return False, changes + ["part of the fabric is cut off or a CA changed"]
         pending = [n for n in pending if n.guid in topo.nodes]  # one cut off with the rest is gone
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
     if new_links:
-        why = _learn_new_links(transport, known, new_links, flagged, changes, tables)
+        why = _learn_new_links(transport, known, new_links, flagged, changes)
         if why:
             return False, [why]
         back = transport.execute([_get(AttrID.PORT_INFO, n.path + (p,), portinfo_modifier(topo.links[(n.guid, p)][1]))
@@ -260,7 +253,7 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
             ca.node_description = r.value(NodeDescription).node_string
             ca.description = transport.names.name(ca.guid, ca.node_description)
             changes.append(f"host {ca.description} up")
-    if not _paths_around(transport, known, down, alive, flagged, changes, tables):
+    if not _paths_around(transport, known, down, alive, flagged, changes):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it
         n = topo.nodes[g]
@@ -276,17 +269,25 @@ def _said_once(changes: list[str], down: dict[tuple[int, int], str], topo) -> li
     return [c for c in changes if c not in said] if said else changes
 
 
-def _paths_around(transport, known, down, alive, flagged, changes, tables) -> bool:
+def _paths_around(transport, known, down, alive, flagged, changes) -> bool:
     """`recompute_paths`; when a part is cut off, that part dropped first (`_drop_cut_off`).
     False if the paths still cannot be computed (a switch that answered is cut off, a CA
     port that gained a link unseen)."""
     if recompute_paths(known.topology, transport.keys):
         return True
-    cut = _drop_cut_off(known, down, alive, changes, tables)
+    cut = _drop_cut_off(known, down, alive, changes)
     if cut is None:
         return False
     flagged -= cut
     return recompute_paths(known.topology, transport.keys)
+
+
+def _tables_unknown(known, work):
+    """``work`` (a patched fork of ``known``) with the nodes whose link tables the sweep
+    must read: those unknown before that are still there, and every node new to the model
+    (a switch walked to, with what is behind it)."""
+    before, after = known.topology.nodes.keys(), work.topology.nodes.keys()
+    return work.evolve(link_tables_unknown=frozenset((work.link_tables_unknown & after) | (after - before)))
 
 
 def update_or_retry(transport, known, switches: set[int], down: dict[tuple[int, int], str] | None = None):
@@ -300,11 +301,9 @@ def update_or_retry(transport, known, switches: set[int], down: dict[tuple[int, 
         work = known.fork()
         answered: set[int] = set()
         lossy = n > 1 or transport.policy.lossy()  # then as many retries as the loss calls for
-        tables = set(work.link_tables_unknown)
-        ok, what = update(transport, work, switches, answered, retries=None if lossy else 1, down=down,
-                          tables=tables)
+        ok, what = update(transport, work, switches, answered, retries=None if lossy else 1, down=down)
         if ok:
-            return work.evolve(link_tables_unknown=frozenset(tables)), what
+            return _tables_unknown(known, work), what
         # every reporting switch answered some Gets: none is gone, SMPs are being lost
         if n == LOSSY_TRIES or not (transport.policy.lossy() or answered >= switches):
             break

@@ -43,8 +43,7 @@ def plan_ports(s: SweepState) -> None:
             want_lmc = 0 if n.is_switch else plan_.lmc
             lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
             arm = pi.port_state in (PortState.INIT, PortState.ARMED)  # ARMED: left there earlier
-            peer = topo.links.get((n.guid, p))
-            peer_pi = topo.nodes[peer[0]].ports.get(peer[1]) if peer is not None and peer[0] in topo.nodes else None
+            peer_pi = _peer_info(topo, (n.guid, p))
             before = was.get((n.guid, p))
             if before is not None and before[0] is pi and before[1] is peer_pi and not lid_differs and not arm:
                 s.op_vls[(n.guid, p)] = before[2]  # both ends as the last sweep left them: as planned then
@@ -93,10 +92,14 @@ def settle(s: SweepState) -> tuple | None:
         pi = n.ports.get(key[1]) if n is not None else None
         if pi is None or key in failed:
             continue
-        peer = topo.links.get(key)
-        peer_pi = topo.nodes[peer[0]].ports.get(peer[1]) if peer is not None and peer[0] in topo.nodes else None
-        out[key] = (pi, peer_pi, s.op_vls[key])
+        out[key] = (pi, _peer_info(topo, key), s.op_vls[key])
     return token, out
+
+
+def _peer_info(topo, key: tuple[int, int]):
+    """The PortInfo of the port cabled to ``key`` (node GUID, port), None if none."""
+    peer = topo.links.get(key)
+    return topo.nodes[peer[0]].ports.get(peer[1]) if peer is not None and peer[0] in topo.nodes else None
 
 
 def _policy_tables(s: SweepState) -> None:

@@ -373,14 +373,14 @@ def test_under_loss_a_switch_that_did_not_answer_is_read_again_not_swept_fully(m
     from smagent.sm import repair
     real, seen = repair.update, []
 
-    def first_read_lost(transport, known, switches, answered, retries, down=None, tables=None):
+    def first_read_lost(transport, known, switches, answered, retries, down=None):
         seen.append(known.topology)
         if len(seen) == 1:  # as update leaves it when some of the switch's PortInfo Gets are lost
             known.topology.links.clear()
             if case == "part answered":
                 answered.update(switches)
             return False, ["L3 does not answer"]
-        return real(transport, known, switches, answered, retries, down, tables)
+        return real(transport, known, switches, answered, retries, down)
     monkeypatch.setattr(repair, "update", first_read_lost)
     t = SimTransport(drop_rate=0.3 if case == "loss seen" else 0.0, seed=5)
     t.serve()
