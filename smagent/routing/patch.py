@@ -122,7 +122,7 @@ def patch(rin: RoutingInput, old: Mapping[int, bytes | bytearray], rule: PatchRu
         heights = np.array([rule.heights[g] for g in G.guids], np.int64)
     T = np.full((S, L), NO_PORT, np.uint8)
     for x, g in enumerate(G.guids):
-        row = np.frombuffer(bytes(old[g][:L]), np.uint8)
+        row = np.frombuffer(old[g], np.uint8)[:L]  # a view: the image is copied once, into T
         T[x, :len(row)] = row
     home_x = np.full(L, -1, np.int64)
     home_p = np.zeros(L, np.int64)

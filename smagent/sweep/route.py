@@ -115,8 +115,8 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
 
 
 def known_images(known: Subnet, rin: routing.RoutingInput) -> tuple[dict[int, bytes], str | None]:
-    """The LFT image of every switch of ``rin`` up to its highest LID, from the subnet
-    model's known tables; and why not (a block unknown)."""
+    """The LFT image of every switch of ``rin``, known at least up to its highest LID (the
+    subnet model's own tables, not copied); and why not (a block unknown)."""
     blocks = max(rin.lid_homes, default=0) // fw.LFT_BLOCK_SIZE + 1
     size = blocks * fw.LFT_BLOCK_SIZE
     unknown: dict[int, int] = {}
@@ -129,7 +129,7 @@ def known_images(known: Subnet, rin: routing.RoutingInput) -> tuple[dict[int, by
         first = unknown.get(g, len(table) // fw.LFT_BLOCK_SIZE if len(table) < size else None)
         if first is not None:
             return {}, f"LFT block {first} of {rin.name(g)} is not known"
-        out[g] = bytes(table[:size])
+        out[g] = table  # the model's own (immutable) table: the patch reads up to its highest LID
     return out, None
 
 
