@@ -7,6 +7,7 @@ machine's load before and after (a loaded 2-core machine stretches wall time, no
 
 jobs (fabrics from smagent.model.topogen, written to a scratch directory):
     ft3-11664-text   sweep --dry-run --no-qos               fat_tree_3(36): 11,664 hosts, 1,620 switches
+    ft3-11664-defaults  sweep --dry-run                     the text with defaults (QoS auto), as users run it
     ft3-11664-json   sweep --dry-run --json                 (defaults: QoS auto, every SL2VL pair written)
     ft3-11664-lmc2   sweep --dry-run --json --lmc 2             (switches' LinearFDBCap raised to 49,152:
                                                             ibsim's 30,720 cannot hold 48,276 LIDs)
@@ -33,6 +34,7 @@ from smagent.model import netfile, topogen  # noqa: E402
 
 JOBS = {  # name: (k of fat_tree_3, arguments, switch LinearFDBCap or None: the simulator's default)
     "ft3-11664-text": (36, ["sweep", "--dry-run", "--no-qos"], None),
+    "ft3-11664-defaults": (36, ["sweep", "--dry-run"], None),
     "ft3-11664-json": (36, ["sweep", "--dry-run", "--json"], None),
     "ft3-11664-lmc2": (36, ["sweep", "--dry-run", "--json", "--lmc", "2"], 49152),
     "ft3-2000-json": (20, ["sweep", "--dry-run", "--json"], None),
@@ -41,7 +43,8 @@ JOBS = {  # name: (k of fat_tree_3, arguments, switch LinearFDBCap or None: the 
 
 
 def run_once(net: Path, args: list[str], scratch: Path) -> dict:
-    """One job in a fresh process: user+sys CPU seconds, max RSS (MiB), output bytes."""
+    """One job in a fresh process: user+sys CPU seconds, wall seconds, max RSS (MiB),
+    output bytes."""
     out = scratch / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "smagent", "--transport", "sim", "--topology", str(net), *args]
@@ -54,7 +57,9 @@ def run_once(net: Path, args: list[str], scratch: Path) -> dict:
     def field(name: str) -> float:
         m = re.search(rf"{re.escape(name)}: ([0-9.:]+)", err)
         return float(m[1]) if m and ":" not in m[1] else 0.0
-    res = {"rc": p.returncode, "cpu_s": field("User time (seconds)") + field("System time (seconds)"),
+    m = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([0-9:.]+)", err)
+    wall = sum(float(x) * 60 ** i for i, x in enumerate(reversed(m[1].split(":")))) if m else 0.0
+    res = {"rc": p.returncode, "cpu_s": field("User time (seconds)") + field("System time (seconds)"), "wall_s": wall,
            "max_rss_mib": field("Maximum resident set size (kbytes)") / 1024, "out_mb": out.stat().st_size / 1e6}
     if "--json" in args and p.returncode in (0, 1):
         doc = json.loads(out.read_text())
@@ -82,7 +87,7 @@ def main(argv=None) -> None:
             runs = [run_once(net, args, scratch) for _ in range(ns.runs)]
             med = {key: statistics.median(r[key] for r in runs) for key in runs[0] if key != "rc"}
             print(f"{job}: smagent {' '.join(args)}: exit {sorted({r['rc'] for r in runs})}, "
-                  f"CPU {med['cpu_s']:.1f} s, peak {med['max_rss_mib']:.0f} MiB, output {med['out_mb']:.1f} MB"
+                  f"CPU {med['cpu_s']:.1f} s, wall {med['wall_s']:.1f} s, peak {med['max_rss_mib']:.0f} MiB, output {med['out_mb']:.1f} MB"
                   + (f", {med['plan_records']:.0f} plan records" if "plan_records" in med else "")
                   + f" (median of {ns.runs}; load {load0:.1f} -> {os.getloadavg()[0]:.1f})", flush=True)
 

@@ -33,7 +33,10 @@ as the engines count them), so a leaf's lost uplink spreads its DLIDs over the u
 left. dfsssp (layers and SLs per path) and file routing give no rule: they are routed
 afresh.
 
-Pure: numpy over the LFT images, the columns of the affected DLIDs only where it can.
+Pure: numpy over the LFT images, the columns of the affected DLIDs only, and within them
+work in proportion to what is broken: the broken cells found by walking back from the
+dead exits, the kept paths' costs walked only where a broken cell looks (`_upstream`,
+`_chains`; the whole columns at once where most of them are broken).
 """
 from __future__ import annotations
 
@@ -141,8 +144,9 @@ def patch(rin: RoutingInput, old: Mapping[int, bytes | bytearray], rule: PatchRu
             portmap[x, p] = y
     rows = range(S) if suspects is None else sorted(G.index[g] for g in suspects if g in G.index)
     cols = _affected(T, portmap, home_x, routed, rows)
+    tables = (_neighbour_table(G.nbrs, S), _neighbour_table(_senders(G), S))
     for a in range(0, len(cols), _COLUMNS):
-        _repair(G, T, portmap, heights, home_x, is_ca, cols[a:a + _COLUMNS])
+        _repair(G, T, portmap, heights, home_x, is_ca, cols[a:a + _COLUMNS], tables)
     changed = T != before
     routes = Routes({g: RouteTable(bytearray(T[x].tobytes()), G.all_lids) for x, g in enumerate(G.guids)})
     routes.patch_rule = rule
@@ -159,39 +163,32 @@ def _affected(T: np.ndarray, portmap: np.ndarray, home_x: np.ndarray, routed: np
 
 
 def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | None, home_x: np.ndarray,
-            is_ca: np.ndarray, cols: np.ndarray) -> None:
-    """New exits for the broken entries of the DLIDs ``cols``, written into T."""
+            is_ca: np.ndarray, cols: np.ndarray, tables: tuple[np.ndarray, np.ndarray]) -> None:
+    """New exits for the broken entries of the DLIDs ``cols``, written into T; ``tables``:
+    each switch's neighbours and the switches that send to it (`_neighbour_table`)."""
     S, C = T.shape[0], len(cols)
     at = np.arange(C)
-    sub = T[:, cols]
-    nxt = portmap[np.arange(S)[:, None], sub]  # next switch (-1: none)
+    nxt = portmap[np.arange(S)[:, None], T[:, cols]]  # next switch (-1: none)
     home = home_x[cols]
     nxt[home, at] = -2  # delivered here
-    broken = nxt == -1
-    while True:  # upstream closure: whoever's chain reaches a broken entry is broken
-        more = broken | ((nxt >= 0) & broken[np.maximum(nxt, 0), at])
-        if (more == broken).all():
-            break
-        broken = more
-    # what the kept paths cost (hops to the home), whether they only go down, and whether
-    # they are up*/down* (an engine's extended management path is not: never enter it)
-    kept = np.where(nxt == -2, 0, INF)
-    down_only = nxt == -2
-    legal = nxt == -2
-    fine = (nxt >= 0) & ~broken
-    to = np.maximum(nxt, 0)
-    goes_down = np.zeros_like(fine) if heights is None else heights[to] < heights[:, None]
-    while True:
-        k2 = np.where(fine, kept[to, at] + 1, kept)
-        d2 = np.where(fine, down_only[to, at] & goes_down, down_only)
-        l2 = np.where(fine, d2 | (~goes_down & legal[to, at]), legal)
-        if (k2 == kept).all() and (d2 == down_only).all() and (l2 == legal).all():
-            break
-        kept, down_only, legal = k2, d2, l2
+    table, senders = tables
+    broken = _upstream(nxt, senders, nxt == -1)
+    # what the kept paths around the broken cells cost, worked out only where a broken
+    # cell looks (its neighbours' cells): every other cell stays INF / False
+    kept = np.full((S, C), INF, np.int32)
+    down_only = np.zeros((S, C), bool)
+    legal = np.zeros((S, C), bool)
+    br, bc = np.nonzero(broken)
+    ny = table[br]
+    look = (ny >= 0) & ~broken[np.maximum(ny, 0), bc[:, None]]
+    mark = np.zeros((S, C), bool)
+    mark[ny[look], np.broadcast_to(bc[:, None], ny.shape)[look]] = True
+    cy, cc = np.nonzero(mark)
+    kept[cy, cc], down_only[cy, cc], legal[cy, cc] = _chains(nxt, heights, cy, cc)
     r, c = np.nonzero(broken)
     if not len(r):
         return
-    nb, pad = _neighbours(G, r)
+    nb, pad = _neighbours(table, r)
     nbs = np.where(pad, 0, nb)
     if heights is None:
         cost = _relax(np.where(broken, INF, kept), r, c, nbs, pad)
@@ -204,9 +201,13 @@ def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | 
         full = np.where(broken, dd, np.where(legal, kept, INF))
         full = _relax(full, r, c, nbs, ~up, only=dd[r, c] >= INF)
         ext = _relax(np.where(broken, full, kept), r, c, nbs, pad, only=full[r, c] >= INF)
-        value = lambda a: a[nbs, c[:, None]] == a[r, c][:, None] - 1  # noqa: E731
-        cand = np.where((dd[r, c] < INF)[:, None], down & value(dd),
-                        np.where((full[r, c] < INF)[:, None], up & value(full), ~pad & value(ext)))
+        # down if it can, else up*/down*, else any shape: each cell's exits one hop closer
+        by_dd = dd[r, c] < INF
+        by_full = ~by_dd & (full[r, c] < INF)
+        cand = np.zeros_like(pad)
+        for a, sel, allowed in ((dd, by_dd, down), (full, by_full, up), (ext, ~by_dd & ~by_full, ~pad)):
+            rs, cs, ns = r[sel], c[sel], nbs[sel]
+            cand[sel] = allowed[sel] & (a[ns, cs[:, None]] == a[rs, cs][:, None] - 1)
         illegal = full[r, c] >= INF
         ca_switch = np.array([bool(G.ca_lids[x]) for x in range(S)])
         split = illegal & ca_switch[r] & is_ca[cols[c]]  # switch LIDs are extended as the engines do
@@ -221,13 +222,88 @@ def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | 
     _assign(G, T, cols, r, c, cand, nb, is_ca)
 
 
-def _neighbours(G: Graph, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each of ``rows`` its neighbours (padded with -1) and where the padding is."""
-    deg = max((len(G.nbrs[x]) for x in set(rows.tolist())), default=0)
-    table = np.full((G.S, max(deg, 1)), -1, np.int64)
-    for x in set(rows.tolist()):
-        table[x, :len(G.nbrs[x])] = G.nbrs[x]
-    nb = table[rows]
+def _neighbour_table(lists: list[list[int]], S: int) -> np.ndarray:
+    """Each switch's list, padded with -1 to the longest: (S, length)."""
+    deg = max((len(n) for n in lists), default=0)
+    table = np.full((S, max(deg, 1)), -1, np.int64)
+    for x, nbrs in enumerate(lists):
+        table[x, :len(nbrs)] = nbrs
+    return table
+
+
+def _senders(G: Graph) -> list[list[int]]:
+    """Per switch, the switches with a port that leads to it."""
+    out: list[list[int]] = [[] for _ in range(G.S)]
+    for x, ports in enumerate(G.port_nbr):
+        for y in set(ports.values()):
+            out[y].append(x)
+    return out
+
+
+def _upstream(nxt: np.ndarray, table: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """The cells whose next-hop chain reaches a ``seed`` cell (the seeds included): the
+    chains walked backwards from the seeds, a neighbour at a time (work in proportion to
+    what is broken), or over the whole table once most of it is (a lost core that
+    carried every switch LID's paths)."""
+    broken = seed.copy()
+    fx, fc = np.nonzero(seed)
+    while len(fx):
+        if len(fx) * table.shape[1] > broken.size:
+            return _closure(nxt, broken)
+        ys = table[fx]  # who could send into each frontier cell
+        cs = np.broadcast_to(fc[:, None], ys.shape)
+        y0 = np.maximum(ys, 0)
+        into = (ys >= 0) & (nxt[y0, cs] == fx[:, None]) & ~broken[y0, cs]
+        fx, fc = ys[into], cs[into]
+        broken[fx, fc] = True
+    return broken
+
+
+def _closure(nxt: np.ndarray, broken: np.ndarray) -> np.ndarray:
+    """``broken`` and every cell whose chain reaches it, over the whole table."""
+    at = np.arange(nxt.shape[1])
+    while True:
+        more = broken | ((nxt >= 0) & broken[np.maximum(nxt, 0), at])
+        if (more == broken).all():
+            return broken
+        broken = more
+
+
+def _chains(nxt: np.ndarray, heights: np.ndarray | None, cy: np.ndarray, cc: np.ndarray):
+    """Along the kept next-hop chain of each cell (cy, cc), none of them broken: its hop
+    count to the home (INF if it never gets there), whether every hop goes down, and
+    whether it is up*/down* (no hop up after a hop down); hops compared by ``heights``
+    (None: none goes down)."""
+    n, limit = len(cy), nxt.shape[0]
+    cost = np.zeros(n, np.int32)
+    down_only = np.ones(n, bool)
+    legal = np.ones(n, bool)
+    seen_down = np.zeros(n, bool)
+    cur = cy.copy()
+    live = np.flatnonzero(nxt[cy, cc] != -2)
+    steps = 0
+    while len(live) and steps <= limit:
+        here = cur[live]
+        to = nxt[here, cc[live]]
+        gd = heights[to] < heights[here] if heights is not None else np.zeros(len(live), bool)
+        legal[live] &= ~(~gd & seen_down[live])
+        down_only[live] &= gd
+        seen_down[live] |= gd
+        cost[live] += 1
+        cur[live] = to
+        live = live[nxt[to, cc[live]] != -2]
+        steps += 1
+    cost[live], down_only[live], legal[live] = INF, False, False  # a loop: never home
+    return cost, down_only, legal
+
+
+def _neighbours(table: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``rows`` its neighbours (``table``'s, padded with -1 to the most any of
+    them has) and where the padding is."""
+    present = np.zeros(len(table), bool)
+    present[rows] = True
+    width = max(int((table[present] >= 0).sum(1).max(initial=0)), 1)
+    nb = table[rows, :width]
     return nb, nb < 0
 
 

@@ -31,33 +31,9 @@ def plan_ports(s: SweepState) -> None:
     _check_ipoib(s, parts)
     token = (s.link_opts, plan_.lmc, plan_.master_lid)
     was = settled_before(s, token)
-    settled = {}
+    settled: dict = {}
     for n in topo.nodes.values():
-        for p in sorted(n.ports):
-            pi = n.ports[p]
-            carries_lid = p in n.lid_ports()
-            linked = (n.guid, p) in topo.links or (n.is_switch and p == 0)
-            if not linked or (not carries_lid and n.is_switch and p == 0):
-                continue
-            lid = plan_.lids[n.port_guids.get(p, n.guid)] if carries_lid else None
-            want_lmc = 0 if n.is_switch else plan_.lmc
-            lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
-            arm = pi.port_state in (PortState.INIT, PortState.ARMED)  # ARMED: left there earlier
-            peer_pi = _peer_info(topo, (n.guid, p))
-            before = was.get((n.guid, p))
-            if before is not None and before[0] is pi and before[1] is peer_pi and not lid_differs and not arm:
-                s.op_vls[(n.guid, p)] = before[2]  # both ends as the last sweep left them: as planned then
-                settled[(n.guid, p)] = before
-                continue
-            link = links.port_fields(topo, n, p, s.link_opts) if s.link_opts else {}
-            link.update(protect.plan_fields(s, n, p))  # M_Key, ProtectBits, lease: in the same Set
-            s.op_vls[(n.guid, p)] = link.get("operational_vls", pi.operational_vls)
-            link_diff = links.port_diff(pi, link)
-            if lid_differs or arm or link_diff:
-                s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
-                                                   link, link_diff))
-            else:
-                settled[(n.guid, p)] = (pi, peer_pi, s.op_vls[(n.guid, p)])
+        _plan_node(s, n, was, settled)
     s.settled = (token, settled)
     if layers > 1:  # refused before the first Set: the layers would not hold
         why = ("the routing layers paths over VLs but the sweep configures no link (--no-links)"
@@ -65,6 +41,42 @@ def plan_ports(s: SweepState) -> None:
         if why:
             raise links.LinkConfigError(f"{s.route_spec}: {why}")
     _check_policy_sls(s)
+
+
+def _plan_node(s: SweepState, n, was: dict, settled: dict) -> None:
+    """One node's ports into the plan (`PortChange`s) or, as planned already, ``settled``;
+    a port that ``was`` settled with both ends' PortInfos the same objects now costs a
+    few lookups (a repair's fabric is mostly that)."""
+    topo, plan_ = s.topo, s.r.lid_plan
+    cables, nodes = topo.links, topo.nodes
+    is_switch = n.is_switch
+    lid_ports = n.lid_ports()
+    want_lmc = 0 if is_switch else plan_.lmc
+    for p in sorted(n.ports):
+        key = (n.guid, p)
+        peer = cables.get(key)
+        carries_lid = p in lid_ports
+        if peer is None and not (is_switch and p == 0) or (not carries_lid and is_switch and p == 0):
+            continue
+        pi = n.ports[p]
+        lid = plan_.lids[n.port_guids.get(p, n.guid)] if carries_lid else None
+        lid_differs = lid is not None and (pi.lid != lid or pi.lmc != want_lmc or pi.master_sm_lid != plan_.master_lid)
+        arm = pi.port_state in (PortState.INIT, PortState.ARMED)  # ARMED: left there earlier
+        peer_pi = nodes[peer[0]].ports.get(peer[1]) if peer is not None and peer[0] in nodes else None
+        before = was.get(key)
+        if before is not None and before[0] is pi and before[1] is peer_pi and not lid_differs and not arm:
+            s.op_vls[key] = before[2]  # both ends as the last sweep left them: as planned then
+            settled[key] = before
+            continue
+        link = links.port_fields(topo, n, p, s.link_opts) if s.link_opts else {}
+        link.update(protect.plan_fields(s, n, p))  # M_Key, ProtectBits, lease: in the same Set
+        s.op_vls[key] = link.get("operational_vls", pi.operational_vls)
+        link_diff = links.port_diff(pi, link)
+        if lid_differs or arm or link_diff:
+            s.r.port_changes.append(PortChange(n.guid, n.description, p, n.path_to_port(p), pi, lid, arm,
+                                               link, link_diff))
+        else:
+            settled[key] = (pi, peer_pi, s.op_vls[key])
 
 
 def settled_before(s: SweepState, token) -> dict:
@@ -86,11 +98,16 @@ def settle(s: SweepState) -> tuple | None:
         return None
     token, before = s.settled
     failed = s.arm_failed | {(c.guid, c.port) for c in s.not_active}
-    topo, out = s.topo, {}
-    for key in [*before, *((c.guid, c.port) for c in s.r.port_changes)]:
+    topo, out = s.topo, dict(before)
+    # only a Set's answer replaced a PortInfo since the plan: the ports changed, and the
+    # peers of those, whose entries hold the changed port's PortInfo, are looked at again
+    changed = {(c.guid, c.port) for c in s.r.port_changes}
+    peers = {peer for key in changed if (peer := topo.links.get(key)) in before}
+    for key in changed | peers:
         n = topo.nodes.get(key[0])
         pi = n.ports.get(key[1]) if n is not None else None
         if pi is None or key in failed:
+            out.pop(key, None)
             continue
         out[key] = (pi, _peer_info(topo, key), s.op_vls[key])
     return token, out

@@ -27,12 +27,13 @@ def route(s: SweepState) -> None:
     topo, r, plan_ = s.topo, s.r, s.r.lid_plan
     with s.phase("route"):
         s.rin = routing_input(topo, plan_)
-        s.rin.data_vls = planned_data_vls(s)
+        caps = link_vl_caps(topo)
+        s.rin.data_vls = planned_data_vls(s, caps)
         spec = s.route_spec
         if s.resolved is not None and s.resolved.roots:  # desired state `root:` (routing updn)
             spec = spec.with_roots(s.resolved.roots)
         if _may_choose_dfsssp(spec):  # auto takes dfsssp only within the layers the SL2VL tables carry
-            s.rin.data_vls = layer_room(s, s.rin.data_vls)
+            s.rin.data_vls = layer_room(s, s.rin.data_vls, caps)
         routes = s.routes = patched(s, spec) or routing.route(spec, s.rin, s.engine_input, s.opts.routing_memory)
         r.notes += routes.notes
         engine, reason = routes.chosen or (spec.engine, "as asked")  # commands.sweep_cmd.ROUTED_AS_ASKED
@@ -147,19 +148,18 @@ def _may_choose_dfsssp(spec: routing.RoutingSpec) -> bool:
     return spec.engine == "auto" or (spec.fallback is not None and _may_choose_dfsssp(spec.fallback))
 
 
-def layer_room(s: SweepState, data_vls: int | None) -> int:
+def layer_room(s: SweepState, data_vls: int | None, caps: set[tuple[int, int, int]]) -> int:
     """The most routing layers (SL n on VL n) the link configuration this sweep writes can
     carry on every port, up to ``data_vls``: 1 when it writes no link (--no-links) or
     leaves the SL2VL tables alone (--no-qos), else the largest count `layers_problem`
-    accepts (the same rule the port phase refuses a layered route by)."""
+    accepts (the same rule the port phase refuses a layered route by); ``caps``: the
+    links' `link_vl_caps`."""
     opts = None if s.opts.links is False else (
         s.opts.links or getattr(s.opts.desired, "links", None) or links.LinkOptions())
     most = data_vls or 8
     if opts is None or opts.qos_mode == "never" or most <= 1:
         return 1
-    codes_run = {max(1, min(pa.vl_cap, pb.vl_cap, opts.vls_code))
-                 for (g, p), (g2, p2) in s.topo.links.items()
-                 if (pa := s.topo.nodes[g].ports.get(p)) is not None and (pb := s.topo.nodes[g2].ports.get(p2)) is not None}
+    codes_run = {max(1, min(a, b, opts.vls_code)) for a, b, _op in caps}
     op_vls = {i: c for i, c in enumerate(codes_run)}
     for layers in range(most, 1, -1):
         if links.layers_problem(dataclasses.replace(opts, sl_layers=layers), op_vls) is None:
@@ -172,24 +172,30 @@ def qos_policy(s: SweepState):
     return s.opts.qos_policy or getattr(s.opts.desired, "qos_policy", None)
 
 
-def planned_data_vls(s: SweepState) -> int | None:
+def link_vl_caps(topo: discovery.Topology) -> set[tuple[int, int, int]]:
+    """The distinct (VLCap, the far end's VLCap, OperationalVLs) of the link ends both of
+    whose PortInfos are known: all that the VL rules below read of the links, gathered in
+    one pass (a handful of values on a fabric of one hardware kind)."""
+    nodes, out = topo.nodes, set()
+    for (g, p), (g2, p2) in topo.links.items():
+        a, b = nodes.get(g), nodes.get(g2)
+        pa = a.ports.get(p) if a else None
+        pb = b.ports.get(p2) if b else None
+        if pa is not None and pb is not None:
+            out.add((pa.vl_cap, pb.vl_cap, pa.operational_vls))
+    return out
+
+
+def planned_data_vls(s: SweepState, caps: set[tuple[int, int, int]]) -> int | None:
     """The fewest data VLs any linked port will run: what a VL-layering engine may use.
     OperationalVLs as the link planner sets it (both ends' VLCap and the options' max VLs;
-    `links.port_fields`), or as ports hold it when the sweep configures no link."""
+    `links.port_fields`), or as ports hold it when the sweep configures no link; ``caps``:
+    the links' `link_vl_caps`."""
     opts = s.opts.links
     cap = None if opts is False else (opts or getattr(s.opts.desired, "links", None))
     code_max = cap.vls_code if cap else codes.VL_CODES[15]
-    fewest = None
-    for (g, p), (g2, p2) in s.topo.links.items():
-        a, b = s.topo.nodes.get(g), s.topo.nodes.get(g2)
-        pa = a.ports.get(p) if a else None
-        pb = b.ports.get(p2) if b else None
-        if pa is None or pb is None:
-            continue
-        code = pa.operational_vls if opts is False else max(1, min(pa.vl_cap, pb.vl_cap, code_max))
-        vls = codes.DATA_VLS.get(code, 1)
-        fewest = vls if fewest is None else min(fewest, vls)
-    return fewest
+    return min((codes.DATA_VLS.get(op if opts is False else max(1, min(a, b, code_max)), 1) for a, b, op in caps),
+               default=None)
 
 
 def routing_input(topo: discovery.Topology, plan: lids.LidPlan) -> routing.RoutingInput:

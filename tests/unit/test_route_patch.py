@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from routing_inputs import prepared
 from smagent import routing, verify
 from smagent.model import topogen
 from smagent.routing import RoutingInput
+from smagent.routing import patch as patchmod
 from smagent.routing.patch import Basis, PatchRefused, losses, patch
 
 
@@ -172,3 +174,44 @@ def test_only_losses_are_patched():
     assert losses(basis, rin)[2] == "no link was lost"
     cut = carried(f, topogen.variant(f, drop_links=[(("L0", 5), ("A0", 1))]))
     assert "came up" in losses(Basis.of(basis.rule, None, RoutingInput.from_fabric(cut)), rin)[2]
+
+
+def _dense_chains(nxt, heights):
+    """The kept paths' cost, down-only and up*/down* flags by fixed point over every cell
+    (the walk `_chains` replaces)."""
+    at = np.arange(nxt.shape[1])
+    kept = np.where(nxt == -2, 0, patchmod.INF)
+    down_only, legal = nxt == -2, nxt == -2
+    fine, to = nxt >= 0, np.maximum(nxt, 0)
+    goes_down = heights[to] < heights[:, None]
+    while True:
+        k2 = np.where(fine, np.minimum(kept[to, at] + 1, patchmod.INF), kept)  # a loop stays INF
+        d2 = np.where(fine, down_only[to, at] & goes_down, down_only)
+        l2 = np.where(fine, d2 | (~goes_down & legal[to, at]), legal)
+        if (k2 == kept).all() and (d2 == down_only).all() and (l2 == legal).all():
+            return kept, down_only, legal
+        kept, down_only, legal = k2, d2, l2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_walks_over_broken_cells_equal_the_whole_table_fixed_points(seed):
+    """`_upstream` (backwards from the dead cells, dense past a size) and `_chains` (each
+    looked-at cell's chain walked) give what the fixed points over every cell give, on
+    random next-hop tables of a random graph with dead ends, homes and loops."""
+    rng = np.random.default_rng(seed)
+    S, C = int(rng.integers(4, 40)), int(rng.integers(1, 30))
+    nbrs = [sorted(set(rng.choice(S, size=int(rng.integers(1, 5))).tolist()) - {x}) or [(x + 1) % S]
+            for x in range(S)]
+    senders = [[y for y in range(S) if x in nbrs[y]] for x in range(S)]
+    nxt = np.array([[rng.choice(nbrs[x]) for _ in range(C)] for x in range(S)], np.int64)
+    nxt[rng.random((S, C)) < 0.05] = -1
+    nxt[rng.integers(0, S, C), np.arange(C)] = -2
+    seed_cells = nxt == -1
+    table = patchmod._neighbour_table(senders, S)
+    assert (patchmod._upstream(nxt, table, seed_cells) == patchmod._closure(nxt, seed_cells.copy())).all()
+    broken = patchmod._closure(nxt, seed_cells.copy())
+    heights = rng.integers(0, 4, S)
+    cy, cc = np.nonzero(~broken)
+    got = patchmod._chains(nxt, heights, cy, cc)
+    for mine, whole in zip(got, _dense_chains(nxt, heights)):
+        assert (mine == whole[cy, cc]).all()

@@ -222,6 +222,52 @@ def test_a_repair_plans_the_ports_of_what_it_read_again_only(monkeypatch):
     assert d.last_sweep["incremental"] and 0 < len(planned) < everything // 3
     assert fresh_plan_is_empty(t)  # the cable's ports armed and activated: nothing left to plan
 
+def _settled_is_current(d) -> None:
+    """Every port the model holds as settled holds both ends' PortInfos as the model's
+    topology does now (`sweep.ports.settle` looks at only the ports a Set changed)."""
+    topo = d.known.topology
+    _token, settled = d.known.settled
+    for (g, p), (pi, peer_pi, _vls) in settled.items():
+        peer = topo.links.get((g, p))
+        assert pi is topo.nodes[g].ports[p]
+        assert peer_pi is (topo.nodes[peer[0]].ports.get(peer[1]) if peer else None), (g, p)
+
+
+def test_the_settled_ports_hold_the_portinfos_the_model_holds():
+    t, d, clock = make(sweep_interval=10)
+    d.start()
+    _settled_is_current(d)
+    everything = {(n.guid, p) for n in d.known.topology.nodes.values() for p in n.ports}
+    assert len(d.known.settled[1]) > len(everything) // 2
+    peer = t.sim.unlink("L3", 5)
+    run_for(d, clock, 1)
+    _settled_is_current(d)
+    t.sim.link("L3", 5, *peer)
+    run_for(d, clock, 1)
+    assert d.last_sweep["incremental"]
+    _settled_is_current(d)
+
+
+def test_settle_takes_the_new_portinfo_of_a_changed_port_into_its_peers_entry():
+    """A port a Set changed (a host's LID) while its switch-side peer stayed as planned:
+    the peer's settled entry holds the host port's new PortInfo, not the one planned on."""
+    from types import SimpleNamespace as NS
+    from smagent.sweep.ports import settle
+    old_host, new_host, sw_pi, other = object(), object(), object(), object()
+    nodes = {1: NS(ports={1: old_host}), 2: NS(ports={3: sw_pi, 4: other}), 5: NS(ports={1: object()})}
+    links = {(1, 1): (2, 3), (2, 3): (1, 1), (2, 4): (5, 1), (5, 1): (2, 4)}
+    topo = NS(nodes=nodes, links=links)
+    before = {(2, 3): (sw_pi, old_host, 4), (2, 4): (other, nodes[5].ports[1], 4)}
+    s = NS(settled=("token", before), arm_failed=set(), not_active=[], topo=topo,
+           r=NS(port_changes=[NS(guid=1, port=1)]), op_vls={(1, 1): 4, (2, 3): 4, (2, 4): 4})
+    nodes[1].ports[1] = new_host  # the Set's answer
+    token, out = settle(s)
+    assert token == "token" and out[(2, 3)] == (sw_pi, new_host, 4) and out[(1, 1)] == (new_host, sw_pi, 4)
+    assert out[(2, 4)] is before[(2, 4)]
+    s.arm_failed = {(1, 1)}
+    assert (1, 1) not in settle(s)[1]
+
+
 def test_light_sweep_without_change_sends_only_gets():
     t, d, clock = make(sweep_interval=2)
     d.start()
