@@ -3,19 +3,24 @@ reads or knows held as whole tables (`smagent.model.subnet.LftBlocks`), compared
 at a time, the model after the writes made of the previous tables with the written blocks
 on top. Checked against the block-by-block computation it replaced (a dict of every block,
 diffed block by block, joined back by `_lfts`): on random tables, and on every sweep of a
-running SM repairing random cuts and lost switches of small fat trees, with and without
-lost SMPs; and the model's known blocks against what the simulated switches hold."""
+running SM repairing random cuts and lost switches of small fat trees (the order of its
+LFT Sets too), with and without lost SMPs; and the model's known blocks against what the
+simulated switches hold. The MFT's entries kept outside the groups: against the entry by
+entry computation."""
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mad import forwarding as fw
 from mad.forwarding import LFT_BLOCK_SIZE as B
-from smagent.fdb import lft as linear
+from smagent.fdb import apply as fdbapply, lft as linear, mft as mfttab
 from smagent.model import topogen
 from smagent.model.subnet import LftBlocks, _lfts
+from smagent.planning import update_order
 from smagent.sm.daemon import Daemon, DaemonOptions
 from smagent.sweep import pipeline
 from smagent.sweep.unicast import keep_unreached_routes
@@ -110,12 +115,13 @@ def _old_diff(s, current: dict) -> list[tuple]:
 
 
 class Checked:
-    """Wraps the sweep's `read_lfts` and `known_after`: each time, what the block-by-block
-    computation gives beside what they did."""
+    """Wraps the sweep's `read_lfts`, `known_after` and the apply's LFT stages: each time,
+    what the block-by-block computation (and the stages from every cable) give beside
+    what they did."""
 
     def __init__(self, monkeypatch):
         self.current: dict[int, dict] = {}
-        self.sweeps = self.repairs = self.unconfirmed = 0
+        self.sweeps = self.repairs = self.unconfirmed = self.staged = 0
         read, after = pipeline.read_lfts, pipeline.known_after
 
         def read_lfts(s):
@@ -142,6 +148,25 @@ class Checked:
 
         monkeypatch.setattr(pipeline, "read_lfts", read_lfts)
         monkeypatch.setattr(pipeline, "known_after", known_after)
+        stages = fdbapply.Apply._lft_stages
+
+        def lft_stages(ap):
+            out = stages(ap)
+            assert out == _old_stages(ap)
+            self.staged += bool(out)
+            return out
+        monkeypatch.setattr(fdbapply.Apply, "_lft_stages", lft_stages)
+
+
+def _old_stages(ap) -> list:
+    """The apply's LFT stages as worked out with every switch-to-switch cable of the fabric."""
+    changes, nodes, links = ap.plan.lft, ap.topology.nodes, ap.topology.links
+    if not changes:
+        return []
+    peer = {(g, p): g2 for (g, p), (g2, _p2) in links.items() if g2 in nodes and nodes[g2].is_switch}
+    order = update_order.staged([update_order.Change(c.switch, c.block, c.old, bytes(c.new)) for c in changes], peer)
+    return [[(c if w.final else dataclasses.replace(c, new=w.content), w.final)
+             for w in stage for c in (changes[w.index],)] for stage in order.stages]
 
 
 class Clock:
@@ -196,6 +221,32 @@ def test_repairs_of_random_cuts_match_the_block_by_block_computation(monkeypatch
                 clock.now += 0.5
                 d.step(max_wait=0)
             _as_switches_hold(d, t)
-    assert checked.repairs >= 6 and checked.sweeps > checked.repairs
+    assert checked.repairs >= 6 and checked.sweeps > checked.repairs and checked.staged >= 6
     if lose:
         assert checked.unconfirmed > 0  # blocks written but not confirmed: the model does not know them
+
+
+def _old_keep(desired, current, switch, configured):
+    """`fdb.mft.keep_unconfigured` entry by entry, as it was."""
+    kept: dict = {}
+    for (b, p), masks in desired.items():
+        for i, m in enumerate(current.get((switch, b, p)) or ()):
+            mlid = fw.mft_mlid(b, i)
+            if m and mlid not in configured:
+                masks[i] = m
+                kept.setdefault(mlid, set()).update(fw.mask_ports(m, p))
+    return {mlid: sorted(ports) for mlid, ports in sorted(kept.items())}
+
+
+unit = st.tuples(st.integers(0, 2), st.integers(0, 2))
+masks = st.lists(st.sampled_from([0, 0, 0, 1, 0x8001, 0xFFFF]), min_size=fw.MFT_BLOCK_SIZE, max_size=fw.MFT_BLOCK_SIZE)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(unit, masks, max_size=6), st.dictionaries(unit, masks, max_size=6),
+       st.sets(st.integers(fw.MULTICAST_LID_MIN, fw.MULTICAST_LID_MIN + 95)))
+def test_multicast_kept_outside_the_groups_as_entry_by_entry(desired, current, configured):
+    held = {(7, b, p): m for (b, p), m in current.items()}
+    ours, theirs = {k: list(v) for k, v in desired.items()}, {k: list(v) for k, v in desired.items()}
+    assert mfttab.keep_unconfigured(ours, held, 7, configured) == _old_keep(theirs, held, 7, configured)
+    assert ours == theirs
