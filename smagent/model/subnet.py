@@ -569,6 +569,9 @@ class LftBlocks(Mapping):
         self.unknown = unknown
         self._by_switch: dict[int, set[int]] | None = None
 
+    def __reduce__(self):  # copy/pickle as what it holds (a mappingproxy does not pickle)
+        return (type(self), (dict(self.tables), self.unknown))
+
     @classmethod
     def of(cls, blocks: Mapping[tuple[int, int], bytes]) -> LftBlocks:
         """``blocks`` {(switch, block): bytes} as whole tables (as they are if they are)."""

@@ -10,6 +10,7 @@ entry computation."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import random
 
 import pytest
@@ -81,6 +82,8 @@ def test_tables_untouched_stay_the_same_objects():
     assert after.tables[2] is not tables[2] and lb.cut().tables[1] is tables[1]
     assert lb.cut({1: 5}).tables[1] is tables[1] and len(lb.cut({1: 1}).tables[1]) == B and 2 not in lb.cut({1: 5})
     assert after.tables[1] == bytes(B) and lb.updated().tables is lb.tables
+    again = pickle.loads(pickle.dumps(after))  # a SweepResult holding it still copies
+    assert _held(again) == _held(after) and dict(again) == dict(after)
 
 
 # -- every sweep of a running SM against the block-by-block computation -------------------
