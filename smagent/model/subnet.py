@@ -659,9 +659,9 @@ class LftBlocks(Mapping):
         tables = dict(self.tables)
         unknown = set(self.unknown)
         for sw in dict.fromkeys([*drops, *puts]):  # in a stable order: a switch new to the tables goes last
-            lacking = self.unknown_of(sw)
-            unknown.difference_update((sw, b) for b in lacking)
-            table, lacking = _patched(tables.get(sw, b""), lacking, drops.get(sw, ()), puts.get(sw, {}))
+            before = self.unknown_of(sw)
+            unknown.difference_update((sw, b) for b in before)
+            table, lacking = _patched(tables.get(sw, b""), before, drops.get(sw, ()), puts.get(sw, {}))
             if table:
                 tables[sw] = table
                 unknown.update((sw, b) for b in lacking)
