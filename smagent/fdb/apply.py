@@ -125,7 +125,14 @@ class Apply:
         if self.topology is None or not changes:
             return [[(c, True) for c in changes]] if changes else []
         nodes, links = self.topology.nodes, self.topology.links
-        peer = {(g, p): g2 for (g, p), (g2, _p2) in links.items() if g2 in nodes and nodes[g2].is_switch}
+        # the switch beyond each port of the switches that change: `update_order` follows the
+        # next hops of changed entries only (a repair changes a few switches of thousands)
+        peer = {}
+        for g in dict.fromkeys(c.switch for c in changes):
+            for p in range(1, nodes[g].num_ports + 1 if g in nodes else 0):
+                far = links.get((g, p))
+                if far is not None and far[0] in nodes and nodes[far[0]].is_switch:
+                    peer[(g, p)] = far[0]
         order = update_order.staged([update_order.Change(c.switch, c.block, c.old, bytes(c.new)) for c in changes],
                                     peer)
         return [[(c if w.final else dataclasses.replace(c, new=w.content), w.final)

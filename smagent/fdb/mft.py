@@ -147,12 +147,12 @@ def keep_unconfigured(desired: dict[tuple[int, int], list[int]], current: dict[t
     `mft set`, another tool's group). Returns {mlid: ports} of what was kept."""
     kept: dict[int, set[int]] = {}
     for (b, p), masks in desired.items():
-        cur = current.get((switch, b, p))
-        for i, m in enumerate(cur or ()):
+        cur = current.get((switch, b, p)) or ()
+        for i in [i for i, m in enumerate(cur) if m]:  # most entries are empty: no MLID worked out for them
             mlid = fw.mft_mlid(b, i)
-            if m and mlid not in configured:
-                masks[i] = m
-                kept.setdefault(mlid, set()).update(fw.mask_ports(m, p))
+            if mlid not in configured:
+                masks[i] = cur[i]
+                kept.setdefault(mlid, set()).update(fw.mask_ports(cur[i], p))
     return {mlid: sorted(ports) for mlid, ports in sorted(kept.items())}
 
 

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import types
 from array import array
-from typing import TYPE_CHECKING, Any, Container, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Container, Iterable, Iterator, Mapping, Sequence
 
 from mad.attributes import SMInfo
 from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
@@ -91,8 +91,8 @@ class Subnet:
         """``topology`` frozen into the model, with the LFT blocks {(switch, block): bytes}
         and MFT units {(switch, block, position): masks} known (None: none, as discovery
         leaves it). ``topology`` is the model's from now on: its builder leaves it alone."""
-        tables, unknown = _lfts(lft_blocks or {})
-        return cls(topology=topology, lmc=lmc, sm_lid=sm_lid, lft=types.MappingProxyType(tables), lft_unknown=unknown,
+        known = LftBlocks.of(lft_blocks or {}).cut()  # a sweep's `LftBlocks`: its tables, not cut up and joined again
+        return cls(topology=topology, lmc=lmc, sm_lid=sm_lid, lft=known.tables, lft_unknown=known.unknown,
                    mft=types.MappingProxyType({k: tuple(v) for k, v in (mft or {}).items()}),
                    link_tables_unknown=frozenset(link_tables_unknown))
 
@@ -174,38 +174,21 @@ class Subnet:
     def with_tables(self, lft_blocks: Mapping[tuple[int, int], bytes] = _EMPTY,
                     mft: Mapping[tuple[int, int, int], Sequence[int]] = _EMPTY) -> Subnet:
         """The same model with these LFT blocks and MFT units known (what was read in
-        their place: the audit's drift)."""
-        tables = dict(self.lft)
-        by_switch: dict[int, dict[int, bytes]] = {}
-        for (sw, b), blk in lft_blocks.items():
-            by_switch.setdefault(sw, {})[b] = blk
-        grown = set()  # blocks a table grew by that nobody read: unknown
-        for sw, blocks in by_switch.items():
-            table = bytearray(tables.get(sw, b""))
-            end = (max(blocks) + 1) * LFT_BLOCK_SIZE
-            grown |= {(sw, b) for b in range(len(table) // LFT_BLOCK_SIZE, end // LFT_BLOCK_SIZE) if b not in blocks}
-            table += bytes([NO_PORT]) * max(0, end - len(table))
-            for b, blk in blocks.items():
-                table[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = blk
-            tables[sw] = bytes(table)
+        their place: the audit's drift); blocks a table grows by that nobody read are unknown."""
+        known = self.lft_blocks.updated(put=lft_blocks)
         units = {**self.mft, **{k: tuple(v) for k, v in mft.items()}}
-        unknown = self.lft_unknown - set(lft_blocks)
-        return dataclasses.replace(self, lft=types.MappingProxyType(tables), lft_unknown=unknown | grown,
+        return dataclasses.replace(self, lft=known.tables, lft_unknown=known.unknown,
                                    mft=types.MappingProxyType(units))
 
     # -- the LFTs by block ---------------------------------------------------------------
     def lft_block(self, switch: int, block: int) -> bytes | None:
         """LFT block ``block`` of ``switch`` as known; None where unknown."""
-        table = self.lft.get(switch)
-        end = (block + 1) * LFT_BLOCK_SIZE
-        if table is None or len(table) < end or (switch, block) in self.lft_unknown:
-            return None
-        return table[end - LFT_BLOCK_SIZE:end]
+        return self.lft_blocks.get((switch, block))
 
     @functools.cached_property
-    def lft_blocks(self) -> Mapping[tuple[int, int], bytes]:
+    def lft_blocks(self) -> LftBlocks:
         """The known LFT blocks as {(switch, block): bytes}, a view (no copy)."""
-        return LftBlocks(self)
+        return LftBlocks(self.lft, self.lft_unknown)
 
     def path_sl(self, src: tuple[int, int], dlid: int) -> int:
         """The SL of the path from port ``src`` to ``dlid``: its switch's (a CA port's, the
@@ -572,25 +555,154 @@ def _lfts(blocks: Mapping[tuple[int, int], bytes]) -> tuple[dict[int, bytes], fr
 
 
 class LftBlocks(Mapping):
-    """A `Subnet`'s known LFT blocks as {(switch, block): bytes}, read from its whole
-    tables (one copy of the LFTs, not two)."""
-    __slots__ = ("_subnet",)
+    """LFT blocks as {(switch, block): bytes}, held as whole tables: ``tables`` switch ->
+    its LFT (whole blocks), ``unknown`` the (switch, block)s inside them not known (a block
+    past a table's end is not in it either). A `Subnet`'s known blocks (`Subnet.lft_blocks`,
+    a view of its tables: one copy of the LFTs, not two) and what a sweep's LFT read found
+    (`SweepResult.lft_current`): so that a repair compares, and the model after it is made
+    of, whole tables, the switches it did not touch keeping their very bytes, instead of
+    cutting every table of the fabric into blocks and joining them again."""
+    __slots__ = ("tables", "unknown", "_by_switch")
 
-    def __init__(self, subnet: Subnet):
-        self._subnet = subnet
+    def __init__(self, tables: Mapping[int, bytes], unknown: frozenset[tuple[int, int]] = frozenset()):
+        self.tables = tables if isinstance(tables, types.MappingProxyType) else types.MappingProxyType(tables)
+        self.unknown = unknown
+        self._by_switch: dict[int, set[int]] | None = None
+
+    def __reduce__(self):  # copy/pickle as what it holds (a mappingproxy does not pickle)
+        return (type(self), (dict(self.tables), self.unknown))
+
+    @classmethod
+    def of(cls, blocks: Mapping[tuple[int, int], bytes]) -> LftBlocks:
+        """``blocks`` {(switch, block): bytes} as whole tables (as they are if they are)."""
+        if isinstance(blocks, LftBlocks):
+            return blocks
+        tables, unknown = _lfts(blocks)
+        return cls(tables, unknown)
 
     def __getitem__(self, key: tuple[int, int]) -> bytes:
-        blk = self._subnet.lft_block(*key)
+        blk = self.get(key)
         if blk is None:
             raise KeyError(key)
         return blk
 
+    def get(self, key: tuple[int, int], default: Any = None) -> Any:
+        switch, block = key
+        table = self.tables.get(switch)
+        end = (block + 1) * LFT_BLOCK_SIZE
+        if table is None or len(table) < end or block < 0 or key in self.unknown:
+            return default
+        return table[end - LFT_BLOCK_SIZE:end]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and len(key) == 2 and self.get(key) is not None
+
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        sub = self._subnet
-        for sw, table in sub.lft.items():
+        unknown = self.unknown
+        for sw, table in self.tables.items():
             for b in range(len(table) // LFT_BLOCK_SIZE):
-                if (sw, b) not in sub.lft_unknown:
+                if (sw, b) not in unknown:
                     yield sw, b
 
     def __len__(self) -> int:
-        return sum(len(t) // LFT_BLOCK_SIZE for t in self._subnet.lft.values()) - len(self._subnet.lft_unknown)
+        tables = self.tables
+        inside = sum(1 for sw, b in self.unknown if b < len(tables.get(sw, b"")) // LFT_BLOCK_SIZE)
+        return sum(len(t) // LFT_BLOCK_SIZE for t in tables.values()) - inside
+
+    def unknown_of(self, switch: int) -> AbstractSet[int]:
+        """The blocks of ``switch``'s table that are not known."""
+        if self._by_switch is None:
+            by: dict[int, set[int]] = {}
+            for sw, b in self.unknown:
+                by.setdefault(sw, set()).add(b)
+            self._by_switch = by
+        return self._by_switch.get(switch, frozenset())
+
+    def whole(self, switch: int) -> bytes | None:
+        """``switch``'s table when every block of it is known (None: else, or none)."""
+        table = self.tables.get(switch)
+        if table is None or any(b < len(table) // LFT_BLOCK_SIZE for b in self.unknown_of(switch)):
+            return None
+        return table
+
+    def cut(self, limits: Mapping[int, int] | None = None) -> LftBlocks:
+        """These blocks as `_lfts` would join them again: each table ending at its last
+        known block, NO_PORT in the unknown ones (``limits``: only the switches it names,
+        each cut to its first so many blocks first). A table that needs none of that is
+        the very same object."""
+        tables: dict[int, bytes] = {}
+        unknown: list[tuple[int, int]] = []
+        for sw, n in (limits.items() if limits is not None else ((sw, None) for sw in self.tables)):
+            table = self.tables.get(sw)
+            if table is None:
+                continue
+            table, lacking = _settled(table, self.unknown_of(sw), n)
+            if table:
+                tables[sw] = table
+                unknown += [(sw, b) for b in lacking]
+        return LftBlocks(tables, frozenset(unknown))
+
+    def updated(self, dropped: Iterable[tuple[int, int]] = (),
+                put: Mapping[tuple[int, int], bytes] | Iterable[tuple[tuple[int, int], bytes]] = ()) -> LftBlocks:
+        """These blocks (in `_lfts`'s form: `cut`) with ``dropped`` no longer known and
+        ``put`` ({(switch, block): bytes}, or such pairs) known on top, as `_lfts` would join
+        a dict of them popped and updated so: only the switches touched are copied, the
+        others keep their tables."""
+        drops: dict[int, set[int]] = {}
+        for sw, b in dropped:
+            drops.setdefault(sw, set()).add(b)
+        puts: dict[int, dict[int, bytes]] = {}
+        for (sw, b), blk in (put.items() if isinstance(put, Mapping) else put):
+            puts.setdefault(sw, {})[b] = blk
+        if not drops and not puts:
+            return self
+        tables = dict(self.tables)
+        unknown = set(self.unknown)
+        for sw in dict.fromkeys([*drops, *puts]):  # in a stable order: a switch new to the tables goes last
+            before = self.unknown_of(sw)
+            unknown.difference_update((sw, b) for b in before)
+            table, lacking = _patched(tables.get(sw, b""), before, drops.get(sw, ()), puts.get(sw, {}))
+            if table:
+                tables[sw] = table
+                unknown.update((sw, b) for b in lacking)
+            else:
+                tables.pop(sw, None)
+        return LftBlocks(tables, frozenset(unknown))
+
+
+_NO_BLOCK = bytes([NO_PORT]) * LFT_BLOCK_SIZE
+
+
+def _settled(table: bytes, unknown: Container[int], blocks: int | None) -> tuple[bytes, list[int]]:
+    """``table`` cut to ``blocks`` blocks (None: its own), then to its last known block,
+    the unknown blocks NO_PORT (`_lfts`'s form), and those unknown blocks; the very same
+    object where that changes nothing."""
+    nb = len(table) // LFT_BLOCK_SIZE if blocks is None else min(blocks, len(table) // LFT_BLOCK_SIZE)
+    lacking = [b for b in range(nb) if b in unknown] if unknown else []
+    while lacking and lacking[-1] == nb - 1:
+        nb -= 1
+        lacking.pop()
+    if lacking:
+        out = bytearray(table[:nb * LFT_BLOCK_SIZE])
+        for b in lacking:
+            out[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = _NO_BLOCK
+        return bytes(out), lacking
+    return (table if len(table) == nb * LFT_BLOCK_SIZE else table[:nb * LFT_BLOCK_SIZE]), lacking
+
+
+def _patched(table: bytes, unknown: Container[int], dropped: Container[int],
+             put: Mapping[int, bytes]) -> tuple[bytes, list[int]]:
+    """One switch's ``table`` with the blocks ``dropped`` unknown and ``put`` written, in
+    `_lfts`'s form, and its unknown blocks."""
+    known = {b for b in range(len(table) // LFT_BLOCK_SIZE) if b not in unknown and b not in dropped} | put.keys()
+    if not known:
+        return b"", []
+    end = (max(known) + 1) * LFT_BLOCK_SIZE
+    out = bytearray(table[:end])
+    out += bytes([NO_PORT]) * (end - len(out))
+    lacking = [b for b in range(end // LFT_BLOCK_SIZE) if b not in known]
+    for b in lacking:
+        out[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = _NO_BLOCK
+    for b, blk in put.items():
+        out[b * LFT_BLOCK_SIZE:(b + 1) * LFT_BLOCK_SIZE] = blk
+    return bytes(out), lacking

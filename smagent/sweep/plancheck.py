@@ -59,7 +59,7 @@ import time
 from mad import forwarding as fw
 from mad.attributes import PortState
 from smagent import verify
-from smagent.model.subnet import Subnet
+from smagent.model.subnet import LftBlocks, Subnet
 
 FAILING = ("loop", "misdelivered")  # outcomes that are wrong even where nothing worked before
 ABSOLUTE = ("black_hole", "own_lid_not_port0", "cdg_cycle")  # refused whatever today's tables hold
@@ -221,7 +221,7 @@ def _absolute(new: verify.Snapshot, report: verify.Report, examples: int, defect
 def snapshot(r, *, planned: bool) -> verify.Snapshot:
     """``r``'s tables as a verify Snapshot: as read, or as its plan would leave them."""
     topo = planned_topology(r) if planned else r.topology
-    lfts = planned_lfts(r) if planned else dict(r.lft_current)
+    lfts = planned_lfts(r) if planned else r.lft_current
     rft_blocks = dict(r.rft_current)
     if planned:
         rft_blocks.update(((c.switch, c.block), list(c.new)) for c in sorted(r.rft_changes, key=lambda c: c.phase))
@@ -244,11 +244,9 @@ def snapshot(r, *, planned: bool) -> verify.Snapshot:
     return snap
 
 
-def planned_lfts(r) -> dict[tuple[int, int], bytes]:
+def planned_lfts(r) -> LftBlocks:
     """The LFT blocks as ``r``'s plan would leave them: {(switch, block): bytes}."""
-    lfts = dict(r.lft_current)
-    lfts.update(((c.switch, c.block), bytes(c.new)) for c in r.lft_changes)
-    return lfts
+    return LftBlocks.of(r.lft_current).updated(put=(((c.switch, c.block), bytes(c.new)) for c in r.lft_changes))
 
 
 def planned_topology(r):

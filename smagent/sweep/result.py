@@ -17,7 +17,7 @@ from smagent.fdb import mft as mfttab
 from smagent.fdb import rft
 from smagent.fdb.switch import interleave
 from smagent.errors import SafetyRefusal
-from smagent.model.subnet import InterningTables, Subnet
+from smagent.model.subnet import InterningTables, LftBlocks, Subnet
 from smagent.sweep import planjson
 
 
@@ -113,7 +113,7 @@ class SweepResult:
     missing: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
     backup_file: str | None = None
     # what the plan diffed against
-    lft_current: dict[tuple[int, int], bytes] = dataclasses.field(default_factory=dict)
+    lft_current: LftBlocks = dataclasses.field(default_factory=lambda: LftBlocks({}))  # whole tables, as read or known
     mft_current: dict[tuple[int, int, int], list[int]] = dataclasses.field(default_factory=dict)
     rft_current: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)  # {(switch, block): 16 packed entries}
     plan_check: Any = None  # plancheck.PlanCheck: the planned tables, checked before the first Set

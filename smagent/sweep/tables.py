@@ -9,13 +9,14 @@ phases ask the source and never which one it is.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 from smagent import discovery
 from smagent.discovery import smcheck
 from smagent.fdb import lft as linear
 from smagent.fdb import mft as mfttab
 from smagent.fdb.switch import failed_units_lines
+from smagent.model.subnet import LftBlocks
 from smagent.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -33,9 +34,9 @@ class TableSource(Protocol):
     def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
         """Notes on the other SMs; OtherMasterSM while one is MASTER (unless ``force``)."""
 
-    def lft_blocks(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
-        """LFT blocks {(switch, block): bytes} of ``wanted`` [(switch, path, block)], and
-        the errors of those missing, in their order."""
+    def lft_tables(self, transport: Transport, wanted: list) -> tuple[LftBlocks, list[str]]:
+        """The LFT blocks of ``wanted`` [(switch, path, how many blocks from block 0)], as
+        whole tables, and the errors of those missing, in the order of their blocks."""
 
     def mft_units(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
         """MFT units {(switch, block, position): masks} of ``wanted`` [(switch, path,
@@ -60,8 +61,9 @@ class LiveTables:
     def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
         return smcheck.check_other_sms(transport, topo, force=force)
 
-    def lft_blocks(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
-        return linear.read_lft_blocks(transport, wanted)
+    def lft_tables(self, transport: Transport, wanted: list) -> tuple[LftBlocks, list[str]]:
+        got, errors = linear.read_lft_blocks(transport, lft_units(wanted))
+        return LftBlocks.of(got), errors
 
     def mft_units(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
         return mfttab.read_mft_units(transport, wanted)
@@ -84,9 +86,9 @@ class KnownTables:
     def other_sms(self, transport: Transport, topo: discovery.Topology, *, force: bool) -> list[str]:
         return []  # a repair: the running SM knows the other SMs
 
-    def lft_blocks(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
-        known = self.known
-        return {(g, b): blk for g, _p, b in wanted if (blk := known.lft_block(g, b)) is not None}, []
+    def lft_tables(self, transport: Transport, wanted: list) -> tuple[LftBlocks, list[str]]:
+        # the model's own tables, each cut to the blocks wanted only where it is longer
+        return self.known.lft_blocks.cut({g: n for g, _p, n in wanted}), []
 
     def mft_units(self, transport: Transport, wanted: list) -> tuple[dict, list[str]]:
         known = self.known.mft
@@ -101,11 +103,18 @@ def table_source(opts: SweepOptions) -> TableSource:
     return LiveTables(opts.discovered) if opts.known is None else KnownTables(opts.known)
 
 
-def read_failures(topo: discovery.Topology, wanted: list, current: dict, errors: list[str],
+def lft_units(wanted: list) -> list[tuple]:
+    """(switch, path, block) of every block of ``wanted`` [(switch, path, how many blocks)]."""
+    return [(g, p, b) for g, p, n in wanted for b in range(n)]
+
+
+def read_failures(topo: discovery.Topology, wanted: list, current: Mapping, errors: list[str],
                   unit: str) -> list[tuple]:
     """The errors of a table read, one line per switch (a switch that stopped answering is
     one report, not one per block), with the units it covers: [(line, {(switch, *unit)})].
     ``errors`` come in the order of the units of ``wanted`` missing from ``current``."""
+    if not errors:
+        return []  # nothing missing (a repair's known tables): no pass over every unit
     by: dict = {}
     for w, e in zip([w for w in wanted if (w[0], *w[2:]) not in current], errors):
         by.setdefault(w[0], []).append((w, e))

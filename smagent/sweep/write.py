@@ -5,7 +5,7 @@ from __future__ import annotations
 from smagent.config import files as paths
 from smagent.fdb import apply as fdbapply
 from smagent.sweep.result import SweepResult
-from smagent.model.subnet import LINK_TABLE_KINDS, Subnet
+from smagent.model.subnet import LINK_TABLE_KINDS, LftBlocks, Subnet
 from smagent.sweep.linkconf import note_refused
 from smagent.sweep.state import SweepState
 
@@ -68,10 +68,9 @@ def known_after(r: SweepResult, ap, links_unknown) -> Subnet:
     """The subnet model an apply left: the tables as planned against, the confirmed writes
     on top (a block written but not confirmed is unknown), SwitchInfo as read back;
     ``links_unknown``: the nodes whose link tables did not answer."""
-    lft = dict(r.lft_current)
-    for c in r.lft_changes:
-        lft.pop((c.switch, c.block), None)
-    lft.update(((c.switch, c.block), bytes(c.new)) for c in ap.written["lft"])
+    # the tables as read, changed ones copied: a block changed becomes unknown unless confirmed
+    lft = LftBlocks.of(r.lft_current).updated(((c.switch, c.block) for c in r.lft_changes),
+                                              (((c.switch, c.block), bytes(c.new)) for c in ap.written["lft"]))
     mft = dict(r.mft_current)
     for m in r.mft_changes:
         mft.pop((m.switch, m.block, m.position), None)
