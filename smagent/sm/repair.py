@@ -49,11 +49,12 @@ def _get(attr, path, mod=0) -> Request:
     return Request(smpcodec.dr(Method.GET, attr, path, mod))
 
 
-def recompute_paths(topo, keys=None) -> bool:
+def recompute_paths(topo, keys=None, reached=None) -> bool:
     """Shortest DR paths from the local port over `topo.links` (`discovery.shortest_paths`,
-    which tells the M_Key chain `keys` about the new paths); False if a node is cut off or
-    a CA port lost or gained its link."""
-    return discovery.shortest_paths(topo.nodes, topo.links, topo.local, keys)
+    which tells the M_Key chain `keys` about the new paths; ``reached``: `discovery.reach`
+    over them, worked out already); False if a node is cut off or a CA port lost or
+    gained its link."""
+    return discovery.shortest_paths(topo.nodes, topo.links, topo.local, keys, reached)
 
 
 def _port_changed(topo, n, p, pi, flagged, changes, new_links, down) -> str | None:
@@ -91,18 +92,19 @@ def _ca_port_gone(topo, ca: DNode, port: int) -> None:
         del topo.nodes[ca.guid]
 
 
-def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], changes: list[str]) -> set[int] | None:
+def _drop_cut_off(known, reached, down: dict[tuple[int, int], str], alive: set[int],
+                  changes: list[str]) -> set[int] | None:
     """What a walk from our port no longer reaches over the links left, as discovery would
     leave it: the nodes go with their links (a CA also reached by another port keeps that
     one: `_ca_port_gone`); what the model holds of them leaves it (`_tables_unknown`; their
     LFT blocks and MFT units with the sweep that follows, which reads only the switches of
     the topology). A link leaves `topo.links` only when a read saw it DOWN, so
     every link into the part cut off was seen down; a switch that merely did not answer
-    keeps its links and is never dropped. Returns the GUIDs dropped; None (nothing
+    keeps its links and is never dropped. ``reached``: what a walk reaches (`discovery.reach`'s
+    paths by GUID). Returns the GUIDs dropped; None (nothing
     changed) if a switch that answered us (``alive``) would be among them: the links
     seen do not explain the fabric."""
     topo = known.topology
-    reached, _ca_ports = discovery.reach(topo.nodes, topo.links, topo.local)
     gone = [n for g, n in topo.nodes.items() if g not in reached]
     cut = {n.guid for n in gone}
     if cut & alive:
@@ -273,13 +275,16 @@ def _paths_around(transport, known, down, alive, flagged, changes) -> bool:
     """`recompute_paths`; when a part is cut off, that part dropped first (`_drop_cut_off`).
     False if the paths still cannot be computed (a switch that answered is cut off, a CA
     port that gained a link unseen)."""
-    if recompute_paths(known.topology, transport.keys):
+    topo = known.topology
+    reached = discovery.reach(topo.nodes, topo.links, topo.local)
+    if recompute_paths(topo, transport.keys, reached):
         return True
-    cut = _drop_cut_off(known, down, alive, changes)
+    cut = _drop_cut_off(known, reached[0], down, alive, changes)
     if cut is None:
         return False
     flagged -= cut
-    return recompute_paths(known.topology, transport.keys)
+    # what is dropped was not reached: the walk over what is left reaches the rest as before
+    return recompute_paths(topo, transport.keys, reached)
 
 
 def _tables_unknown(known, work):
