@@ -214,6 +214,7 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
     down = {} if down is None else down
     alive: set[int] = set()  # the switches read: reachable whatever the links say
     pending = nodes
+    walked = None  # (links, nodes) held when a walk of this update last set every path
     for _round in range(2):  # a switch whose DR path crossed a cut link is read again on a new path
         where = [(n, p) for n in pending for p in range(1, n.num_ports + 1)]
         replies = transport.execute([_get(AttrID.PORT_INFO, n.path, portinfo_modifier(p)) for n, p in where],
@@ -233,6 +234,7 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
             break
         if not _paths_around(transport, known, down, alive, flagged, changes):
             return False, changes + ["part of the fabric is cut off or a CA changed"]
+        walked = (len(topo.links), len(topo.nodes))
         pending = [n for n in pending if n.guid in topo.nodes]  # one cut off with the rest is gone
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
@@ -255,7 +257,10 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
             ca.node_description = r.value(NodeDescription).node_string
             ca.description = transport.names.name(ca.guid, ca.node_description)
             changes.append(f"host {ca.description} up")
-    if not _paths_around(transport, known, down, alive, flagged, changes):
+    # the paths stand as that walk set them unless a link or node left since (a read
+    # takes links away only: one that came is in ``new_links``)
+    if (walked != (len(topo.links), len(topo.nodes)) or new_links) and \
+            not _paths_around(transport, known, down, alive, flagged, changes):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it
         n = topo.nodes[g]
