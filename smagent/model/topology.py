@@ -15,6 +15,7 @@ from mad.attributes import NodeInfo, NodeType, PortInfo, SwitchInfo
 
 _SWITCH = int(NodeType.SWITCH)  # a plain int: comparing with an IntEnum member costs 3x
 
+
 @dataclasses.dataclass
 class DNode:
     """A discovered node."""

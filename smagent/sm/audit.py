@@ -201,8 +201,8 @@ class Audit:
                 "items": self._count(known) if known is not None else None,
                 "last": self.last}
 
-
     def _count(self, known) -> int:
+        """`count(known)`, or the length of the items made already."""
         if known is self._of:
             return len(self._items)
         if known is not self._counted[0]():
