@@ -21,7 +21,6 @@ key, and asking again would only cost time (and M_Key violations).
 """
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Iterable
@@ -261,49 +260,64 @@ def reach(nodes: dict[int, DNode], links: dict, local) -> tuple[Paths, dict[int,
     """Breadth first over ``links`` ({(guid, port): (guid, port)}) from the ``local`` node
     (guid, port), as a walk reaches them (a CA does not forward; the local CA leaves by its
     own port only): ({node GUID: shortest DR path}, {CA GUID: {port: shortest DR path}}).
-    A node missing from the first is cut off from our port."""
+    A node missing from the first is cut off from our port. Of several shortest paths, the
+    first in port order (the one a walk finds first)."""
     lg, lp = local
     root = nodes[lg]
     paths: Paths = {lg: (0,)}
     ca_ports: dict[int, Paths] = {lg: {lp: (0,)}} if not root.is_switch else {}
-    queue = collections.deque([lg])
-    while queue:
-        g = queue.popleft()
+    get, node_of = links.get, nodes.get
+    # level order: the switches to go on from (a CA forwards nothing: never queued, its
+    # path and port paths set as it is met), a list read as it grows
+    queue = [lg]
+    for g in queue:
         n, here = nodes[g], paths[g]
-        exits = range(1, n.num_ports + 1) if n.is_switch else ([lp] if g == lg else [])
-        for p in exits:
-            peer = links.get((g, p))
-            if peer is None or peer[0] not in nodes:
+        for p in range(1, n.num_ports + 1) if n.is_switch else (lp,) if g == lg else ():
+            peer = get((g, p))
+            if peer is None:
                 continue
-            pg, pp = peer
+            pg = peer[0]
+            m = node_of(pg)
+            if m is None:
+                continue
+            if m.is_switch:
+                if pg not in paths:
+                    paths[pg] = here + (p,)
+                    queue.append(pg)
+                continue
             path = here + (p,)
-            if not nodes[pg].is_switch:
-                ca_ports.setdefault(pg, {}).setdefault(pp, path)
+            held = ca_ports.get(pg)
+            if held is None:
+                ca_ports[pg] = {peer[1]: path}
+            elif peer[1] not in held:
+                held[peer[1]] = path
             if pg not in paths:
                 paths[pg] = path
-                queue.append(pg)
     return paths, ca_ports
 
 
-def shortest_paths(nodes: dict[int, DNode], links: dict, local, keys: KeyChain | None = None) -> bool:
+def shortest_paths(nodes: dict[int, DNode], links: dict, local, keys: KeyChain | None = None,
+                   reached: tuple[Paths, dict[int, Paths]] | None = None) -> bool:
     """The one shortest-DR-path computation (discovery's final pass, the daemon's repair).
 
-    Each switch's path and each CA port's path, the shortest (`reach`); a CA's `path` is
+    Each switch's path and each CA port's path, the shortest (`reach`; ``reached``: its
+    answer over these very nodes and links, worked out already); a CA's `path` is
     its shortest port's. Returns False and changes nothing when a node, or a CA port that
     has a path now, is not reached (a node cut off, a CA port that lost or gained its link);
     otherwise sets every `path` and `port_paths`, and tells ``keys`` (when it maps keys
     per node) the node behind every path, so SMPs on the new paths carry the right M_Key."""
     lg = local[0]
-    paths, ca_ports = reach(nodes, links, local)
-    if set(paths) != set(nodes):
+    paths, ca_ports = reached if reached is not None else reach(nodes, links, local)
+    if not all(map(paths.__contains__, nodes)):
         return False
-    if any(set(ca_ports.get(g, {})) != set(n.port_paths) for g, n in nodes.items() if not n.is_switch):
+    empty: Paths = {}
+    if any(ca_ports.get(g, empty).keys() != n.port_paths.keys() for g, n in nodes.items() if not n.is_switch):
         return False
     learn = keys is not None and keys.per_node
     for g, n in nodes.items():
         n.path = paths[g]
         if not n.is_switch:
-            n.port_paths = dict(ca_ports[g])
+            n.port_paths = ca_ports[g]  # made by `reach` for this node alone
         if learn and g != lg:
             assert keys is not None
             if n.is_switch:

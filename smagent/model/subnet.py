@@ -140,24 +140,49 @@ class Subnet:
         return self.topology.local
 
     @functools.cached_property
+    def end_ports(self) -> tuple[tuple[DNode, int], ...]:
+        """(node, port) of every LID-carrying port (`DNode.lid_ports`: port 0 of a switch,
+        every discovered port of a CA), in node order: the one walk over the nodes that
+        `lids`, `by_port_guid`, the SA's end ports and the audit share."""
+        return tuple((n, p) for n in self.topology.nodes.values() for p in n.lid_ports())
+
+    @functools.cached_property
     def lids(self) -> Mapping[int, tuple[int, int]]:
         """LID -> (node GUID, LID-carrying port), every LID of every port's LMC range."""
         lids: dict[int, tuple[int, int]] = {}
-        for n in self.topology.nodes.values():
-            for p in n.lid_ports():
-                pi = n.ports.get(p)
-                if pi is None or not pi.lid:
-                    continue
-                span = 1 if n.is_switch else 1 << pi.lmc
-                for lid in range(pi.lid, pi.lid + span):
-                    lids[lid] = (n.guid, p)
+        for n, p in self.end_ports:
+            pi = n.ports.get(p)
+            if pi is None or not pi.lid:
+                continue
+            if n.is_switch or not pi.lmc:
+                lids[pi.lid] = (n.guid, p)
+                continue
+            where = (n.guid, p)
+            for lid in range(pi.lid, pi.lid + (1 << pi.lmc)):
+                lids[lid] = where
         return types.MappingProxyType(lids)
 
     @functools.cached_property
     def by_port_guid(self) -> Mapping[int, tuple[int, int]]:
         """Port GUID -> (node GUID, port) of every LID-carrying port."""
-        return types.MappingProxyType({n.port_guid(p): (n.guid, p) for n in self.topology.nodes.values()
-                                       for p in n.lid_ports()})
+        return types.MappingProxyType({n.port_guid(p): (n.guid, p) for n, p in self.end_ports})
+
+    @functools.cached_property
+    def switches(self) -> tuple[DNode, ...]:
+        """The switches, in node order (`Topology.switches`, worked out once)."""
+        return tuple(n for n in self.topology.nodes.values() if n.is_switch)
+
+    @functools.cached_property
+    def _switch_lids(self) -> Mapping[int, int]:
+        at: dict[int, int] = {}
+        for n in self.switches:
+            at.setdefault(n.lid(0), n.guid)
+        return at
+
+    def switch_at_lid(self, lid: int) -> int | None:
+        """The GUID of the first switch (in node order) whose port 0 has LID ``lid`` (0:
+        the first without one), or None."""
+        return self._switch_lids.get(lid)
 
     # -- functional updates ------------------------------------------------------------
     def evolve(self, **changes: Any) -> Subnet:

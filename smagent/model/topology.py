@@ -13,6 +13,8 @@ from typing import Any
 
 from mad.attributes import NodeInfo, NodeType, PortInfo, SwitchInfo
 
+_SWITCH = int(NodeType.SWITCH)  # a plain int: comparing with an IntEnum member costs 3x
+
 
 @dataclasses.dataclass
 class DNode:
@@ -28,10 +30,21 @@ class DNode:
     ports: dict[int, PortInfo] = dataclasses.field(default_factory=dict)  # port -> PortInfo
     port_paths: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # CA port -> DR path
     port_guids: dict[int, int] = dataclasses.field(default_factory=dict)
+    # whether it is a switch: worked out of ``node_type`` (never changed) once, a plain
+    # attribute because nearly every loop over the fabric asks it of every node
+    is_switch: bool = dataclasses.field(init=False, repr=False, compare=False)
 
-    @property
-    def is_switch(self) -> bool:
-        return self.node_type == NodeType.SWITCH
+    def __post_init__(self) -> None:
+        self.is_switch = self.node_type == _SWITCH
+
+    def copy(self) -> DNode:
+        """A copy whose dicts may be changed without changing this node's (the PortInfos,
+        replaced and never changed in place, shared): what `dataclasses.replace` makes,
+        without going through ``__init__`` (a fork copies every node of the fabric)."""
+        new = object.__new__(DNode)
+        new.__dict__.update(self.__dict__)
+        new.ports, new.port_paths, new.port_guids = dict(self.ports), dict(self.port_paths), dict(self.port_guids)
+        return new
 
     def path_to_port(self, port: int) -> tuple[int, ...]:
         """DR path that addresses ``port``'s SMA (a switch: port 0's, via the node path)."""
@@ -47,7 +60,7 @@ class DNode:
 
     def lid_ports(self) -> list[int]:
         """Ports that carry a LID: port 0 of a switch, every discovered port of a CA."""
-        return [0] if self.is_switch else sorted(self.port_paths)
+        return [0] if self.is_switch else sorted(self.port_paths) if len(self.port_paths) > 1 else list(self.port_paths)
 
     def __repr__(self) -> str:  # the PortInfos would make it kilobytes: say which node it is
         kind = "switch" if self.is_switch else "CA"
@@ -118,8 +131,7 @@ class Topology:
         """A copy that may be changed without changing this one: its dicts and nodes
         copied, the PortInfos (replaced, never changed in place) shared. Cheap: a few ms on
         a 648-host fabric (a deep copy: 150 ms)."""
-        nodes = {g: dataclasses.replace(n, ports=dict(n.ports), port_paths=dict(n.port_paths),
-                                        port_guids=dict(n.port_guids)) for g, n in self.nodes.items()}
+        nodes = {g: n.copy() for g, n in self.nodes.items()}
         return dataclasses.replace(self, nodes=nodes, links=dict(self.links))
 
     def by_guid(self, guid: int) -> tuple[DNode, int | None] | None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
 
 from mad.attributes import AttrID, LinearForwardingTable, MulticastForwardingTable, PortInfo, PortState, SMState
 from mad import forwarding as fw
@@ -39,10 +40,9 @@ class Drift:
 
 def items(known) -> list[Item]:
     """Everything the audit reads for ``known``, the kinds interleaved (round robin)."""
-    topo = known.topology
     lft = [("lft", g, b) for g, b in sorted(known.lft_blocks)]
     mft = [("mft", g, b, p) for g, b, p in sorted(known.mft)]
-    ports = [("port", n.guid, p) for n in topo.nodes.values() for p in n.lid_ports() if p in n.ports]
+    ports = [("port", n.guid, p) for n, p in known.end_ports if p in n.ports]
     out: list[Item] = []
     for group in itertools.zip_longest(ports, lft, mft):
         out += [i for i in group if i is not None]
@@ -52,8 +52,7 @@ def items(known) -> list[Item]:
 def count(known) -> int:
     """How many `items(known)` there are, without making them (the status asks at every
     publish, and right after a repair the list is not made yet)."""
-    return len(known.lft_blocks) + len(known.mft) + sum(1 for n in known.topology.nodes.values()
-                                                 for p in n.lid_ports() if p in n.ports)
+    return len(known.lft_blocks) + len(known.mft) + sum(1 for n, p in known.end_ports if p in n.ports)
 
 
 def request(item: Item, topo) -> Request | None:
@@ -149,6 +148,8 @@ class Audit:
         self.last: list[str] = []  # the last drifts found
         self._of: object = None  # the known state `_items` is of: built once per sweep
         self._items: list[Item] = []
+        # (a known state, weakly: never kept alive for this; `count` of it): the status asks often
+        self._counted: tuple[Callable[[], object], int] = (lambda: None, 0)
 
     def items(self, known) -> list[Item]:
         """`items(known)`, kept while the known state is the same object (the status asks
@@ -197,8 +198,16 @@ class Audit:
 
     def status(self, known) -> dict:
         return {"share": self.share, "reads": self.reads, "drifts": self.drifts, "passes": self.passes,
-                "items": (len(self._items) if known is self._of else count(known)) if known is not None else None,
+                "items": self._count(known) if known is not None else None,
                 "last": self.last}
+
+    def _count(self, known) -> int:
+        """`count(known)`, or the length of the items made already."""
+        if known is self._of:
+            return len(self._items)
+        if known is not self._counted[0]():
+            self._counted = (weakref.ref(known), count(known))
+        return self._counted[1]
 
 
 def step(duties: Duties, count: int) -> None:

@@ -114,11 +114,8 @@ class Duties:
                 self.mastership.check_sm_at_lid(decision.lid)
 
     def _switch_at_lid(self, lid: int) -> int | None:
-        topo = self.shared.topo
-        for n in (topo.switches() if topo else ()):
-            if n.lid(0) == lid:
-                return n.guid
-        return None
+        subnet = self.shared.subnet  # its map by LID worked out once per model, not once per trap
+        return subnet.switch_at_lid(lid) if subnet is not None else None
 
     # -- repairs and sweeps ----------------------------------------------------------
     def repair_due(self) -> None:

@@ -49,11 +49,12 @@ def _get(attr, path, mod=0) -> Request:
     return Request(smpcodec.dr(Method.GET, attr, path, mod))
 
 
-def recompute_paths(topo, keys=None) -> bool:
+def recompute_paths(topo, keys=None, reached=None) -> bool:
     """Shortest DR paths from the local port over `topo.links` (`discovery.shortest_paths`,
-    which tells the M_Key chain `keys` about the new paths); False if a node is cut off or
-    a CA port lost or gained its link."""
-    return discovery.shortest_paths(topo.nodes, topo.links, topo.local, keys)
+    which tells the M_Key chain `keys` about the new paths; ``reached``: `discovery.reach`
+    over them, worked out already); False if a node is cut off or a CA port lost or
+    gained its link."""
+    return discovery.shortest_paths(topo.nodes, topo.links, topo.local, keys, reached)
 
 
 def _port_changed(topo, n, p, pi, flagged, changes, new_links, down) -> str | None:
@@ -91,18 +92,19 @@ def _ca_port_gone(topo, ca: DNode, port: int) -> None:
         del topo.nodes[ca.guid]
 
 
-def _drop_cut_off(known, down: dict[tuple[int, int], str], alive: set[int], changes: list[str]) -> set[int] | None:
+def _drop_cut_off(known, reached, down: dict[tuple[int, int], str], alive: set[int],
+                  changes: list[str]) -> set[int] | None:
     """What a walk from our port no longer reaches over the links left, as discovery would
     leave it: the nodes go with their links (a CA also reached by another port keeps that
     one: `_ca_port_gone`); what the model holds of them leaves it (`_tables_unknown`; their
     LFT blocks and MFT units with the sweep that follows, which reads only the switches of
     the topology). A link leaves `topo.links` only when a read saw it DOWN, so
     every link into the part cut off was seen down; a switch that merely did not answer
-    keeps its links and is never dropped. Returns the GUIDs dropped; None (nothing
+    keeps its links and is never dropped. ``reached``: what a walk reaches (`discovery.reach`'s
+    paths by GUID). Returns the GUIDs dropped; None (nothing
     changed) if a switch that answered us (``alive``) would be among them: the links
     seen do not explain the fabric."""
     topo = known.topology
-    reached, _ca_ports = discovery.reach(topo.nodes, topo.links, topo.local)
     gone = [n for g, n in topo.nodes.items() if g not in reached]
     cut = {n.guid for n in gone}
     if cut & alive:
@@ -212,6 +214,7 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
     down = {} if down is None else down
     alive: set[int] = set()  # the switches read: reachable whatever the links say
     pending = nodes
+    walked = None  # (links, nodes) held when a walk of this update last set every path
     for _round in range(2):  # a switch whose DR path crossed a cut link is read again on a new path
         where = [(n, p) for n in pending for p in range(1, n.num_ports + 1)]
         replies = transport.execute([_get(AttrID.PORT_INFO, n.path, portinfo_modifier(p)) for n, p in where],
@@ -231,6 +234,7 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
             break
         if not _paths_around(transport, known, down, alive, flagged, changes):
             return False, changes + ["part of the fabric is cut off or a CA changed"]
+        walked = (len(topo.links), len(topo.nodes))
         pending = [n for n in pending if n.guid in topo.nodes]  # one cut off with the rest is gone
     if pending:
         return False, changes + [f"{pending[0].description} does not answer"]
@@ -253,7 +257,10 @@ def update(transport, known, switches: set[int], answered: set[int] | None = Non
             ca.node_description = r.value(NodeDescription).node_string
             ca.description = transport.names.name(ca.guid, ca.node_description)
             changes.append(f"host {ca.description} up")
-    if not _paths_around(transport, known, down, alive, flagged, changes):
+    # the paths stand as that walk set them unless a link or node left since (a read
+    # takes links away only: one that came is in ``new_links``)
+    if (walked != (len(topo.links), len(topo.nodes)) or new_links) and \
+            not _paths_around(transport, known, down, alive, flagged, changes):
         return False, changes + ["part of the fabric is cut off or a CA changed"]
     for g in flagged:  # each end's switch has PortStateChange set: the plan clears it
         n = topo.nodes[g]
@@ -273,13 +280,16 @@ def _paths_around(transport, known, down, alive, flagged, changes) -> bool:
     """`recompute_paths`; when a part is cut off, that part dropped first (`_drop_cut_off`).
     False if the paths still cannot be computed (a switch that answered is cut off, a CA
     port that gained a link unseen)."""
-    if recompute_paths(known.topology, transport.keys):
+    topo = known.topology
+    reached = discovery.reach(topo.nodes, topo.links, topo.local)
+    if recompute_paths(topo, transport.keys, reached):
         return True
-    cut = _drop_cut_off(known, down, alive, changes)
+    cut = _drop_cut_off(known, reached[0], down, alive, changes)
     if cut is None:
         return False
     flagged -= cut
-    return recompute_paths(known.topology, transport.keys)
+    # what is dropped was not reached: the walk over what is left reaches the rest as before
+    return recompute_paths(topo, transport.keys, reached)
 
 
 def _tables_unknown(known, work):
