@@ -102,7 +102,11 @@ def settle(s: SweepState) -> tuple | None:
     # only a Set's answer replaced a PortInfo since the plan: the ports changed, and the
     # peers of those, whose entries hold the changed port's PortInfo, are looked at again
     changed = {(c.guid, c.port) for c in s.r.port_changes}
-    peers = {peer for key in changed if (peer := topo.links.get(key)) in before}
+    peers: set[tuple[int, int]] = set()
+    for key in changed:
+        peer = topo.links.get(key)
+        if peer is not None and peer in before:
+            peers.add(peer)
     for key in changed | peers:
         n = topo.nodes.get(key[0])
         pi = n.ports.get(key[1]) if n is not None else None
