@@ -21,8 +21,9 @@ import bisect
 import dataclasses
 import functools
 import types
+import weakref
 from array import array
-from typing import TYPE_CHECKING, AbstractSet, Any, Container, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Container, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from mad.attributes import SMInfo
 from mad.forwarding import LFT_BLOCK_SIZE, LFT_NO_PORT, PKEY_DEFAULT, PKEY_FULL_MEMBER
@@ -486,6 +487,25 @@ class LinkTables(Mapping):
             for i in range(bisect.bisect_left(keys, lo), bisect.bisect_left(keys, lo + (1 << 40))):
                 key = keys[i]
                 yield guid, key >> 32 & 0xFF, key & 0xFFFFFFFF, values[idx[i]]
+
+
+_T = TypeVar("_T")
+
+
+class PerModel(Generic[_T]):
+    """``fn(model)`` kept while the model asked about is the one it was worked out of
+    (weakly: never keeps an old model alive): what a service derives of the model the
+    daemon holds and is asked often, worked out once per model."""
+
+    def __init__(self, fn: Callable[[Any], _T]):
+        self.fn = fn
+        self._of: Callable[[], object] = lambda: None
+        self._value: _T | None = None
+
+    def __call__(self, model: Any) -> _T:
+        if self._of() is not model:
+            self._value, self._of = self.fn(model), weakref.ref(model)
+        return self._value  # type: ignore[return-value]  # set for this very model
 
 
 class InterningTables(dict):

@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from mad.attributes import AttrID, LinearForwardingTable, MulticastForwardingTable, PortInfo, PortState, SMState
 from mad import forwarding as fw
 from mad.header import Method
 from smagent.transport.base import Request
+from smagent.model.subnet import PerModel
 
 if TYPE_CHECKING:
     from smagent.sm.duties import Duties
@@ -148,8 +148,7 @@ class Audit:
         self.last: list[str] = []  # the last drifts found
         self._of: object = None  # the known state `_items` is of: built once per sweep
         self._items: list[Item] = []
-        # (a known state, weakly: never kept alive for this; `count` of it): the status asks often
-        self._counted: tuple[Callable[[], object], int] = (lambda: None, 0)
+        self._count = PerModel(count)  # the status asks often
 
     def items(self, known) -> list[Item]:
         """`items(known)`, kept while the known state is the same object (the status asks
@@ -198,16 +197,8 @@ class Audit:
 
     def status(self, known) -> dict:
         return {"share": self.share, "reads": self.reads, "drifts": self.drifts, "passes": self.passes,
-                "items": self._count(known) if known is not None else None,
+                "items": (len(self._items) if known is self._of else self._count(known)) if known is not None else None,
                 "last": self.last}
-
-    def _count(self, known) -> int:
-        """`count(known)`, or the length of the items made already."""
-        if known is self._of:
-            return len(self._items)
-        if known is not self._counted[0]():
-            self._counted = (weakref.ref(known), count(known))
-        return self._counted[1]
 
 
 def step(duties: Duties, count: int) -> None:

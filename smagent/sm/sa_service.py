@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import math
-import weakref
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from mad import forwarding as fw
@@ -48,7 +47,7 @@ from smagent.errors import SmagentError
 from smagent.sa import SaAgent
 from smagent.sa import groups as groupsmod
 from smagent.sa import informs as informsmod
-from smagent.model.subnet import Subnet
+from smagent.model.subnet import PerModel, Subnet
 from smagent.transport.address import Address, Incoming
 
 # how long the kernel keeps a Report awaiting its ReportResp: as long as the SA waits
@@ -98,8 +97,8 @@ class SaService:
         self.groups_pending = False  # joins or leaves the MFTs do not follow yet
         self.alias_nodes: set[int] = set()  # node GUIDs whose ports' alias GUIDs changed, not yet written
         self._precreated = False
-        # (a snapshot, weakly: never kept alive for this; `_end_ports` of it)
-        self._ports_of: tuple[Callable[[], Subnet | None], dict[int, int]] = (lambda: None, {})
+        # the last publish's "after" is the next one's "before": once per snapshot
+        self._ports_of = PerModel(self._gid_lids)
         sw = daemon.opts.sweep
         # no configured groups: the joins decide every tree; the first sweep clears the
         # broadcast MLID (no one joined yet) where an earlier SM left it
@@ -195,11 +194,12 @@ class SaService:
         sub = self.agent.subnet
         if sub is None:
             return None
-        if self._ports_of[0]() is not sub:  # the last publish's "after" is the next one's "before"
-            recs = self.agent._recs
-            lids = ((n, p, sub.base_lid(n, p)) for n, p in sub.end_ports)
-            self._ports_of = (weakref.ref(sub), {recs.gid(n, p): lid for n, p, lid in lids if lid})
-        return self._ports_of[1]
+        return self._ports_of(sub)
+
+    def _gid_lids(self, sub: Subnet) -> dict[int, int]:
+        recs = self.agent._recs
+        lids = ((n, p, sub.base_lid(n, p)) for n, p in sub.end_ports)
+        return {recs.gid(n, p): lid for n, p, lid in lids if lid}
 
     def forward_trap(self, trap) -> None:
         """A trap an SMA sent us (128, 144, 256, ...): reported to whoever subscribed."""
