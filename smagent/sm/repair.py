@@ -337,7 +337,9 @@ def changed_elsewhere(transport, topo, read: set[int]) -> tuple[set[int], list[D
 def update_all(transport, known, switches: set[int]):
     """`update_or_retry` from the switches that reported, then light looks for changes no
     trap reported (a switch's trap travels by the LFTs, and is lost when its route to the
-    SM crossed a cable just cut) until none is left: one repair finds every change.
+    SM crossed a cable just cut) until none is left: one repair finds every change. No
+    look follows reads that found nothing new (every switch answered the last one, and
+    what it flagged is read): a cut whose far end sent no trap costs one look, not two.
     A switch that does not answer a look is fine once the switches read since have seen
     every link to it down (it left the topology: lost, its neighbours' traps lost too);
     one still there after the last look read what it could is a full sweep.
@@ -355,8 +357,12 @@ def update_all(transport, known, switches: set[int]):
         log.info("repair: PortStateChange also at %s (no trap from there)",
                  ", ".join(patched.topology.nodes[g].description for g in sorted(more)))
         read |= more
+        shape = len(patched.topology.links), len(patched.topology.nodes)
         patched, again = update_or_retry(transport, patched, more, down)
         what = what + again
+        if patched is not None and not again and not silent and \
+                shape == (len(patched.topology.links), len(patched.topology.nodes)):
+            break  # they held nothing new (the far ends of cuts read already): the look stands
     if patched is None:
         return None, what
     silent = [n for n in silent if n.guid in patched.topology.nodes]

@@ -763,6 +763,31 @@ def test_a_lost_core_whose_neighbours_traps_were_lost_is_found_by_the_light_look
     all_pairs_delivered(sim)
 
 
+def test_a_cut_whose_far_end_sent_no_trap_costs_one_light_look():
+    """Only L0's trap arrives for its cut uplink to A0: the light look finds A0's
+    PortStateChange, reading A0 finds nothing new (its end of the cut is known), so no
+    second look follows (issue 42: two looks were 7,290 of a 39,366-host cut's SMPs). A
+    second cut there, at A0's uplink to S0 (no trap from either end), still takes a
+    second look, and the repair finds both."""
+    t, d, clock = _three_level()
+    sim = t.sim
+    key, sink = next(iter(sim.trap_sinks.items()))
+    looks = {}
+    for cuts in ([("L0", 3)], [("L1", 3), ("A0", 3)]):
+        heard = sim.port_lid((cuts[0][0], 0))  # the one trap that arrives
+        sim.trap_sinks[key] = lambda raw, issuer, heard=heard: sink(raw, issuer) if issuer == heard else None
+        kinds = collections.Counter(t.stats.by_kind)
+        for name, port in cuts:
+            sim.unlink(name, port)
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0, d.last_sweep
+        looks[len(cuts)] = (collections.Counter(t.stats.by_kind) - kinds)["SubnGet(SwitchInfo)"] / len(sim.switches())
+        _as_discovered(t, d.duties.known)
+        all_pairs_delivered(sim)
+    # (the second look's extra Gets: the first reached S0 over A0's cut uplink, not known then)
+    assert d.counters.repairs == 2 and looks[1] == 1 and looks[2] >= 2, looks
+
+
 @pytest.mark.parametrize("case", ["silent, its links up", "our own leaf"])
 def test_a_switch_that_does_not_answer_but_whose_links_were_not_all_seen_down_is_a_full_sweep(monkeypatch, case):
     """Not answering is not gone: a switch whose SMA is silent, one of its links cut, stays
