@@ -30,6 +30,11 @@ class BlockChange:
     old: bytes | None  # None: not read (above the switch's LinearFDBTop, so unknown)
     new: bytes
 
+    def changed_count(self) -> int:
+        """How many of the block's LIDs the Set changes (``len(changed_lids())``, counted in C:
+        a large plan's summary counts 200,000 blocks)."""
+        return B if self.old is None else sum(map(operator.ne, self.old, self.new))
+
     def changed_lids(self) -> list[tuple[int, int | None, int]]:
         base = self.block * B
         return [(base + i, None if self.old is None else self.old[i], self.new[i])

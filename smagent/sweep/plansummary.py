@@ -3,6 +3,8 @@ about 400,000 Sets, 50 MB of per-Set lines; this prints a few lines per switch i
 The per-Set lines stay one option away (``--detail``; ``--plan-file`` for JSON lines)."""
 from __future__ import annotations
 
+from collections import Counter
+from operator import attrgetter
 from typing import Iterator
 
 # plans of more Sets than this print summarised unless the detail is asked for
@@ -36,26 +38,25 @@ def summary_lines(r) -> Iterator[str]:
         yield (f"SubnSet(PortInfo): {_count(ca, 'CA port')}, {_count(sw, 'switch port')} "
                f"({', '.join(sorted(fields))}); {arm} to ACTIVE")
     per: dict[int, dict[str, list[int]]] = {}  # switch GUID -> what -> [Sets, entries]
-
-    def add(guid: int, what: str, entries: int = 0) -> None:
-        n = per.setdefault(guid, {}).setdefault(what, [0, 0])
-        n[0] += 1
-        n[1] += entries
-    for s in r.switch_changes:
-        add(s.switch, "SwitchInfo")
-    for b in r.lft_changes:
-        add(b.switch, "LFT", len(b.changed_lids()))
-    for f in r.rft_changes:
-        add(f.switch, "RFT")
-    for m in r.mft_changes:
-        add(m.switch, "MFT")
+    # counted per (switch, kind) in C: 2.3 million SL2VL Sets on 11,664 hosts; the order of
+    # first appearance kept (switches, then their kinds), as each Set was added in turn
+    by_switch = attrgetter("switch")
+    tallies = [("SwitchInfo", Counter(map(by_switch, r.switch_changes)), None),
+               ("LFT", Counter(map(by_switch, r.lft_changes)), r.lft_changes),
+               ("RFT", Counter(map(by_switch, r.rft_changes)), None),
+               ("MFT", Counter(map(by_switch, r.mft_changes)), None)]
+    for what, counts, blocks in tallies:
+        for guid, sets in counts.items():
+            per.setdefault(guid, {})[what] = [sets, 0]
+        for b in blocks or ():
+            per[b.switch][what][1] += b.changed_count()
     ca_links: dict[str, int] = {}
-    for lc in r.link_changes:
-        node = nodes.get(lc.guid)
+    for (guid, kind), sets in Counter(map(attrgetter("guid", "kind"), r.link_changes)).items():
+        node = nodes.get(guid)
         if node is not None and node.is_switch:
-            add(lc.guid, KINDS[lc.kind])
+            per.setdefault(guid, {}).setdefault(KINDS[kind], [0, 0])[0] += sets
         else:
-            ca_links[KINDS[lc.kind]] = ca_links.get(KINDS[lc.kind], 0) + 1
+            ca_links[KINDS[kind]] = ca_links.get(KINDS[kind], 0) + sets
     for guid, kinds in per.items():
         yield f"{nodes[guid].description if guid in nodes else hex(guid)}: " + ", ".join(
             _kind(what, sets, entries) for what, (sets, entries) in kinds.items())

@@ -5,6 +5,7 @@ SL2VL pair, VLArb and P_Key table is written there)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,48 @@ def test_a_large_text_plan_is_summarised_by_kind_and_switch(ft2_runs):
     assert plan[0].startswith("SubnSet(PortInfo): 648 CA ports, ")
     assert any(x.startswith("L0: SwitchInfo, LFT 11 blocks (") for x in plan)
     assert sum(x.startswith("SubnSet(") for x in full) > 80000  # --detail: every Set's line, as before
+
+
+def test_each_switch_line_counts_what_the_detailed_plan_holds(ft2_runs):
+    """The summary's counts per switch are the detailed records', counted another way:
+    LFT blocks and their entries, MFT blocks, and one Set per SL2VL, VLArb and P_Key record."""
+    import collections
+    want: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    lft_blocks, mft_blocks = collections.defaultdict(set), collections.defaultdict(set)
+    for r in json.loads(ft2_runs["detail"])["plan"]:
+        name = r.get("switch") or r["node"]
+        if r["table"] == "LFT":
+            lft_blocks[name].add(r["block"])
+            want[name]["LFT entries"] += 1
+        elif r["table"] == "MFT":
+            mft_blocks[name].add((r["block"], r["position"]))
+        elif r["table"] == "SwitchInfo":  # a record per field, one Set
+            want[name]["SwitchInfo"] = 1
+        elif r["table"] != "PortInfo":
+            want[name][r["table"]] += 1
+    for name in lft_blocks:
+        want[name]["LFT"] = len(lft_blocks[name])
+    for name in mft_blocks:
+        want[name]["MFT"] = len(mft_blocks[name])
+    got = {}
+    for line in ft2_runs["text"].splitlines():
+        name, sep, rest = line.partition(": ")
+        if not sep or line.startswith(("#", "SubnSet(", "CA ports")):
+            continue
+        c = collections.Counter()
+        for part in rest.split(", "):
+            if part == "SwitchInfo":
+                c[part] = 1
+            elif m := re.fullmatch(r"LFT (\d+) blocks? \((\d+) entr(?:y|ies)\)", part):
+                c["LFT"], c["LFT entries"] = int(m[1]), int(m[2])
+            else:
+                kind, n = re.fullmatch(r"(\w+) (\d+)(?: blocks?)?", part).groups()
+                c[kind] = int(n)
+        got[name] = c
+    switches = {n for n in want if n[0] in "LS"}
+    assert switches and set(got) == switches
+    for name in switches:
+        assert got[name] == want[name], name
 
 
 def test_lids_gives_the_entries_of_those_lids_only(cli):
