@@ -32,10 +32,13 @@ class AutoMemory:
     routing of the last sweep that routed ({"engine", "reason"}, whatever the spec; the
     sweep sets it), which the daemon's status shows, and what the last routes were made
     on (a `smagent.routing.patch.Basis`, whatever the spec; None: they cannot be patched),
-    which a repair that only lost links patches them against."""
+    which a repair that only lost links patches them against, and the patches to undo."""
     engine: str | None = None
     routing: dict[str, object] | None = None
     basis: object = None
+    # the patches made since the routes were last made afresh, newest last, each put back
+    # when what it lost comes back (`smagent.routing.patch.Undo`)
+    undo: list = dataclasses.field(default_factory=list)
 
 
 def irregular(rin: RoutingInput) -> str | None:

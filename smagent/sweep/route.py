@@ -88,12 +88,17 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
     """A repair that only lost links, switches or LIDs since the last routes: those routes
     as the known LFTs hold them, with only the entries through what was lost moved
     (`smagent.routing.patch`); None (route afresh) when the engine gives no rule to patch
-    by, anything was gained, or the rule finds no path (logged, and noted, with why)."""
+    by, anything was gained (unless it gives back what the last patch lost: `restored`),
+    or the rule finds no path (logged, and noted, with why)."""
     memory, known, rin = s.opts.routing_memory, s.opts.known, s.routing_input
     basis = getattr(memory, "basis", None)
-    if known is None or basis is None or basis.spec != spec:
+    if memory is None or known is None or basis is None or basis.spec != spec:
         return None
     suspects, lost, why = patchmod.losses(basis, rin)
+    if why is not None and not lost and memory.undo:  # gained: what the last patch lost, back?
+        back = restored(s, memory, spec, known, rin)
+        if back is not None:
+            return back
     if why is None:
         old, why = known_images(known, rin)
     if why is None:
@@ -107,6 +112,9 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         log.info("route patch: %s: routed afresh", why)
         return None
     routes = done.routes
+    if not s.opts.dry_run:  # what the next repair puts back if this loss comes back (`restored`)
+        gone = {g for g, _p, _n in basis.links} - set(rin.switches)
+        memory.undo.append(patchmod.Undo(basis, done.cells, {g: known.lft[g] for g in gone if g in known.lft}))
     reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
               f"{done.switches} switches moved off {lost // 2 or 1} lost link(s)")
     routes.chosen, routes.moved = (basis.rule.engine, reason), done.moved
@@ -115,23 +123,54 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
     return routes
 
 
+def restored(s: SweepState, memory: routing.AutoMemory, spec: routing.RoutingSpec, known: Subnet,
+             rin: routing.RoutingInput) -> routing.Routes | None:
+    """The routes before the last patch (`patchmod.restore`) when what it lost came back
+    and nothing else changed; None (logged): patch or route afresh as without it."""
+    undo = memory.undo[-1]
+    if undo.basis.spec != spec:
+        return None
+    back = patchmod.restore(rin, _known_tables(known, rin)[0], undo)
+    if isinstance(back, str):
+        log.info("route patch: the routes before the loss not put back: %s", back)
+        return None
+    if not s.opts.dry_run:
+        memory.undo.pop()
+    moved = sum(len(at) for at, _b, _a in undo.cells.values())
+    reason = f"{undo.basis.rule.engine}'s routes before the loss put back: {moved} entries at {len(undo.cells)} switches"
+    back.chosen, back.moved = (undo.basis.rule.engine, reason), moved
+    back.notes.append(f"routes restored: {reason}")
+    log.info("route patch: %s", reason)
+    return back
+
+
 def known_images(known: Subnet, rin: routing.RoutingInput) -> tuple[dict[int, bytes], str | None]:
     """The LFT image of every switch of ``rin``, known at least up to its highest LID (the
     subnet model's own tables, not copied); and why not (a block unknown)."""
+    out, lacking = _known_tables(known, rin)
+    for g, first in lacking.items():
+        return {}, f"LFT block {first} of {rin.name(g)} is not known"
+    return out, None
+
+
+def _known_tables(known: Subnet, rin: routing.RoutingInput) -> tuple[dict[int, bytes], dict[int, int]]:
+    """The switches of ``rin`` whose LFT image the model knows at least up to the highest
+    LID (their own tables), and the others' first block not known, in ``rin``'s order."""
     blocks = max(rin.lid_homes, default=0) // fw.LFT_BLOCK_SIZE + 1
     size = blocks * fw.LFT_BLOCK_SIZE
     unknown: dict[int, int] = {}
     for g, b in known.lft_unknown:
         if b < blocks:
             unknown[g] = min(b, unknown.get(g, b))
-    out = {}
+    out, lacking = {}, {}
     for g in rin.switches:
         table = known.lft.get(g, b"")
         first = unknown.get(g, len(table) // fw.LFT_BLOCK_SIZE if len(table) < size else None)
         if first is not None:
-            return {}, f"LFT block {first} of {rin.name(g)} is not known"
-        out[g] = table  # the model's own (immutable) table: the patch reads up to its highest LID
-    return out, None
+            lacking[g] = first
+        else:
+            out[g] = table  # the model's own (immutable) table: the patch reads up to its highest LID
+    return out, lacking
 
 
 def remember_basis(s: SweepState, spec: routing.RoutingSpec, routes: routing.Routes) -> None:
@@ -142,6 +181,8 @@ def remember_basis(s: SweepState, spec: routing.RoutingSpec, routes: routing.Rou
         return
     rule = routes.patch_rule
     memory.basis = None if rule is None else patchmod.Basis.of(rule, spec, s.routing_input)
+    if routes.moved is None:  # routed afresh: no patch of these routes to put back
+        memory.undo.clear()
 
 
 def _may_choose_dfsssp(spec: routing.RoutingSpec) -> bool:

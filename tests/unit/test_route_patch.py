@@ -215,3 +215,39 @@ def test_the_walks_over_broken_cells_equal_the_whole_table_fixed_points(seed):
     got = patchmod._chains(nxt, heights, cy, cc)
     for mine, whole in zip(got, _dense_chains(nxt, heights)):
         assert (mine == whole[cy, cc]).all()
+
+
+@pytest.mark.parametrize("engine", ["ftree", "updn", "minhop"])
+@pytest.mark.parametrize("lose", ["cable", "switch"])
+def test_what_came_back_gets_the_routes_before_the_loss(engine, lose):
+    """`restore`: once the fabric is again the one the routes were made on, the patched
+    tables with the moved entries put back (and a lost switch's own table) are the routes
+    from before the loss, byte for byte; refused while the fabric differs or a table was
+    changed since the patch."""
+    f = prepared(topogen.fat_tree_3(8))
+    rng = random.Random(f"{engine}{lose}")
+    if lose == "cable":
+        done, routes, new = check_patch(f, engine, drop_links=[rng.choice(switch_links(f))])
+    else:
+        done, routes, new = check_patch(f, engine, drop_nodes=[rng.choice(["S0", "A3", "S5"])])
+    rin = RoutingInput.from_fabric(f)
+    basis = Basis.of(routes.patch_rule, routing.parse_spec(engine), rin)
+    held = {s: bytes(new[s].ports) for s in new}
+    lost = {s: bytes(routes[s].ports) for s in routes if s not in new}
+    assert bool(lost) == (lose == "switch")
+    undo = patchmod.Undo(basis, done.cells, lost)
+    back = patchmod.restore(rin, held, undo)
+    assert not isinstance(back, str), back
+    assert back.patch_rule == routes.patch_rule
+    for s in rin.switches:
+        n = len(routes[s].ports)
+        assert bytes(back[s].ports[:n]) == bytes(routes[s].ports), s
+    assert sum(len(at) for at, _b, _a in done.cells.values()) == done.moved
+    # refused: the loss still there; a table changed since; a lost switch's table not kept
+    still = RoutingInput.from_fabric(carried(f, topogen.variant(f, drop_links=[switch_links(f)[0]])))
+    assert "links differ" in patchmod.restore(still, held, undo)
+    s, (at, _b, after) = next(iter(done.cells.items()))
+    tampered = {**held, s: bytes(x ^ 1 if i == at[0] else x for i, x in enumerate(held[s]))}
+    assert "changed since the patch" in patchmod.restore(rin, tampered, undo)
+    if lost:
+        assert "no known forwarding table" in patchmod.restore(rin, held, patchmod.Undo(basis, done.cells, {}))

@@ -170,8 +170,8 @@ def test_a_cut_leaf_uplink_rewrites_only_the_blocks_through_it_and_the_relink_re
     """On a complete fat tree (auto takes ftree) the repair of a cut cable patches the
     known routes (`smagent.routing.patch`): it writes only the LFT blocks whose entries
     crossed the cut (ftree routing afresh rebalanced and rewrote 153 blocks of this
-    fabric's 320); the relink routes afresh and ftree, deterministic, writes back exactly
-    those blocks."""
+    fabric's 320); the relink puts the routes from before the cut back (`patch.restore`):
+    exactly those blocks, what ftree routing afresh would write."""
     t = SimTransport(topogen.fat_tree_3(8))
     t.serve()
     clock = Clock()
@@ -195,8 +195,23 @@ def test_a_cut_leaf_uplink_rewrites_only_the_blocks_through_it_and_the_relink_re
     kinds = collections.Counter(t.stats.by_kind)
     sim.link("L0", 5, *peer)
     run_for(d, clock, 1)
-    assert d.counters.repairs == 2 and "routes_moved" not in d.last_sweep  # a link came up: routed afresh
+    assert d.counters.repairs == 2 and d.last_sweep["routes_moved"] == moved  # the patch undone
+    assert "put back" in d.status()["routing"]["reason"]
     assert blocks(sim) == before and lft_sets(t, kinds) == written
+    assert fresh_plan_is_empty(t, d)  # what ftree afresh would write: nothing
+    all_pairs_delivered(sim)
+    # two cuts, the first back first: not what the last patch lost, so routed afresh
+    cables = []
+    for name, port in (("L0", 5), ("L1", 6)):
+        cables.append((name, port, sim.unlink(name, port)))
+        run_for(d, clock, 1)
+        assert d.last_sweep["routes_moved"] > 0 and "kept" in d.status()["routing"]["reason"]
+    assert d.counters.repairs == 4
+    for name, port, far in cables:
+        sim.link(name, port, *far)
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and "routes_moved" not in d.last_sweep, d.last_sweep
+    assert d.counters.repairs == 6 and blocks(sim) == before  # ftree afresh is deterministic
     all_pairs_delivered(sim)
 
 def test_a_repair_plans_the_ports_of_what_it_read_again_only(monkeypatch):
@@ -838,6 +853,7 @@ def test_a_lost_core_switch_that_comes_back_is_walked_to_from_its_neighbours():
         spent = collections.Counter(t.stats.by_kind) - kinds
         assert spent["SubnGet(NodeInfo)"] <= 2 * len(cables), spent  # behind each port that came up, and from it
         assert sim.node(name).guid in d.duties.known.topology.nodes
+        assert "put back" in d.status()["routing"]["reason"], d.status()["routing"]  # its own table too
         _as_discovered(t, d.duties.known)
         assert fresh_plan_is_empty(t, d)
         all_pairs_delivered(sim)
