@@ -8,7 +8,8 @@ each sweep phase, so that what grows with the whole fabric shows.
     python bench/cut_repair.py --fabric ft3-11664     # 13,284 nodes: minutes, ~4 GB
 
 The cut is patched (`smagent.routing.patch`: only the entries through it move); the
-relink routes afresh (ftree is deterministic: it writes back the blocks the cut changed).
+relink puts the routes from before the cut back (`patch.restore`: the blocks the cut
+changed, written back; before, it routed afresh, and ftree wrote back the same blocks).
 CPU seconds of this process, simulator included (it answers every SMP in process).
 """
 from __future__ import annotations

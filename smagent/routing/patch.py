@@ -54,6 +54,7 @@ from smagent.routing._core import Graph, fill
 
 INF = np.int32(1 << 20)
 _COLUMNS = 512  # DLIDs handled at once: bounds the (cells x neighbours) arrays
+UNDO_KEPT = 16  # patches a running SM can still put back (`Undo`), the newest
 
 
 class PatchRefused(RoutingError):
@@ -116,23 +117,39 @@ class Patched:
 @dataclasses.dataclass
 class Undo:
     """What one patch changed, to be put back when what it lost comes back (`restore`):
-    the basis of the routes it patched, its `Patched.cells`, and the tables of the
-    switches it lost. Kilobytes: a lost core of 39,366 hosts moved 49,429 entries."""
-    basis: Basis
+    the rule and spec of the routes it patched, the link ends and LID homes it lost (the
+    fabric before it is the basis after it with these: not a second copy of the fabric),
+    its `Patched.cells` and the tables of the switches it lost. A lost core of 39,366
+    hosts: 49,429 entries moved, one 43 KB table."""
+    rule: PatchRule
+    spec: object
+    links: frozenset[tuple[int, int, int]]
+    homes: dict[int, tuple[int, int]]
     cells: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
     lost: dict[int, bytes]
 
+    @classmethod
+    def of(cls, before: Basis, rin: RoutingInput, done: Patched, tables: Mapping[int, bytes]) -> "Undo":
+        """The undo of ``done``, a patch of the routes made on ``before`` for the fabric
+        ``rin`` (which only lost since); ``tables``: LFT images that hold the lost switches'."""
+        links = before.links - _link_ends(rin)
+        homes = {lid: home for lid, home in before.homes.items() if rin.lid_homes.get(lid) != home}
+        gone = {g for g, _p, _n in links} - set(rin.switches)
+        return cls(before.rule, before.spec, links, homes, done.cells,
+                   {g: tables[g] for g in gone if g in tables})
 
-def restore(rin: RoutingInput, tables: Mapping[int, bytes | bytearray], undo: Undo) -> Routes | str:
+
+def restore(rin: RoutingInput, tables: Mapping[int, bytes | bytearray], undo: Undo, now: Basis) -> Routes | str:
     """The routes before the patch ``undo`` records, once the fabric ``rin`` is again the
-    one they were made on (the same link ends and LID homes): ``tables`` (switch GUID ->
-    its LFT image as the switches hold it, the patch's output) with the moved entries put
-    back, the lost switches' tables as they were. Those routes were checked and held before
-    the loss; an engine routing afresh would rewrite them all again (ftree: a third of each
-    LFT). Returns why not, as a string, when the fabric or the tables differ."""
-    if _link_ends(rin) != undo.basis.links:
+    one they were made on (``now``, the basis of the patched routes, with what the patch
+    lost): ``tables`` (switch GUID -> its LFT image as the switches hold it, the patch's
+    output) with the moved entries put back, the lost switches' tables as they were. Those
+    routes were checked and held before the loss; an engine routing afresh would rewrite
+    them all (ftree: a third of each LFT). Returns why not, as a string, when the fabric
+    or the tables differ."""
+    if _link_ends(rin) != now.links | undo.links:
         return "the links differ from those before the loss"
-    if dict(rin.lid_homes) != undo.basis.homes:
+    if dict(rin.lid_homes) != {**now.homes, **undo.homes}:
         return "the LIDs differ from those before the loss"
     lids = sorted(rin.lid_homes)
     out = Routes()
@@ -147,7 +164,7 @@ def restore(rin: RoutingInput, tables: Mapping[int, bytes | bytearray], undo: Un
                 return f"{rin.name(g)}'s table changed since the patch"
             table[at] = before
         out[g] = RouteTable(bytearray(table.tobytes()), lids)
-    out.patch_rule = undo.basis.rule
+    out.patch_rule = undo.rule
     return out
 
 

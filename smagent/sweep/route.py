@@ -96,7 +96,7 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         return None
     suspects, lost, why = patchmod.losses(basis, rin)
     if why is not None and not lost and memory.undo:  # gained: what the last patch lost, back?
-        back = restored(s, memory, spec, known, rin)
+        back = restored(s, memory, basis, known, rin)
         if back is not None:
             return back
     if why is None:
@@ -113,8 +113,7 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         return None
     routes = done.routes
     if not s.opts.dry_run:  # what the next repair puts back if this loss comes back (`restored`)
-        gone = {g for g, _p, _n in basis.links} - set(rin.switches)
-        memory.undo.append(patchmod.Undo(basis, done.cells, {g: known.lft[g] for g in gone if g in known.lft}))
+        memory.undo[:] = [*memory.undo[1 - patchmod.UNDO_KEPT:], patchmod.Undo.of(basis, rin, done, known.lft)]
     reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
               f"{done.switches} switches moved off {lost // 2 or 1} lost link(s)")
     routes.chosen, routes.moved = (basis.rule.engine, reason), done.moved
@@ -123,22 +122,23 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
     return routes
 
 
-def restored(s: SweepState, memory: routing.AutoMemory, spec: routing.RoutingSpec, known: Subnet,
+def restored(s: SweepState, memory: routing.AutoMemory, basis: patchmod.Basis, known: Subnet,
              rin: routing.RoutingInput) -> routing.Routes | None:
-    """The routes before the last patch (`patchmod.restore`) when what it lost came back
-    and nothing else changed; None (logged): patch or route afresh as without it."""
+    """The routes before the last patch (`patchmod.restore`; ``basis``: the patched routes')
+    when what it lost came back and nothing else changed; None (logged): patch or route
+    afresh as without it."""
     undo = memory.undo[-1]
-    if undo.basis.spec != spec:
+    if undo.spec != basis.spec:
         return None
-    back = patchmod.restore(rin, _known_tables(known, rin)[0], undo)
+    back = patchmod.restore(rin, _known_tables(known, rin)[0], undo, basis)
     if isinstance(back, str):
         log.info("route patch: the routes before the loss not put back: %s", back)
         return None
     if not s.opts.dry_run:
         memory.undo.pop()
     moved = sum(len(at) for at, _b, _a in undo.cells.values())
-    reason = f"{undo.basis.rule.engine}'s routes before the loss put back: {moved} entries at {len(undo.cells)} switches"
-    back.chosen, back.moved = (undo.basis.rule.engine, reason), moved
+    reason = f"{undo.rule.engine}'s routes before the loss put back: {moved} entries at {len(undo.cells)} switches"
+    back.chosen, back.moved = (undo.rule.engine, reason), moved
     back.notes.append(f"routes restored: {reason}")
     log.info("route patch: %s", reason)
     return back

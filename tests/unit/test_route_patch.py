@@ -226,17 +226,16 @@ def test_what_came_back_gets_the_routes_before_the_loss(engine, lose):
     changed since the patch."""
     f = prepared(topogen.fat_tree_3(8))
     rng = random.Random(f"{engine}{lose}")
-    if lose == "cable":
-        done, routes, new = check_patch(f, engine, drop_links=[rng.choice(switch_links(f))])
-    else:
-        done, routes, new = check_patch(f, engine, drop_nodes=[rng.choice(["S0", "A3", "S5"])])
-    rin = RoutingInput.from_fabric(f)
-    basis = Basis.of(routes.patch_rule, routing.parse_spec(engine), rin)
+    drop = {"drop_links": [rng.choice(switch_links(f))]} if lose == "cable" else \
+        {"drop_nodes": [rng.choice(["S0", "A3", "S5"])]}
+    done, routes, new = check_patch(f, engine, **drop)
+    rin, rin2 = RoutingInput.from_fabric(f), RoutingInput.from_fabric(carried(f, topogen.variant(f, **drop)))
+    spec = routing.parse_spec(engine)
+    basis, now = Basis.of(routes.patch_rule, spec, rin), Basis.of(routes.patch_rule, spec, rin2)
     held = {s: bytes(new[s].ports) for s in new}
-    lost = {s: bytes(routes[s].ports) for s in routes if s not in new}
-    assert bool(lost) == (lose == "switch")
-    undo = patchmod.Undo(basis, done.cells, lost)
-    back = patchmod.restore(rin, held, undo)
+    undo = patchmod.Undo.of(basis, rin2, done, {s: bytes(routes[s].ports) for s in routes})
+    assert bool(undo.lost) == (lose == "switch") and undo.links == basis.links - now.links
+    back = patchmod.restore(rin, held, undo, now)
     assert not isinstance(back, str), back
     assert back.patch_rule == routes.patch_rule
     for s in rin.switches:
@@ -244,10 +243,10 @@ def test_what_came_back_gets_the_routes_before_the_loss(engine, lose):
         assert bytes(back[s].ports[:n]) == bytes(routes[s].ports), s
     assert sum(len(at) for at, _b, _a in done.cells.values()) == done.moved
     # refused: the loss still there; a table changed since; a lost switch's table not kept
-    still = RoutingInput.from_fabric(carried(f, topogen.variant(f, drop_links=[switch_links(f)[0]])))
-    assert "links differ" in patchmod.restore(still, held, undo)
+    assert "links differ" in patchmod.restore(rin2, held, undo, now)
     s, (at, _b, after) = next(iter(done.cells.items()))
     tampered = {**held, s: bytes(x ^ 1 if i == at[0] else x for i, x in enumerate(held[s]))}
-    assert "changed since the patch" in patchmod.restore(rin, tampered, undo)
-    if lost:
-        assert "no known forwarding table" in patchmod.restore(rin, held, patchmod.Undo(basis, done.cells, {}))
+    assert "changed since the patch" in patchmod.restore(rin, tampered, undo, now)
+    if undo.lost:
+        undo.lost = {}
+        assert "no known forwarding table" in patchmod.restore(rin, held, undo, now)

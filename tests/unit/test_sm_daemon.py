@@ -214,6 +214,33 @@ def test_a_cut_leaf_uplink_rewrites_only_the_blocks_through_it_and_the_relink_re
     assert d.counters.repairs == 6 and blocks(sim) == before  # ftree afresh is deterministic
     all_pairs_delivered(sim)
 
+def test_only_the_newest_patches_are_kept_to_put_back(monkeypatch):
+    """A running SM keeps the newest `patch.UNDO_KEPT` patches (each small: the moved
+    entries, the lost link ends): cables back in the reverse order get the routes before
+    each cut while their patch is kept, then the fabric is routed afresh."""
+    from smagent.routing import patch as patchmod
+    monkeypatch.setattr(patchmod, "UNDO_KEPT", 2)
+    t = SimTransport(topogen.fat_tree_3(8))
+    t.serve()
+    clock = Clock()
+    d = Daemon(t, DaemonOptions(sweep_interval=10), clock=clock)
+    d.start()
+    sim, memory = t.sim, d.shared.opts.sweep.routing_memory
+    before = blocks(sim)
+    cables = []
+    for name in ("L0", "L2", "L4"):
+        cables.append((name, sim.unlink(name, 5)))
+        run_for(d, clock, 1)
+        assert "kept" in d.status()["routing"]["reason"] and len(memory.undo) <= 2
+    for (name, far), put_back in zip(reversed(cables), (True, True, False)):
+        sim.link(name, 5, *far)
+        run_for(d, clock, 1)
+        assert d.last_sweep["incremental"] and d.last_sweep["problems"] == 0
+        assert ("put back" in d.status()["routing"]["reason"]) == put_back, d.status()["routing"]
+        all_pairs_delivered(sim)
+    assert memory.undo == [] and blocks(sim) == before  # ftree afresh: the tables of the bring-up
+
+
 def test_a_repair_plans_the_ports_of_what_it_read_again_only(monkeypatch):
     """The PortInfo of a port both of whose ends are as the last sweep left them is not
     planned again (`sweep.ports.settled_before`): a repair plans what it read again."""
