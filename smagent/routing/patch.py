@@ -209,7 +209,7 @@ def patch(rin: RoutingInput, old: Mapping[int, bytes | bytearray], rule: PatchRu
     T[:, ~routed] = NO_PORT  # LIDs gone from the fabric: no route
     homed = np.flatnonzero(routed)
     T[home_x[homed], homed] = home_p[homed]  # the home switch delivers (port 0: itself)
-    portmap = np.full((S, 256), -1, np.int32)  # (switch, port) -> neighbour index
+    portmap = np.full((S, 256), -1, np.int64)  # (switch, port) -> neighbour index
     for x in range(S):
         for p, y in G.port_nbr[x].items():
             portmap[x, p] = y
@@ -301,7 +301,7 @@ def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | 
 def _neighbour_table(lists: list[list[int]], S: int) -> np.ndarray:
     """Each switch's list, padded with -1 to the longest: (S, length)."""
     deg = max((len(n) for n in lists), default=0)
-    table = np.full((S, max(deg, 1)), -1, np.int32)
+    table = np.full((S, max(deg, 1)), -1, np.int64)
     for x, nbrs in enumerate(lists):
         table[x, :len(nbrs)] = nbrs
     return table
