@@ -2,7 +2,8 @@
 path crosses a lost link or a lost switch moved.
 
 A repair that only LOST one cable, or the links of one switch (a switch gone, drained),
-and perhaps LIDs, need not route the fabric again: an engine that rebalances from scratch (ftree) would rewrite a
+and perhaps LIDs, or only LIDs (a host cable pulled: their entries cleared, nothing
+moves), need not route the fabric again: an engine that rebalances from scratch (ftree) would rewrite a
 third of every LFT for one cut. `patch` keeps every (switch, DLID) entry whose path to
 the DLID still exists and moves only the *broken* ones: an entry whose exit now leads
 nowhere, and every entry upstream of it (whose next-hop chain reaches such an entry).
@@ -84,10 +85,8 @@ def _link_ends(rin: RoutingInput) -> frozenset[tuple[int, int, int]]:
 def losses(basis: Basis, rin: RoutingInput) -> tuple[set[int], int, str | None]:
     """What ``rin`` lost since ``basis``: the switches that lost a link end, how many link
     ends were lost, and why the routes cannot be patched (None: they can, only links,
-    switches and LIDs were lost)."""
+    switches and LIDs were lost, or LIDs alone)."""
     now = _link_ends(rin)
-    if now == basis.links:
-        return set(), 0, "no link was lost"
     gained = now - basis.links
     if gained:
         g, p, _ = min(gained)
@@ -96,6 +95,8 @@ def losses(basis: Basis, rin: RoutingInput) -> tuple[set[int], int, str | None]:
     if moved:
         return set(), 0, f"LID {min(moved)} is new or moved"
     lost = basis.links - now
+    if not lost:  # only hosts' LIDs gone (a host cable pulled): their entries cleared, nothing moves
+        return set(), 0, None if len(rin.lid_homes) < len(basis.homes) else "no link was lost"
     common = set.intersection(*({g, g2} for g, _, g2 in lost))
     if not common:  # measured: several cuts at once can close a loop through switch-LID paths
         return set(), len(lost), f"{len(lost) // 2} links lost at once, not one cable or one switch's links"

@@ -115,7 +115,8 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
     if not s.opts.dry_run:  # what the next repair puts back if this loss comes back (`restored`)
         memory.undo[:] = [*memory.undo[1 - patchmod.UNDO_KEPT:], patchmod.Undo.of(basis, rin, done, known.lft)]
     reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
-              f"{done.switches} switches moved off {lost // 2 or 1} lost link(s)")
+              f"{done.switches} switches " + (f"moved off {lost // 2 or 1} lost link(s)" if lost else
+                                              "cleared: their LIDs left the fabric"))
     routes.chosen, routes.moved = (basis.rule.engine, reason), done.moved
     routes.notes.append(f"routes patched: {reason}")
     log.info("route patch: %s", reason)

@@ -174,6 +174,10 @@ def test_only_losses_are_patched():
     assert losses(basis, rin)[2] == "no link was lost"
     cut = carried(f, topogen.variant(f, drop_links=[(("L0", 5), ("A0", 1))]))
     assert "came up" in losses(Basis.of(basis.rule, None, RoutingInput.from_fabric(cut)), rin)[2]
+    host = carried(f, topogen.variant(f, drop_nodes=["H3"]))  # only a LID gone: patched, nothing lost
+    assert losses(basis, RoutingInput.from_fabric(host)) == (set(), 0, None)
+    assert "H3" in {n.name for n in f} and "is new or moved" in losses(
+        Basis.of(basis.rule, None, RoutingInput.from_fabric(host)), rin)[2]
 
 
 def _dense_chains(nxt, heights):
