@@ -1,8 +1,8 @@
-"""The running SM's repair of a cut leaf uplink, and of its relink, on a complete 3-level
-fat tree in the in-process simulator (issue 42: "a cut repaired within 1 s"): CPU seconds
-of the whole repair (`Daemon.step` until it has run: the reads of the reporting switches,
-the sweep against the known state, the SA's snapshot), its SMPs and Sets, and the CPU of
-each sweep phase, so that what grows with the whole fabric shows.
+"""The running SM's repair of a cut leaf uplink, of its relink and of a host cable, on a
+complete 3-level fat tree in the in-process simulator (issue 42: "a cut repaired within
+1 s"): CPU seconds of the whole repair (`Daemon.step` until it has run: the reads of the
+reporting switches, the sweep against the known state, the SA's snapshot), its SMPs and
+Sets, and the CPU of each sweep phase, so that what grows with the whole fabric shows.
 
     python bench/cut_repair.py                        # ft3-1024
     python bench/cut_repair.py --fabric ft3-11664     # 13,284 nodes: minutes, ~4 GB
@@ -10,6 +10,8 @@ each sweep phase, so that what grows with the whole fabric shows.
 The cut is patched (`smagent.routing.patch`: only the entries through it move); the
 relink puts the routes from before the cut back (`patch.restore`: the blocks the cut
 changed, written back; before, it routed afresh, and ftree wrote back the same blocks).
+Then a host's cable (H1) pulled and put back: its LID's entries cleared and put back
+(before, ftree routed afresh both times, balancing what was left).
 CPU seconds of this process, simulator included (it answers every SMP in process).
 """
 from __future__ import annotations
@@ -54,12 +56,16 @@ def run(k: int) -> None:
     print(f"ft3 k={k}: first sweep {time.process_time() - c0:.1f} s CPU, "
           f"routing {d.status()['routing']['engine']}", flush=True)
     half = k // 2
-    peer = None
-    for step in ("cut", "relink"):
+    peer = host = None
+    for step in ("cut", "relink", "host cut", "host back"):
         if step == "cut":
             peer = t.sim.unlink("L0", half + 1)
-        else:
+        elif step == "relink":
             t.sim.link("L0", half + 1, *peer)
+        elif step == "host cut":
+            host = t.sim.unlink("H1", 1)
+        else:
+            t.sim.link("H1", 1, *host)
         phases.clear()
         kinds, sent = collections.Counter(t.stats.by_kind), t.stats.sent
         c0 = time.process_time()
