@@ -113,7 +113,8 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         return None
     routes = done.routes
     if not s.opts.dry_run:  # what the next repair puts back if this loss comes back (`restored`)
-        memory.undo[:] = [*memory.undo[1 - patchmod.UNDO_KEPT:], patchmod.Undo.of(basis, rin, done, known.lft)]
+        memory.undo.append(patchmod.Undo.of(basis, rin, done, known.lft))
+        del memory.undo[:-patchmod.UNDO_KEPT]
     reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
               f"{done.switches} switches " + (f"moved off {lost // 2 or 1} lost link(s)" if lost else
                                               "cleared: their LIDs left the fabric"))
