@@ -2,11 +2,12 @@
 path crosses a lost link or a lost switch moved.
 
 A repair that only LOST one cable, or the links of one switch (a switch gone, drained),
-and perhaps LIDs, or only LIDs (a host cable pulled: their entries cleared, nothing
-moves), need not route the fabric again: an engine that rebalances from scratch (ftree)
-would rewrite a third of every LFT for one cut. `patch` keeps every (switch, DLID) entry whose path to
-the DLID still exists and moves only the *broken* ones: an entry whose exit now leads
-nowhere, and every entry upstream of it (whose next-hop chain reaches such an entry).
+and perhaps LIDs, or only hosts' LIDs (a host cable pulled: their entries cleared; a new
+host: its LIDs' entries routed; nothing else moves), need not route the fabric again: an
+engine that rebalances from scratch (ftree) would rewrite a third of every LFT for one
+cut. `patch` keeps every (switch, DLID) entry whose path to the DLID still exists and
+moves only the *broken* ones: an entry whose exit now leads nowhere, and every entry
+upstream of it (whose next-hop chain reaches such an entry).
 
 The new exits keep the promise the engine made (`PatchRule`):
 
@@ -82,20 +83,22 @@ def _link_ends(rin: RoutingInput) -> frozenset[tuple[int, int, int]]:
     return frozenset((g, p, g2) for g, lst in rin.adjacency.items() for p, g2 in lst)
 
 
-def losses(basis: Basis, rin: RoutingInput) -> tuple[set[int], int, str | None]:
-    """What ``rin`` lost since ``basis``: the switches that lost a link end, how many link
-    ends were lost, and why the routes cannot be patched (None: they can, only links,
-    switches and LIDs were lost, or LIDs alone)."""
+def losses(basis: Basis, rin: RoutingInput) -> tuple[set[int] | None, int, str | None]:
+    """What ``rin`` lost since ``basis``: the switches that lost a link end (None: scan
+    them all), how many link ends were lost, and why the routes cannot be patched (None:
+    they can, only links, switches and LIDs were lost, or hosts' LIDs alone came or went)."""
     now = _link_ends(rin)
     gained = now - basis.links
     if gained:
         g, p, _ = min(gained)
         return set(), 0, f"a link came up ({rin.name(g)} port {p})"
     moved = [lid for lid, home in rin.lid_homes.items() if basis.homes.get(lid) != home]
-    if moved:
-        return set(), 0, f"LID {min(moved)} is new or moved"
     lost = basis.links - now
-    if not lost:  # only hosts' LIDs gone (a host cable pulled): their entries cleared, nothing moves
+    if moved and (lost or any(lid in basis.homes for lid in moved)):
+        return set(), 0, f"LID {min(moved)} is new or moved"
+    if not lost:  # only hosts' LIDs gone or new: their entries cleared, or routed as a patch
+        if moved:  # every switch is scanned: the new LIDs' entries lead nowhere yet
+            return None, 0, None
         return set(), 0, None if len(rin.lid_homes) < len(basis.homes) else "no link was lost"
     common = set.intersection(*({g, g2} for g, _, g2 in lost))
     if not common:  # measured: several cuts at once can close a loop through switch-LID paths

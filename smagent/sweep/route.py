@@ -95,7 +95,7 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
     if memory is None or known is None or basis is None or basis.spec != spec:
         return None
     suspects, lost, why = patchmod.losses(basis, rin)
-    if why is not None and not lost and memory.undo:  # gained: what the last patch lost, back?
+    if not lost and memory.undo:  # gained: what the last patch lost, back?
         back = restored(s, memory, basis, known, rin)
         if back is not None:
             return back
@@ -117,7 +117,7 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         del memory.undo[:-patchmod.UNDO_KEPT]
     reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
               f"{done.switches} switches " + (f"moved off {lost // 2 or 1} lost link(s)" if lost else
-                                              "cleared: their LIDs left the fabric"))
+                                              "changed: hosts' LIDs that left or came"))
     routes.chosen, routes.moved = (basis.rule.engine, reason), done.moved
     routes.notes.append(f"routes patched: {reason}")
     log.info("route patch: %s", reason)
