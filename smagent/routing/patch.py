@@ -115,7 +115,7 @@ class Patched:
     moved: int
     dlids: int
     switches: int
-    cells: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
+    cells: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 @dataclasses.dataclass
