@@ -507,6 +507,10 @@ class PerModel(Generic[_T]):
             self._value, self._of = self.fn(model), weakref.ref(model)
         return self._value  # type: ignore[return-value]  # set for this very model
 
+    def held(self, model: Any) -> _T | None:
+        """The value if it was worked out of ``model`` already (None: not, or of another)."""
+        return self._value if self._of() is model else None
+
 
 class InterningTables(dict):
     """`SweepResult.link_tables` as a sweep fills it: equal tables (`table_key`) stored as

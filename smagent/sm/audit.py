@@ -146,16 +146,14 @@ class Audit:
         self.cursor = 0
         self.reads = self.drifts = self.passes = 0
         self.last: list[str] = []  # the last drifts found
-        self._of: object = None  # the known state `_items` is of: built once per sweep
-        self._items: list[Item] = []
+        # built once per known state (a million blocks on a large fabric); `items` looked up
+        # when called, as the module holds it
+        self._items = PerModel(lambda known: items(known))
         self._count = PerModel(count)  # the status asks often
 
     def items(self, known) -> list[Item]:
-        """`items(known)`, kept while the known state is the same object (the status asks
-        at every publish: a large fabric has a million blocks)."""
-        if known is not self._of:
-            self._of, self._items = known, items(known) if known is not None else []
-        return self._items
+        """`items(known)`, kept while the known state is the same object."""
+        return self._items(known) if known is not None else []
 
     def earn(self, light_gets: int) -> int:
         """Credits for a light sweep of ``light_gets`` Gets; how many items to read now."""
@@ -197,8 +195,14 @@ class Audit:
 
     def status(self, known) -> dict:
         return {"share": self.share, "reads": self.reads, "drifts": self.drifts, "passes": self.passes,
-                "items": (len(self._items) if known is self._of else self._count(known)) if known is not None else None,
-                "last": self.last}
+                "items": self._item_count(known), "last": self.last}
+
+    def _item_count(self, known) -> int | None:
+        """How many items ``known`` has: its list's length if built, else counted."""
+        if known is None:
+            return None
+        built = self._items.held(known)
+        return len(built) if built is not None else self._count(known)
 
 
 def step(duties: Duties, count: int) -> None:
