@@ -16,10 +16,8 @@ test_sa_aliases_live compares the bits) and ActCount (a counter of each SM's own
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
 import re
-import signal
 
 import pytest
 
@@ -260,37 +258,40 @@ def test_sminfo_records_of_a_standby_opensm_answer_like_opensm(tmp_path, ibsim, 
         procs.append(p)
         return p
 
-    def answers(nudge=None):
-        start = time.monotonic()  # OpenSM's sweep sees the standby within 10 s, later on a loaded machine
+    def answers(wait):
+        start = time.monotonic()
         while True:  # the table and the standby's own record both settled (asked one after the other)
             rows = records(saquery(sim, "SMIR").stdout)
             own = records(saquery(sim, "SMIR", lid_map(sim)[("H1", 1)]).stdout)
-            if [r["SMState"] for r in rows + own] == ["3", "2", "2"] or time.monotonic() > start + 90:
+            if [r["SMState"] for r in rows + own] == ["3", "2", "2"] or time.monotonic() > start + wait:
                 break
-            if nudge and time.monotonic() > start + 20:
-                nudge()
-                nudge = None
             time.sleep(0.5)
         return [{k: v for k, v in r.items() if k != "ActCount"} for r in rows + own]
+
+    def opensms(attempt):
+        osm_dir = tmp_path / f"opensm{attempt}"
+        # sweeping every 2 s, it sees the standby settle soon (its default: within 10 s)
+        osm = Proc([OPENSM, "-p", "10", "-s", "2", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir),
+                   osm_dir, osm_dir / "stdout")
+        procs.append(osm)
+        wait_for_sa(sim, "OpenSM", osm)
+        sb = standby(f"standby{attempt}")
+        # within 15 s alone; later on a loaded machine, and never where its sweep waits on
+        # an SMP that never comes back (its log evicts one at exit: 1 of 31 runs alone here,
+        # 2 of 3 runs of the whole suite)
+        rows = answers(45)
+        sb.stop()
+        osm.stop()
+        return rows
 
     net = tmp_path / "fabric.net"
     net.write_text(netfile.dumps(topogen.fat_tree_2(4)))
     sim = ibsim(net)
-    osm_dir = tmp_path / "opensm"
-    # sweeping every 2 s, it sees the standby settle soon (its default: within 10 s)
-    osm = Proc([OPENSM, "-p", "10", "-s", "2", "-f", str(osm_dir / "opensm.log")], sim.opensm_env(osm_dir), osm_dir,
-               osm_dir / "stdout")
-    procs.append(osm)
-    wait_for_sa(sim, "OpenSM", osm)
-    sb = standby("standby1")
-    # OpenSM at times takes the standby's Trap 144 (IsSM set) without the heavy sweep that
-    # would find it, and its light sweeps never do (seen in 2 of 4 runs alone): SIGHUP is
-    # its own way to ask for that heavy sweep
-    want = answers(lambda: os.kill(osm.proc.pid, signal.SIGHUP))
-    sb.stop()
-    osm.stop()
+    want = opensms(1)
+    if len(want) != 3:  # OpenSM's stall, not what this test compares: a fresh pair once more
+        want = opensms(2)
     start_sa(sim, tmp_path, procs, "--priority", "10")
-    standby("standby2")
-    got = answers()
+    standby("standby3")
+    got = answers(90)
     assert [(r["Priority"], r["SMState"]) for r in want] == [("10", "3"), ("1", "2"), ("1", "2")]
     assert got == want
