@@ -30,6 +30,15 @@ The new exits keep the promise the engine made (`PatchRule`):
 * shortest-path engines (minhop, no deadlock promise): the shortest path through what
   is left.
 
+When what was lost is known (`Lost`: the link ends gone, the lost switches' tables), a DLID
+whose old paths through the loss can keep their length and shape moves its dead exits
+alone (`_dead_only`): each takes a neighbour whose kept path is no longer than the old one
+and no worse in shape (down only if that was, up*/down* if that was). Every entry behind
+it keeps its exit and its path's length and shape, and a fabric that only lost has no
+shorter path, so the promise above holds for them untouched: a lost core of a 39,366-host
+tree moves its neighbours' exits, not the 2.5 million entries whose paths crossed it.
+Any other DLID gets the repair above.
+
 Among the exits of least cost the least-loaded port wins (channel-adapter LIDs counted,
 as the engines count them), so a leaf's lost uplink spreads its DLIDs over the uplinks
 left. dfsssp (layers and SLs per path) and file routing give no rule: they are routed
@@ -81,6 +90,21 @@ class Basis:
 
 def _link_ends(rin: RoutingInput) -> frozenset[tuple[int, int, int]]:
     return frozenset((g, p, g2) for g, lst in rin.adjacency.items() for p, g2 in lst)
+
+
+@dataclasses.dataclass
+class Lost:
+    """What the fabric lost since its routes were made, enough to follow the old paths
+    through it: ``ends``, (switch GUID, port) -> the GUID cabled there then, for the link
+    ends gone; ``tables``: LFT images holding the lost switches' (a lost core's path
+    crossed it); ``heights``: the ranking the routes were made under (lost switches too)."""
+    ends: dict[tuple[int, int], int]
+    tables: Mapping[int, bytes | bytearray]
+    heights: Mapping[int, int] | None
+
+    @classmethod
+    def of(cls, basis: Basis, rin: RoutingInput, tables: Mapping[int, bytes | bytearray]) -> "Lost":
+        return cls({(g, p): g2 for g, p, g2 in basis.links - _link_ends(rin)}, tables, basis.rule.heights)
 
 
 def losses(basis: Basis, rin: RoutingInput) -> tuple[set[int] | None, int, str | None]:
@@ -182,11 +206,13 @@ def _cells(changed: np.ndarray, before: np.ndarray, after: np.ndarray, guids: li
 
 
 def patch(rin: RoutingInput, old: Mapping[int, bytes | bytearray], rule: PatchRule,
-          suspects: set[int] | None = None) -> Patched:
+          suspects: set[int] | None = None, lost: Lost | None = None) -> Patched:
     """The routes of ``old`` (switch GUID -> its LFT image, as the switches hold it) on
     the fabric ``rin`` (which only lost links, switches or LIDs since), broken entries
     moved under ``rule``. ``suspects``: the switches that lost a link (None: every switch
-    is scanned for exits that lead nowhere). PatchRefused when the rule finds no path."""
+    is scanned for exits that lead nowhere); ``lost``: what was lost (None: not known), so
+    that a DLID whose old paths can keep their length and shape keeps every entry but
+    the dead exits (`_dead_only`). PatchRefused when the rule finds no path."""
     G = Graph(rin)
     S, L = G.S, G.max_lid + 1
     missing = [g for g in G.guids if g not in old]
@@ -224,7 +250,7 @@ def patch(rin: RoutingInput, old: Mapping[int, bytes | bytearray], rule: PatchRu
     tables = (table, _neighbour_table(_senders(G), S), ups)
     loads: dict[int, list[int]] = {}  # per switch, CA LIDs routed out of each port (`_assign`)
     for a in range(0, len(cols), _COLUMNS):
-        _repair(G, T, portmap, heights, home_x, is_ca, cols[a:a + _COLUMNS], tables, loads)
+        _repair(G, T, portmap, heights, home_x, is_ca, cols[a:a + _COLUMNS], tables, loads, lost)
     changed = T != before
     routes = Routes({g: RouteTable(bytearray(T[x].tobytes()), G.all_lids) for x, g in enumerate(G.guids)})
     routes.patch_rule = rule
@@ -243,17 +269,21 @@ def _affected(T: np.ndarray, portmap: np.ndarray, home_x: np.ndarray, routed: np
 
 def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | None, home_x: np.ndarray,
             is_ca: np.ndarray, cols: np.ndarray, tables: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-            loads: dict[int, list[int]]) -> None:
+            loads: dict[int, list[int]], lost: Lost | None = None) -> None:
     """New exits for the broken entries of the DLIDs ``cols``, written into T; ``tables``:
     each switch's neighbours and the switches that send to it (`_neighbour_table`), and
-    which of the neighbours are up (None: no heights); ``loads``: `_assign`'s."""
+    which of the neighbours are up (None: no heights); ``loads``: `_assign`'s; ``lost``:
+    `patch`'s (the DLIDs `_dead_only` settles keep their other entries)."""
     S, C = T.shape[0], len(cols)
     at = np.arange(C)
     nxt = portmap[np.arange(S)[:, None], T[:, cols]]  # next switch (-1: none)
     home = home_x[cols]
     nxt[home, at] = -2  # delivered here
     table, senders, ups = tables
-    broken = _upstream(nxt, senders, nxt == -1)
+    dead = nxt == -1
+    broken = _upstream(nxt, senders, dead)
+    if lost is not None:
+        broken[:, _dead_only(G, T, cols, nxt, heights, dead, broken, table, lost, is_ca, loads)] = False
     r, c = np.nonzero(broken)
     if not len(r):
         return
@@ -300,6 +330,111 @@ def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | 
         i = int(np.argmin(reach))
         raise PatchRefused(f"no path from {G.name(int(r[i]))} to LID {int(cols[c[i]])}: the switch graph is split")
     _assign(G, T, cols, r, c, cand, nb, is_ca, loads)
+
+
+def _dead_only(G: Graph, T: np.ndarray, cols: np.ndarray, nxt: np.ndarray, heights: np.ndarray | None,
+               dead: np.ndarray, broken: np.ndarray, table: np.ndarray, lost: Lost, is_ca: np.ndarray,
+               loads: dict[int, list[int]]) -> np.ndarray:
+    """The DLIDs (a mask of ``cols``) whose dead exits alone get new ones, written into T:
+    where every dead cell has a neighbour, off the broken cells, whose kept path is no
+    longer than the old path through the loss and no worse in shape (down only if that
+    was; up*/down* if that was). Every path that crossed the loss then keeps its length
+    and its shape (a new fabric never has shorter ones: it only lost), so the engine's
+    promise holds for the entries upstream untouched: a lost core of 39,366 hosts moves
+    its 54 spines' dead exits, not the 2.5 million entries behind them. Any other DLID
+    goes to the full repair."""
+    r, c = np.nonzero(dead)
+    if not len(r):
+        return np.zeros(len(cols), bool)
+    old_cost, old_down, old_legal = _old_paths(G, T, cols, nxt, heights, broken, lost, r, c)
+    nb, pad = _neighbours(table, r)
+    y = np.where(pad, 0, nb)
+    cy = np.broadcast_to(c[:, None], y.shape)
+    usable = ~pad & ~broken[y, cy]
+    cost = np.full(y.shape, INF, np.int32)
+    down = np.zeros(y.shape, bool)
+    legal = np.zeros(y.shape, bool)
+    cost[usable], down[usable], legal[usable] = _chains(nxt, heights, y[usable], cy[usable])
+    if heights is not None:  # the hop in, then the neighbour's kept chain
+        hop_down = heights[y] < heights[r][:, None]
+        legal &= ~hop_down | down
+        down &= hop_down
+    cost = np.where(cost < INF, cost + 1, INF)
+    fits = usable & (cost <= old_cost[:, None]) & (down | ~old_down[:, None]) & (legal | ~old_legal[:, None])
+    fits &= (old_cost < INF)[:, None]  # an old path not followed: no length to keep
+    best = np.where(fits, cost, INF).min(1)
+    cand = fits & (cost == best[:, None])
+    bad = np.zeros(len(cols), bool)
+    bad[c[best >= INF]] = True
+    ok = ~bad[c]
+    if ok.any():
+        _assign(G, T, cols, r[ok], c[ok], cand[ok], nb[ok], is_ca, loads)
+    return ~bad
+
+
+def _old_paths(G: Graph, T: np.ndarray, cols: np.ndarray, nxt: np.ndarray, heights: np.ndarray | None,
+               broken: np.ndarray, lost: Lost, r: np.ndarray, c: np.ndarray):
+    """Per dead cell (r, c), the old path through the loss: its hop count (INF where it
+    cannot be followed), whether it went only down and whether it was up*/down*. Its
+    first hop is the lost link (or into the lost switch, then out by that switch's old
+    table); then the kept chain of a cell that is not broken (none reaches a dead exit:
+    the old paths had no loops)."""
+    n = len(r)
+    hops = np.zeros(n, np.int32)
+    to = np.full(n, -1, np.int64)  # where the kept chain starts
+    hts = np.zeros((n, 3), np.int64)  # heights along the lost hops (x, then z, then w)
+    ports = T[r, cols[c]]
+    keys = r * 256 + ports
+    uniq, inv = np.unique(keys, return_inverse=True)
+    for i, key in enumerate(uniq.tolist()):
+        x, p = divmod(key, 256)
+        z = lost.ends.get((G.guids[x], p))
+        sel = np.flatnonzero(inv == i)
+        if z is None or (heights is not None and (lost.heights is None or z not in lost.heights)):
+            continue
+        hts[sel, 0] = heights[x] if heights is not None else 0
+        hts[sel, 1] = lost.heights[z] if heights is not None and lost.heights is not None else 0
+        if z in G.index:
+            hops[sel], to[sel] = 1, G.index[z]
+        else:
+            _through_lost(G, lost, z, cols[c[sel]], sel, hops, to, hts, heights)
+    ok = to >= 0
+    ok[ok] &= ~broken[to[ok], c[ok]]
+    cost = np.full(n, INF, np.int32)
+    down = np.zeros(n, bool)
+    legal = np.zeros(n, bool)
+    if ok.any():
+        ck, dk, lk = _chains(nxt, heights, to[ok], c[ok])
+        if heights is None:  # shortest paths: no shape to keep
+            dk = lk = np.zeros(len(ck), bool)
+        else:
+            d1 = hts[ok, 1] < hts[ok, 0]
+            two = hops[ok] == 2
+            d2 = np.where(two, hts[ok, 2] < hts[ok, 1], d1)
+            seen = d1 | d2
+            lk = lk & ~(two & d1 & ~d2) & (~seen | dk)
+            dk = dk & d1 & d2
+        cost[ok] = np.where(ck < INF, ck + hops[ok], INF)
+        down[ok], legal[ok] = dk, lk
+    return cost, down, legal
+
+
+def _through_lost(G: Graph, lost: Lost, z: int, dlids: np.ndarray, sel: np.ndarray, hops: np.ndarray,
+                  to: np.ndarray, hts: np.ndarray, heights: np.ndarray | None) -> None:
+    """The old hop out of the lost switch ``z`` for the cells ``sel`` (DLIDs ``dlids``):
+    its old table's exit and the switch cabled there (left unfollowed if unknown)."""
+    image = lost.tables.get(z)
+    if image is None or len(image) <= int(dlids.max()):
+        return
+    outs = np.frombuffer(image, np.uint8)[dlids]
+    for q in np.unique(outs).tolist():
+        w = lost.ends.get((z, q))
+        if w is None or w not in G.index:
+            continue
+        at = sel[outs == q]
+        hops[at], to[at] = 2, G.index[w]
+        if heights is not None:
+            hts[at, 2] = heights[G.index[w]]
 
 
 def _neighbour_table(lists: list[list[int]], S: int) -> np.ndarray:

@@ -103,7 +103,7 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         old, why = known_images(known, rin)
     if why is None:
         try:
-            done = patchmod.patch(rin, old, basis.rule, suspects)
+            done = patchmod.patch(rin, old, basis.rule, suspects, patchmod.Lost.of(basis, rin, known.lft))
         except patchmod.PatchRefused as e:
             why = str(e)
     if why is not None:

@@ -32,9 +32,14 @@ def switch_links(f):
             if f.node(a.node).is_switch and f.node(b.node).is_switch]
 
 
-def walk(rin, routes, g, lid):
-    """The switches (GUIDs) and exit ports from ``g`` to ``lid``'s home, by ``routes``."""
-    nbr = {(x, p): y for x, lst in rin.adjacency.items() for p, y in lst}
+def links_of(rin):
+    return {(x, p): y for x, lst in rin.adjacency.items() for p, y in lst}
+
+
+def walk(rin, routes, g, lid, nbr=None):
+    """The switches (GUIDs) and exit ports from ``g`` to ``lid``'s home, by ``routes``
+    (``nbr``: `links_of(rin)`, if worked out already)."""
+    nbr = links_of(rin) if nbr is None else nbr
     hops = []
     for _ in range(64):
         p = routes[g][lid]
@@ -45,14 +50,14 @@ def walk(rin, routes, g, lid):
     raise AssertionError(f"loop from {g:#x} to LID {lid}")
 
 
-def crosses(rin_old, routes, g, lid, lost_ends, lost_switches):
-    return any((x, p) in lost_ends or x in lost_switches for x, p in walk(rin_old, routes, g, lid))
+def crosses(rin_old, routes, g, lid, lost_ends, lost_switches, nbr=None):
+    return any((x, p) in lost_ends or x in lost_switches for x, p in walk(rin_old, routes, g, lid, nbr))
 
 
-def is_updown(rin, routes, g, lid, heights):
+def is_updown(rin, routes, g, lid, heights, nbr=None):
     down = False
-    nbr = {(x, p): y for x, lst in rin.adjacency.items() for p, y in lst}
-    for x, p in walk(rin, routes, g, lid)[:-1]:
+    nbr = links_of(rin) if nbr is None else nbr
+    for x, p in walk(rin, routes, g, lid, nbr)[:-1]:
         up = heights[nbr[(x, p)]] > heights[x]
         if up and down:
             return False
@@ -60,8 +65,25 @@ def is_updown(rin, routes, g, lid, heights):
     return True
 
 
+def hop_counts(rin, routes, pairs):
+    """Each (switch, LID)'s hop count by ``routes`` (None: it never gets there)."""
+    nbr = links_of(rin)
+    out = {}
+    for g, lid in pairs:
+        x = g
+        for hops in range(64):
+            p = routes[x][lid]
+            if (x, p) == rin.lid_homes[lid] or (x, p) not in nbr:
+                out[g, lid] = hops if (x, p) == rin.lid_homes[lid] else None
+                break
+            x = nbr[(x, p)]
+    return out
+
+
 def check_patch(f, engine, drop_links=(), drop_nodes=()):
-    """Route ``f`` with ``engine``, lose links/switches, patch; check it all."""
+    """Route ``f`` with ``engine``, lose links/switches, patch (what was lost known, as
+    the SM patches); check it all, and every path that crossed the loss against the
+    repair of every broken entry (no longer than it; up*/down* where it is)."""
     rin = RoutingInput.from_fabric(f)
     routes = routing.route(engine, rin)
     g = carried(f, topogen.variant(f, drop_links=drop_links, drop_nodes=drop_nodes))
@@ -69,7 +91,8 @@ def check_patch(f, engine, drop_links=(), drop_nodes=()):
     basis = Basis.of(routes.patch_rule, routing.parse_spec(engine), rin)
     suspects, lost, why = losses(basis, rin2)
     assert why is None and lost
-    done = patch(rin2, {s: bytes(routes[s].ports) for s in routes}, routes.patch_rule, suspects)
+    old = {s: bytes(routes[s].ports) for s in routes}
+    done = patch(rin2, old, routes.patch_rule, suspects, patchmod.Lost.of(basis, rin2, old))
     new = done.routes
     rep = verify.check(verify.snapshot_from_routes(g, new))
     assert rep.summary["pairs_unreachable"] == 0
@@ -82,15 +105,22 @@ def check_patch(f, engine, drop_links=(), drop_nodes=()):
     heights = routes.patch_rule.heights
     cas = {x for x, p in rin2.lid_homes.values() if p}
     changed = 0
+    crossed = []
+    nbr, nbr2 = links_of(rin), links_of(rin2)
     for s in rin2.switches:
         for lid in rin2.lid_homes:
+            if crosses(rin, routes, s, lid, lost_ends, gone, nbr):
+                crossed.append((s, lid))
+                if heights is not None and s in cas and rin2.lid_homes[lid][1]:
+                    assert is_updown(rin2, new, s, lid, heights, nbr2), (s, lid)
             if new[s][lid] == routes[s][lid]:
                 continue
             changed += 1
-            assert crosses(rin, routes, s, lid, lost_ends, gone), (s, lid)  # only what crossed the loss
-            if heights is not None and s in cas and rin2.lid_homes[lid][1]:
-                assert is_updown(rin2, new, s, lid, heights), (s, lid)
+            assert (s, lid) in crossed  # only what crossed the loss
     assert changed == done.moved - sum(len(rin2.switches) for lid in rin.lid_homes if lid not in rin2.lid_homes)
+    whole = patch(rin2, old, routes.patch_rule, suspects).routes  # every broken entry re-decided
+    mine, theirs = hop_counts(rin2, new, crossed), hop_counts(rin2, whole, crossed)
+    assert all(mine[k] <= theirs[k] for k in crossed), [k for k in crossed if mine[k] > theirs[k]][:3]
     return done, routes, new
 
 
@@ -258,3 +288,34 @@ def test_what_came_back_gets_the_routes_before_the_loss(engine, lose):
     if undo.lost:
         undo.lost = {}
         assert "no known forwarding table" in patchmod.restore(rin, held, undo, now)
+
+
+@pytest.mark.parametrize("engine", ["ftree", "updn", "minhop"])
+def test_the_dead_exits_alone_move_where_the_old_paths_keep_their_length(engine, monkeypatch):
+    """What was lost known (`Lost`): a lost core's neighbours take another core at the same
+    length, so only their dead exits move and the full repair (`_relax`) never runs (it
+    does when the lost core's table is not known: its old paths cannot be followed); a
+    two-level tree's spine that lost its only link to a leaf has no path of the old length
+    (one hop): the full repair runs for those DLIDs."""
+    relaxed = []
+    relax = patchmod._relax
+    monkeypatch.setattr(patchmod, "_relax", lambda *a, **k: relaxed.append(1) or relax(*a, **k))
+
+    def patched(f, hide=(), **drop):
+        rin = RoutingInput.from_fabric(f)
+        routes = routing.route(engine, rin)
+        rin2 = RoutingInput.from_fabric(carried(f, topogen.variant(f, **drop)))
+        basis = Basis.of(routes.patch_rule, None, rin)
+        old = {s: bytes(routes[s].ports) for s in routes}
+        relaxed.clear()
+        known = {s: t for s, t in old.items() if s not in {f.node(n).guid for n in hide}}
+        mine = patch(rin2, old, routes.patch_rule, losses(basis, rin2)[0], patchmod.Lost.of(basis, rin2, known))
+        return bool(relaxed), mine
+
+    ran, mine = patched(prepared(topogen.fat_tree_3(8)), drop_nodes=["S0"])
+    assert not ran and mine.moved
+    assert patched(prepared(topogen.fat_tree_3(8)), hide=["S0"], drop_nodes=["S0"])[0]  # its old table unknown
+    cut = [(("L0", 5), ("S0", 1))]
+    ran, mine = patched(prepared(topogen.fat_tree_2(8)), drop_links=cut)
+    assert ran and mine.moved
+    check_patch(prepared(topogen.fat_tree_2(8)), engine, drop_links=cut)  # and what it promises holds
