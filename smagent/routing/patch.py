@@ -95,16 +95,15 @@ def _link_ends(rin: RoutingInput) -> frozenset[tuple[int, int, int]]:
 @dataclasses.dataclass
 class Lost:
     """What the fabric lost since its routes were made, enough to follow the old paths
-    through it: ``ends``, (switch GUID, port) -> the GUID cabled there then, for the link
-    ends gone; ``tables``: LFT images holding the lost switches' (a lost core's path
-    crossed it); ``heights``: the ranking the routes were made under (lost switches too)."""
+    through it and to undo a patch (`Undo.of`): ``ends``, (switch GUID, port) -> the GUID
+    cabled there then, for the link ends gone; ``tables``: LFT images holding the lost
+    switches' (a lost core's path crossed it)."""
     ends: dict[tuple[int, int], int]
     tables: Mapping[int, bytes | bytearray]
-    heights: Mapping[int, int] | None
 
     @classmethod
     def of(cls, basis: Basis, rin: RoutingInput, tables: Mapping[int, bytes | bytearray]) -> "Lost":
-        return cls({(g, p): g2 for g, p, g2 in basis.links - _link_ends(rin)}, tables, basis.rule.heights)
+        return cls({(g, p): g2 for g, p, g2 in basis.links - _link_ends(rin)}, tables)
 
 
 def losses(basis: Basis, rin: RoutingInput) -> tuple[set[int] | None, int, str | None]:
@@ -157,14 +156,14 @@ class Undo:
     lost: dict[int, bytes]
 
     @classmethod
-    def of(cls, before: Basis, rin: RoutingInput, done: Patched, tables: Mapping[int, bytes]) -> "Undo":
+    def of(cls, before: Basis, rin: RoutingInput, done: Patched, lost: Lost) -> "Undo":
         """The undo of ``done``, a patch of the routes made on ``before`` for the fabric
-        ``rin`` (which only lost since); ``tables``: LFT images that hold the lost switches'."""
-        links = before.links - _link_ends(rin)
+        ``rin`` (which only lost since: ``lost``, whose tables hold the lost switches')."""
+        links = frozenset((g, p, g2) for (g, p), g2 in lost.ends.items())
         homes = {lid: home for lid, home in before.homes.items() if rin.lid_homes.get(lid) != home}
-        gone = {g for g, _p, _n in links} - set(rin.switches)
+        gone = {g for g, _p in lost.ends} - set(rin.switches)
         return cls(before.rule, before.spec, links, homes, done.cells,
-                   {g: tables[g] for g in gone if g in tables})
+                   {g: bytes(lost.tables[g]) for g in gone if g in lost.tables})
 
 
 def restore(rin: RoutingInput, tables: Mapping[int, bytes | bytearray], undo: Undo, now: Basis) -> Routes | str:
@@ -250,7 +249,8 @@ def patch(rin: RoutingInput, old: Mapping[int, bytes | bytearray], rule: PatchRu
     tables = (table, _neighbour_table(_senders(G), S), ups)
     loads: dict[int, list[int]] = {}  # per switch, CA LIDs routed out of each port (`_assign`)
     for a in range(0, len(cols), _COLUMNS):
-        _repair(G, T, portmap, heights, home_x, is_ca, cols[a:a + _COLUMNS], tables, loads, lost)
+        _repair(G, T, portmap, heights, home_x, is_ca, cols[a:a + _COLUMNS], tables, loads,
+                None if lost is None else (lost, rule.heights))
     changed = T != before
     routes = Routes({g: RouteTable(bytearray(T[x].tobytes()), G.all_lids) for x, g in enumerate(G.guids)})
     routes.patch_rule = rule
@@ -269,11 +269,12 @@ def _affected(T: np.ndarray, portmap: np.ndarray, home_x: np.ndarray, routed: np
 
 def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | None, home_x: np.ndarray,
             is_ca: np.ndarray, cols: np.ndarray, tables: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-            loads: dict[int, list[int]], lost: Lost | None = None) -> None:
+            loads: dict[int, list[int]], lost: tuple[Lost, Mapping[int, int] | None] | None = None) -> None:
     """New exits for the broken entries of the DLIDs ``cols``, written into T; ``tables``:
     each switch's neighbours and the switches that send to it (`_neighbour_table`), and
     which of the neighbours are up (None: no heights); ``loads``: `_assign`'s; ``lost``:
-    `patch`'s (the DLIDs `_dead_only` settles keep their other entries)."""
+    `patch`'s with the rule's heights by GUID (the DLIDs `_dead_only` settles keep their
+    other entries)."""
     S, C = T.shape[0], len(cols)
     at = np.arange(C)
     nxt = portmap[np.arange(S)[:, None], T[:, cols]]  # next switch (-1: none)
@@ -283,7 +284,7 @@ def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | 
     dead = nxt == -1
     broken = _upstream(nxt, senders, dead)
     if lost is not None:
-        broken[:, _dead_only(G, T, cols, nxt, heights, dead, broken, table, lost, is_ca, loads)] = False
+        broken[:, _dead_only(G, T, cols, nxt, heights, dead, broken, table, *lost, is_ca, loads)] = False
     r, c = np.nonzero(broken)
     if not len(r):
         return
@@ -333,8 +334,8 @@ def _repair(G: Graph, T: np.ndarray, portmap: np.ndarray, heights: np.ndarray | 
 
 
 def _dead_only(G: Graph, T: np.ndarray, cols: np.ndarray, nxt: np.ndarray, heights: np.ndarray | None,
-               dead: np.ndarray, broken: np.ndarray, table: np.ndarray, lost: Lost, is_ca: np.ndarray,
-               loads: dict[int, list[int]]) -> np.ndarray:
+               dead: np.ndarray, broken: np.ndarray, table: np.ndarray, lost: Lost,
+               ranks: Mapping[int, int] | None, is_ca: np.ndarray, loads: dict[int, list[int]]) -> np.ndarray:
     """The DLIDs (a mask of ``cols``) whose dead exits alone get new ones, written into T:
     where every dead cell has a neighbour, off the broken cells, whose kept path is no
     longer than the old path through the loss and no worse in shape (down only if that
@@ -342,11 +343,11 @@ def _dead_only(G: Graph, T: np.ndarray, cols: np.ndarray, nxt: np.ndarray, heigh
     and its shape (a new fabric never has shorter ones: it only lost), so the engine's
     promise holds for the entries upstream untouched: a lost core of 39,366 hosts moves
     its 54 spines' dead exits, not the 2.5 million entries behind them. Any other DLID
-    goes to the full repair."""
+    goes to the full repair. ``ranks``: the heights by GUID (lost switches too)."""
     r, c = np.nonzero(dead)
     if not len(r):
         return np.zeros(len(cols), bool)
-    old_cost, old_down, old_legal = _old_paths(G, T, cols, nxt, heights, broken, lost, r, c)
+    old_cost, old_down, old_legal = _old_paths(G, T, cols, nxt, heights, ranks, broken, lost, r, c)
     nb, pad = _neighbours(table, r)
     y = np.where(pad, 0, nb)
     cy = np.broadcast_to(c[:, None], y.shape)
@@ -373,7 +374,7 @@ def _dead_only(G: Graph, T: np.ndarray, cols: np.ndarray, nxt: np.ndarray, heigh
 
 
 def _old_paths(G: Graph, T: np.ndarray, cols: np.ndarray, nxt: np.ndarray, heights: np.ndarray | None,
-               broken: np.ndarray, lost: Lost, r: np.ndarray, c: np.ndarray):
+               ranks: Mapping[int, int] | None, broken: np.ndarray, lost: Lost, r: np.ndarray, c: np.ndarray):
     """Per dead cell (r, c), the old path through the loss: its hop count (INF where it
     cannot be followed), whether it went only down and whether it was up*/down*. Its
     first hop is the lost link (or into the lost switch, then out by that switch's old
@@ -389,11 +390,11 @@ def _old_paths(G: Graph, T: np.ndarray, cols: np.ndarray, nxt: np.ndarray, heigh
     for i, key in enumerate(uniq.tolist()):
         x, p = divmod(key, 256)
         z = lost.ends.get((G.guids[x], p))
-        sel = np.flatnonzero(inv == i)
-        if z is None or (heights is not None and (lost.heights is None or z not in lost.heights)):
+        if z is None or (ranks is not None and z not in ranks):
             continue
-        hts[sel, 0] = heights[x] if heights is not None else 0
-        hts[sel, 1] = lost.heights[z] if heights is not None and lost.heights is not None else 0
+        sel = np.flatnonzero(inv == i)
+        if heights is not None and ranks is not None:  # heights are the ranks of G's switches
+            hts[sel, 0], hts[sel, 1] = heights[x], ranks[z]
         if z in G.index:
             hops[sel], to[sel] = 1, G.index[z]
         else:

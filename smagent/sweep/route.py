@@ -103,7 +103,8 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         old, why = known_images(known, rin)
     if why is None:
         try:
-            done = patchmod.patch(rin, old, basis.rule, suspects, patchmod.Lost.of(basis, rin, known.lft))
+            gone = patchmod.Lost.of(basis, rin, known.lft)
+            done = patchmod.patch(rin, old, basis.rule, suspects, gone)
         except patchmod.PatchRefused as e:
             why = str(e)
     if why is not None:
@@ -113,7 +114,7 @@ def patched(s: SweepState, spec: routing.RoutingSpec) -> routing.Routes | None:
         return None
     routes = done.routes
     if not s.opts.dry_run:  # what the next repair puts back if this loss comes back (`restored`)
-        memory.undo.append(patchmod.Undo.of(basis, rin, done, known.lft))
+        memory.undo.append(patchmod.Undo.of(basis, rin, done, gone))
         del memory.undo[:-patchmod.UNDO_KEPT]
     reason = (f"{basis.rule.engine}'s routes kept, {done.moved} entries for {done.dlids} LIDs at "
               f"{done.switches} switches " + (f"moved off {lost // 2 or 1} lost link(s)" if lost else

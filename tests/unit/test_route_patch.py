@@ -271,7 +271,8 @@ def test_what_came_back_gets_the_routes_before_the_loss(engine, lose):
     spec = routing.parse_spec(engine)
     basis, now = Basis.of(routes.patch_rule, spec, rin), Basis.of(routes.patch_rule, spec, rin2)
     held = {s: bytes(new[s].ports) for s in new}
-    undo = patchmod.Undo.of(basis, rin2, done, {s: bytes(routes[s].ports) for s in routes})
+    lost = patchmod.Lost.of(basis, rin2, {s: bytes(routes[s].ports) for s in routes})
+    undo = patchmod.Undo.of(basis, rin2, done, lost)
     assert bool(undo.lost) == (lose == "switch") and undo.links == basis.links - now.links
     back = patchmod.restore(rin, held, undo, now)
     assert not isinstance(back, str), back
